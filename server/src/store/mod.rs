@@ -1,0 +1,372 @@
+//! The metadata store: inodes, directories and per-file extent maps, kept as in-memory indexes
+//! and changed only through `metalog` transactions (design.md §2–4).
+//!
+//! This is the API the NFS operations call. It knows nothing of NFS: no stateids, no XDR, no
+//! `nfsstat4` (the mapping `StoreError -> NfsStat` lives in `nfs4/status.rs`). Every method is
+//! synchronous and thread-safe; COMPOUNDs run on blocking threads. Locks are held only while the
+//! in-memory state changes, never across a log force or device I/O of the log.
+//!
+//! Durability (design.md §4): on a `sync` export the mutating namespace calls (create, remove,
+//! rename, link, setattr) return after `force_seq(commit_seq)` of the inodes they changed; on
+//! an `async` export they return after the in-memory commit.
+
+// API skeleton agreed between the protocol and store work; bodies are filled in by the store.
+
+use std::time::SystemTime;
+
+/// Inode number. `ROOT_INO` is the export's root directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ino(pub u64);
+
+pub const ROOT_INO: Ino = Ino(1);
+
+/// Seconds and nanoseconds since the epoch, as NFS `nfstime4` carries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Timespec {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Timespec {
+    pub fn now() -> Timespec {
+        let d = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timespec {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileType {
+    Regular,
+    Directory,
+    Symlink,
+    BlockDev,
+    CharDev,
+    Fifo,
+    Socket,
+}
+
+/// What CREATE / OPEN(create) makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NewNode {
+    Regular,
+    Directory,
+    Symlink(Vec<u8>),
+    BlockDev { major: u32, minor: u32 },
+    CharDev { major: u32, minor: u32 },
+    Fifo,
+    Socket,
+}
+
+/// The attributes of an inode, as the store keeps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: Ino,
+    /// Bumped each time an inode number is reused; part of the filehandle.
+    pub generation: u32,
+    pub ftype: FileType,
+    /// Permission bits (07777).
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    /// Bytes of allocated blocks (written + unwritten).
+    pub used: u64,
+    pub rdev: (u32, u32),
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub crtime: Timespec,
+    /// NFS change attribute: strictly increases with every change of the inode.
+    pub change: u64,
+    /// Parent directory (directories only; the root is its own parent).
+    pub parent: Ino,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetTime {
+    ServerNow,
+    Client(Timespec),
+}
+
+/// SETATTR / CREATE attributes; `None` leaves a field alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SetAttrs {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Truncate or extend; truncation frees the blocks past the new size.
+    pub size: Option<u64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
+}
+
+/// The change attribute of a directory before and after an operation (NFS `change_info4`).
+/// `atomic` is true: the store changes a directory under its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirChange {
+    pub before: u64,
+    pub after: u64,
+}
+
+/// REMOVE / RENAME may drop the last link of a file: the caller recalls its layouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unlinked {
+    pub ino: Ino,
+    /// The inode is gone (last link dropped and no open keeps it; see `Store::release`).
+    pub last_link: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Resume READDIR after this entry with this cookie; never 0, 1 or 2 (reserved by NFS).
+    pub cookie: u64,
+    pub name: Vec<u8>,
+    pub attr: Attr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadDir {
+    pub entries: Vec<DirEntry>,
+    pub eof: bool,
+    /// Changes when cookies of this directory become invalid.
+    pub verifier: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stable {
+    Unstable,
+    DataSync,
+    FileSync,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekWhat {
+    Data,
+    Hole,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsStat {
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    pub total_files: u64,
+    pub free_files: u64,
+}
+
+/// Errors of the store. Each maps to one `nfsstat4` in `nfs4/status.rs`.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    #[error("no such file or directory")]
+    NoEnt,
+    #[error("file exists")]
+    Exist,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("invalid argument")]
+    Inval,
+    #[error("name too long")]
+    NameTooLong,
+    #[error("bad name")]
+    BadName,
+    #[error("no space left on the volume")]
+    NoSpace,
+    #[error("file too big")]
+    FileTooBig,
+    #[error("stale inode")]
+    Stale,
+    #[error("wrong type for this operation")]
+    WrongType,
+    #[error("too many links")]
+    TooManyLinks,
+    #[error("cookie is no longer valid")]
+    BadCookie,
+    #[error("the metadata log is shut down or failed: {0}")]
+    Io(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// How the store is opened (from the config; see `config.rs`).
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// `sync` export (default): namespace changes are durable before the reply (design.md §4).
+    pub sync: bool,
+    /// How often the background worker forces the log so lazy timestamps reach the disk.
+    pub log_force_interval: std::time::Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            sync: true,
+            log_force_interval: std::time::Duration::from_secs(30),
+        }
+    }
+}
+
+/// The metadata store of one volume.
+pub struct Store {
+    _private: (),
+}
+
+impl Store {
+    /// Format `path` (a file, created sparse with `size` bytes if missing, or a block device).
+    /// Refuses a formatted volume unless `force`.
+    pub fn mkfs(_path: &std::path::Path, _size: u64, _force: bool) -> Result<()> {
+        todo!("store: mkfs")
+    }
+
+    /// Mount a formatted volume: read the superblock, recover the log, rebuild the indexes.
+    pub fn open(_path: &std::path::Path, _opts: StoreOptions) -> Result<Store> {
+        todo!("store: open")
+    }
+
+    /// Clean unmount: force the log, write back, write the clean-unmount record.
+    pub fn unmount(&self) -> Result<()> {
+        todo!("store: unmount")
+    }
+
+    /// The volume UUID (the block-layout signature, fsid and write-verifier source).
+    pub fn volume_uuid(&self) -> [u8; 16] {
+        todo!("store: volume_uuid")
+    }
+
+    /// Changes at every mount (NFS write verifier, READDIR verifier base, server boot epoch).
+    pub fn boot_verifier(&self) -> u64 {
+        todo!("store: boot_verifier")
+    }
+
+    pub fn fsstat(&self) -> FsStat {
+        todo!("store: fsstat")
+    }
+
+    /// The volume's block size (`layout_blksize`).
+    pub fn block_size(&self) -> u32 {
+        todo!("store: block_size")
+    }
+
+    pub fn getattr(&self, _ino: Ino) -> Result<Attr> {
+        todo!("store: getattr")
+    }
+
+    /// Like `getattr` but also checks the generation from a filehandle (`Stale` on mismatch).
+    pub fn getattr_gen(&self, _ino: Ino, _generation: u32) -> Result<Attr> {
+        todo!("store: getattr_gen")
+    }
+
+    pub fn lookup(&self, _dir: Ino, _name: &[u8]) -> Result<Attr> {
+        todo!("store: lookup")
+    }
+
+    /// CREATE and OPEN(create). `Exist` if the name is taken.
+    pub fn create(
+        &self,
+        _dir: Ino,
+        _name: &[u8],
+        _node: NewNode,
+        _attrs: &SetAttrs,
+        _cred: (u32, u32),
+    ) -> Result<(Attr, DirChange)> {
+        todo!("store: create")
+    }
+
+    pub fn remove(&self, _dir: Ino, _name: &[u8]) -> Result<(DirChange, Unlinked)> {
+        todo!("store: remove")
+    }
+
+    /// Returns the change info of the source and target directories, and the file a rename
+    /// over an existing name unlinked, if any.
+    pub fn rename(
+        &self,
+        _src_dir: Ino,
+        _src_name: &[u8],
+        _dst_dir: Ino,
+        _dst_name: &[u8],
+    ) -> Result<(DirChange, DirChange, Option<Unlinked>)> {
+        todo!("store: rename")
+    }
+
+    pub fn link(&self, _ino: Ino, _dir: Ino, _name: &[u8]) -> Result<DirChange> {
+        todo!("store: link")
+    }
+
+    /// Entries after `cookie` (0 = from the start) whose encoded size the caller bounds by
+    /// asking for at most `max_entries`; `BadCookie` if the cookie is not of this directory.
+    pub fn readdir(&self, _dir: Ino, _cookie: u64, _max_entries: usize) -> Result<ReadDir> {
+        todo!("store: readdir")
+    }
+
+    pub fn readlink(&self, _ino: Ino) -> Result<Vec<u8>> {
+        todo!("store: readlink")
+    }
+
+    pub fn setattr(&self, _ino: Ino, _attrs: &SetAttrs) -> Result<Attr> {
+        todo!("store: setattr")
+    }
+
+    /// READ through the server: bytes of written extents from the data volume, zeros for holes
+    /// and unwritten extents; `eof` if the read reaches the end of the file.
+    pub fn read(&self, _ino: Ino, _offset: u64, _count: u32) -> Result<(Vec<u8>, bool)> {
+        todo!("store: read")
+    }
+
+    /// WRITE through the server: allocates as needed, writes the data volume, converts,
+    /// grows the size. Returns how stable the write is when this returns.
+    pub fn write(
+        &self,
+        _ino: Ino,
+        _offset: u64,
+        _data: &[u8],
+        _stable: Stable,
+    ) -> Result<(u32, Stable)> {
+        todo!("store: write")
+    }
+
+    /// COMMIT: a full fsync of the file (design.md §4).
+    pub fn commit(&self, _ino: Ino) -> Result<()> {
+        todo!("store: commit")
+    }
+
+    /// NFSv4.2 ALLOCATE: unwritten extents over the holes of the range; the size grows.
+    pub fn allocate(&self, _ino: Ino, _offset: u64, _len: u64) -> Result<()> {
+        todo!("store: allocate")
+    }
+
+    /// NFSv4.2 DEALLOCATE: punch the range (whole blocks freed, partial blocks zeroed).
+    pub fn deallocate(&self, _ino: Ino, _offset: u64, _len: u64) -> Result<()> {
+        todo!("store: deallocate")
+    }
+
+    /// NFSv4.2 SEEK: `(eof, offset)`; `None` offset means NXIO (nothing found before EOF).
+    pub fn seek(&self, _ino: Ino, _offset: u64, _what: SeekWhat) -> Result<(bool, Option<u64>)> {
+        todo!("store: seek")
+    }
+
+    /// An open file was unlinked and its last open is gone: free it now.
+    pub fn release(&self, _ino: Ino) -> Result<()> {
+        todo!("store: release")
+    }
+}
+
+/// Client records that must survive a restart so that clients can reclaim during the grace
+/// period (RFC 8881 §8.4.3). The store keeps them as opaque key/value pairs in the log and
+/// metadata area; `None` removes a record. Durable before return.
+impl Store {
+    pub fn put_client_record(&self, _key: &[u8], _value: Option<&[u8]>) -> Result<()> {
+        todo!("store: put_client_record")
+    }
+
+    pub fn client_records(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        todo!("store: client_records")
+    }
+}
