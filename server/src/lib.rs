@@ -1,2 +1,12 @@
-//! pnfsd: a pNFS block-layout metadata server for NFSv4.1/4.2 (being written).
+//! pnfsd: a pNFS block-layout metadata server for NFSv4.1/4.2 (design.md §1).
+//!
+//! ```text
+//! rpc (record marking, RPC headers) → nfs4::compound (dispatch table) → nfs4::ops::<op>
+//!     → store (inodes, directories, extent maps) + nfs4::state → metalog → BlockDev
+//! ```
+//! Data flows one way; lower layers know nothing of the ones above.
+pub mod nfs4;
+pub mod rpc;
+pub mod server;
 pub mod store;
+pub mod xdr;

@@ -1,0 +1,6 @@
+//! NFSv4.1/4.2: COMPOUND dispatch, one file per operation, and the state they share.
+pub mod compound;
+pub mod ops;
+pub mod state;
+pub mod status;
+pub mod types;

@@ -1,0 +1,37 @@
+//! The server object every operation reaches through `Ctx::srv`: the store, the NFSv4 state
+//! and the configuration the operations read.
+
+use std::sync::Arc;
+
+use crate::nfs4::state::StateManager;
+use crate::store::Store;
+
+/// The part of the configuration the NFS layer uses (the rest is in `config.rs`).
+#[derive(Debug, Clone)]
+pub struct NfsOptions {
+    pub lease_seconds: u32,
+    pub grace_seconds: u32,
+    /// pNFS layout types offered in `fs_layout_types` (BLOCK_VOLUME = 3, SCSI = 5).
+    pub layout_types: Vec<u32>,
+    /// `sync` export (design.md §4).
+    pub sync: bool,
+}
+
+impl Default for NfsOptions {
+    fn default() -> Self {
+        NfsOptions {
+            lease_seconds: 90,
+            grace_seconds: 90,
+            layout_types: vec![3],
+            sync: true,
+        }
+    }
+}
+
+pub struct Server {
+    pub store: Arc<Store>,
+    pub state: StateManager,
+    pub opts: NfsOptions,
+    /// Changes at every start: write verifier, server owner/scope instance.
+    pub boot_verifier: u64,
+}
