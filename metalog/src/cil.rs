@@ -17,6 +17,15 @@ pub(crate) struct ObjSeq {
     pub datasync: u64,
 }
 
+/// An intent without its done item.
+pub(crate) struct OpenIntent {
+    /// CSN of a durable (or the only) copy: the tail may not pass it.
+    pub pin: u64,
+    /// CSN of the newest copy.
+    pub latest: u64,
+    pub item: crate::Item,
+}
+
 /// The open checkpoint.
 pub(crate) struct Cil {
     /// CSN that the next commit joins.
@@ -29,9 +38,11 @@ pub(crate) struct Cil {
     pub converts: bool,
     /// Objects with a commit not yet durable.
     pub objects: HashMap<u64, ObjSeq>,
-    /// Intents without their done item: id → CSN. The tail may not pass them, so recovery
-    /// always sees an unfinished intent (as XFS intents pin the log tail).
-    pub open_intents: std::collections::BTreeMap<u64, u64>,
+    /// Intents without their done item. The tail may not pass the pinned copy, so recovery
+    /// always sees an unfinished intent; to keep the tail moving, `move_tail` relogs old ones
+    /// into the open checkpoint (XFS relogs long-lived intents for the same reason,
+    /// `xfs_defer_relog`), and the pin moves once the new copy is durable.
+    pub open_intents: std::collections::BTreeMap<u64, OpenIntent>,
 }
 
 impl Cil {
@@ -74,8 +85,8 @@ pub(crate) fn tx_bound(encoded: usize, max_payload: usize) -> u64 {
 
 impl Inner {
     /// Append `tx` to the CIL. `ticket` bytes were reserved by the caller beforehand
-    /// ([`crate::Log::reserve`]); with `ticket == 0` this waits for space if the log is full.
-    pub(crate) fn commit(&self, tx: Transaction, ticket: u64) -> Result<Csn, LogError> {
+    /// ([`crate::Log::reserve`]); without a ticket this waits for space if the log is full.
+    pub(crate) fn commit(&self, tx: Transaction, ticket: Option<u64>) -> Result<Csn, LogError> {
         let mut enc = Vec::new();
         for it in &tx.items {
             encode_item(it, &mut enc);
@@ -91,10 +102,11 @@ impl Inner {
                 if let Some(e) = &io.shutdown {
                     return Err(e.clone());
                 }
-                io.reserved = io.reserved.saturating_sub(ticket);
+                let t = ticket.unwrap_or(0);
+                io.reserved = io.reserved.saturating_sub(t);
                 // With a ticket, overdraw into the slack rather than block: the caller holds
                 // its own locks now (that is why it reserved first).
-                let limit = if ticket > 0 {
+                let limit = if ticket.is_some() {
                     self.area_len - BLOCK
                 } else {
                     self.usable()
@@ -103,8 +115,8 @@ impl Inner {
                     io.reserved += delta;
                     true
                 } else {
-                    if ticket > 0 {
-                        io.reserved += ticket;
+                    if ticket.is_some() {
+                        io.reserved += t;
                         return Err(LogError::NoSpace);
                     }
                     false
@@ -118,7 +130,13 @@ impl Inner {
                 for it in &tx.items {
                     match it {
                         crate::Item::Intent { id, .. } => {
-                            cil.open_intents.insert(*id, csn);
+                            let e = cil.open_intents.entry(*id).or_insert(OpenIntent {
+                                pin: csn,
+                                latest: csn,
+                                item: it.clone(),
+                            });
+                            e.latest = csn;
+                            e.item = it.clone();
                         }
                         crate::Item::Done { id } => {
                             cil.open_intents.remove(id);
@@ -142,7 +160,7 @@ impl Inner {
                 return Ok(Csn(csn));
             }
             drop(cil);
-            ticket = 0;
+            ticket = None;
             self.wait_space(delta)?;
         }
     }
