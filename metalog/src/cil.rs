@@ -23,6 +23,9 @@ pub(crate) struct OpenIntent {
     pub pin: u64,
     /// CSN of the newest copy.
     pub latest: u64,
+    /// CSN of its done item, once committed. Until the tail may pass that CSN the intent
+    /// stays pinned: write-back covers only up to its own CSN, which may predate the done.
+    pub done: Option<u64>,
     pub item: crate::Item,
 }
 
@@ -133,13 +136,16 @@ impl Inner {
                             let e = cil.open_intents.entry(*id).or_insert(OpenIntent {
                                 pin: csn,
                                 latest: csn,
+                                done: None,
                                 item: it.clone(),
                             });
                             e.latest = csn;
                             e.item = it.clone();
                         }
                         crate::Item::Done { id } => {
-                            cil.open_intents.remove(id);
+                            if let Some(oi) = cil.open_intents.get_mut(id) {
+                                oi.done = Some(csn);
+                            }
                         }
                         _ => {}
                     }
@@ -163,6 +169,51 @@ impl Inner {
             ticket = None;
             self.wait_space(delta)?;
         }
+    }
+
+    /// Relog the intents whose pinned copy is at or before `upto` into the open checkpoint,
+    /// all under the CIL lock (a done item committed meanwhile must not be overtaken by a
+    /// copy of its intent). Returns the oldest pin: the tail may not pass it.
+    pub(crate) fn relog_intents(&self, upto: u64) -> Result<Option<u64>, LogError> {
+        let durable = self.durable_csn.load(Ordering::Acquire);
+        let mut cil = self.lock_cil();
+        // Finished as of `upto`: the store's image has the result, the intent may go.
+        cil.open_intents
+            .retain(|_, oi| oi.done.is_none_or(|d| d > upto));
+        let mut enc = Vec::new();
+        let mut ids = Vec::new();
+        for (id, oi) in cil.open_intents.iter_mut() {
+            if oi.latest <= durable {
+                oi.pin = oi.latest;
+            }
+            // Never relog behind a done item: the copy would reopen the intent at replay.
+            if oi.done.is_none() && oi.latest == oi.pin && oi.pin <= upto {
+                encode_item(&oi.item, &mut enc);
+                ids.push(*id);
+            }
+        }
+        if !ids.is_empty() {
+            let before = cil.space(self.max_payload);
+            let delta = ckpt_bytes(cil.buf.len() + enc.len(), self.max_payload) - before;
+            let mut io = self.lock_io();
+            if let Some(e) = &io.shutdown {
+                return Err(e.clone());
+            }
+            // Relogging frees space, so it may use the slack; without room the pin stays.
+            if io.used() + io.reserved + delta <= self.area_len - BLOCK {
+                io.reserved += delta;
+                drop(io);
+                let csn = cil.csn;
+                cil.buf.extend_from_slice(&enc);
+                cil.ntx += 1;
+                for id in ids {
+                    if let Some(oi) = cil.open_intents.get_mut(&id) {
+                        oi.latest = csn;
+                    }
+                }
+            }
+        }
+        Ok(cil.open_intents.values().map(|o| o.pin).min())
     }
 
     /// The CSN of the last commit.

@@ -272,28 +272,10 @@ impl Inner {
     /// someone waits for space, persist it with a tail record so the area can be reused.
     pub(crate) fn move_tail(&self, upto: Csn) -> Result<(), LogError> {
         let mut upto = upto.0.min(self.durable_csn.load(Ordering::Acquire));
-        let durable = self.durable_csn.load(Ordering::Acquire);
-        let (pin, relog) = {
-            let mut cil = self.lock_cil();
-            let mut relog = Vec::new();
-            for oi in cil.open_intents.values_mut() {
-                if oi.latest <= durable {
-                    oi.pin = oi.latest;
-                }
-                if oi.latest == oi.pin && oi.pin <= upto {
-                    relog.push(oi.item.clone());
-                }
-            }
-            (cil.open_intents.values().map(|o| o.pin).min(), relog)
-        };
-        if !relog.is_empty() {
-            // Relog intents the tail would pass; once the copies are durable a later
-            // write-back moves the tail past the old ones.
-            let tx = crate::Transaction {
-                items: relog,
-                objects: Vec::new(),
-            };
-            self.commit(tx, Some(0))?;
+        let before = self.lock_cil().csn;
+        let pin = self.relog_intents(upto)?;
+        if self.lock_cil().ntx > 0 && self.lock_cil().csn == before {
+            // Push relogged intents soon so the next write-back can pass the old copies.
             self.kick_worker(|w| w.push = true);
         }
         if let Some(p) = pin {

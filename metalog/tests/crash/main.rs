@@ -22,7 +22,7 @@ fn env_u64(name: &str) -> Option<u64> {
 
 /// Runs of the default suite: sized so a debug build on a shared 2-core machine stays near
 /// a minute while still passing 10,000 crash points.
-const DEFAULT_RUNS: u64 = 260;
+const DEFAULT_RUNS: u64 = 400;
 const MIN_CRASH_POINTS: u64 = 10_000;
 
 fn suite(runs: u64, base: u64) -> RunStats {

@@ -234,7 +234,7 @@ pub fn run_one(seed: u64) -> RunStats {
     *store.log.lock().unwrap() = Some(log.clone());
     let wb: Arc<dyn Writeback> = store.clone();
     log.set_writeback(Arc::downgrade(&wb));
-    dev.set_snapshot_prob(rng.gen_range(0.08..0.2));
+    dev.set_snapshot_prob(rng.gen_range(0.25..0.5));
 
     let committers = rng.gen_range(1..=3);
     let forcers = rng.gen_range(1..=2);
