@@ -456,9 +456,10 @@ impl Log {
         inner.force_seq(Csn(u64::MAX))?;
         let wb = inner.lock_wb().as_ref().and_then(|w| w.upgrade());
         if let Some(wb) = wb {
-            let c = wb.write_back().map_err(LogError::Writeback)?;
-            inner.force_seq(c)?;
-            inner.move_tail(c)?;
+            // Twice: the first round may release only up to the checkpoint before the one
+            // open at its snapshot (worker.rs `writeback_once`).
+            inner.writeback_once(&*wb)?;
+            inner.writeback_once(&*wb)?;
         }
         // Relogged intents, or commits racing with unmount, must reach the log first.
         let mut io = loop {
