@@ -62,10 +62,8 @@ impl Inner {
         let Some(wb) = wb else {
             return;
         };
-        if let Err(e) = self.writeback_once(&*wb) {
-            if let LogError::Writeback(m) = e {
-                *self.lock_wb_err() = Some(m);
-            }
+        if let Err(LogError::Writeback(m)) = self.writeback_once(&*wb) {
+            *self.lock_wb_err() = Some(m);
         }
         self.io_cond.notify_all();
     }
