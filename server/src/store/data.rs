@@ -56,9 +56,23 @@ impl Inner {
         let mut out = Vec::new();
         for s in segs {
             match s {
-                Segment::Mapped { file_block, phys_block, len, state } => {
-                    let kind = if state == ExtState::Written { Kind::Written } else { Kind::Unwritten };
-                    out.push(Piece { file_block, phys: phys_block, len, kind });
+                Segment::Mapped {
+                    file_block,
+                    phys_block,
+                    len,
+                    state,
+                } => {
+                    let kind = if state == ExtState::Written {
+                        Kind::Written
+                    } else {
+                        Kind::Unwritten
+                    };
+                    out.push(Piece {
+                        file_block,
+                        phys: phys_block,
+                        len,
+                        kind,
+                    });
                     goal = phys_block + len;
                 }
                 Segment::Hole { file_block, len } if alloc_holes => {
@@ -70,7 +84,12 @@ impl Inner {
                             }
                             return Ok(None);
                         };
-                        out.push(Piece { file_block: file_block + done, phys: p, len: l, kind: Kind::New });
+                        out.push(Piece {
+                            file_block: file_block + done,
+                            phys: p,
+                            len: l,
+                            kind: Kind::New,
+                        });
                         done += l;
                         goal = p + l;
                     }
@@ -97,8 +116,16 @@ impl Inner {
         }
     }
 
-    pub fn write(&self, ino: Ino, offset: u64, data: &[u8], stable: Stable) -> Result<(u32, Stable)> {
-        let end = offset.checked_add(data.len() as u64).ok_or(StoreError::FileTooBig)?;
+    pub fn write(
+        &self,
+        ino: Ino,
+        offset: u64,
+        data: &[u8],
+        stable: Stable,
+    ) -> Result<(u32, Stable)> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or(StoreError::FileTooBig)?;
         if end > MAX_FILE_SIZE {
             return Err(StoreError::FileTooBig);
         }
@@ -109,7 +136,11 @@ impl Inner {
             i.m.gen
         };
         let (fb, lb) = (offset / BLOCK, end.div_ceil(BLOCK));
-        let pieces = if data.is_empty() { Vec::new() } else { self.plan_or_nospace(ino, fb, lb - fb)? };
+        let pieces = if data.is_empty() {
+            Vec::new()
+        } else {
+            self.plan_or_nospace(ino, fb, lb - fb)?
+        };
         if let Err(e) = self.write_pieces(&pieces, offset, data) {
             self.unreserve(&pieces);
             return Err(e);
@@ -161,14 +192,20 @@ impl Inner {
             let grows = end > m.size;
             if grows {
                 m.size = end;
-                tx.items.push(Item::Size { ino: ino.0, size: end });
+                tx.items.push(Item::Size {
+                    ino: ino.0,
+                    size: end,
+                });
             }
             m.touch_mc(now);
             tx.items.push(m.times_item(ino.0));
             // design.md §3: datasync_seq moves for allocation, conversion and size only.
             let meta_changed = converts || grows;
             tx.obj(ino.0, !meta_changed);
-            (self.commit_locked(&mut g, res, tx.items, tx.objs)?, meta_changed)
+            (
+                self.commit_locked(&mut g, res, tx.items, tx.objs)?,
+                meta_changed,
+            )
         };
         let got = match stable {
             Stable::Unstable => Stable::Unstable,
@@ -202,7 +239,9 @@ impl Inner {
             if p.kind == Kind::Written {
                 // Keep the bytes of partial edge blocks.
                 if offset > pstart {
-                    self.dev.read_at(&mut buf[..BLOCK as usize], p.phys * BLOCK).map_err(io_err)?;
+                    self.dev
+                        .read_at(&mut buf[..BLOCK as usize], p.phys * BLOCK)
+                        .map_err(io_err)?;
                 }
                 if end < pend {
                     let lo = buf.len() - BLOCK as usize;
@@ -234,14 +273,26 @@ impl Inner {
         let (end, segs) = segs;
         let mut out = vec![0u8; (end - offset) as usize];
         for s in segs {
-            if let Segment::Mapped { file_block, phys_block, len, state: ExtState::Written } = s {
-                let (ss, se) = ((file_block * BLOCK).max(offset), ((file_block + len) * BLOCK).min(end));
+            if let Segment::Mapped {
+                file_block,
+                phys_block,
+                len,
+                state: ExtState::Written,
+            } = s
+            {
+                let (ss, se) = (
+                    (file_block * BLOCK).max(offset),
+                    ((file_block + len) * BLOCK).min(end),
+                );
                 if ss >= se {
                     continue;
                 }
                 let dev_off = phys_block * BLOCK + (ss - file_block * BLOCK);
                 self.dev
-                    .read_at(&mut out[(ss - offset) as usize..(se - offset) as usize], dev_off)
+                    .read_at(
+                        &mut out[(ss - offset) as usize..(se - offset) as usize],
+                        dev_off,
+                    )
                     .map_err(io_err)?;
             }
         }
@@ -321,8 +372,17 @@ impl Inner {
         };
         let mut wrote = false;
         for s in segs {
-            if let Segment::Mapped { file_block, phys_block, len, state: ExtState::Written } = s {
-                let (ss, se) = ((file_block * BLOCK).max(from), ((file_block + len) * BLOCK).min(to));
+            if let Segment::Mapped {
+                file_block,
+                phys_block,
+                len,
+                state: ExtState::Written,
+            } = s
+            {
+                let (ss, se) = (
+                    (file_block * BLOCK).max(from),
+                    ((file_block + len) * BLOCK).min(to),
+                );
                 if ss < se {
                     let zeros = vec![0u8; (se - ss) as usize];
                     self.dev
@@ -336,7 +396,7 @@ impl Inner {
     }
 
     pub fn zero_tail_for_truncate(&self, ino: Ino, size: u64) -> Result<()> {
-        if size % BLOCK != 0 && self.zero_range(ino, size, size.next_multiple_of(BLOCK))? {
+        if !size.is_multiple_of(BLOCK) && self.zero_range(ino, size, size.next_multiple_of(BLOCK))? {
             // The zeros must be on disk before a later extension could expose the block.
             self.flush_data()?;
         }
@@ -344,7 +404,10 @@ impl Inner {
     }
 
     pub fn deallocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
-        let end = offset.checked_add(len).ok_or(StoreError::Inval)?.min(MAX_FILE_SIZE);
+        let end = offset
+            .checked_add(len)
+            .ok_or(StoreError::Inval)?
+            .min(MAX_FILE_SIZE);
         {
             let g = self.rd();
             regular(inode(&g, ino)?.m.ftype)?;
@@ -365,7 +428,11 @@ impl Inner {
             let mut m = inode(&g, ino)?.m;
             let mut tx = Tx::default();
             if lb > fb {
-                tx.items.push(Item::ExtentFree { ino: ino.0, file_block: fb, len_blocks: lb - fb });
+                tx.items.push(Item::ExtentFree {
+                    ino: ino.0,
+                    file_block: fb,
+                    len_blocks: lb - fb,
+                });
             }
             m.touch_mc(now);
             tx.core(ino.0, &m);
@@ -388,10 +455,24 @@ impl Inner {
         let nb = size.div_ceil(BLOCK);
         let fb = offset / BLOCK;
         let segs = i.ext.lookup(fb, nb - fb);
-        let is_data = |s: &Segment| matches!(s, Segment::Mapped { state: ExtState::Written, .. });
+        let is_data = |s: &Segment| {
+            matches!(
+                s,
+                Segment::Mapped {
+                    state: ExtState::Written,
+                    ..
+                }
+            )
+        };
         let found = segs
             .iter()
-            .find(|s| if what == SeekWhat::Data { is_data(s) } else { !is_data(s) })
+            .find(|s| {
+                if what == SeekWhat::Data {
+                    is_data(s)
+                } else {
+                    !is_data(s)
+                }
+            })
             .map(|s| (s.file_block() * BLOCK).max(offset));
         Ok(match (what, found) {
             (SeekWhat::Data, Some(o)) if o < size => (false, Some(o)),

@@ -239,7 +239,10 @@ pub fn encode_clients<'a>(recs: impl Iterator<Item = (&'a Vec<u8>, &'a Vec<u8>)>
     w.0
 }
 
-pub fn decode_clients(b: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+/// (key, value) pairs of the client records.
+pub type ClientRecords = Vec<(Vec<u8>, Vec<u8>)>;
+
+pub fn decode_clients(b: &[u8]) -> Result<ClientRecords, String> {
     let mut r = R(b);
     if r.u32()? != OBJ_MAGIC ^ 1 {
         return Err("client records: bad magic".into());
@@ -270,7 +273,10 @@ mod tests {
         let mut b = [0u8; TABLE_ENTRY];
         e.encode(5, &mut b);
         assert_eq!(TableEntry::decode(5, &b).unwrap(), Some(e));
-        assert!(TableEntry::decode(6, &b).is_err(), "an entry moved to another slot fails");
+        assert!(
+            TableEntry::decode(6, &b).is_err(),
+            "an entry moved to another slot fails"
+        );
         assert_eq!(TableEntry::decode(6, &[0u8; TABLE_ENTRY]).unwrap(), None);
     }
 

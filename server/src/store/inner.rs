@@ -59,9 +59,7 @@ impl Inner {
     /// for log space (metalog `Log::reserve`, as XFS reserves before locking inodes).
     pub fn reserve(&self, extra: u64) -> Result<Reservation> {
         // Fixed part: a few inode cores (~100 bytes each) and two names, plus record headers.
-        self.log
-            .reserve(RESERVE_BASE + extra)
-            .map_err(io_err)
+        self.log.reserve(RESERVE_BASE + extra).map_err(io_err)
     }
 
     /// Apply `items` to the in-memory state and commit them as one transaction, in that

@@ -388,7 +388,13 @@ impl State {
                 self.next_fresh - 1
             }
         };
-        let gen = self.freed_gens.get(&ino).copied().unwrap_or(0).wrapping_add(1).max(1);
+        let gen = self
+            .freed_gens
+            .get(&ino)
+            .copied()
+            .unwrap_or(0)
+            .wrapping_add(1)
+            .max(1);
         Some((ino, gen))
     }
 }

@@ -53,6 +53,9 @@ impl Inner {
 
     pub fn client_records(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         let g = self.rd();
-        g.s.clients.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        g.s.clients
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 }

@@ -23,9 +23,9 @@ mod inode;
 mod misc;
 mod mount;
 mod ns;
-mod writeback;
 #[cfg(test)]
 mod tests;
+mod writeback;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -252,7 +252,9 @@ impl Store {
 
     /// Mount a formatted volume: read the superblock, recover the log, rebuild the indexes.
     pub fn open(path: &std::path::Path, opts: StoreOptions) -> Result<Store> {
-        Ok(Store { inner: mount::open_dev(Self::open_file(path)?, opts)? })
+        Ok(Store {
+            inner: mount::open_dev(Self::open_file(path)?, opts)?,
+        })
     }
 
     /// Clean unmount: force the log, write back, write the clean-unmount record.
@@ -417,7 +419,11 @@ impl Store {
     /// Tell the store how to ask whether an inode is open: REMOVE / RENAME of the last link of
     /// an open file keep it as an orphan until `release` (RFC 8881 §18.25.4 "silly rename").
     pub fn set_open_probe(&self, probe: OpenProbe) {
-        *self.inner.open_probe.write().unwrap_or_else(|e| e.into_inner()) = Some(probe);
+        *self
+            .inner
+            .open_probe
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(probe);
     }
 
     /// Write every dirty object to the metadata area now (the log calls this itself when it

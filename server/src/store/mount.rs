@@ -51,13 +51,7 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
     // The object table must read as "never used" (a `--force` over an old volume); object
     // blocks and data blocks stay sparse.
     zero_region(&*dev, g.meta_start, table_blocks(&g))?;
-    Log::format(
-        dev.clone(),
-        g.log_start * BLOCK,
-        g.log_blocks * BLOCK,
-        uuid,
-    )
-    .map_err(io_err)?;
+    Log::format(dev.clone(), g.log_start * BLOCK, g.log_blocks * BLOCK, uuid).map_err(io_err)?;
     dev.flush().map_err(io_err)?;
     let created = Timespec::now().sec;
     let sb = Superblock {
@@ -79,7 +73,9 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
     let sb = Superblock::decode(&b0).map_err(|e| StoreError::Io(e.to_string()))?;
     let g = sb.geometry;
     if g.total_blocks * BLOCK > dev.size() {
-        return Err(StoreError::Io("volume is smaller than its superblock says".into()));
+        return Err(StoreError::Io(
+            "volume is smaller than its superblock says".into(),
+        ));
     }
     let (wb, mut st) = writeback::load(&*dev, &g)?;
     let flush = Arc::new(FlushSeq::new(dev.clone()));
@@ -119,7 +115,8 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         wb: Mutex::new(wb),
         open_probe: RwLock::new(None),
     });
-    let w: std::sync::Weak<dyn Writeback> = Arc::downgrade(&inner) as std::sync::Weak<dyn Writeback>;
+    let w: std::sync::Weak<dyn Writeback> =
+        Arc::downgrade(&inner) as std::sync::Weak<dyn Writeback>;
     inner.log.set_writeback(w);
     inner.free_orphans()?;
     Ok(inner)

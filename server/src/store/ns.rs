@@ -97,7 +97,14 @@ impl Inner {
 
     /// Drop one link of `ino` (a name of it is going away in this transaction). A directory
     /// loses all its links and its parent one. Returns what happened to it.
-    fn unlink_inode(&self, g: &Core, tx: &mut Tx, ino: u64, parent: u64, now: Timespec) -> Result<Unlinked> {
+    fn unlink_inode(
+        &self,
+        g: &Core,
+        tx: &mut Tx,
+        ino: u64,
+        parent: u64,
+        now: Timespec,
+    ) -> Result<Unlinked> {
         let mut m = meta(g, ino)?;
         if m.ftype == FileType::Directory {
             m.nlink = 0;
@@ -211,7 +218,14 @@ impl Inner {
                 }
             };
             let attr = inode(&g, Ino(ino))?.attr(ino);
-            (attr, DirChange { before, after: dm.change }, csn)
+            (
+                attr,
+                DirChange {
+                    before,
+                    after: dm.change,
+                },
+                csn,
+            )
         };
         self.force_if_sync(csn)?;
         Ok((attr, dc))
@@ -242,7 +256,14 @@ impl Inner {
             dm.touch_mc(now);
             tx.core(dir.0, &dm);
             let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
-            (DirChange { before, after: dm.change }, un, csn)
+            (
+                DirChange {
+                    before,
+                    after: dm.change,
+                },
+                un,
+                csn,
+            )
         };
         self.force_if_sync(csn)?;
         Ok((dc, un))
@@ -269,8 +290,14 @@ impl Inner {
             let existing = entry(&g, dd, dn).ok().map(|e| e.0);
             // Same name, or another name of the same file: nothing to do (POSIX rename).
             if (sd == dd && sn == dn) || existing == Some(src) {
-                let s = DirChange { before: sm.change, after: sm.change };
-                let d = DirChange { before: dm.change, after: dm.change };
+                let s = DirChange {
+                    before: sm.change,
+                    after: sm.change,
+                };
+                let d = DirChange {
+                    before: dm.change,
+                    after: dm.change,
+                };
                 return Ok((s, d, None));
             }
             if src_is_dir {
@@ -304,10 +331,16 @@ impl Inner {
                 if t_is_dir {
                     dm.nlink = dm.nlink.saturating_sub(1);
                 }
-                tx.items.push(Item::DirentRemove { dir: dd.0, name: dn.to_vec() });
+                tx.items.push(Item::DirentRemove {
+                    dir: dd.0,
+                    name: dn.to_vec(),
+                });
                 un = Some(self.unlink_inode(&g, &mut tx, t, dd.0, now)?);
             }
-            tx.items.push(Item::DirentRemove { dir: sd.0, name: sn.to_vec() });
+            tx.items.push(Item::DirentRemove {
+                dir: sd.0,
+                name: sn.to_vec(),
+            });
             tx.items.push(Item::DirentAdd {
                 dir: dd.0,
                 name: dn.to_vec(),
@@ -338,8 +371,14 @@ impl Inner {
             }
             let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
             (
-                DirChange { before: sb, after: sm.change },
-                DirChange { before: db, after: dm.change },
+                DirChange {
+                    before: sb,
+                    after: sm.change,
+                },
+                DirChange {
+                    before: db,
+                    after: dm.change,
+                },
                 un,
                 csn,
             )
@@ -383,7 +422,13 @@ impl Inner {
             dm.touch_mc(now);
             tx.core(dir.0, &dm);
             let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
-            (DirChange { before, after: dm.change }, csn)
+            (
+                DirChange {
+                    before,
+                    after: dm.change,
+                },
+                csn,
+            )
         };
         self.force_if_sync(csn)?;
         Ok(dc)
@@ -411,11 +456,23 @@ impl Inner {
                 eof = false;
                 break;
             }
-            let Some(&(ino, _)) = dd.by_name.get(name) else { continue };
-            let Some(i) = g.s.inodes.get(&ino) else { continue };
-            entries.push(DirEntry { cookie: c, name: name.clone(), attr: i.attr(ino) });
+            let Some(&(ino, _)) = dd.by_name.get(name) else {
+                continue;
+            };
+            let Some(i) = g.s.inodes.get(&ino) else {
+                continue;
+            };
+            entries.push(DirEntry {
+                cookie: c,
+                name: name.clone(),
+                attr: i.attr(ino),
+            });
         }
-        Ok(ReadDir { entries, eof, verifier: self.readdir_verifier() })
+        Ok(ReadDir {
+            entries,
+            eof,
+            verifier: self.readdir_verifier(),
+        })
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
@@ -471,7 +528,11 @@ impl Inner {
                     let keep = size.div_ceil(BLOCK);
                     let end = inode(&g, ino)?.ext.end_block();
                     if end > keep {
-                        tx.items.push(Item::ExtentFree { ino: ino.0, file_block: keep, len_blocks: end - keep });
+                        tx.items.push(Item::ExtentFree {
+                            ino: ino.0,
+                            file_block: keep,
+                            len_blocks: end - keep,
+                        });
                     }
                     m.size = size;
                     if a.mtime.is_none() {

@@ -16,8 +16,8 @@ use layout::{Allocator, Geometry, BLOCK_SIZE};
 use metalog::{BlockDev, Csn, Writeback};
 
 use super::format::{self, TableEntry, ENTRIES_PER_BLOCK, TABLE_ENTRY};
-use super::inode::{State, MISC_SLOT};
 use super::inner::{io_err, Inner};
+use super::inode::{State, MISC_SLOT};
 use super::{StoreError, BLOCK};
 
 /// Write-back state: serialized by its own mutex (taken before the state lock).
