@@ -36,6 +36,15 @@ pub struct Inner {
     pub core: RwLock<Core>,
     pub wb: Mutex<Wb>,
     pub open_probe: RwLock<Option<OpenProbe>>,
+    pub mount_stats: MountStats,
+}
+
+/// What the mount had to do: objects read from the metadata area, log items replayed (0
+/// after a clean unmount: the log part of the mount is O(1)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MountStats {
+    pub objects_loaded: u64,
+    pub items_replayed: u64,
 }
 
 /// Log space reserved for a namespace transaction: the items of a rename (≤ 8 items of

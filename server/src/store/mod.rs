@@ -30,7 +30,7 @@ mod writeback;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-pub use inner::OpenProbe;
+pub use inner::{MountStats, OpenProbe};
 pub use ns::{LINK_MAX, NAME_MAX};
 
 /// Block size of the volume in bytes (layout::BLOCK_SIZE as u64).
@@ -436,6 +436,11 @@ impl Store {
     pub fn writeback_counters(&self) -> (u64, u64) {
         let wb = self.inner.wb.lock().unwrap_or_else(|e| e.into_inner());
         (wb.runs, wb.objects_written)
+    }
+
+    /// What the last mount read and replayed.
+    pub fn mount_stats(&self) -> MountStats {
+        self.inner.mount_stats
     }
 
     /// The volume's superblock (geometry for layouts and GETDEVICEINFO).

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use layout::{Allocator, Geometry, Superblock};
 use metalog::{BlockDev, FileDev, FlushSeq, Log, LogOptions, Writeback};
 
-use super::inner::{io_err, Core, Inner};
+use super::inner::{io_err, Core, Inner, MountStats};
 use super::inode::{Meta, State};
 use super::writeback::{self, table_blocks};
 use super::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_INO};
@@ -27,6 +27,15 @@ fn zero_region(dev: &dyn BlockDev, start_block: u64, blocks: u64) -> Result<()> 
 
 pub fn mkfs_path(path: &Path, size: u64, force: bool) -> Result<()> {
     let dev: Arc<dyn BlockDev> = if path.exists() {
+        // A regular file smaller than asked grows (sparse); a block device keeps its size.
+        let md = std::fs::metadata(path).map_err(io_err)?;
+        if md.is_file() && md.len() < size {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(io_err)?;
+            f.set_len(size).map_err(io_err)?;
+        }
         Arc::new(FileDev::open(path).map_err(io_err)?)
     } else {
         Arc::new(FileDev::create(path, size).map_err(io_err)?)
@@ -78,6 +87,8 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         ));
     }
     let (wb, mut st) = writeback::load(&*dev, &g)?;
+    let loaded = st.inodes.len() as u64;
+    let mut replayed = 0u64;
     let flush = Arc::new(FlushSeq::new(dev.clone()));
     let lopts = LogOptions {
         force_interval: opts.log_force_interval,
@@ -91,7 +102,10 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         sb.uuid,
         flush.clone(),
         lopts,
-        &mut |_csn, item| st.apply(item).map(|_| ()),
+        &mut |_csn, item| {
+            replayed += 1;
+            st.apply(item).map(|_| ())
+        },
     )
     .map_err(io_err)?;
     let alloc = rebuild_alloc(&st, &g)?;
@@ -114,6 +128,10 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         }),
         wb: Mutex::new(wb),
         open_probe: RwLock::new(None),
+        mount_stats: MountStats {
+            objects_loaded: loaded,
+            items_replayed: replayed,
+        },
     });
     let w: std::sync::Weak<dyn Writeback> =
         Arc::downgrade(&inner) as std::sync::Weak<dyn Writeback>;

@@ -4,7 +4,8 @@
 //! Protocol, copy-on-write (so a crash at any point leaves each slot old-or-new, and the log
 //! still holds everything past the old tail):
 //! 1. under the state lock: take the dirty set, serialize those objects, read `C =
-//!    last_committed()` (commits happen under the same lock, so the snapshot is exactly `≤ C`);
+//!    last_committed()` (commits happen under the same lock, so the snapshot holds every commit
+//!    `≤ C`; C is lowered by one if its checkpoint is still open, see `write_back_now`);
 //! 2. `force_seq(C)`: the log must hold what the objects hold before they land (write-ahead);
 //! 3. write each object to freshly allocated metadata blocks, flush;
 //! 4. rewrite the table entries (each 32-byte entry sits inside one sector), flush;
@@ -114,10 +115,23 @@ impl Inner {
     /// One write-back pass; returns the CSN the metadata area now covers.
     pub fn write_back_now(&self) -> Result<Csn, StoreError> {
         let mut wb = self.wb.lock().unwrap_or_else(|e| e.into_inner());
+        // Close and force what is committed now, so that the C read under the lock below is
+        // usually a closed, durable checkpoint (see `covered`).
+        self.force(self.log.last_committed())?;
         // 1. snapshot
         let (c, snap) = {
             let mut g = self.wr();
             let c = self.log.last_committed();
+            // `last_committed` may name the still-open checkpoint: commits made after we drop
+            // the lock join that same CSN, and moving the tail past it would drop them from the
+            // log while they are in no object we write. So claim C only if its checkpoint was
+            // already closed (durable); otherwise C - 1, and checkpoint C stays in the log and
+            // is replayed over objects that already hold part of it (items are blind sets).
+            let c = if self.log.durable_csn() >= c {
+                c
+            } else {
+                Csn(c.0.saturating_sub(1))
+            };
             let dirty: Vec<u64> = g.s.dirty.drain().collect();
             let mut snap: Vec<(u64, Option<Vec<u8>>, u32)> = Vec::with_capacity(dirty.len());
             for slot in dirty {
