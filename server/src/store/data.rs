@@ -136,6 +136,8 @@ impl Inner {
             i.m.gen
         };
         let (fb, lb) = (offset / BLOCK, end.div_ceil(BLOCK));
+        // Until the commit, no block this write looked up may be handed to another file.
+        let _io = self.io_begin();
         let pieces = if data.is_empty() {
             Vec::new()
         } else {
@@ -259,6 +261,7 @@ impl Inner {
     }
 
     pub fn read(&self, ino: Ino, offset: u64, count: u32) -> Result<(Vec<u8>, bool)> {
+        let _io = self.io_begin();
         let (size, segs) = {
             let g = self.rd();
             let i = inode(&g, ino)?;
@@ -365,6 +368,7 @@ impl Inner {
         if from >= to {
             return Ok(false);
         }
+        let _io = self.io_begin();
         let segs = {
             let g = self.rd();
             let fb = from / BLOCK;

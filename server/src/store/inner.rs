@@ -1,6 +1,7 @@
 //! The shared core of a mounted store: devices, log, the locked in-memory state, and the one
 //! helper through which every change is applied and committed (`Inner::commit_locked`).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use layout::{Allocator, Superblock};
@@ -17,7 +18,44 @@ pub struct Core {
     pub alloc: Allocator,
     /// Blocks freed by a transaction that may not be durable yet: reusing them before it is
     /// would let a crash hand another file's data to the old owner (XFS "busy extents").
-    pub busy: Vec<(u64, u64, u64)>,
+    pub busy: Vec<Busy>,
+}
+
+/// A freed extent waiting to be reusable.
+#[derive(Debug, Clone, Copy)]
+pub struct Busy {
+    /// The CSN of the freeing transaction: reusable once durable.
+    pub csn: u64,
+    /// Data I/O tickets below this one may still target the blocks (a READ or WRITE that
+    /// looked the extent up before it was freed): reusable once they all ended.
+    pub io_ticket: u64,
+    pub phys: u64,
+    pub len: u64,
+}
+
+/// Data I/O in flight, by ticket (see `Busy::io_ticket`).
+#[derive(Default)]
+pub struct IoTrack {
+    next: u64,
+    inflight: BTreeMap<u64, u32>,
+}
+
+/// Ends a data I/O on drop.
+pub struct IoGuard<'a> {
+    inner: &'a Inner,
+    ticket: u64,
+}
+
+impl Drop for IoGuard<'_> {
+    fn drop(&mut self) {
+        let mut t = self.inner.io.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = t.inflight.get_mut(&self.ticket) {
+            *n -= 1;
+            if *n == 0 {
+                t.inflight.remove(&self.ticket);
+            }
+        }
+    }
 }
 
 /// Whether an inode is open somewhere (the NFS state layer answers; the store keeps an
@@ -37,6 +75,7 @@ pub struct Inner {
     pub wb: Mutex<Wb>,
     pub open_probe: RwLock<Option<OpenProbe>>,
     pub mount_stats: MountStats,
+    pub io: Mutex<IoTrack>,
 }
 
 /// What the mount had to do: objects read from the metadata area, log items replayed (0
@@ -90,8 +129,14 @@ impl Inner {
             .log
             .commit_reserved(Transaction { items, objects }, res)
             .map_err(io_err)?;
-        for (p, l) in freed {
-            core.busy.push((csn.0, p, l));
+        let io_ticket = self.io_now();
+        for (phys, len) in freed {
+            core.busy.push(Busy {
+                csn: csn.0,
+                io_ticket,
+                phys,
+                len,
+            });
         }
         Ok(csn)
     }
@@ -113,13 +158,14 @@ impl Inner {
     /// Give busy blocks whose freeing transaction is durable back to the allocator.
     pub fn reclaim_busy(&self, core: &mut Core) {
         let durable = self.log.durable_csn().0;
+        let oldest_io = self.oldest_io();
         let mut keep = Vec::new();
-        for (c, p, l) in std::mem::take(&mut core.busy) {
-            if c <= durable {
+        for b in std::mem::take(&mut core.busy) {
+            if b.csn <= durable && b.io_ticket <= oldest_io {
                 // A failure here means the block was never ours: dropping it is the safe side.
-                let _ = core.alloc.free(p, l);
+                let _ = core.alloc.free(b.phys, b.len);
             } else {
-                keep.push((c, p, l));
+                keep.push(b);
             }
         }
         core.busy = keep;
@@ -132,6 +178,28 @@ impl Inner {
         let mut g = self.wr();
         self.reclaim_busy(&mut g);
         Ok(())
+    }
+
+    /// Start a data I/O: blocks freed from now on are not reused until it ends.
+    pub fn io_begin(&self) -> IoGuard<'_> {
+        let mut t = self.io.lock().unwrap_or_else(|e| e.into_inner());
+        let ticket = t.next;
+        t.next += 1;
+        *t.inflight.entry(ticket).or_default() += 1;
+        IoGuard {
+            inner: self,
+            ticket,
+        }
+    }
+
+    fn io_now(&self) -> u64 {
+        self.io.lock().unwrap_or_else(|e| e.into_inner()).next
+    }
+
+    /// The oldest ticket still in flight (`u64::MAX` if none).
+    fn oldest_io(&self) -> u64 {
+        let t = self.io.lock().unwrap_or_else(|e| e.into_inner());
+        t.inflight.keys().next().copied().unwrap_or(u64::MAX)
     }
 
     /// Data-volume flush shared with concurrent callers (design.md §3 "Flush sharing").

@@ -23,7 +23,7 @@ impl Inner {
 
     pub fn fsstat(&self) -> FsStat {
         let g = self.rd();
-        let busy: u64 = g.busy.iter().map(|b| b.2).sum();
+        let busy: u64 = g.busy.iter().map(|b| b.len).sum();
         let files = g.s.inodes.len() as u64;
         FsStat {
             total_bytes: g.alloc.total_blocks() * BLOCK,

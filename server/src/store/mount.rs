@@ -128,6 +128,7 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         }),
         wb: Mutex::new(wb),
         open_probe: RwLock::new(None),
+        io: Mutex::new(Default::default()),
         mount_stats: MountStats {
             objects_loaded: loaded,
             items_replayed: replayed,

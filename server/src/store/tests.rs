@@ -460,7 +460,7 @@ fn fsck(s: &Store) {
         }
         used += i.ext.mapped_blocks();
     }
-    let busy: u64 = g.busy.iter().map(|b| b.2).sum();
+    let busy: u64 = g.busy.iter().map(|b| b.len).sum();
     assert_eq!(g.alloc.used_blocks(), used + busy);
     assert_eq!(
         g.alloc.free_blocks() + g.alloc.used_blocks(),
@@ -642,5 +642,51 @@ fn log_wraps_many_times_through_write_back() {
     let s = Store::open_dev(dev2, StoreOptions::default()).unwrap();
     fsck(&s);
     assert_eq!(names(&s, ROOT_INO).len(), 100);
+    s.unmount().unwrap();
+}
+
+fn phys_blocks(s: &Store, ino: Ino) -> Vec<u64> {
+    let g = s.inner.rd();
+    g.s.inodes[&ino.0]
+        .ext
+        .iter()
+        .flat_map(|(_, p, l, _)| p..p + l)
+        .collect()
+}
+
+#[test]
+fn freed_blocks_wait_for_durability_and_for_io_in_flight() {
+    let (_d, _p, s) = fresh();
+    let a = mk(&s, ROOT_INO, "a", NewNode::Regular);
+    s.write(a.ino, 0, &[1u8; 8192], Stable::FileSync).unwrap();
+    let old = phys_blocks(&s, a.ino);
+    // A READ of `a` that looked its extents up is still in flight while `a` is truncated.
+    let io = s.inner.io_begin();
+    s.setattr(
+        a.ino,
+        &SetAttrs {
+            size: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let b = mk(&s, ROOT_INO, "b", NewNode::Regular);
+    s.write(b.ino, 0, &[2u8; 8192], Stable::FileSync).unwrap();
+    assert!(
+        phys_blocks(&s, b.ino).iter().all(|p| !old.contains(p)),
+        "reused under a read"
+    );
+    drop(io);
+    // Durable and no I/O left: the goal (right after b's blocks) may now take them, and a
+    // file sized to fill the volume certainly does.
+    let c = mk(&s, ROOT_INO, "c", NewNode::Regular);
+    let free = s.fsstat().free_bytes;
+    s.write(c.ino, 0, &vec![3u8; free as usize], Stable::Unstable)
+        .unwrap();
+    let cb = phys_blocks(&s, c.ino);
+    assert!(old.iter().all(|p| cb.contains(p)));
+    assert_eq!(s.fsstat().free_bytes, 0);
+    let r = s.write(a.ino, 0, b"x", Stable::Unstable);
+    assert_eq!(r.unwrap_err(), StoreError::NoSpace);
     s.unmount().unwrap();
 }
