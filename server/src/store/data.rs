@@ -10,7 +10,7 @@
 use layout::{ExtState, Segment};
 use metalog::Item;
 
-use super::inner::{inode, io_err, Inner};
+use super::inner::{inode, io_err, Core, Inner};
 use super::ns::Tx;
 use super::{FileType, Ino, Result, SeekWhat, Stable, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
@@ -44,7 +44,18 @@ impl Inner {
     /// reservation is undone).
     fn plan(&self, ino: Ino, fb: u64, n: u64, alloc_holes: bool) -> Result<Option<Vec<Piece>>> {
         let mut g = self.wr();
-        self.reclaim_busy(&mut g);
+        self.plan_in(&mut g, ino, fb, n, alloc_holes)
+    }
+
+    fn plan_in(
+        &self,
+        g: &mut Core,
+        ino: Ino,
+        fb: u64,
+        n: u64,
+        alloc_holes: bool,
+    ) -> Result<Option<Vec<Piece>>> {
+        self.reclaim_busy(g);
         let i = inode(&g, ino)?;
         regular(i.m.ftype)?;
         let segs = i.ext.lookup(fb, n);
@@ -136,8 +147,11 @@ impl Inner {
             i.m.gen
         };
         let (fb, lb) = (offset / BLOCK, end.div_ceil(BLOCK));
+        // Writes to one file are serialized: two writes into one new block must not each
+        // allocate and zero-fill it.
+        let w = self.file_lock(ino);
         // Until the commit, no block this write looked up may be handed to another file.
-        let _io = self.io_begin();
+        let io = self.io_begin();
         let pieces = if data.is_empty() {
             Vec::new()
         } else {
@@ -209,6 +223,9 @@ impl Inner {
                 meta_changed,
             )
         };
+        // The force and flush below need neither: concurrent writers share them.
+        drop(io);
+        drop(w);
         let got = match stable {
             Stable::Unstable => Stable::Unstable,
             Stable::DataSync => {
@@ -323,25 +340,38 @@ impl Inner {
             return Err(StoreError::Inval);
         }
         let (fb, lb) = (offset / BLOCK, end.div_ceil(BLOCK));
-        let pieces = self.plan_or_nospace(ino, fb, lb - fb)?;
-        let now = Timespec::now();
-        let res = match self.reserve(64 * pieces.len() as u64) {
-            Ok(r) => r,
-            Err(e) => {
-                self.unreserve(&pieces);
-                return Err(e);
-            }
-        };
-        let csn = {
+        let _w = self.file_lock(ino);
+        let csn = self.allocate_blocks(ino, fb, lb - fb, Some(end), Timespec::now())?;
+        if let Some(csn) = csn {
+            self.force_if_sync(csn)?;
+        }
+        Ok(())
+    }
+
+    /// Allocate unwritten blocks over the holes of `[fb, fb+n)` and grow the size to
+    /// `new_size`, planning and committing under one hold of the state lock (two concurrent
+    /// callers never both fill one hole). `None` when there was nothing to do.
+    pub fn allocate_blocks(
+        &self,
+        ino: Ino,
+        fb: u64,
+        n: u64,
+        new_size: Option<u64>,
+        now: Timespec,
+    ) -> Result<Option<metalog::Csn>> {
+        // Each extent item is < 64 bytes; a fragmented volume may need one per block.
+        let res = self.reserve(64 * (1 + n.min(4096)))?;
+        for attempt in 0..2 {
             let mut g = self.wr();
-            let mut m = match g.s.inodes.get(&ino.0) {
-                Some(i) => i.m,
-                None => {
+            let Some(pieces) = self.plan_in(&mut g, ino, fb, n, true)? else {
+                if attempt == 0 {
                     drop(g);
-                    self.unreserve(&pieces);
-                    return Err(StoreError::Stale);
+                    self.drain_busy()?;
+                    continue;
                 }
+                return Err(StoreError::NoSpace);
             };
+            let mut m = inode(&g, ino)?.m;
             let mut tx = Tx::default();
             for p in pieces.iter().filter(|p| p.kind == Kind::New) {
                 tx.items.push(Item::ExtentSet {
@@ -352,15 +382,18 @@ impl Inner {
                     unwritten: true,
                 });
             }
-            if end > m.size {
-                m.size = end;
+            let grows = new_size.is_some_and(|s| s > m.size);
+            if tx.items.is_empty() && !grows {
+                return Ok(None);
+            }
+            if let Some(s) = new_size.filter(|_| grows) {
+                m.size = s;
             }
             m.touch_c(now);
             tx.core(ino.0, &m);
-            self.commit_locked(&mut g, res, tx.items, tx.objs)?
-        };
-        self.force_if_sync(csn)?;
-        Ok(())
+            return Ok(Some(self.commit_locked(&mut g, res, tx.items, tx.objs)?));
+        }
+        Err(StoreError::NoSpace)
     }
 
     /// Zero bytes `[from, to)` of written blocks (partial blocks of a punch or truncate).
@@ -410,6 +443,7 @@ impl Inner {
     }
 
     pub fn deallocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
+        let _w = self.file_lock(ino);
         let end = offset
             .checked_add(len)
             .ok_or(StoreError::Inval)?

@@ -2,7 +2,7 @@
 //! helper through which every change is applied and committed (`Inner::commit_locked`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use layout::{Allocator, Superblock};
 use metalog::{BlockDev, Csn, FlushSeq, Item, Log, Reservation, Transaction, TxObject};
@@ -76,7 +76,13 @@ pub struct Inner {
     pub open_probe: RwLock<Option<OpenProbe>>,
     pub mount_stats: MountStats,
     pub io: Mutex<IoTrack>,
+    /// Per-file data locks (sharded by inode number), taken before the state lock by WRITE,
+    /// truncation, ALLOCATE, DEALLOCATE and block commits.
+    pub file_locks: Vec<Mutex<()>>,
 }
+
+/// Shards of `Inner::file_locks`.
+pub const FILE_LOCK_SHARDS: usize = 64;
 
 /// What the mount had to do: objects read from the metadata area, log items replayed (0
 /// after a clean unmount: the log part of the mount is O(1)).
@@ -200,6 +206,11 @@ impl Inner {
     fn oldest_io(&self) -> u64 {
         let t = self.io.lock().unwrap_or_else(|e| e.into_inner());
         t.inflight.keys().next().copied().unwrap_or(u64::MAX)
+    }
+
+    pub fn file_lock(&self, ino: Ino) -> MutexGuard<'_, ()> {
+        let i = (ino.0 % FILE_LOCK_SHARDS as u64) as usize;
+        self.file_locks[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Data-volume flush shared with concurrent callers (design.md §3 "Flush sharing").

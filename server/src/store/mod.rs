@@ -16,6 +16,7 @@
 //! `writeback.rs` + `format.rs` (dirty-object write-back to the metadata area), `inner.rs`
 //! (the shared core and the apply-then-commit helper).
 
+mod blocks;
 mod data;
 mod format;
 mod inner;
@@ -30,6 +31,7 @@ mod writeback;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+pub use blocks::{BlockCommit, WrittenExtent};
 pub use inner::{MountStats, OpenProbe};
 pub use ns::{LINK_MAX, NAME_MAX};
 
@@ -436,6 +438,39 @@ impl Store {
     pub fn writeback_counters(&self) -> (u64, u64) {
         let wb = self.inner.wb.lock().unwrap_or_else(|e| e.into_inner());
         (wb.runs, wb.objects_written)
+    }
+
+    /// The extent map over `[file_block, +len_blocks)`: segments that cover it exactly.
+    pub fn extents(
+        &self,
+        ino: Ino,
+        file_block: u64,
+        len_blocks: u64,
+    ) -> Result<Vec<layout::Segment>> {
+        self.inner.extents(ino, file_block, len_blocks)
+    }
+
+    /// LAYOUTGET RW: unwritten blocks over the holes of the range, durable before return.
+    pub fn alloc_unwritten(
+        &self,
+        ino: Ino,
+        file_block: u64,
+        len_blocks: u64,
+    ) -> Result<Vec<layout::Segment>> {
+        self.inner.alloc_unwritten(ino, file_block, len_blocks)
+    }
+
+    /// LAYOUTCOMMIT: convert what the client wrote, grow the size, set mtime (design.md §4).
+    pub fn commit_blocks(
+        &self,
+        ino: Ino,
+        written: &[WrittenExtent],
+        last_byte: Option<u64>,
+        mtime: Option<Timespec>,
+        force_log: bool,
+    ) -> Result<BlockCommit> {
+        self.inner
+            .commit_blocks(ino, written, last_byte, mtime, force_log)
     }
 
     /// What the last mount read and replayed.

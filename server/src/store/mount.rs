@@ -129,6 +129,9 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         wb: Mutex::new(wb),
         open_probe: RwLock::new(None),
         io: Mutex::new(Default::default()),
+        file_locks: (0..super::inner::FILE_LOCK_SHARDS)
+            .map(|_| Mutex::new(()))
+            .collect(),
         mount_stats: MountStats {
             objects_loaded: loaded,
             items_replayed: replayed,

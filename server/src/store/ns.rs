@@ -488,6 +488,7 @@ impl Inner {
         let now = Timespec::now();
         // A shrinking truncate zeroes the tail of the new last block first (data I/O, outside
         // the lock); the metadata change then frees the blocks past it.
+        let _w = a.size.map(|_| self.file_lock(ino));
         if let Some(size) = a.size {
             self.check_truncate(ino, size)?;
             self.zero_tail_for_truncate(ino, size)?;

@@ -404,7 +404,7 @@ fn clean_unmount_and_reopen_keeps_everything() {
 
 // ---- crash tests on metalog's crash-simulating device ----
 
-use metalog::CrashDev;
+use metalog::{BlockDev, CrashDev};
 
 fn crash_vol(seed: u64) -> Arc<CrashDev> {
     let dev = Arc::new(CrashDev::new(VOL, seed));
@@ -688,5 +688,102 @@ fn freed_blocks_wait_for_durability_and_for_io_in_flight() {
     assert_eq!(s.fsstat().free_bytes, 0);
     let r = s.write(a.ino, 0, b"x", Stable::Unstable);
     assert_eq!(r.unwrap_err(), StoreError::NoSpace);
+    s.unmount().unwrap();
+}
+
+#[test]
+fn layout_blocks_allocate_durably_and_commit_only_owned_blocks() {
+    let dev = crash_vol(6);
+    let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+    let f = mk(&s, ROOT_INO, "f", NewNode::Regular);
+    let g = mk(&s, ROOT_INO, "g", NewNode::Regular);
+    let segs = s.alloc_unwritten(f.ino, 0, 4).unwrap();
+    let Some(layout::Segment::Mapped {
+        phys_block,
+        len: 4,
+        state: layout::ExtState::Unwritten,
+        ..
+    }) = segs.first().copied()
+    else {
+        panic!("one unwritten extent expected: {segs:?}");
+    };
+    assert_eq!(
+        s.getattr(f.ino).unwrap().size,
+        0,
+        "LAYOUTGET does not change the size"
+    );
+    let gsegs = s.alloc_unwritten(g.ino, 0, 1).unwrap();
+    let layout::Segment::Mapped {
+        phys_block: gphys, ..
+    } = gsegs[0]
+    else {
+        panic!()
+    };
+    // The client writes straight to the volume, then commits; a claim on g's block is ignored.
+    dev.write_at(&[0x5au8; 8192], phys_block * BLOCK).unwrap();
+    let bad = WrittenExtent {
+        file_block: 2,
+        len_blocks: 1,
+        phys_block: gphys,
+    };
+    let good = WrittenExtent {
+        file_block: 0,
+        len_blocks: 2,
+        phys_block,
+    };
+    let before = s.log().counters();
+    let out = s
+        .commit_blocks(f.ino, &[good, bad], Some(8191), None, false)
+        .unwrap();
+    assert_eq!(out.converted_blocks, 2);
+    assert_eq!(out.new_size, Some(8192));
+    assert!(out.log_written);
+    assert_eq!(
+        s.log().counters().forces_that_wrote,
+        before.forces_that_wrote + 1
+    );
+    // Overwrite commit: nothing converts, size kept → no log write, one data flush.
+    let before = s.log().counters();
+    let out = s
+        .commit_blocks(f.ino, &[good], Some(100), None, false)
+        .unwrap();
+    assert_eq!(
+        (out.converted_blocks, out.new_size, out.log_written),
+        (0, None, false)
+    );
+    assert_eq!(out.data_flushes, 1);
+    assert_eq!(s.log().counters().log_writes, before.log_writes);
+    // Survives a kill right after the reply.
+    let dev2 = kill(&dev);
+    drop(s);
+    let s = Store::open_dev(dev2, StoreOptions::default()).unwrap();
+    fsck(&s);
+    let (data, eof) = s.read(f.ino, 0, 10000).unwrap();
+    assert!(eof);
+    assert_eq!(data, vec![0x5au8; 8192]);
+    let segs = s.extents(f.ino, 0, 4).unwrap();
+    assert!(matches!(
+        segs[0],
+        layout::Segment::Mapped {
+            len: 2,
+            state: layout::ExtState::Written,
+            ..
+        }
+    ));
+    assert!(matches!(
+        segs[1],
+        layout::Segment::Mapped {
+            len: 2,
+            state: layout::ExtState::Unwritten,
+            ..
+        }
+    ));
+    assert!(matches!(
+        s.extents(g.ino, 0, 1).unwrap()[0],
+        layout::Segment::Mapped {
+            state: layout::ExtState::Unwritten,
+            ..
+        }
+    ));
     s.unmount().unwrap();
 }
