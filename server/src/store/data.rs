@@ -56,7 +56,7 @@ impl Inner {
         alloc_holes: bool,
     ) -> Result<Option<Vec<Piece>>> {
         self.reclaim_busy(g);
-        let i = inode(&g, ino)?;
+        let i = inode(g, ino)?;
         regular(i.m.ftype)?;
         let segs = i.ext.lookup(fb, n);
         // Goal: continue the extent that ends just before the range, so files stay contiguous.
