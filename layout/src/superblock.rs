@@ -74,8 +74,9 @@ pub struct Geometry {
 /// the maximum bounds what a mount after a crash may have to replay.
 const LOG_MIN_BLOCKS: u64 = (4 << 20) / BLOCK_SIZE as u64;
 const LOG_MAX_BLOCKS: u64 = (256 << 20) / BLOCK_SIZE as u64;
-/// Metadata area: 1/32 of the volume, between 4 MiB and 64 GiB. Every inode takes at least one
-/// 4 KiB object block (server::store write-back), so this caps the files at ~volume/128 KiB.
+/// Metadata area: 1/32 of the volume, between 4 MiB and 64 GiB. server::store gives each inode
+/// slot four 4 KiB object blocks of room (object + copy-on-write successor + slack), so this
+/// caps the files at ~volume/512 KiB (2 Mi files per TiB, 16 Mi at most).
 const META_MIN_BLOCKS: u64 = (4 << 20) / BLOCK_SIZE as u64;
 const META_MAX_BLOCKS: u64 = (64u64 << 30) / BLOCK_SIZE as u64;
 /// At least 1 MiB of data blocks, so that a test volume can hold files.

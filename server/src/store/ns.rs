@@ -186,6 +186,10 @@ impl Inner {
                 change: 0,
                 parent: if is_dir { dir.0 } else { 0 },
             };
+            if ftype == FileType::Regular {
+                // OPEN(create) may carry a size: the file starts sparse at that size.
+                m.size = attrs.size.unwrap_or(0).min(super::MAX_FILE_SIZE);
+            }
             m.touch_change(now);
             let mut tx = Tx::default();
             tx.core(ino, &m);

@@ -33,9 +33,11 @@ pub struct Wb {
     pub objects_written: u64,
 }
 
-/// Table blocks for a metadata area: one object block at least per slot.
+/// Table blocks for a metadata area. Each slot gets four object blocks of room: one for the
+/// object, one for its copy-on-write successor during a write-back, and slack for objects
+/// bigger than a block (directories, fragmented files).
 pub fn table_blocks(g: &Geometry) -> u64 {
-    g.meta_blocks.div_ceil(ENTRIES_PER_BLOCK + 1)
+    g.meta_blocks.div_ceil(4 * ENTRIES_PER_BLOCK + 1)
 }
 
 /// The highest inode number the table can hold.
