@@ -787,3 +787,95 @@ fn layout_blocks_allocate_durably_and_commit_only_owned_blocks() {
     ));
     s.unmount().unwrap();
 }
+
+/// Figures, not a pass/fail timing test: `cargo test -p pnfsd --lib store_scale -- --ignored
+/// --nocapture`. Shows that write-back cost follows the dirty objects and that a clean mount
+/// replays nothing.
+#[test]
+#[ignore]
+fn store_scale_figures() {
+    use std::time::Instant;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.img");
+    let t = Instant::now();
+    Store::mkfs(&path, 64 << 30, false).unwrap();
+    println!("mkfs 64 GiB sparse: {:?}", t.elapsed());
+    let opts = StoreOptions {
+        sync: false,
+        ..StoreOptions::default()
+    };
+    let s = Store::open(&path, opts.clone()).unwrap();
+    let n_dirs = 50;
+    let per_dir = 1000;
+    let t = Instant::now();
+    let mut files = Vec::new();
+    for d in 0..n_dirs {
+        let da = mk(&s, ROOT_INO, &format!("d{d}"), NewNode::Directory);
+        for f in 0..per_dir {
+            files.push(mk(&s, da.ino, &format!("file-{f}"), NewNode::Regular).ino);
+        }
+    }
+    let n = files.len();
+    println!(
+        "{n} async creates: {:?} ({:.1} µs each)",
+        t.elapsed(),
+        t.elapsed().as_micros() as f64 / n as f64
+    );
+    let (_, o0) = s.writeback_counters();
+    let t = Instant::now();
+    s.write_back().unwrap();
+    let full = t.elapsed();
+    let (_, o1) = s.writeback_counters();
+    println!(
+        "write-back of everything: {} objects in {:?}",
+        o1 - o0,
+        full
+    );
+    for ino in files.iter().step_by(n / 100) {
+        s.setattr(
+            *ino,
+            &SetAttrs {
+                mode: Some(0o600),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }
+    let t = Instant::now();
+    s.write_back().unwrap();
+    let small = t.elapsed();
+    let (_, o2) = s.writeback_counters();
+    println!(
+        "write-back after 100 setattrs: {} objects in {:?} (ratio to full: {:.4})",
+        o2 - o1,
+        small,
+        small.as_secs_f64() / full.as_secs_f64()
+    );
+    assert!(o2 - o1 <= 101);
+    let t = Instant::now();
+    s.unmount().unwrap();
+    println!("unmount: {:?}", t.elapsed());
+    drop(s);
+    let t = Instant::now();
+    let s = Store::open(&path, opts.clone()).unwrap();
+    println!("clean mount: {:?}, {:?}", t.elapsed(), s.mount_stats());
+    assert_eq!(s.mount_stats().items_replayed, 0);
+    for f in 0..1000 {
+        mk(&s, ROOT_INO, &format!("late{f}"), NewNode::Regular);
+    }
+    s.log().force_all().unwrap();
+    drop(s); // no unmount: as after a kill
+    let t = Instant::now();
+    let s = Store::open(&path, opts).unwrap();
+    println!(
+        "mount after a kill: {:?}, {:?}",
+        t.elapsed(),
+        s.mount_stats()
+    );
+    assert!(s.mount_stats().items_replayed >= 1000);
+    assert_eq!(
+        s.lookup(ROOT_INO, b"late999").unwrap().ftype,
+        FileType::Regular
+    );
+    s.unmount().unwrap();
+}

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use layout::{Allocator, Geometry, BLOCK_SIZE};
+use layout::{Allocator, Geometry};
 use metalog::{BlockDev, Csn, Writeback};
 
 use super::format::{self, TableEntry, ENTRIES_PER_BLOCK, TABLE_ENTRY};
@@ -73,10 +73,62 @@ pub fn load(dev: &dyn BlockDev, g: &Geometry) -> Result<(Wb, State), StoreError>
             meta_alloc
                 .mark_used(ent.start, ent.nblocks as u64)
                 .map_err(|e| StoreError::Io(format!("object table slot {slot}: {e}")))?;
-            let mut ob = vec![0u8; ent.nblocks as usize * BLOCK_SIZE as usize];
-            dev.read_at(&mut ob, ent.start * BLOCK).map_err(io_err)?;
-            let body = ob
-                .get(..ent.obj_len as usize)
+            entries.insert(slot, ent);
+        }
+        blk += n;
+    }
+    load_objects(dev, &entries, &mut st)?;
+    st.next_fresh = st.inodes.keys().max().map_or(2, |m| m + 1).max(2);
+    st.free_inos = (2..st.next_fresh)
+        .filter(|i| !st.inodes.contains_key(i))
+        .collect();
+    Ok((
+        Wb {
+            table_start,
+            meta_alloc,
+            entries,
+            runs: 0,
+            objects_written: 0,
+        },
+        st,
+    ))
+}
+
+/// Largest single read or write of object blocks (bounded memory, big sequential I/O).
+const IO_RUN: u64 = 1024; // blocks: 4 MiB
+
+/// Read the objects in disk order, merging neighbours into runs of up to `IO_RUN` blocks (a
+/// write-back lays its objects out contiguously, so a mount reads mostly sequentially).
+fn load_objects(
+    dev: &dyn BlockDev,
+    entries: &HashMap<u64, TableEntry>,
+    st: &mut State,
+) -> Result<(), StoreError> {
+    let mut order: Vec<(u64, &TableEntry)> = entries
+        .iter()
+        .filter(|(_, e)| e.start != 0)
+        .map(|(&s, e)| (s, e))
+        .collect();
+    order.sort_by_key(|(_, e)| e.start);
+    let mut i = 0;
+    while i < order.len() {
+        let run_start = order[i].1.start;
+        let mut run_end = run_start + order[i].1.nblocks as u64;
+        let mut j = i + 1;
+        while j < order.len()
+            && order[j].1.start == run_end
+            && run_end + order[j].1.nblocks as u64 - run_start <= IO_RUN
+        {
+            run_end += order[j].1.nblocks as u64;
+            j += 1;
+        }
+        let mut buf = vec![0u8; ((run_end - run_start) * BLOCK) as usize];
+        dev.read_at(&mut buf, run_start * BLOCK).map_err(io_err)?;
+        for &(slot, ent) in &order[i..j] {
+            let off = ((ent.start - run_start) * BLOCK) as usize;
+            let body = buf
+                .get(off..off + ent.obj_len as usize)
+                .filter(|_| ent.obj_len as u64 <= ent.nblocks as u64 * BLOCK)
                 .ok_or_else(|| StoreError::Io(format!("object {slot}: bad length")))?;
             if crc32c::crc32c(body) != ent.obj_crc {
                 return Err(StoreError::Io(format!("object {slot}: bad checksum")));
@@ -93,24 +145,10 @@ pub fn load(dev: &dyn BlockDev, g: &Geometry) -> Result<(Wb, State), StoreError>
                 }
                 st.inodes.insert(ino, inode);
             }
-            entries.insert(slot, ent);
         }
-        blk += n;
+        i = j;
     }
-    st.next_fresh = st.inodes.keys().max().map_or(2, |m| m + 1).max(2);
-    st.free_inos = (2..st.next_fresh)
-        .filter(|i| !st.inodes.contains_key(i))
-        .collect();
-    Ok((
-        Wb {
-            table_start,
-            meta_alloc,
-            entries,
-            runs: 0,
-            objects_written: 0,
-        },
-        st,
-    ))
+    Ok(())
 }
 
 impl Inner {
@@ -172,29 +210,87 @@ impl Inner {
         let mut new_entries: BTreeMap<u64, TableEntry> = BTreeMap::new();
         let mut allocated = Vec::new();
         let r = (|| {
+            // Place the objects back to back in as few free extents as possible, then
+            // write each extent's run with big writes.
+            let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
+            let mut left: u64 = snap
+                .iter()
+                .filter_map(|(_, b, _)| b.as_ref())
+                .map(|b| (b.len() as u64).div_ceil(BLOCK).max(1))
+                .sum();
+            let mut piece: Option<(u64, u64, u64)> = None; // (start, len, used)
             for (slot, body, gen) in snap {
-                let ent = match body {
-                    None => TableEntry {
-                        gen: *gen,
-                        ..TableEntry::default()
-                    },
-                    Some(b) => {
-                        let n = (b.len() as u64).div_ceil(BLOCK).max(1);
-                        let start = alloc_contig(&mut wb.meta_alloc, n)?;
-                        allocated.push((start, n));
-                        let mut buf = b.clone();
-                        buf.resize((n * BLOCK) as usize, 0);
-                        self.dev.write_at(&buf, start * BLOCK).map_err(io_err)?;
+                let Some(b) = body else {
+                    new_entries.insert(
+                        *slot,
                         TableEntry {
-                            start,
-                            nblocks: n as u32,
                             gen: *gen,
-                            obj_len: b.len() as u32,
-                            obj_crc: crc32c::crc32c(b),
+                            ..TableEntry::default()
+                        },
+                    );
+                    continue;
+                };
+                let n = (b.len() as u64).div_ceil(BLOCK).max(1);
+                let fits = piece.is_some_and(|(_, l, u)| l - u >= n);
+                if !fits {
+                    if let Some((ps, pl, pu)) = piece.take() {
+                        if pl > pu {
+                            let _ = wb.meta_alloc.free(ps + pu, pl - pu);
+                            allocated.retain(|&(s, _)| s != ps);
+                            allocated.push((ps, pu));
                         }
                     }
+                    let (ps, pl) = match wb.meta_alloc.alloc(u64::MAX, left) {
+                        Some((ps, pl)) if pl >= n => (ps, pl),
+                        Some((ps, pl)) => {
+                            let _ = wb.meta_alloc.free(ps, pl);
+                            (alloc_contig(&mut wb.meta_alloc, n)?, n)
+                        }
+                        None => return Err(StoreError::NoSpace),
+                    };
+                    allocated.push((ps, pl));
+                    piece = Some((ps, pl, 0));
+                }
+                let Some((ps, pl, pu)) = piece else {
+                    return Err(StoreError::NoSpace);
                 };
-                new_entries.insert(*slot, ent);
+                let start = ps + pu;
+                piece = Some((ps, pl, pu + n));
+                left -= n;
+                match runs.last_mut() {
+                    Some((rs, rb))
+                        if *rs + rb.len() as u64 / BLOCK == start
+                            && (rb.len() as u64) < IO_RUN * BLOCK =>
+                    {
+                        rb.extend_from_slice(b);
+                        rb.resize(((start - *rs + n) * BLOCK) as usize, 0);
+                    }
+                    _ => {
+                        let mut rb = b.clone();
+                        rb.resize((n * BLOCK) as usize, 0);
+                        runs.push((start, rb));
+                    }
+                }
+                new_entries.insert(
+                    *slot,
+                    TableEntry {
+                        start,
+                        nblocks: n as u32,
+                        gen: *gen,
+                        obj_len: b.len() as u32,
+                        obj_crc: crc32c::crc32c(b),
+                    },
+                );
+            }
+            if let Some((ps, pl, pu)) = piece {
+                if pl > pu {
+                    let _ = wb.meta_alloc.free(ps + pu, pl - pu);
+                    allocated.retain(|&(s, _)| s != ps);
+                    allocated.push((ps, pu));
+                }
+            }
+            for (start, rb) in &runs {
+                self.dev.write_at(rb, start * BLOCK).map_err(io_err)?;
             }
             // Object blocks durable before any entry points at them.
             self.dev.flush().map_err(io_err)?;
