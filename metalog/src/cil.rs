@@ -17,6 +17,18 @@ pub(crate) struct ObjSeq {
     pub datasync: u64,
 }
 
+/// An intent without its done item.
+pub(crate) struct OpenIntent {
+    /// CSN of a durable (or the only) copy: the tail may not pass it.
+    pub pin: u64,
+    /// CSN of the newest copy.
+    pub latest: u64,
+    /// CSN of its done item, once committed. Until the tail may pass that CSN the intent
+    /// stays pinned: write-back covers only up to its own CSN, which may predate the done.
+    pub done: Option<u64>,
+    pub item: crate::Item,
+}
+
 /// The open checkpoint.
 pub(crate) struct Cil {
     /// CSN that the next commit joins.
@@ -29,9 +41,11 @@ pub(crate) struct Cil {
     pub converts: bool,
     /// Objects with a commit not yet durable.
     pub objects: HashMap<u64, ObjSeq>,
-    /// Intents without their done item: id → CSN. The tail may not pass them, so recovery
-    /// always sees an unfinished intent (as XFS intents pin the log tail).
-    pub open_intents: std::collections::BTreeMap<u64, u64>,
+    /// Intents without their done item. The tail may not pass the pinned copy, so recovery
+    /// always sees an unfinished intent; to keep the tail moving, `move_tail` relogs old ones
+    /// into the open checkpoint (XFS relogs long-lived intents for the same reason,
+    /// `xfs_defer_relog`), and the pin moves once the new copy is durable.
+    pub open_intents: std::collections::BTreeMap<u64, OpenIntent>,
 }
 
 impl Cil {
@@ -74,8 +88,8 @@ pub(crate) fn tx_bound(encoded: usize, max_payload: usize) -> u64 {
 
 impl Inner {
     /// Append `tx` to the CIL. `ticket` bytes were reserved by the caller beforehand
-    /// ([`crate::Log::reserve`]); with `ticket == 0` this waits for space if the log is full.
-    pub(crate) fn commit(&self, tx: Transaction, ticket: u64) -> Result<Csn, LogError> {
+    /// ([`crate::Log::reserve`]); without a ticket this waits for space if the log is full.
+    pub(crate) fn commit(&self, tx: Transaction, ticket: Option<u64>) -> Result<Csn, LogError> {
         let mut enc = Vec::new();
         for it in &tx.items {
             encode_item(it, &mut enc);
@@ -91,10 +105,11 @@ impl Inner {
                 if let Some(e) = &io.shutdown {
                     return Err(e.clone());
                 }
-                io.reserved = io.reserved.saturating_sub(ticket);
+                let t = ticket.unwrap_or(0);
+                io.reserved = io.reserved.saturating_sub(t);
                 // With a ticket, overdraw into the slack rather than block: the caller holds
                 // its own locks now (that is why it reserved first).
-                let limit = if ticket > 0 {
+                let limit = if ticket.is_some() {
                     self.area_len - BLOCK
                 } else {
                     self.usable()
@@ -103,8 +118,8 @@ impl Inner {
                     io.reserved += delta;
                     true
                 } else {
-                    if ticket > 0 {
-                        io.reserved += ticket;
+                    if ticket.is_some() {
+                        io.reserved += t;
                         return Err(LogError::NoSpace);
                     }
                     false
@@ -118,10 +133,19 @@ impl Inner {
                 for it in &tx.items {
                     match it {
                         crate::Item::Intent { id, .. } => {
-                            cil.open_intents.insert(*id, csn);
+                            let e = cil.open_intents.entry(*id).or_insert(OpenIntent {
+                                pin: csn,
+                                latest: csn,
+                                done: None,
+                                item: it.clone(),
+                            });
+                            e.latest = csn;
+                            e.item = it.clone();
                         }
                         crate::Item::Done { id } => {
-                            cil.open_intents.remove(id);
+                            if let Some(oi) = cil.open_intents.get_mut(id) {
+                                oi.done = Some(csn);
+                            }
                         }
                         _ => {}
                     }
@@ -142,9 +166,54 @@ impl Inner {
                 return Ok(Csn(csn));
             }
             drop(cil);
-            ticket = 0;
+            ticket = None;
             self.wait_space(delta)?;
         }
+    }
+
+    /// Relog the intents whose pinned copy is at or before `upto` into the open checkpoint,
+    /// all under the CIL lock (a done item committed meanwhile must not be overtaken by a
+    /// copy of its intent). Returns the oldest pin: the tail may not pass it.
+    pub(crate) fn relog_intents(&self, upto: u64) -> Result<Option<u64>, LogError> {
+        let durable = self.durable_csn.load(Ordering::Acquire);
+        let mut cil = self.lock_cil();
+        // Finished as of `upto`: the store's image has the result, the intent may go.
+        cil.open_intents
+            .retain(|_, oi| oi.done.is_none_or(|d| d > upto));
+        let mut enc = Vec::new();
+        let mut ids = Vec::new();
+        for (id, oi) in cil.open_intents.iter_mut() {
+            if oi.latest <= durable {
+                oi.pin = oi.latest;
+            }
+            // Never relog behind a done item: the copy would reopen the intent at replay.
+            if oi.done.is_none() && oi.latest == oi.pin && oi.pin <= upto {
+                encode_item(&oi.item, &mut enc);
+                ids.push(*id);
+            }
+        }
+        if !ids.is_empty() {
+            let before = cil.space(self.max_payload);
+            let delta = ckpt_bytes(cil.buf.len() + enc.len(), self.max_payload) - before;
+            let mut io = self.lock_io();
+            if let Some(e) = &io.shutdown {
+                return Err(e.clone());
+            }
+            // Relogging frees space, so it may use the slack; without room the pin stays.
+            if io.used() + io.reserved + delta <= self.area_len - BLOCK {
+                io.reserved += delta;
+                drop(io);
+                let csn = cil.csn;
+                cil.buf.extend_from_slice(&enc);
+                cil.ntx += 1;
+                for id in ids {
+                    if let Some(oi) = cil.open_intents.get_mut(&id) {
+                        oi.latest = csn;
+                    }
+                }
+            }
+        }
+        Ok(cil.open_intents.values().map(|o| o.pin).min())
     }
 
     /// The CSN of the last commit.

@@ -271,8 +271,13 @@ impl Inner {
     /// Move the in-memory tail past checkpoint `upto` (durable outside the log), and if
     /// someone waits for space, persist it with a tail record so the area can be reused.
     pub(crate) fn move_tail(&self, upto: Csn) -> Result<(), LogError> {
-        let pin = self.lock_cil().open_intents.values().min().copied();
         let mut upto = upto.0.min(self.durable_csn.load(Ordering::Acquire));
+        let before = self.lock_cil().csn;
+        let pin = self.relog_intents(upto)?;
+        if self.lock_cil().ntx > 0 && self.lock_cil().csn == before {
+            // Push relogged intents soon so the next write-back can pass the old copies.
+            self.kick_worker(|w| w.push = true);
+        }
         if let Some(p) = pin {
             upto = upto.min(p.saturating_sub(1));
         }

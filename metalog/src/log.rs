@@ -320,7 +320,7 @@ impl Log {
     /// Cheap: append to the CIL of the current CSN, set per-object commit_seq (and datasync_seq unless
     /// timestamps_only); never waits for I/O, except it waits for tail space when the log is full.
     pub fn commit(&self, tx: Transaction) -> Result<Csn, LogError> {
-        self.inner.commit(tx, 0)
+        self.inner.commit(tx, None)
     }
 
     /// Upper bound of the log space `tx` needs (for [`Log::reserve`]).
@@ -347,7 +347,7 @@ impl Log {
     /// log's slack, or fails with `NoSpace` if even that is gone).
     pub fn commit_reserved(&self, tx: Transaction, mut res: Reservation) -> Result<Csn, LogError> {
         let b = std::mem::take(&mut res.bytes);
-        self.inner.commit(tx, b.max(1))
+        self.inner.commit(tx, Some(b))
     }
 
     /// Make every checkpoint up to `seq` durable (group commit; see [`Forced`]).
@@ -418,6 +418,26 @@ impl Log {
         }
     }
 
+    /// A one-line dump of the log's in-memory state, for test failure messages.
+    pub fn debug_state(&self) -> String {
+        let cil_csn = self.inner.lock_cil().csn;
+        let io = self.inner.lock_io();
+        format!(
+            "cil_csn={cil_csn} durable_csn={} pushed={} next_lsn={} tail={} durable_tail={} reserved={} pushes={} flights={:?} waiters={} shutdown={:?} {:?}",
+            self.inner.durable_csn.load(Ordering::Acquire),
+            io.pushed_csn,
+            io.next_lsn,
+            io.tail,
+            io.durable_tail,
+            io.reserved,
+            io.pushes,
+            io.flights,
+            io.space_waiters,
+            io.shutdown,
+            self.counters()
+        )
+    }
+
     /// Whether the log is shut down (after an I/O error or unmount), and why.
     pub fn shutdown_error(&self) -> Option<LogError> {
         self.inner.lock_io().shutdown.clone()
@@ -434,16 +454,27 @@ impl Log {
             inner.force_seq(c)?;
             inner.move_tail(c)?;
         }
-        let mut io = inner.lock_io();
-        loop {
-            if let Some(e) = &io.shutdown {
-                return Err(e.clone());
+        // Relogged intents, or commits racing with unmount, must reach the log first.
+        let mut io = loop {
+            inner.force_seq(Csn(u64::MAX))?;
+            let cil = inner.lock_cil();
+            let mut io = inner.lock_io();
+            loop {
+                if let Some(e) = &io.shutdown {
+                    return Err(e.clone());
+                }
+                if io.flights.is_empty() && io.pushes == 0 {
+                    break;
+                }
+                drop(io);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                io = inner.lock_io();
             }
-            if io.flights.is_empty() && io.pushes == 0 {
-                break;
+            if cil.ntx == 0 {
+                drop(cil);
+                break io;
             }
-            io = inner.io_cond.wait(io).unwrap_or_else(|e| e.into_inner());
-        }
+        };
         let lsn = io.next_lsn;
         io.next_lsn += BLOCK;
         let tail = io.tail;

@@ -9,11 +9,12 @@
 //! tail gives the head `H`: the first missing, torn or stale record. Replay then starts at the
 //! tail carried by the last record before `H` — a function of the durable chain only, so a
 //! second recovery picks the same start — and the free area `[H, tail + size)` is zeroed, so
-//! records written after a hole can never be mistaken for a continuation later.
+//! records written after a hole can never be mistaken for a continuation later. A tail record
+//! at `H` (carrying that tail) then marks head and tail for the next recovery.
 
 use std::collections::BTreeMap;
 
-use crate::format::{check_record, RecordHeader, BLOCK, F_END, F_START};
+use crate::format::{build_record, check_record, RecordHeader, BLOCK, F_END, F_START, F_TAIL};
 use crate::items::{decode_all, Item};
 use crate::log::Geometry;
 use crate::{Csn, LogError, Lsn};
@@ -117,9 +118,10 @@ pub(crate) fn recover_scan(
             let len = h.rec_len as u64;
             if h.lsn % size == pos && len >= BLOCK && len <= g.max_rec() && len % BLOCK == 0 {
                 let mut rec = vec![0u8; len as usize];
-                for (i, byte) in rec.iter_mut().enumerate() {
-                    *byte = area[((pos + i as u64) % size) as usize];
-                }
+                let first = ((size - pos) as usize).min(rec.len());
+                rec[..first].copy_from_slice(&area[pos as usize..pos as usize + first]);
+                let rest = rec.len() - first;
+                rec[first..].copy_from_slice(&area[..rest]);
                 if let Ok((h, p)) = check_record(&rec, &g.uuid, Lsn(h.lsn)) {
                     valid.insert(
                         h.lsn,
@@ -178,8 +180,14 @@ pub(crate) fn recover_scan(
         at += n as u64;
     }
     g.dev.flush()?;
+    // Then a tail record at the head: if the chain was empty (everything written back, the
+    // record at the tail torn) the zeroing left no record at all, and the next recovery must
+    // still find head and tail (design §3: "write a clean record").
+    let rec = build_record(g.uuid, F_TAIL, Lsn(head), Csn(max_csn), Lsn(tail), &[]);
+    g.write_area(head, &rec)?;
+    g.dev.flush()?;
     Ok(Recovered {
-        head,
+        head: head + BLOCK,
         tail,
         next_csn: max_csn + 1,
         replayed,

@@ -47,7 +47,9 @@ pub(crate) fn run(inner: Arc<Inner>) {
         }
         if push || Instant::now() >= next_force {
             // Errors here are the log's shutdown error, which every caller sees anyway.
-            let _ = inner.force_seq(Csn(u64::MAX));
+            if inner.last_committed() > inner.durable_csn.load(Ordering::Acquire) {
+                let _ = inner.force_seq(Csn(u64::MAX));
+            }
             next_force = Instant::now() + inner.opts.force_interval;
         }
     }

@@ -42,6 +42,8 @@ struct State {
 pub struct CrashDev {
     size: u64,
     st: Mutex<State>,
+    /// Microseconds each flush sleeps (outside the lock) to model device latency.
+    flush_delay_us: std::sync::atomic::AtomicU64,
 }
 
 fn injected(what: &str) -> std::io::Error {
@@ -98,6 +100,7 @@ impl CrashDev {
     /// A device whose durable content is `image` (the survivor of an earlier crash).
     pub fn from_image(image: Vec<u8>, seed: u64) -> CrashDev {
         CrashDev {
+            flush_delay_us: std::sync::atomic::AtomicU64::new(0),
             size: image.len() as u64,
             st: Mutex::new(State {
                 current: image.clone(),
@@ -170,6 +173,13 @@ impl CrashDev {
         self.lock().fail_flushes_in = Some(n);
     }
 
+    /// Make every flush take `d` (slept before the flush takes effect, no lock held), so
+    /// that tests see concurrency a real device's latency creates.
+    pub fn set_flush_delay(&self, d: std::time::Duration) {
+        self.flush_delay_us
+            .store(d.as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Power is gone: every later write and flush fails (reads still work).
     pub fn freeze(&self) {
         self.lock().frozen = true;
@@ -239,6 +249,12 @@ impl BlockDev for CrashDev {
     }
 
     fn flush(&self) -> std::io::Result<()> {
+        let d = self
+            .flush_delay_us
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if d > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(d));
+        }
         let mut st = self.lock();
         st.op()?;
         if let Some(n) = st.fail_flushes_in {
