@@ -879,3 +879,34 @@ fn store_scale_figures() {
     );
     s.unmount().unwrap();
 }
+
+#[test]
+fn open_unlinked_file_lives_until_release_or_restart() {
+    let dev = crash_vol(7);
+    let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+    let open = Arc::new(std::sync::Mutex::new(std::collections::HashSet::<u64>::new()));
+    let o2 = open.clone();
+    s.set_open_probe(Box::new(move |ino| o2.lock().unwrap().contains(&ino.0)));
+    let a = mk(&s, ROOT_INO, "a", NewNode::Regular);
+    let b = mk(&s, ROOT_INO, "b", NewNode::Regular);
+    s.write(a.ino, 0, b"still readable", Stable::FileSync).unwrap();
+    s.write(b.ino, 0, b"orphan", Stable::FileSync).unwrap();
+    open.lock().unwrap().extend([a.ino.0, b.ino.0]);
+    let (_, un) = s.remove(ROOT_INO, b"a").unwrap();
+    assert!(!un.last_link, "an open file is kept");
+    assert_eq!(s.getattr(a.ino).unwrap().nlink, 0);
+    assert_eq!(s.read(a.ino, 0, 100).unwrap().0, b"still readable");
+    s.release(a.ino).unwrap();
+    assert_eq!(s.getattr(a.ino).unwrap_err(), StoreError::Stale);
+    // b is unlinked while open, then the server dies: the next mount frees it.
+    s.remove(ROOT_INO, b"b").unwrap();
+    let used = s.getattr(b.ino).unwrap().used;
+    assert_eq!(used, BLOCK);
+    let dev2 = kill(&dev);
+    drop(s);
+    let s = Store::open_dev(dev2, StoreOptions::default()).unwrap();
+    assert_eq!(s.getattr(b.ino).unwrap_err(), StoreError::Stale);
+    fsck(&s);
+    assert!(names(&s, ROOT_INO).is_empty());
+    s.unmount().unwrap();
+}
