@@ -280,7 +280,7 @@ mod tests {
                 // Free extents are disjoint, merged, inside the region, and match the model.
                 let mut prev_end = None;
                 for (s, l) in a.free_extents() {
-                    prop_assert!(prev_end.is_none_or(|e: u64| e < s), "unmerged or overlapping");
+                    prop_assert!(prev_end.iter().all(|&e| e < s), "unmerged or overlapping");
                     for b in s..s + l { prop_assert!(!owner[b as usize]); }
                     prev_end = Some(s + l);
                 }

@@ -433,9 +433,7 @@ impl Inner {
     }
 
     pub fn zero_tail_for_truncate(&self, ino: Ino, size: u64) -> Result<()> {
-        if !size.is_multiple_of(BLOCK)
-            && self.zero_range(ino, size, size.next_multiple_of(BLOCK))?
-        {
+        if size & (BLOCK - 1) != 0 && self.zero_range(ino, size, size.next_multiple_of(BLOCK))? {
             // The zeros must be on disk before a later extension could expose the block.
             self.flush_data()?;
         }

@@ -97,14 +97,7 @@ impl Inner {
 
     /// Drop one link of `ino` (a name of it is going away in this transaction). A directory
     /// loses all its links and its parent one. Returns what happened to it.
-    fn unlink_inode(
-        &self,
-        g: &Core,
-        tx: &mut Tx,
-        ino: u64,
-        parent: u64,
-        now: Timespec,
-    ) -> Result<Unlinked> {
+    fn unlink_inode(&self, g: &Core, tx: &mut Tx, ino: u64, now: Timespec) -> Result<Unlinked> {
         let mut m = meta(g, ino)?;
         if m.ftype == FileType::Directory {
             m.nlink = 0;
@@ -112,7 +105,6 @@ impl Inner {
             m.nlink = m.nlink.saturating_sub(1);
         }
         m.touch_c(now);
-        let _ = parent;
         let open = m.nlink == 0
             && self
                 .open_probe
@@ -255,7 +247,7 @@ impl Inner {
                 dir: dir.0,
                 name: name.to_vec(),
             });
-            let un = self.unlink_inode(&g, &mut tx, ino, dir.0, now)?;
+            let un = self.unlink_inode(&g, &mut tx, ino, now)?;
             let before = dm.change;
             dm.touch_mc(now);
             tx.core(dir.0, &dm);
@@ -339,7 +331,7 @@ impl Inner {
                     dir: dd.0,
                     name: dn.to_vec(),
                 });
-                un = Some(self.unlink_inode(&g, &mut tx, t, dd.0, now)?);
+                un = Some(self.unlink_inode(&g, &mut tx, t, now)?);
             }
             tx.items.push(Item::DirentRemove {
                 dir: sd.0,

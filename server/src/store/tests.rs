@@ -884,12 +884,15 @@ fn store_scale_figures() {
 fn open_unlinked_file_lives_until_release_or_restart() {
     let dev = crash_vol(7);
     let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
-    let open = Arc::new(std::sync::Mutex::new(std::collections::HashSet::<u64>::new()));
+    let open = Arc::new(std::sync::Mutex::new(
+        std::collections::HashSet::<u64>::new(),
+    ));
     let o2 = open.clone();
     s.set_open_probe(Box::new(move |ino| o2.lock().unwrap().contains(&ino.0)));
     let a = mk(&s, ROOT_INO, "a", NewNode::Regular);
     let b = mk(&s, ROOT_INO, "b", NewNode::Regular);
-    s.write(a.ino, 0, b"still readable", Stable::FileSync).unwrap();
+    s.write(a.ino, 0, b"still readable", Stable::FileSync)
+        .unwrap();
     s.write(b.ino, 0, b"orphan", Stable::FileSync).unwrap();
     open.lock().unwrap().extend([a.ino.0, b.ino.0]);
     let (_, un) = s.remove(ROOT_INO, b"a").unwrap();
