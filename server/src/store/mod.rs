@@ -22,6 +22,8 @@ mod format;
 mod inner;
 mod inode;
 mod misc;
+#[cfg(test)]
+mod model_tests;
 mod mount;
 mod ns;
 #[cfg(test)]

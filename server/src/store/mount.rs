@@ -54,9 +54,9 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
     }
     let g = Geometry::for_volume(dev.size()).map_err(|e| StoreError::Io(e.to_string()))?;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
-    // The log is zero-written, not left sparse: a later log write then never allocates file
-    // blocks, so its `fdatasync` never has to commit filesystem metadata (design.md §3).
-    zero_region(&*dev, g.log_start, g.log_blocks)?;
+    // The log region is zero-written, not left sparse, by `Log::format` below: a later log
+    // write then never allocates file blocks, so its `fdatasync` never has to commit
+    // filesystem metadata (design.md §3).
     // The object table must read as "never used" (a `--force` over an old volume); object
     // blocks and data blocks stay sparse.
     zero_region(&*dev, g.meta_start, table_blocks(&g))?;

@@ -406,14 +406,14 @@ fn clean_unmount_and_reopen_keeps_everything() {
 
 use metalog::{BlockDev, CrashDev};
 
-fn crash_vol(seed: u64) -> Arc<CrashDev> {
+pub(super) fn crash_vol(seed: u64) -> Arc<CrashDev> {
     let dev = Arc::new(CrashDev::new(VOL, seed));
     Store::mkfs_dev(dev.clone(), false).unwrap();
     dev
 }
 
 /// Power loss: the old store's threads can no longer write; the survivor image is remounted.
-fn kill(dev: &Arc<CrashDev>) -> Arc<CrashDev> {
+pub(super) fn kill(dev: &Arc<CrashDev>) -> Arc<CrashDev> {
     let survivor = Arc::new(dev.crash());
     dev.freeze();
     survivor
@@ -422,7 +422,7 @@ fn kill(dev: &Arc<CrashDev>) -> Arc<CrashDev> {
 /// Structural invariants of a mounted store: entries name live inodes, link counts match the
 /// entries, parents are right, no block is owned twice (the mount's allocator rebuild already
 /// refuses that) and free + used = total.
-fn fsck(s: &Store) {
+pub(super) fn fsck(s: &Store) {
     let g = s.inner.rd();
     let mut links: std::collections::HashMap<u64, u32> = Default::default();
     let mut subdirs: std::collections::HashMap<u64, u32> = Default::default();
