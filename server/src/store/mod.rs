@@ -11,12 +11,14 @@
 //! an `async` export they return after the in-memory commit.
 
 //!
-//! Files: `inode.rs` (in-memory inodes, `State::apply` of log items), `ns.rs` (namespace),
+//! Files: `inode.rs` (in-memory inodes, `State::apply` of log items), `ns.rs` (namespace), `rename.rs`, `setattr.rs`,
 //! `data.rs` (READ/WRITE/COMMIT/ALLOCATE/DEALLOCATE/SEEK), `mount.rs` (mkfs, mount, unmount),
 //! `writeback.rs` + `format.rs` (dirty-object write-back to the metadata area), `inner.rs`
 //! (the shared core and the apply-then-commit helper).
 
 mod blocks;
+#[cfg(test)]
+mod crash_tests;
 mod data;
 mod format;
 mod inner;
@@ -26,6 +28,8 @@ mod misc;
 mod model_tests;
 mod mount;
 mod ns;
+mod rename;
+mod setattr;
 #[cfg(test)]
 mod tests;
 mod writeback;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use proptest::prelude::*;
 
-use super::tests::{crash_vol as new_crash_vol, fsck, kill as kill_dev};
+use super::crash_tests::{crash_vol as new_crash_vol, fsck, kill as kill_dev};
 use super::*;
 
 const NAMES: [&[u8]; 3] = [b"a", b"b", b"c"];

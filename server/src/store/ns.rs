@@ -10,7 +10,7 @@ use super::inner::{inode, Core, Inner};
 use super::inode::{ino_key, Inode, Meta, OPAQUE_SYMLINK};
 use super::{
     Attr, DirChange, DirEntry, FileType, Ino, NewNode, ReadDir, Result, SetAttrs, SetTime,
-    StoreError, Timespec, Unlinked, BLOCK, ROOT_INO,
+    StoreError, Timespec, Unlinked,
 };
 
 /// NFS names: at most 255 bytes (what Linux and `maxname` allow).
@@ -32,7 +32,7 @@ pub fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
+pub(super) fn dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
     let d = inode(core, dir)?;
     if d.dir.is_none() {
         return Err(StoreError::NotDir);
@@ -40,7 +40,7 @@ fn dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
     Ok(d)
 }
 
-fn entry(core: &Core, dir: Ino, name: &[u8]) -> Result<(u64, u64)> {
+pub(super) fn entry(core: &Core, dir: Ino, name: &[u8]) -> Result<(u64, u64)> {
     let d = dir_of(core, dir)?;
     d.dir
         .as_ref()
@@ -48,7 +48,7 @@ fn entry(core: &Core, dir: Ino, name: &[u8]) -> Result<(u64, u64)> {
         .ok_or(StoreError::NoEnt)
 }
 
-fn next_cookie(core: &Core, dir: Ino) -> u64 {
+pub(super) fn next_cookie(core: &Core, dir: Ino) -> u64 {
     core.s
         .inodes
         .get(&dir.0)
@@ -56,11 +56,11 @@ fn next_cookie(core: &Core, dir: Ino) -> u64 {
         .map_or(super::inode::FIRST_COOKIE, |d| d.next_cookie)
 }
 
-fn meta(core: &Core, ino: u64) -> Result<Meta> {
+pub(super) fn meta(core: &Core, ino: u64) -> Result<Meta> {
     Ok(inode(core, Ino(ino))?.m)
 }
 
-fn resolve(t: SetTime, now: Timespec) -> Timespec {
+pub(super) fn resolve(t: SetTime, now: Timespec) -> Timespec {
     match t {
         SetTime::ServerNow => now,
         SetTime::Client(t) => t,
@@ -97,7 +97,13 @@ impl Inner {
 
     /// Drop one link of `ino` (a name of it is going away in this transaction). A directory
     /// loses all its links and its parent one. Returns what happened to it.
-    fn unlink_inode(&self, g: &Core, tx: &mut Tx, ino: u64, now: Timespec) -> Result<Unlinked> {
+    pub(super) fn unlink_inode(
+        &self,
+        g: &Core,
+        tx: &mut Tx,
+        ino: u64,
+        now: Timespec,
+    ) -> Result<Unlinked> {
         let mut m = meta(g, ino)?;
         if m.ftype == FileType::Directory {
             m.nlink = 0;
@@ -265,124 +271,6 @@ impl Inner {
         Ok((dc, un))
     }
 
-    pub fn rename(
-        &self,
-        sd: Ino,
-        sn: &[u8],
-        dd: Ino,
-        dn: &[u8],
-    ) -> Result<(DirChange, DirChange, Option<Unlinked>)> {
-        check_name(sn)?;
-        check_name(dn)?;
-        let now = Timespec::now();
-        let res = self.reserve(2 * (sn.len() + dn.len()) as u64)?;
-        let (a, b, un, csn) = {
-            let mut g = self.wr();
-            let mut sm = dir_of(&g, sd)?.m;
-            let mut dm = dir_of(&g, dd)?.m;
-            let (src, _) = entry(&g, sd, sn)?;
-            let src_m = meta(&g, src)?;
-            let src_is_dir = src_m.ftype == FileType::Directory;
-            let existing = entry(&g, dd, dn).ok().map(|e| e.0);
-            // Same name, or another name of the same file: nothing to do (POSIX rename).
-            if (sd == dd && sn == dn) || existing == Some(src) {
-                let s = DirChange {
-                    before: sm.change,
-                    after: sm.change,
-                };
-                let d = DirChange {
-                    before: dm.change,
-                    after: dm.change,
-                };
-                return Ok((s, d, None));
-            }
-            if src_is_dir {
-                // Moving a directory into its own subtree would detach it: walk up from dd.
-                let mut p = dd.0;
-                loop {
-                    if p == src {
-                        return Err(StoreError::Inval);
-                    }
-                    if p == ROOT_INO.0 {
-                        break;
-                    }
-                    p = meta(&g, p)?.parent;
-                }
-                if sd != dd && dm.nlink >= LINK_MAX {
-                    return Err(StoreError::TooManyLinks);
-                }
-            }
-            let mut tx = Tx::default();
-            let mut un = None;
-            if let Some(t) = existing {
-                let ti = inode(&g, Ino(t))?;
-                let t_is_dir = ti.m.ftype == FileType::Directory;
-                // RFC 8881 §18.26.4: source and target must both be directories or both not.
-                if t_is_dir != src_is_dir {
-                    return Err(StoreError::Exist);
-                }
-                if ti.dir.as_ref().is_some_and(|d| !d.by_name.is_empty()) {
-                    return Err(StoreError::NotEmpty);
-                }
-                if t_is_dir {
-                    dm.nlink = dm.nlink.saturating_sub(1);
-                }
-                tx.items.push(Item::DirentRemove {
-                    dir: dd.0,
-                    name: dn.to_vec(),
-                });
-                un = Some(self.unlink_inode(&g, &mut tx, t, now)?);
-            }
-            tx.items.push(Item::DirentRemove {
-                dir: sd.0,
-                name: sn.to_vec(),
-            });
-            tx.items.push(Item::DirentAdd {
-                dir: dd.0,
-                name: dn.to_vec(),
-                ino: src,
-                cookie: next_cookie(&g, dd),
-            });
-            let mut m = src_m;
-            m.touch_c(now);
-            if src_is_dir {
-                m.parent = dd.0;
-                if sd != dd {
-                    sm.nlink = sm.nlink.saturating_sub(1);
-                    dm.nlink += 1;
-                }
-            }
-            tx.core(src, &m);
-            let (sb, db) = (sm.change, dm.change);
-            if sd == dd {
-                // One directory: the target-side link count changes are in dm.
-                dm.touch_mc(now);
-                tx.core(dd.0, &dm);
-                sm = dm;
-            } else {
-                sm.touch_mc(now);
-                dm.touch_mc(now);
-                tx.core(sd.0, &sm);
-                tx.core(dd.0, &dm);
-            }
-            let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
-            (
-                DirChange {
-                    before: sb,
-                    after: sm.change,
-                },
-                DirChange {
-                    before: db,
-                    after: dm.change,
-                },
-                un,
-                csn,
-            )
-        };
-        self.force_if_sync(csn)?;
-        Ok((a, b, un))
-    }
-
     pub fn link(&self, ino: Ino, dir: Ino, name: &[u8]) -> Result<DirChange> {
         check_name(name)?;
         let now = Timespec::now();
@@ -478,87 +366,5 @@ impl Inner {
             return Err(StoreError::Inval);
         }
         Ok(i.symlink.clone())
-    }
-
-    pub fn setattr(&self, ino: Ino, a: &SetAttrs) -> Result<Attr> {
-        let now = Timespec::now();
-        // A shrinking truncate zeroes the tail of the new last block first (data I/O, outside
-        // the lock); the metadata change then frees the blocks past it.
-        let _w = a.size.map(|_| self.file_lock(ino));
-        if let Some(size) = a.size {
-            self.check_truncate(ino, size)?;
-            self.zero_tail_for_truncate(ino, size)?;
-        }
-        let res = self.reserve(0)?;
-        let (attr, csn) = {
-            let mut g = self.wr();
-            let mut m = meta(&g, ino.0)?;
-            let mut tx = Tx::default();
-            let mut only_times = true;
-            if let Some(mode) = a.mode {
-                m.mode = mode & 0o7777;
-                only_times = false;
-            }
-            if let Some(uid) = a.uid {
-                m.uid = uid;
-                only_times = false;
-            }
-            if let Some(gid) = a.gid {
-                m.gid = gid;
-                only_times = false;
-            }
-            if let Some(t) = a.atime {
-                m.atime = resolve(t, now);
-            }
-            if let Some(t) = a.mtime {
-                m.mtime = resolve(t, now);
-            }
-            if let Some(size) = a.size {
-                if m.ftype != FileType::Regular {
-                    return Err(if m.ftype == FileType::Directory {
-                        StoreError::IsDir
-                    } else {
-                        StoreError::Inval
-                    });
-                }
-                if size != m.size {
-                    let keep = size.div_ceil(BLOCK);
-                    let end = inode(&g, ino)?.ext.end_block();
-                    if end > keep {
-                        tx.items.push(Item::ExtentFree {
-                            ino: ino.0,
-                            file_block: keep,
-                            len_blocks: end - keep,
-                        });
-                    }
-                    m.size = size;
-                    if a.mtime.is_none() {
-                        m.mtime = now;
-                    }
-                }
-                only_times = false;
-            }
-            m.touch_c(now);
-            tx.items.push(m.core_item(ino.0));
-            tx.obj(ino.0, only_times);
-            let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
-            (inode(&g, ino)?.attr(ino.0), csn)
-        };
-        self.force_if_sync(csn)?;
-        Ok(attr)
-    }
-
-    fn check_truncate(&self, ino: Ino, size: u64) -> Result<()> {
-        let g = self.rd();
-        let i = inode(&g, ino)?;
-        match i.m.ftype {
-            FileType::Regular => {}
-            FileType::Directory => return Err(StoreError::IsDir),
-            _ => return Err(StoreError::Inval),
-        }
-        if size > super::MAX_FILE_SIZE {
-            return Err(StoreError::FileTooBig);
-        }
-        Ok(())
     }
 }
