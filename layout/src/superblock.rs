@@ -188,6 +188,12 @@ impl Superblock {
         b
     }
 
+    /// The block-layout signature of this volume: `(byte offset on the device, bytes)`, what
+    /// GETDEVICEINFO puts in its SIMPLE volume (RFC 5663 §2.2.1) and blkmapd compares.
+    pub fn signature(&self) -> (u64, [u8; 16]) {
+        (UUID_OFFSET as u64, self.uuid)
+    }
+
     /// Whether `buf` starts with our magic (mkfs refuses such a volume without `--force`).
     pub fn looks_formatted(buf: &[u8]) -> bool {
         buf.len() >= 8 && buf[..8] == MAGIC
@@ -251,6 +257,8 @@ mod tests {
         let b = s.encode();
         assert_eq!(b.len(), BLOCK_SIZE as usize);
         assert_eq!(&b[32..48], b"0123456789abcdef");
+        let (off, sig) = s.signature();
+        assert_eq!(&b[off as usize..off as usize + 16], &sig);
         assert_eq!(Superblock::decode(&b).unwrap(), s);
         assert!(Superblock::looks_formatted(&b));
     }
