@@ -599,3 +599,39 @@ fn crash_anywhere_inside_a_write_back_loses_nothing() {
     }
     s.unmount().unwrap();
 }
+
+#[test]
+fn inode_table_full_is_nospace_and_stays_mountable() {
+    let dev = crash_vol(10);
+    let opts = StoreOptions {
+        sync: false,
+        ..StoreOptions::default()
+    };
+    let s = Store::open_dev(dev.clone(), opts.clone()).unwrap();
+    let mut n = 0;
+    let err = loop {
+        match s.create(
+            ROOT_INO,
+            format!("f{n}").as_bytes(),
+            NewNode::Regular,
+            &SetAttrs::default(),
+            (0, 0),
+        ) {
+            Ok(_) => n += 1,
+            Err(e) => break e,
+        }
+        assert!(n < 100_000);
+    };
+    assert_eq!(err, StoreError::NoSpace);
+    assert!(n > 100, "only {n} files fit");
+    assert_eq!(s.fsstat().free_files, 0);
+    s.write_back().unwrap();
+    s.remove(ROOT_INO, b"f0").unwrap();
+    mk(&s, ROOT_INO, "again", NewNode::Regular);
+    s.unmount().unwrap();
+    drop(s);
+    let s = Store::open_dev(dev, opts).unwrap();
+    assert_eq!(names(&s, ROOT_INO).len(), n);
+    fsck(&s);
+    s.unmount().unwrap();
+}

@@ -73,6 +73,8 @@ pub struct Inner {
     pub max_ino: u64,
     pub core: RwLock<Core>,
     pub wb: Mutex<Wb>,
+    /// Free blocks of the metadata area after the last write-back (read without `wb`).
+    pub meta_free: std::sync::atomic::AtomicU64,
     pub open_probe: RwLock<Option<OpenProbe>>,
     pub mount_stats: MountStats,
     pub io: Mutex<IoTrack>,

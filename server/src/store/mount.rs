@@ -126,6 +126,7 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
             alloc,
             busy: Vec::new(),
         }),
+        meta_free: std::sync::atomic::AtomicU64::new(wb.meta_alloc.free_blocks()),
         wb: Mutex::new(wb),
         open_probe: RwLock::new(None),
         io: Mutex::new(Default::default()),

@@ -13,6 +13,9 @@ use super::{
     StoreError, Timespec, Unlinked,
 };
 
+/// Metadata blocks kept free beyond the dirty objects' needs (big directories span several).
+const META_RESERVE: u64 = 64;
+
 /// NFS names: at most 255 bytes (what Linux and `maxname` allow).
 pub const NAME_MAX: usize = 255;
 /// Links per inode (subdirectories per directory): the Linux `nlink` limit of ext4.
@@ -167,6 +170,13 @@ impl Inner {
                 NewNode::Socket => (FileType::Socket, (0, 0), 0o644),
             };
             let cookie = next_cookie(&g, dir);
+            // The next write-back must find room for every dirty object and its copy-on-write
+            // successor: refuse new inodes before the metadata area gets that full (a
+            // write-back that fails leaves the log unable to move its tail).
+            let meta_free = self.meta_free.load(std::sync::atomic::Ordering::Relaxed);
+            if meta_free < 2 * (g.s.dirty.len() as u64 + 2) + META_RESERVE {
+                return Err(StoreError::NoSpace);
+            }
             let (ino, gen) = g.s.pick_ino(self.max_ino).ok_or(StoreError::NoSpace)?;
             let mut m = Meta {
                 gen,

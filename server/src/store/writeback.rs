@@ -335,6 +335,10 @@ impl Inner {
             }
         }
         wb.runs += 1;
+        self.meta_free.store(
+            wb.meta_alloc.free_blocks(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         wb.objects_written += snap.len() as u64;
         Ok(c)
     }
