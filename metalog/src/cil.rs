@@ -157,6 +157,8 @@ impl Inner {
                         e.datasync = csn;
                     }
                 }
+                self.cil_bytes
+                    .store(cil.buf.len() as u64, Ordering::Relaxed);
                 let big = cil.buf.len() as u64 > self.cil_push_bytes;
                 drop(cil);
                 self.ctr.commits.fetch_add(1, Ordering::Relaxed);
@@ -179,7 +181,7 @@ impl Inner {
         let mut cil = self.lock_cil();
         // Finished as of `upto`: the store's image has the result, the intent may go.
         cil.open_intents
-            .retain(|_, oi| oi.done.is_none_or(|d| d > upto));
+            .retain(|_, oi| !matches!(oi.done, Some(d) if d <= upto));
         let mut enc = Vec::new();
         let mut ids = Vec::new();
         for (id, oi) in cil.open_intents.iter_mut() {
@@ -206,6 +208,8 @@ impl Inner {
                 let csn = cil.csn;
                 cil.buf.extend_from_slice(&enc);
                 cil.ntx += 1;
+                self.cil_bytes
+                    .store(cil.buf.len() as u64, Ordering::Relaxed);
                 for id in ids {
                     if let Some(oi) = cil.open_intents.get_mut(&id) {
                         oi.latest = csn;

@@ -63,8 +63,10 @@ pub struct RecordHeader {
     pub payload_len: u32,
     /// CRC32C. Offset 56.
     pub crc: u32,
-    /// Zero. Offset 60.
-    pub reserved: u32,
+    /// Mount epoch: every recovery writes with a higher epoch than any record it found, and
+    /// a record chain never steps back to a lower epoch, so records left behind a hole by an
+    /// earlier crash can never continue a later chain. Offset 60.
+    pub epoch: u32,
 }
 
 /// Log superblock, first 64 bytes of block 0 of the region; CRC32C over it with `crc` = 0.
@@ -129,7 +131,7 @@ impl RecordHeader {
         out[48..52].copy_from_slice(&self.rec_len.to_le_bytes());
         out[52..56].copy_from_slice(&self.payload_len.to_le_bytes());
         out[56..60].copy_from_slice(&self.crc.to_le_bytes());
-        out[60..64].copy_from_slice(&self.reserved.to_le_bytes());
+        out[60..64].copy_from_slice(&self.epoch.to_le_bytes());
     }
 
     /// Parse the header at the start of `b` (no CRC check); `None` if not a record header.
@@ -150,14 +152,16 @@ impl RecordHeader {
             rec_len: le32(b, 48),
             payload_len: le32(b, 52),
             crc: le32(b, 56),
-            reserved: le32(b, 60),
+            epoch: le32(b, 60),
         })
     }
 }
 
 /// Build one record: header + payload, padded, CRC filled in.
+#[allow(clippy::too_many_arguments)] // one per header field
 pub fn build_record(
     uuid: [u8; 16],
+    epoch: u32,
     flags: u16,
     lsn: Lsn,
     csn: Csn,
@@ -177,7 +181,7 @@ pub fn build_record(
         rec_len: len as u32,
         payload_len: payload.len() as u32,
         crc: 0,
-        reserved: 0,
+        epoch,
     };
     h.put(&mut out);
     out[HEADER_SIZE..HEADER_SIZE + payload.len()].copy_from_slice(payload);
@@ -272,7 +276,7 @@ mod tests {
     #[test]
     fn record_roundtrip_and_crc() {
         let u = [3u8; 16];
-        let mut r = build_record(u, F_START | F_END, Lsn(8192), Csn(7), Lsn(4096), b"abc");
+        let mut r = build_record(u, 1, F_START | F_END, Lsn(8192), Csn(7), Lsn(4096), b"abc");
         assert_eq!(r.len(), 4096);
         let (h, p) = check_record(&r, &u, Lsn(8192)).unwrap();
         assert_eq!((h.csn, h.tail_lsn, p), (7, 4096, &b"abc"[..]));

@@ -14,9 +14,12 @@ use crate::format::{build_record, BLOCK, F_END, F_START, F_TAIL};
 use crate::log::Inner;
 use crate::{Csn, Forced, LogError, Lsn};
 
-/// Checkpoint pushes in flight at once. Two lets the next checkpoint's write overlap the
-/// previous one's flush while commits still batch up behind them: a third push would only
-/// split the batch (XFS, too, keeps a few iclogs in flight rather than one per waiter).
+/// Checkpoint pushes in flight at once. A force pushes only when no push is in flight: the
+/// commits that arrive meanwhile then ride together in the next checkpoint (group commit;
+/// with a second forced push in flight the bench measured 5.4 commits per log write at 16
+/// threads instead of ≥ 8). A second buffer goes in flight only for a CIL grown past
+/// `cil_push_bytes` (background push, or a force finding it that big): then its write
+/// overlaps the previous flush and the CIL does not grow without bound.
 pub(crate) const MAX_PUSHES: usize = 2;
 
 /// One record range written or being written.
@@ -85,7 +88,13 @@ impl Inner {
             if self.durable_csn.load(Ordering::Acquire) >= target {
                 break;
             }
-            if io.pushed_csn < target && io.pushes < MAX_PUSHES {
+            let slots =
+                if io.pushes > 0 && self.cil_bytes.load(Ordering::Relaxed) > self.cil_push_bytes {
+                    MAX_PUSHES
+                } else {
+                    1
+                };
+            if io.pushed_csn < target && io.pushes < slots {
                 io.pushes += 1;
                 drop(io);
                 waited = true;
@@ -122,6 +131,7 @@ impl Inner {
         }
         let bytes = cil.space(self.max_payload);
         let payload = std::mem::take(&mut cil.buf);
+        self.cil_bytes.store(0, Ordering::Relaxed);
         let csn = cil.csn;
         let converts = cil.converts;
         cil.csn += 1;
@@ -179,7 +189,15 @@ impl Inner {
             if i + 1 == n {
                 flags |= F_END;
             }
-            let rec = build_record(self.uuid, flags, Lsn(lsn), Csn(csn), Lsn(tail), c);
+            let rec = build_record(
+                self.uuid,
+                self.epoch,
+                flags,
+                Lsn(lsn),
+                Csn(csn),
+                Lsn(tail),
+                c,
+            );
             self.write_area(lsn, &rec)?;
             lsn += rec.len() as u64;
             self.ctr.log_writes.fetch_add(1, Ordering::Relaxed);
@@ -312,7 +330,15 @@ impl Inner {
             push: false,
         });
         drop(io);
-        let rec = build_record(self.uuid, F_TAIL, Lsn(start), Csn(csn), Lsn(tail), &[]);
+        let rec = build_record(
+            self.uuid,
+            self.epoch,
+            F_TAIL,
+            Lsn(start),
+            Csn(csn),
+            Lsn(tail),
+            &[],
+        );
         let res = self.write_area(start, &rec).and_then(|()| {
             self.ctr.log_writes.fetch_add(1, Ordering::Relaxed);
             self.ctr.log_bytes.fetch_add(BLOCK, Ordering::Relaxed);

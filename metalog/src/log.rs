@@ -125,9 +125,13 @@ pub(crate) struct Inner {
     pub log_flush: Arc<FlushSeq>,
     pub opts: LogOptions,
     pub max_payload: usize,
+    /// Epoch of every record this mount writes (format.rs `RecordHeader::epoch`).
+    pub epoch: u32,
     /// Push the CIL in the background past this many bytes: 1/8 of the log, XFS's
     /// XLOG_CIL_SPACE_LIMIT ratio, so a push never has to wait for much space.
     pub cil_push_bytes: u64,
+    /// Bytes in the CIL now (a lock-free copy for the push policy).
+    pub cil_bytes: AtomicU64,
     pub cil: Mutex<Cil>,
     pub io: Mutex<IoState>,
     pub io_cond: Condvar,
@@ -220,7 +224,7 @@ impl Log {
             at += n as u64;
         }
         // An unmount record at LSN 0 so the first mount is a clean, O(1) one.
-        let rec = build_record(uuid, F_UNMOUNT, Lsn(0), Csn(0), Lsn(0), &[]);
+        let rec = build_record(uuid, 1, F_UNMOUNT, Lsn(0), Csn(0), Lsn(0), &[]);
         g.write_area(0, &rec)?;
         g.dev.write_at(&g.superblock(Some(0), 0), offset)?;
         g.dev.flush()?;
@@ -278,7 +282,9 @@ impl Log {
             log_flush,
             opts,
             max_payload,
+            epoch: rec.epoch,
             cil_push_bytes: area_len / 8,
+            cil_bytes: AtomicU64::new(0),
             cil: Mutex::new(Cil::new(rec.next_csn)),
             io: Mutex::new(IoState {
                 next_lsn: rec.head,
@@ -483,7 +489,15 @@ impl Log {
         io.shutdown = Some(LogError::Shutdown);
         drop(io);
         inner.io_cond.notify_all();
-        let rec = build_record(inner.uuid, F_UNMOUNT, Lsn(lsn), Csn(csn), Lsn(tail), &[]);
+        let rec = build_record(
+            inner.uuid,
+            inner.epoch,
+            F_UNMOUNT,
+            Lsn(lsn),
+            Csn(csn),
+            Lsn(tail),
+            &[],
+        );
         inner.write_area(lsn, &rec)?;
         inner.flush_log()?;
         inner.ctr.log_writes.fetch_add(1, Ordering::Relaxed);

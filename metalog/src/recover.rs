@@ -4,13 +4,15 @@
 //!
 //! Clean mount: the superblock names the clean-unmount record; one read finds head and tail.
 //! Otherwise the whole area is scanned for valid records. `R` = the valid record with the
-//! highest LSN; its tail cannot point into overwritten space (a record is only written over
-//! space that the tail of a *durable* record released). Walking record by record from that
+//! highest (epoch, LSN); its tail cannot point into overwritten space (a record is only
+//! written over space that the tail of a *durable* record released). A chain never steps
+//! back to a lower epoch. Walking record by record from that
 //! tail gives the head `H`: the first missing, torn or stale record. Replay then starts at the
 //! tail carried by the last record before `H` — a function of the durable chain only, so a
 //! second recovery picks the same start — and the free area `[H, tail + size)` is zeroed, so
-//! records written after a hole can never be mistaken for a continuation later. A tail record
-//! at `H` (carrying that tail) then marks head and tail for the next recovery.
+//! records written after a hole can never be mistaken for a continuation later. Before that,
+//! a tail record at `H` in a new epoch (carrying that tail) is made durable: it marks head and
+//! tail for the next recovery even if the zeroing is cut short.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +31,8 @@ pub(crate) struct Recovered {
     pub replayed: u64,
     /// Whether the whole area was scanned (false: clean mount).
     pub scanned: bool,
+    /// Epoch for the records of this mount.
+    pub epoch: u32,
 }
 
 /// A validated record.
@@ -81,11 +85,11 @@ pub(crate) fn recover_clean(
     let mut lsn = tail;
     while lsn < clean_lsn {
         match read_record(g, lsn)? {
-            Some(rec) => {
+            Some(rec) if rec.h.epoch <= r.h.epoch => {
                 lsn += rec.h.rec_len as u64;
                 chain.push(rec);
             }
-            None => return Ok(None),
+            _ => return Ok(None),
         }
     }
     if lsn != clean_lsn {
@@ -98,6 +102,7 @@ pub(crate) fn recover_clean(
         next_csn: r.h.csn + 1,
         replayed,
         scanned: false,
+        epoch: r.h.epoch.saturating_add(1),
     }))
 }
 
@@ -135,14 +140,21 @@ pub(crate) fn recover_scan(
         }
         pos += BLOCK;
     }
-    let Some((_, rmax)) = valid.iter().next_back() else {
+    // R: highest epoch first, then highest LSN (see the module doc).
+    let Some(rmax) = valid.values().max_by_key(|r| (r.h.epoch, r.h.lsn)) else {
         return Err(LogError::Corrupt("no valid log record".into()));
     };
     let max_csn = valid.values().map(|r| r.h.csn).max().unwrap_or(0);
+    let max_epoch = rmax.h.epoch;
     let walk = |from: u64| -> (u64, Vec<u64>) {
         let mut lsn = from;
         let mut chain = Vec::new();
+        let mut epoch = 0;
         while let Some(r) = valid.get(&lsn) {
+            if r.h.epoch < epoch {
+                break;
+            }
+            epoch = r.h.epoch;
             chain.push(lsn);
             lsn += r.h.rec_len as u64;
         }
@@ -169,22 +181,30 @@ pub(crate) fn recover_scan(
     let recs: Vec<&Rec> = chain.iter().filter_map(|l| valid.get(l)).collect();
     let replayed = replay_refs(&recs, replay)?;
 
-    // Zero the free area so stale records after the head are gone for good; flushed before
-    // any new record is written over it.
-    let free = size - (head - tail);
+    // First a tail record at the head, in a new epoch, made durable: from now on it is the
+    // record recovery starts from (highest epoch), so crashing anywhere in what follows
+    // recovers the same way. Then zero the rest of the free area so stale records after the
+    // head are gone for good before any new record is written near them.
+    let epoch = max_epoch.saturating_add(1);
+    let rec = build_record(
+        g.uuid,
+        epoch,
+        F_TAIL,
+        Lsn(head),
+        Csn(max_csn),
+        Lsn(tail),
+        &[],
+    );
+    g.write_area(head, &rec)?;
+    g.dev.flush()?;
+    let free = size - (head + BLOCK - tail);
     let zero = vec![0u8; (1u64 << 20).min(free) as usize];
-    let mut at = head;
-    while at < head + free {
-        let n = (head + free - at).min(zero.len() as u64) as usize;
+    let mut at = head + BLOCK;
+    while at < head + BLOCK + free {
+        let n = (head + BLOCK + free - at).min(zero.len() as u64) as usize;
         g.write_area(at, &zero[..n])?;
         at += n as u64;
     }
-    g.dev.flush()?;
-    // Then a tail record at the head: if the chain was empty (everything written back, the
-    // record at the tail torn) the zeroing left no record at all, and the next recovery must
-    // still find head and tail (design §3: "write a clean record").
-    let rec = build_record(g.uuid, F_TAIL, Lsn(head), Csn(max_csn), Lsn(tail), &[]);
-    g.write_area(head, &rec)?;
     g.dev.flush()?;
     Ok(Recovered {
         head: head + BLOCK,
@@ -192,6 +212,7 @@ pub(crate) fn recover_scan(
         next_csn: max_csn + 1,
         replayed,
         scanned: true,
+        epoch,
     })
 }
 

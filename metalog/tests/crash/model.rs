@@ -352,30 +352,13 @@ pub fn run_one(seed: u64) -> RunStats {
         let must = csns.partition_point(|&c| c <= acked);
         let ctx =
             format!("crash suite seed {seed} (METALOG_CRASH_SEED={seed}), snapshot {i} at op {op}");
+        let orig = img.clone();
         let (st, dev1) = recover(img, seed ^ i as u64, log_len)
             .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
         let Some(ns) = bounds.get(&st) else {
-            let (best, bn) = bounds
-                .iter()
-                .min_by_key(|(s, _)| s.iter().zip(st.iter()).filter(|(a, b)| a != b).count())
-                .map(|(s, n)| (*s, n.clone()))
-                .unwrap_or(([0; KEYS], vec![]));
-            let diff: Vec<_> = (0..KEYS)
-                .filter(|&k| best[k] != st[k])
-                .map(|k| (k, best[k], st[k]))
-                .collect();
-            let csn_of = |v: u64| {
-                model
-                    .txs
-                    .get(v as usize - 1)
-                    .map(|t| (t.csn, t.ops.clone()))
-            };
-            let info: Vec<_> = diff
-                .iter()
-                .map(|&(k, a, b)| (k, a, b, csn_of(a.max(1)), csn_of(b.max(1))))
-                .collect();
             panic!(
-                "{ctx}: recovered state is no checkpoint boundary: nearest {bn:?}, diffs {info:?}, clean {clean}"
+                "{ctx}: recovered state is no checkpoint boundary (must {must}, clean {clean}): {}",
+                explain(&st, &bounds, &model.txs)
             );
         };
         assert!(
@@ -394,21 +377,59 @@ pub fn run_one(seed: u64) -> RunStats {
         let (st2, _) = recover(dev1.crash_image(), seed, log_len)
             .unwrap_or_else(|e| panic!("{ctx}: second recovery failed: {e}"));
         assert_eq!(st, st2, "{ctx}: second recovery differs");
-        // A crash during recovery recovers to the same state again.
+        // A crash during recovery (at random device operations of the first recovery)
+        // recovers to the same state again.
         if i % 3 == 0 {
-            let img = dev1.crash_image();
-            let d = Arc::new(CrashDev::from_image(img, seed ^ 77));
-            let _ = recover_on(&d, log_len);
-            let (st3, _) = recover(d.crash_image(), seed ^ 78, log_len)
-                .unwrap_or_else(|e| panic!("{ctx}: recovery after a recovery crash failed: {e}"));
-            assert_eq!(
-                st, st3,
-                "{ctx}: recovery after a crash during recovery differs"
-            );
-            stats.recovery_crashes += 1;
+            let d = Arc::new(CrashDev::from_image(orig.clone(), seed ^ 77));
+            d.set_snapshot_prob(0.4);
+            let again = recover_on(&d, log_len)
+                .unwrap_or_else(|e| panic!("{ctx}: repeated recovery failed: {e}"));
+            assert_eq!(st, again, "{ctx}: recovery is not deterministic");
+            for (j, (_, mid)) in d.take_snapshots().into_iter().enumerate() {
+                let (st3, _) = recover(mid, seed ^ 78, log_len).unwrap_or_else(|e| {
+                    panic!("{ctx}: recovery after recovery crash {j} failed: {e}")
+                });
+                assert_eq!(
+                    st, st3,
+                    "{ctx}: recovery after crash {j} during recovery differs"
+                );
+                stats.recovery_crashes += 1;
+            }
         }
     }
     stats
+}
+
+/// The three nearest boundary states and how they differ from `st`.
+fn explain(st: &State, bounds: &HashMap<State, Vec<usize>>, txs: &[TxRec]) -> String {
+    let mut v: Vec<(usize, &State, &Vec<usize>)> = bounds
+        .iter()
+        .map(|(s, n)| {
+            (
+                s.iter().zip(st.iter()).filter(|(a, b)| a != b).count(),
+                s,
+                n,
+            )
+        })
+        .collect();
+    v.sort_by_key(|x| x.0);
+    let tx_of = |val: u64| {
+        txs.get((val as usize).wrapping_sub(1))
+            .map(|t| (t.csn, t.ops.clone()))
+    };
+    let mut out = format!("recovered {st:?}; ");
+    for (d, s, n) in v.iter().take(3) {
+        let diffs: Vec<_> = (0..KEYS)
+            .filter(|&k| s[k] != st[k])
+            .map(|k| (k, s[k], tx_of(s[k]), st[k], tx_of(st[k])))
+            .collect();
+        out += &format!("boundary {n:?} ({d} diffs: key, model, model tx, recovered, recovered tx: {diffs:?}); ");
+    }
+    out += &format!(
+        "tx csns {:?}",
+        txs.iter().map(|t| t.csn).collect::<Vec<_>>()
+    );
+    out
 }
 
 fn commit_one(
