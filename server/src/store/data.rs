@@ -2,10 +2,14 @@
 //! tail zeroing. Data goes to the data area of the volume through the file's extent map.
 //!
 //! WRITE (design.md §3–4): allocate under the lock (blocks reserved in the allocator, not yet
-//! in the map) → write the data, lock dropped → for DATA_SYNC / FILE_SYNC flush the data volume
-//! → commit the extents as written plus the size → force. A crash before the commit leaves the
-//! reserved blocks free (nothing logged named them), so no extent is ever `written` before its
-//! data was flushed on a stable write.
+//! in the map) → write the data, state lock dropped → commit the extents as written plus the
+//! size → for DATA_SYNC / FILE_SYNC force that commit. No explicit data flush is needed before
+//! the commit: metalog flushes the device before any checkpoint holding a converting item
+//! (`Item::converts`: ExtentSet written, ExtentConvert) reaches the log — the PREFLUSH of
+//! design.md §3 — and our data write completed before the commit, so no extent is ever durably
+//! `written` ahead of its data, UNSTABLE writes included. A crash before the commit leaves the
+//! reserved blocks free (nothing logged named them). A force that did not write the log
+//! (`wrote_log == false`) is followed by a data flush.
 
 use layout::{ExtState, Segment};
 use metalog::Item;
@@ -162,13 +166,6 @@ impl Inner {
             return Err(e);
         }
         let converts = pieces.iter().any(|p| p.kind != Kind::Written);
-        if stable != Stable::Unstable && converts {
-            // Data before the commit that makes it part of the file (design.md §3).
-            if let Err(e) = self.flush_data() {
-                self.unreserve(&pieces);
-                return Err(e);
-            }
-        }
         let now = Timespec::now();
         let res = match self.reserve(64 * pieces.len() as u64) {
             Ok(r) => r,
@@ -229,19 +226,17 @@ impl Inner {
         let got = match stable {
             Stable::Unstable => Stable::Unstable,
             Stable::DataSync => {
-                if meta_changed {
-                    self.force(csn)?;
-                } else {
-                    // Pure overwrite: only the data must be stable.
+                // Pure overwrite: only the data must be stable; otherwise force to this
+                // commit, whose log write flushes the device (our data with it).
+                if !meta_changed || !self.force(csn)? {
                     self.flush_data()?;
                 }
                 Stable::DataSync
             }
             Stable::FileSync => {
-                if !converts {
+                if !self.force(csn)? {
                     self.flush_data()?;
                 }
-                self.force(csn)?;
                 Stable::FileSync
             }
         };
@@ -319,15 +314,17 @@ impl Inner {
         Ok((out, end >= size))
     }
 
-    /// COMMIT (design.md §4): a full fsync. Data first, so an UNSTABLE write's extents never
-    /// become durable in the log ahead of their data.
+    /// COMMIT (design.md §4): a full fsync — force to the file's commit_seq, plus a data
+    /// flush unless that force wrote (and so flushed) the log on this same device.
     pub fn commit(&self, ino: Ino) -> Result<()> {
         {
             let g = self.rd();
             inode(&g, ino)?;
         }
-        self.flush_data()?;
-        self.log.force_object(ino.0, false).map_err(io_err)?;
+        let f = self.log.force_object(ino.0, false).map_err(io_err)?;
+        if !f.wrote_log {
+            self.flush_data()?;
+        }
         Ok(())
     }
 
