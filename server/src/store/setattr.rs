@@ -13,8 +13,10 @@ impl Inner {
         // the lock); the metadata change then frees the blocks past it.
         let _w = a.size.map(|_| self.file_lock(ino));
         if let Some(size) = a.size {
-            self.check_truncate(ino, size)?;
-            self.zero_tail_for_truncate(ino, size)?;
+            // Only a shrink can leave old bytes past the new end inside the last block.
+            if size < self.check_truncate(ino, size)? {
+                self.zero_tail_for_truncate(ino, size)?;
+            }
         }
         let res = self.reserve(0)?;
         let (attr, csn) = {
@@ -75,7 +77,8 @@ impl Inner {
         Ok(attr)
     }
 
-    fn check_truncate(&self, ino: Ino, size: u64) -> Result<()> {
+    /// Whether `ino` may take a new size; returns its current size.
+    fn check_truncate(&self, ino: Ino, size: u64) -> Result<u64> {
         let g = self.rd();
         let i = inode(&g, ino)?;
         match i.m.ftype {
@@ -86,6 +89,6 @@ impl Inner {
         if size > super::MAX_FILE_SIZE {
             return Err(StoreError::FileTooBig);
         }
-        Ok(())
+        Ok(i.m.size)
     }
 }
