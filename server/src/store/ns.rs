@@ -43,6 +43,16 @@ pub(super) fn dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
     Ok(d)
 }
 
+/// A directory that can still get entries: not removed (an open, unlinked directory keeps
+/// its inode but takes no new names).
+pub(super) fn live_dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
+    let d = dir_of(core, dir)?;
+    if d.m.nlink == 0 {
+        return Err(StoreError::NoEnt);
+    }
+    Ok(d)
+}
+
 pub(super) fn entry(core: &Core, dir: Ino, name: &[u8]) -> Result<(u64, u64)> {
     let d = dir_of(core, dir)?;
     d.dir
@@ -152,7 +162,7 @@ impl Inner {
         let res = self.reserve(extra)?;
         let (attr, dc, csn) = {
             let mut g = self.wr();
-            let mut dm = dir_of(&g, dir)?.m;
+            let mut dm = live_dir_of(&g, dir)?.m;
             if entry(&g, dir, name).is_ok() {
                 return Err(StoreError::Exist);
             }
@@ -287,7 +297,7 @@ impl Inner {
         let res = self.reserve(name.len() as u64)?;
         let (dc, csn) = {
             let mut g = self.wr();
-            let mut dm = dir_of(&g, dir)?.m;
+            let mut dm = live_dir_of(&g, dir)?.m;
             let mut m = meta(&g, ino.0)?;
             if m.ftype == FileType::Directory {
                 return Err(StoreError::IsDir);

@@ -3,7 +3,7 @@
 use metalog::Item;
 
 use super::inner::{inode, Inner};
-use super::ns::{check_name, dir_of, entry, meta, next_cookie, Tx, LINK_MAX};
+use super::ns::{check_name, dir_of, entry, live_dir_of, meta, next_cookie, Tx, LINK_MAX};
 use super::{DirChange, FileType, Ino, Result, StoreError, Timespec, Unlinked, ROOT_INO};
 
 impl Inner {
@@ -21,7 +21,7 @@ impl Inner {
         let (a, b, un, csn) = {
             let mut g = self.wr();
             let mut sm = dir_of(&g, sd)?.m;
-            let mut dm = dir_of(&g, dd)?.m;
+            let mut dm = live_dir_of(&g, dd)?.m;
             let (src, _) = entry(&g, sd, sn)?;
             let src_m = meta(&g, src)?;
             let src_is_dir = src_m.ftype == FileType::Directory;
