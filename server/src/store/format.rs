@@ -203,6 +203,9 @@ pub fn decode_inode(b: &[u8]) -> Result<(u64, Inode), String> {
     let n = r.u64()?;
     for _ in 0..n {
         let (f, p, l) = (r.u64()?, r.u64()?, r.u64()?);
+        if !extent_ok(f, p, l) {
+            return Err(format!("object {ino}: bad extent {f}+{l} at {p}"));
+        }
         let st = if r.u8()? == 1 {
             ExtState::Unwritten
         } else {
@@ -224,6 +227,12 @@ pub fn decode_inode(b: &[u8]) -> Result<(u64, Inode), String> {
         i.dir = Some(d);
     }
     Ok((ino, i))
+}
+
+/// An extent whose numbers cannot overflow block arithmetic (a disk may say anything).
+pub fn extent_ok(file_block: u64, phys_block: u64, len: u64) -> bool {
+    const LIMIT: u64 = 1 << 62;
+    len > 0 && file_block < LIMIT && phys_block < LIMIT && len < LIMIT
 }
 
 /// Client records (slot 0).
