@@ -139,6 +139,19 @@ impl Inner {
         cil.converts = false;
         let mut io = self.lock_io();
         io.reserved = io.reserved.saturating_sub(bytes);
+        if io.used() + bytes > self.area_len {
+            // Space accounting guarantees this never happens; writing would overwrite
+            // records recovery needs, so stop instead.
+            let e = LogError::Corrupt(format!(
+                "log space accounting: {} used + {bytes} > {}",
+                io.used(),
+                self.area_len
+            ));
+            io.shutdown.get_or_insert(e.clone());
+            io.pushes -= 1;
+            self.io_cond.notify_all();
+            return Err(e);
+        }
         let start = io.next_lsn;
         io.next_lsn += bytes;
         io.pushed_csn = csn;
@@ -311,7 +324,7 @@ impl Inner {
         let want = io.tail > io.durable_tail
             && io.space_waiters > 0
             && !io.tail_record_busy
-            && io.used() + BLOCK <= self.area_len;
+            && io.used() + io.reserved + BLOCK <= self.area_len;
         if !want {
             self.io_cond.notify_all();
             return Ok(());

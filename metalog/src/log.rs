@@ -481,6 +481,9 @@ impl Log {
                 break io;
             }
         };
+        if io.used() + BLOCK > inner.area_len {
+            return Err(LogError::NoSpace);
+        }
         let lsn = io.next_lsn;
         io.next_lsn += BLOCK;
         let tail = io.tail;

@@ -91,6 +91,11 @@ fn slot_bytes(seq: u64, csn: u64, st: &State) -> Vec<u8> {
     b
 }
 
+thread_local! {
+    /// What the last recovery did (store slot used, checkpoints replayed), for failure messages.
+    static TRACE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
 fn read_slots(img: &[u8]) -> State {
     let mut best: Option<(u64, State)> = None;
     for s in 0..2 {
@@ -105,7 +110,9 @@ fn read_slots(img: &[u8]) -> State {
         for (i, v) in st.iter_mut().enumerate() {
             *v = u64::from_le_bytes(b[16 + 8 * i..24 + 8 * i].try_into().unwrap());
         }
-        if best.as_ref().is_none_or(|(q, _)| seq > *q) {
+        if best.as_ref().map_or(true, |(q, _)| seq > *q) {
+            let csn = u64::from_le_bytes(b[8..16].try_into().unwrap());
+            TRACE.with(|t| *t.borrow_mut() = format!("slot seq {seq} csn {csn}; replayed"));
             best = Some((seq, st));
         }
     }
@@ -139,8 +146,10 @@ fn recover(img: Vec<u8>, seed: u64, log_len: u64) -> Result<(State, Arc<CrashDev
 }
 
 fn recover_on(dev: &Arc<CrashDev>, log_len: u64) -> Result<State, LogError> {
+    TRACE.with(|t| *t.borrow_mut() = "no slot; replayed".into());
     let mut st = read_slots(&dev.image());
     let fs = Arc::new(FlushSeq::new(dev.clone()));
+    let mut last = u64::MAX;
     let log = Log::mount(
         dev.clone(),
         LOG_OFF,
@@ -148,7 +157,15 @@ fn recover_on(dev: &Arc<CrashDev>, log_len: u64) -> Result<State, LogError> {
         UUID,
         fs,
         LogOptions::default(),
-        &mut |_c, it| match it {
+        &mut |c, it| match it {
+            _ if c.0 != last && {
+                last = c.0;
+                TRACE.with(|t| t.borrow_mut().push_str(&format!(" {}", c.0)));
+                false
+            } =>
+            {
+                Ok(())
+            }
             Item::Opaque {
                 key,
                 value: Some(v),
@@ -417,7 +434,7 @@ fn explain(st: &State, bounds: &HashMap<State, Vec<usize>>, txs: &[TxRec]) -> St
         txs.get((val as usize).wrapping_sub(1))
             .map(|t| (t.csn, t.ops.clone()))
     };
-    let mut out = format!("recovered {st:?}; ");
+    let mut out = format!("recovered {st:?}; {}; ", TRACE.with(|t| t.borrow().clone()));
     for (d, s, n) in v.iter().take(3) {
         let diffs: Vec<_> = (0..KEYS)
             .filter(|&k| s[k] != st[k])
