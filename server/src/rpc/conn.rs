@@ -1,0 +1,231 @@
+//! One TCP connection: a reader task that reassembles records and starts the work each asks
+//! for, one writer task through which every reply (in any order) and every backchannel call
+//! leaves, and the connection's backchannel (RFC 8881 §2.10.3.1: callbacks travel on the fore
+//! connection, and the client's replies to them arrive on it among our calls).
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch, Semaphore};
+
+use crate::nfs4::compound::{ConnInfo, RpcSizes};
+use crate::rpc::msg::{self, flavor, AcceptError, OpaqueAuth};
+use crate::rpc::program::{self, Action};
+use crate::rpc::record::RecordReader;
+use crate::rpc::{auth, Backchannel, CbCred, Program, RpcOptions};
+use crate::xdr::XdrWriter;
+
+/// NFSv4 callback program version (RFC 8881 §20, `NFS_CB` = 1); procedure 1 is CB_COMPOUND.
+pub const CB_VERSION: u32 = 1;
+
+type Waiter = std_mpsc::SyncSender<Result<Bytes, msg::ReplyError>>;
+
+/// The backchannel of one connection.
+#[derive(Debug)]
+pub struct TcpBackchannel {
+    /// The connection's writer; `None` once the connection is closing.
+    tx: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
+    /// Calls waiting for their reply, by xid.
+    pending: Mutex<HashMap<u32, Waiter>>,
+    next_xid: AtomicU32,
+    timeout: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding these locks leaves a map that is still consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl TcpBackchannel {
+    pub fn new(tx: mpsc::UnboundedSender<Vec<u8>>, timeout: Duration) -> Self {
+        TcpBackchannel {
+            tx: Mutex::new(Some(tx)),
+            pending: Mutex::new(HashMap::new()),
+            next_xid: AtomicU32::new(rand::random()),
+            timeout,
+        }
+    }
+
+    /// Hands a reply that arrived on the connection to the call waiting for it. Returns false
+    /// when no call waits for `xid` (a late reply after a timeout, or a forged one).
+    pub fn deliver(&self, xid: u32, body: Bytes) -> bool {
+        let Some(w) = lock(&self.pending).remove(&xid) else {
+            return false;
+        };
+        let res = msg::reply_results(&body).map(|r| body.slice_ref(r));
+        w.try_send(res).is_ok()
+    }
+
+    /// The connection is closing: no new calls, and waiting ones fail now.
+    pub fn close(&self) {
+        lock(&self.tx).take();
+        lock(&self.pending).clear();
+    }
+
+    fn send_call(&self, program: u32, procedure: u32, cred: &CbCred, args: XdrWriter) -> io::Result<Vec<u8>> {
+        let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
+        let sys;
+        let cred = match cred {
+            CbCred::None => OpaqueAuth {
+                flavor: flavor::AUTH_NONE,
+                body: &[],
+            },
+            CbCred::Sys(c) => {
+                sys = auth::encode_authsys(c, xid);
+                OpaqueAuth {
+                    flavor: flavor::AUTH_SYS,
+                    body: &sys,
+                }
+            }
+        };
+        let rec = program::framed(|w| {
+            msg::call_header(w, xid, program, CB_VERSION, procedure, cred);
+            w.buf.extend_from_slice(&args.buf);
+        });
+        let (wtx, wrx) = std_mpsc::sync_channel(1);
+        lock(&self.pending).insert(xid, wtx);
+        let sent = match &*lock(&self.tx) {
+            Some(tx) => tx.send(rec).is_ok(),
+            None => false,
+        };
+        if !sent {
+            lock(&self.pending).remove(&xid);
+            return Err(io::Error::new(io::ErrorKind::NotConnected, "connection closed"));
+        }
+        match wrx.recv_timeout(self.timeout) {
+            Ok(Ok(body)) => Ok(body.to_vec()),
+            Ok(Err(e)) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                lock(&self.pending).remove(&xid);
+                Err(io::Error::new(io::ErrorKind::TimedOut, "no callback reply"))
+            }
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "connection closed",
+            )),
+        }
+    }
+}
+
+impl Backchannel for TcpBackchannel {
+    fn call(&self, program: u32, procedure: u32, args: XdrWriter) -> io::Result<Vec<u8>> {
+        self.send_call(program, procedure, &CbCred::None, args)
+    }
+
+    fn call_as(&self, program: u32, procedure: u32, cred: &CbCred, args: XdrWriter) -> io::Result<Vec<u8>> {
+        self.send_call(program, procedure, cred, args)
+    }
+}
+
+/// Writes records as they come; flushes when nothing else is queued.
+async fn write_loop(wr: tokio::net::tcp::OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    let mut wr = BufWriter::with_capacity(64 << 10, wr);
+    while let Some(rec) = rx.recv().await {
+        if wr.write_all(&rec).await.is_err() {
+            return;
+        }
+        while let Ok(rec) = rx.try_recv() {
+            if wr.write_all(&rec).await.is_err() {
+                return;
+            }
+        }
+        if wr.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// Serves one connection until the peer closes it, it breaks a rule of the transport, or
+/// `shutdown` turns true. Returns after every request it started has been answered.
+pub async fn serve_connection<P: Program>(
+    stream: TcpStream,
+    id: u64,
+    peer: SocketAddr,
+    prog: Arc<P>,
+    opts: Arc<RpcOptions>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_loop(wr, rx));
+    let bc = Arc::new(TcpBackchannel::new(tx.clone(), opts.callback_timeout));
+    let conn = Arc::new(ConnInfo {
+        id,
+        peer,
+        backchannel: Some(bc.clone() as Arc<dyn Backchannel>),
+    });
+    let inflight = Arc::new(Semaphore::new(opts.max_inflight));
+    let mut reader = RecordReader::new(opts.max_record);
+    let mut buf = BytesMut::with_capacity(64 << 10);
+    'conn: loop {
+        loop {
+            let rec = match reader.decode(&mut buf) {
+                Ok(Some(rec)) => rec,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(conn = id, %peer, "closing connection: {e}");
+                    break 'conn;
+                }
+            };
+            let Ok(permit) = inflight.clone().acquire_owned().await else {
+                break 'conn;
+            };
+            match program::classify(&rec, opts.auth) {
+                Action::Reply(r) => {
+                    let _ = tx.send(r);
+                }
+                Action::Drop => tracing::debug!(conn = id, "dropped an unreadable record"),
+                Action::CallbackReply { xid, body } => {
+                    if !bc.deliver(xid, rec.slice_ref(body)) {
+                        tracing::debug!(conn = id, xid, "reply to no pending callback");
+                    }
+                }
+                Action::Compound { xid, cred, args } => {
+                    let args = rec.slice_ref(args);
+                    let sizes = RpcSizes {
+                        request_len: rec.len(),
+                        reply_header_len: msg::SUCCESS_HEADER_LEN,
+                    };
+                    let (prog, conn, tx) = (prog.clone(), conn.clone(), tx.clone());
+                    tokio::spawn(async move {
+                        let job = tokio::task::spawn_blocking(move || prog.compound(&conn, cred, &args, sizes));
+                        let reply = match job.await {
+                            Ok(Ok(res)) => program::compound_reply(xid, Ok(&res)),
+                            Ok(Err(_)) => program::compound_reply(xid, Err(AcceptError::GarbageArgs)),
+                            // The program panicked outside the dispatcher's own guard.
+                            Err(_) => program::compound_reply(xid, Err(AcceptError::SystemErr)),
+                        };
+                        let _ = tx.send(reply);
+                        drop(permit);
+                    });
+                    continue;
+                }
+            }
+            drop(permit);
+        }
+        // Read at least what the current fragment still needs, in chunks of 64 KiB or more.
+        buf.reserve(reader.wanted(buf.len()).clamp(64 << 10, opts.max_record.max(64 << 10)));
+        tokio::select! {
+            n = rd.read_buf(&mut buf) => match n {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            },
+            _ = shutdown.changed() => break,
+        }
+    }
+    // Let the requests already started finish and be answered, then close.
+    let _ = inflight.acquire_many(opts.max_inflight as u32).await;
+    bc.close();
+    drop(tx);
+    drop(conn);
+    let _ = writer.await;
+}
