@@ -55,3 +55,7 @@ pub async fn serve<P: Program>(
         conns.abort_all();
     }
 }
+
+#[cfg(test)]
+#[path = "transport_tests.rs"]
+mod tests;
