@@ -16,7 +16,10 @@ pub enum ConfigError {
     #[error("cannot read {path}: {err}")]
     Read { path: PathBuf, err: std::io::Error },
     #[error("{path}: {err}")]
-    Parse { path: PathBuf, err: Box<toml::de::Error> },
+    Parse {
+        path: PathBuf,
+        err: Box<toml::de::Error>,
+    },
     #[error("bad size {0:?} (expected bytes or a number with K, M, G or T)")]
     Size(String),
     #[error("{0}")]
@@ -81,7 +84,10 @@ impl<'de> Deserialize<'de> for Size {
 /// Parses `123`, `4K`, `512M`, `8G`, `1T` (binary multiples; a trailing `iB`/`B` is allowed).
 pub fn parse_size(s: &str) -> Result<Size, ConfigError> {
     let t = s.trim();
-    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
     let (num, shift) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
             let shift = match c.to_ascii_uppercase() {
@@ -95,7 +101,10 @@ pub fn parse_size(s: &str) -> Result<Size, ConfigError> {
         }
         _ => (t, 0),
     };
-    let n: u64 = num.trim().parse().map_err(|_| ConfigError::Size(s.to_string()))?;
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| ConfigError::Size(s.to_string()))?;
     n.checked_mul(1 << shift)
         .map(Size)
         .ok_or_else(|| ConfigError::Size(s.to_string()))
@@ -207,18 +216,24 @@ impl Config {
             return Err(ConfigError::Invalid("lease_seconds must be > 0".into()));
         }
         if self.layout_types.is_empty() {
-            return Err(ConfigError::Invalid("layout_types must name at least one type".into()));
+            return Err(ConfigError::Invalid(
+                "layout_types must name at least one type".into(),
+            ));
         }
         // Below this not even a CREATE_SESSION with its channel attributes fits.
         if self.max_record_size.0 < 4096 || self.max_record_size.0 > (1 << 30) {
-            return Err(ConfigError::Invalid("max_record_size must be between 4K and 1G".into()));
+            return Err(ConfigError::Invalid(
+                "max_record_size must be between 4K and 1G".into(),
+            ));
         }
         Ok(())
     }
 
     /// The volume path: `volume`, or `<data_dir>/volume.img`.
     pub fn volume_path(&self) -> PathBuf {
-        self.volume.clone().unwrap_or_else(|| self.data_dir.join("volume.img"))
+        self.volume
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("volume.img"))
     }
 
     pub fn nfs_options(&self) -> NfsOptions {
@@ -322,10 +337,21 @@ mod tests {
     }
 
     #[test]
+    fn the_example_file_is_the_defaults() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml");
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
     fn flags_override_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
-        std::fs::write(&p, "listen = \"127.0.0.1:3049\"\nlease_seconds = 20\ndata_dir = \"/a\"\n").unwrap();
+        std::fs::write(
+            &p,
+            "listen = \"127.0.0.1:3049\"\nlease_seconds = 20\ndata_dir = \"/a\"\n",
+        )
+        .unwrap();
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
         assert_eq!((c.listen.port(), c.lease_seconds), (3049, 20));
         let o = Overrides {
@@ -339,6 +365,13 @@ mod tests {
         assert_eq!(c.volume_path(), PathBuf::from("/b/volume.img"));
         assert_eq!(c.nvme_listen.map(|a| a.port()), Some(4420));
         assert!(Config::load(Some(&dir.path().join("missing.toml")), &o).is_err());
-        assert!(Config::load(None, &Overrides { lease_seconds: Some(0), ..o }).is_err());
+        assert!(Config::load(
+            None,
+            &Overrides {
+                lease_seconds: Some(0),
+                ..o
+            }
+        )
+        .is_err());
     }
 }

@@ -131,7 +131,13 @@ pub trait OpEnv {
     /// Called once the header is decoded, before any operation runs.
     fn begin(&mut self, minor: u32, op_count: usize);
     /// Runs operation `index`: decodes its arguments from `r`, writes its result body.
-    fn run(&mut self, opnum: u32, index: usize, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat;
+    fn run(
+        &mut self,
+        opnum: u32,
+        index: usize,
+        r: &mut XdrReader<'_>,
+        w: &mut XdrWriter,
+    ) -> NfsStat;
     fn has_current_fh(&self) -> bool;
     fn session(&self) -> Option<&SessionSlotRef>;
     fn take_cached_reply(&mut self) -> Option<Vec<u8>>;
@@ -157,7 +163,11 @@ fn put_result(w: &mut XdrWriter, at: usize, op: u32, st: NfsStat) {
 
 /// Decodes COMPOUND4args from `args` and runs the operations. `Err` when the header itself
 /// cannot be decoded (the transport answers GARBAGE_ARGS).
-pub fn run_compound<E: OpEnv>(env: &mut E, args: &[u8], sizes: RpcSizes) -> Result<Outcome, XdrError> {
+pub fn run_compound<E: OpEnv>(
+    env: &mut E,
+    args: &[u8],
+    sizes: RpcSizes,
+) -> Result<Outcome, XdrError> {
     let mut r = XdrReader::new(args);
     let tag = r.opaque(MAX_TAG)?;
     let minor = r.u32()?;
@@ -168,7 +178,11 @@ pub fn run_compound<E: OpEnv>(env: &mut E, args: &[u8], sizes: RpcSizes) -> Resu
     let status_at = w.reserve_u32();
     w.opaque(tag);
     let count_at = w.reserve_u32();
-    let finish = |mut w: XdrWriter, st: NfsStat, n: usize, slot: Option<SessionSlotRef>| -> Result<Outcome, XdrError> {
+    let finish = |mut w: XdrWriter,
+                  st: NfsStat,
+                  n: usize,
+                  slot: Option<SessionSlotRef>|
+     -> Result<Outcome, XdrError> {
         w.patch_u32(status_at, st.0);
         w.patch_u32(count_at, n as u32);
         Ok(Outcome {
@@ -197,7 +211,11 @@ pub fn run_compound<E: OpEnv>(env: &mut E, args: &[u8], sizes: RpcSizes) -> Resu
             break;
         };
         if let Some(st) = precheck(env, minor, count, i, op, &sizes) {
-            let shown = if st == NfsStat::OP_ILLEGAL { opnum::ILLEGAL } else { op };
+            let shown = if st == NfsStat::OP_ILLEGAL {
+                opnum::ILLEGAL
+            } else {
+                op
+            };
             put_result(&mut w, at, shown, st);
             status = st;
             break;
@@ -244,7 +262,14 @@ pub fn run_compound<E: OpEnv>(env: &mut E, args: &[u8], sizes: RpcSizes) -> Resu
 }
 
 /// The checks made before operation `i` runs; `Some(status)` stops the COMPOUND there.
-fn precheck<E: OpEnv>(env: &E, minor: u32, count: usize, i: usize, op: u32, sizes: &RpcSizes) -> Option<NfsStat> {
+fn precheck<E: OpEnv>(
+    env: &E,
+    minor: u32,
+    count: usize,
+    i: usize,
+    op: u32,
+    sizes: &RpcSizes,
+) -> Option<NfsStat> {
     // Session limits, enforced on the operation after SEQUENCE so that SEQUENCE's own result
     // (and the slot it took) stand and the retry of this request gets the same answer.
     if i == 1 {
@@ -257,7 +282,10 @@ fn precheck<E: OpEnv>(env: &E, minor: u32, count: usize, i: usize, op: u32, size
             }
         }
     }
-    let last = opnum::LAST_OF_MINOR.get(minor as usize).copied().unwrap_or(0);
+    let last = opnum::LAST_OF_MINOR
+        .get(minor as usize)
+        .copied()
+        .unwrap_or(0);
     let meta = match env.meta(op) {
         Some(m) if op <= last && m.min_minor <= minor => m,
         _ => return Some(NfsStat::OP_ILLEGAL),
@@ -336,7 +364,13 @@ impl OpEnv for Ctx<'_> {
 /// stores the same bytes again and frees the slot whichever way SEQUENCE left it — goes to
 /// `slot_done`. A panic anywhere answers NFS4ERR_SERVERFAULT instead of dropping the
 /// connection.
-pub fn process(srv: &Server, conn: &ConnInfo, cred: Cred, args: &[u8], sizes: RpcSizes) -> Result<Vec<u8>, XdrError> {
+pub fn process(
+    srv: &Server,
+    conn: &ConnInfo,
+    cred: Cred,
+    args: &[u8],
+    sizes: RpcSizes,
+) -> Result<Vec<u8>, XdrError> {
     let run = AssertUnwindSafe(|| {
         let mut ctx = Ctx::new(srv, conn, cred);
         let out = run_compound(&mut ctx, args, sizes)?;
@@ -348,7 +382,10 @@ pub fn process(srv: &Server, conn: &ConnInfo, cred: Cred, args: &[u8], sizes: Rp
     match catch_unwind(run) {
         Ok(r) => r,
         Err(_) => {
-            tracing::error!(conn = conn.id, "COMPOUND panicked; answering NFS4ERR_SERVERFAULT");
+            tracing::error!(
+                conn = conn.id,
+                "COMPOUND panicked; answering NFS4ERR_SERVERFAULT"
+            );
             serverfault_reply(args)
         }
     }
@@ -365,7 +402,13 @@ pub fn serverfault_reply(args: &[u8]) -> Result<Vec<u8>, XdrError> {
 }
 
 impl crate::rpc::Program for Server {
-    fn compound(&self, conn: &ConnInfo, cred: Cred, args: &[u8], sizes: RpcSizes) -> Result<Vec<u8>, XdrError> {
+    fn compound(
+        &self,
+        conn: &ConnInfo,
+        cred: Cred,
+        args: &[u8],
+        sizes: RpcSizes,
+    ) -> Result<Vec<u8>, XdrError> {
         process(self, conn, cred, args, sizes)
     }
 }

@@ -61,7 +61,7 @@ impl OpEnv for Fake {
             }
             GETATTR => match r.u32() {
                 Ok(n) => {
-                    w.buf.extend(std::iter::repeat(0xaa).take(n as usize));
+                    w.buf.resize(w.buf.len() + n as usize, 0xaa);
                     NfsStat::OK
                 }
                 Err(_) => NfsStat::BADXDR,
@@ -152,7 +152,10 @@ fn minor_versions_other_than_1_and_2_mismatch_with_no_results() {
     for minor in [0, 3, 50] {
         let (f, out) = run(&args(b"t", minor, &[(ILLEGAL, &[]), (PUTROOTFH, &[])]));
         let (st, tag, res) = parse(&out.reply, 0);
-        assert_eq!((st, tag, res.len()), (NfsStat::MINOR_VERS_MISMATCH, b"t".to_vec(), 0));
+        assert_eq!(
+            (st, tag, res.len()),
+            (NfsStat::MINOR_VERS_MISMATCH, b"t".to_vec(), 0)
+        );
         assert!(f.ran.is_empty());
     }
     for minor in [1, 2] {
@@ -172,9 +175,22 @@ fn tag_is_echoed_and_must_be_utf8() {
 #[test]
 fn illegal_opcodes_answer_op_illegal_and_stop() {
     // Unknown numbers, ILLEGAL itself, ops of a later minor version.
-    for (minor, op) in [(1, 0), (1, 1), (1, 2), (1, ILLEGAL), (1, 76), (1, GETXATTR), (1, ALLOCATE), (2, 76)] {
+    for (minor, op) in [
+        (1, 0),
+        (1, 1),
+        (1, 2),
+        (1, ILLEGAL),
+        (1, 76),
+        (1, GETXATTR),
+        (1, ALLOCATE),
+        (2, 76),
+    ] {
         let (f, out) = run(&args(b"", minor, &[(op, &[]), (PUTROOTFH, &[])]));
-        assert_eq!(results(&out, 0), (NfsStat::OP_ILLEGAL, vec![(ILLEGAL, NfsStat::OP_ILLEGAL)]), "{minor} {op}");
+        assert_eq!(
+            results(&out, 0),
+            (NfsStat::OP_ILLEGAL, vec![(ILLEGAL, NfsStat::OP_ILLEGAL)]),
+            "{minor} {op}"
+        );
         assert!(f.ran.is_empty());
         // Also after SEQUENCE.
         let (f, out) = run(&args(b"", minor, &[(SEQUENCE, SEQ), (op, &[])]));
@@ -182,44 +198,85 @@ fn illegal_opcodes_answer_op_illegal_and_stop() {
         assert_eq!(f.ran, vec![SEQUENCE]);
     }
     // ALLOCATE is legal in 4.2.
-    let (_, out) = run(&args(b"", 2, &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (ALLOCATE, &[])]));
+    let (_, out) = run(&args(
+        b"",
+        2,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (ALLOCATE, &[])],
+    ));
     assert_eq!(results(&out, 0).0, NfsStat::OK);
 }
 
 #[test]
 fn first_op_must_be_sequence_or_a_sessionless_op_alone() {
     let (f, out) = run(&args(b"", 1, &[(PUTROOTFH, &[])]));
-    assert_eq!(results(&out, 0).1, vec![(PUTROOTFH, NfsStat::OP_NOT_IN_SESSION)]);
+    assert_eq!(
+        results(&out, 0).1,
+        vec![(PUTROOTFH, NfsStat::OP_NOT_IN_SESSION)]
+    );
     assert!(f.ran.is_empty());
-    for op in [EXCHANGE_ID, CREATE_SESSION, DESTROY_SESSION, BIND_CONN_TO_SESSION, DESTROY_CLIENTID] {
+    for op in [
+        EXCHANGE_ID,
+        CREATE_SESSION,
+        DESTROY_SESSION,
+        BIND_CONN_TO_SESSION,
+        DESTROY_CLIENTID,
+    ] {
         let (f, out) = run(&args(b"", 1, &[(op, &[])]));
         assert_eq!(results(&out, 0), (NfsStat::OK, vec![(op, NfsStat::OK)]));
         assert_eq!(f.ran, vec![op]);
         let (f, out) = run(&args(b"", 1, &[(op, &[]), (PUTROOTFH, &[])]));
-        assert_eq!(results(&out, 0), (NfsStat::NOT_ONLY_OP, vec![(op, NfsStat::NOT_ONLY_OP)]));
+        assert_eq!(
+            results(&out, 0),
+            (NfsStat::NOT_ONLY_OP, vec![(op, NfsStat::NOT_ONLY_OP)])
+        );
         assert!(f.ran.is_empty());
     }
     // Obsolete 4.0 operations first: not in a session either.
     let (_, out) = run(&args(b"", 1, &[(SETCLIENTID, &[])]));
-    assert_eq!(results(&out, 0).1, vec![(SETCLIENTID, NfsStat::OP_NOT_IN_SESSION)]);
+    assert_eq!(
+        results(&out, 0).1,
+        vec![(SETCLIENTID, NfsStat::OP_NOT_IN_SESSION)]
+    );
 }
 
 #[test]
 fn sequence_elsewhere_than_first_is_sequence_pos() {
-    let (f, out) = run(&args(b"", 1, &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (SEQUENCE, SEQ)]));
+    let (f, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (SEQUENCE, SEQ)],
+    ));
     assert_eq!(
         results(&out, 0).1,
-        vec![(SEQUENCE, NfsStat::OK), (PUTROOTFH, NfsStat::OK), (SEQUENCE, NfsStat::SEQUENCE_POS)]
+        vec![
+            (SEQUENCE, NfsStat::OK),
+            (PUTROOTFH, NfsStat::OK),
+            (SEQUENCE, NfsStat::SEQUENCE_POS)
+        ]
     );
     assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH]);
-    let (_, out) = run(&args(b"", 1, &[(SEQUENCE, SEQ), (BIND_CONN_TO_SESSION, &[])]));
+    let (_, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (BIND_CONN_TO_SESSION, &[])],
+    ));
     assert_eq!(results(&out, 0).0, NfsStat::NOT_ONLY_OP);
 }
 
 #[test]
 fn minor0_only_ops_are_notsupp() {
-    for op in [OPEN_CONFIRM, RENEW, SETCLIENTID, SETCLIENTID_CONFIRM, RELEASE_LOCKOWNER] {
-        let (f, out) = run(&args(b"", 1, &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (op, &[])]));
+    for op in [
+        OPEN_CONFIRM,
+        RENEW,
+        SETCLIENTID,
+        SETCLIENTID_CONFIRM,
+        RELEASE_LOCKOWNER,
+    ] {
+        let (f, out) = run(&args(
+            b"",
+            1,
+            &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (op, &[])],
+        ));
         assert_eq!(results(&out, 0).1[2], (op, NfsStat::NOTSUPP));
         assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH]);
     }
@@ -228,27 +285,54 @@ fn minor0_only_ops_are_notsupp() {
 #[test]
 fn session_limits_on_ops_and_request_size() {
     let seq4: &[u32] = &[4, 1 << 20, 1 << 20, 1 << 20, 0, 0];
-    let four = args(b"", 1, &[(SEQUENCE, seq4), (PUTROOTFH, &[]), (GETFH, &[]), (GETATTR, &[0])]);
+    let four = args(
+        b"",
+        1,
+        &[
+            (SEQUENCE, seq4),
+            (PUTROOTFH, &[]),
+            (GETFH, &[]),
+            (GETATTR, &[0]),
+        ],
+    );
     assert_eq!(results(&run(&four).1, 0).0, NfsStat::OK);
     let five = args(
         b"",
         1,
-        &[(SEQUENCE, seq4), (PUTROOTFH, &[]), (GETFH, &[]), (GETATTR, &[0]), (GETATTR, &[0])],
+        &[
+            (SEQUENCE, seq4),
+            (PUTROOTFH, &[]),
+            (GETFH, &[]),
+            (GETATTR, &[0]),
+            (GETATTR, &[0]),
+        ],
     );
     let (f, out) = run(&five);
     assert_eq!(
         results(&out, 0),
-        (NfsStat::TOO_MANY_OPS, vec![(SEQUENCE, NfsStat::OK), (PUTROOTFH, NfsStat::TOO_MANY_OPS)])
+        (
+            NfsStat::TOO_MANY_OPS,
+            vec![(SEQUENCE, NfsStat::OK), (PUTROOTFH, NfsStat::TOO_MANY_OPS)]
+        )
     );
     assert_eq!(f.ran, vec![SEQUENCE]);
-    assert!(out.slot.is_some(), "the slot SEQUENCE took still gets the reply");
+    assert!(
+        out.slot.is_some(),
+        "the slot SEQUENCE took still gets the reply"
+    );
 
     let seq512: &[u32] = &[16, 512, 1 << 20, 1 << 20, 0, 0];
     let a = args(b"", 1, &[(SEQUENCE, seq512), (PUTROOTFH, &[])]);
-    let at = |n| RpcSizes { request_len: n, reply_header_len: 24 };
+    let at = |n| RpcSizes {
+        request_len: n,
+        reply_header_len: 24,
+    };
     assert_eq!(results(&run_sized(&a, at(512)).1, 0).0, NfsStat::OK);
     let (f, out) = run_sized(&a, at(513));
-    assert_eq!(results(&out, 0).1, vec![(SEQUENCE, NfsStat::OK), (PUTROOTFH, NfsStat::REQ_TOO_BIG)]);
+    assert_eq!(
+        results(&out, 0).1,
+        vec![(SEQUENCE, NfsStat::OK), (PUTROOTFH, NfsStat::REQ_TOO_BIG)]
+    );
     assert_eq!(f.ran, vec![SEQUENCE]);
 }
 
@@ -257,8 +341,10 @@ fn reply_size_limits() {
     // Header: status 4 + empty tag 4 + count 4 = 12; SEQUENCE result 12; PUTROOTFH 8;
     // GETATTR 8 + body. With the 24-byte RPC header, a body of n makes 64 + n bytes.
     let fixed = 24 + 12 + 12 + 8 + 8;
-    let seq = |resp: u32, cached: u32, cachethis: u32| vec![16, 1 << 20, resp, cached, cachethis, 0];
-    let compound = |s: &[u32], n: u32| args(b"", 1, &[(SEQUENCE, s), (PUTROOTFH, &[]), (GETATTR, &[n])]);
+    let seq =
+        |resp: u32, cached: u32, cachethis: u32| vec![16, 1 << 20, resp, cached, cachethis, 0];
+    let compound =
+        |s: &[u32], n: u32| args(b"", 1, &[(SEQUENCE, s), (PUTROOTFH, &[]), (GETATTR, &[n])]);
 
     let s = seq(fixed + 100, 0, 0);
     let out = run(&compound(&s, 100)).1;
@@ -270,7 +356,10 @@ fn reply_size_limits() {
     let s = seq(1 << 20, fixed + 100, 1);
     assert_eq!(results(&run(&compound(&s, 100)).1, 100).0, NfsStat::OK);
     let out = run(&compound(&s, 104)).1;
-    assert_eq!(results(&out, 104).1[2], (GETATTR, NfsStat::REP_TOO_BIG_TO_CACHE));
+    assert_eq!(
+        results(&out, 104).1[2],
+        (GETATTR, NfsStat::REP_TOO_BIG_TO_CACHE)
+    );
     let s = seq(1 << 20, fixed + 100, 0);
     assert_eq!(results(&run(&compound(&s, 104)).1, 104).0, NfsStat::OK);
 }
@@ -280,7 +369,11 @@ fn current_filehandle_is_required_where_the_table_says() {
     let (f, out) = run(&args(b"", 1, &[(SEQUENCE, SEQ), (GETFH, &[])]));
     assert_eq!(results(&out, 0).1[1], (GETFH, NfsStat::NOFILEHANDLE));
     assert_eq!(f.ran, vec![SEQUENCE]);
-    let (f, _) = run(&args(b"", 1, &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (GETFH, &[])]));
+    let (f, _) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (GETFH, &[])],
+    ));
     assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH, GETFH]);
 }
 
@@ -289,22 +382,40 @@ fn badxdr_stops_without_a_body_and_errors_stop() {
     let (f, out) = run(&args(
         b"",
         1,
-        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (READLINK, &[]), (PUTROOTFH, &[])],
+        &[
+            (SEQUENCE, SEQ),
+            (PUTROOTFH, &[]),
+            (READLINK, &[]),
+            (PUTROOTFH, &[]),
+        ],
     ));
-    assert_eq!(results(&out, 0), (NfsStat::BADXDR, vec![
-        (SEQUENCE, NfsStat::OK),
-        (PUTROOTFH, NfsStat::OK),
-        (READLINK, NfsStat::BADXDR)
-    ]));
+    assert_eq!(
+        results(&out, 0),
+        (
+            NfsStat::BADXDR,
+            vec![
+                (SEQUENCE, NfsStat::OK),
+                (PUTROOTFH, NfsStat::OK),
+                (READLINK, NfsStat::BADXDR)
+            ]
+        )
+    );
     assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH, READLINK]);
     // Arguments missing altogether: the operation's own decode fails.
-    let (_, out) = run(&args(b"", 1, &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (GETATTR, &[])]));
+    let (_, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (GETATTR, &[])],
+    ));
     assert_eq!(results(&out, 0).1[2], (GETATTR, NfsStat::BADXDR));
     // Fewer operations than the count says: the missing opcode is BADXDR.
     let mut a = args(b"", 1, &[(SEQUENCE, SEQ)]);
     a[11] = 2;
     let (_, out) = run(&a);
-    assert_eq!(results(&out, 0).1, vec![(SEQUENCE, NfsStat::OK), (ILLEGAL, NfsStat::BADXDR)]);
+    assert_eq!(
+        results(&out, 0).1,
+        vec![(SEQUENCE, NfsStat::OK), (ILLEGAL, NfsStat::BADXDR)]
+    );
     // A count that the bytes cannot hold is refused before anything runs.
     a[11] = 100;
     assert!(run_compound(&mut Fake::default(), &a, SIZES).is_err());
@@ -312,7 +423,11 @@ fn badxdr_stops_without_a_body_and_errors_stop() {
 
 #[test]
 fn a_panicking_operation_answers_serverfault_and_keeps_the_slot() {
-    let (f, out) = run(&args(b"", 1, &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (LINK, &[]), (GETFH, &[])]));
+    let (f, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (LINK, &[]), (GETFH, &[])],
+    ));
     assert_eq!(results(&out, 0).1[2], (LINK, NfsStat::SERVERFAULT));
     assert_eq!(results(&out, 0).1.len(), 3);
     assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH, LINK]);
@@ -322,7 +437,11 @@ fn a_panicking_operation_answers_serverfault_and_keeps_the_slot() {
 #[test]
 fn a_cached_reply_is_sent_verbatim() {
     let replay: &[u32] = &[16, 1 << 20, 1 << 20, 1 << 20, 1, 1];
-    let (f, out) = run(&args(b"", 1, &[(SEQUENCE, replay), (PUTROOTFH, &[]), (LINK, &[])]));
+    let (f, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, replay), (PUTROOTFH, &[]), (LINK, &[])],
+    ));
     assert_eq!(out.reply, b"CACHED");
     assert!(out.replayed && out.slot.is_some());
     assert_eq!(f.ran, vec![SEQUENCE]);
@@ -345,7 +464,10 @@ fn undecodable_headers_are_errors() {
     assert!(serverfault_reply(&w.buf).is_err());
     let ok = args(b"ab", 1, &[]);
     let sf = serverfault_reply(&ok).unwrap();
-    assert_eq!(parse(&sf, 0), (NfsStat::SERVERFAULT, b"ab".to_vec(), vec![]));
+    assert_eq!(
+        parse(&sf, 0),
+        (NfsStat::SERVERFAULT, b"ab".to_vec(), vec![])
+    );
 }
 
 proptest::proptest! {

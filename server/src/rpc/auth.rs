@@ -29,7 +29,11 @@ impl Default for AuthPolicy {
 }
 
 /// Checks the credential and verifier of `call`; `null_proc` is the NULL procedure.
-pub fn authenticate(call: &Call<'_>, null_proc: bool, policy: AuthPolicy) -> Result<Cred, AuthStat> {
+pub fn authenticate(
+    call: &Call<'_>,
+    null_proc: bool,
+    policy: AuthPolicy,
+) -> Result<Cred, AuthStat> {
     // Both flavors we accept carry an AUTH_NONE verifier with an empty body (knfsd
     // `svcauth_unix_accept` / `svcauth_null_accept` answer BADVERF otherwise).
     let verf_ok = |v: &OpaqueAuth<'_>| v.flavor == flavor::AUTH_NONE && v.body.is_empty();
@@ -136,7 +140,13 @@ mod tests {
         let want = sys_cred(1000, &[1, 2, 3]);
         let body = encode_authsys(&want, 5);
         let got = authenticate(
-            &call(OpaqueAuth { flavor: flavor::AUTH_SYS, body: &body }, NONE),
+            &call(
+                OpaqueAuth {
+                    flavor: flavor::AUTH_SYS,
+                    body: &body,
+                },
+                NONE,
+            ),
             false,
             AuthPolicy::default(),
         );
@@ -159,31 +169,80 @@ mod tests {
             many.u32(1);
         }
         for body in [&good[..good.len() - 1], &trailing[..], &many.buf[..]] {
-            let c = call(OpaqueAuth { flavor: flavor::AUTH_SYS, body }, NONE);
-            assert_eq!(authenticate(&c, false, AuthPolicy::default()), Err(AuthStat::BadCred));
+            let c = call(
+                OpaqueAuth {
+                    flavor: flavor::AUTH_SYS,
+                    body,
+                },
+                NONE,
+            );
+            assert_eq!(
+                authenticate(&c, false, AuthPolicy::default()),
+                Err(AuthStat::BadCred)
+            );
         }
     }
 
     #[test]
     fn verifier_and_flavor_rules() {
         let body = encode_authsys(&sys_cred(0, &[]), 0);
-        let sys = OpaqueAuth { flavor: flavor::AUTH_SYS, body: &body };
+        let sys = OpaqueAuth {
+            flavor: flavor::AUTH_SYS,
+            body: &body,
+        };
         let p = AuthPolicy::default();
-        let bad_verf = OpaqueAuth { flavor: flavor::AUTH_NONE, body: &[1, 2, 3, 4] };
-        assert_eq!(authenticate(&call(sys, bad_verf), false, p), Err(AuthStat::BadVerf));
-        assert_eq!(authenticate(&call(sys, sys), false, p), Err(AuthStat::BadVerf));
-        assert_eq!(authenticate(&call(NONE, bad_verf), false, p), Err(AuthStat::BadVerf));
-        let none_with_body = OpaqueAuth { flavor: flavor::AUTH_NONE, body: &[0; 4] };
-        assert_eq!(authenticate(&call(none_with_body, NONE), false, p), Err(AuthStat::BadCred));
-        for f in [flavor::AUTH_SHORT, flavor::AUTH_DH, flavor::RPCSEC_GSS, flavor::AUTH_TLS, 99] {
-            let c = call(OpaqueAuth { flavor: f, body: &[] }, NONE);
-            assert_eq!(authenticate(&c, true, p), Err(AuthStat::BadCred), "flavor {f}");
+        let bad_verf = OpaqueAuth {
+            flavor: flavor::AUTH_NONE,
+            body: &[1, 2, 3, 4],
+        };
+        assert_eq!(
+            authenticate(&call(sys, bad_verf), false, p),
+            Err(AuthStat::BadVerf)
+        );
+        assert_eq!(
+            authenticate(&call(sys, sys), false, p),
+            Err(AuthStat::BadVerf)
+        );
+        assert_eq!(
+            authenticate(&call(NONE, bad_verf), false, p),
+            Err(AuthStat::BadVerf)
+        );
+        let none_with_body = OpaqueAuth {
+            flavor: flavor::AUTH_NONE,
+            body: &[0; 4],
+        };
+        assert_eq!(
+            authenticate(&call(none_with_body, NONE), false, p),
+            Err(AuthStat::BadCred)
+        );
+        for f in [
+            flavor::AUTH_SHORT,
+            flavor::AUTH_DH,
+            flavor::RPCSEC_GSS,
+            flavor::AUTH_TLS,
+            99,
+        ] {
+            let c = call(
+                OpaqueAuth {
+                    flavor: f,
+                    body: &[],
+                },
+                NONE,
+            );
+            assert_eq!(
+                authenticate(&c, true, p),
+                Err(AuthStat::BadCred),
+                "flavor {f}"
+            );
         }
         // AUTH_NONE: nobody; refused as too weak for COMPOUND only when the policy says so.
         let anon = authenticate(&call(NONE, NONE), false, p).unwrap();
         assert_eq!((anon.uid, anon.gid), (Cred::NOBODY, Cred::NOBODY));
         let strict = AuthPolicy { allow_none: false };
-        assert_eq!(authenticate(&call(NONE, NONE), false, strict), Err(AuthStat::TooWeak));
+        assert_eq!(
+            authenticate(&call(NONE, NONE), false, strict),
+            Err(AuthStat::TooWeak)
+        );
         assert!(authenticate(&call(NONE, NONE), true, strict).is_ok());
     }
 }

@@ -69,7 +69,13 @@ impl TcpBackchannel {
         lock(&self.pending).clear();
     }
 
-    fn send_call(&self, program: u32, procedure: u32, cred: &CbCred, args: XdrWriter) -> io::Result<Vec<u8>> {
+    fn send_call(
+        &self,
+        program: u32,
+        procedure: u32,
+        cred: &CbCred,
+        args: XdrWriter,
+    ) -> io::Result<Vec<u8>> {
         let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
         let sys;
         let cred = match cred {
@@ -97,7 +103,10 @@ impl TcpBackchannel {
         };
         if !sent {
             lock(&self.pending).remove(&xid);
-            return Err(io::Error::new(io::ErrorKind::NotConnected, "connection closed"));
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "connection closed",
+            ));
         }
         match wrx.recv_timeout(self.timeout) {
             Ok(Ok(body)) => Ok(body.to_vec()),
@@ -119,7 +128,13 @@ impl Backchannel for TcpBackchannel {
         self.send_call(program, procedure, &CbCred::None, args)
     }
 
-    fn call_as(&self, program: u32, procedure: u32, cred: &CbCred, args: XdrWriter) -> io::Result<Vec<u8>> {
+    fn call_as(
+        &self,
+        program: u32,
+        procedure: u32,
+        cred: &CbCred,
+        args: XdrWriter,
+    ) -> io::Result<Vec<u8>> {
         self.send_call(program, procedure, cred, args)
     }
 }
@@ -197,10 +212,14 @@ pub async fn serve_connection<P: Program>(
                     };
                     let (prog, conn, tx) = (prog.clone(), conn.clone(), tx.clone());
                     tokio::spawn(async move {
-                        let job = tokio::task::spawn_blocking(move || prog.compound(&conn, cred, &args, sizes));
+                        let job = tokio::task::spawn_blocking(move || {
+                            prog.compound(&conn, cred, &args, sizes)
+                        });
                         let reply = match job.await {
                             Ok(Ok(res)) => program::compound_reply(xid, Ok(&res)),
-                            Ok(Err(_)) => program::compound_reply(xid, Err(AcceptError::GarbageArgs)),
+                            Ok(Err(_)) => {
+                                program::compound_reply(xid, Err(AcceptError::GarbageArgs))
+                            }
                             // The program panicked outside the dispatcher's own guard.
                             Err(_) => program::compound_reply(xid, Err(AcceptError::SystemErr)),
                         };
@@ -213,7 +232,11 @@ pub async fn serve_connection<P: Program>(
             drop(permit);
         }
         // Read at least what the current fragment still needs, in chunks of 64 KiB or more.
-        buf.reserve(reader.wanted(buf.len()).clamp(64 << 10, opts.max_record.max(64 << 10)));
+        buf.reserve(
+            reader
+                .wanted(buf.len())
+                .clamp(64 << 10, opts.max_record.max(64 << 10)),
+        );
         tokio::select! {
             n = rd.read_buf(&mut buf) => match n {
                 Ok(0) | Err(_) => break,

@@ -85,7 +85,10 @@ pub struct Call<'a> {
 pub enum Incoming<'a> {
     Call(Call<'a>),
     /// A reply to one of our backchannel calls: `body` starts at `reply_stat`.
-    Reply { xid: u32, body: &'a [u8] },
+    Reply {
+        xid: u32,
+        body: &'a [u8],
+    },
 }
 
 /// Why a record could not be taken as a call, and what to answer.
@@ -217,7 +220,14 @@ pub fn denied(w: &mut XdrWriter, xid: u32, d: Denied) {
 }
 
 /// A call header (for backchannel calls); the caller appends the arguments.
-pub fn call_header(w: &mut XdrWriter, xid: u32, prog: u32, vers: u32, proc_: u32, cred: OpaqueAuth<'_>) {
+pub fn call_header(
+    w: &mut XdrWriter,
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: OpaqueAuth<'_>,
+) {
     w.u32(xid);
     w.u32(CALL);
     w.u32(RPC_VERSION);
@@ -284,7 +294,14 @@ mod tests {
     fn oracle_call(xid: u32, cred: AuthFlavor<&[u8]>, args: &[u8]) -> Vec<u8> {
         let msg = RpcMessage::new(
             xid,
-            MessageType::Call(CallBody::new(100003, 4, 1, cred, AuthFlavor::AuthNone(None), args)),
+            MessageType::Call(CallBody::new(
+                100003,
+                4,
+                1,
+                cred,
+                AuthFlavor::AuthNone(None),
+                args,
+            )),
         );
         msg.serialise().unwrap()[4..].to_vec()
     }
@@ -306,9 +323,14 @@ mod tests {
                 AcceptedStatus::GarbageArgs => AcceptedStatus::GarbageArgs,
                 AcceptedStatus::SystemError => AcceptedStatus::SystemError,
             }),
-            ReplyBody::Denied(RejectedReply::AuthError(e)) => Err(RejectedReply::AuthError(e.clone())),
+            ReplyBody::Denied(RejectedReply::AuthError(e)) => {
+                Err(RejectedReply::AuthError(e.clone()))
+            }
             ReplyBody::Denied(RejectedReply::RpcVersionMismatch { low, high }) => {
-                Err(RejectedReply::RpcVersionMismatch { low: *low, high: *high })
+                Err(RejectedReply::RpcVersionMismatch {
+                    low: *low,
+                    high: *high,
+                })
             }
         };
         (m.xid(), st)
@@ -321,9 +343,18 @@ mod tests {
         let Incoming::Call(c) = decode(&wire).unwrap() else {
             panic!("not a call")
         };
-        assert_eq!((c.xid, c.prog, c.vers, c.proc_), (0xdead_beef, 100003, 4, 1));
+        assert_eq!(
+            (c.xid, c.prog, c.vers, c.proc_),
+            (0xdead_beef, 100003, 4, 1)
+        );
         assert_eq!(c.cred.flavor, flavor::AUTH_SYS);
-        assert_eq!(c.verf, OpaqueAuth { flavor: 0, body: &[] });
+        assert_eq!(
+            c.verf,
+            OpaqueAuth {
+                flavor: 0,
+                body: &[]
+            }
+        );
         assert_eq!(c.args, b"ARGS");
     }
 
@@ -333,14 +364,20 @@ mod tests {
         success_header(&mut w, 9);
         assert_eq!(w.len(), SUCCESS_HEADER_LEN);
         w.u32(42);
-        assert_eq!(oracle_reply(&w), (9, Ok(AcceptedStatus::Success(vec![0, 0, 0, 42]))));
+        assert_eq!(
+            oracle_reply(&w),
+            (9, Ok(AcceptedStatus::Success(vec![0, 0, 0, 42])))
+        );
         for (e, want) in [
             (AcceptError::ProgUnavail, AcceptedStatus::ProgramUnavailable),
             (
                 AcceptError::ProgMismatch { low: 4, high: 4 },
                 AcceptedStatus::ProgramMismatch { low: 4, high: 4 },
             ),
-            (AcceptError::ProcUnavail, AcceptedStatus::ProcedureUnavailable),
+            (
+                AcceptError::ProcUnavail,
+                AcceptedStatus::ProcedureUnavailable,
+            ),
             (AcceptError::GarbageArgs, AcceptedStatus::GarbageArgs),
             (AcceptError::SystemErr, AcceptedStatus::SystemError),
         ] {
@@ -361,7 +398,10 @@ mod tests {
         denied(&mut w, 3, Denied::RpcMismatch { low: 2, high: 2 });
         assert_eq!(
             oracle_reply(&w),
-            (3, Err(RejectedReply::RpcVersionMismatch { low: 2, high: 2 }))
+            (
+                3,
+                Err(RejectedReply::RpcVersionMismatch { low: 2, high: 2 })
+            )
         );
     }
 
@@ -402,20 +442,39 @@ mod tests {
     #[test]
     fn backchannel_call_and_reply() {
         let mut w = XdrWriter::new();
-        call_header(&mut w, 77, 0x4000_0000, 1, 1, OpaqueAuth { flavor: 0, body: &[] });
+        call_header(
+            &mut w,
+            77,
+            0x4000_0000,
+            1,
+            1,
+            OpaqueAuth {
+                flavor: 0,
+                body: &[],
+            },
+        );
         w.u32(123);
-        let Incoming::Call(c) = decode(&w.buf).unwrap() else { panic!() };
-        assert_eq!((c.xid, c.prog, c.vers, c.proc_, c.args), (77, 0x4000_0000, 1, 1, &[0, 0, 0, 123][..]));
+        let Incoming::Call(c) = decode(&w.buf).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (c.xid, c.prog, c.vers, c.proc_, c.args),
+            (77, 0x4000_0000, 1, 1, &[0, 0, 0, 123][..])
+        );
         // The peer's reply: accepted, SUCCESS, results.
         let mut w = XdrWriter::new();
         success_header(&mut w, 77);
         w.u32(55);
-        let Incoming::Reply { xid, body } = decode(&w.buf).unwrap() else { panic!() };
+        let Incoming::Reply { xid, body } = decode(&w.buf).unwrap() else {
+            panic!()
+        };
         assert_eq!(xid, 77);
         assert_eq!(reply_results(body), Ok(&[0, 0, 0, 55][..]));
         let mut w = XdrWriter::new();
         accept_error(&mut w, 78, AcceptError::ProcUnavail);
-        let Incoming::Reply { body, .. } = decode(&w.buf).unwrap() else { panic!() };
+        let Incoming::Reply { body, .. } = decode(&w.buf).unwrap() else {
+            panic!()
+        };
         assert_eq!(reply_results(body), Err(ReplyError::Accepted(3)));
         assert_eq!(reply_results(&[]), Err(ReplyError::Malformed));
     }

@@ -50,7 +50,9 @@ pub fn classify(rec: &[u8], policy: AuthPolicy) -> Action<'_> {
         Ok(Incoming::Call(c)) => c,
         Ok(Incoming::Reply { xid, body }) => return Action::CallbackReply { xid, body },
         Err(MsgError::Unreadable) => return Action::Drop,
-        Err(MsgError::Deny { xid, why }) => return Action::Reply(framed(|w| msg::denied(w, xid, why))),
+        Err(MsgError::Deny { xid, why }) => {
+            return Action::Reply(framed(|w| msg::denied(w, xid, why)))
+        }
         Err(MsgError::Garbage { xid }) => return accept_error(xid, AcceptError::GarbageArgs),
     };
     let xid = call.xid;
@@ -116,15 +118,30 @@ mod tests {
         } else {
             vec![]
         };
-        msg::call_header(&mut w, 42, prog, vers, proc_, OpaqueAuth { flavor: cred_flavor, body: &body });
+        msg::call_header(
+            &mut w,
+            42,
+            prog,
+            vers,
+            proc_,
+            OpaqueAuth {
+                flavor: cred_flavor,
+                body: &body,
+            },
+        );
         w.u32(0xabcd);
         w.into_inner()
     }
 
     /// The reply a record gets, unframed: (xid, body after the message type).
     fn reply_of(a: Action<'_>) -> Vec<u8> {
-        let Action::Reply(r) = a else { panic!("not a reply: {a:?}") };
-        assert_eq!(u32::from_be_bytes([r[0], r[1], r[2], r[3]]) as usize, (r.len() - 4) | 1 << 31);
+        let Action::Reply(r) = a else {
+            panic!("not a reply: {a:?}")
+        };
+        assert_eq!(
+            u32::from_be_bytes([r[0], r[1], r[2], r[3]]) as usize,
+            (r.len() - 4) | 1 << 31
+        );
         r[4..].to_vec()
     }
 
@@ -137,10 +154,17 @@ mod tests {
     #[test]
     fn null_and_compound() {
         let p = AuthPolicy::default();
-        expect(classify(&call(NFS_PROGRAM, 4, 0, 0), p), |w| msg::success_header(w, 42));
+        expect(classify(&call(NFS_PROGRAM, 4, 0, 0), p), |w| {
+            msg::success_header(w, 42)
+        });
         let rec = call(NFS_PROGRAM, 4, 1, flavor::AUTH_SYS);
-        let Action::Compound { xid, cred, args } = classify(&rec, p) else { panic!() };
-        assert_eq!((xid, cred.uid, cred.gid, args), (42, 1, 2, &[0, 0, 0xab, 0xcd][..]));
+        let Action::Compound { xid, cred, args } = classify(&rec, p) else {
+            panic!()
+        };
+        assert_eq!(
+            (xid, cred.uid, cred.gid, args),
+            (42, 1, 2, &[0, 0, 0xab, 0xcd][..])
+        );
     }
 
     #[test]
@@ -163,16 +187,22 @@ mod tests {
         expect(classify(&call(100005, 4, 1, flavor::RPCSEC_GSS), p), |w| {
             msg::denied(w, 42, Denied::Auth(AuthStat::BadCred))
         });
-        expect(classify(&call(NFS_PROGRAM, 4, 1, 0), AuthPolicy { allow_none: false }), |w| {
-            msg::denied(w, 42, Denied::Auth(AuthStat::TooWeak))
-        });
+        expect(
+            classify(
+                &call(NFS_PROGRAM, 4, 1, 0),
+                AuthPolicy { allow_none: false },
+            ),
+            |w| msg::denied(w, 42, Denied::Auth(AuthStat::TooWeak)),
+        );
     }
 
     #[test]
     fn garbage_and_rpc_version() {
         let p = AuthPolicy::default();
         let rec = call(NFS_PROGRAM, 4, 1, 0);
-        expect(classify(&rec[..20], p), |w| msg::accept_error(w, 42, AcceptError::GarbageArgs));
+        expect(classify(&rec[..20], p), |w| {
+            msg::accept_error(w, 42, AcceptError::GarbageArgs)
+        });
         let mut v3 = rec.clone();
         v3[8..12].copy_from_slice(&3u32.to_be_bytes());
         expect(classify(&v3, p), |w| {
@@ -181,7 +211,10 @@ mod tests {
         assert_eq!(classify(&rec[..6], p), Action::Drop);
         let mut reply = XdrWriter::new();
         msg::success_header(&mut reply, 9);
-        assert!(matches!(classify(&reply.buf, p), Action::CallbackReply { xid: 9, .. }));
+        assert!(matches!(
+            classify(&reply.buf, p),
+            Action::CallbackReply { xid: 9, .. }
+        ));
     }
 
     #[test]

@@ -115,7 +115,11 @@ pub fn finish_record(out: &mut Vec<u8>, at: usize) {
     out.truncate(at);
     let mut chunks = body.chunks(MAX_FRAG).peekable();
     while let Some(c) = chunks.next() {
-        let last = if chunks.peek().is_none() { LAST_FRAGMENT } else { 0 };
+        let last = if chunks.peek().is_none() {
+            LAST_FRAGMENT
+        } else {
+            0
+        };
         out.extend_from_slice(&(c.len() as u32 | last).to_be_bytes());
         out.extend_from_slice(c);
     }

@@ -25,7 +25,13 @@ struct Fake {
 }
 
 impl Program for Fake {
-    fn compound(&self, conn: &ConnInfo, _: Cred, args: &[u8], _: RpcSizes) -> Result<Vec<u8>, XdrError> {
+    fn compound(
+        &self,
+        conn: &ConnInfo,
+        _: Cred,
+        args: &[u8],
+        _: RpcSizes,
+    ) -> Result<Vec<u8>, XdrError> {
         let cmd = XdrReader::new(args).u32()?;
         let word = |v: u32| Ok(v.to_be_bytes().to_vec());
         match cmd {
@@ -52,7 +58,13 @@ impl Program for Fake {
     }
 }
 
-async fn start(opts: RpcOptions) -> (std::net::SocketAddr, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+async fn start(
+    opts: RpcOptions,
+) -> (
+    std::net::SocketAddr,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+) {
     let (tx, rx) = std_mpsc::channel();
     let fake = Arc::new(Fake {
         signal_tx: Mutex::new(tx),
@@ -67,7 +79,17 @@ async fn start(opts: RpcOptions) -> (std::net::SocketAddr, watch::Sender<bool>, 
 
 fn call(xid: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
     let mut w = XdrWriter::new();
-    msg::call_header(&mut w, xid, 100003, 4, proc_, OpaqueAuth { flavor: flavor::AUTH_NONE, body: &[] });
+    msg::call_header(
+        &mut w,
+        xid,
+        100003,
+        4,
+        proc_,
+        OpaqueAuth {
+            flavor: flavor::AUTH_NONE,
+            body: &[],
+        },
+    );
     w.buf.extend_from_slice(args);
     frame(&w.buf)
 }
@@ -107,14 +129,18 @@ impl Client {
     /// The next reply as (xid, results); panics unless it is an accepted SUCCESS.
     async fn reply(&mut self) -> (u32, Vec<u8>) {
         let rec = self.recv().await.expect("connection closed");
-        let Ok(Incoming::Reply { xid, body }) = msg::decode(&rec) else { panic!("not a reply") };
+        let Ok(Incoming::Reply { xid, body }) = msg::decode(&rec) else {
+            panic!("not a reply")
+        };
         (xid, msg::reply_results(body).unwrap().to_vec())
     }
 }
 
 /// Every test is bounded so that a broken transport fails instead of hanging.
 async fn bounded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(60), f).await.expect("test hung")
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .expect("test hung")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,8 +187,13 @@ async fn backchannel_call_goes_out_and_its_reply_comes_back() {
         let mut c = Client::connect(addr).await;
         c.send(&call(10, 1, &cmd(3))).await;
         let rec = c.recv().await.unwrap();
-        let Ok(Incoming::Call(cb)) = msg::decode(&rec) else { panic!("expected a callback") };
-        assert_eq!((cb.prog, cb.vers, cb.proc_, cb.args), (0x4000_0000, 1, 1, &cmd(0xbeef)[..]));
+        let Ok(Incoming::Call(cb)) = msg::decode(&rec) else {
+            panic!("expected a callback")
+        };
+        assert_eq!(
+            (cb.prog, cb.vers, cb.proc_, cb.args),
+            (0x4000_0000, 1, 1, &cmd(0xbeef)[..])
+        );
         // A reply for some other xid is ignored; then the real one.
         let mut w = XdrWriter::new();
         msg::success_header(&mut w, cb.xid.wrapping_add(1));
@@ -188,7 +219,10 @@ async fn backchannel_call_times_out() {
         c.send(&call(11, 1, &cmd(3))).await;
         let _callback = c.recv().await.unwrap();
         let (xid, res) = c.reply().await;
-        assert_eq!((xid, res), (11, cmd(std::io::ErrorKind::TimedOut as u32 + 1000).to_vec()));
+        assert_eq!(
+            (xid, res),
+            (11, cmd(std::io::ErrorKind::TimedOut as u32 + 1000).to_vec())
+        );
     })
     .await
 }
@@ -201,12 +235,16 @@ async fn garbage_and_panics_get_answers_and_the_connection_lives_on() {
         // COMPOUND arguments the program cannot decode → GARBAGE_ARGS.
         c.send(&call(20, 1, &[])).await;
         let rec = c.recv().await.unwrap();
-        let Ok(Incoming::Reply { xid: 20, body }) = msg::decode(&rec) else { panic!() };
+        let Ok(Incoming::Reply { xid: 20, body }) = msg::decode(&rec) else {
+            panic!()
+        };
         assert_eq!(msg::reply_results(body), Err(msg::ReplyError::Accepted(4)));
         // A panic in the program → SYSTEM_ERR.
         c.send(&call(21, 1, &cmd(4))).await;
         let rec = c.recv().await.unwrap();
-        let Ok(Incoming::Reply { xid: 21, body }) = msg::decode(&rec) else { panic!() };
+        let Ok(Incoming::Reply { xid: 21, body }) = msg::decode(&rec) else {
+            panic!()
+        };
         assert_eq!(msg::reply_results(body), Err(msg::ReplyError::Accepted(5)));
         // An unreadable record is dropped silently.
         c.send(&frame(&[1, 2, 3])).await;
