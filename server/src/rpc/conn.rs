@@ -178,7 +178,10 @@ pub async fn serve_connection<P: Program>(
         peer,
         backchannel: Some(bc.clone() as Arc<dyn Backchannel>),
     });
-    let inflight = Arc::new(Semaphore::new(opts.max_inflight));
+    let max_inflight = opts
+        .max_inflight
+        .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
+    let inflight = Arc::new(Semaphore::new(max_inflight));
     let mut reader = RecordReader::new(opts.max_record);
     let mut buf = BytesMut::with_capacity(64 << 10);
     'conn: loop {
@@ -191,9 +194,6 @@ pub async fn serve_connection<P: Program>(
                     break 'conn;
                 }
             };
-            let Ok(permit) = inflight.clone().acquire_owned().await else {
-                break 'conn;
-            };
             match program::classify(&rec, opts.auth) {
                 Action::Reply(r) => {
                     let _ = tx.send(r);
@@ -205,6 +205,11 @@ pub async fn serve_connection<P: Program>(
                     }
                 }
                 Action::Compound { xid, cred, args } => {
+                    // Only COMPOUNDs take a permit: a callback reply must always get through,
+                    // or COMPOUNDs waiting for it could hold every permit.
+                    let Ok(permit) = inflight.clone().acquire_owned().await else {
+                        break 'conn;
+                    };
                     let args = rec.slice_ref(args);
                     let sizes = RpcSizes {
                         request_len: rec.len(),
@@ -226,10 +231,8 @@ pub async fn serve_connection<P: Program>(
                         let _ = tx.send(reply);
                         drop(permit);
                     });
-                    continue;
                 }
             }
-            drop(permit);
         }
         // Read at least what the current fragment still needs, in chunks of 64 KiB or more.
         buf.reserve(
@@ -245,9 +248,10 @@ pub async fn serve_connection<P: Program>(
             _ = shutdown.changed() => break,
         }
     }
-    // Let the requests already started finish and be answered, then close.
-    let _ = inflight.acquire_many(opts.max_inflight as u32).await;
+    // Nothing more will be read: callbacks waiting for a reply fail now rather than at their
+    // timeout. Then the requests already started finish and are answered, and we close.
     bc.close();
+    let _ = inflight.acquire_many(max_inflight as u32).await;
     drop(tx);
     drop(conn);
     let _ = writer.await;

@@ -169,13 +169,17 @@ async fn pipelined_requests_run_concurrently_and_reply_out_of_order() {
     bounded(async {
         let (addr, _stop, _) = start(RpcOptions::default()).await;
         let mut c = Client::connect(addr).await;
-        // Request 1 waits for request 2: only concurrent processing lets it see the signal,
-        // and request 2's reply must overtake request 1's.
+        // Request 1 blocks until request 3 signals it; request 3 is sent only after request
+        // 2's reply arrived. Serial processing would answer request 1 first (after its 20 s
+        // wait, with 0) and never get there.
         let mut both = call(1, 1, &cmd(1));
-        both.extend(call(2, 1, &cmd(2)));
+        both.extend(call(2, 1, &cmd(7)));
         c.send(&both).await;
-        assert_eq!(c.reply().await, (2, cmd(2).to_vec()));
-        assert_eq!(c.reply().await, (1, cmd(1).to_vec()));
+        assert_eq!(c.reply().await, (2, cmd(7).to_vec()));
+        c.send(&call(3, 1, &cmd(2))).await;
+        let mut rest = vec![c.reply().await, c.reply().await];
+        rest.sort();
+        assert_eq!(rest, vec![(1, cmd(1).to_vec()), (3, cmd(2).to_vec())]);
     })
     .await
 }
@@ -203,6 +207,30 @@ async fn backchannel_call_goes_out_and_its_reply_comes_back() {
         w.u32(0xcafe);
         c.send(&frame(&w.buf)).await;
         assert_eq!(c.reply().await, (10, cmd(0xcafe).to_vec()));
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callback_replies_get_through_when_every_permit_is_taken() {
+    bounded(async {
+        let opts = RpcOptions {
+            max_inflight: 1,
+            ..RpcOptions::default()
+        };
+        let (addr, _stop, _) = start(opts).await;
+        let mut c = Client::connect(addr).await;
+        // The COMPOUND holds the only permit while it waits for our callback reply.
+        c.send(&call(12, 1, &cmd(3))).await;
+        let rec = c.recv().await.unwrap();
+        let Ok(Incoming::Call(cb)) = msg::decode(&rec) else {
+            panic!("expected a callback")
+        };
+        let mut w = XdrWriter::new();
+        msg::success_header(&mut w, cb.xid);
+        w.u32(0xcafe);
+        c.send(&frame(&w.buf)).await;
+        assert_eq!(c.reply().await, (12, cmd(0xcafe).to_vec()));
     })
     .await
 }
