@@ -255,4 +255,5 @@ pub async fn serve_connection<P: Program>(
     drop(tx);
     drop(conn);
     let _ = writer.await;
+    prog.connection_closed(id);
 }

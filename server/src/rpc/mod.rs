@@ -67,6 +67,13 @@ pub trait Program: Send + Sync + 'static {
         args: &[u8],
         sizes: RpcSizes,
     ) -> Result<Vec<u8>, XdrError>;
+
+    /// The connection `conn_id` closed after answering everything it started: the state layer
+    /// can unbind it from its sessions (RFC 8881 §2.10.3.1; a session whose backchannel was
+    /// on it reports SEQ4_STATUS_CB_PATH_DOWN). The default does nothing.
+    fn connection_closed(&self, conn_id: u64) {
+        let _ = conn_id;
+    }
 }
 
 /// Transport settings (the `[rpc]` part of the configuration).

@@ -22,6 +22,7 @@ use crate::xdr::{XdrError, XdrReader, XdrWriter};
 struct Fake {
     signal_tx: Mutex<std_mpsc::Sender<()>>,
     signal_rx: Mutex<std_mpsc::Receiver<()>>,
+    closed: Mutex<Vec<u64>>,
 }
 
 impl Program for Fake {
@@ -53,28 +54,52 @@ impl Program for Fake {
                 }
             }
             4 => panic!("fake program panics"),
+            5 => word(conn.id as u32),
             v => word(v),
         }
     }
+
+    fn connection_closed(&self, conn_id: u64) {
+        self.closed.lock().unwrap().push(conn_id);
+    }
 }
 
-async fn start(
+type Started = (
+    std::net::SocketAddr,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+);
+
+async fn start(opts: RpcOptions) -> Started {
+    let (addr, stop, h, _) = start_fake(opts).await;
+    (addr, stop, h)
+}
+
+async fn start_fake(
     opts: RpcOptions,
 ) -> (
     std::net::SocketAddr,
     watch::Sender<bool>,
     tokio::task::JoinHandle<()>,
+    Arc<Fake>,
 ) {
     let (tx, rx) = std_mpsc::channel();
     let fake = Arc::new(Fake {
         signal_tx: Mutex::new(tx),
         signal_rx: Mutex::new(rx),
+        closed: Mutex::new(Vec::new()),
     });
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let h = tokio::spawn(serve(l, fake, opts, stop_rx, Duration::from_secs(10)));
-    (addr, stop_tx, h)
+    let h = tokio::spawn(serve(
+        l,
+        fake.clone(),
+        opts,
+        stop_rx,
+        Duration::from_secs(10),
+    ));
+    (addr, stop_tx, h, fake)
 }
 
 fn call(xid: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
@@ -304,14 +329,17 @@ async fn an_oversize_record_closes_the_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_answers_started_work_then_stops() {
     bounded(async {
-        let (addr, stop, handle) = start(RpcOptions::default()).await;
+        let (addr, stop, handle, fake) = start_fake(RpcOptions::default()).await;
         let mut c = Client::connect(addr).await;
-        c.send(&call(40, 0, &[])).await;
-        assert_eq!(c.reply().await, (40, vec![]));
+        c.send(&call(40, 1, &cmd(5))).await;
+        let (xid, id) = c.reply().await;
+        assert_eq!(xid, 40);
         stop.send(true).unwrap();
         handle.await.unwrap();
         assert_eq!(c.recv().await, None);
         assert!(TcpStream::connect(addr).await.is_err());
+        let id = u32::from_be_bytes([id[0], id[1], id[2], id[3]]) as u64;
+        assert_eq!(*fake.closed.lock().unwrap(), vec![id]);
     })
     .await
 }
