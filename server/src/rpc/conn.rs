@@ -25,13 +25,16 @@ use crate::xdr::XdrWriter;
 /// NFSv4 callback program version (RFC 8881 §20, `NFS_CB` = 1); procedure 1 is CB_COMPOUND.
 pub const CB_VERSION: u32 = 1;
 
+/// Replies and callbacks queued for the writer of one connection.
+const REPLY_QUEUE: usize = 1024;
+
 type Waiter = std_mpsc::SyncSender<Result<Bytes, msg::ReplyError>>;
 
 /// The backchannel of one connection.
 #[derive(Debug)]
 pub struct TcpBackchannel {
     /// The connection's writer; `None` once the connection is closing.
-    tx: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
+    tx: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     /// Calls waiting for their reply, by xid.
     pending: Mutex<HashMap<u32, Waiter>>,
     next_xid: AtomicU32,
@@ -44,7 +47,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl TcpBackchannel {
-    pub fn new(tx: mpsc::UnboundedSender<Vec<u8>>, timeout: Duration) -> Self {
+    pub fn new(tx: mpsc::Sender<Vec<u8>>, timeout: Duration) -> Self {
         TcpBackchannel {
             tx: Mutex::new(Some(tx)),
             pending: Mutex::new(HashMap::new()),
@@ -97,16 +100,18 @@ impl TcpBackchannel {
         });
         let (wtx, wrx) = std_mpsc::sync_channel(1);
         lock(&self.pending).insert(xid, wtx);
+        // `try_send`: this may run on any thread (async or not); a full queue means the
+        // client is not reading, and the caller retries the callback later.
         let sent = match &*lock(&self.tx) {
-            Some(tx) => tx.send(rec).is_ok(),
-            None => false,
+            Some(tx) => tx.try_send(rec).map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => io::ErrorKind::WouldBlock,
+                mpsc::error::TrySendError::Closed(_) => io::ErrorKind::NotConnected,
+            }),
+            None => Err(io::ErrorKind::NotConnected),
         };
-        if !sent {
+        if let Err(kind) = sent {
             lock(&self.pending).remove(&xid);
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "connection closed",
-            ));
+            return Err(io::Error::new(kind, "backchannel unavailable"));
         }
         match wrx.recv_timeout(self.timeout) {
             Ok(Ok(body)) => Ok(body.to_vec()),
@@ -140,7 +145,7 @@ impl Backchannel for TcpBackchannel {
 }
 
 /// Writes records as they come; flushes when nothing else is queued.
-async fn write_loop(wr: tokio::net::tcp::OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+async fn write_loop(wr: tokio::net::tcp::OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>) {
     let mut wr = BufWriter::with_capacity(64 << 10, wr);
     while let Some(rec) = rx.recv().await {
         if wr.write_all(&rec).await.is_err() {
@@ -170,7 +175,9 @@ pub async fn serve_connection<P: Program>(
 ) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
-    let (tx, rx) = mpsc::unbounded_channel();
+    // Bounded: a peer that sends requests without reading replies stops being read once this
+    // many replies wait (backpressure instead of unbounded memory).
+    let (tx, rx) = mpsc::channel(REPLY_QUEUE);
     let writer = tokio::spawn(write_loop(wr, rx));
     let bc = Arc::new(TcpBackchannel::new(tx.clone(), opts.callback_timeout));
     let conn = Arc::new(ConnInfo {
@@ -196,7 +203,9 @@ pub async fn serve_connection<P: Program>(
             };
             match program::classify(&rec, opts.auth) {
                 Action::Reply(r) => {
-                    let _ = tx.send(r);
+                    if tx.send(r).await.is_err() {
+                        break 'conn;
+                    }
                 }
                 Action::Drop => tracing::debug!(conn = id, "dropped an unreadable record"),
                 Action::CallbackReply { xid, body } => {
@@ -228,7 +237,7 @@ pub async fn serve_connection<P: Program>(
                             // The program panicked outside the dispatcher's own guard.
                             Err(_) => program::compound_reply(xid, Err(AcceptError::SystemErr)),
                         };
-                        let _ = tx.send(reply);
+                        let _ = tx.send(reply).await;
                         drop(permit);
                     });
                 }
@@ -256,4 +265,64 @@ pub async fn serve_connection<P: Program>(
     drop(conn);
     let _ = writer.await;
     prog.connection_closed(id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backchannel_fails_fast_when_closed_or_full() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let bc = TcpBackchannel::new(tx, Duration::from_secs(30));
+        // Fill the queue: the next call cannot be queued and says so at once.
+        bc.tx
+            .lock()
+            .unwrap()
+            .as_ref()
+            .unwrap()
+            .try_send(vec![])
+            .unwrap();
+        let e = bc.call(1, 1, XdrWriter::new()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert!(bc.pending.lock().unwrap().is_empty());
+        rx.try_recv().unwrap();
+        bc.close();
+        let e = bc.call(1, 1, XdrWriter::new()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotConnected);
+        assert!(!bc.deliver(12345, Bytes::new()));
+    }
+
+    #[test]
+    fn a_waiting_call_fails_when_the_connection_closes() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let bc = Arc::new(TcpBackchannel::new(tx, Duration::from_secs(30)));
+        let caller = {
+            let bc = bc.clone();
+            std::thread::spawn(move || bc.call_as(7, 1, &CbCred::Sys(sys_cred()), XdrWriter::new()))
+        };
+        // The call is on the wire (AUTH_SYS as asked); then the connection goes away.
+        let rec = rx.blocking_recv().unwrap();
+        let Ok(msg::Incoming::Call(c)) = msg::decode(&rec[4..]) else {
+            panic!("not a call")
+        };
+        assert_eq!(
+            (c.prog, c.vers, c.cred.flavor),
+            (7, CB_VERSION, flavor::AUTH_SYS)
+        );
+        assert_eq!(auth::decode_authsys(c.cred.body), Some(sys_cred()));
+        bc.close();
+        let e = caller.join().unwrap().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionAborted);
+    }
+
+    fn sys_cred() -> crate::nfs4::compound::Cred {
+        crate::nfs4::compound::Cred {
+            flavor: flavor::AUTH_SYS,
+            uid: 0,
+            gid: 0,
+            gids: vec![],
+            machine: b"pnfsd".to_vec(),
+        }
+    }
 }
