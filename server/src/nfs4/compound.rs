@@ -211,6 +211,12 @@ pub fn run_compound<E: OpEnv>(
             break;
         };
         if let Some(st) = precheck(env, minor, count, i, op, &sizes) {
+            tracing::debug!(
+                index = i,
+                op,
+                status = st.name(),
+                "op refused by the dispatcher"
+            );
             let shown = if st == NfsStat::OP_ILLEGAL {
                 opnum::ILLEGAL
             } else {
@@ -238,6 +244,10 @@ pub fn run_compound<E: OpEnv>(
             }
         };
         w.patch_u32(st_at, st.0);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let name = env.meta(op).map_or("?", |m| m.name);
+            tracing::debug!(index = i, op = name, status = st.name(), "op done");
+        }
         status = st;
         if i == 0 && op == opnum::SEQUENCE && st == NfsStat::OK {
             if let Some(cached) = env.take_cached_reply() {
