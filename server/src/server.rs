@@ -15,6 +15,10 @@ pub struct NfsOptions {
     pub layout_types: Vec<u32>,
     /// `sync` export (design.md §4).
     pub sync: bool,
+    /// `layoutcommit = "sync"`: every LAYOUTCOMMIT forces the log, as XFS does (design.md §4).
+    pub layoutcommit_sync: bool,
+    /// Command that fences a block-layout client (design.md §5); `None`: no fencing.
+    pub fence_command: Option<String>,
 }
 
 impl Default for NfsOptions {
@@ -24,6 +28,8 @@ impl Default for NfsOptions {
             grace_seconds: 90,
             layout_types: vec![3],
             sync: true,
+            layoutcommit_sync: false,
+            fence_command: None,
         }
     }
 }
