@@ -1,1 +1,635 @@
+//! State-machine tests through `StateManager`, with an in-memory record keeper and a clock
+//! the tests move.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::*;
+
+#[derive(Default)]
+struct MemRecords(Mutex<BTreeMap<Vec<u8>, Vec<u8>>>);
+
+impl ClientRecords for MemRecords {
+    fn put(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), NfsStat> {
+        let mut m = self.0.lock().unwrap();
+        match value {
+            Some(v) => m.insert(key.to_vec(), v.to_vec()),
+            None => m.remove(key),
+        };
+        Ok(())
+    }
+    fn list(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+#[derive(Default)]
+struct TestClock(AtomicU64);
+
+impl Clock for TestClock {
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+struct Env {
+    sm: StateManager,
+    clock: Arc<TestClock>,
+    records: Arc<MemRecords>,
+}
+
+fn env_with(records: Arc<MemRecords>, boot: u64) -> Env {
+    let clock = Arc::new(TestClock::default());
+    let cfg = StateConfig {
+        lease_seconds: 90,
+        grace_seconds: 90,
+        boot_verifier: boot,
+    };
+    Env {
+        sm: StateManager::with_parts(cfg, records.clone(), clock.clone()),
+        clock,
+        records,
+    }
+}
+
+fn env() -> Env {
+    env_with(Arc::new(MemRecords::default()), 0x1111_2222_3333_4444)
+}
+
+fn princ(uid: u32) -> Principal {
+    Principal { flavor: 1, uid }
+}
+
+fn exid(owner: &[u8], verf: u8, uid: u32, flags: u32) -> ExchangeIdReq {
+    ExchangeIdReq {
+        owner: owner.to_vec(),
+        verifier: [verf; 8],
+        flags,
+        principal: princ(uid),
+    }
+}
+
+fn attrs() -> ChannelAttrs {
+    ChannelAttrs {
+        headerpadsize: 0,
+        maxrequestsize: 1 << 20,
+        maxresponsesize: 1 << 20,
+        maxresponsesize_cached: 8192,
+        maxoperations: 16,
+        maxrequests: 8,
+        rdma_ird: None,
+    }
+}
+
+fn cs_req(clientid: u64, sequence: u32, uid: u32) -> CreateSessionReq {
+    CreateSessionReq {
+        clientid,
+        sequence,
+        flags: 0,
+        fore: attrs(),
+        back: attrs(),
+        cb_program: 0x4000_0000,
+        principal: princ(uid),
+        conn: 1,
+        backchannel: None,
+    }
+}
+
+/// EXCHANGE_ID + CREATE_SESSION: a confirmed client and its session.
+fn mount(e: &Env, owner: &[u8]) -> (u64, [u8; 16]) {
+    let r = e.sm.exchange_id(&exid(owner, 1, 0, 0)).unwrap();
+    let s =
+        e.sm.create_session(cs_req(r.clientid, r.sequenceid, 0))
+            .unwrap();
+    (r.clientid, s.sessionid)
+}
+
+fn seq(sessionid: [u8; 16], slot: u32, seqid: u32, hash: u64) -> SequenceReq {
+    SequenceReq {
+        sessionid,
+        sequenceid: seqid,
+        slot,
+        highest_slot: 0,
+        cachethis: true,
+        hash,
+        solo: false,
+        conn: 1,
+    }
+}
+
+#[test]
+fn exchange_id_record_cases() {
+    let e = env();
+    // Case 1: a new owner gets an unconfirmed record.
+    let r1 = e.sm.exchange_id(&exid(b"a", 1, 0, 0)).unwrap();
+    assert_eq!(r1.flags & exchgid::CONFIRMED_R, 0);
+    assert_ne!(r1.flags & exchgid::USE_PNFS_MDS, 0);
+    assert_eq!(r1.sequenceid, 1);
+    // Case 5: again before CREATE_SESSION: the unconfirmed record is replaced.
+    let r2 = e.sm.exchange_id(&exid(b"a", 1, 0, 0)).unwrap();
+    assert_ne!(r1.clientid, r2.clientid);
+    assert_eq!(
+        e.sm.create_session(cs_req(r1.clientid, 1, 0)).err(),
+        Some(NfsStat::STALE_CLIENTID)
+    );
+    e.sm.create_session(cs_req(r2.clientid, 1, 0)).unwrap();
+    // Case 2: same verifier and principal: the same, confirmed, clientid.
+    let r3 = e.sm.exchange_id(&exid(b"a", 1, 0, 0)).unwrap();
+    assert_eq!(r3.clientid, r2.clientid);
+    assert_ne!(r3.flags & exchgid::CONFIRMED_R, 0);
+    assert_eq!(r3.sequenceid, 2);
+    // Case 6–8: updates.
+    let upd = exchgid::UPD_CONFIRMED_REC_A;
+    assert_eq!(
+        e.sm.exchange_id(&exid(b"a", 1, 0, upd)).unwrap().clientid,
+        r2.clientid
+    );
+    assert_eq!(
+        e.sm.exchange_id(&exid(b"a", 2, 0, upd)),
+        Err(NfsStat::NOT_SAME)
+    );
+    assert_eq!(e.sm.exchange_id(&exid(b"a", 1, 5, upd)), Err(NfsStat::PERM));
+    // Case 9: update of nothing.
+    assert_eq!(
+        e.sm.exchange_id(&exid(b"zz", 1, 0, upd)),
+        Err(NfsStat::NOENT)
+    );
+    // Case 3: another principal while the lease holds (the client has a session).
+    assert_eq!(
+        e.sm.exchange_id(&exid(b"a", 1, 5, 0)),
+        Err(NfsStat::CLID_INUSE)
+    );
+    // Case 4: the client restarted (new verifier): a new record, the old one stays until
+    // the new one is confirmed.
+    let r4 = e.sm.exchange_id(&exid(b"a", 9, 0, 0)).unwrap();
+    assert_ne!(r4.clientid, r2.clientid);
+    assert_eq!(r4.flags & exchgid::CONFIRMED_R, 0);
+    assert!(e.sm.reclaim_complete(r2.clientid, false).is_ok());
+    e.sm.create_session(cs_req(r4.clientid, r4.sequenceid, 0))
+        .unwrap();
+    assert_eq!(
+        e.sm.reclaim_complete(r2.clientid, false),
+        Err(NfsStat::STALE_CLIENTID)
+    );
+    // Unknown flags are refused.
+    assert_eq!(
+        e.sm.exchange_id(&exid(b"b", 1, 0, 0x800)),
+        Err(NfsStat::INVAL)
+    );
+    assert_eq!(
+        e.sm.exchange_id(&exid(b"b", 1, 0, exchgid::CONFIRMED_R)),
+        Err(NfsStat::INVAL)
+    );
+}
+
+#[test]
+fn create_session_sequence_rules() {
+    let e = env();
+    let r = e.sm.exchange_id(&exid(b"c", 1, 0, 0)).unwrap();
+    assert_eq!(
+        e.sm.create_session(cs_req(r.clientid, 5, 0)).err(),
+        Some(NfsStat::SEQ_MISORDERED)
+    );
+    assert_eq!(
+        e.sm.create_session(cs_req(r.clientid, 1, 7)).err(),
+        Some(NfsStat::CLID_INUSE)
+    );
+    let s1 = e.sm.create_session(cs_req(r.clientid, 1, 0)).unwrap();
+    // A replay gets the same session back, not a new one.
+    let again = e.sm.create_session(cs_req(r.clientid, 1, 0)).unwrap();
+    assert_eq!(again, s1);
+    let s2 = e.sm.create_session(cs_req(r.clientid, 2, 0)).unwrap();
+    assert_ne!(s2.sessionid, s1.sessionid);
+    assert_eq!(
+        e.sm.create_session(cs_req(r.clientid, 4, 0)).err(),
+        Some(NfsStat::SEQ_MISORDERED)
+    );
+    // The confirmed record was persisted for reclaim after a restart.
+    assert_eq!(e.records.list().len(), 1);
+    // DESTROY_CLIENTID waits for the sessions to go.
+    assert_eq!(
+        e.sm.destroy_clientid(r.clientid, &princ(0)),
+        Err(NfsStat::CLIENTID_BUSY)
+    );
+    e.sm.destroy_session(&s1.sessionid, &princ(0), 1).unwrap();
+    assert_eq!(
+        e.sm.destroy_session(&s1.sessionid, &princ(0), 1),
+        Err(NfsStat::BADSESSION)
+    );
+    e.sm.destroy_session(&s2.sessionid, &princ(0), 1).unwrap();
+    e.sm.destroy_clientid(r.clientid, &princ(0)).unwrap();
+    assert!(e.records.list().is_empty());
+    assert_eq!(
+        e.sm.destroy_clientid(r.clientid, &princ(0)),
+        Err(NfsStat::STALE_CLIENTID)
+    );
+}
+
+#[test]
+fn sequence_replays_from_the_cache_and_detects_false_retries() {
+    let e = env();
+    let (_, sid) = mount(&e, b"s");
+    let SequenceOutcome::New { slot, .. } = e.sm.sequence(&seq(sid, 0, 1, 42)).unwrap() else {
+        panic!("expected a new request");
+    };
+    e.sm.slot_done(&slot, b"encoded reply");
+    match e.sm.sequence(&seq(sid, 0, 1, 42)).unwrap() {
+        SequenceOutcome::Replay(b) => assert_eq!(b, b"encoded reply"),
+        _ => panic!("expected a replay"),
+    }
+    assert!(matches!(
+        e.sm.sequence(&seq(sid, 0, 1, 43)),
+        Err(NfsStat::SEQ_FALSE_RETRY)
+    ));
+    assert!(matches!(
+        e.sm.sequence(&seq(sid, 0, 3, 43)),
+        Err(NfsStat::SEQ_MISORDERED)
+    ));
+    assert!(matches!(
+        e.sm.sequence(&seq(sid, 99, 1, 43)),
+        Err(NfsStat::BADSLOT)
+    ));
+    assert!(matches!(
+        e.sm.sequence(&seq([9; 16], 0, 1, 43)),
+        Err(NfsStat::BADSESSION)
+    ));
+    // Not cached unless asked (or SEQUENCE alone).
+    let mut r = seq(sid, 1, 1, 7);
+    r.cachethis = false;
+    let SequenceOutcome::New { slot, .. } = e.sm.sequence(&r).unwrap() else {
+        panic!()
+    };
+    e.sm.slot_done(&slot, b"x");
+    assert!(matches!(
+        e.sm.sequence(&r),
+        Err(NfsStat::RETRY_UNCACHED_REP)
+    ));
+}
+
+#[test]
+fn sequence_reports_slots_and_missing_backchannel() {
+    let e = env();
+    let r = e.sm.exchange_id(&exid(b"b", 1, 0, 0)).unwrap();
+    let mut req = cs_req(r.clientid, 1, 0);
+    req.flags = CS_FLAG_CONN_BACK_CHAN;
+    // The transport gave no backchannel sender: the flag is not granted.
+    let s = e.sm.create_session(req).unwrap();
+    assert_eq!(s.flags & CS_FLAG_CONN_BACK_CHAN, 0);
+    assert_eq!(s.fore.maxrequests, 8);
+    let SequenceOutcome::New {
+        highest_slot,
+        status_flags,
+        slot,
+        ..
+    } = e.sm.sequence(&seq(s.sessionid, 0, 1, 0)).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(highest_slot, 7);
+    assert_eq!(slot.max_ops, 16);
+    assert_ne!(status_flags & seq4::CB_PATH_DOWN_SESSION, 0);
+}
+
+fn open(
+    e: &Env,
+    cid: u64,
+    owner: &[u8],
+    ino: u64,
+    access: u32,
+    deny: u32,
+) -> Result<Stateid, NfsStat> {
+    e.sm.open(&OpenReq {
+        clientid: cid,
+        owner,
+        ino: Ino(ino),
+        share: ShareAccess::new(access, deny)?,
+    })
+}
+
+#[test]
+fn share_reservations_conflict_between_owners_only() {
+    let e = env();
+    let (a, _) = mount(&e, b"a");
+    let (b, _) = mount(&e, b"b");
+    let s1 = open(&e, a, b"o1", 10, 1, 2).unwrap();
+    assert_eq!(s1.seqid, 1);
+    // Another owner (same or other client) may not write: DENY_WRITE.
+    assert_eq!(open(&e, a, b"o2", 10, 2, 0), Err(NfsStat::SHARE_DENIED));
+    assert_eq!(open(&e, b, b"o1", 10, 3, 0), Err(NfsStat::SHARE_DENIED));
+    // Nor deny a read that is open.
+    assert_eq!(open(&e, b, b"o1", 10, 1, 1), Err(NfsStat::SHARE_DENIED));
+    assert!(open(&e, b, b"o1", 10, 1, 0).is_ok());
+    // The same owner upgrades its own state: same other, seqid bumped.
+    let s2 = open(&e, a, b"o1", 10, 2, 0).unwrap();
+    assert_eq!(s2.other, s1.other);
+    assert_eq!(s2.seqid, 2);
+    assert_eq!(ShareAccess::new(0, 0), Err(NfsStat::INVAL));
+    assert_eq!(ShareAccess::new(1, 4), Err(NfsStat::INVAL));
+    // Downgrade back to READ/DENY_WRITE (opened with), not to DENY_READ (never was).
+    assert_eq!(
+        e.sm.open_downgrade(a, &s2, Ino(10), ShareAccess::new(1, 1).unwrap()),
+        Err(NfsStat::INVAL)
+    );
+    let s3 =
+        e.sm.open_downgrade(a, &s2, Ino(10), ShareAccess::new(1, 2).unwrap())
+            .unwrap();
+    assert_eq!(s3.seqid, 3);
+    // The old seqid is now OLD_STATEID; one never given out is BAD_STATEID.
+    assert_eq!(e.sm.close(a, &s2, Ino(10)), Err(NfsStat::OLD_STATEID));
+    let future = Stateid { seqid: 9, ..s3 };
+    assert_eq!(e.sm.close(a, &future, Ino(10)), Err(NfsStat::BAD_STATEID));
+    assert_eq!(e.sm.close(b, &s3, Ino(10)), Err(NfsStat::BAD_STATEID));
+    assert_eq!(e.sm.close(a, &s3, Ino(11)), Err(NfsStat::BAD_STATEID));
+    assert!(e.sm.file_is_open(Ino(10)));
+    // b's open remains after a's close.
+    assert_eq!(e.sm.close(a, &s3, Ino(10)), Ok(false));
+    assert_eq!(e.sm.test_stateid(a, &s3), NfsStat::BAD_STATEID);
+}
+
+#[test]
+fn io_checks_follow_the_open_mode() {
+    let e = env();
+    let (a, _) = mount(&e, b"a");
+    let r = open(&e, a, b"o", 5, 1, 2).unwrap();
+    assert_eq!(e.sm.check_io(Some(a), &r, Ino(5), IoAccess::Read), Ok(()));
+    assert_eq!(
+        e.sm.check_io(Some(a), &r, Ino(5), IoAccess::Write),
+        Err(NfsStat::OPENMODE)
+    );
+    assert_eq!(
+        e.sm.check_io(Some(a), &r, Ino(6), IoAccess::Read),
+        Err(NfsStat::BAD_STATEID)
+    );
+    // Anonymous writes meet the DENY_WRITE reservation; reads do not.
+    assert_eq!(
+        e.sm.check_io(None, &Stateid::ANONYMOUS, Ino(5), IoAccess::Write),
+        Err(NfsStat::LOCKED)
+    );
+    assert_eq!(
+        e.sm.check_io(None, &Stateid::ANONYMOUS, Ino(5), IoAccess::Read),
+        Ok(())
+    );
+}
+
+#[test]
+fn stateids_of_an_earlier_boot_are_stale() {
+    let records = Arc::new(MemRecords::default());
+    let e1 = env_with(records.clone(), 1);
+    let (a, _) = mount(&e1, b"a");
+    let s = open(&e1, a, b"o", 5, 3, 0).unwrap();
+    let e2 = env_with(records, 2);
+    let (a2, _) = mount(&e2, b"other");
+    assert_eq!(e2.sm.test_stateid(a2, &s), NfsStat::STALE_STATEID);
+    assert_eq!(
+        e2.sm.test_stateid(a2, &Stateid::ANONYMOUS),
+        NfsStat::BAD_STATEID
+    );
+    assert_eq!(
+        e2.sm.reclaim_complete(a, false),
+        Err(NfsStat::STALE_CLIENTID)
+    );
+}
+
+fn lock(
+    e: &Env,
+    cid: u64,
+    ino: u64,
+    locker: Locker<'_>,
+    write: bool,
+    off: u64,
+    len: u64,
+) -> Result<Stateid, LockError> {
+    let (start, end) = range_of(off, len)?;
+    e.sm.lock_range(&LockReq {
+        clientid: cid,
+        ino: Ino(ino),
+        write,
+        reclaim: false,
+        start,
+        end,
+        locker,
+    })
+}
+
+#[test]
+fn locks_conflict_split_and_hold_the_open() {
+    let e = env();
+    let (a, _) = mount(&e, b"a");
+    let (b, _) = mount(&e, b"b");
+    let oa = open(&e, a, b"o", 7, 3, 0).unwrap();
+    let ob = open(&e, b, b"o", 7, 1, 0).unwrap();
+    let la = lock(
+        &e,
+        a,
+        7,
+        Locker::New {
+            open: oa,
+            owner: b"la",
+        },
+        true,
+        0,
+        100,
+    )
+    .unwrap();
+    assert_eq!(la.seqid, 1);
+    // b's read lock over a's write lock is denied, with a's lock in the answer.
+    let d = lock(
+        &e,
+        b,
+        7,
+        Locker::New {
+            open: ob,
+            owner: b"lb",
+        },
+        false,
+        50,
+        10,
+    )
+    .unwrap_err();
+    assert_eq!(
+        d,
+        LockError::Denied(Denied {
+            offset: 0,
+            length: 100,
+            write: true,
+            clientid: a,
+            owner: b"la".to_vec()
+        })
+    );
+    // A write lock through a read-only open is OPENMODE.
+    let r = lock(
+        &e,
+        b,
+        7,
+        Locker::New {
+            open: ob,
+            owner: b"lb",
+        },
+        true,
+        200,
+        10,
+    );
+    assert_eq!(r, Err(LockError::Status(NfsStat::OPENMODE)));
+    // Unlock the middle of a's lock; b can lock there now.
+    let la2 = e.sm.locku(a, &la, Ino(7), 40, 59).unwrap();
+    assert_eq!(la2.seqid, 2);
+    let lb = lock(
+        &e,
+        b,
+        7,
+        Locker::New {
+            open: ob,
+            owner: b"lb",
+        },
+        false,
+        45,
+        10,
+    )
+    .unwrap();
+    // LOCKT: a's owner sees b's read; b's owner does not conflict with itself.
+    assert!(matches!(
+        e.sm.lockt(a, b"la", Ino(7), true, 40, 50),
+        Err(LockError::Denied(_))
+    ));
+    assert_eq!(e.sm.lockt(b, b"lb", Ino(7), true, 45, 54), Ok(()));
+    assert!(e.sm.lockt(b, b"lb", Ino(7), false, 0, u64::MAX).is_err());
+    // CLOSE and FREE_STATEID refuse while locks are held.
+    assert_eq!(e.sm.close(b, &ob, Ino(7)), Err(NfsStat::LOCKS_HELD));
+    assert_eq!(e.sm.free_stateid(b, &lb), Err(NfsStat::LOCKS_HELD));
+    assert_eq!(e.sm.free_stateid(b, &ob), Err(NfsStat::LOCKS_HELD));
+    let lb2 = e.sm.locku(b, &lb, Ino(7), 0, u64::MAX).unwrap();
+    // Existing lock-owner: the lock stateid continues.
+    let lb3 = lock(&e, b, 7, Locker::Existing { lock: lb2 }, false, 300, 1).unwrap();
+    assert_eq!(lb3.seqid, lb2.seqid + 1);
+    e.sm.locku(b, &lb3, Ino(7), 300, 300).unwrap();
+    e.sm.free_stateid(b, &lb3).unwrap();
+    assert_eq!(e.sm.test_stateid(b, &lb3), NfsStat::BAD_STATEID);
+    assert_eq!(e.sm.close(b, &ob, Ino(7)), Ok(false));
+    // Closing a's open is refused until its locks go; then it drops the lock state too.
+    assert_eq!(e.sm.close(a, &oa, Ino(7)), Err(NfsStat::LOCKS_HELD));
+    let la3 = e.sm.locku(a, &la2, Ino(7), 0, u64::MAX).unwrap();
+    assert_eq!(e.sm.close(a, &oa, Ino(7)), Ok(true));
+    assert_eq!(e.sm.test_stateid(a, &la3), NfsStat::BAD_STATEID);
+}
+
+#[test]
+fn expired_lease_makes_a_courtesy_client_that_loses_state_on_conflict() {
+    let e = env();
+    let (a, sa) = mount(&e, b"a");
+    let (b, sb) = mount(&e, b"b");
+    let oa = open(&e, a, b"o", 3, 3, 3).unwrap();
+    let _ = open(&e, a, b"o", 4, 1, 0).unwrap();
+    // b keeps renewing; a goes quiet past its lease.
+    e.clock.0.store(100, Ordering::SeqCst);
+    let _ = e.sm.sequence(&seq(sb, 0, 1, 0)).unwrap();
+    e.sm.tick();
+    // a is a courtesy client: its state is still there.
+    assert_eq!(e.sm.test_stateid(a, &oa), NfsStat::OK);
+    // ... until b conflicts with it.
+    assert!(open(&e, b, b"o", 3, 3, 0).is_ok());
+    assert_eq!(e.sm.test_stateid(a, &oa), NfsStat::BAD_STATEID);
+    assert!(matches!(
+        e.sm.sequence(&seq(sa, 0, 1, 0)),
+        Err(NfsStat::BADSESSION)
+    ));
+    // A courtesy client that comes back in time keeps everything.
+    let (c, sc) = mount(&e, b"c");
+    let oc = open(&e, c, b"o", 9, 1, 0).unwrap();
+    e.clock.0.store(300, Ordering::SeqCst);
+    e.sm.tick();
+    assert!(e.sm.sequence(&seq(sc, 0, 1, 0)).is_ok());
+    assert_eq!(e.sm.test_stateid(c, &oc), NfsStat::OK);
+    // After the courtesy time everything goes.
+    e.clock
+        .0
+        .store(300 + 91 + COURTESY_SECONDS, Ordering::SeqCst);
+    e.sm.tick();
+    assert_eq!(e.sm.test_stateid(c, &oc), NfsStat::BAD_STATEID);
+    assert!(e.sm.sequence(&seq(sc, 1, 1, 0)).is_err());
+    assert!(e.records.list().iter().all(|(k, _)| k != b"c"));
+}
+
+#[test]
+fn unconfirmed_clients_expire_after_a_lease() {
+    let e = env();
+    let r = e.sm.exchange_id(&exid(b"u", 1, 0, 0)).unwrap();
+    e.clock.0.store(91, Ordering::SeqCst);
+    e.sm.tick();
+    assert_eq!(
+        e.sm.create_session(cs_req(r.clientid, 1, 0)).err(),
+        Some(NfsStat::STALE_CLIENTID)
+    );
+}
+
+#[test]
+fn grace_period_after_restart_allows_reclaim_only() {
+    let records = Arc::new(MemRecords::default());
+    let e1 = env_with(records.clone(), 1);
+    mount(&e1, b"old");
+    assert!(!e1.sm.in_grace());
+    // Restart: the old client's record starts a grace period.
+    let e2 = env_with(records.clone(), 2);
+    assert!(e2.sm.in_grace());
+    let (old, _) = mount(&e2, b"old");
+    let (new, _) = mount(&e2, b"new");
+    assert_eq!(e2.sm.check_reclaim(new, false), Err(NfsStat::GRACE));
+    assert_eq!(e2.sm.check_reclaim(new, true), Err(NfsStat::RECLAIM_BAD));
+    assert_eq!(e2.sm.check_reclaim(old, true), Ok(()));
+    assert_eq!(e2.sm.reclaim_complete(old, false), Ok(()));
+    assert_eq!(
+        e2.sm.reclaim_complete(old, false),
+        Err(NfsStat::COMPLETE_ALREADY)
+    );
+    // Everyone who could reclaim has: grace is over early.
+    assert!(!e2.sm.in_grace());
+    assert_eq!(e2.sm.check_reclaim(new, false), Ok(()));
+    assert_eq!(e2.sm.check_reclaim(old, true), Err(NfsStat::NO_GRACE));
+    let keys: Vec<Vec<u8>> = records.list().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, vec![b"new".to_vec(), b"old".to_vec()]);
+}
+
+#[test]
+fn grace_ends_by_time_and_forgets_absent_clients() {
+    let records = Arc::new(MemRecords::default());
+    let e1 = env_with(records.clone(), 1);
+    mount(&e1, b"gone");
+    let e2 = env_with(records.clone(), 2);
+    assert!(e2.sm.in_grace());
+    e2.clock.0.store(91, Ordering::SeqCst);
+    e2.sm.tick();
+    assert!(!e2.sm.in_grace());
+    assert!(records.list().is_empty());
+}
+
+#[test]
+fn layout_stateids_start_at_one_and_follow_the_open() {
+    let e = env();
+    let (a, _) = mount(&e, b"a");
+    let o = open(&e, a, b"o", 5, 3, 0).unwrap();
+    let l1 = e.sm.layout_stateid(a, Ino(5), &o).unwrap();
+    assert_eq!(l1.seqid, 1);
+    assert_ne!(l1.other, o.other);
+    let l2 = e.sm.layout_stateid(a, Ino(5), &l1).unwrap();
+    assert_eq!(l2.seqid, 2);
+    assert_eq!(e.sm.layouts_of_file(Ino(5)), vec![(a, l2)]);
+    assert_eq!(
+        e.sm.layout_stateid(a, Ino(5), &Stateid { seqid: 7, ..l2 }),
+        Err(NfsStat::BAD_STATEID)
+    );
+    assert_eq!(e.sm.check_layout(a, Ino(5), &o), Err(NfsStat::BAD_STATEID));
+    let l3 = e.sm.layout_return(a, Ino(5), &l2, true).unwrap();
+    assert_eq!(l3.seqid, 3);
+    assert!(e.sm.layouts_of_file(Ino(5)).is_empty());
+    // Revoked state shows in SEQUENCE's flags until freed.
+    let l = e.sm.layout_stateid(a, Ino(5), &o).unwrap();
+    e.sm.revoke(&l);
+    assert_eq!(e.sm.test_stateid(a, &l), NfsStat::ADMIN_REVOKED);
+    e.sm.free_stateid(a, &l).unwrap();
+    assert_eq!(e.sm.test_stateid(a, &l), NfsStat::BAD_STATEID);
+}
