@@ -103,6 +103,25 @@ pub mod opnum {
 }
 
 // ---- modules: session and state operations (sessions/state work) ----
+pub mod backchannel_ctl;
+pub mod bind_conn_to_session;
+pub mod close;
+pub mod create_session;
+pub mod delegreturn;
+pub mod destroy_clientid;
+pub mod destroy_session;
+pub mod exchange_id;
+pub mod free_stateid;
+pub mod lock;
+pub mod lockt;
+pub mod locku;
+pub mod open;
+mod open_attrs;
+pub mod open_downgrade;
+pub mod reclaim_complete;
+pub mod sequence;
+mod state_util;
+pub mod test_stateid;
 
 // ---- modules: namespace and I/O operations (namespace work) ----
 
@@ -127,23 +146,50 @@ pub fn lookup(opnum: u32) -> Option<OpDesc> {
     use opnum::*;
     Some(match opnum {
         // ---- session and state operations (sessions/state work) ----
-        EXCHANGE_ID => op("EXCHANGE_ID", notsupp, 1, false),
-        CREATE_SESSION => op("CREATE_SESSION", notsupp, 1, false),
-        DESTROY_SESSION => op("DESTROY_SESSION", notsupp, 1, false),
-        DESTROY_CLIENTID => op("DESTROY_CLIENTID", notsupp, 1, false),
-        SEQUENCE => op("SEQUENCE", notsupp, 1, false),
-        BIND_CONN_TO_SESSION => op("BIND_CONN_TO_SESSION", notsupp, 1, false),
-        BACKCHANNEL_CTL => op("BACKCHANNEL_CTL", notsupp, 1, false),
-        RECLAIM_COMPLETE => op("RECLAIM_COMPLETE", notsupp, 1, false),
-        OPEN => op("OPEN", notsupp, 0, true),
-        OPEN_DOWNGRADE => op("OPEN_DOWNGRADE", notsupp, 0, true),
-        CLOSE => op("CLOSE", notsupp, 0, true),
-        LOCK => op("LOCK", notsupp, 0, true),
-        LOCKT => op("LOCKT", notsupp, 0, true),
-        LOCKU => op("LOCKU", notsupp, 0, true),
-        TEST_STATEID => op("TEST_STATEID", notsupp, 1, false),
-        FREE_STATEID => op("FREE_STATEID", notsupp, 1, false),
-        DELEGRETURN => op("DELEGRETURN", notsupp, 0, true),
+        EXCHANGE_ID => op("EXCHANGE_ID", exchange_id::exchange_id, 1, false),
+        CREATE_SESSION => op("CREATE_SESSION", create_session::create_session, 1, false),
+        DESTROY_SESSION => op(
+            "DESTROY_SESSION",
+            destroy_session::destroy_session,
+            1,
+            false,
+        ),
+        DESTROY_CLIENTID => op(
+            "DESTROY_CLIENTID",
+            destroy_clientid::destroy_clientid,
+            1,
+            false,
+        ),
+        SEQUENCE => op("SEQUENCE", sequence::sequence, 1, false),
+        BIND_CONN_TO_SESSION => op(
+            "BIND_CONN_TO_SESSION",
+            bind_conn_to_session::bind_conn_to_session,
+            1,
+            false,
+        ),
+        BACKCHANNEL_CTL => op(
+            "BACKCHANNEL_CTL",
+            backchannel_ctl::backchannel_ctl,
+            1,
+            false,
+        ),
+        RECLAIM_COMPLETE => op(
+            "RECLAIM_COMPLETE",
+            reclaim_complete::reclaim_complete,
+            1,
+            false,
+        ),
+        OPEN => op("OPEN", open::open, 0, true),
+        OPEN_DOWNGRADE => op("OPEN_DOWNGRADE", open_downgrade::open_downgrade, 0, true),
+        CLOSE => op("CLOSE", close::close, 0, true),
+        LOCK => op("LOCK", lock::lock, 0, true),
+        LOCKT => op("LOCKT", lockt::lockt, 0, true),
+        LOCKU => op("LOCKU", locku::locku, 0, true),
+        TEST_STATEID => op("TEST_STATEID", test_stateid::test_stateid, 1, false),
+        FREE_STATEID => op("FREE_STATEID", free_stateid::free_stateid, 1, false),
+        DELEGRETURN => op("DELEGRETURN", delegreturn::delegreturn, 0, true),
+        // No delegations: DELEGPURGE is NOTSUPP (RFC 8881 §18.5.3, no CLAIM_DELEGATE_PREV),
+        // and so are WANT_DELEGATION and GET_DIR_DELEGATION.
         DELEGPURGE => op("DELEGPURGE", notsupp, 0, false),
         WANT_DELEGATION => op("WANT_DELEGATION", notsupp, 1, true),
         GET_DIR_DELEGATION => op("GET_DIR_DELEGATION", notsupp, 1, true),

@@ -577,7 +577,10 @@ impl Inner {
                 .grace
                 .previous
                 .iter()
-                .filter(|o| !self.owners.get(*o).is_some_and(|r| r.confirmed.is_some()))
+                .filter(|o| match self.owners.get(*o) {
+                    Some(r) => r.confirmed.is_none(),
+                    None => true,
+                })
                 .cloned()
                 .collect();
             for o in gone {

@@ -377,7 +377,7 @@ impl Inner {
             }
         }
         self.drop_state(id);
-        Ok(self.files.get(&ino).map_or(true, |f| f.opens.is_empty()))
+        Ok(self.files.get(&ino).is_none_or(|f| f.opens.is_empty()))
     }
 
     fn denied(&self, r: &LockRange) -> Denied {
