@@ -59,7 +59,9 @@ pub struct Client {
     pub confirmed: bool,
     /// Last `csa_sequence` seen (RFC 8881 §18.36.4) and the answer it got, for replays.
     pub cs_seqid: u32,
-    pub cs_reply: Option<CreateSessionRes>,
+    /// The answer to the last CREATE_SESSION and a hash of its arguments (a replay must be
+    /// the same request: SEQ_FALSE_RETRY otherwise, RFC 8881 §18.36.4).
+    pub cs_reply: Option<(u64, CreateSessionRes)>,
     pub last_renew: u64,
     /// The lease expired; the state stays until someone conflicts or COURTESY_SECONDS pass.
     pub courtesy: bool,
@@ -127,6 +129,8 @@ pub struct CreateSessionReq {
     pub principal: Principal,
     pub conn: u64,
     pub backchannel: Option<Arc<dyn Backchannel>>,
+    /// Hash of the encoded arguments, to tell a replay from a false retry.
+    pub hash: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,7 +283,11 @@ impl Inner {
         }
         if c.confirmed && req.sequence == c.cs_seqid {
             // A retry of the last CREATE_SESSION: the same answer again.
-            return c.cs_reply.clone().ok_or(NfsStat::SEQ_MISORDERED);
+            return match &c.cs_reply {
+                Some((h, res)) if *h == req.hash => Ok(res.clone()),
+                Some(_) => Err(NfsStat::SEQ_FALSE_RETRY),
+                None => Err(NfsStat::SEQ_MISORDERED),
+            };
         }
         if req.sequence != c.cs_seqid.wrapping_add(1) {
             return Err(NfsStat::SEQ_MISORDERED);
@@ -340,8 +348,8 @@ impl Inner {
                 fore,
                 cb_program: req.cb_program,
                 conns,
+                wants_back: back_conn.is_some(),
                 back_conn,
-                wants_back: back_ok,
             },
         );
         let c = self
@@ -350,7 +358,7 @@ impl Inner {
             .ok_or(NfsStat::STALE_CLIENTID)?;
         c.confirmed = true;
         c.cs_seqid = req.sequence;
-        c.cs_reply = Some(res.clone());
+        c.cs_reply = Some((req.hash, res.clone()));
         c.sessions.insert(sid);
         c.last_renew = now;
         c.courtesy = false;
@@ -417,16 +425,21 @@ impl Inner {
         })
     }
 
+    /// `own` says the COMPOUND runs in this very session (one of its slots is ours).
     pub fn destroy_session(
         &mut self,
         sessionid: &[u8; 16],
         principal: &Principal,
-        _conn: u64,
+        own: bool,
     ) -> Result<(), NfsStat> {
         let s = self.sessions.get(sessionid).ok_or(NfsStat::BADSESSION)?;
         let client = s.client;
         if self.client(client)?.principal != *principal {
             return Err(NfsStat::PERM);
+        }
+        // Other requests still run on the session: let them finish first.
+        if s.slots.busy_count() > usize::from(own) {
+            return Err(NfsStat::DELAY);
         }
         self.sessions.remove(sessionid);
         if let Some(c) = self.clients.get_mut(&client) {
@@ -487,6 +500,18 @@ impl Inner {
             (true, false) => BindDir::Fore,
             _ => BindDir::Back,
         })
+    }
+
+    /// The transport lost a connection: it no longer belongs to any session, and a session
+    /// whose backchannel it carried reports CB_PATH_DOWN_SESSION until the client binds
+    /// another (RFC 8881 §2.10.3.1, §18.46.3).
+    pub fn conn_closed(&mut self, conn: u64) {
+        for s in self.sessions.values_mut() {
+            s.conns.remove(&conn);
+            if s.back_conn.as_ref().is_some_and(|(c, _)| *c == conn) {
+                s.back_conn = None;
+            }
+        }
     }
 
     pub fn backchannel_ctl(

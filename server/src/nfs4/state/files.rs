@@ -357,8 +357,15 @@ impl Inner {
                 return Err(NfsStat::INVAL);
             }
             o.share = share;
-            o.access_seen &= (1u8 << (share.access + 1)) - 1;
-            o.deny_seen &= (1u8 << (share.deny + 1)) - 1;
+            // Forget the modes that are no longer a subset of what the open now has.
+            for v in 0..4u32 {
+                if v & !share.access != 0 {
+                    o.access_seen &= !(1u8 << v);
+                }
+                if v & !share.deny != 0 {
+                    o.deny_seen &= !(1u8 << v);
+                }
+            }
         }
         Ok(self.bump(id))
     }

@@ -246,14 +246,19 @@ impl StateManager {
         self.with(|i, now| i.sequence(req, now))
     }
 
-    /// `current` is the session of the COMPOUND's SEQUENCE, if any.
+    /// `own`: the COMPOUND runs in the session it destroys.
     pub fn destroy_session(
         &self,
         sessionid: &[u8; 16],
         principal: &Principal,
-        conn: u64,
+        own: bool,
     ) -> Result<(), NfsStat> {
-        self.with(|i, _| i.destroy_session(sessionid, principal, conn))
+        self.with(|i, _| i.destroy_session(sessionid, principal, own))
+    }
+
+    /// Called by the transport when a connection closes.
+    pub fn conn_closed(&self, conn: u64) {
+        self.with(|i, _| i.conn_closed(conn))
     }
 
     pub fn destroy_clientid(&self, clientid: u64, principal: &Principal) -> Result<(), NfsStat> {

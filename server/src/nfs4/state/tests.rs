@@ -98,6 +98,7 @@ fn cs_req(clientid: u64, sequence: u32, uid: u32) -> CreateSessionReq {
         principal: princ(uid),
         conn: 1,
         backchannel: None,
+        hash: sequence as u64,
     }
 }
 
@@ -201,9 +202,16 @@ fn create_session_sequence_rules() {
         Some(NfsStat::CLID_INUSE)
     );
     let s1 = e.sm.create_session(cs_req(r.clientid, 1, 0)).unwrap();
-    // A replay gets the same session back, not a new one.
+    // A replay gets the same session back, not a new one; a different request with the
+    // same sequence is a false retry.
     let again = e.sm.create_session(cs_req(r.clientid, 1, 0)).unwrap();
     assert_eq!(again, s1);
+    let mut other = cs_req(r.clientid, 1, 0);
+    other.hash = 99;
+    assert_eq!(
+        e.sm.create_session(other).err(),
+        Some(NfsStat::SEQ_FALSE_RETRY)
+    );
     let s2 = e.sm.create_session(cs_req(r.clientid, 2, 0)).unwrap();
     assert_ne!(s2.sessionid, s1.sessionid);
     assert_eq!(
@@ -217,12 +225,14 @@ fn create_session_sequence_rules() {
         e.sm.destroy_clientid(r.clientid, &princ(0)),
         Err(NfsStat::CLIENTID_BUSY)
     );
-    e.sm.destroy_session(&s1.sessionid, &princ(0), 1).unwrap();
+    e.sm.destroy_session(&s1.sessionid, &princ(0), false)
+        .unwrap();
     assert_eq!(
-        e.sm.destroy_session(&s1.sessionid, &princ(0), 1),
+        e.sm.destroy_session(&s1.sessionid, &princ(0), false),
         Err(NfsStat::BADSESSION)
     );
-    e.sm.destroy_session(&s2.sessionid, &princ(0), 1).unwrap();
+    e.sm.destroy_session(&s2.sessionid, &princ(0), false)
+        .unwrap();
     e.sm.destroy_clientid(r.clientid, &princ(0)).unwrap();
     assert!(e.records.list().is_empty());
     assert_eq!(
@@ -293,7 +303,79 @@ fn sequence_reports_slots_and_missing_backchannel() {
     };
     assert_eq!(highest_slot, 7);
     assert_eq!(slot.max_ops, 16);
-    assert_ne!(status_flags & seq4::CB_PATH_DOWN_SESSION, 0);
+    // Nothing was granted, so nothing is reported down.
+    assert_eq!(status_flags & seq4::CB_PATH_DOWN_SESSION, 0);
+}
+
+#[derive(Debug)]
+struct NullBackchannel;
+
+impl crate::rpc::Backchannel for NullBackchannel {
+    fn call(&self, _: u32, _: u32, _: crate::xdr::XdrWriter) -> std::io::Result<Vec<u8>> {
+        Ok(Vec::new())
+    }
+}
+
+#[test]
+fn backchannel_on_the_fore_connection_and_its_loss() {
+    let e = env();
+    let r = e.sm.exchange_id(&exid(b"b", 1, 0, 0)).unwrap();
+    let mut req = cs_req(r.clientid, 1, 0);
+    req.flags = CS_FLAG_CONN_BACK_CHAN;
+    req.backchannel = Some(Arc::new(NullBackchannel));
+    let s = e.sm.create_session(req).unwrap();
+    assert_ne!(s.flags & CS_FLAG_CONN_BACK_CHAN, 0);
+    assert!(e.sm.backchannel_of(r.clientid).is_some());
+    let flags = |e: &Env, seqid: u32| match e.sm.sequence(&seq(s.sessionid, 0, seqid, 0)) {
+        Ok(SequenceOutcome::New {
+            slot, status_flags, ..
+        }) => {
+            e.sm.slot_done(&slot, b"");
+            status_flags
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(flags(&e, 1), 0);
+    e.sm.conn_closed(1);
+    assert!(e.sm.backchannel_of(r.clientid).is_none());
+    assert_ne!(flags(&e, 2) & seq4::CB_PATH_DOWN_SESSION, 0);
+    // The client binds a new connection for both directions.
+    let got =
+        e.sm.bind_conn_to_session(
+            &s.sessionid,
+            BindDir::BackOrBoth,
+            2,
+            Some(Arc::new(NullBackchannel)),
+        )
+        .unwrap();
+    assert_eq!(got, BindDir::Both);
+    assert_eq!(flags(&e, 3), 0);
+    // A connection without a sender cannot take the backchannel alone.
+    assert_eq!(
+        e.sm.bind_conn_to_session(&s.sessionid, BindDir::Back, 3, None),
+        Err(NfsStat::INVAL)
+    );
+    assert_eq!(
+        e.sm.bind_conn_to_session(&[0; 16], BindDir::Fore, 3, None),
+        Err(NfsStat::BADSESSION)
+    );
+}
+
+#[test]
+fn destroy_session_waits_for_other_requests() {
+    let e = env();
+    let (_, sid) = mount(&e, b"d");
+    let SequenceOutcome::New { slot, .. } = e.sm.sequence(&seq(sid, 0, 1, 0)).unwrap() else {
+        panic!()
+    };
+    // From another session's COMPOUND: slot 0 still runs.
+    assert_eq!(
+        e.sm.destroy_session(&sid, &princ(0), false),
+        Err(NfsStat::DELAY)
+    );
+    // From its own COMPOUND (the running request is ours).
+    assert_eq!(e.sm.destroy_session(&sid, &princ(0), true), Ok(()));
+    e.sm.slot_done(&slot, b"");
 }
 
 fn open(
