@@ -104,7 +104,7 @@ pub struct StateConfig {
 
 /// All NFSv4 state of the server.
 pub struct StateManager {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
     records: Arc<dyn ClientRecords>,
     clock: Arc<dyn Clock>,
 }
@@ -166,7 +166,7 @@ impl StateManager {
             pending: Vec::new(),
         };
         StateManager {
-            inner: Mutex::new(inner),
+            inner: Arc::new(Mutex::new(inner)),
             records,
             clock,
         }
@@ -370,10 +370,15 @@ impl StateManager {
 
     /// Whether any client has the file open (REMOVE keeps an open file's inode).
     pub fn file_is_open(&self, ino: Ino) -> bool {
-        self.lock()
-            .files
-            .get(&ino)
-            .is_some_and(|f| !f.opens.is_empty())
+        file_is_open(&self.inner, ino)
+    }
+
+    /// The same question as a closure the store can keep (`Store::set_open_probe`): the
+    /// store asks it under its own lock, and the state never calls the store while holding
+    /// the state lock, so the two locks are always taken store first.
+    pub fn open_probe(&self) -> impl Fn(Ino) -> bool + Send + Sync + 'static {
+        let inner = self.inner.clone();
+        move |ino| file_is_open(&inner, ino)
     }
 
     // ---- layouts (for the layout operations) ----
@@ -421,4 +426,13 @@ impl StateManager {
     pub fn revoke(&self, stateid: &Stateid) {
         self.with(|i, _| i.revoke(stateid))
     }
+}
+
+fn file_is_open(inner: &Mutex<Inner>, ino: Ino) -> bool {
+    inner
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .files
+        .get(&ino)
+        .is_some_and(|f| !f.opens.is_empty())
 }

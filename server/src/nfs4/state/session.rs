@@ -145,10 +145,8 @@ impl SlotTable {
     ) -> Result<SlotUse, NfsStat> {
         let s = self.slots.get_mut(slot as usize).ok_or(NfsStat::BADSLOT)?;
         if seqid == s.seqid.wrapping_add(1) {
-            if matches!(s.cached, Cached::InProgress { .. }) {
-                // The previous request of this slot still runs: the client broke the rules.
-                return Err(NfsStat::SEQ_MISORDERED);
-            }
+            // A client sends the next seqid only after it got the previous reply, so a slot
+            // still "in progress" here lost its `done` (a COMPOUND that panicked): reuse it.
             s.seqid = seqid;
             s.cached = Cached::InProgress { hash, cache };
             return Ok(SlotUse::New);

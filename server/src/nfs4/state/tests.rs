@@ -429,6 +429,9 @@ fn share_reservations_conflict_between_owners_only() {
     assert_eq!(e.sm.close(b, &s3, Ino(10)), Err(NfsStat::BAD_STATEID));
     assert_eq!(e.sm.close(a, &s3, Ino(11)), Err(NfsStat::BAD_STATEID));
     assert!(e.sm.file_is_open(Ino(10)));
+    let probe = e.sm.open_probe();
+    assert!(probe(Ino(10)));
+    assert!(!probe(Ino(11)));
     // b's open remains after a's close.
     assert_eq!(e.sm.close(a, &s3, Ino(10)), Ok(false));
     assert_eq!(e.sm.test_stateid(a, &s3), NfsStat::BAD_STATEID);
