@@ -78,7 +78,10 @@ fn every_supported_attribute_has_an_encoder() {
     for bit in supported(2).iter().filter(|b| !is_write_only(*b)) {
         let mut w = XdrWriter::new();
         encode_values(&e, &attr(), &bm(&[bit]), &mut w);
-        assert!(!w.is_empty() && w.len().is_multiple_of(4), "attribute {bit}");
+        assert!(
+            !w.is_empty() && w.len().is_multiple_of(4),
+            "attribute {bit}"
+        );
     }
 }
 
