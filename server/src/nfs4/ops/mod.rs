@@ -115,6 +115,8 @@ pub mod getfh;
 pub mod link;
 pub mod lookup;
 pub mod lookupp;
+#[cfg(test)]
+mod ns_tests;
 pub mod ns_util;
 pub mod nverify;
 pub mod putfh;
