@@ -116,7 +116,6 @@ pub mod lock;
 pub mod lockt;
 pub mod locku;
 pub mod open;
-mod open_attrs;
 pub mod open_downgrade;
 pub mod reclaim_complete;
 pub mod sequence;

@@ -3,8 +3,8 @@
 //! verifier kept in atime/mtime (§18.16.3). We hand out no delegations: OPEN_DELEGATE_NONE,
 //! or NONE_EXT with a reason when the client asked for one.
 
-use super::open_attrs;
 use super::state_util::{clientid, current_attr, decode_owner, may_access, regular, try_stat};
+use crate::nfs4::attr;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::{OpenReq, ShareAccess};
 use crate::nfs4::status::NfsStat;
@@ -26,6 +26,12 @@ const WND4_NOT_SUPP_FTYPE: u32 = 3;
 const WND4_CANCELLED: u32 = 7;
 /// OPEN4_RESULT_LOCKTYPE_POSIX: our byte-range locks behave as POSIX ones.
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
+/// Attribute numbers OPEN itself names (RFC 8881 §5.6–5.7).
+const SIZE: u32 = 4;
+const TIME_ACCESS: u32 = 47;
+const TIME_ACCESS_SET: u32 = 48;
+const TIME_MODIFY: u32 = 53;
+const TIME_MODIFY_SET: u32 = 54;
 /// Largest name we accept off the wire before the store judges it (NAMETOOLONG).
 const MAX_COMPONENT: usize = 8192;
 
@@ -54,7 +60,7 @@ pub struct OpenArgs {
 }
 
 impl OpenArgs {
-    pub fn decode(r: &mut XdrReader<'_>) -> Result<OpenArgs, NfsStat> {
+    pub fn decode(r: &mut XdrReader<'_>, minor: u32) -> Result<OpenArgs, NfsStat> {
         let _seqid = r.u32()?;
         let share_access = r.u32()?;
         let share_deny = r.u32()?;
@@ -63,17 +69,17 @@ impl OpenArgs {
             0 => None,
             1 => Some(match r.u32()? {
                 0 => {
-                    let (m, s) = open_attrs::decode(r)?;
+                    let (m, s) = attr::decode_fattr_minor(r, minor)?;
                     CreateHow::Unchecked(m, s)
                 }
                 1 => {
-                    let (m, s) = open_attrs::decode(r)?;
+                    let (m, s) = attr::decode_fattr_minor(r, minor)?;
                     CreateHow::Guarded(m, s)
                 }
                 2 => CreateHow::Exclusive(r.array()?, Bitmap::default(), SetAttrs::default()),
                 3 => {
                     let v = r.array()?;
-                    let (m, s) = open_attrs::decode(r)?;
+                    let (m, s) = attr::decode_fattr_minor(r, minor)?;
                     CreateHow::Exclusive(v, m, s)
                 }
                 _ => return Err(NfsStat::BADXDR),
@@ -119,7 +125,7 @@ struct Target {
 }
 
 pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let args = try_stat!(OpenArgs::decode(r));
+    let args = try_stat!(OpenArgs::decode(r, ctx.minor));
     let cid = try_stat!(clientid(ctx));
     if args.share_access & !(0xff | WANT_MASK | WANT_SIGNAL_PUSH) != 0
         || args.share_access & WANT_MASK > WANT_CANCEL
@@ -149,7 +155,7 @@ pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
                 ..SetAttrs::default()
             };
             try_stat!(ctx.srv.store.setattr(ino, &truncate).map_err(NfsStat::from));
-            attrset.set(open_attrs::SIZE);
+            attrset.set(SIZE);
         }
     }
     ctx.current_fh = Some(Fh {
@@ -241,7 +247,12 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
     let (mask, mut set, verf) = match how {
         CreateHow::Unchecked(m, s) | CreateHow::Guarded(m, s) => (m.clone(), s.clone(), None),
         CreateHow::Exclusive(v, m, s) => {
-            if m.is_set(open_attrs::TIME_ACCESS_SET) || m.is_set(open_attrs::TIME_MODIFY_SET) {
+            // §18.16.3: only `suppattr_exclcreat` attributes, and not the ones that hold
+            // the verifier.
+            if attr::intersect(m, &attr::suppattr_exclcreat()) != *m
+                || m.is_set(TIME_ACCESS_SET)
+                || m.is_set(TIME_MODIFY_SET)
+            {
                 return Err(NfsStat::INVAL);
             }
             (m.clone(), s.clone(), Some(*v))
@@ -259,8 +270,8 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
         Ok((attr, cinfo)) => {
             let mut attrset = mask;
             if verf.is_some() {
-                attrset.set(open_attrs::TIME_ACCESS);
-                attrset.set(open_attrs::TIME_MODIFY);
+                attrset.set(TIME_ACCESS);
+                attrset.set(TIME_MODIFY);
             }
             Ok(Target {
                 attr,
@@ -280,8 +291,8 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
                     if a.ftype == FileType::Regular && a.atime == at && a.mtime == mt {
                         let mut t = unchanged(a);
                         t.attrset = m.clone();
-                        t.attrset.set(open_attrs::TIME_ACCESS);
-                        t.attrset.set(open_attrs::TIME_MODIFY);
+                        t.attrset.set(TIME_ACCESS);
+                        t.attrset.set(TIME_MODIFY);
                         t.created = true;
                         Ok(t)
                     } else {
@@ -348,20 +359,20 @@ mod tests {
     fn decodes_the_claims_and_create_modes() {
         let b = args_bytes(Some(3), 0);
         let mut r = XdrReader::new(&b);
-        let a = OpenArgs::decode(&mut r).unwrap();
+        let a = OpenArgs::decode(&mut r, 1).unwrap();
         r.finish().unwrap();
         assert!(matches!(a.create, Some(CreateHow::Exclusive(v, _, _)) if v[7] == 8));
         assert!(matches!(a.claim, Claim::Null(ref n) if n == b"file"));
         let b = args_bytes(None, 4);
         assert!(matches!(
-            OpenArgs::decode(&mut XdrReader::new(&b)).unwrap().claim,
+            OpenArgs::decode(&mut XdrReader::new(&b), 1).unwrap().claim,
             Claim::Fh
         ));
         let b = args_bytes(Some(2), 1);
-        assert!(OpenArgs::decode(&mut XdrReader::new(&b)).is_ok());
+        assert!(OpenArgs::decode(&mut XdrReader::new(&b), 1).is_ok());
         let b = args_bytes(None, 9);
         assert_eq!(
-            OpenArgs::decode(&mut XdrReader::new(&b)).err(),
+            OpenArgs::decode(&mut XdrReader::new(&b), 1).err(),
             Some(NfsStat::BADXDR)
         );
     }
