@@ -119,6 +119,8 @@ pub mod open;
 pub mod open_downgrade;
 pub mod reclaim_complete;
 pub mod sequence;
+#[cfg(test)]
+mod state_tests;
 mod state_util;
 pub mod test_stateid;
 
