@@ -281,10 +281,10 @@ fn open_create_modes_lock_and_close() {
     );
     let (s2, _) = do_open(&mut ctx, root, &open_args(1, 0, b"o1", Some(0), b"f")).unwrap();
     assert_eq!(s2.other, s1.other);
-    // Another owner denied by a DENY_WRITE share.
-    let (s3, _) = do_open(&mut ctx, root, &open_args(1, 2, b"o2", None, b"f")).unwrap();
+    // Other owners: a reader is fine; denying readers is not while they read.
+    let (s3, _) = do_open(&mut ctx, root, &open_args(1, 0, b"o2", None, b"f")).unwrap();
     assert_eq!(
-        do_open(&mut ctx, root, &open_args(2, 0, b"o3", None, b"f")).err(),
+        do_open(&mut ctx, root, &open_args(1, 1, b"o3", None, b"f")).err(),
         Some(NfsStat::SHARE_DENIED)
     );
     // EXCLUSIVE4_1: a retry with the same verifier opens; a different file name exists.
@@ -338,10 +338,10 @@ fn open_create_modes_lock_and_close() {
     // CLOSE is refused while the lock is held; LOCKU, then CLOSE.
     let mut w = XdrWriter::new();
     w.u32(0);
-    s2.encode(&mut w);
-    let close_args = w.buf;
+    s1.encode(&mut w);
+    let close_old = w.buf;
     assert_eq!(
-        call(&mut ctx, close::close, &close_args).0,
+        call(&mut ctx, close::close, &close_old).0,
         NfsStat::OLD_STATEID
     );
     let mut w = XdrWriter::new();
@@ -375,14 +375,23 @@ fn open_create_modes_lock_and_close() {
     assert_eq!(r.u32().unwrap(), NfsStat::OLD_STATEID.0);
     assert_eq!(r.u32().unwrap(), NfsStat::BAD_STATEID.0);
     // OPEN_DOWNGRADE of the other owner's open, DELEGRETURN, FREE_STATEID, CLOSE.
-    let mut w = XdrWriter::new();
-    s3.encode(&mut w);
-    w.u32(0);
-    w.u32(1);
-    w.u32(0);
+    let downgrade = |deny: u32| {
+        let mut w = XdrWriter::new();
+        s3.encode(&mut w);
+        w.u32(0);
+        w.u32(1);
+        w.u32(deny);
+        w.buf
+    };
     assert_eq!(
-        call(&mut ctx, open_downgrade::open_downgrade, &w.buf).0,
+        call(&mut ctx, open_downgrade::open_downgrade, &downgrade(1)).0,
         NfsStat::INVAL
+    );
+    let (s, body) = call(&mut ctx, open_downgrade::open_downgrade, &downgrade(0));
+    assert_eq!(s, NfsStat::OK);
+    assert_eq!(
+        Stateid::decode(&mut XdrReader::new(&body)).unwrap().seqid,
+        2
     );
     let mut w = XdrWriter::new();
     s3.encode(&mut w);

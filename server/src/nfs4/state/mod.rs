@@ -362,9 +362,11 @@ impl StateManager {
 
     /// DELEGRETURN: we never hand out delegations, so no stateid names one.
     pub fn delegreturn(&self, clientid: u64, stateid: &Stateid) -> NfsStat {
+        // Like knfsd, the type is checked first: no stateid of ours is a delegation's, so
+        // only one of an earlier boot gets another answer.
         self.with(|i, _| match i.find(clientid, stateid) {
-            Ok(_) => NfsStat::BAD_STATEID,
-            Err(e) => e,
+            Err(NfsStat::STALE_STATEID) => NfsStat::STALE_STATEID,
+            _ => NfsStat::BAD_STATEID,
         })
     }
 
