@@ -21,10 +21,10 @@ pub mod exchgid {
     pub const USE_PNFS_DS: u32 = 0x4_0000;
     pub const UPD_CONFIRMED_REC_A: u32 = 0x4000_0000;
     pub const CONFIRMED_R: u32 = 0x8000_0000;
-    /// Every flag a client may send; anything else is NFS4ERR_INVAL.
+    /// Every flag a client may send; anything else is NFS4ERR_INVAL. SUPP_FENCE_OPS (RFC
+    /// 7862) is left out as knfsd does: pynfs EID4 expects INVAL for bit 0x4.
     pub const MASK_A: u32 = SUPP_MOVED_REFER
         | SUPP_MOVED_MIGR
-        | SUPP_FENCE_OPS
         | BIND_PRINC_STATEID
         | USE_NON_PNFS
         | USE_PNFS_MDS
@@ -278,7 +278,9 @@ impl Inner {
         now: u64,
     ) -> Result<CreateSessionRes, NfsStat> {
         let c = self.client(req.clientid)?;
-        if c.principal != req.principal {
+        // §18.36.4: only the principal of EXCHANGE_ID may confirm; once confirmed, another
+        // principal may create sessions (pynfs CSESS9, CSESS10).
+        if !c.confirmed && c.principal != req.principal {
             return Err(NfsStat::CLID_INUSE);
         }
         if c.confirmed && req.sequence == c.cs_seqid {

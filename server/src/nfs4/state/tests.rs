@@ -184,6 +184,10 @@ fn exchange_id_record_cases() {
         Err(NfsStat::INVAL)
     );
     assert_eq!(
+        e.sm.exchange_id(&exid(b"b", 1, 0, 0x4)),
+        Err(NfsStat::INVAL)
+    );
+    assert_eq!(
         e.sm.exchange_id(&exid(b"b", 1, 0, exchgid::CONFIRMED_R)),
         Err(NfsStat::INVAL)
     );
@@ -212,7 +216,8 @@ fn create_session_sequence_rules() {
         e.sm.create_session(other).err(),
         Some(NfsStat::SEQ_FALSE_RETRY)
     );
-    let s2 = e.sm.create_session(cs_req(r.clientid, 2, 0)).unwrap();
+    // Once confirmed, another principal may add sessions.
+    let s2 = e.sm.create_session(cs_req(r.clientid, 2, 7)).unwrap();
     assert_ne!(s2.sessionid, s1.sessionid);
     assert_eq!(
         e.sm.create_session(cs_req(r.clientid, 4, 0)).err(),
