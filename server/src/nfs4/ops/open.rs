@@ -134,7 +134,7 @@ pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
     }
     let share = try_stat!(ShareAccess::new(args.share_access & 0xff, args.share_deny));
     let reclaim = matches!(args.claim, Claim::Previous(_));
-    try_stat!(ctx.srv.state.check_reclaim(cid, reclaim));
+    try_stat!(ctx.srv.state.check_open_reclaim(cid, reclaim));
     let t = try_stat!(find_or_create(ctx, &args, share));
     let ino = try_stat!(regular(&t.attr, NfsStat::WRONG_TYPE));
     if !t.created && !may_access(ctx, &t.attr, share.access & 1 != 0, share.access & 2 != 0) {

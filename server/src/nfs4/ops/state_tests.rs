@@ -145,6 +145,10 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     (clientid, sid)
 }
 
+fn reclaim_complete(ctx: &mut Ctx<'_>) -> NfsStat {
+    call(ctx, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]).0
+}
+
 fn seq_args(sid: [u8; 16], seqid: u32, slot: u32, cache: bool) -> Vec<u8> {
     let mut w = XdrWriter::new();
     w.opaque_fixed(&sid);
@@ -221,10 +225,8 @@ fn session_setup_replay_and_teardown() {
     assert_eq!(s, NfsStat::SEQ_MISORDERED);
     let (s, _) = call(&mut c2, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]);
     assert_eq!(s, NfsStat::OP_NOT_IN_SESSION);
-    let (s, _) = call(&mut ctx, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]);
-    assert_eq!(s, NfsStat::OK);
-    let (s, _) = call(&mut ctx, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]);
-    assert_eq!(s, NfsStat::COMPLETE_ALREADY);
+    assert_eq!(reclaim_complete(&mut ctx), NfsStat::OK);
+    assert_eq!(reclaim_complete(&mut ctx), NfsStat::COMPLETE_ALREADY);
     let mut w = XdrWriter::new();
     w.u64(clientid);
     let mut bare = fx.ctx();
@@ -261,6 +263,12 @@ fn open_create_modes_lock_and_close() {
     let mut ctx = fx.ctx();
     mount(&mut ctx, b"client-b");
     let root = root_fh(&fx);
+    // Before the client's RECLAIM_COMPLETE a new open waits (RFC 8881 §18.51.3).
+    assert_eq!(
+        do_open(&mut ctx, root, &open_args(3, 0, b"o1", Some(1), b"f")).err(),
+        Some(NfsStat::GRACE)
+    );
+    assert_eq!(reclaim_complete(&mut ctx), NfsStat::OK);
     // GUARDED create, then GUARDED again is EXIST, UNCHECKED opens it.
     let (s1, body) = do_open(&mut ctx, root, &open_args(3, 0, b"o1", Some(1), b"f")).unwrap();
     assert_eq!(s1.seqid, 1);

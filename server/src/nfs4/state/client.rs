@@ -559,7 +559,15 @@ impl Inner {
     }
 
     /// RFC 8881 §8.4.2 / §18.16.3 / §18.10.4: who may reclaim and who must wait for grace.
-    pub fn check_reclaim(&self, clientid: u64, reclaim: bool, now: u64) -> Result<(), NfsStat> {
+    /// `open`: an OPEN, which must also wait for the client's own RECLAIM_COMPLETE
+    /// (§18.51.3; knfsd does the same, pynfs RECC3).
+    pub fn check_reclaim(
+        &self,
+        clientid: u64,
+        reclaim: bool,
+        open: bool,
+        now: u64,
+    ) -> Result<(), NfsStat> {
         let c = self.client(clientid)?;
         let grace = self.grace.active(now);
         if reclaim {
@@ -570,7 +578,7 @@ impl Inner {
                 return Err(NfsStat::RECLAIM_BAD);
             }
             Ok(())
-        } else if grace {
+        } else if grace || (open && !c.reclaim_complete) {
             Err(NfsStat::GRACE)
         } else {
             Ok(())

@@ -431,7 +431,7 @@ impl Inner {
 
     /// LOCK (RFC 8881 §18.10.3).
     pub fn lock(&mut self, req: &LockReq<'_>, now: u64) -> Result<Stateid, LockError> {
-        self.check_reclaim(req.clientid, req.reclaim, now)?;
+        self.check_reclaim(req.clientid, req.reclaim, false, now)?;
         let lock_id = match &req.locker {
             Locker::Existing { lock } => {
                 let id = self.find(req.clientid, lock)?;

@@ -300,9 +300,10 @@ impl StateManager {
 
     // ---- opens, locks, stateids (files.rs) ----
 
-    /// RFC 8881 §8.4.2/§18.16.3 grace rules for an OPEN or LOCK before it touches anything.
-    pub fn check_reclaim(&self, clientid: u64, reclaim: bool) -> Result<(), NfsStat> {
-        self.with(|i, now| i.check_reclaim(clientid, reclaim, now))
+    /// RFC 8881 §8.4.2/§18.16.3/§18.51.3 grace rules for an OPEN before it touches
+    /// anything (LOCK checks them itself).
+    pub fn check_open_reclaim(&self, clientid: u64, reclaim: bool) -> Result<(), NfsStat> {
+        self.with(|i, now| i.check_reclaim(clientid, reclaim, true, now))
     }
 
     pub fn open(&self, req: &OpenReq<'_>) -> Result<Stateid, NfsStat> {

@@ -668,18 +668,24 @@ fn grace_period_after_restart_allows_reclaim_only() {
     assert!(e2.sm.in_grace());
     let (old, _) = mount(&e2, b"old");
     let (new, _) = mount(&e2, b"new");
-    assert_eq!(e2.sm.check_reclaim(new, false), Err(NfsStat::GRACE));
-    assert_eq!(e2.sm.check_reclaim(new, true), Err(NfsStat::RECLAIM_BAD));
-    assert_eq!(e2.sm.check_reclaim(old, true), Ok(()));
+    assert_eq!(e2.sm.check_open_reclaim(new, false), Err(NfsStat::GRACE));
+    assert_eq!(
+        e2.sm.check_open_reclaim(new, true),
+        Err(NfsStat::RECLAIM_BAD)
+    );
+    assert_eq!(e2.sm.check_open_reclaim(old, true), Ok(()));
     assert_eq!(e2.sm.reclaim_complete(old, false), Ok(()));
     assert_eq!(
         e2.sm.reclaim_complete(old, false),
         Err(NfsStat::COMPLETE_ALREADY)
     );
-    // Everyone who could reclaim has: grace is over early.
+    // Everyone who could reclaim has: grace is over early. A client still opens only after
+    // its own RECLAIM_COMPLETE.
     assert!(!e2.sm.in_grace());
-    assert_eq!(e2.sm.check_reclaim(new, false), Ok(()));
-    assert_eq!(e2.sm.check_reclaim(old, true), Err(NfsStat::NO_GRACE));
+    assert_eq!(e2.sm.check_open_reclaim(new, false), Err(NfsStat::GRACE));
+    e2.sm.reclaim_complete(new, false).unwrap();
+    assert_eq!(e2.sm.check_open_reclaim(new, false), Ok(()));
+    assert_eq!(e2.sm.check_open_reclaim(old, true), Err(NfsStat::NO_GRACE));
     let keys: Vec<Vec<u8>> = records.list().into_iter().map(|(k, _)| k).collect();
     assert_eq!(keys, vec![b"new".to_vec(), b"old".to_vec()]);
 }
