@@ -19,6 +19,6 @@ pub fn destroy_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWri
     try_stat!(ctx
         .srv
         .state
-        .destroy_session(&sessionid, &principal(ctx), own));
+        .destroy_session(&sessionid, &principal(ctx), own, ctx.conn.id));
     NfsStat::OK
 }

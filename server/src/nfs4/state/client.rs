@@ -433,8 +433,13 @@ impl Inner {
         sessionid: &[u8; 16],
         principal: &Principal,
         own: bool,
+        conn: u64,
     ) -> Result<(), NfsStat> {
         let s = self.sessions.get(sessionid).ok_or(NfsStat::BADSESSION)?;
+        // §18.37.3: from outside the session, only over a connection bound to it.
+        if !own && !s.conns.contains(&conn) {
+            return Err(NfsStat::CONN_NOT_BOUND_TO_SESSION);
+        }
         let client = s.client;
         if self.client(client)?.principal != *principal {
             return Err(NfsStat::PERM);

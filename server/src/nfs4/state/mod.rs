@@ -252,8 +252,9 @@ impl StateManager {
         sessionid: &[u8; 16],
         principal: &Principal,
         own: bool,
+        conn: u64,
     ) -> Result<(), NfsStat> {
-        self.with(|i, _| i.destroy_session(sessionid, principal, own))
+        self.with(|i, _| i.destroy_session(sessionid, principal, own, conn))
     }
 
     /// Called by the transport when a connection closes.

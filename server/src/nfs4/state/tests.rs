@@ -230,13 +230,13 @@ fn create_session_sequence_rules() {
         e.sm.destroy_clientid(r.clientid, &princ(0)),
         Err(NfsStat::CLIENTID_BUSY)
     );
-    e.sm.destroy_session(&s1.sessionid, &princ(0), false)
+    e.sm.destroy_session(&s1.sessionid, &princ(0), false, 1)
         .unwrap();
     assert_eq!(
-        e.sm.destroy_session(&s1.sessionid, &princ(0), false),
+        e.sm.destroy_session(&s1.sessionid, &princ(0), false, 1),
         Err(NfsStat::BADSESSION)
     );
-    e.sm.destroy_session(&s2.sessionid, &princ(0), false)
+    e.sm.destroy_session(&s2.sessionid, &princ(0), false, 1)
         .unwrap();
     e.sm.destroy_clientid(r.clientid, &princ(0)).unwrap();
     assert!(e.records.list().is_empty());
@@ -375,11 +375,16 @@ fn destroy_session_waits_for_other_requests() {
     };
     // From another session's COMPOUND: slot 0 still runs.
     assert_eq!(
-        e.sm.destroy_session(&sid, &princ(0), false),
+        e.sm.destroy_session(&sid, &princ(0), false, 1),
         Err(NfsStat::DELAY)
     );
+    // Over a connection the session never saw.
+    assert_eq!(
+        e.sm.destroy_session(&sid, &princ(0), false, 9),
+        Err(NfsStat::CONN_NOT_BOUND_TO_SESSION)
+    );
     // From its own COMPOUND (the running request is ours).
-    assert_eq!(e.sm.destroy_session(&sid, &princ(0), true), Ok(()));
+    assert_eq!(e.sm.destroy_session(&sid, &princ(0), true, 9), Ok(()));
     e.sm.slot_done(&slot, b"");
 }
 
