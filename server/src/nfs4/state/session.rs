@@ -15,8 +15,9 @@ pub const MAX_REQUEST: u32 = (1 << 20) + 4096;
 pub const MAX_RESPONSE: u32 = (1 << 20) + 4096;
 /// A cached reply is kept per slot: 64 slots x 32 KiB bounds a session's cache at 2 MiB.
 pub const MAX_RESPONSE_CACHED: u32 = 32 * 1024;
-/// Operations per COMPOUND: Linux asks for 8–16, pynfs for more; 64 costs nothing.
-pub const MAX_OPS: u32 = 64;
+/// Operations per COMPOUND. Linux asks for 8 and refuses a session that gives fewer
+/// than it asked (`nfs4_verify_fore_channel_attrs`); pynfs asks for up to 128.
+pub const MAX_OPS: u32 = 128;
 /// Slots per session (RFC 8881 §2.10.6.1: the server chooses; Linux asks for 64).
 pub const MAX_SLOTS: u32 = 64;
 /// Below these a COMPOUND with SEQUENCE cannot even carry its own header: TOOSMALL.
@@ -57,8 +58,9 @@ impl ChannelAttrs {
     }
 
     /// The back channel carries our CB_SEQUENCE + CB_LAYOUTRECALL (two operations, a few
-    /// hundred bytes); we use one slot (RFC 8881 §2.10.6.1: the replier's table, our choice
-    /// of how many to use).
+    /// hundred bytes). The client's values are answered as they came: Linux refuses a
+    /// session whose back channel `max_ops` or `max_reqs` differ from what it sent
+    /// (`nfs4_verify_back_channel_attrs`). We use slot 0 only.
     pub fn negotiate_back(&self) -> Result<ChannelAttrs, NfsStat> {
         if self.maxrequestsize < MIN_REQUEST
             || self.maxresponsesize < 64
@@ -69,7 +71,6 @@ impl ChannelAttrs {
         }
         Ok(ChannelAttrs {
             headerpadsize: 0,
-            maxrequests: 1,
             rdma_ird: None,
             ..self.clone()
         })
@@ -291,6 +292,8 @@ mod tests {
             ..asked.clone()
         };
         assert_eq!(tiny.negotiate_fore(), Err(NfsStat::TOOSMALL));
-        assert_eq!(asked.negotiate_back().unwrap().maxrequests, 1);
+        let back = asked.negotiate_back().unwrap();
+        assert_eq!(back.maxrequests, asked.maxrequests);
+        assert_eq!(back.maxoperations, asked.maxoperations);
     }
 }
