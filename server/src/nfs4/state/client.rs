@@ -1,12 +1,12 @@
-//! Client records and sessions: EXCHANGE_ID (RFC 8881 §18.35), CREATE_SESSION (§18.36),
-//! SEQUENCE (§18.46), DESTROY_SESSION/CLIENTID, BIND_CONN_TO_SESSION, BACKCHANNEL_CTL,
-//! RECLAIM_COMPLETE, leases with courtesy clients, and the grace period (§8.4.2).
+//! Client records: EXCHANGE_ID (RFC 8881 §18.35), CREATE_SESSION (§18.36),
+//! DESTROY_CLIENTID (§18.50), and dropping a client with everything hanging off it. The
+//! request/answer types of the session operations live here too.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::session::{ChannelAttrs, Session, SlotTable, SlotUse};
-use super::{Inner, SessionSlotRef, COURTESY_SECONDS};
+use super::session::{ChannelAttrs, Session, SlotTable};
+use super::{Inner, SessionSlotRef};
 use crate::nfs4::status::NfsStat;
 use crate::rpc::Backchannel;
 
@@ -77,31 +77,6 @@ pub struct Client {
 pub struct OwnerRecs {
     pub confirmed: Option<u64>,
     pub unconfirmed: Option<u64>,
-}
-
-/// The grace period after a restart: the owners that held state before it may reclaim.
-pub struct Grace {
-    pub until: u64,
-    pub previous: HashSet<Vec<u8>>,
-    /// Previous owners that said RECLAIM_COMPLETE (when all have, grace ends early).
-    pub completed: HashSet<Vec<u8>>,
-    pub ended: bool,
-}
-
-impl Grace {
-    pub fn start(previous: HashSet<Vec<u8>>, now: u64, seconds: u32) -> Grace {
-        let ended = previous.is_empty();
-        Grace {
-            until: now + seconds as u64,
-            previous,
-            completed: HashSet::new(),
-            ended,
-        }
-    }
-
-    pub fn active(&self, now: u64) -> bool {
-        !self.ended && now < self.until && self.completed.len() < self.previous.len()
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -367,94 +342,6 @@ impl Inner {
         Ok(res)
     }
 
-    /// RFC 8881 §18.46.3: the slot rules (session.rs), lease renewal and status flags.
-    pub fn sequence(&mut self, req: &SequenceReq, now: u64) -> Result<SequenceOutcome, NfsStat> {
-        let s = self
-            .sessions
-            .get_mut(&req.sessionid)
-            .ok_or(NfsStat::BADSESSION)?;
-        if req.slot >= s.slots.len() {
-            return Err(NfsStat::BADSLOT);
-        }
-        let cache = req.cachethis || req.solo;
-        match s.slots.begin(req.slot, req.sequenceid, req.hash, cache)? {
-            SlotUse::Replay(bytes) => return Ok(SequenceOutcome::Replay(bytes)),
-            SlotUse::New => {}
-        }
-        // SP4_NONE: any connection a request arrives on is bound to the session (§2.10.3.1).
-        s.conns.insert(req.conn);
-        let nslots = s.slots.len();
-        let slot = SessionSlotRef {
-            sessionid: s.id,
-            clientid: s.client,
-            slot: req.slot,
-            seqid: req.sequenceid,
-            cachethis: req.cachethis,
-            max_ops: s.fore.maxoperations,
-            max_request_size: s.fore.maxrequestsize,
-            max_response_size: s.fore.maxresponsesize,
-            max_response_size_cached: s.fore.maxresponsesize_cached,
-        };
-        let mut flags = 0;
-        if s.back_conn.is_none() && s.wants_back {
-            flags |= seq4::CB_PATH_DOWN_SESSION;
-        }
-        let clientid = s.client;
-        let has_back = self
-            .clients
-            .get(&clientid)
-            .map(|c| {
-                c.sessions
-                    .iter()
-                    .any(|id| self.sessions.get(id).is_some_and(|s| s.back_conn.is_some()))
-            })
-            .unwrap_or(false);
-        if let Some(c) = self.clients.get_mut(&clientid) {
-            c.last_renew = now;
-            c.courtesy = false;
-            if !c.revoked.is_empty() {
-                flags |= seq4::ADMIN_STATE_REVOKED;
-            }
-            if !has_back && !c.states.is_empty() && flags & seq4::CB_PATH_DOWN_SESSION != 0 {
-                flags |= seq4::CB_PATH_DOWN;
-            }
-        }
-        Ok(SequenceOutcome::New {
-            slot,
-            highest_slot: nslots - 1,
-            target_highest_slot: nslots - 1,
-            status_flags: flags,
-        })
-    }
-
-    /// `own` says the COMPOUND runs in this very session (one of its slots is ours).
-    pub fn destroy_session(
-        &mut self,
-        sessionid: &[u8; 16],
-        principal: &Principal,
-        own: bool,
-        conn: u64,
-    ) -> Result<(), NfsStat> {
-        let s = self.sessions.get(sessionid).ok_or(NfsStat::BADSESSION)?;
-        // §18.37.3: from outside the session, only over a connection bound to it.
-        if !own && !s.conns.contains(&conn) {
-            return Err(NfsStat::CONN_NOT_BOUND_TO_SESSION);
-        }
-        let client = s.client;
-        if self.client(client)?.principal != *principal {
-            return Err(NfsStat::PERM);
-        }
-        // Other requests still run on the session: let them finish first.
-        if s.slots.busy_count() > usize::from(own) {
-            return Err(NfsStat::DELAY);
-        }
-        self.sessions.remove(sessionid);
-        if let Some(c) = self.clients.get_mut(&client) {
-            c.sessions.remove(sessionid);
-        }
-        Ok(())
-    }
-
     /// RFC 8881 §18.50.3: only a client without sessions can be destroyed.
     pub fn destroy_clientid(
         &mut self,
@@ -474,159 +361,6 @@ impl Inner {
             self.pending.push((owner, None));
         }
         Ok(())
-    }
-
-    pub fn bind_conn(
-        &mut self,
-        sessionid: &[u8; 16],
-        dir: BindDir,
-        conn: u64,
-        backchannel: Option<Arc<dyn Backchannel>>,
-    ) -> Result<BindDir, NfsStat> {
-        let s = self
-            .sessions
-            .get_mut(sessionid)
-            .ok_or(NfsStat::BADSESSION)?;
-        let (fore, back) = match dir {
-            BindDir::Fore => (true, false),
-            BindDir::Back => (false, true),
-            BindDir::ForeOrBoth | BindDir::BackOrBoth | BindDir::Both => (true, true),
-        };
-        // Without a sender for this connection it can carry no backchannel.
-        let back = back && backchannel.is_some();
-        if !fore && !back {
-            return Err(NfsStat::INVAL);
-        }
-        s.conns.insert(conn);
-        if let (true, Some(bc)) = (back, backchannel) {
-            s.back_conn = Some((conn, bc));
-            s.wants_back = true;
-        }
-        Ok(match (fore, back) {
-            (true, true) => BindDir::Both,
-            (true, false) => BindDir::Fore,
-            _ => BindDir::Back,
-        })
-    }
-
-    /// The transport lost a connection: it no longer belongs to any session, and a session
-    /// whose backchannel it carried reports CB_PATH_DOWN_SESSION until the client binds
-    /// another (RFC 8881 §2.10.3.1, §18.46.3).
-    pub fn conn_closed(&mut self, conn: u64) {
-        for s in self.sessions.values_mut() {
-            s.conns.remove(&conn);
-            if s.back_conn.as_ref().is_some_and(|(c, _)| *c == conn) {
-                s.back_conn = None;
-            }
-        }
-    }
-
-    pub fn backchannel_ctl(
-        &mut self,
-        sessionid: &[u8; 16],
-        cb_program: u32,
-    ) -> Result<(), NfsStat> {
-        let s = self
-            .sessions
-            .get_mut(sessionid)
-            .ok_or(NfsStat::BADSESSION)?;
-        s.cb_program = cb_program;
-        Ok(())
-    }
-
-    /// RFC 8881 §18.51.3: a second global RECLAIM_COMPLETE is COMPLETE_ALREADY.
-    pub fn reclaim_complete(
-        &mut self,
-        clientid: u64,
-        one_fs: bool,
-        _now: u64,
-    ) -> Result<(), NfsStat> {
-        let c = self
-            .clients
-            .get_mut(&clientid)
-            .ok_or(NfsStat::STALE_CLIENTID)?;
-        if one_fs {
-            // Per-file-system completion: we export one file system, and the global
-            // RECLAIM_COMPLETE is what ends the client's grace.
-            return Ok(());
-        }
-        if c.reclaim_complete {
-            return Err(NfsStat::COMPLETE_ALREADY);
-        }
-        c.reclaim_complete = true;
-        let owner = c.owner.clone();
-        if self.grace.previous.contains(&owner) && !self.grace.ended {
-            self.grace.completed.insert(owner.clone());
-            // Reclaimed: its record stays valid for the next restart.
-            self.pending.push((owner, Some(b"v1".to_vec())));
-        }
-        Ok(())
-    }
-
-    /// RFC 8881 §8.4.2 / §18.16.3 / §18.10.4: who may reclaim and who must wait for grace.
-    /// `open`: an OPEN, which must also wait for the client's own RECLAIM_COMPLETE
-    /// (§18.51.3; knfsd does the same, pynfs RECC3).
-    pub fn check_reclaim(
-        &self,
-        clientid: u64,
-        reclaim: bool,
-        open: bool,
-        now: u64,
-    ) -> Result<(), NfsStat> {
-        let c = self.client(clientid)?;
-        let grace = self.grace.active(now);
-        if reclaim {
-            if !grace || c.reclaim_complete {
-                return Err(NfsStat::NO_GRACE);
-            }
-            if !self.grace.previous.contains(&c.owner) {
-                return Err(NfsStat::RECLAIM_BAD);
-            }
-            Ok(())
-        } else if grace || (open && !c.reclaim_complete) {
-            Err(NfsStat::GRACE)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Leases (RFC 8881 §8.3): an expired client becomes a courtesy client; courtesy and
-    /// unconfirmed clients are purged later; the grace period ends.
-    pub fn tick(&mut self, now: u64) {
-        let lease = self.cfg.lease_seconds as u64;
-        let mut purge = Vec::new();
-        for c in self.clients.values_mut() {
-            let idle = now.saturating_sub(c.last_renew);
-            if !c.confirmed {
-                if idle > lease {
-                    purge.push(c.id);
-                }
-            } else if idle > lease + COURTESY_SECONDS {
-                purge.push(c.id);
-            } else if idle > lease {
-                c.courtesy = true;
-            }
-        }
-        for id in purge {
-            self.expire_client(id);
-        }
-        if !self.grace.ended && !self.grace.active(now) {
-            self.grace.ended = true;
-            // Owners that did not come back during grace can no longer reclaim.
-            let gone: Vec<Vec<u8>> = self
-                .grace
-                .previous
-                .iter()
-                .filter(|o| match self.owners.get(*o) {
-                    Some(r) => r.confirmed.is_none(),
-                    None => true,
-                })
-                .cloned()
-                .collect();
-            for o in gone {
-                self.pending.push((o, None));
-            }
-        }
     }
 
     /// Drops a client whose lease is gone (or that a new incarnation replaced): its sessions,

@@ -14,11 +14,17 @@
 
 mod client;
 mod files;
+mod grace;
+mod layouts;
 mod lock;
+mod locks;
 mod session;
+mod sessions;
 mod stateid;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_files;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,8 +37,9 @@ pub use client::{
     exchgid, seq4, BindDir, CreateSessionReq, CreateSessionRes, ExchangeIdReq, ExchangeIdRes,
     Principal, SequenceOutcome, SequenceReq, CS_FLAG_CONN_BACK_CHAN,
 };
-pub use files::{Denied, LockError, LockReq, Locker, OpenReq, ShareAccess};
+pub use files::{OpenReq, ShareAccess};
 pub use lock::{range_of, LockRange};
+pub use locks::{Denied, LockError, LockReq, Locker};
 pub use session::ChannelAttrs;
 pub use stateid::is_special;
 
@@ -123,7 +130,7 @@ pub(crate) struct Inner {
     sessions: HashMap<[u8; 16], session::Session>,
     states: HashMap<u64, files::State>,
     files: HashMap<Ino, files::FileState>,
-    grace: client::Grace,
+    grace: grace::Grace,
     /// Record changes to persist once the lock is released.
     pending: Vec<RecordOp>,
 }
@@ -162,7 +169,7 @@ impl StateManager {
             sessions: HashMap::new(),
             states: HashMap::new(),
             files: HashMap::new(),
-            grace: client::Grace::start(previous, now, cfg.grace_seconds),
+            grace: grace::Grace::start(previous, now, cfg.grace_seconds),
             pending: Vec::new(),
         };
         StateManager {
