@@ -1,7 +1,7 @@
 //! DESTROY_SESSION (RFC 8881 §18.37). A COMPOUND that destroys its own session may go on
 //! running; the slot's reply is then simply not cached (`slot_done` finds no session).
 
-use super::state_util::{decode_or_badxdr, principal, try_stat};
+use super::state_util::{decode_or_badxdr, try_stat};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
@@ -16,9 +16,6 @@ pub fn destroy_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWri
     if own && ctx.op_index + 1 != ctx.op_count {
         return NfsStat::NOT_ONLY_OP;
     }
-    try_stat!(ctx
-        .srv
-        .state
-        .destroy_session(&sessionid, &principal(ctx), own, ctx.conn.id));
+    try_stat!(ctx.srv.state.destroy_session(&sessionid, own, ctx.conn.id));
     NfsStat::OK
 }

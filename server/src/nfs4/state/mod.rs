@@ -257,11 +257,10 @@ impl StateManager {
     pub fn destroy_session(
         &self,
         sessionid: &[u8; 16],
-        principal: &Principal,
         own: bool,
         conn: u64,
     ) -> Result<(), NfsStat> {
-        self.with(|i, _| i.destroy_session(sessionid, principal, own, conn))
+        self.with(|i, _| i.destroy_session(sessionid, own, conn))
     }
 
     /// Called by the transport when a connection closes.
@@ -269,8 +268,8 @@ impl StateManager {
         self.with(|i, _| i.conn_closed(conn))
     }
 
-    pub fn destroy_clientid(&self, clientid: u64, principal: &Principal) -> Result<(), NfsStat> {
-        self.with(|i, _| i.destroy_clientid(clientid, principal))
+    pub fn destroy_clientid(&self, clientid: u64) -> Result<(), NfsStat> {
+        self.with(|i, _| i.destroy_clientid(clientid))
     }
 
     pub fn bind_conn_to_session(

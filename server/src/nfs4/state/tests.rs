@@ -228,21 +228,19 @@ fn create_session_sequence_rules() {
     assert_eq!(e.records.list().len(), 1);
     // DESTROY_CLIENTID waits for the sessions to go.
     assert_eq!(
-        e.sm.destroy_clientid(r.clientid, &princ(0)),
+        e.sm.destroy_clientid(r.clientid),
         Err(NfsStat::CLIENTID_BUSY)
     );
-    e.sm.destroy_session(&s1.sessionid, &princ(0), false, 1)
-        .unwrap();
+    e.sm.destroy_session(&s1.sessionid, false, 1).unwrap();
     assert_eq!(
-        e.sm.destroy_session(&s1.sessionid, &princ(0), false, 1),
+        e.sm.destroy_session(&s1.sessionid, false, 1),
         Err(NfsStat::BADSESSION)
     );
-    e.sm.destroy_session(&s2.sessionid, &princ(0), false, 1)
-        .unwrap();
-    e.sm.destroy_clientid(r.clientid, &princ(0)).unwrap();
+    e.sm.destroy_session(&s2.sessionid, false, 1).unwrap();
+    e.sm.destroy_clientid(r.clientid).unwrap();
     assert!(e.records.list().is_empty());
     assert_eq!(
-        e.sm.destroy_clientid(r.clientid, &princ(0)),
+        e.sm.destroy_clientid(r.clientid),
         Err(NfsStat::STALE_CLIENTID)
     );
 }
@@ -375,17 +373,14 @@ fn destroy_session_waits_for_other_requests() {
         panic!()
     };
     // From another session's COMPOUND: slot 0 still runs.
-    assert_eq!(
-        e.sm.destroy_session(&sid, &princ(0), false, 1),
-        Err(NfsStat::DELAY)
-    );
+    assert_eq!(e.sm.destroy_session(&sid, false, 1), Err(NfsStat::DELAY));
     // Over a connection the session never saw.
     assert_eq!(
-        e.sm.destroy_session(&sid, &princ(0), false, 9),
+        e.sm.destroy_session(&sid, false, 9),
         Err(NfsStat::CONN_NOT_BOUND_TO_SESSION)
     );
     // From its own COMPOUND (the running request is ours).
-    assert_eq!(e.sm.destroy_session(&sid, &princ(0), true, 9), Ok(()));
+    assert_eq!(e.sm.destroy_session(&sid, true, 9), Ok(()));
     e.sm.slot_done(&slot, b"");
 }
 
