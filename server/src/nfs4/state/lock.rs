@@ -186,6 +186,81 @@ mod tests {
         assert_eq!(conflict(&v, Some(1), 0, 25, true).map(|r| r.owner), Some(2));
     }
 
+    /// Model: what each owner (1..=3) holds on each of 64 bytes.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    enum Cell {
+        Free,
+        Read,
+        Write,
+    }
+
+    fn model_of(ranges: &[LockRange]) -> Vec<Vec<(u64, bool)>> {
+        (0..64u64)
+            .map(|b| {
+                let mut v: Vec<(u64, bool)> = ranges
+                    .iter()
+                    .filter(|r| r.start <= b && b <= r.end)
+                    .map(|r| (r.owner, r.write))
+                    .collect();
+                v.sort();
+                v
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// After any sequence of set/unset, each byte holds per owner exactly what the last
+        /// operation covering it left; an owner's ranges never overlap or touch with the same
+        /// type; and `conflict` agrees with the per-byte model.
+        #[test]
+        fn set_unset_match_a_per_byte_model(
+            ops in proptest::collection::vec((1u64..4, 0u64..64, 0u64..64, proptest::bool::ANY, proptest::bool::ANY), 1..40)
+        ) {
+            let mut ranges = Vec::new();
+            let mut model = vec![[Cell::Free; 4]; 64];
+            for (owner, a, b, write, lock) in ops {
+                let (start, end) = (a.min(b), a.max(b));
+                if lock {
+                    set(&mut ranges, owner, start, end, write);
+                } else {
+                    unset(&mut ranges, owner, start, end);
+                }
+                for byte in model.iter_mut().take(end as usize + 1).skip(start as usize) {
+                    byte[owner as usize] = match (lock, write) {
+                        (false, _) => Cell::Free,
+                        (true, true) => Cell::Write,
+                        (true, false) => Cell::Read,
+                    };
+                }
+                let got = model_of(&ranges);
+                for (i, cells) in model.iter().enumerate() {
+                    let want: Vec<(u64, bool)> = (1..4u64)
+                        .filter_map(|o| match cells[o as usize] {
+                            Cell::Free => None,
+                            Cell::Read => Some((o, false)),
+                            Cell::Write => Some((o, true)),
+                        })
+                        .collect();
+                    proptest::prop_assert_eq!(&got[i], &want, "byte {}", i);
+                }
+                for x in &ranges {
+                    for y in &ranges {
+                        if x != y && x.owner == y.owner {
+                            proptest::prop_assert!(x.end < y.start || y.end < x.start);
+                            if x.write == y.write {
+                                proptest::prop_assert!(x.end + 1 < y.start || y.end + 1 < x.start);
+                            }
+                        }
+                    }
+                }
+                // conflict() for owner 4 (holds nothing) asking a write over [start, end].
+                let c = conflict(&ranges, Some(4), start, end, true).is_some();
+                let any = (start..=end).any(|i| !got[i as usize].is_empty());
+                proptest::prop_assert_eq!(c, any);
+            }
+        }
+    }
+
     #[test]
     fn lock_to_eof_and_unlock_the_tail() {
         let mut v = Vec::new();
