@@ -327,6 +327,8 @@ impl Inner {
                 conns,
                 wants_back: back_conn.is_some(),
                 back_conn,
+                cb_seqid: 0,
+                cb_busy: false,
             },
         );
         let c = self

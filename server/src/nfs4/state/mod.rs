@@ -41,6 +41,7 @@ pub use files::{OpenReq, ShareAccess};
 pub use lock::{range_of, LockRange};
 pub use locks::{Denied, LockError, LockReq, Locker};
 pub use session::ChannelAttrs;
+pub use sessions::CbSlot;
 pub use stateid::is_special;
 
 /// The session and slot of a COMPOUND, as SEQUENCE found them.
@@ -303,6 +304,16 @@ impl StateManager {
             let (_, bc) = s.back_conn.as_ref()?;
             Some((s.id, s.cb_program, bc.clone()))
         })
+    }
+
+    /// Takes a callback slot (CB_SEQUENCE fields and the connection) to recall from a
+    /// client; give it back with `cb_done`.
+    pub fn cb_begin(&self, clientid: u64) -> Result<CbSlot, NfsStat> {
+        self.with(|i, _| i.cb_begin(clientid))
+    }
+
+    pub fn cb_done(&self, slot: &CbSlot, answered: bool) {
+        self.with(|i, _| i.cb_done(slot, answered))
     }
 
     // ---- opens, locks, stateids (files.rs) ----

@@ -208,6 +208,10 @@ pub struct Session {
     pub back_conn: Option<(u64, Arc<dyn Backchannel>)>,
     /// A back channel was asked for (so a missing one is reported as CB_PATH_DOWN_SESSION).
     pub wants_back: bool,
+    /// Our slot 0 on the client's callback slot table: last seqid used, and whether a
+    /// CB_COMPOUND is outstanding on it (RFC 8881 §2.10.6.3 applies to both channels).
+    pub cb_seqid: u32,
+    pub cb_busy: bool,
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::client::{seq4, BindDir, SequenceOutcome, SequenceReq};
+use super::session::Session;
 use super::session::SlotUse;
 use super::{Inner, SessionSlotRef};
 use crate::nfs4::status::NfsStat;
@@ -150,5 +151,76 @@ impl Inner {
             .ok_or(NfsStat::BADSESSION)?;
         s.cb_program = cb_program;
         Ok(())
+    }
+
+    /// Takes the callback slot of one of the client's sessions that has a backchannel, for
+    /// a CB_COMPOUND that starts with CB_SEQUENCE (RFC 8881 §20.9). DELAY while another
+    /// callback is outstanding there, CB_PATH_DOWN without any backchannel.
+    pub fn cb_begin(&mut self, clientid: u64) -> Result<CbSlot, NfsStat> {
+        let c = self.client(clientid)?;
+        let mut busy = false;
+        let mut pick: Option<[u8; 16]> = None;
+        for sid in &c.sessions {
+            if let Some(s) = self.sessions.get(sid) {
+                if s.back_conn.is_some() {
+                    if s.cb_busy {
+                        busy = true;
+                    } else {
+                        pick = Some(*sid);
+                        break;
+                    }
+                }
+            }
+        }
+        let Some(sid) = pick else {
+            return Err(if busy {
+                NfsStat::DELAY
+            } else {
+                NfsStat::CB_PATH_DOWN
+            });
+        };
+        let s: &mut Session = self.sessions.get_mut(&sid).ok_or(NfsStat::CB_PATH_DOWN)?;
+        let (_, channel) = s.back_conn.clone().ok_or(NfsStat::CB_PATH_DOWN)?;
+        s.cb_busy = true;
+        Ok(CbSlot {
+            clientid,
+            sessionid: sid,
+            program: s.cb_program,
+            slot: 0,
+            seqid: s.cb_seqid.wrapping_add(1),
+            channel,
+        })
+    }
+
+    /// The callback on `slot` got its reply (`answered`), or none: then the seqid is not
+    /// used up and the next callback retries it.
+    pub fn cb_done(&mut self, slot: &CbSlot, answered: bool) {
+        if let Some(s) = self.sessions.get_mut(&slot.sessionid) {
+            s.cb_busy = false;
+            if answered {
+                s.cb_seqid = slot.seqid;
+            }
+        }
+    }
+}
+
+/// A callback slot taken by `cb_begin`: what CB_SEQUENCE carries and where to send it.
+#[derive(Clone)]
+pub struct CbSlot {
+    pub clientid: u64,
+    pub sessionid: [u8; 16],
+    pub program: u32,
+    pub slot: u32,
+    pub seqid: u32,
+    pub channel: Arc<dyn Backchannel>,
+}
+
+impl std::fmt::Debug for CbSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CbSlot")
+            .field("clientid", &self.clientid)
+            .field("program", &self.program)
+            .field("seqid", &self.seqid)
+            .finish()
     }
 }

@@ -343,6 +343,7 @@ fn backchannel_on_the_fore_connection_and_its_loss() {
     e.sm.conn_closed(1);
     assert!(e.sm.backchannel_of(r.clientid).is_none());
     assert_ne!(flags(&e, 2) & seq4::CB_PATH_DOWN_SESSION, 0);
+    assert_eq!(e.sm.cb_begin(r.clientid).err(), Some(NfsStat::CB_PATH_DOWN));
     // The client binds a new connection for both directions.
     let got =
         e.sm.bind_conn_to_session(
@@ -354,6 +355,19 @@ fn backchannel_on_the_fore_connection_and_its_loss() {
         .unwrap();
     assert_eq!(got, BindDir::Both);
     assert_eq!(flags(&e, 3), 0);
+    // Callbacks go over it, one at a time, with CB_SEQUENCE seqids 1, 2, ...
+    let cb = e.sm.cb_begin(r.clientid).unwrap();
+    assert_eq!(
+        (cb.sessionid, cb.slot, cb.seqid, cb.program),
+        (s.sessionid, 0, 1, 0x4000_0000)
+    );
+    assert_eq!(e.sm.cb_begin(r.clientid).err(), Some(NfsStat::DELAY));
+    // No answer: the seqid is retried.
+    e.sm.cb_done(&cb, false);
+    let cb = e.sm.cb_begin(r.clientid).unwrap();
+    assert_eq!(cb.seqid, 1);
+    e.sm.cb_done(&cb, true);
+    assert_eq!(e.sm.cb_begin(r.clientid).unwrap().seqid, 2);
     // A connection without a sender cannot take the backchannel alone.
     assert_eq!(
         e.sm.bind_conn_to_session(&s.sessionid, BindDir::Back, 3, None),
