@@ -380,6 +380,11 @@ impl Inner {
             self.sessions.remove(sid);
         }
         for id in &c.states {
+            if let Some(st) = self.states.get(id) {
+                if matches!(st.kind, super::files::StateKind::Layout) {
+                    self.dropped_layouts.push((clientid, st.ino));
+                }
+            }
             self.drop_state(*id);
         }
         if let Some(r) = self.owners.get_mut(&c.owner) {

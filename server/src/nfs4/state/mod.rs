@@ -134,6 +134,8 @@ pub(crate) struct Inner {
     grace: grace::Grace,
     /// Record changes to persist once the lock is released.
     pending: Vec<RecordOp>,
+    /// Layouts of clients that went away (expiry, replacement), for the layout engine.
+    dropped_layouts: Vec<(u64, Ino)>,
 }
 
 impl StateManager {
@@ -172,6 +174,7 @@ impl StateManager {
             files: HashMap::new(),
             grace: grace::Grace::start(previous, now, cfg.grace_seconds),
             pending: Vec::new(),
+            dropped_layouts: Vec::new(),
         };
         StateManager {
             inner: Arc::new(Mutex::new(inner)),
@@ -440,6 +443,13 @@ impl StateManager {
     /// Clients holding layouts of a file (for CB_LAYOUTRECALL), with their layout stateids.
     pub fn layouts_of_file(&self, ino: Ino) -> Vec<(u64, Stateid)> {
         self.with(|i, _| i.layouts_of_file(ino))
+    }
+
+    /// Layouts whose client went away since the last call (lease expiry, a courtesy client
+    /// in someone's way, a client replaced by its new incarnation): `(clientid, file)`.
+    /// The layout engine drains this from its tick (issue 4: layouts freed at lease expiry).
+    pub fn take_dropped_layouts(&self) -> Vec<(u64, Ino)> {
+        std::mem::take(&mut self.lock().dropped_layouts)
     }
 
     /// Revokes a stateid (a fenced client's layout): reported by SEQUENCE status flags and

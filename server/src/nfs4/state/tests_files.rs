@@ -255,4 +255,15 @@ fn layout_stateids_start_at_one_and_follow_the_open() {
     assert_eq!(e.sm.test_stateid(a, &l), NfsStat::ADMIN_REVOKED);
     e.sm.free_stateid(a, &l).unwrap();
     assert_eq!(e.sm.test_stateid(a, &l), NfsStat::BAD_STATEID);
+    // A client that goes away leaves its layouts for the layout engine to free.
+    let (b, _) = mount(&e, b"b");
+    let ob = open(&e, b, b"o", 6, 3, 0).unwrap();
+    e.sm.layout_stateid(b, Ino(6), &ob).unwrap();
+    assert!(e.sm.take_dropped_layouts().is_empty());
+    e.clock
+        .0
+        .store(100 + COURTESY_SECONDS, std::sync::atomic::Ordering::SeqCst);
+    e.sm.tick();
+    assert_eq!(e.sm.take_dropped_layouts(), vec![(b, Ino(6))]);
+    assert!(e.sm.take_dropped_layouts().is_empty());
 }
