@@ -40,6 +40,8 @@ pub const CS_FLAG_CONN_RDMA: u32 = 0x4;
 /// SEQ4_STATUS_* (RFC 8881 §18.46.3).
 pub mod seq4 {
     pub const CB_PATH_DOWN: u32 = 0x1;
+    pub const EXPIRED_ALL_STATE_REVOKED: u32 = 0x8;
+    pub const EXPIRED_SOME_STATE_REVOKED: u32 = 0x10;
     pub const ADMIN_STATE_REVOKED: u32 = 0x20;
     pub const CB_PATH_DOWN_SESSION: u32 = 0x200;
 }
@@ -69,7 +71,8 @@ pub struct Client {
     /// Ids of the client's stateids.
     pub states: HashSet<u64>,
     pub reclaim_complete: bool,
-    /// State the server took away (revoked layouts), reported by SEQUENCE until freed.
+    /// Ids of states the server took away (ADMIN_REVOKED or EXPIRED), reported by SEQUENCE
+    /// until the client frees them.
     pub revoked: HashSet<u64>,
 }
 

@@ -61,7 +61,10 @@ pub struct State {
     pub ino: Ino,
     pub seqid: u32,
     pub kind: StateKind,
-    pub revoked: bool,
+    /// Taken away by the server: ADMIN_REVOKED (fenced layout) or EXPIRED (a courtesy
+    /// client's state that was in someone's way). Detached from its file; kept so that the
+    /// client learns why (TEST_STATEID, SEQUENCE flags) until it frees it.
+    pub revoked: Option<NfsStat>,
 }
 
 #[derive(Default)]
@@ -103,7 +106,7 @@ impl Inner {
                 ino,
                 seqid: 1,
                 kind,
-                revoked: false,
+                revoked: None,
             },
         );
         if let Some(c) = self.clients.get_mut(&client) {
@@ -130,8 +133,8 @@ impl Inner {
         if st.client != clientid {
             return Err(NfsStat::BAD_STATEID);
         }
-        if st.revoked {
-            return Err(NfsStat::ADMIN_REVOKED);
+        if let Some(why) = st.revoked {
+            return Err(why);
         }
         check_seqid(sid.seqid, st.seqid)?;
         Ok(id)
@@ -171,6 +174,51 @@ impl Inner {
             .is_some_and(|f| f.opens.is_empty() && f.locks.is_empty() && f.layouts.is_empty())
         {
             self.files.remove(&st.ino);
+        }
+    }
+
+    /// Takes a state away (and the lock states under an open): it no longer reserves
+    /// anything on its file, but stays until the client frees it.
+    pub(super) fn revoke_id(&mut self, id: u64, why: NfsStat) {
+        let Some(st) = self.states.get_mut(&id) else {
+            return;
+        };
+        if st.revoked.is_some() {
+            return;
+        }
+        st.revoked = Some(why);
+        let (client, ino) = (st.client, st.ino);
+        let children = match &st.kind {
+            StateKind::Open(o) => o.locks.clone(),
+            StateKind::Layout if why == NfsStat::EXPIRED => {
+                self.dropped_layouts.push((client, ino));
+                Vec::new()
+            }
+            _ => Vec::new(),
+        };
+        if let Some(f) = self.files.get_mut(&ino) {
+            f.opens.retain(|x| *x != id);
+            f.layouts.retain(|x| *x != id);
+            f.locks.retain(|r| r.owner != id);
+        }
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.revoked.insert(id);
+        }
+        for l in children {
+            self.revoke_id(l, why);
+        }
+    }
+
+    /// A courtesy client is in someone's way (RFC 8881 §8.3, courteous server): all its
+    /// state is revoked as EXPIRED; the client keeps its sessions and is told by SEQUENCE.
+    pub(super) fn expire_state(&mut self, client: u64) {
+        let ids: Vec<u64> = self
+            .clients
+            .get(&client)
+            .map(|c| c.states.iter().copied().collect())
+            .unwrap_or_default();
+        for id in ids {
+            self.revoke_id(id, NfsStat::EXPIRED);
         }
     }
 
@@ -253,7 +301,7 @@ impl Inner {
             });
             match conflict {
                 // A courtesy client loses its state when it is in the way (RFC 8881 §8.3).
-                Some(c) if self.is_courtesy(c) => self.expire_client(c),
+                Some(c) if self.is_courtesy(c) => self.expire_state(c),
                 Some(_) => return Err(NfsStat::SHARE_DENIED),
                 None => break,
             }
@@ -366,7 +414,7 @@ impl Inner {
         if st.client != clientid {
             return Err(NfsStat::BAD_STATEID);
         }
-        if !st.revoked {
+        if st.revoked.is_none() {
             match &st.kind {
                 StateKind::Open(_) | StateKind::Layout => return Err(NfsStat::LOCKS_HELD),
                 StateKind::Lock(_) => {

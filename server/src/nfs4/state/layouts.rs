@@ -90,18 +90,8 @@ impl Inner {
     }
 
     pub fn revoke(&mut self, sid: &Stateid) {
-        let Ok(id) = parse_other(self.epoch, &sid.other) else {
-            return;
-        };
-        if let Some(st) = self.states.get_mut(&id) {
-            st.revoked = true;
-            let client = st.client;
-            if let Some(f) = self.files.get_mut(&st.ino) {
-                f.locks.retain(|r| r.owner != id);
-            }
-            if let Some(c) = self.clients.get_mut(&client) {
-                c.revoked.insert(id);
-            }
+        if let Ok(id) = parse_other(self.epoch, &sid.other) {
+            self.revoke_id(id, NfsStat::ADMIN_REVOKED);
         }
     }
 }

@@ -84,7 +84,7 @@ impl Inner {
             let r = lock::conflict(ranges, me, start, end, write)?;
             let holder = self.states.get(&r.owner).map(|s| s.client);
             match holder {
-                Some(c) if self.is_courtesy(c) => self.expire_client(c),
+                Some(c) if self.is_courtesy(c) => self.expire_state(c),
                 _ => return Some(self.denied(&r)),
             }
         }

@@ -134,7 +134,7 @@ pub(crate) struct Inner {
     grace: grace::Grace,
     /// Record changes to persist once the lock is released.
     pending: Vec<RecordOp>,
-    /// Layouts of clients that went away (expiry, replacement), for the layout engine.
+    /// Layouts of clients that went away or expired, for the layout engine.
     dropped_layouts: Vec<(u64, Ino)>,
 }
 

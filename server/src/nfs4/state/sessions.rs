@@ -53,12 +53,30 @@ impl Inner {
                     .any(|id| self.sessions.get(id).is_some_and(|s| s.back_conn.is_some()))
             })
             .unwrap_or(false);
+        let mut admin = false;
+        let mut expired = false;
+        if let Some(c) = self.clients.get(&clientid) {
+            for id in &c.revoked {
+                match self.states.get(id).and_then(|s| s.revoked) {
+                    Some(NfsStat::EXPIRED) => expired = true,
+                    Some(_) => admin = true,
+                    None => {}
+                }
+            }
+            if admin {
+                flags |= seq4::ADMIN_STATE_REVOKED;
+            }
+            if expired {
+                flags |= if c.revoked.len() == c.states.len() {
+                    seq4::EXPIRED_ALL_STATE_REVOKED
+                } else {
+                    seq4::EXPIRED_SOME_STATE_REVOKED
+                };
+            }
+        }
         if let Some(c) = self.clients.get_mut(&clientid) {
             c.last_renew = now;
             c.courtesy = false;
-            if !c.revoked.is_empty() {
-                flags |= seq4::ADMIN_STATE_REVOKED;
-            }
             if !has_back && !c.states.is_empty() && flags & seq4::CB_PATH_DOWN_SESSION != 0 {
                 flags |= seq4::CB_PATH_DOWN;
             }

@@ -404,20 +404,42 @@ fn expired_lease_makes_a_courtesy_client_that_loses_state_on_conflict() {
     let (a, sa) = mount(&e, b"a");
     let (b, sb) = mount(&e, b"b");
     let oa = open(&e, a, b"o", 3, 3, 3).unwrap();
-    let _ = open(&e, a, b"o", 4, 1, 0).unwrap();
+    let oa4 = open(&e, a, b"o", 4, 1, 0).unwrap();
     // b keeps renewing; a goes quiet past its lease.
     e.clock.0.store(100, Ordering::SeqCst);
     let _ = e.sm.sequence(&seq(sb, 0, 1, 0)).unwrap();
     e.sm.tick();
     // a is a courtesy client: its state is still there.
     assert_eq!(e.sm.test_stateid(a, &oa), NfsStat::OK);
-    // ... until b conflicts with it.
+    // ... until b conflicts with it: then all of a's state is revoked as EXPIRED, and no
+    // longer reserves anything.
     assert!(open(&e, b, b"o", 3, 3, 0).is_ok());
+    assert_eq!(e.sm.test_stateid(a, &oa), NfsStat::EXPIRED);
+    assert_eq!(e.sm.close(a, &oa, Ino(3)), Err(NfsStat::EXPIRED));
+    assert!(!e.sm.file_is_open(Ino(4)));
+    // a comes back: its session still works and SEQUENCE says what happened.
+    let flags = |seqid: u32| match e.sm.sequence(&seq(sa, 0, seqid, seqid as u64)) {
+        Ok(SequenceOutcome::New {
+            slot, status_flags, ..
+        }) => {
+            e.sm.slot_done(&slot, b"");
+            status_flags
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_ne!(flags(1) & seq4::EXPIRED_ALL_STATE_REVOKED, 0);
+    // The client frees what it lost; then the flag is gone.
+    e.sm.free_stateid(a, &oa).unwrap();
     assert_eq!(e.sm.test_stateid(a, &oa), NfsStat::BAD_STATEID);
-    assert!(matches!(
-        e.sm.sequence(&seq(sa, 0, 1, 0)),
-        Err(NfsStat::BADSESSION)
-    ));
+    let f = flags(2);
+    assert_ne!(
+        f & seq4::EXPIRED_ALL_STATE_REVOKED,
+        0,
+        "the open of ino 4 is still unfreed"
+    );
+    assert_eq!(e.sm.test_stateid(a, &oa4), NfsStat::EXPIRED);
+    e.sm.free_stateid(a, &oa4).unwrap();
+    assert_eq!(flags(3), 0);
     // A courtesy client that comes back in time keeps everything.
     let (c, sc) = mount(&e, b"c");
     let oc = open(&e, c, b"o", 9, 1, 0).unwrap();

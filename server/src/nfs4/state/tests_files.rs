@@ -267,3 +267,40 @@ fn layout_stateids_start_at_one_and_follow_the_open() {
     assert_eq!(e.sm.take_dropped_layouts(), vec![(b, Ino(6))]);
     assert!(e.sm.take_dropped_layouts().is_empty());
 }
+
+#[test]
+fn a_courtesy_clients_lock_gives_way() {
+    let e = env();
+    let (a, _) = mount(&e, b"a");
+    let (b, sb) = mount(&e, b"b");
+    let oa = open(&e, a, b"o", 7, 3, 0).unwrap();
+    let ob = open(&e, b, b"o", 7, 3, 0).unwrap();
+    let la = lock(
+        &e,
+        a,
+        7,
+        Locker::New {
+            open: oa,
+            owner: b"la",
+        },
+        true,
+        0,
+        10,
+    )
+    .unwrap();
+    let new_b = || Locker::New {
+        open: ob,
+        owner: b"lb",
+    };
+    assert!(matches!(
+        lock(&e, b, 7, new_b(), true, 5, 1),
+        Err(LockError::Denied(_))
+    ));
+    // a's lease runs out while b renews: a's lock no longer holds b up.
+    e.clock.0.store(100, std::sync::atomic::Ordering::SeqCst);
+    e.sm.sequence(&seq(sb, 0, 1, 0)).unwrap();
+    e.sm.tick();
+    assert!(lock(&e, b, 7, new_b(), true, 5, 1).is_ok());
+    assert_eq!(e.sm.test_stateid(a, &la), NfsStat::EXPIRED);
+    assert_eq!(e.sm.test_stateid(a, &oa), NfsStat::EXPIRED);
+}
