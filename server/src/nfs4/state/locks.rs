@@ -105,7 +105,10 @@ impl Inner {
                 let open_id = self.open_of(req.clientid, open, req.ino)?;
                 let found = self.states.iter().find_map(|(id, st)| match &st.kind {
                     StateKind::Lock(l)
-                        if st.client == req.clientid && st.ino == req.ino && l.owner == *owner =>
+                        if st.client == req.clientid
+                            && st.ino == req.ino
+                            && l.owner == *owner
+                            && st.revoked.is_none() =>
                     {
                         Some(*id)
                     }
@@ -180,7 +183,12 @@ impl Inner {
     ) -> Result<(), LockError> {
         self.client(clientid)?;
         let me = self.states.iter().find_map(|(id, st)| match &st.kind {
-            StateKind::Lock(l) if st.client == clientid && st.ino == ino && l.owner == owner => {
+            StateKind::Lock(l)
+                if st.client == clientid
+                    && st.ino == ino
+                    && l.owner == owner
+                    && st.revoked.is_none() =>
+            {
                 Some(*id)
             }
             _ => None,
