@@ -173,3 +173,33 @@ mod tests {
         assert_eq!(lock_is_write(5), Err(NfsStat::INVAL));
     }
 }
+
+#[cfg(test)]
+mod decode_fuzz {
+    //! Whatever bytes a client sends, the argument decoders answer an error, never a panic,
+    //! and never read past what they were given.
+    use crate::nfs4::ops::open::OpenArgs;
+    use crate::nfs4::ops::{create_session::CreateSessionArgs, exchange_id::ExchangeIdArgs};
+    use crate::xdr::XdrReader;
+
+    proptest::proptest! {
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let mut r = XdrReader::new(&bytes);
+            let _ = OpenArgs::decode(&mut r, 1);
+            proptest::prop_assert!(r.remaining() <= bytes.len());
+            let _ = ExchangeIdArgs::decode(&mut XdrReader::new(&bytes));
+            let _ = CreateSessionArgs::decode(&mut XdrReader::new(&bytes));
+            let _ = super::decode_cb_sec_parms(&mut XdrReader::new(&bytes));
+        }
+
+        /// Small values in every word reach deep into the unions (real flags, claims).
+        #[test]
+        fn decoders_never_panic_on_small_words(words in proptest::collection::vec(0u32..8, 0..128)) {
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+            let _ = OpenArgs::decode(&mut XdrReader::new(&bytes), 1);
+            let _ = ExchangeIdArgs::decode(&mut XdrReader::new(&bytes));
+            let _ = CreateSessionArgs::decode(&mut XdrReader::new(&bytes));
+        }
+    }
+}
