@@ -11,6 +11,13 @@
 //! ```
 //! Layout state hangs off both a client and a file, like opens and locks, so that lease
 //! expiry, CLOSE/return-on-close and recalls find it from either side.
+//!
+//! Wiring outside this module: the transport calls `conn_closed` when a connection goes
+//! (backchannel loss → CB_PATH_DOWN_SESSION); the store gets `open_probe()` through
+//! `Store::set_open_probe` so that REMOVE keeps open files; the server calls `tick` once a
+//! second; the layout engine drains `take_dropped_layouts` and sends recalls through
+//! `cb_begin`/`cb_done`. The state lock is never held across a store call (record writes go
+//! out after it is released), so the store may call the probe under its own lock.
 
 mod client;
 mod files;
