@@ -468,6 +468,32 @@ fn access_by_mode_and_credential() {
     ctx.current_fh = Some(d);
     let args = create_args(ftype::NF4DIR, &[], b"x");
     assert_eq!(st(&mut ctx, create::run, &args), NfsStat::ACCESS);
+    // A sticky, world-writable directory: only the file's owner (or root) removes it.
+    let store = &fx.srv.store;
+    let sticky = SetAttrs {
+        mode: Some(0o1777),
+        ..SetAttrs::default()
+    };
+    let (t, _) = store
+        .create(ROOT_INO, b"tmp", NewNode::Directory, &sticky, (0, 0))
+        .unwrap();
+    store
+        .create(
+            t.ino,
+            b"mine",
+            NewNode::Regular,
+            &SetAttrs::default(),
+            (2000, 2000),
+        )
+        .unwrap();
+    ctx.current_fh = Some(Fh {
+        ino: t.ino,
+        generation: t.generation,
+    });
+    ctx.cred = cred(3000, 3000);
+    assert_eq!(st(&mut ctx, remove::run, &name(b"mine")), NfsStat::PERM);
+    ctx.cred = cred(2000, 2000);
+    assert_eq!(st(&mut ctx, remove::run, &name(b"mine")), NfsStat::OK);
 }
 
 #[test]
