@@ -1,0 +1,72 @@
+//! The background worker: forces the log every `force_interval` so lazy (timestamp-only)
+//! changes reach the disk (design §3, seed 002: "at the latest the one that the log worker
+//! issues every 30 s"), pushes a CIL that grew past its limit, and calls the store's
+//! write-back to move the tail when the log fills up (issue 2 "Deliver" 6).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::log::Inner;
+use crate::Csn;
+
+/// Work requested of the worker, under `Inner::wk`.
+#[derive(Default)]
+pub(crate) struct WorkerReq {
+    pub stop: bool,
+    pub push: bool,
+    pub space: bool,
+}
+
+pub(crate) fn run(inner: Arc<Inner>) {
+    let mut next_force = Instant::now() + inner.opts.force_interval;
+    loop {
+        let (push, space) = {
+            let mut wk = inner.lock_wk();
+            loop {
+                if wk.stop {
+                    return;
+                }
+                if wk.push || wk.space || Instant::now() >= next_force {
+                    break;
+                }
+                let dur = next_force.saturating_duration_since(Instant::now());
+                wk = inner
+                    .wk_cond
+                    .wait_timeout(wk, dur)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            let r = (wk.push, wk.space);
+            wk.push = false;
+            wk.space = false;
+            r
+        };
+        if space {
+            inner.run_writeback();
+        }
+        if push || Instant::now() >= next_force {
+            // Errors here are the log's shutdown error, which every caller sees anyway.
+            let _ = inner.force_seq(Csn(u64::MAX));
+            next_force = Instant::now() + inner.opts.force_interval;
+        }
+    }
+}
+
+impl Inner {
+    /// Call the store's write-back and move the tail past what it wrote.
+    pub(crate) fn run_writeback(&self) {
+        let wb = self.lock_wb().as_ref().and_then(|w| w.upgrade());
+        let Some(wb) = wb else {
+            return;
+        };
+        self.ctr.writebacks.fetch_add(1, Ordering::Relaxed);
+        match wb.write_back() {
+            Ok(c) => {
+                let _ = self.move_tail(c);
+            }
+            Err(e) => *self.lock_wb_err() = Some(e),
+        }
+        self.io_cond.notify_all();
+    }
+}
