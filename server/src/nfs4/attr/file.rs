@@ -64,6 +64,8 @@ pub fn encode(a: &Attr, bit: u32, w: &mut XdrWriter) -> bool {
         num::TIME_ACCESS => a.atime.encode(w),
         num::TIME_METADATA => a.ctime.encode(w),
         num::TIME_MODIFY => a.mtime.encode(w),
+        // Read here, never set: SETATTR of it is INVAL (the store keeps the birth time).
+        num::TIME_CREATE => a.crtime.encode(w),
         // Only asked for in a fattr4 of a READDIR entry or GETATTR that succeeded.
         num::RDATTR_ERROR => w.u32(0),
         _ => return false,

@@ -121,6 +121,7 @@ const SUPPORTED_41: &[u32] = &[
     num::SPACE_USED,
     num::TIME_ACCESS,
     num::TIME_ACCESS_SET,
+    num::TIME_CREATE,
     num::TIME_DELTA,
     num::TIME_METADATA,
     num::TIME_MODIFY,

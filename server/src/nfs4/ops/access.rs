@@ -86,6 +86,16 @@ pub fn require_dir_write(cred: &Cred, dir: &Attr) -> Result<(), NfsStat> {
     require(cred, dir, ACCESS4_MODIFY | ACCESS4_LOOKUP)
 }
 
+/// In a sticky directory (mode 01000, like /tmp) only root, the directory's owner and the
+/// entry's owner may remove or rename the entry (POSIX; Linux answers EPERM).
+pub fn check_sticky(cred: &Cred, dir: &Attr, victim: &Attr) -> Result<(), NfsStat> {
+    if dir.mode & 0o1000 == 0 || cred.uid == 0 || cred.uid == dir.uid || cred.uid == victim.uid {
+        Ok(())
+    } else {
+        Err(NfsStat::PERM)
+    }
+}
+
 /// ACCESS4res: `supported` are the asked bits we can judge for this type of object,
 /// `access` those of them that are granted.
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
@@ -171,6 +181,26 @@ mod tests {
             require_dir_write(&cred(0, 0, &[]), &attr(FileType::Directory, 0)),
             Ok(())
         );
+    }
+
+    #[test]
+    fn sticky_directories() {
+        let tmp = Attr {
+            uid: 0,
+            ..attr(FileType::Directory, 0o1777)
+        };
+        let theirs = Attr {
+            uid: 2000,
+            ..attr(FileType::Regular, 0o644)
+        };
+        assert_eq!(
+            check_sticky(&cred(3000, 1, &[]), &tmp, &theirs),
+            Err(NfsStat::PERM)
+        );
+        assert_eq!(check_sticky(&cred(2000, 1, &[]), &tmp, &theirs), Ok(()));
+        assert_eq!(check_sticky(&cred(0, 0, &[]), &tmp, &theirs), Ok(()));
+        let plain = attr(FileType::Directory, 0o777);
+        assert_eq!(check_sticky(&cred(3000, 1, &[]), &plain, &theirs), Ok(()));
     }
 
     #[test]

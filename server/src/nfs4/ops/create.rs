@@ -8,7 +8,7 @@ use super::ns_util::{
 };
 use crate::nfs4::attr::decode_fattr_minor;
 use crate::nfs4::attr::file::ftype;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::compound::{Cred, Ctx};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::store::{NewNode, SetAttrs};
@@ -64,6 +64,24 @@ pub fn decode(r: &mut XdrReader<'_>, minor: u32) -> Result<CreateArgs, NfsStat> 
     })
 }
 
+/// Only root creates objects owned by someone else, or by a group it is not in (the same
+/// rule as SETATTR, RFC 8881 §5.8.2.26 chown_restricted).
+pub fn check_owner(cred: &Cred, sa: &SetAttrs) -> Result<(), NfsStat> {
+    if cred.uid == 0 {
+        return Ok(());
+    }
+    if sa.uid.is_some_and(|u| u != cred.uid) {
+        return Err(NfsStat::PERM);
+    }
+    if sa
+        .gid
+        .is_some_and(|g| g != cred.gid && !cred.gids.contains(&g))
+    {
+        return Err(NfsStat::PERM);
+    }
+    Ok(())
+}
+
 fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r, ctx.minor)?;
     let dir = cur_attr(ctx)?;
@@ -75,6 +93,7 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     if args.attrs.size.is_some() {
         return Err(NfsStat::INVAL);
     }
+    check_owner(&ctx.cred, &args.attrs)?;
     let cred = (ctx.cred.uid, ctx.cred.gid);
     let (a, change) = ctx
         .srv
@@ -129,6 +148,21 @@ mod tests {
             d(&args(ftype::NF4LNK, |w| w.string(b""))).unwrap().node,
             Err(NfsStat::INVAL)
         );
+        let me = Cred {
+            flavor: 1,
+            uid: 7,
+            gid: 8,
+            gids: vec![9],
+            machine: vec![],
+        };
+        let owned = |uid, gid| SetAttrs {
+            uid,
+            gid,
+            ..SetAttrs::default()
+        };
+        assert_eq!(check_owner(&me, &owned(Some(7), Some(9))), Ok(()));
+        assert_eq!(check_owner(&me, &owned(Some(0), None)), Err(NfsStat::PERM));
+        assert_eq!(check_owner(&me, &owned(None, Some(10))), Err(NfsStat::PERM));
         // Truncated arguments are BADXDR.
         let full = args(ftype::NF4BLK, |w| {
             w.u32(8);

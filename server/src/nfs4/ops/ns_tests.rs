@@ -32,11 +32,15 @@ struct Fx {
 }
 
 fn fixture() -> Option<Fx> {
-    let made = std::panic::catch_unwind(|| {
+    fixture_with(StoreOptions::default())
+}
+
+fn fixture_with(sopts: StoreOptions) -> Option<Fx> {
+    let made = std::panic::catch_unwind(move || {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vol.img");
         Store::mkfs(&path, VOL, false).unwrap();
-        let store = Arc::new(Store::open(&path, StoreOptions::default()).unwrap());
+        let store = Arc::new(Store::open(&path, sopts).unwrap());
         let opts = NfsOptions::default();
         let state = StateManager::new(&opts, store.clone());
         (dir, store, opts, state)
@@ -464,6 +468,32 @@ fn access_by_mode_and_credential() {
     ctx.current_fh = Some(d);
     let args = create_args(ftype::NF4DIR, &[], b"x");
     assert_eq!(st(&mut ctx, create::run, &args), NfsStat::ACCESS);
+    // A sticky, world-writable directory: only the file's owner (or root) removes it.
+    let store = &fx.srv.store;
+    let sticky = SetAttrs {
+        mode: Some(0o1777),
+        ..SetAttrs::default()
+    };
+    let (t, _) = store
+        .create(ROOT_INO, b"tmp", NewNode::Directory, &sticky, (0, 0))
+        .unwrap();
+    store
+        .create(
+            t.ino,
+            b"mine",
+            NewNode::Regular,
+            &SetAttrs::default(),
+            (2000, 2000),
+        )
+        .unwrap();
+    ctx.current_fh = Some(Fh {
+        ino: t.ino,
+        generation: t.generation,
+    });
+    ctx.cred = cred(3000, 3000);
+    assert_eq!(st(&mut ctx, remove::run, &name(b"mine")), NfsStat::PERM);
+    ctx.cred = cred(2000, 2000);
+    assert_eq!(st(&mut ctx, remove::run, &name(b"mine")), NfsStat::OK);
 }
 
 #[test]
@@ -643,4 +673,93 @@ fn allocate_seek_deallocate() {
     );
     root(&mut ctx);
     assert_eq!(st(&mut ctx, allocate::run, &range(0, 1)), NfsStat::ISDIR);
+}
+
+/// Garbage and truncated arguments to every namespace and I/O operation, with a directory,
+/// a file and a symlink as current filehandle: a status comes back, never a panic.
+#[test]
+fn garbage_arguments_never_panic() {
+    let sopts = StoreOptions {
+        sync: false,
+        ..StoreOptions::default()
+    };
+    let Some(fx) = fixture_with(sopts) else {
+        return;
+    };
+    let mut ctx = fx.ctx();
+    let r = root(&mut ctx);
+    let f = fx.file(ROOT_INO, "f", 0o644);
+    let mut w = XdrWriter::new();
+    w.string(b"t");
+    ctx.current_fh = Some(r);
+    assert_eq!(
+        st(
+            &mut ctx,
+            create::run,
+            &create_args(ftype::NF4LNK, &w.buf, b"l")
+        ),
+        NfsStat::OK
+    );
+    let l = ctx.current_fh.unwrap();
+    use super::opnum::*;
+    let ops = [
+        PUTROOTFH,
+        PUTPUBFH,
+        PUTFH,
+        GETFH,
+        SAVEFH,
+        RESTOREFH,
+        LOOKUP,
+        LOOKUPP,
+        GETATTR,
+        SETATTR,
+        VERIFY,
+        NVERIFY,
+        ACCESS,
+        CREATE,
+        REMOVE,
+        RENAME,
+        LINK,
+        READDIR,
+        READLINK,
+        READ,
+        WRITE,
+        COMMIT,
+        SECINFO,
+        SECINFO_NO_NAME,
+        ALLOCATE,
+        DEALLOCATE,
+        SEEK,
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..150 {
+        // Small words make plausible lengths and enum values; large ones forged lengths.
+        let words = (next() % 12) as usize;
+        let mut args = XdrWriter::new();
+        for _ in 0..words {
+            let v = next();
+            args.u32(if v % 3 == 0 {
+                v as u32
+            } else {
+                (v % 40) as u32
+            });
+        }
+        let cut = (next() as usize) % (args.len() + 1);
+        for op in ops {
+            let d = super::lookup(op).unwrap();
+            for fh in [r, f, l] {
+                ctx.current_fh = Some(fh);
+                ctx.saved_fh = Some(if round % 2 == 0 { r } else { f });
+                let mut rd = XdrReader::new(&args.buf[..cut]);
+                let mut out = XdrWriter::new();
+                let _status = (d.handler)(&mut ctx, &mut rd, &mut out);
+            }
+        }
+    }
 }

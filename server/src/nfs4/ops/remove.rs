@@ -1,7 +1,7 @@
 //! REMOVE (RFC 8881 §18.25): removes a name from the current directory (a file's link or an
 //! empty directory).
 
-use super::access::require_dir_write;
+use super::access::{check_sticky, require_dir_write};
 use super::ns_util::{
     check_new_name, cur_attr, decode_component, encode_change_info, require_dir, status,
 };
@@ -19,6 +19,10 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     // reclaimed.
     if ctx.srv.state.in_grace() {
         return Err(NfsStat::GRACE);
+    }
+    if dir.mode & 0o1000 != 0 {
+        let victim = ctx.srv.store.lookup(dir.ino, &name)?;
+        check_sticky(&ctx.cred, &dir, &victim)?;
     }
     // The store keeps an unlinked file that is still open until its last CLOSE
     // (`Store::release`); layouts of a removed file are recalled by the layout code.

@@ -1,7 +1,7 @@
 //! RENAME (RFC 8881 §18.26): `oldname` in the saved directory becomes `newname` in the
 //! current directory. pnfsd has one file system, so XDEV never happens.
 
-use super::access::require_dir_write;
+use super::access::{check_sticky, require_dir_write};
 use super::ns_util::{
     check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr, status,
 };
@@ -37,6 +37,10 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
         Err(StoreError::NoEnt) => None,
         Err(e) => return Err(e.into()),
     };
+    check_sticky(&ctx.cred, &src, &from)?;
+    if let Some(t) = &target {
+        check_sticky(&ctx.cred, &dst, t)?;
+    }
     if let Some(t) = &target {
         // §18.26.3: two names of the same file: nothing to do, and OK.
         if t.ino == from.ino {
