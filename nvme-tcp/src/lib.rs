@@ -1,1 +1,5 @@
-//! (being written)
+//! pdu-only bootstrap
+#![deny(unsafe_code)]
+pub mod error;
+pub mod pdu;
+pub mod status;
