@@ -127,7 +127,7 @@ pub enum DecodeError {
     Fatal(Fatal),
     /// The data digest of a command's data did not match: the command fails with a transient
     /// transport error (NVMe/TCP 1.0 §3.6.2.x), the connection stays.
-    DataDigest { pdu_type: PduType, cccid: u16 },
+    DataDigest { pdu_type: PduType, cccid: u16, ttag: u16, datal: u32 },
 }
 
 impl From<Fatal> for DecodeError {
@@ -304,12 +304,12 @@ impl Pdu {
             _ => Pdu::R2t(R2t { cccid: le16(s, 0), ttag: le16(s, 2), r2to: le32(s, 4), r2tl: le32(s, 8) }),
         };
         if dd && crc32c::crc32c(data) != le32(buf, body_end) {
-            let cccid = match &pdu {
-                Pdu::CapsuleCmd(sqe, _) => sqe.cid(),
-                Pdu::H2cData(d) | Pdu::C2hData(d) => d.cccid,
-                _ => 0,
+            let (cccid, ttag) = match &pdu {
+                Pdu::CapsuleCmd(sqe, _) => (sqe.cid(), 0),
+                Pdu::H2cData(d) | Pdu::C2hData(d) => (d.cccid, d.ttag),
+                _ => (0, 0),
             };
-            return Err(DecodeError::DataDigest { pdu_type: ch.pdu_type, cccid });
+            return Err(DecodeError::DataDigest { pdu_type: ch.pdu_type, cccid, ttag, datal: data.len() as u32 });
         }
         Ok(pdu)
     }

@@ -105,7 +105,7 @@ fn digest_errors() {
     let mut b = v.clone();
     let n = b.len();
     b[n - 6] ^= 1; // inside the data: data digest fails, not fatal
-    assert_eq!(Pdu::decode(&b, &r), Err(DecodeError::DataDigest { pdu_type: PduType::CAPSULE_CMD, cccid: 77 }));
+    assert_eq!(Pdu::decode(&b, &r), Err(DecodeError::DataDigest { pdu_type: PduType::CAPSULE_CMD, cccid: 77, ttag: 0, datal: 8 }));
 }
 
 #[test]
