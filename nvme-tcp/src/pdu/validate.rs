@@ -142,7 +142,7 @@ pub fn validate_common(ch: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
         if pdo != 0 {
             return Err(Fatal::field(3));
         }
-    } else if (pdo != 0 && (pdo < min || pdo % 4 != 0 || pdo > plen))
+    } else if (pdo != 0 && (pdo < min || pdo % 4 != 0))
         || (pdo == 0 && matches!(t, PduType::H2C_DATA | PduType::C2H_DATA))
     {
         return Err(Fatal::field(3));
@@ -166,7 +166,8 @@ pub fn validate_common(ch: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
         }
         _ => {
             let start = if pdo != 0 { pdo } else { min };
-            if plen < min || (plen > min && plen < start + ddl) {
+            // A PLEN that ends before the header, or before PDO, is the wrong field.
+            if plen < min || (plen > min && plen < start + ddl) || (pdo != 0 && plen < pdo) {
                 return Err(Fatal::field(4));
             }
             let data = plen.saturating_sub(start + ddl);
