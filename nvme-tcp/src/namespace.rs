@@ -35,7 +35,11 @@ impl NamespaceIds {
         eui64[..4].copy_from_slice(&a.to_be_bytes());
         eui64[4..].copy_from_slice(&b.to_be_bytes());
         eui64[0] = (eui64[0] & 0xFC) | 0x02;
-        NamespaceIds { nguid: u, eui64, uuid: u }
+        NamespaceIds {
+            nguid: u,
+            eui64,
+            uuid: u,
+        }
     }
 }
 

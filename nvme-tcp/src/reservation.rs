@@ -125,21 +125,36 @@ impl Reservations {
     fn unregister_at(&mut self, i: usize) {
         let r = self.registrants.remove(i);
         if let Some(h) = self.holder {
-            let gone = if h.rtype.all_regs() { self.registrants.is_empty() } else { h.hostid == r.hostid };
+            let gone = if h.rtype.all_regs() {
+                self.registrants.is_empty()
+            } else {
+                h.hostid == r.hostid
+            };
             if gone {
                 self.holder = None;
             }
         }
     }
 
-    pub fn register(&mut self, who: &Requester, action: RegisterAction, iekey: bool, crkey: u64, nrkey: u64) -> Result<(), Status> {
+    pub fn register(
+        &mut self,
+        who: &Requester,
+        action: RegisterAction,
+        iekey: bool,
+        crkey: u64,
+        nrkey: u64,
+    ) -> Result<(), Status> {
         match action {
             RegisterAction::Register => match self.find(&who.hostid) {
                 // Registering again with the same key is a no-op; a different key conflicts.
                 Some(i) if self.registrants[i].key == nrkey => Ok(()),
                 Some(_) => Err(CONFLICT),
                 None => {
-                    self.registrants.push(Registrant { hostid: who.hostid, key: nrkey, cntlid: who.cntlid });
+                    self.registrants.push(Registrant {
+                        hostid: who.hostid,
+                        key: nrkey,
+                        cntlid: who.cntlid,
+                    });
                     self.generation = self.generation.wrapping_add(1);
                     Ok(())
                 }
@@ -155,7 +170,11 @@ impl Reservations {
                     Some(i) => i,
                     // An unregistered host may register through Replace only with IEKEY.
                     None if iekey => {
-                        self.registrants.push(Registrant { hostid: who.hostid, key: nrkey, cntlid: who.cntlid });
+                        self.registrants.push(Registrant {
+                            hostid: who.hostid,
+                            key: nrkey,
+                            cntlid: who.cntlid,
+                        });
                         self.generation = self.generation.wrapping_add(1);
                         return Ok(());
                     }
@@ -188,7 +207,10 @@ impl Reservations {
         match action {
             AcquireAction::Acquire => match self.holder {
                 None => {
-                    self.holder = Some(Holder { rtype, hostid: who.hostid });
+                    self.holder = Some(Holder {
+                        rtype,
+                        hostid: who.hostid,
+                    });
                     Ok(vec![])
                 }
                 Some(h) if self.is_holder(&who.hostid) && h.rtype == rtype => Ok(vec![]),
@@ -206,17 +228,25 @@ impl Reservations {
                     Some(h) if h.rtype.all_regs() && prkey == 0 => {
                         // Everyone else loses registration; the preempter holds `rtype`.
                         let gone = self.remove_where(|r| r.hostid != who.hostid);
-                        self.holder = Some(Holder { rtype, hostid: who.hostid });
+                        self.holder = Some(Holder {
+                            rtype,
+                            hostid: who.hostid,
+                        });
                         gone
                     }
                     Some(h) if !h.rtype.all_regs() && holder_key == Some(prkey) => {
                         // Preempting the holder: its reservation moves to us, registrants with
                         // PRKEY (other than us) are removed.
                         let gone = self.remove_keyed(prkey, who);
-                        self.holder = Some(Holder { rtype, hostid: who.hostid });
+                        self.holder = Some(Holder {
+                            rtype,
+                            hostid: who.hostid,
+                        });
                         gone
                     }
-                    Some(h) if !h.rtype.all_regs() && prkey == 0 => return Err(Status::INVALID_FIELD),
+                    Some(h) if !h.rtype.all_regs() && prkey == 0 => {
+                        return Err(Status::INVALID_FIELD)
+                    }
                     // Otherwise only the registrations with PRKEY go; the reservation stays.
                     _ => {
                         let gone = self.remove_keyed(prkey, who);
@@ -254,7 +284,14 @@ impl Reservations {
         gone
     }
 
-    pub fn release(&mut self, who: &Requester, action: ReleaseAction, iekey: bool, rtype: RType, crkey: u64) -> Result<(), Status> {
+    pub fn release(
+        &mut self,
+        who: &Requester,
+        action: ReleaseAction,
+        iekey: bool,
+        rtype: RType,
+        crkey: u64,
+    ) -> Result<(), Status> {
         self.check_key(who, iekey, crkey)?;
         match action {
             ReleaseAction::Release => match self.holder {
@@ -324,21 +361,37 @@ mod tests {
     use super::*;
 
     fn host(n: u8) -> Requester {
-        Requester { hostid: [n; 16], cntlid: n as u16 }
+        Requester {
+            hostid: [n; 16],
+            cntlid: n as u16,
+        }
     }
 
     #[test]
     fn register_conflicts_and_replace() {
         let mut r = Reservations::default();
         let a = host(1);
-        r.register(&a, RegisterAction::Register, false, 0, 10).unwrap();
-        r.register(&a, RegisterAction::Register, false, 0, 10).unwrap();
-        assert_eq!(r.register(&a, RegisterAction::Register, false, 0, 11), Err(CONFLICT));
-        assert_eq!(r.register(&a, RegisterAction::Replace, false, 99, 11), Err(CONFLICT));
-        r.register(&a, RegisterAction::Replace, false, 10, 11).unwrap();
+        r.register(&a, RegisterAction::Register, false, 0, 10)
+            .unwrap();
+        r.register(&a, RegisterAction::Register, false, 0, 10)
+            .unwrap();
+        assert_eq!(
+            r.register(&a, RegisterAction::Register, false, 0, 11),
+            Err(CONFLICT)
+        );
+        assert_eq!(
+            r.register(&a, RegisterAction::Replace, false, 99, 11),
+            Err(CONFLICT)
+        );
+        r.register(&a, RegisterAction::Replace, false, 10, 11)
+            .unwrap();
         assert_eq!(r.registrants()[0].key, 11);
-        assert_eq!(r.register(&host(2), RegisterAction::Unregister, false, 0, 0), Err(CONFLICT));
-        r.register(&a, RegisterAction::Unregister, false, 11, 0).unwrap();
+        assert_eq!(
+            r.register(&host(2), RegisterAction::Unregister, false, 0, 0),
+            Err(CONFLICT)
+        );
+        r.register(&a, RegisterAction::Unregister, false, 11, 0)
+            .unwrap();
         assert!(r.registrants().is_empty());
         assert_eq!(r.generation(), 3);
     }
@@ -347,41 +400,83 @@ mod tests {
     fn exclusive_access_registrants_only_and_preempt() {
         let mut r = Reservations::default();
         let (mds, client, stranger) = (host(1), host(2), host(3));
-        r.register(&mds, RegisterAction::Register, false, 0, 0xA).unwrap();
-        r.register(&client, RegisterAction::Register, false, 0, 0xB).unwrap();
+        r.register(&mds, RegisterAction::Register, false, 0, 0xA)
+            .unwrap();
+        r.register(&client, RegisterAction::Register, false, 0, 0xB)
+            .unwrap();
         let t = RType::EXCLUSIVE_ACCESS_REG_ONLY;
-        r.acquire(&mds, AcquireAction::Acquire, false, t, 0xA, 0).unwrap();
+        r.acquire(&mds, AcquireAction::Acquire, false, t, 0xA, 0)
+            .unwrap();
         // The client (registered) may read and write; the stranger may not.
         assert!(r.check(&client.hostid, Access::Write).is_ok());
         assert_eq!(r.check(&stranger.hostid, Access::Read), Err(CONFLICT));
         // A second acquire by the client conflicts; wrong key conflicts.
-        assert_eq!(r.acquire(&client, AcquireAction::Acquire, false, t, 0xB, 0), Err(CONFLICT));
-        assert_eq!(r.acquire(&client, AcquireAction::Acquire, false, t, 0xC, 0), Err(CONFLICT));
+        assert_eq!(
+            r.acquire(&client, AcquireAction::Acquire, false, t, 0xB, 0),
+            Err(CONFLICT)
+        );
+        assert_eq!(
+            r.acquire(&client, AcquireAction::Acquire, false, t, 0xC, 0),
+            Err(CONFLICT)
+        );
         // Fence: the MDS preempts-and-aborts the client's key.
-        let gone = r.acquire(&mds, AcquireAction::PreemptAndAbort, false, t, 0xA, 0xB).unwrap();
+        let gone = r
+            .acquire(&mds, AcquireAction::PreemptAndAbort, false, t, 0xA, 0xB)
+            .unwrap();
         assert_eq!(gone, vec![client.hostid]);
         assert_eq!(r.check(&client.hostid, Access::Write), Err(CONFLICT));
         assert!(r.check(&mds.hostid, Access::Write).is_ok());
         // Preempting a key nobody has conflicts.
-        assert_eq!(r.acquire(&mds, AcquireAction::Preempt, false, t, 0xA, 0xB), Err(CONFLICT));
+        assert_eq!(
+            r.acquire(&mds, AcquireAction::Preempt, false, t, 0xA, 0xB),
+            Err(CONFLICT)
+        );
     }
 
     #[test]
     fn preempting_the_holder_moves_the_reservation() {
         let mut r = Reservations::default();
         let (a, b) = (host(1), host(2));
-        r.register(&a, RegisterAction::Register, false, 0, 1).unwrap();
-        r.register(&b, RegisterAction::Register, false, 0, 2).unwrap();
-        r.acquire(&a, AcquireAction::Acquire, false, RType::WRITE_EXCLUSIVE, 1, 0).unwrap();
+        r.register(&a, RegisterAction::Register, false, 0, 1)
+            .unwrap();
+        r.register(&b, RegisterAction::Register, false, 0, 2)
+            .unwrap();
+        r.acquire(
+            &a,
+            AcquireAction::Acquire,
+            false,
+            RType::WRITE_EXCLUSIVE,
+            1,
+            0,
+        )
+        .unwrap();
         assert_eq!(r.check(&b.hostid, Access::Write), Err(CONFLICT));
         assert!(r.check(&b.hostid, Access::Read).is_ok());
-        r.acquire(&b, AcquireAction::Preempt, false, RType::EXCLUSIVE_ACCESS, 2, 1).unwrap();
+        r.acquire(
+            &b,
+            AcquireAction::Preempt,
+            false,
+            RType::EXCLUSIVE_ACCESS,
+            2,
+            1,
+        )
+        .unwrap();
         assert_eq!(r.rtype(), Some(RType::EXCLUSIVE_ACCESS));
         assert_eq!(r.check(&a.hostid, Access::Read), Err(CONFLICT));
         assert_eq!(r.registrants().len(), 1);
         // Release with the wrong type is an invalid field; the right type releases.
-        assert_eq!(r.release(&b, ReleaseAction::Release, false, RType::WRITE_EXCLUSIVE, 2), Err(Status::INVALID_FIELD));
-        r.release(&b, ReleaseAction::Release, false, RType::EXCLUSIVE_ACCESS, 2).unwrap();
+        assert_eq!(
+            r.release(&b, ReleaseAction::Release, false, RType::WRITE_EXCLUSIVE, 2),
+            Err(Status::INVALID_FIELD)
+        );
+        r.release(
+            &b,
+            ReleaseAction::Release,
+            false,
+            RType::EXCLUSIVE_ACCESS,
+            2,
+        )
+        .unwrap();
         assert_eq!(r.rtype(), None);
     }
 
@@ -389,11 +484,29 @@ mod tests {
     fn all_registrants_and_clear_and_report() {
         let mut r = Reservations::default();
         let (a, b) = (host(1), host(2));
-        r.register(&a, RegisterAction::Register, false, 0, 1).unwrap();
-        r.register(&b, RegisterAction::Register, false, 0, 2).unwrap();
-        r.acquire(&a, AcquireAction::Acquire, false, RType::WRITE_EXCLUSIVE_ALL_REGS, 1, 0).unwrap();
+        r.register(&a, RegisterAction::Register, false, 0, 1)
+            .unwrap();
+        r.register(&b, RegisterAction::Register, false, 0, 2)
+            .unwrap();
+        r.acquire(
+            &a,
+            AcquireAction::Acquire,
+            false,
+            RType::WRITE_EXCLUSIVE_ALL_REGS,
+            1,
+            0,
+        )
+        .unwrap();
         // b is a holder too: it may acquire the same type.
-        r.acquire(&b, AcquireAction::Acquire, false, RType::WRITE_EXCLUSIVE_ALL_REGS, 2, 0).unwrap();
+        r.acquire(
+            &b,
+            AcquireAction::Acquire,
+            false,
+            RType::WRITE_EXCLUSIVE_ALL_REGS,
+            2,
+            0,
+        )
+        .unwrap();
         let rep = r.report(false);
         assert_eq!(rep.len(), 24 + 48);
         assert_eq!(rep[4], 5);
@@ -401,7 +514,8 @@ mod tests {
         assert_eq!(&rep[24 + 16..24 + 24], &1u64.to_le_bytes());
         let ext = r.report(true);
         assert_eq!(&ext[64 + 16..64 + 32], &[1u8; 16]);
-        r.release(&b, ReleaseAction::Clear, false, RType(0), 2).unwrap();
+        r.release(&b, ReleaseAction::Clear, false, RType(0), 2)
+            .unwrap();
         assert!(r.registrants().is_empty());
         assert_eq!(r.rtype(), None);
     }

@@ -85,7 +85,13 @@ impl Status {
 
 impl fmt::Debug for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Status(sct {:#x}, sc {:#04x}{})", self.sct(), self.sc(), if self.dnr() { ", dnr" } else { "" })
+        write!(
+            f,
+            "Status(sct {:#x}, sc {:#04x}{})",
+            self.sct(),
+            self.sc(),
+            if self.dnr() { ", dnr" } else { "" }
+        )
     }
 }
 

@@ -1,7 +1,10 @@
 //! Sockets and digests (style.md rule 9): reading whole PDUs off a TCP stream with the header
 //! checked before the body is read, and one writer task per connection that batches frames.
 
-use crate::pdu::{validate_common, DecodeError, Digests, Fatal, Pdu, PduType, Rules, TermReq, COMMON_LEN, TERM_MAX_DATA};
+use crate::pdu::{
+    validate_common, DecodeError, Digests, Fatal, Pdu, PduType, Rules, TermReq, COMMON_LEN,
+    TERM_MAX_DATA,
+};
 use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -13,9 +16,17 @@ pub(crate) enum RecvError {
     Closed,
     Io(io::Error),
     /// Protocol violation: send a TermReq with `header` as its data, then close.
-    Fatal { fatal: Fatal, header: Vec<u8> },
+    Fatal {
+        fatal: Fatal,
+        header: Vec<u8>,
+    },
     /// Bad data digest of one command's data.
-    DataDigest { pdu_type: PduType, cccid: u16, ttag: u16, datal: u32 },
+    DataDigest {
+        pdu_type: PduType,
+        cccid: u16,
+        ttag: u16,
+        datal: u32,
+    },
 }
 
 pub(crate) struct PduReader<R> {
@@ -26,7 +37,11 @@ pub(crate) struct PduReader<R> {
 
 impl<R: AsyncRead + Unpin> PduReader<R> {
     pub fn new(r: R, rules: Rules) -> Self {
-        PduReader { r, rules, buf: Vec::with_capacity(16 * 1024) }
+        PduReader {
+            r,
+            rules,
+            buf: Vec::with_capacity(16 * 1024),
+        }
     }
 
     pub async fn read(&mut self) -> Result<Pdu, RecvError> {
@@ -41,18 +56,37 @@ impl<R: AsyncRead + Unpin> PduReader<R> {
             }
         }
         // PLEN is trusted only after the common header passed (it bounds the allocation).
-        let h = validate_common(&ch, &self.rules).map_err(|fatal| RecvError::Fatal { fatal, header: ch.to_vec() })?;
+        let h = validate_common(&ch, &self.rules).map_err(|fatal| RecvError::Fatal {
+            fatal,
+            header: ch.to_vec(),
+        })?;
         let plen = h.plen as usize;
         self.buf.clear();
         self.buf.extend_from_slice(&ch);
         self.buf.resize(plen, 0);
-        self.r.read_exact(&mut self.buf[COMMON_LEN..]).await.map_err(RecvError::Io)?;
+        self.r
+            .read_exact(&mut self.buf[COMMON_LEN..])
+            .await
+            .map_err(RecvError::Io)?;
         Pdu::decode(&self.buf, &self.rules).map_err(|e| match e {
             DecodeError::Fatal(fatal) => {
                 let n = (h.hlen as usize).min(TERM_MAX_DATA).min(self.buf.len());
-                RecvError::Fatal { fatal, header: self.buf[..n].to_vec() }
+                RecvError::Fatal {
+                    fatal,
+                    header: self.buf[..n].to_vec(),
+                }
             }
-            DecodeError::DataDigest { pdu_type, cccid, ttag, datal } => RecvError::DataDigest { pdu_type, cccid, ttag, datal },
+            DecodeError::DataDigest {
+                pdu_type,
+                cccid,
+                ttag,
+                datal,
+            } => RecvError::DataDigest {
+                pdu_type,
+                cccid,
+                ttag,
+                datal,
+            },
         })
     }
 }
@@ -75,8 +109,16 @@ pub(crate) fn frame(p: &Pdu, dg: Digests) -> Out {
 
 /// A TermReq for `fatal` (sent by the receiver of the bad PDU), then close.
 pub(crate) fn terminate(tx: &OutTx, to_host: bool, fatal: Fatal, header: Vec<u8>) {
-    let t = TermReq { fes: fatal.fes, fei: fatal.fei, data: header };
-    let p = if to_host { Pdu::C2hTermReq(t) } else { Pdu::H2cTermReq(t) };
+    let t = TermReq {
+        fes: fatal.fes,
+        fei: fatal.fei,
+        data: header,
+    };
+    let p = if to_host {
+        Pdu::C2hTermReq(t)
+    } else {
+        Pdu::H2cTermReq(t)
+    };
     let _ = tx.send(frame(&p, Digests::default()));
     let _ = tx.send(Out::Close);
 }

@@ -5,7 +5,8 @@ mod common;
 use bytes::Bytes;
 use common::*;
 use nvme_tcp::{
-    discover, AcquireAction, Error, Initiator, NamespaceIds, RType, RegisterAction, ReleaseAction, Status,
+    discover, AcquireAction, Error, Initiator, NamespaceIds, RType, RegisterAction, ReleaseAction,
+    Status,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -25,7 +26,9 @@ fn status_of<T: std::fmt::Debug>(r: Result<T, Error>) -> Status {
 #[tokio::test]
 async fn identify_features_logs_and_properties() {
     let r = rig(1024, None).await;
-    let ini = Initiator::connect(r.target.local_addr(), host("a", 3)).await.unwrap();
+    let ini = Initiator::connect(r.target.local_addr(), host("a", 3))
+        .await
+        .unwrap();
     assert_eq!(ini.io_queue_count(), 3);
     let id = ini.controller_data().to_vec();
     assert_eq!(u16::from_le_bytes([id[78], id[79]]), ini.cntlid());
@@ -46,9 +49,23 @@ async fn identify_features_logs_and_properties() {
     assert_eq!(ns.rescap & 0x7E, 0x7E);
     assert_eq!(ini.active_namespaces().await.unwrap(), vec![1]);
     let d = ini.ns_descriptors(1).await.unwrap();
-    assert_eq!(d, vec![(1, ids.eui64.to_vec()), (2, ids.nguid.to_vec()), (3, ids.uuid.to_vec())]);
-    assert_eq!(status_of(ini.identify_namespace(2).await.map(|_| ())), Status::INVALID_NS);
-    assert_eq!(ini.identify_raw(0x08, 1).await.unwrap()[14], 1, "NSTAT ready");
+    assert_eq!(
+        d,
+        vec![
+            (1, ids.eui64.to_vec()),
+            (2, ids.nguid.to_vec()),
+            (3, ids.uuid.to_vec())
+        ]
+    );
+    assert_eq!(
+        status_of(ini.identify_namespace(2).await.map(|_| ())),
+        Status::INVALID_NS
+    );
+    assert_eq!(
+        ini.identify_raw(0x08, 1).await.unwrap()[14],
+        1,
+        "NSTAT ready"
+    );
 
     // Features: number of queues (as granted), write cache, async event config, KATO.
     assert_eq!(ini.get_features(0x07, 0).await.unwrap(), 2 | 2 << 16);
@@ -58,25 +75,53 @@ async fn identify_features_logs_and_properties() {
     ini.set_features(0x0B, 0x100).await.unwrap();
     assert_eq!(ini.get_features(0x0B, 0).await.unwrap(), 0x100);
     assert_eq!(ini.get_features(0x0F, 0).await.unwrap(), 5000);
-    assert_eq!(status_of(ini.get_features(0x42, 0).await), Status::INVALID_FIELD);
-    assert_eq!(ini.admin_cmd(nvme_tcp::pdu::Sqe::new(0x0A), None, 16).await.map(|_| ()).is_err(), true);
+    assert_eq!(
+        status_of(ini.get_features(0x42, 0).await),
+        Status::INVALID_FIELD
+    );
+    // Get Features of reserved FID 0 is an invalid field.
+    assert_eq!(
+        status_of(
+            ini.admin_cmd(nvme_tcp::pdu::Sqe::new(0x0A), None, 16)
+                .await
+                .map(|_| ())
+        ),
+        Status::INVALID_FIELD
+    );
 
     // Logs, keep alive, properties.
-    assert_eq!(ini.get_log_page(0x02, 0xFFFF_FFFF, 0, 512).await.unwrap().len(), 512);
-    assert_eq!(status_of(ini.get_log_page(0x33, 0, 0, 512).await), Status::INVALID_LOG_PAGE);
+    assert_eq!(
+        ini.get_log_page(0x02, 0xFFFF_FFFF, 0, 512)
+            .await
+            .unwrap()
+            .len(),
+        512
+    );
+    assert_eq!(
+        status_of(ini.get_log_page(0x33, 0, 0, 512).await),
+        Status::INVALID_LOG_PAGE
+    );
     ini.keep_alive().await.unwrap();
     assert_eq!(ini.property_get(0x08, false).await.unwrap(), 0x0001_0300);
     assert_eq!(ini.property_get(0x1C, false).await.unwrap() & 1, 1);
-    assert_eq!(status_of(ini.property_set(0x00, 1).await), Status::INVALID_FIELD);
+    assert_eq!(
+        status_of(ini.property_set(0x00, 1).await),
+        Status::INVALID_FIELD
+    );
     ini.disconnect().await.unwrap();
 }
 
 #[tokio::test]
 async fn async_event_request_stays_pending() {
     let r = rig(64, None).await;
-    let ini = Arc::new(Initiator::connect(r.target.local_addr(), host("aer", 1)).await.unwrap());
+    let ini = Arc::new(
+        Initiator::connect(r.target.local_addr(), host("aer", 1))
+            .await
+            .unwrap(),
+    );
     let i2 = ini.clone();
-    let aer = tokio::spawn(async move { i2.admin_cmd(nvme_tcp::pdu::Sqe::new(0x0C), None, 0).await });
+    let aer =
+        tokio::spawn(async move { i2.admin_cmd(nvme_tcp::pdu::Sqe::new(0x0C), None, 0).await });
     for _ in 0..10 {
         ini.keep_alive().await.unwrap();
     }
@@ -87,7 +132,9 @@ async fn async_event_request_stays_pending() {
 #[tokio::test]
 async fn discovery_lists_the_subsystem() {
     let r = rig(64, None).await;
-    let entries = discover(r.target.local_addr(), "nqn.2014-08.org.nvmexpress:uuid:d").await.unwrap();
+    let entries = discover(r.target.local_addr(), "nqn.2014-08.org.nvmexpress:uuid:d")
+        .await
+        .unwrap();
     assert_eq!(entries.len(), 1);
     let e = &entries[0];
     assert_eq!((e.trtype, e.adrfam, e.subtype), (3, 1, 2));
@@ -101,12 +148,16 @@ async fn io_commands(digests: bool) {
     let mut cfg = host("io", 2);
     cfg.header_digest = digests;
     cfg.data_digest = digests;
-    let ini = Initiator::connect(r.target.local_addr(), cfg).await.unwrap();
+    let ini = Initiator::connect(r.target.local_addr(), cfg)
+        .await
+        .unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     // In-capsule (4 KiB, 8 KiB) and R2T (64 KiB, and 512 KiB split into H2CData PDUs).
     for (lba, blocks) in [(0u64, 1u32), (10, 2), (20, 16), (100, 128)] {
         let data: Vec<u8> = (0..blocks * BS).map(|_| rng.gen()).collect();
-        ini.write(1, lba, Bytes::from(data.clone()), BS, lba == 20).await.unwrap();
+        ini.write(1, lba, Bytes::from(data.clone()), BS, lba == 20)
+            .await
+            .unwrap();
         assert_eq!(ini.read(1, lba, blocks, BS).await.unwrap(), data);
     }
     ini.flush(1).await.unwrap();
@@ -115,13 +166,33 @@ async fn io_commands(digests: bool) {
     assert_eq!(&raw[100 * 4096..228 * 4096], &back[..]);
     // Write Zeroes and deallocate.
     ini.write_zeroes(1, 100, 4).await.unwrap();
-    assert!(ini.read(1, 100, 4, BS).await.unwrap().iter().all(|&b| b == 0));
-    assert_eq!(ini.read(1, 104, 1, BS).await.unwrap(), back[4 * 4096..5 * 4096]);
+    assert!(ini
+        .read(1, 100, 4, BS)
+        .await
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+    assert_eq!(
+        ini.read(1, 104, 1, BS).await.unwrap(),
+        back[4 * 4096..5 * 4096]
+    );
     ini.deallocate(1, &[(0, 8), (500, 10)]).await.unwrap();
     // Errors: out of range, unknown namespace, broadcast flush works.
-    assert_eq!(status_of(ini.read(1, 1020, 8, BS).await), Status::LBA_OUT_OF_RANGE);
-    assert_eq!(status_of(ini.write(1, 1023, Bytes::from(vec![0; 8192]), BS, false).await), Status::LBA_OUT_OF_RANGE);
-    assert_eq!(status_of(ini.deallocate(1, &[(1000, 100)]).await), Status::LBA_OUT_OF_RANGE);
+    assert_eq!(
+        status_of(ini.read(1, 1020, 8, BS).await),
+        Status::LBA_OUT_OF_RANGE
+    );
+    assert_eq!(
+        status_of(
+            ini.write(1, 1023, Bytes::from(vec![0; 8192]), BS, false)
+                .await
+        ),
+        Status::LBA_OUT_OF_RANGE
+    );
+    assert_eq!(
+        status_of(ini.deallocate(1, &[(1000, 100)]).await),
+        Status::LBA_OUT_OF_RANGE
+    );
     assert_eq!(status_of(ini.flush(7).await), Status::INVALID_NS);
     ini.flush(0xFFFF_FFFF).await.unwrap();
 }
@@ -145,7 +216,11 @@ async fn concurrent_queues_random_mixed_io_byte_for_byte() {
     for h in 0..2 {
         let mut cfg = host(&format!("h{h}"), 8);
         cfg.queue_depth = 16;
-        hosts.push(Arc::new(Initiator::connect(r.target.local_addr(), cfg).await.unwrap()));
+        hosts.push(Arc::new(
+            Initiator::connect(r.target.local_addr(), cfg)
+                .await
+                .unwrap(),
+        ));
     }
     let mut tasks = Vec::new();
     for t in 0..TASKS {
@@ -161,7 +236,9 @@ async fn concurrent_queues_random_mixed_io_byte_for_byte() {
                 if rng.gen_bool(0.5) {
                     let data: Vec<u8> = (0..range.len()).map(|_| rng.gen()).collect();
                     model[range].copy_from_slice(&data);
-                    ini.write(1, base + off, Bytes::from(data), BS, rng.gen_bool(0.1)).await.unwrap();
+                    ini.write(1, base + off, Bytes::from(data), BS, rng.gen_bool(0.1))
+                        .await
+                        .unwrap();
                 } else {
                     let got = ini.read(1, base + off, n, BS).await.unwrap();
                     assert_eq!(got, model[range], "task {t} read mismatch");
@@ -187,37 +264,115 @@ async fn reservations_register_acquire_preempt_and_fence() {
     let stranger = Initiator::connect(addr, host("stranger", 1)).await.unwrap();
     let (ka, kb) = (0xAAAA_u64, 0xBBBB_u64);
     let t = RType::EXCLUSIVE_ACCESS_REG_ONLY;
-    mds.reservation_register(1, RegisterAction::Register, false, 0, ka).await.unwrap();
-    mds.reservation_acquire(1, AcquireAction::Acquire, t, ka, 0).await.unwrap();
-    client.reservation_register(1, RegisterAction::Register, false, 0, kb).await.unwrap();
+    mds.reservation_register(1, RegisterAction::Register, false, 0, ka)
+        .await
+        .unwrap();
+    mds.reservation_acquire(1, AcquireAction::Acquire, t, ka, 0)
+        .await
+        .unwrap();
+    client
+        .reservation_register(1, RegisterAction::Register, false, 0, kb)
+        .await
+        .unwrap();
     // A registrant may do I/O; a non-registrant may not.
-    client.write(1, 0, Bytes::from(vec![1u8; 4096]), BS, false).await.unwrap();
-    assert_eq!(status_of(stranger.read(1, 0, 1, BS).await), Status::RESERVATION_CONFLICT);
-    assert_eq!(status_of(stranger.write(1, 0, Bytes::from(vec![2u8; 4096]), BS, false).await), Status::RESERVATION_CONFLICT);
+    client
+        .write(1, 0, Bytes::from(vec![1u8; 4096]), BS, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        status_of(stranger.read(1, 0, 1, BS).await),
+        Status::RESERVATION_CONFLICT
+    );
+    assert_eq!(
+        status_of(
+            stranger
+                .write(1, 0, Bytes::from(vec![2u8; 4096]), BS, false)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
     // Conflicting registrant actions are refused.
-    assert_eq!(status_of(client.reservation_register(1, RegisterAction::Register, false, 0, 0xCCCC).await), Status::RESERVATION_CONFLICT);
-    assert_eq!(status_of(client.reservation_acquire(1, AcquireAction::Acquire, t, kb, 0).await), Status::RESERVATION_CONFLICT);
-    assert_eq!(status_of(client.reservation_acquire(1, AcquireAction::Acquire, t, 0xDEAD, 0).await), Status::RESERVATION_CONFLICT);
-    assert_eq!(status_of(stranger.reservation_acquire(1, AcquireAction::Preempt, t, 0, ka).await), Status::RESERVATION_CONFLICT);
+    assert_eq!(
+        status_of(
+            client
+                .reservation_register(1, RegisterAction::Register, false, 0, 0xCCCC)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
+    assert_eq!(
+        status_of(
+            client
+                .reservation_acquire(1, AcquireAction::Acquire, t, kb, 0)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
+    assert_eq!(
+        status_of(
+            client
+                .reservation_acquire(1, AcquireAction::Acquire, t, 0xDEAD, 0)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
+    assert_eq!(
+        status_of(
+            stranger
+                .reservation_acquire(1, AcquireAction::Preempt, t, 0, ka)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
     let rep = mds.reservation_report(1).await.unwrap();
     assert_eq!(rep.rtype, 4);
     assert_eq!(rep.registrants.len(), 2);
     assert!(rep.registrants.iter().any(|g| g.key == ka && g.holds));
     assert!(rep.registrants.iter().any(|g| g.key == kb && !g.holds));
     // Fence: preempt-and-abort the client's key; its I/O now conflicts.
-    mds.reservation_acquire(1, AcquireAction::PreemptAndAbort, t, ka, kb).await.unwrap();
-    assert_eq!(status_of(client.write(1, 0, Bytes::from(vec![3u8; 4096]), BS, false).await), Status::RESERVATION_CONFLICT);
-    assert_eq!(status_of(client.read(1, 0, 1, BS).await), Status::RESERVATION_CONFLICT);
-    assert_eq!(status_of(client.flush(1).await), Status::RESERVATION_CONFLICT);
+    mds.reservation_acquire(1, AcquireAction::PreemptAndAbort, t, ka, kb)
+        .await
+        .unwrap();
+    assert_eq!(
+        status_of(
+            client
+                .write(1, 0, Bytes::from(vec![3u8; 4096]), BS, false)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
+    assert_eq!(
+        status_of(client.read(1, 0, 1, BS).await),
+        Status::RESERVATION_CONFLICT
+    );
+    assert_eq!(
+        status_of(client.flush(1).await),
+        Status::RESERVATION_CONFLICT
+    );
     assert_eq!(mds.read(1, 0, 1, BS).await.unwrap(), vec![1u8; 4096]);
     let rep = mds.reservation_report(1).await.unwrap();
     assert_eq!(rep.registrants.len(), 1);
     // Release with the wrong type, then properly; clear drops every registration.
-    assert_eq!(status_of(mds.reservation_release(1, ReleaseAction::Release, RType::WRITE_EXCLUSIVE, ka).await), Status::INVALID_FIELD);
-    mds.reservation_release(1, ReleaseAction::Release, t, ka).await.unwrap();
+    assert_eq!(
+        status_of(
+            mds.reservation_release(1, ReleaseAction::Release, RType::WRITE_EXCLUSIVE, ka)
+                .await
+        ),
+        Status::INVALID_FIELD
+    );
+    mds.reservation_release(1, ReleaseAction::Release, t, ka)
+        .await
+        .unwrap();
     stranger.read(1, 0, 1, BS).await.unwrap();
-    mds.reservation_release(1, ReleaseAction::Clear, RType(0), ka).await.unwrap();
-    assert!(mds.reservation_report(1).await.unwrap().registrants.is_empty());
+    mds.reservation_release(1, ReleaseAction::Clear, RType(0), ka)
+        .await
+        .unwrap();
+    assert!(mds
+        .reservation_report(1)
+        .await
+        .unwrap()
+        .registrants
+        .is_empty());
 }
 
 #[tokio::test]
@@ -228,11 +383,18 @@ async fn keep_alive_expiry_tears_the_controller_down() {
     quiet.send_keep_alive = false;
     let mut chatty = host("chatty", 1);
     chatty.kato_ms = 300;
-    let q = Initiator::connect(r.target.local_addr(), quiet).await.unwrap();
-    let c = Initiator::connect(r.target.local_addr(), chatty).await.unwrap();
+    let q = Initiator::connect(r.target.local_addr(), quiet)
+        .await
+        .unwrap();
+    let c = Initiator::connect(r.target.local_addr(), chatty)
+        .await
+        .unwrap();
     assert_eq!(r.target.controller_count(), 2);
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert!(q.read(1, 0, 1, BS).await.is_err(), "expired controller's queues are closed");
+    assert!(
+        q.read(1, 0, 1, BS).await.is_err(),
+        "expired controller's queues are closed"
+    );
     assert!(q.is_closed());
     c.read(1, 0, 1, BS).await.unwrap();
     assert_eq!(r.target.controller_count(), 1);
@@ -246,12 +408,17 @@ async fn connect_refusals() {
     wrong.subnqn = "nqn.2026-11.org.pnfsd:nope".into();
     match Initiator::connect(addr, wrong).await {
         Err(Error::ConnectRefused { status, iattr, ipo }) => {
-            assert_eq!((status, iattr, ipo), (Status::CONNECT_INVALID_PARAM, 1, 256));
+            assert_eq!(
+                (status, iattr, ipo),
+                (Status::CONNECT_INVALID_PARAM, 1, 256)
+            );
         }
         other => panic!("{:?}", other.map(|_| ())),
     }
     match Initiator::connect(addr, host("bad", 1)).await {
-        Err(Error::ConnectRefused { status, .. }) => assert_eq!(status, Status::CONNECT_INVALID_HOST),
+        Err(Error::ConnectRefused { status, .. }) => {
+            assert_eq!(status, Status::CONNECT_INVALID_HOST)
+        }
         other => panic!("{:?}", other.map(|_| ())),
     }
     let ok = Initiator::connect(addr, host("ok", 1)).await.unwrap();

@@ -19,21 +19,36 @@ impl FileBackend {
     /// blocks) is the namespace size.
     pub fn open(path: &Path, block_size: u32) -> io::Result<Self> {
         if !(block_size == 512 || block_size == 4096) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "block size must be 512 or 4096"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "block size must be 512 or 4096",
+            ));
         }
         let mut file = OpenOptions::new().read(true).write(true).open(path)?;
         let ft = file.metadata()?.file_type();
         if !(ft.is_file() || ft.is_block_device()) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file or block device"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file or block device",
+            ));
         }
         // A block device's metadata length is 0: its size is where SEEK_END lands.
         let size = file.seek(SeekFrom::End(0))?;
-        Ok(FileBackend { file, block_size, num_blocks: size / block_size as u64 })
+        Ok(FileBackend {
+            file,
+            block_size,
+            num_blocks: size / block_size as u64,
+        })
     }
 
     /// Creates (or resizes) a sparse regular file of `size` bytes and opens it.
     pub fn create(path: &Path, size: u64, block_size: u32) -> io::Result<Self> {
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         f.set_len(size)?;
         drop(f);
         Self::open(path, block_size)

@@ -13,7 +13,10 @@ pub struct MemBackend {
 
 impl MemBackend {
     pub fn new(num_blocks: u64, block_size: u32) -> Self {
-        MemBackend { data: RwLock::new(vec![0u8; (num_blocks * block_size as u64) as usize]), block_size }
+        MemBackend {
+            data: RwLock::new(vec![0u8; (num_blocks * block_size as u64) as usize]),
+            block_size,
+        }
     }
 }
 

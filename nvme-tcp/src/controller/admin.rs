@@ -2,7 +2,7 @@
 //! style.md §3): Identify, Get Log Page, Set/Get Features, Keep Alive, Asynchronous Event
 //! Request, Abort. Fabrics commands are handled by the connection (they change its state).
 
-use super::{discovery, identify, CtrlKind, Controller, Cmd, Outcome, Reply};
+use super::{discovery, identify, Cmd, Controller, CtrlKind, Outcome, Reply};
 use crate::namespace::lock;
 use crate::pdu::AdminOpc;
 use crate::status::Status;
@@ -71,7 +71,9 @@ fn identify(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
         Ok(c.subsys.namespaces.get(&nsid))
     };
     let data = match cns {
-        0x00 => ns()?.map(|n| identify::namespace(n)).unwrap_or_else(|| vec![0; identify::LEN]),
+        0x00 => ns()?
+            .map(|n| identify::namespace(n))
+            .unwrap_or_else(|| vec![0; identify::LEN]),
         0x01 => identify::controller(c),
         0x02 => {
             if nsid >= 0xFFFF_FFFE {
@@ -99,16 +101,16 @@ fn get_log_page(c: &Controller, cmd: &Cmd, local: SocketAddr) -> Result<Reply, S
     let numd = (((s.cdw(11) & 0xFFFF) << 16) | (s.cdw(10) >> 16)) as u64 + 1;
     let len = numd * 4;
     let offset = s.cdw(12) as u64 | (s.cdw(13) as u64) << 32;
-    if offset % 4 != 0 || len > super::MAX_TRANSFER as u64 {
+    if !offset.is_multiple_of(4) || len > super::MAX_TRANSFER as u64 {
         return Err(Status::INVALID_FIELD);
     }
     let page = match (c.kind, lid) {
         (CtrlKind::Discovery, 0x70) => discovery::log_page(c, local),
-        (CtrlKind::Io, 0x01) => vec![0; 64],  // Error Information: no entries
+        (CtrlKind::Io, 0x01) => vec![0; 64], // Error Information: no entries
         (CtrlKind::Io, 0x02) => vec![0; 512], // SMART / Health: nothing to report
         (CtrlKind::Io, 0x03) => vec![0; 512], // Firmware Slot Information
         (CtrlKind::Io, 0x04) => vec![0; 4096], // Changed Namespace List: none
-        (CtrlKind::Io, 0x80) => vec![0; 64],  // Reservation Notification: none
+        (CtrlKind::Io, 0x80) => vec![0; 64], // Reservation Notification: none
         _ => return Err(Status::INVALID_LOG_PAGE),
     };
     if offset > page.len() as u64 {
@@ -154,8 +156,14 @@ fn set_features(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
             st.features.insert(f, v);
             Ok(Reply::ok())
         }
-        fid::ARBITRATION | fid::TEMP_THRESHOLD | fid::ERROR_RECOVERY | fid::IRQ_COALESCING | fid::IRQ_CONFIG
-        | fid::WRITE_ATOMICITY | fid::TIMESTAMP | fid::RESV_NOTIF_MASK
+        fid::ARBITRATION
+        | fid::TEMP_THRESHOLD
+        | fid::ERROR_RECOVERY
+        | fid::IRQ_COALESCING
+        | fid::IRQ_CONFIG
+        | fid::WRITE_ATOMICITY
+        | fid::TIMESTAMP
+        | fid::RESV_NOTIF_MASK
             if io =>
         {
             st.features.insert(f, v);
@@ -180,7 +188,12 @@ fn get_features(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
     let current = sel == 0;
     let v = match f {
         fid::NUM_QUEUES if io => {
-            let g = (if current { st.io_queues } else { c.subsys.max_io_queues }) as u32 - 1;
+            let g = (if current {
+                st.io_queues
+            } else {
+                c.subsys.max_io_queues
+            }) as u32
+                - 1;
             g | g << 16
         }
         fid::VOLATILE_WC if io => (!current || st.wce) as u32,
@@ -205,8 +218,14 @@ fn get_features(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
                 0
             }
         }
-        fid::ARBITRATION | fid::TEMP_THRESHOLD | fid::ERROR_RECOVERY | fid::IRQ_COALESCING | fid::IRQ_CONFIG
-        | fid::WRITE_ATOMICITY | fid::TIMESTAMP | fid::RESV_NOTIF_MASK
+        fid::ARBITRATION
+        | fid::TEMP_THRESHOLD
+        | fid::ERROR_RECOVERY
+        | fid::IRQ_COALESCING
+        | fid::IRQ_CONFIG
+        | fid::WRITE_ATOMICITY
+        | fid::TIMESTAMP
+        | fid::RESV_NOTIF_MASK
             if io =>
         {
             if current {

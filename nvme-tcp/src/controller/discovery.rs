@@ -28,7 +28,7 @@ pub(crate) fn log_page(c: &Controller, local: SocketAddr) -> Vec<u8> {
     e[8..10].copy_from_slice(&32u16.to_le_bytes()); // ASQSZ
     put_padded(&mut e[32..64], &local.port().to_string()); // TRSVCID
     put_padded(&mut e[256..512], &local.ip().to_string()); // TRADDR
-    // TSAS (512..768): SECTYPE 0 = no security.
+                                                           // TSAS (512..768): SECTYPE 0 = no security.
     let nqn = &c.subsys.nqn;
     let n = nqn.len().min(255);
     e[768..768 + n].copy_from_slice(&nqn.as_bytes()[..n]); // SUBNQN (NUL padded)

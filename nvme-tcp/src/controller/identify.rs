@@ -28,14 +28,14 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
     put_ascii(&mut b, 24, 40, &s.model); // MN
     put_ascii(&mut b, 64, 8, env!("CARGO_PKG_VERSION")); // FR
     b[72] = 6; // RAB
-    // CMIC bit 1: the subsystem may have several controllers (one per host connection);
-    // without it Linux refuses a second controller of the same subsystem.
+               // CMIC bit 1: the subsystem may have several controllers (one per host connection);
+               // without it Linux refuses a second controller of the same subsystem.
     b[76] = if io { 0x02 } else { 0 };
     b[77] = MDTS;
     put(&mut b, 78, &c.cntlid.to_le_bytes()); // CNTLID: the one Connect returned
     put(&mut b, 80, &VERSION.to_le_bytes()); // VER
-    // CTRATT bit 0: 128-bit Host Identifiers (fabrics hosts send one in Connect), which
-    // also makes Reservation Report use the extended data structure.
+                                             // CTRATT bit 0: 128-bit Host Identifiers (fabrics hosts send one in Connect), which
+                                             // also makes Reservation Report use the extended data structure.
     put(&mut b, 96, &1u32.to_le_bytes());
     b[111] = if io { 1 } else { 2 }; // CNTRLTYPE: I/O or discovery
     b[258] = 3; // ACL: 4 concurrent Aborts
@@ -47,20 +47,20 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
     put(&mut b, 514, &(MQES + 1).to_le_bytes()); // MAXCMD
     if io {
         put(&mut b, 516, &s.max_nsid().to_le_bytes()); // NN
-        // ONCS: Dataset Management (2), Write Zeroes (3), Reservations (5).
+                                                       // ONCS: Dataset Management (2), Write Zeroes (3), Reservations (5).
         put(&mut b, 520, &0x002Cu16.to_le_bytes());
         // VWC: present (bit 0), Flush with NSID FFFFFFFFh supported (bits 2:1 = 11b).
         b[525] = 0x07;
     }
     b[530] = 1; // NVSCC
-    // SGLS: SGLs supported (bits 1:0 = 01b, no alignment) and the Data Block address is an
-    // offset (bit 20) — how in-capsule data is described.
+                // SGLS: SGLs supported (bits 1:0 = 01b, no alignment) and the Data Block address is an
+                // offset (bit 20) — how in-capsule data is described.
     put(&mut b, 536, &((1u32 << 0) | (1 << 20)).to_le_bytes());
     let nqn = if io { s.nqn.as_str() } else { DISCOVERY_NQN };
     let n = nqn.len().min(255);
     put(&mut b, 768, &nqn.as_bytes()[..n]); // SUBNQN
-    // NVMe over Fabrics attributes: IOCCSZ/IORCSZ in 16-byte units, ICDOFF = 0 (Linux TCP
-    // rejects anything else), FCATT = 0 (dynamic controller model), MSDBD = 1.
+                                            // NVMe over Fabrics attributes: IOCCSZ/IORCSZ in 16-byte units, ICDOFF = 0 (Linux TCP
+                                            // rejects anything else), FCATT = 0 (dynamic controller model), MSDBD = 1.
     let ioccsz = (64 + IN_CAPSULE_DATA) / 16;
     put(&mut b, 1792, &ioccsz.to_le_bytes());
     put(&mut b, 1796, &1u32.to_le_bytes());
@@ -78,7 +78,7 @@ pub(crate) fn namespace(ns: &Namespace) -> Vec<u8> {
     b[25] = 0; // NLBAF: one format
     b[26] = 0; // FLBAS: format 0
     b[30] = 1; // NMIC: may be shared by several controllers (hosts)
-    // RESCAP: types 1–6 (bits 1–6) and IEKEY semantics of 1.3+ (bit 7); no PTPL (bit 0).
+               // RESCAP: types 1–6 (bits 1–6) and IEKEY semantics of 1.3+ (bit 7); no PTPL (bit 0).
     b[31] = 0xFE;
     put(&mut b, 104, &ns.ids.nguid); // NGUID
     put(&mut b, 120, &ns.ids.eui64); // EUI64
@@ -99,7 +99,14 @@ pub(crate) fn namespace_cs_indep(_ns: &Namespace) -> Vec<u8> {
 /// Active Namespace ID list (CNS 02h): NSIDs greater than `after`, ascending, ≤ 1024.
 pub(crate) fn active_list(c: &Controller, after: u32) -> Vec<u8> {
     let mut b = vec![0u8; LEN];
-    for (i, nsid) in c.subsys.namespaces.keys().filter(|&&n| n > after).take(1024).enumerate() {
+    for (i, nsid) in c
+        .subsys
+        .namespaces
+        .keys()
+        .filter(|&&n| n > after)
+        .take(1024)
+        .enumerate()
+    {
         put(&mut b, i * 4, &nsid.to_le_bytes());
     }
     b
@@ -110,7 +117,11 @@ pub(crate) fn active_list(c: &Controller, after: u32) -> Vec<u8> {
 pub(crate) fn descriptors(ns: &Namespace) -> Vec<u8> {
     let mut b = vec![0u8; LEN];
     let mut o = 0;
-    for (t, id) in [(1u8, &ns.ids.eui64[..]), (2, &ns.ids.nguid[..]), (3, &ns.ids.uuid[..])] {
+    for (t, id) in [
+        (1u8, &ns.ids.eui64[..]),
+        (2, &ns.ids.nguid[..]),
+        (3, &ns.ids.uuid[..]),
+    ] {
         b[o] = t;
         b[o + 1] = id.len() as u8;
         put(&mut b, o + 4, id);

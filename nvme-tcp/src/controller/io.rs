@@ -4,7 +4,7 @@
 use super::{Cmd, Controller, Reply, MAX_TRANSFER};
 use crate::namespace::{lock, Namespace};
 use crate::pdu::IoOpc;
-use crate::reservation::{AcquireAction, Access, RType, RegisterAction, ReleaseAction, Requester};
+use crate::reservation::{Access, AcquireAction, RType, RegisterAction, ReleaseAction, Requester};
 use crate::status::{read_error, write_error, Status};
 use std::sync::Arc;
 
@@ -20,7 +20,9 @@ fn le64(b: &[u8], o: usize) -> u64 {
 
 /// Runs a blocking backend call off the async threads.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f).await.map_err(|_| Status::INTERNAL)
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| Status::INTERNAL)
 }
 
 async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
@@ -33,9 +35,17 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             check(c, ns, Access::Write)?;
         }
         let all: Vec<_> = c.subsys.namespaces.values().cloned().collect();
-        return blocking(move || all.iter().try_for_each(|ns| ns.backend.flush())).await?.map(|_| Reply::ok()).map_err(|e| write_error(&e));
+        return blocking(move || all.iter().try_for_each(|ns| ns.backend.flush()))
+            .await?
+            .map(|_| Reply::ok())
+            .map_err(|e| write_error(&e));
     }
-    let ns = c.subsys.namespaces.get(&nsid).cloned().ok_or(Status::INVALID_NS)?;
+    let ns = c
+        .subsys
+        .namespaces
+        .get(&nsid)
+        .cloned()
+        .ok_or(Status::INVALID_NS)?;
     let bs = ns.backend.block_size() as u64;
     match opc {
         IoOpc::READ | IoOpc::WRITE | IoOpc::WRITE_ZEROES => {
@@ -103,7 +113,9 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
         IoOpc::FLUSH => {
             check(c, &ns, Access::Write)?;
             let b = ns.backend.clone();
-            blocking(move || b.flush()).await?.map_err(|e| write_error(&e))?;
+            blocking(move || b.flush())
+                .await?
+                .map_err(|e| write_error(&e))?;
             Ok(Reply::ok())
         }
         IoOpc::DSM => {
@@ -118,7 +130,9 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
                 let nlb = u32::from_le_bytes([r[4], r[5], r[6], r[7]]) as u64;
                 let slba = le64(r, 8);
                 match slba.checked_add(nlb) {
-                    Some(end) if end <= ns.backend.num_blocks() => ranges.push((slba * bs, nlb * bs)),
+                    Some(end) if end <= ns.backend.num_blocks() => {
+                        ranges.push((slba * bs, nlb * bs))
+                    }
                     _ => return Err(Status::LBA_OUT_OF_RANGE),
                 }
             }
@@ -157,9 +171,20 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             };
             let iekey = s.cdw(10) & 8 != 0;
             let rtype = RType((s.cdw(10) >> 8) as u8);
-            let gone = lock(&ns.resv).acquire(&requester(c), action, iekey, rtype, le64(d, 0), le64(d, 8))?;
+            let gone = lock(&ns.resv).acquire(
+                &requester(c),
+                action,
+                iekey,
+                rtype,
+                le64(d, 0),
+                le64(d, 8),
+            )?;
             if !gone.is_empty() {
-                tracing::info!(nsid, preempted = gone.len(), "reservation preempted registrants");
+                tracing::info!(
+                    nsid,
+                    preempted = gone.len(),
+                    "reservation preempted registrants"
+                );
             }
             Ok(Reply::ok())
         }
@@ -201,7 +226,10 @@ fn data_of(cmd: &Cmd, n: usize) -> Result<&[u8], Status> {
 }
 
 fn requester(c: &Controller) -> Requester {
-    Requester { hostid: c.hostid, cntlid: c.cntlid }
+    Requester {
+        hostid: c.hostid,
+        cntlid: c.cntlid,
+    }
 }
 
 /// Reservation check before any Read- or Write-class command.

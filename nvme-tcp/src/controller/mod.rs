@@ -58,7 +58,13 @@ pub(crate) struct Subsystem {
 }
 
 impl Subsystem {
-    pub fn new(nqn: String, serial: String, namespaces: BTreeMap<u32, Arc<Namespace>>, allowed_hosts: Option<Vec<String>>, max_io_queues: u16) -> Self {
+    pub fn new(
+        nqn: String,
+        serial: String,
+        namespaces: BTreeMap<u32, Arc<Namespace>>,
+        allowed_hosts: Option<Vec<String>>,
+        max_io_queues: u16,
+    ) -> Self {
         Subsystem {
             nqn,
             serial,
@@ -90,7 +96,9 @@ impl Subsystem {
     }
 
     fn host_allowed(&self, hostnqn: &str) -> bool {
-        self.allowed_hosts.as_ref().is_none_or(|l| l.iter().any(|h| h == hostnqn))
+        self.allowed_hosts
+            .as_ref()
+            .is_none_or(|l| l.iter().any(|h| h == hostnqn))
     }
 
     /// Tears down every controller (target shutdown).
@@ -141,7 +149,10 @@ impl Controller {
     pub fn kill(&self) {
         self.dead.send_replace(true);
         let mut ctrls = lock(&self.subsys.controllers);
-        if ctrls.get(&self.cntlid).is_some_and(|c| std::ptr::eq(c.as_ref(), self)) {
+        if ctrls
+            .get(&self.cntlid)
+            .is_some_and(|c| std::ptr::eq(c.as_ref(), self))
+        {
             ctrls.remove(&self.cntlid);
         }
     }
@@ -228,10 +239,18 @@ pub(crate) struct ConnectError {
 
 impl ConnectError {
     fn param(iattr: u8, ipo: u16) -> Self {
-        ConnectError { status: Status::CONNECT_INVALID_PARAM, iattr, ipo }
+        ConnectError {
+            status: Status::CONNECT_INVALID_PARAM,
+            iattr,
+            ipo,
+        }
     }
     fn status(status: Status) -> Self {
-        ConnectError { status, iattr: 0, ipo: 0 }
+        ConnectError {
+            status,
+            iattr: 0,
+            ipo: 0,
+        }
     }
     /// Completion dword 0 of a refused Connect: IPO in bits 15:0, IATTR in 23:16.
     pub fn dw0(&self) -> u32 {
@@ -242,7 +261,11 @@ impl ConnectError {
 /// Fabrics Connect (NVMe-oF 1.1 §3.3): QID 0 creates a controller (dynamic model: CNTLID
 /// 0xFFFF or 0xFFFE in the data); QID > 0 joins the controller named by CNTLID, which must
 /// belong to the same host and subsystem and be enabled.
-pub(crate) fn connect(subsys: &Arc<Subsystem>, sqe: &Sqe, data: &Bytes) -> Result<Connected, ConnectError> {
+pub(crate) fn connect(
+    subsys: &Arc<Subsystem>,
+    sqe: &Sqe,
+    data: &Bytes,
+) -> Result<Connected, ConnectError> {
     let recfmt = u16::from_le_bytes([sqe.0[connect_off::RECFMT], sqe.0[connect_off::RECFMT + 1]]);
     if recfmt != 0 {
         return Err(ConnectError::status(Status::CONNECT_INCOMPATIBLE_FORMAT));
@@ -269,7 +292,9 @@ pub(crate) fn connect(subsys: &Arc<Subsystem>, sqe: &Sqe, data: &Bytes) -> Resul
         if d.cntlid != 0xFFFF && d.cntlid != 0xFFFE {
             return Err(ConnectError::param(1, ConnectData::OFF_CNTLID));
         }
-        let cntlid = subsys.alloc_cntlid().ok_or(ConnectError::status(Status::CONNECT_CTRL_BUSY))?;
+        let cntlid = subsys
+            .alloc_cntlid()
+            .ok_or(ConnectError::status(Status::CONNECT_CTRL_BUSY))?;
         let (dead, _) = watch::channel(false);
         let ctrl = Arc::new(Controller {
             cntlid,
@@ -370,16 +395,36 @@ pub(crate) struct Reply {
 
 impl Reply {
     pub fn ok() -> Self {
-        Reply { status: Status::SUCCESS, dw0: 0, dw1: 0, data: Vec::new() }
+        Reply {
+            status: Status::SUCCESS,
+            dw0: 0,
+            dw1: 0,
+            data: Vec::new(),
+        }
     }
     pub fn err(status: Status) -> Self {
-        Reply { status, dw0: 0, dw1: 0, data: Vec::new() }
+        Reply {
+            status,
+            dw0: 0,
+            dw1: 0,
+            data: Vec::new(),
+        }
     }
     pub fn data(data: Vec<u8>) -> Self {
-        Reply { status: Status::SUCCESS, dw0: 0, dw1: 0, data }
+        Reply {
+            status: Status::SUCCESS,
+            dw0: 0,
+            dw1: 0,
+            data,
+        }
     }
     pub fn dw0(dw0: u32) -> Self {
-        Reply { status: Status::SUCCESS, dw0, dw1: 0, data: Vec::new() }
+        Reply {
+            status: Status::SUCCESS,
+            dw0,
+            dw1: 0,
+            data: Vec::new(),
+        }
     }
 }
 

@@ -132,25 +132,51 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).trim_end().to_string()
 }
 
-async fn fabrics_connect(q: &HostQueue, cfg: &InitiatorConfig, qid: u16, sqsize: u16, cntlid: u16) -> Result<u16, Error> {
+async fn fabrics_connect(
+    q: &HostQueue,
+    cfg: &InitiatorConfig,
+    qid: u16,
+    sqsize: u16,
+    cntlid: u16,
+) -> Result<u16, Error> {
     let mut sqe = Sqe::fabrics(FcType::CONNECT);
     sqe.0[connect_off::QID..connect_off::QID + 2].copy_from_slice(&qid.to_le_bytes());
     sqe.0[connect_off::SQSIZE..connect_off::SQSIZE + 2].copy_from_slice(&sqsize.to_le_bytes());
-    sqe.0[connect_off::KATO..connect_off::KATO + 4].copy_from_slice(&(if qid == 0 { cfg.kato_ms } else { 0 }).to_le_bytes());
-    let data = ConnectData { hostid: cfg.hostid, cntlid, subnqn: cfg.subnqn.clone(), hostnqn: cfg.hostnqn.clone() };
+    sqe.0[connect_off::KATO..connect_off::KATO + 4]
+        .copy_from_slice(&(if qid == 0 { cfg.kato_ms } else { 0 }).to_le_bytes());
+    let data = ConnectData {
+        hostid: cfg.hostid,
+        cntlid,
+        subnqn: cfg.subnqn.clone(),
+        hostnqn: cfg.hostnqn.clone(),
+    };
     let c = q.submit(sqe, Some(Bytes::from(data.encode())), 0).await?;
     if !c.cqe.status.is_success() {
-        return Err(Error::ConnectRefused { status: c.cqe.status, iattr: (c.cqe.dw0 >> 16) as u8, ipo: c.cqe.dw0 as u16 });
+        return Err(Error::ConnectRefused {
+            status: c.cqe.status,
+            iattr: (c.cqe.dw0 >> 16) as u8,
+            ipo: c.cqe.dw0 as u16,
+        });
     }
     Ok(c.cqe.dw0 as u16)
 }
 
 impl Initiator {
     pub async fn connect(addr: SocketAddr, cfg: InitiatorConfig) -> Result<Initiator, Error> {
-        let dg = Digests { header: cfg.header_digest, data: cfg.data_digest };
+        let dg = Digests {
+            header: cfg.header_digest,
+            data: cfg.data_digest,
+        };
         let admin = Arc::new(HostQueue::open(addr, ADMIN_DEPTH, dg, 8192).await?);
         let cntlid = fabrics_connect(&admin, &cfg, 0, ADMIN_DEPTH - 1, 0xFFFF).await?;
-        let mut ini = Initiator { admin, io: Vec::new(), cntlid, rr: AtomicUsize::new(0), ka: None, identify: Vec::new() };
+        let mut ini = Initiator {
+            admin,
+            io: Vec::new(),
+            cntlid,
+            rr: AtomicUsize::new(0),
+            ka: None,
+            identify: Vec::new(),
+        };
         let cap = ini.property_get(0, true).await?;
         // Enable: IOSQES = 6, IOCQES = 4, MPS = 0 (4 KiB), CSS = NVM; then wait for RDY.
         ini.property_set(0x14, 1 | (6 << 16) | (4 << 20)).await?;
@@ -171,11 +197,15 @@ impl Initiator {
         }
         ini.identify = ini.identify_raw(1, 0).await?;
         if le16(&ini.identify, 78) != cntlid {
-            return Err(Error::Protocol("Identify CNTLID differs from Connect's".into()));
+            return Err(Error::Protocol(
+                "Identify CNTLID differs from Connect's".into(),
+            ));
         }
         if cfg.subnqn != crate::DISCOVERY_NQN && cfg.io_queues > 0 {
             let n = cfg.io_queues - 1;
-            let c = ini.admin_cmd(set_features(0x07, n as u32 | (n as u32) << 16), None, 0).await?;
+            let c = ini
+                .admin_cmd(set_features(0x07, n as u32 | (n as u32) << 16), None, 0)
+                .await?;
             let granted = (c.cqe.dw0 & 0xFFFF).min(c.cqe.dw0 >> 16) as u16 + 1;
             let mqes = (cap & 0xFFFF) as u16;
             let depth = cfg.queue_depth.clamp(2, mqes.saturating_add(1));
@@ -193,7 +223,11 @@ impl Initiator {
             ini.ka = Some(tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(period).await;
-                    if admin.submit(Sqe::new(AdminOpc::KEEP_ALIVE.0), None, 0).await.is_err() {
+                    if admin
+                        .submit(Sqe::new(AdminOpc::KEEP_ALIVE.0), None, 0)
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -221,13 +255,27 @@ impl Initiator {
     }
 
     /// Raw admin command.
-    pub async fn admin_cmd(&self, sqe: Sqe, out: Option<Bytes>, in_len: u32) -> Result<Completion, Error> {
+    pub async fn admin_cmd(
+        &self,
+        sqe: Sqe,
+        out: Option<Bytes>,
+        in_len: u32,
+    ) -> Result<Completion, Error> {
         self.admin.submit(sqe, out, in_len).await?.ok()
     }
 
     /// Raw I/O command on queue `q` (0-based index into the I/O queues), any status.
-    pub async fn io_cmd_on(&self, q: usize, sqe: Sqe, out: Option<Bytes>, in_len: u32) -> Result<Completion, Error> {
-        let queue = self.io.get(q).ok_or_else(|| Error::Config(format!("no I/O queue {q}")))?;
+    pub async fn io_cmd_on(
+        &self,
+        q: usize,
+        sqe: Sqe,
+        out: Option<Bytes>,
+        in_len: u32,
+    ) -> Result<Completion, Error> {
+        let queue = self
+            .io
+            .get(q)
+            .ok_or_else(|| Error::Config(format!("no I/O queue {q}")))?;
         queue.submit(sqe, out, in_len).await
     }
 
@@ -275,12 +323,23 @@ impl Initiator {
         if !(9..=16).contains(&lbads) {
             return Err(Error::Protocol(format!("namespace {nsid}: LBADS {lbads}")));
         }
-        Ok(NamespaceInfo { nsid, blocks: le64(&b, 0), block_size: 1 << lbads, nmic: b[30], rescap: b[31], nguid, eui64 })
+        Ok(NamespaceInfo {
+            nsid,
+            blocks: le64(&b, 0),
+            block_size: 1 << lbads,
+            nmic: b[30],
+            rescap: b[31],
+            nguid,
+            eui64,
+        })
     }
 
     pub async fn active_namespaces(&self) -> Result<Vec<u32>, Error> {
         let b = self.identify_raw(2, 0).await?;
-        Ok(b.chunks(4).map(|c| le32(c, 0)).take_while(|&n| n != 0).collect())
+        Ok(b.chunks(4)
+            .map(|c| le32(c, 0))
+            .take_while(|&n| n != 0)
+            .collect())
     }
 
     /// Namespace Identification Descriptors as (NIDT, NID).
@@ -307,16 +366,30 @@ impl Initiator {
     }
 
     pub async fn set_features(&self, fid: u8, value: u32) -> Result<u32, Error> {
-        Ok(self.admin_cmd(set_features(fid, value), None, 0).await?.cqe.dw0)
+        Ok(self
+            .admin_cmd(set_features(fid, value), None, 0)
+            .await?
+            .cqe
+            .dw0)
     }
 
     pub async fn keep_alive(&self) -> Result<(), Error> {
-        self.admin_cmd(Sqe::new(AdminOpc::KEEP_ALIVE.0), None, 0).await.map(|_| ())
+        self.admin_cmd(Sqe::new(AdminOpc::KEEP_ALIVE.0), None, 0)
+            .await
+            .map(|_| ())
     }
 
-    pub async fn get_log_page(&self, lid: u8, nsid: u32, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
-        if len == 0 || len % 4 != 0 {
-            return Err(Error::Config("log page length must be a non-zero multiple of 4".into()));
+    pub async fn get_log_page(
+        &self,
+        lid: u8,
+        nsid: u32,
+        offset: u64,
+        len: u32,
+    ) -> Result<Vec<u8>, Error> {
+        if len == 0 || !len.is_multiple_of(4) {
+            return Err(Error::Config(
+                "log page length must be a non-zero multiple of 4".into(),
+            ));
         }
         let numd = len / 4 - 1;
         let mut s = Sqe::new(AdminOpc::GET_LOG_PAGE.0);
@@ -329,14 +402,27 @@ impl Initiator {
     }
 
     /// Reads `nlb` blocks of `block_size` bytes.
-    pub async fn read(&self, nsid: u32, slba: u64, nlb: u32, block_size: u32) -> Result<Vec<u8>, Error> {
+    pub async fn read(
+        &self,
+        nsid: u32,
+        slba: u64,
+        nlb: u32,
+        block_size: u32,
+    ) -> Result<Vec<u8>, Error> {
         let s = rw(IoOpc::READ, nsid, slba, nlb, false)?;
         Ok(self.io_cmd(s, None, nlb * block_size).await?.data)
     }
 
     /// Writes whole blocks (`data.len()` = nlb × block size); `fua` makes it durable first.
-    pub async fn write(&self, nsid: u32, slba: u64, data: Bytes, block_size: u32, fua: bool) -> Result<(), Error> {
-        if data.is_empty() || data.len() % block_size as usize != 0 {
+    pub async fn write(
+        &self,
+        nsid: u32,
+        slba: u64,
+        data: Bytes,
+        block_size: u32,
+        fua: bool,
+    ) -> Result<(), Error> {
+        if data.is_empty() || !data.len().is_multiple_of(block_size as usize) {
             return Err(Error::Config("write length must be whole blocks".into()));
         }
         let nlb = (data.len() / block_size as usize) as u32;
@@ -372,25 +458,51 @@ impl Initiator {
         self.io_cmd(s, Some(Bytes::from(d)), 0).await.map(|_| ())
     }
 
-    pub async fn reservation_register(&self, nsid: u32, action: RegisterAction, iekey: bool, crkey: u64, nrkey: u64) -> Result<(), Error> {
+    pub async fn reservation_register(
+        &self,
+        nsid: u32,
+        action: RegisterAction,
+        iekey: bool,
+        crkey: u64,
+        nrkey: u64,
+    ) -> Result<(), Error> {
         let mut s = Sqe::new(IoOpc::RESV_REGISTER.0);
         s.set_nsid(nsid);
         s.set_cdw(10, action as u32 | (iekey as u32) << 3);
-        self.io_cmd(s, Some(keys(crkey, nrkey)), 0).await.map(|_| ())
+        self.io_cmd(s, Some(keys(crkey, nrkey)), 0)
+            .await
+            .map(|_| ())
     }
 
-    pub async fn reservation_acquire(&self, nsid: u32, action: AcquireAction, rtype: RType, crkey: u64, prkey: u64) -> Result<(), Error> {
+    pub async fn reservation_acquire(
+        &self,
+        nsid: u32,
+        action: AcquireAction,
+        rtype: RType,
+        crkey: u64,
+        prkey: u64,
+    ) -> Result<(), Error> {
         let mut s = Sqe::new(IoOpc::RESV_ACQUIRE.0);
         s.set_nsid(nsid);
         s.set_cdw(10, action as u32 | (rtype.0 as u32) << 8);
-        self.io_cmd(s, Some(keys(crkey, prkey)), 0).await.map(|_| ())
+        self.io_cmd(s, Some(keys(crkey, prkey)), 0)
+            .await
+            .map(|_| ())
     }
 
-    pub async fn reservation_release(&self, nsid: u32, action: ReleaseAction, rtype: RType, crkey: u64) -> Result<(), Error> {
+    pub async fn reservation_release(
+        &self,
+        nsid: u32,
+        action: ReleaseAction,
+        rtype: RType,
+        crkey: u64,
+    ) -> Result<(), Error> {
         let mut s = Sqe::new(IoOpc::RESV_RELEASE.0);
         s.set_nsid(nsid);
         s.set_cdw(10, action as u32 | (rtype.0 as u32) << 8);
-        self.io_cmd(s, Some(Bytes::copy_from_slice(&crkey.to_le_bytes())), 0).await.map(|_| ())
+        self.io_cmd(s, Some(Bytes::copy_from_slice(&crkey.to_le_bytes())), 0)
+            .await
+            .map(|_| ())
     }
 
     pub async fn reservation_report(&self, nsid: u32) -> Result<ReservationReport, Error> {
@@ -406,9 +518,18 @@ impl Initiator {
             let e = &b[64 + i * 64..128 + i * 64];
             let mut hostid = [0u8; 16];
             hostid.copy_from_slice(&e[16..32]);
-            registrants.push(Registrant { cntlid: le16(e, 0), holds: e[2] & 1 != 0, key: le64(e, 8), hostid });
+            registrants.push(Registrant {
+                cntlid: le16(e, 0),
+                holds: e[2] & 1 != 0,
+                key: le64(e, 8),
+                hostid,
+            });
         }
-        Ok(ReservationReport { generation: le32(&b, 0), rtype: b[4], registrants })
+        Ok(ReservationReport {
+            generation: le32(&b, 0),
+            rtype: b[4],
+            registrants,
+        })
     }
 
     /// Orderly shutdown: CC.SHN = normal, then close every queue.
@@ -419,7 +540,9 @@ impl Initiator {
         for q in &self.io {
             let _ = q.submit(Sqe::fabrics(FcType::DISCONNECT), None, 0).await;
         }
-        let r = self.property_set(0x14, 1 | (6 << 16) | (4 << 20) | (1 << 14)).await;
+        let r = self
+            .property_set(0x14, 1 | (6 << 16) | (4 << 20) | (1 << 14))
+            .await;
         self.admin.close();
         r
     }
@@ -502,6 +625,16 @@ pub async fn discover(addr: SocketAddr, hostnqn: &str) -> Result<Vec<DiscoveryEn
 
 impl From<Status> for Completion {
     fn from(status: Status) -> Self {
-        Completion { cqe: crate::pdu::Cqe { dw0: 0, dw1: 0, sqhd: 0, sqid: 0, cid: 0, status }, data: Vec::new() }
+        Completion {
+            cqe: crate::pdu::Cqe {
+                dw0: 0,
+                dw1: 0,
+                sqhd: 0,
+                sqid: 0,
+                cid: 0,
+                status,
+            },
+            data: Vec::new(),
+        }
     }
 }

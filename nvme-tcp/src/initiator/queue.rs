@@ -82,19 +82,41 @@ impl Drop for Slot<'_> {
 
 impl HostQueue {
     /// Connects and exchanges ICReq/ICResp. `depth` commands may be outstanding.
-    pub async fn open(addr: SocketAddr, depth: u16, dg: Digests, inline_max: usize) -> Result<HostQueue, Error> {
+    pub async fn open(
+        addr: SocketAddr,
+        depth: u16,
+        dg: Digests,
+        inline_max: usize,
+    ) -> Result<HostQueue, Error> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (rd, wr) = stream.into_split();
         let tx = spawn_writer(wr);
-        let rules = Rules { receiver: Side::Host, stage: Stage::AwaitIc, digests: Digests::default(), max_capsule_data: 0, max_data_pdu: super::MAX_C2H };
+        let rules = Rules {
+            receiver: Side::Host,
+            stage: Stage::AwaitIc,
+            digests: Digests::default(),
+            max_capsule_data: 0,
+            max_data_pdu: super::MAX_C2H,
+        };
         let mut reader = PduReader::new(rd, rules);
         // MAXR2T is 0's based: one outstanding R2T per command.
-        let req = IcReq { pfv: 0, hpda: 0, digests: dg, maxr2t: 0 };
-        tx.send(frame(&Pdu::IcReq(req), dg)).map_err(|_| Error::Closed)?;
+        let req = IcReq {
+            pfv: 0,
+            hpda: 0,
+            digests: dg,
+            maxr2t: 0,
+        };
+        tx.send(frame(&Pdu::IcReq(req), dg))
+            .map_err(|_| Error::Closed)?;
         let resp = match reader.read().await {
             Ok(Pdu::IcResp(r)) => r,
-            Ok(Pdu::C2hTermReq(t)) => return Err(Error::Terminated { fes: t.fes, fei: t.fei }),
+            Ok(Pdu::C2hTermReq(t)) => {
+                return Err(Error::Terminated {
+                    fes: t.fes,
+                    fei: t.fei,
+                })
+            }
             Err(RecvError::Fatal { fatal, header }) => {
                 terminate(&tx, false, fatal, header);
                 return Err(Error::Protocol(format!("bad ICResp: {fatal:?}")));
@@ -105,7 +127,10 @@ impl HostQueue {
         // The same checks the Linux host makes: digests echoed, CPDA 0 (we never pad).
         if resp.digests != dg || resp.cpda != 0 {
             let _ = tx.send(Out::Close);
-            return Err(Error::Protocol(format!("ICResp digests {:?} cpda {}", resp.digests, resp.cpda)));
+            return Err(Error::Protocol(format!(
+                "ICResp digests {:?} cpda {}",
+                resp.digests, resp.cpda
+            )));
         }
         reader.rules.stage = Stage::Ready;
         reader.rules.digests = dg;
@@ -115,30 +140,62 @@ impl HostQueue {
             slots: Semaphore::new(depth as usize),
             closed: AtomicBool::new(false),
         });
-        tokio::spawn(reader_task(reader, sh.clone(), tx.clone(), dg, resp.maxh2cdata as usize));
-        Ok(HostQueue { tx, dg, inline_max, sh })
+        tokio::spawn(reader_task(
+            reader,
+            sh.clone(),
+            tx.clone(),
+            dg,
+            resp.maxh2cdata as usize,
+        ));
+        Ok(HostQueue {
+            tx,
+            dg,
+            inline_max,
+            sh,
+        })
     }
 
     /// Submits a command: `out` is data for the controller (in-capsule when it fits, else
     /// sent when the controller asks with R2T); `in_len` bytes may come back.
-    pub async fn submit(&self, mut sqe: Sqe, out: Option<Bytes>, in_len: u32) -> Result<Completion, Error> {
+    pub async fn submit(
+        &self,
+        mut sqe: Sqe,
+        out: Option<Bytes>,
+        in_len: u32,
+    ) -> Result<Completion, Error> {
         let permit = self.sh.slots.acquire().await.map_err(|_| Error::Closed)?;
         let cid = lock(&self.sh.free).pop().ok_or(Error::Closed)?;
-        let _slot = Slot { sh: &self.sh, cid, permit: Some(permit) };
+        let _slot = Slot {
+            sh: &self.sh,
+            cid,
+            permit: Some(permit),
+        };
         sqe.set_cid(cid);
         let mut capsule = Bytes::new();
         let mut write = None;
         match out {
             Some(d) if !d.is_empty() => {
                 if d.len() <= self.inline_max {
-                    sqe.set_sgl(Sgl { addr: 0, len: d.len() as u32, id: sgl_id::DATA_OFFSET });
+                    sqe.set_sgl(Sgl {
+                        addr: 0,
+                        len: d.len() as u32,
+                        id: sgl_id::DATA_OFFSET,
+                    });
                     capsule = d;
                 } else {
-                    sqe.set_sgl(Sgl { addr: 0, len: d.len() as u32, id: sgl_id::TRANSPORT });
+                    sqe.set_sgl(Sgl {
+                        addr: 0,
+                        len: d.len() as u32,
+                        id: sgl_id::TRANSPORT,
+                    });
                     write = Some(d);
                 }
             }
-            _ => sqe.set_sgl(Sgl { addr: 0, len: in_len, id: sgl_id::TRANSPORT }),
+            _ => sqe.set_sgl(Sgl {
+                addr: 0,
+                len: in_len,
+                id: sgl_id::TRANSPORT,
+            }),
         }
         let (done, rx) = oneshot::channel();
         {
@@ -146,9 +203,20 @@ impl HostQueue {
             if self.sh.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
-            p.insert(cid, Pending { done, read: vec![0; in_len as usize], write, abandoned: false, digest_error: false });
+            p.insert(
+                cid,
+                Pending {
+                    done,
+                    read: vec![0; in_len as usize],
+                    write,
+                    abandoned: false,
+                    digest_error: false,
+                },
+            );
         }
-        self.tx.send(frame(&Pdu::CapsuleCmd(sqe, capsule), self.dg)).map_err(|_| Error::Closed)?;
+        self.tx
+            .send(frame(&Pdu::CapsuleCmd(sqe, capsule), self.dg))
+            .map_err(|_| Error::Closed)?;
         rx.await.map_err(|_| Error::Closed)?
     }
 
@@ -176,7 +244,13 @@ fn fail_all(sh: &Shared, err: impl Fn() -> Error) {
     sh.slots.close();
 }
 
-async fn reader_task(mut reader: PduReader<tokio::net::tcp::OwnedReadHalf>, sh: Arc<Shared>, tx: OutTx, dg: Digests, maxh2cdata: usize) {
+async fn reader_task(
+    mut reader: PduReader<tokio::net::tcp::OwnedReadHalf>,
+    sh: Arc<Shared>,
+    tx: OutTx,
+    dg: Digests,
+    maxh2cdata: usize,
+) {
     loop {
         match reader.read().await {
             Ok(Pdu::CapsuleResp(cqe)) => complete(&sh, cqe),
@@ -198,13 +272,33 @@ async fn reader_task(mut reader: PduReader<tokio::net::tcp::OwnedReadHalf>, sh: 
                     }
                 };
                 if !ok {
-                    terminate(&tx, false, crate::pdu::Fatal { fes: crate::pdu::Fes::DATA_OUT_OF_RANGE, fei: 0 }, Vec::new());
-                    fail_all(&sh, || Error::Protocol("C2HData out of range or for an unknown command".into()));
+                    terminate(
+                        &tx,
+                        false,
+                        crate::pdu::Fatal {
+                            fes: crate::pdu::Fes::DATA_OUT_OF_RANGE,
+                            fei: 0,
+                        },
+                        Vec::new(),
+                    );
+                    fail_all(&sh, || {
+                        Error::Protocol("C2HData out of range or for an unknown command".into())
+                    });
                     return;
                 }
                 if d.success {
                     // SUCCESS: no CapsuleResp follows; synthesize a successful completion.
-                    complete(&sh, Cqe { dw0: 0, dw1: 0, sqhd: 0, sqid: 0, cid: d.cccid, status: Status::SUCCESS });
+                    complete(
+                        &sh,
+                        Cqe {
+                            dw0: 0,
+                            dw1: 0,
+                            sqhd: 0,
+                            sqid: 0,
+                            cid: d.cccid,
+                            status: Status::SUCCESS,
+                        },
+                    );
                 }
             }
             Ok(Pdu::R2t(r)) => {
@@ -213,22 +307,44 @@ async fn reader_task(mut reader: PduReader<tokio::net::tcp::OwnedReadHalf>, sh: 
                     p.get(&r.cccid).and_then(|e| e.write.clone())
                 };
                 let (o, n) = (r.r2to as usize, r.r2tl as usize);
-                let Some(data) = data.filter(|d| o.checked_add(n).is_some_and(|end| end <= d.len())) else {
-                    terminate(&tx, false, crate::pdu::Fatal { fes: crate::pdu::Fes::DATA_OUT_OF_RANGE, fei: 0 }, Vec::new());
-                    fail_all(&sh, || Error::Protocol("R2T out of range or for an unknown command".into()));
+                let Some(data) =
+                    data.filter(|d| o.checked_add(n).is_some_and(|end| end <= d.len()))
+                else {
+                    terminate(
+                        &tx,
+                        false,
+                        crate::pdu::Fatal {
+                            fes: crate::pdu::Fes::DATA_OUT_OF_RANGE,
+                            fei: 0,
+                        },
+                        Vec::new(),
+                    );
+                    fail_all(&sh, || {
+                        Error::Protocol("R2T out of range or for an unknown command".into())
+                    });
                     return;
                 };
                 // H2CData PDUs of at most MAXH2CDATA bytes, LAST on the final one.
                 let mut off = o;
                 while off < o + n {
                     let len = maxh2cdata.min(o + n - off);
-                    let d = DataPdu { cccid: r.cccid, ttag: r.ttag, datao: off as u32, last: off + len == o + n, success: false, data: data.slice(off..off + len) };
+                    let d = DataPdu {
+                        cccid: r.cccid,
+                        ttag: r.ttag,
+                        datao: off as u32,
+                        last: off + len == o + n,
+                        success: false,
+                        data: data.slice(off..off + len),
+                    };
                     let _ = tx.send(frame(&Pdu::H2cData(d), dg));
                     off += len;
                 }
             }
             Ok(Pdu::C2hTermReq(t)) => {
-                fail_all(&sh, || Error::Terminated { fes: t.fes, fei: t.fei });
+                fail_all(&sh, || Error::Terminated {
+                    fes: t.fes,
+                    fei: t.fei,
+                });
                 let _ = tx.send(Out::Close);
                 return;
             }
@@ -240,7 +356,9 @@ async fn reader_task(mut reader: PduReader<tokio::net::tcp::OwnedReadHalf>, sh: 
             }
             Err(RecvError::Fatal { fatal, header }) => {
                 terminate(&tx, false, fatal, header);
-                fail_all(&sh, || Error::Protocol(format!("bad PDU from controller: {fatal:?}")));
+                fail_all(&sh, || {
+                    Error::Protocol(format!("bad PDU from controller: {fatal:?}"))
+                });
                 return;
             }
             Err(_) => {

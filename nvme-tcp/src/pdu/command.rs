@@ -79,7 +79,14 @@ pub struct Sqe(pub [u8; 64]);
 
 impl std::fmt::Debug for Sqe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Sqe(opc {:#04x}, cid {}, nsid {}, cdw10 {:#x})", self.opcode(), self.cid(), self.nsid(), self.cdw(10))
+        write!(
+            f,
+            "Sqe(opc {:#04x}, cid {}, nsid {}, cdw10 {:#x})",
+            self.opcode(),
+            self.cid(),
+            self.nsid(),
+            self.cdw(10)
+        )
     }
 }
 
@@ -139,7 +146,11 @@ impl Sqe {
         self.0[off..off + 8].copy_from_slice(&v.to_le_bytes());
     }
     pub fn sgl(&self) -> Sgl {
-        Sgl { addr: self.u64_at(24), len: self.cdw(8), id: self.0[39] }
+        Sgl {
+            addr: self.u64_at(24),
+            len: self.cdw(8),
+            id: self.0[39],
+        }
     }
     pub fn set_sgl(&mut self, sgl: Sgl) {
         self.set_u64_at(24, sgl.addr);
@@ -150,7 +161,11 @@ impl Sqe {
     }
     /// Direction of the data this command moves: opcode bits 1:0, or the Fabrics type's.
     pub fn data_dir(&self) -> DataDir {
-        let bits = if self.is_fabrics() { self.0[4] } else { self.opcode() };
+        let bits = if self.is_fabrics() {
+            self.0[4]
+        } else {
+            self.opcode()
+        };
         match bits & 3 {
             0 => DataDir::None,
             1 => DataDir::HostToCtrl,
@@ -240,7 +255,12 @@ impl ConnectData {
         let cntlid = u16::from_le_bytes([b[16], b[17]]);
         let subnqn = get_nqn(&b[256..512]).ok_or(Self::OFF_SUBNQN)?;
         let hostnqn = get_nqn(&b[512..768]).ok_or(Self::OFF_HOSTNQN)?;
-        Ok(ConnectData { hostid, cntlid, subnqn, hostnqn })
+        Ok(ConnectData {
+            hostid,
+            cntlid,
+            subnqn,
+            hostnqn,
+        })
     }
 }
 
@@ -267,7 +287,11 @@ mod tests {
         s.set_cid(0x1234);
         s.set_nsid(7);
         s.set_cdw(10, 99);
-        s.set_sgl(Sgl { addr: 0, len: 4096, id: sgl_id::TRANSPORT });
+        s.set_sgl(Sgl {
+            addr: 0,
+            len: 4096,
+            id: sgl_id::TRANSPORT,
+        });
         assert_eq!(s.cid(), 0x1234);
         assert_eq!(s.nsid(), 7);
         assert_eq!(s.cdw(10), 99);
@@ -276,13 +300,23 @@ mod tests {
         assert_eq!(s.flags() & 0xC0, 0x40);
         assert_eq!(s.data_dir(), DataDir::HostToCtrl);
         assert_eq!(Sqe::new(IoOpc::READ.0).data_dir(), DataDir::CtrlToHost);
-        assert_eq!(Sqe::fabrics(FcType::CONNECT).data_dir(), DataDir::HostToCtrl);
+        assert_eq!(
+            Sqe::fabrics(FcType::CONNECT).data_dir(),
+            DataDir::HostToCtrl
+        );
         assert_eq!(Sqe::fabrics(FcType::PROPERTY_GET).data_dir(), DataDir::None);
     }
 
     #[test]
     fn cqe_round_trip() {
-        let c = Cqe { dw0: 1, dw1: 2, sqhd: 3, sqid: 4, cid: 5, status: Status::INVALID_FIELD };
+        let c = Cqe {
+            dw0: 1,
+            dw1: 2,
+            sqhd: 3,
+            sqid: 4,
+            cid: 5,
+            status: Status::INVALID_FIELD,
+        };
         let mut v = Vec::new();
         c.encode(&mut v);
         let mut a = [0u8; 16];
@@ -292,7 +326,12 @@ mod tests {
 
     #[test]
     fn connect_data_round_trip_and_bad_nqn() {
-        let d = ConnectData { hostid: [9; 16], cntlid: 0xFFFF, subnqn: "nqn.a".into(), hostnqn: "nqn.b".into() };
+        let d = ConnectData {
+            hostid: [9; 16],
+            cntlid: 0xFFFF,
+            subnqn: "nqn.a".into(),
+            hostnqn: "nqn.b".into(),
+        };
         let b = d.encode();
         assert_eq!(ConnectData::decode(&b), Ok(d));
         let mut bad = b.clone();

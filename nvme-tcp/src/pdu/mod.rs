@@ -9,7 +9,9 @@ mod command;
 mod validate;
 
 pub use command::*;
-pub use validate::{validate_common, validate_header, CommonHeader, Fatal, Fes, Rules, Side, Stage};
+pub use validate::{
+    validate_common, validate_header, CommonHeader, Fatal, Fes, Rules, Side, Stage,
+};
 
 use bytes::Bytes;
 
@@ -57,7 +59,10 @@ pub struct Digests {
 
 impl Digests {
     pub fn from_bits(b: u8) -> Self {
-        Digests { header: b & 1 != 0, data: b & 2 != 0 }
+        Digests {
+            header: b & 1 != 0,
+            data: b & 2 != 0,
+        }
     }
     pub fn bits(self) -> u8 {
         self.header as u8 | ((self.data as u8) << 1)
@@ -127,7 +132,12 @@ pub enum DecodeError {
     Fatal(Fatal),
     /// The data digest of a command's data did not match: the command fails with a transient
     /// transport error (NVMe/TCP 1.0 §3.6.2.x), the connection stays.
-    DataDigest { pdu_type: PduType, cccid: u16, ttag: u16, datal: u32 },
+    DataDigest {
+        pdu_type: PduType,
+        cccid: u16,
+        ttag: u16,
+        datal: u32,
+    },
 }
 
 impl From<Fatal> for DecodeError {
@@ -197,7 +207,8 @@ impl Pdu {
                 spec[2..4].copy_from_slice(&d.ttag.to_le_bytes());
                 spec[4..8].copy_from_slice(&d.datao.to_le_bytes());
                 spec[8..12].copy_from_slice(&(d.data.len() as u32).to_le_bytes());
-                let f = (if d.last { flags::LAST_PDU } else { 0 }) | (if d.success { flags::SUCCESS } else { 0 });
+                let f = (if d.last { flags::LAST_PDU } else { 0 })
+                    | (if d.success { flags::SUCCESS } else { 0 });
                 (self.pdu_type(), DATA_HLEN, f, &d.data[..])
             }
             Pdu::R2t(r) => {
@@ -208,7 +219,10 @@ impl Pdu {
                 (PduType::R2T, R2T_HLEN, 0, &[])
             }
         };
-        let digestible = !matches!(ty, PduType::IC_REQ | PduType::IC_RESP | PduType::H2C_TERM_REQ | PduType::C2H_TERM_REQ);
+        let digestible = !matches!(
+            ty,
+            PduType::IC_REQ | PduType::IC_RESP | PduType::H2C_TERM_REQ | PduType::C2H_TERM_REQ
+        );
         let hd = digestible && dg.header;
         let dd = digestible && dg.data && !data.is_empty();
         if hd {
@@ -219,7 +233,11 @@ impl Pdu {
         }
         let hdl = if hd { DIGEST_LEN } else { 0 };
         // TermReq data follows the header directly but is not "PDU data" with a PDO.
-        let pdo = if !data.is_empty() && digestible { hlen + hdl } else { 0 };
+        let pdo = if !data.is_empty() && digestible {
+            hlen + hdl
+        } else {
+            0
+        };
         let plen = hlen + hdl + data.len() + if dd { DIGEST_LEN } else { 0 };
         let start = out.len();
         out.extend_from_slice(&[ty.0, fl, hlen as u8, pdo as u8]);
@@ -247,13 +265,25 @@ impl Pdu {
         if hd {
             let want = crc32c::crc32c(&buf[..hlen]);
             if le32(buf, hlen) != want {
-                return Err(Fatal { fes: Fes::HEADER_DIGEST, fei: 0 }.into());
+                return Err(Fatal {
+                    fes: Fes::HEADER_DIGEST,
+                    fei: 0,
+                }
+                .into());
             }
         }
         let dd = ch.flags & flags::DDGSTF != 0;
         let body_end = buf.len() - if dd { DIGEST_LEN } else { 0 };
-        let data_start = if ch.pdo != 0 { ch.pdo as usize } else { hlen + hdl };
-        let data = if body_end > data_start { &buf[data_start..body_end] } else { &[][..] };
+        let data_start = if ch.pdo != 0 {
+            ch.pdo as usize
+        } else {
+            hlen + hdl
+        };
+        let data = if body_end > data_start {
+            &buf[data_start..body_end]
+        } else {
+            &[][..]
+        };
         let s = &buf[COMMON_LEN..];
         let pdu = match ch.pdu_type {
             PduType::IC_REQ => Pdu::IcReq(IcReq {
@@ -269,7 +299,11 @@ impl Pdu {
                 maxh2cdata: le32(s, 4),
             }),
             PduType::H2C_TERM_REQ | PduType::C2H_TERM_REQ => {
-                let t = TermReq { fes: Fes(le16(s, 0)), fei: le32(s, 2), data: buf[TERM_HLEN..].to_vec() };
+                let t = TermReq {
+                    fes: Fes(le16(s, 0)),
+                    fei: le32(s, 2),
+                    data: buf[TERM_HLEN..].to_vec(),
+                };
                 if ch.pdu_type == PduType::H2C_TERM_REQ {
                     Pdu::H2cTermReq(t)
                 } else {
@@ -301,7 +335,12 @@ impl Pdu {
                     Pdu::C2hData(d)
                 }
             }
-            _ => Pdu::R2t(R2t { cccid: le16(s, 0), ttag: le16(s, 2), r2to: le32(s, 4), r2tl: le32(s, 8) }),
+            _ => Pdu::R2t(R2t {
+                cccid: le16(s, 0),
+                ttag: le16(s, 2),
+                r2to: le32(s, 4),
+                r2tl: le32(s, 8),
+            }),
         };
         if dd && crc32c::crc32c(data) != le32(buf, body_end) {
             let (cccid, ttag) = match &pdu {
@@ -309,7 +348,12 @@ impl Pdu {
                 Pdu::H2cData(d) | Pdu::C2hData(d) => (d.cccid, d.ttag),
                 _ => (0, 0),
             };
-            return Err(DecodeError::DataDigest { pdu_type: ch.pdu_type, cccid, ttag, datal: data.len() as u32 });
+            return Err(DecodeError::DataDigest {
+                pdu_type: ch.pdu_type,
+                cccid,
+                ttag,
+                datal: data.len() as u32,
+            });
         }
         Ok(pdu)
     }

@@ -3,7 +3,10 @@
 //! incorrect field first (as FreeBSD's `nvmf_tcp_validate_pdu_header`, style.md rule 9).
 //! The result is the FES/FEI of the TermReq to send.
 
-use super::{flags, PduType, CAPSULE_CMD_HLEN, CAPSULE_RESP_HLEN, COMMON_LEN, DATA_HLEN, DIGEST_LEN, IC_LEN, R2T_HLEN, TERM_HLEN, TERM_MAX_DATA};
+use super::{
+    flags, PduType, CAPSULE_CMD_HLEN, CAPSULE_RESP_HLEN, COMMON_LEN, DATA_HLEN, DIGEST_LEN, IC_LEN,
+    R2T_HLEN, TERM_HLEN, TERM_MAX_DATA,
+};
 use super::{le16, le32};
 
 /// Fatal Error Status of a termination request.
@@ -28,7 +31,10 @@ pub struct Fatal {
 
 impl Fatal {
     pub fn field(offset: u32) -> Self {
-        Fatal { fes: Fes::INVALID_HEADER_FIELD, fei: offset }
+        Fatal {
+            fes: Fes::INVALID_HEADER_FIELD,
+            fei: offset,
+        }
     }
 }
 
@@ -69,11 +75,21 @@ pub struct CommonHeader {
 }
 
 fn is_digestible(t: PduType) -> bool {
-    matches!(t, PduType::CAPSULE_CMD | PduType::CAPSULE_RESP | PduType::H2C_DATA | PduType::C2H_DATA | PduType::R2T)
+    matches!(
+        t,
+        PduType::CAPSULE_CMD
+            | PduType::CAPSULE_RESP
+            | PduType::H2C_DATA
+            | PduType::C2H_DATA
+            | PduType::R2T
+    )
 }
 
 fn carries_data(t: PduType) -> bool {
-    matches!(t, PduType::CAPSULE_CMD | PduType::H2C_DATA | PduType::C2H_DATA)
+    matches!(
+        t,
+        PduType::CAPSULE_CMD | PduType::H2C_DATA | PduType::C2H_DATA
+    )
 }
 
 /// Checks the common header (`ch` holds at least its 8 bytes): enough to know how many bytes
@@ -82,7 +98,13 @@ pub fn validate_common(ch: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
     if ch.len() < COMMON_LEN {
         return Err(Fatal::field(4));
     }
-    let h = CommonHeader { pdu_type: PduType(ch[0]), flags: ch[1], hlen: ch[2], pdo: ch[3], plen: le32(ch, 4) };
+    let h = CommonHeader {
+        pdu_type: PduType(ch[0]),
+        flags: ch[1],
+        hlen: ch[2],
+        pdo: ch[3],
+        plen: le32(ch, 4),
+    };
     let t = h.pdu_type;
     // PDU-Type (offset 0): only the types that travel towards this receiver.
     let (ic, term) = match r.receiver {
@@ -103,7 +125,10 @@ pub fn validate_common(ch: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
         Stage::Ready => t != ic,
     };
     if !in_sequence {
-        return Err(Fatal { fes: Fes::PDU_SEQUENCE, fei: 0 });
+        return Err(Fatal {
+            fes: Fes::PDU_SEQUENCE,
+            fei: 0,
+        });
     }
     // FLAGS (offset 1).
     let allowed = match t {
@@ -131,8 +156,16 @@ pub fn validate_common(ch: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
     if h.hlen as usize != want_hlen {
         return Err(Fatal::field(2));
     }
-    let hdl = if h.flags & flags::HDGSTF != 0 { DIGEST_LEN } else { 0 };
-    let ddl = if h.flags & flags::DDGSTF != 0 { DIGEST_LEN } else { 0 };
+    let hdl = if h.flags & flags::HDGSTF != 0 {
+        DIGEST_LEN
+    } else {
+        0
+    };
+    let ddl = if h.flags & flags::DDGSTF != 0 {
+        DIGEST_LEN
+    } else {
+        0
+    };
     let min = want_hlen + hdl;
     let plen = h.plen as usize;
     // PDO (offset 3): CPDA/HPDA are 0, so data starts right after the header (+ digest);
@@ -142,7 +175,7 @@ pub fn validate_common(ch: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
         if pdo != 0 {
             return Err(Fatal::field(3));
         }
-    } else if (pdo != 0 && (pdo < min || pdo % 4 != 0))
+    } else if (pdo != 0 && (pdo < min || !pdo.is_multiple_of(4)))
         || (pdo == 0 && matches!(t, PduType::H2C_DATA | PduType::C2H_DATA))
     {
         return Err(Fatal::field(3));
@@ -178,9 +211,16 @@ pub fn validate_common(ch: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
             if data > 0 && r.digests.data && ddl == 0 {
                 return Err(Fatal::field(1));
             }
-            let limit = if t == PduType::CAPSULE_CMD { r.max_capsule_data } else { r.max_data_pdu };
+            let limit = if t == PduType::CAPSULE_CMD {
+                r.max_capsule_data
+            } else {
+                r.max_data_pdu
+            };
             if data > limit as usize {
-                return Err(Fatal { fes: Fes::DATA_LIMIT_EXCEEDED, fei: 4 });
+                return Err(Fatal {
+                    fes: Fes::DATA_LIMIT_EXCEEDED,
+                    fei: 4,
+                });
             }
         }
     }
@@ -198,7 +238,10 @@ pub fn validate_header(hdr: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
     match h.pdu_type {
         PduType::IC_REQ | PduType::IC_RESP => {
             if le16(hdr, 8) != 0 {
-                return Err(Fatal { fes: Fes::UNSUPPORTED_PARAMETER, fei: 8 });
+                return Err(Fatal {
+                    fes: Fes::UNSUPPORTED_PARAMETER,
+                    fei: 8,
+                });
             }
             if hdr[10] > 31 {
                 return Err(Fatal::field(10));
@@ -208,13 +251,17 @@ pub fn validate_header(hdr: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
             }
             if h.pdu_type == PduType::IC_RESP {
                 let m = le32(hdr, 12);
-                if m < 4096 || m % 4 != 0 {
+                if m < 4096 || !m.is_multiple_of(4) {
                     return Err(Fatal::field(12));
                 }
             }
         }
         PduType::H2C_DATA | PduType::C2H_DATA => {
-            let ddl = if h.flags & flags::DDGSTF != 0 { DIGEST_LEN } else { 0 };
+            let ddl = if h.flags & flags::DDGSTF != 0 {
+                DIGEST_LEN
+            } else {
+                0
+            };
             let datal = le32(hdr, 16) as usize;
             if datal == 0 || h.pdo as usize + datal + ddl != h.plen as usize {
                 return Err(Fatal::field(16));
@@ -223,11 +270,7 @@ pub fn validate_header(hdr: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
                 return Err(Fatal::field(1));
             }
         }
-        PduType::R2T => {
-            if le32(hdr, 16) == 0 {
-                return Err(Fatal::field(16));
-            }
-        }
+        PduType::R2T if le32(hdr, 16) == 0 => return Err(Fatal::field(16)),
         _ => {}
     }
     Ok(h)

@@ -17,11 +17,22 @@ pub async fn rig(blocks: u64, allowed: Option<Vec<String>>) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vol.img");
     let backend = Arc::new(FileBackend::create(&path, blocks * BS as u64, BS).unwrap());
-    let mut cfg = TargetConfig::new(NQN, vec![NamespaceConfig { nsid: 1, backend, volume_uuid: UUID }]);
+    let mut cfg = TargetConfig::new(
+        NQN,
+        vec![NamespaceConfig {
+            nsid: 1,
+            backend,
+            volume_uuid: UUID,
+        }],
+    );
     cfg.allowed_hosts = allowed;
     let target = Target::bind("127.0.0.1:0", cfg).await.unwrap();
     target.spawn();
-    Rig { target, path, _dir: dir }
+    Rig {
+        target,
+        path,
+        _dir: dir,
+    }
 }
 
 pub fn host(name: &str, queues: u16) -> InitiatorConfig {
