@@ -48,4 +48,7 @@ pub struct Ctx<'a> {
     /// Index of the operation being run and how many the COMPOUND has.
     pub op_index: usize,
     pub op_count: usize,
+    /// Set by SEQUENCE when the request is a retry answered from the reply cache: the
+    /// dispatcher sends these bytes (a whole encoded COMPOUND4res) and runs nothing else.
+    pub cached_reply: Option<Vec<u8>>,
 }
