@@ -8,7 +8,7 @@ use bytes::Bytes;
 use nvme_tcp::{FileBackend, Initiator, InitiatorConfig, NamespaceConfig, Target, TargetConfig};
 use rand::{Rng, SeedableRng};
 use std::fs::OpenOptions;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,28 +24,32 @@ enum Op {
     Write,
 }
 
-fn direct(path: &Path, op: Op, qd: usize, secs: f64) -> f64 {
+fn direct(path: &Path, odirect: bool, op: Op, qd: usize, secs: f64) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let threads: Vec<_> = (0..qd)
         .map(|t| {
             let (stop, count) = (stop.clone(), count.clone());
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(path)
-                .expect("open");
+            let mut opts = OpenOptions::new();
+            opts.read(true).write(true);
+            if odirect {
+                opts.custom_flags(libc::O_DIRECT);
+            }
+            let f = opts.open(path).expect("open");
             std::thread::spawn(move || {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(t as u64);
-                let mut buf = vec![0u8; BS as usize];
+                // O_DIRECT needs an aligned buffer: carve one out of a larger Vec.
+                let mut backing = vec![0u8; 2 * BS as usize];
+                let o = backing.as_ptr().align_offset(BS as usize);
+                let buf = &mut backing[o..o + BS as usize];
                 rng.fill(&mut buf[..]);
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let off = rng.gen_range(0..BLOCKS) * BS;
                     match op {
-                        Op::Read => f.read_exact_at(&mut buf, off).expect("pread"),
-                        Op::Write => f.write_all_at(&buf, off).expect("pwrite"),
+                        Op::Read => f.read_exact_at(buf, off).expect("pread"),
+                        Op::Write => f.write_all_at(buf, off).expect("pwrite"),
                     }
                     n += 1;
                 }
@@ -120,44 +124,61 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let ini = rt.block_on(async {
-        let backend = Arc::new(FileBackend::open(&path, BS as u32)?);
-        let cfg = TargetConfig::new(
-            "nqn.2026-11.org.pnfsd:bench",
-            vec![NamespaceConfig {
-                nsid: 1,
-                backend,
-                volume_uuid: [7; 16],
-            }],
-        );
-        let target = Target::bind("127.0.0.1:0", cfg).await?;
-        target.spawn();
-        let mut icfg = InitiatorConfig::new(
-            "nqn.2026-11.org.pnfsd:bench",
-            "nqn.2014-08.org.nvmexpress:uuid:bench",
-        );
-        icfg.io_queues = 2;
-        icfg.queue_depth = 32;
-        Ok::<_, nvme_tcp::Error>(Arc::new(
-            Initiator::connect(target.local_addr(), icfg).await?,
-        ))
-    })?;
     println!(
-        "4 KiB random I/O, {secs} s per case, file {} ({} MiB, page cache)",
+        "4 KiB random I/O, {secs} s per case, file {} ({} MiB)",
         path.display(),
         SIZE >> 20
     );
     println!(
-        "{:<6} {:>3} {:>14} {:>14} {:>7}",
-        "op", "qd", "pread/pwrite", "nvme-tcp", "ratio"
+        "{:<9} {:<6} {:>3} {:>14} {:>14} {:>7}",
+        "cache", "op", "qd", "pread/pwrite", "nvme-tcp", "ratio"
     );
-    for op in [Op::Read, Op::Write] {
-        for qd in [1usize, 32] {
-            let d = direct(&path, op, qd, secs);
-            let t = rt.block_on(over_tcp(ini.clone(), op, qd, secs));
-            let name = if op == Op::Read { "read" } else { "write" };
-            println!("{name:<6} {qd:>3} {d:>14.0} {t:>14.0} {:>7.3}", t / d);
+    for odirect in [false, true] {
+        let target_ini = rt.block_on(async {
+            let backend = if odirect {
+                FileBackend::open_direct(&path, BS as u32)
+            } else {
+                FileBackend::open(&path, BS as u32)
+            };
+            let backend = Arc::new(backend?);
+            let nqn = "nqn.2026-11.org.pnfsd:bench";
+            let cfg = TargetConfig::new(
+                nqn,
+                vec![NamespaceConfig {
+                    nsid: 1,
+                    backend,
+                    volume_uuid: [7; 16],
+                }],
+            );
+            let target = Target::bind("127.0.0.1:0", cfg).await?;
+            target.spawn();
+            let mut icfg = InitiatorConfig::new(nqn, "nqn.2014-08.org.nvmexpress:uuid:bench");
+            icfg.io_queues = 2;
+            icfg.queue_depth = 32;
+            let ini = Arc::new(Initiator::connect(target.local_addr(), icfg).await?);
+            Ok::<_, nvme_tcp::Error>((target, ini))
+        });
+        let (target, ini) = match target_ini {
+            Ok(x) => x,
+            Err(e) if odirect => {
+                println!("O_DIRECT not available here ({e}); skipped");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let cache = if odirect { "O_DIRECT" } else { "buffered" };
+        for op in [Op::Read, Op::Write] {
+            for qd in [1usize, 32] {
+                let d = direct(&path, odirect, op, qd, secs);
+                let t = rt.block_on(over_tcp(ini.clone(), op, qd, secs));
+                let name = if op == Op::Read { "read" } else { "write" };
+                println!(
+                    "{cache:<9} {name:<6} {qd:>3} {d:>14.0} {t:>14.0} {:>7.3}",
+                    t / d
+                );
+            }
         }
+        target.shutdown();
     }
     Ok(())
 }

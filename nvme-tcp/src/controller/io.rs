@@ -1,5 +1,6 @@
 //! NVM I/O commands: Read, Write (FUA), Flush, Write Zeroes, Dataset Management, and the four
-//! reservation commands. Backend calls run on tokio's blocking pool.
+//! reservation commands. `handle` blocks on the backend: the connection runs it on tokio's
+//! blocking pool, one call per command, so commands of one queue proceed concurrently.
 
 use super::{Cmd, Controller, Reply, MAX_TRANSFER};
 use crate::namespace::{lock, Namespace};
@@ -8,8 +9,8 @@ use crate::reservation::{Access, AcquireAction, RType, RegisterAction, ReleaseAc
 use crate::status::{read_error, write_error, Status};
 use std::sync::Arc;
 
-pub(crate) async fn handle(c: Arc<Controller>, cmd: Cmd) -> Reply {
-    run(&c, cmd).await.into()
+pub(crate) fn handle(c: &Arc<Controller>, cmd: Cmd) -> Reply {
+    run(c, cmd).into()
 }
 
 fn le64(b: &[u8], o: usize) -> u64 {
@@ -18,14 +19,12 @@ fn le64(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Runs a blocking backend call off the async threads.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|_| Status::INTERNAL)
+/// The backend call itself: a closure, so that each arm states what blocks.
+fn blocking<T>(f: impl FnOnce() -> T) -> Result<T, Status> {
+    Ok(f())
 }
 
-async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
+fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
     let s = cmd.sqe;
     let opc = IoOpc(s.opcode());
     let nsid = s.nsid();
@@ -35,8 +34,7 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             check(c, ns, Access::Write)?;
         }
         let all: Vec<_> = c.subsys.namespaces.values().cloned().collect();
-        return blocking(move || all.iter().try_for_each(|ns| ns.backend.flush()))
-            .await?
+        return blocking(move || all.iter().try_for_each(|ns| ns.backend.flush()))?
             .map(|_| Reply::ok())
             .map_err(|e| write_error(&e));
     }
@@ -68,8 +66,7 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
                         b.flush()?;
                     }
                     Ok::<_, std::io::Error>(())
-                })
-                .await?
+                })?
                 .map(|_| Reply::ok())
                 .map_err(|e| write_error(&e));
             }
@@ -85,8 +82,7 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
                 let data = blocking(move || {
                     let mut v = vec![0u8; len as usize];
                     b.read_at(&mut v, off).map(|_| v)
-                })
-                .await?
+                })?
                 .map_err(|e| read_error(&e))?;
                 Ok(Reply::data(data))
             } else {
@@ -104,8 +100,7 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
                         b.flush()?;
                     }
                     Ok::<_, std::io::Error>(())
-                })
-                .await?
+                })?
                 .map_err(|e| write_error(&e))?;
                 Ok(Reply::ok())
             }
@@ -113,9 +108,7 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
         IoOpc::FLUSH => {
             check(c, &ns, Access::Write)?;
             let b = ns.backend.clone();
-            blocking(move || b.flush())
-                .await?
-                .map_err(|e| write_error(&e))?;
+            blocking(move || b.flush())?.map_err(|e| write_error(&e))?;
             Ok(Reply::ok())
         }
         IoOpc::DSM => {
@@ -139,8 +132,7 @@ async fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             check(c, &ns, Access::Write)?;
             if deallocate {
                 let b = ns.backend.clone();
-                blocking(move || ranges.iter().try_for_each(|&(o, l)| b.deallocate(o, l)))
-                    .await?
+                blocking(move || ranges.iter().try_for_each(|&(o, l)| b.deallocate(o, l)))?
                     .map_err(|e| write_error(&e))?;
             }
             Ok(Reply::ok())
