@@ -13,7 +13,7 @@
 # when the image is up to date). Each run gets a directory
 #   $PNFSD_VM_DIR/runs/<stamp>-<name>/       (or $VM_RUN_DIR if set)
 # shared with the guest by virtio-9p and mounted there at /host:
-#   scenario, env, lib/lib.sh (scenarios/lib.sh), files of $VM_FILES
+#   scenario, env, lib/ (a copy of scenarios/: lib.sh and the rest), files of $VM_FILES
 #   out/output.log  the scenario's stdout+stderr     out/rc        its exit status
 #   out/dmesg.log   the guest kernel log            out/blkmapd.log, out/modprobe.log
 #   out/boot-timing.log  guest uptime at each boot step     console.log  serial console
@@ -64,7 +64,7 @@ RUN=${VM_RUN_DIR:-$VM_DIR/runs/$(date +%Y%m%d-%H%M%S)-$name-$$}
 mkdir -p "$RUN/out" "$RUN/lib"
 rm -f "$RUN/out/rc"
 if [[ -n $SCEN ]]; then cp "$SCEN" "$RUN/scenario"; else printf '%s\n' "$CMD" > "$RUN/scenario"; fi
-cp "$HERE/scenarios/lib.sh" "$RUN/lib/"
+cp "$HERE"/scenarios/*.sh "$RUN/lib/"        # lib.sh + scenarios that reuse others
 for f in ${VM_FILES:-}; do cp -a "$f" "$RUN/"; done
 : > "$RUN/env"
 for kv in "${ENVS[@]}"; do printf '%s=%q\n' "${kv%%=*}" "${kv#*=}" >> "$RUN/env"; done
