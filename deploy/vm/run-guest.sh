@@ -27,7 +27,9 @@
 # build-guest.sh; VM_MEM (2048 MiB), VM_SMP (2), VM_TIMEOUT (600 s),
 # VM_VERBOSE=1 (stream the console live), VM_APPEND (extra kernel command
 # line, e.g. pnfsd.modules=xfs), VM_CPU (max), VM_FILES (files copied into the
-# run directory), VM_NETDEV_OPTS (extra -netdev user options), VM_RUN_DIR.
+# run directory), VM_NETDEV_OPTS (extra -netdev user options), VM_RUN_DIR,
+# VM_HOST_HOOK (a host command started in the background as `$VM_HOST_HOOK
+# RUN_DIR` while the guest runs, and stopped after; e.g. restart-hook.sh).
 #
 # Network: QEMU user-mode networking only. The guest is 10.0.2.15/24, the
 # host's loopback is 10.0.2.2; ipv6=off and no default route or DNS in the
@@ -78,6 +80,12 @@ else
     LOGLEVEL=4
 fi
 
+HOOKPID=""
+if [[ -n ${VM_HOST_HOOK:-} ]]; then
+    bash -c "$VM_HOST_HOOK \"\$1\"" host-hook "$RUN" &
+    HOOKPID=$!
+fi
+
 t0=$(date +%s%N)
 # -nodefaults/-vga none: only the devices below; romfile=: no option ROM to run
 timeout -k 10 "${VM_TIMEOUT:-600}" qemu-system-x86_64 \
@@ -91,6 +99,7 @@ timeout -k 10 "${VM_TIMEOUT:-600}" qemu-system-x86_64 \
     -virtfs "local,path=$RUN,mount_tag=host,security_model=none,id=host" \
     "$@" < /dev/null
 qrc=$?
+if [[ -n $HOOKPID ]]; then kill "$HOOKPID" 2>/dev/null; wait "$HOOKPID" 2>/dev/null; fi
 wall=$(( ($(date +%s%N) - t0) / 1000000 ))
 
 [[ ${VM_VERBOSE:-0} == 1 ]] || cat "$RUN/out/output.log" 2>/dev/null
