@@ -37,16 +37,21 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # nvme-cli: nvme connect/discover; fio: the overwrite job; busybox: small
 # extras (wget, hexdump); python3: scenario helpers (O_DIRECT I/O with aligned
 # buffers); dmsetup + strace: debugging what blkmapd built.
-PKGS=${GUEST_PKGS:-nfs-common,nvme-cli,fio,kmod,iproute2,procps,util-linux,busybox,python3,dmsetup,strace,coreutils}
+# nfs-kernel-server + xfsprogs: only for the knfsd stand-in server
+# (scenarios/knfsd-server.sh), which proves the client scenarios against a
+# real pNFS block-layout server; the client boot never starts them.
+PKGS=${GUEST_PKGS:-nfs-common,nvme-cli,fio,kmod,iproute2,procps,util-linux,busybox,python3,dmsetup,strace,coreutils,nfs-kernel-server,xfsprogs}
 
 # Modules put into the guest (plus everything they depend on).
 # virtio_*/9p*: console-less boot with net + the host share; sunrpc..nfsv4:
 # the NFSv4.1/4.2 client; blocklayoutdriver: pNFS block AND SCSI layouts
 # (one module, layout types 3 and 5); dm_mod: blkmapd builds dm tables;
 # nvme_tcp/nvme_fabrics: the data path to pnfsd's embedded target.
+# nfsd, xfs, nvmet, nvmet_tcp, brd: the knfsd stand-in server (loaded on demand).
 MODULES=${GUEST_MODULES:-"virtio_pci virtio_net virtio_blk virtio_scsi sd_mod 9pnet_virtio 9p
  sunrpc auth_rpcgss nfs nfsv4 blocklayoutdriver nfs_layout_nfsv41_files nfs_layout_flexfiles
- dm_mod loop nvme nvme_core nvme_fabrics nvme_tcp configfs crc32c_generic crc32c_intel"}
+ dm_mod loop nvme nvme_core nvme_fabrics nvme_tcp configfs crc32c_generic crc32c_intel
+ nfsd xfs nvmet nvmet_tcp brd"}
 
 log() { echo "[build-guest $(date +%T)] $*" >&2; }
 T0=$(date +%s)

@@ -1,0 +1,68 @@
+#!/bin/bash
+# knfsd-server.sh - a STAND-IN pNFS block-layout server in a guest: Linux
+# knfsd exporting XFS with the `pnfs` option, and nvmet exporting the same
+# block device over NVMe/TCP. Used by deploy/vm/anchor.sh to prove the client
+# scenarios (block-layout.sh, restart.sh) against a real pNFS server, with the
+# same network path pnfsd will have: the client guest reaches it through the
+# host's loopback (QEMU hostfwd 127.0.0.1:<port> -> this guest).
+#
+# The device is a brd RAM disk: it has no persistent-reservation ops, so knfsd
+# offers only the block layout (type 3), never SCSI.
+#
+# Env: NQN (nqn.2026-11.org.pnfsd:knfsd-anchor), DISK_MB (512),
+#      SERVE_SECONDS (1200).
+# Handshake: writes out/server-ready when serving; stops when the host creates
+# /host/stop. Before stopping it checks every /host/checks/*.sha256 (the
+# clients' checksums.txt, paths relative to /export) against the bytes XFS
+# has on the device, after dropping its caches: CHECK served-bytes-<name>.
+SCENARIO=knfsd-server
+. /host/lib/lib.sh
+NQN=${NQN:-nqn.2026-11.org.pnfsd:knfsd-anchor}
+DISK_MB=${DISK_MB:-512}
+
+step "brd ${DISK_MB} MiB, mkfs.xfs, mount /export"
+modprobe brd rd_nr=1 rd_size=$((DISK_MB * 1024)) max_part=0 || die "brd"
+modprobe -a xfs nfsd nvmet nvmet_tcp || die "server modules"
+DISK=/dev/ram0
+mkfs.xfs -f -q "$DISK" || die "mkfs.xfs"
+mkdir -p /export
+mount -t xfs "$DISK" /export || die "mount xfs"
+chmod 1777 /export
+
+step "nvmet: $DISK as $NQN namespace 1 on 10.0.2.15:4420/tcp"
+C=/sys/kernel/config/nvmet
+mkdir "$C/subsystems/$NQN" "$C/subsystems/$NQN/namespaces/1" "$C/ports/1" || die "nvmet configfs"
+echo 1 > "$C/subsystems/$NQN/attr_allow_any_host"
+echo "$DISK" > "$C/subsystems/$NQN/namespaces/1/device_path"
+echo 1 > "$C/subsystems/$NQN/namespaces/1/enable" || die "nvmet namespace enable"
+echo tcp > "$C/ports/1/addr_trtype"
+echo ipv4 > "$C/ports/1/addr_adrfam"
+echo 10.0.2.15 > "$C/ports/1/addr_traddr"
+echo 4420 > "$C/ports/1/addr_trsvcid"
+ln -s "$C/subsystems/$NQN" "$C/ports/1/subsystems/$NQN" || die "nvmet port"
+
+step "knfsd: export /export with pnfs, grace 10 s"
+mount -t nfsd nfsd /proc/fs/nfsd || die "nfsd fs"
+echo 10 > /proc/fs/nfsd/nfsv4gracetime
+echo 10 > /proc/fs/nfsd/nfsv4leasetime
+# insecure: slirp re-originates the client's connections from unprivileged ports
+echo '/export *(rw,pnfs,no_root_squash,sync,insecure,no_subtree_check)' > /etc/exports
+rpcbind || die rpcbind
+rpc.mountd --no-udp -N 2 -N 3 || die rpc.mountd
+rpc.nfsd -N 3 -V 4.1 -V 4.2 8 || die rpc.nfsd
+exportfs -ra || die exportfs
+exportfs -v
+echo "nfsd versions: $(cat /proc/fs/nfsd/versions)"
+echo "NQN=$NQN" > /host/out/server-ready
+step "serving; waiting for /host/stop (max ${SERVE_SECONDS:-1200} s)"
+for ((i = 0; i < ${SERVE_SECONDS:-1200}; i++)); do [[ -e /host/stop ]] && break; sleep 1; done
+
+step "checking the clients' checksums against the bytes on the device"
+sync; echo 3 > /proc/sys/vm/drop_caches
+for f in /host/checks/*.sha256; do
+    [[ -e $f ]] || continue
+    (cd /export && sha256sum -c --quiet "$f"); check "served-bytes-$(basename "$f" .sha256)" $? "$f"
+done
+echo "SERVER_OPS $(grep proc4ops /proc/net/rpc/nfsd)"
+if ((FAILED)); then echo "RESULT FAIL $SCENARIO"; exit 1; fi
+echo "RESULT PASS $SCENARIO"
