@@ -40,11 +40,17 @@ if [[ ! -e $SRV/out/server-ready ]]; then
     exit 125
 fi
 
+# restart.sh needs the server restarted on request: here the knfsd guest does it
+HOOK=""
+if [[ $(basename "$SCEN") == restart.sh ]]; then
+    HOOK="$HERE/restart-hook.sh \"sh -c 'touch $SRV/restart-\\\$0; while [ ! -e $SRV/out/restarted-\\\$0 ]; do sleep 0.3; done'\""
+fi
+
 rc=0
 for v in "${VERSIONS[@]}"; do
     cli=$VM_DIR/runs/$(date +%Y%m%d-%H%M%S)-anchor-client-$v-$$
     echo "[anchor] client $(basename "$SCEN") vers=$v: $cli" >&2
-    VM_RUN_DIR=$cli "$HERE/run-guest.sh" -e VERS="$v" -e NFS_PORT="$NFS_PORT" \
+    VM_RUN_DIR=$cli VM_HOST_HOOK=$HOOK "$HERE/run-guest.sh" -e VERS="$v" -e NFS_PORT="$NFS_PORT" \
         -e NVME_PORT="$NVME_PORT" -e NQN="$NQN" -e EXPORT=/export "$SCEN" > "$cli.log" 2>&1
     crc=$?
     grep -E '^(COUNTS (after-fio|end)|CHECK .* FAIL|FIO write|RESULT)' "$cli.log" | sed "s/^/[$v] /"

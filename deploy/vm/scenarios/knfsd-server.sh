@@ -11,8 +11,9 @@
 #
 # Env: NQN (nqn.2026-11.org.pnfsd:knfsd-anchor), DISK_MB (512),
 #      SERVE_SECONDS (1200).
-# Handshake: writes out/server-ready when serving; stops when the host creates
-# /host/stop. Before stopping it checks every /host/checks/*.sha256 (the
+# Handshake: writes out/server-ready when serving; restarts knfsd when the host
+# creates /host/restart-<n> (answers out/restarted-<n>); stops when the host
+# creates /host/stop. Before stopping it checks every /host/checks/*.sha256 (the
 # clients' checksums.txt, paths relative to /export) against the bytes XFS
 # has on the device, after dropping its caches: CHECK served-bytes-<name>.
 SCENARIO=knfsd-server
@@ -43,6 +44,7 @@ ln -s "$C/subsystems/$NQN" "$C/ports/1/subsystems/$NQN" || die "nvmet port"
 
 step "knfsd: export /export with pnfs, grace 10 s"
 mount -t nfsd nfsd /proc/fs/nfsd || die "nfsd fs"
+mkdir -p /var/lib/nfs/v4recovery   # client records, so reclaims after a restart are allowed
 echo 10 > /proc/fs/nfsd/nfsv4gracetime
 echo 10 > /proc/fs/nfsd/nfsv4leasetime
 # insecure: slirp re-originates the client's connections from unprivileged ports
@@ -55,7 +57,21 @@ exportfs -v
 echo "nfsd versions: $(cat /proc/fs/nfsd/versions)"
 echo "NQN=$NQN" > /host/out/server-ready
 step "serving; waiting for /host/stop (max ${SERVE_SECONDS:-1200} s)"
-for ((i = 0; i < ${SERVE_SECONDS:-1200}; i++)); do [[ -e /host/stop ]] && break; sleep 1; done
+# /host/restart-<n> (from anchor.sh's restart hook): restart knfsd, which drops
+# all state and starts a new grace period, as a server reboot does; clients
+# reclaim from the records in /var/lib/nfs/v4recovery.
+n=1
+for ((i = 0; i < ${SERVE_SECONDS:-1200}; i++)); do
+    [[ -e /host/stop ]] && break
+    if [[ -e /host/restart-$n ]]; then
+        step "restart $n: rpc.nfsd 0; rpc.nfsd 8"
+        rpc.nfsd 0
+        rpc.nfsd -N 3 -V 4.1 -V 4.2 8; check "knfsd-restart-$n" $? "grace $(cat /proc/fs/nfsd/nfsv4gracetime) s"
+        touch "/host/out/restarted-$n"
+        n=$((n + 1))
+    fi
+    sleep 1
+done
 
 step "checking the clients' checksums against the bytes on the device"
 sync; echo 3 > /proc/sys/vm/drop_caches
