@@ -9,7 +9,9 @@
 #   SCENARIO.sh  client scenario (default scenarios/block-layout.sh)
 #   VERS         minor versions to run it with (default: 4.1 4.2)
 # Env: ANCHOR_NFS_PORT (22049), ANCHOR_NVME_PORT (24420): host ports the
-# server guest is forwarded to (bound on 127.0.0.1 only); plus run-guest.sh's.
+# server guest is forwarded to (bound on 127.0.0.1 only); ANCHOR_LAYOUT
+# (block | scsi, see knfsd-server.sh: scsi cannot pass with 6.12's nvmet);
+# plus run-guest.sh's.
 # Exit 0 only if every client run and the server's checksum check passed.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +29,8 @@ mkdir -p "$SRV/out" "$SRV/checks"
 echo "[anchor] server guest: $SRV" >&2
 VM_RUN_DIR=$SRV VM_MEM=${ANCHOR_SERVER_MEM:-2560} \
     VM_NETDEV_OPTS="hostfwd=tcp:127.0.0.1:$NFS_PORT-10.0.2.15:2049,hostfwd=tcp:127.0.0.1:$NVME_PORT-10.0.2.15:4420" \
-    "$HERE/run-guest.sh" -e NQN="$NQN" "$HERE/scenarios/knfsd-server.sh" > "$SRV/run-guest.log" 2>&1 &
+    "$HERE/run-guest.sh" -e NQN="$NQN" -e LAYOUT="${ANCHOR_LAYOUT:-block}" \
+    "$HERE/scenarios/knfsd-server.sh" > "$SRV/run-guest.log" 2>&1 &
 srvpid=$!
 for ((i = 0; i < 240; i++)); do
     [[ -e $SRV/out/server-ready ]] && break

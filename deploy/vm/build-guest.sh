@@ -47,11 +47,12 @@ PKGS=${GUEST_PKGS:-nfs-common,nvme-cli,fio,kmod,iproute2,procps,util-linux,busyb
 # the NFSv4.1/4.2 client; blocklayoutdriver: pNFS block AND SCSI layouts
 # (one module, layout types 3 and 5); dm_mod: blkmapd builds dm tables;
 # nvme_tcp/nvme_fabrics: the data path to pnfsd's embedded target.
-# nfsd, xfs, nvmet, nvmet_tcp, brd: the knfsd stand-in server (loaded on demand).
+# nfsd, xfs, nvmet, nvmet_tcp, nvme_loop, brd: the knfsd stand-in server
+# (loaded on demand; nvme_loop exists in 6.12 only).
 MODULES=${GUEST_MODULES:-"virtio_pci virtio_net virtio_blk virtio_scsi sd_mod 9pnet_virtio 9p
  sunrpc auth_rpcgss nfs nfsv4 blocklayoutdriver nfs_layout_nfsv41_files nfs_layout_flexfiles
  dm_mod loop nvme nvme_core nvme_fabrics nvme_tcp configfs crc32c_generic crc32c_intel
- nfsd xfs nvmet nvmet_tcp brd"}
+ nfsd xfs nvmet nvmet_tcp nvme_loop brd"}
 
 log() { echo "[build-guest $(date +%T)] $*" >&2; }
 T0=$(date +%s)

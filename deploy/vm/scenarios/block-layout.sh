@@ -26,6 +26,7 @@
 # relative to the export, for comparing with the bytes pnfsd serves),
 # mountstats.txt, fio.txt. Exit 0 only if every check passed.
 SCENARIO=${SCENARIO:-${LAYOUT:-block}-layout-v${VERS:-4.1}}
+# shellcheck source=SCRIPTDIR/lib.sh
 . /host/lib/lib.sh
 
 VERS=${VERS:-4.1}

@@ -6,29 +6,32 @@
 # same network path pnfsd will have: the client guest reaches it through the
 # host's loopback (QEMU hostfwd 127.0.0.1:<port> -> this guest).
 #
-# The device is a brd RAM disk: it has no persistent-reservation ops, so knfsd
-# offers only the block layout (type 3), never SCSI.
+# LAYOUT=block (default): XFS sits on a brd RAM disk, which has no
+# persistent-reservation ops, so knfsd offers only the block layout (type 3).
+# LAYOUT=scsi (6.12 kernel): XFS sits on the server's own NVMe view of the
+# same namespace (nvme-loop), which has PR ops and a unique id, so knfsd also
+# offers the SCSI layout (type 5), which the Linux client prefers. NOTE: 6.12's
+# nvmet implements no reservations, so the client's key registration fails
+# and the client falls back to the MDS; this variant only exercises the
+# GETDEVICEINFO -> /dev/disk/by-id/nvme-eui.* path.
 #
-# Env: NQN (nqn.2026-11.org.pnfsd:knfsd-anchor), DISK_MB (512),
-#      SERVE_SECONDS (1200).
+# Env: NQN (nqn.2026-11.org.pnfsd:knfsd-anchor), DISK_MB (512), LAYOUT
+#      (block), SERVE_SECONDS (1200).
 # Handshake: writes out/server-ready when serving; restarts knfsd when the host
 # creates /host/restart-<n> (answers out/restarted-<n>); stops when the host
 # creates /host/stop. Before stopping it checks every /host/checks/*.sha256 (the
 # clients' checksums.txt, paths relative to /export) against the bytes XFS
 # has on the device, after dropping its caches: CHECK served-bytes-<name>.
 SCENARIO=knfsd-server
+# shellcheck source=SCRIPTDIR/lib.sh
 . /host/lib/lib.sh
 NQN=${NQN:-nqn.2026-11.org.pnfsd:knfsd-anchor}
 DISK_MB=${DISK_MB:-512}
 
-step "brd ${DISK_MB} MiB, mkfs.xfs, mount /export"
+step "brd ${DISK_MB} MiB"
 modprobe brd rd_nr=1 rd_size=$((DISK_MB * 1024)) max_part=0 || die "brd"
 modprobe -a xfs nfsd nvmet nvmet_tcp || die "server modules"
 DISK=/dev/ram0
-mkfs.xfs -f -q "$DISK" || die "mkfs.xfs"
-mkdir -p /export
-mount -t xfs "$DISK" /export || die "mount xfs"
-chmod 1777 /export
 
 step "nvmet: $DISK as $NQN namespace 1 on 10.0.2.15:4420/tcp"
 C=/sys/kernel/config/nvmet
@@ -41,6 +44,24 @@ echo ipv4 > "$C/ports/1/addr_adrfam"
 echo 10.0.2.15 > "$C/ports/1/addr_traddr"
 echo 4420 > "$C/ports/1/addr_trsvcid"
 ln -s "$C/subsystems/$NQN" "$C/ports/1/subsystems/$NQN" || die "nvmet port"
+
+FSDEV=$DISK
+if [[ ${LAYOUT:-block} == scsi ]]; then
+    step "nvme-loop: the server's own NVMe view of the namespace"
+    modprobe nvme_loop || die "nvme_loop"
+    mkdir "$C/ports/2" && echo loop > "$C/ports/2/addr_trtype" &&
+        ln -s "$C/subsystems/$NQN" "$C/ports/2/subsystems/$NQN" || die "nvmet loop port"
+    nvme connect -t loop -n "$NQN" || die "nvme connect -t loop"
+    for ((i = 0; i < 50; i++)); do has_nvme_ns && break; sleep 0.2; done
+    FSDEV=/dev/$(basename "$(ls -d /sys/block/nvme*n* | head -n1)")
+    nvme list
+    grep -H . /sys/block/nvme*n*/{eui,nguid,wwid} 2>/dev/null
+fi
+step "mkfs.xfs $FSDEV, mount /export"
+mkfs.xfs -f -q "$FSDEV" || die "mkfs.xfs"
+mkdir -p /export
+mount -t xfs "$FSDEV" /export || die "mount xfs"
+chmod 1777 /export
 
 step "knfsd: export /export with pnfs, grace 10 s"
 mount -t nfsd nfsd /proc/fs/nfsd || die "nfsd fs"

@@ -8,6 +8,7 @@
 #   RESULT PASS|FAIL <scenario> [reason]   the verdict (last line)
 # Host is 10.0.2.2 (QEMU user networking); the guest is 10.0.2.15.
 
+# shellcheck shell=bash disable=SC2034  # (FAILED and SERVER are used by the scenarios)
 SERVER=${SERVER:-10.0.2.2}
 FAILED=0
 
@@ -66,6 +67,8 @@ nvme_links() {
     done
 }
 
+has_nvme_ns() { local d; for d in /sys/block/nvme*n*; do [[ -e $d ]] && return 0; done; return 1; }
+
 # nvme_attach: discover + connect pnfsd's embedded target, wait for the namespace
 nvme_attach() { # nvme_attach PORT NQN
     local i
@@ -74,11 +77,11 @@ nvme_attach() { # nvme_attach PORT NQN
     step "nvme connect -t tcp -a $SERVER -s $1 -n $2"
     nvme connect -t tcp -a "$SERVER" -s "$1" -n "$2" || return 1
     for ((i = 0; i < 50; i++)); do
-        ls /sys/block/ 2>/dev/null | grep -q '^nvme.*n[0-9]' && break
+        has_nvme_ns && break
         sleep 0.2
     done
     nvme list
-    ls /sys/block/ | grep -q '^nvme.*n[0-9]'
+    has_nvme_ns
 }
 
 # wait_grace MNT [SECONDS]: OPENs get NFS4ERR_GRACE until the server's grace
@@ -92,14 +95,16 @@ wait_grace() {
     return 1
 }
 
-# dmesg_check: the kernel falls back to NFS READ/WRITE silently on layout
-# trouble; these lines are the only trace in the log.
+# dmesg_check [IGNORE_ERE]: the kernel falls back to NFS READ/WRITE silently on
+# layout trouble; these lines are the only trace in the log. IGNORE_ERE: lines
+# a scenario expects (restart.sh: "not responding" while the server is down).
 dmesg_check() {
     local bad
     bad=$(dmesg | grep -iE 'pnfs.*(fail|error|fallback)|layout.*(fail|error)|blocklayout|bl_|blk_update_request|I/O error|nvme.*(error|timeout|reset)|dm-[0-9]+.*error|nfs.*(error|not responding)' |
-        grep -viE 'pNFS: using block device|loaded|registered|Modules linked' || true)
+        grep -viE 'pNFS: using block device|loaded|registered|Modules linked' |
+        grep -vE "${1:-^\$}" || true)
     if [[ -n $bad ]]; then
-        echo "$bad" | sed 's/^/DMESG /'
+        while IFS= read -r l; do echo "DMESG $l"; done <<< "$bad"
         check dmesg 1 "suspicious kernel messages (see DMESG lines)"
     else
         check dmesg 0 "no pNFS fallback / I/O error lines"

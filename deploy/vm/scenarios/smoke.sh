@@ -4,6 +4,7 @@
 # blkmapd is running, and the host (10.0.2.2) is on the local network.
 # No server needed. Exit 0 only if every check passes.
 SCENARIO=smoke
+# shellcheck source=SCRIPTDIR/lib.sh
 . /host/lib/lib.sh
 
 step "kernel $(uname -r)"
