@@ -38,6 +38,8 @@ C=/sys/kernel/config/nvmet
 mkdir "$C/subsystems/$NQN" "$C/subsystems/$NQN/namespaces/1" "$C/ports/1" || die "nvmet configfs"
 echo 1 > "$C/subsystems/$NQN/attr_allow_any_host"
 echo "$DISK" > "$C/subsystems/$NQN/namespaces/1/device_path"
+# an NGUID: the SCSI layout names the volume by it (nvmet sets only a UUID)
+cat /proc/sys/kernel/random/uuid > "$C/subsystems/$NQN/namespaces/1/device_nguid"
 echo 1 > "$C/subsystems/$NQN/namespaces/1/enable" || die "nvmet namespace enable"
 echo tcp > "$C/ports/1/addr_trtype"
 echo ipv4 > "$C/ports/1/addr_adrfam"
@@ -53,7 +55,7 @@ if [[ ${LAYOUT:-block} == scsi ]]; then
         ln -s "$C/subsystems/$NQN" "$C/ports/2/subsystems/$NQN" || die "nvmet loop port"
     nvme connect -t loop -n "$NQN" || die "nvme connect -t loop"
     for ((i = 0; i < 50; i++)); do has_nvme_ns && break; sleep 0.2; done
-    FSDEV=/dev/$(basename "$(ls -d /sys/block/nvme*n* | head -n1)")
+    FSDEV=/dev/$(nvme_namespaces | head -n1)
     nvme list
     grep -H . /sys/block/nvme*n*/{eui,nguid,wwid} 2>/dev/null
 fi

@@ -55,11 +55,11 @@ layout_type() {
 nvme_links() {
     local ns id f
     mkdir -p /dev/disk/by-id
-    for ns in /sys/block/nvme*n*; do
-        [[ -e $ns ]] || continue
+    for ns in $(nvme_namespaces); do
+        ns=/sys/block/$ns
         for f in eui nguid; do
             [[ -r $ns/$f ]] || continue
-            id=$(tr -d ' :-\n' < "$ns/$f")
+            id=$(tr -d ' :\n-' < "$ns/$f")   # dash last: not a range
             [[ -n $id && $id != 0000000000000000 && $id != 00000000000000000000000000000000 ]] || continue
             ln -sfn "../../$(basename "$ns")" "/dev/disk/by-id/nvme-eui.$id"
             echo "LINK /dev/disk/by-id/nvme-eui.$id -> $(basename "$ns")"
@@ -67,7 +67,15 @@ nvme_links() {
     done
 }
 
-has_nvme_ns() { local d; for d in /sys/block/nvme*n*; do [[ -e $d ]] && return 0; done; return 1; }
+# nvme_namespaces: the namespace block devices (nvme0n1; not the per-path
+# nodes nvme0c0n1 that native multipath hides behind them)
+nvme_namespaces() {
+    local d
+    for d in /sys/block/nvme*n*; do
+        [[ $(basename "$d") =~ ^nvme[0-9]+n[0-9]+$ ]] && basename "$d"
+    done
+}
+has_nvme_ns() { [[ -n $(nvme_namespaces) ]]; }
 
 # nvme_attach: discover + connect pnfsd's embedded target, wait for the namespace
 nvme_attach() { # nvme_attach PORT NQN
