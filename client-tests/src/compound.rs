@@ -200,8 +200,9 @@ impl Reply {
         {
             r.finish().ctx("end of COMPOUND4res")?;
         }
-        // RFC 8881 §16.2.3: the COMPOUND status is the status of the last result.
-        let last = results.last().map(|x| x.status).unwrap_or(NfsStat::OK);
+        // RFC 8881 §16.2.3: the COMPOUND status is the status of the last result (with no
+        // result at all, e.g. MINOR_VERS_MISMATCH, it stands alone).
+        let last = results.last().map(|x| x.status).unwrap_or(status);
         if last != status {
             return Err(ClientError::Protocol(format!(
                 "COMPOUND status {} differs from the last result's {}",

@@ -85,7 +85,7 @@ impl Session {
         Ok(())
     }
 
-    /// WRITE all of `data` at `offset` (in pieces of at most 256 KiB); returns the verifier.
+    /// WRITE all of `data` at `offset` (in pieces of at most `max_io`); returns the verifier.
     pub async fn write_all(
         &self,
         f: &OpenFile,
@@ -96,7 +96,7 @@ impl Session {
         let mut verf = [0u8; 8];
         let mut done = 0usize;
         while done < data.len() {
-            let end = (done + (256 << 10)).min(data.len());
+            let end = (done + self.max_io()).min(data.len());
             let rep = self
                 .run_ok(Compound::new().putfh(&f.fh).write(
                     f.stateid,
@@ -125,7 +125,7 @@ impl Session {
     pub async fn read_all(&self, f: &OpenFile, offset: u64, len: usize) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(len);
         while out.len() < len {
-            let want = (len - out.len()).min(256 << 10) as u32;
+            let want = (len - out.len()).min(self.max_io()) as u32;
             let rep = self
                 .run_ok(Compound::new().putfh(&f.fh).read(
                     f.stateid,

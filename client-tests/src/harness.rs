@@ -12,6 +12,10 @@
 //!    `PNFSD_NO_BUILD=1` to skip the build (e.g. when cargo is not on PATH).
 //!
 //! So `cargo test -p client-tests` works on a fresh checkout with no other step.
+//!
+//! `PNFSD_EXTERNAL=ADDR:PORT` points every test at a server that is already running (another
+//! pnfsd, or another NFSv4.1 server to check the client against); stopping and restarting it
+//! then fail, and tests that expect an empty export may see other tests' files.
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
@@ -131,9 +135,25 @@ impl PnfsdProcess {
     }
 
     pub fn start_with(opts: ServerOptions) -> Result<PnfsdProcess> {
-        let bin = pnfsd_bin()?;
         let dir = tempfile::Builder::new().prefix("pnfsd-test-").tempdir()?;
         std::fs::create_dir_all(dir.path().join("data"))?;
+        if let Some(ext) = std::env::var_os("PNFSD_EXTERNAL") {
+            let addr = ext
+                .to_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| harness_err("PNFSD_EXTERNAL is not ADDR:PORT"))?;
+            return Ok(PnfsdProcess {
+                bin: PathBuf::new(),
+                dir,
+                opts,
+                child: None,
+                addr,
+                nvme_addr: addr,
+                log: Arc::default(),
+                starts: 0,
+            });
+        }
+        let bin = pnfsd_bin()?;
         let mut p = PnfsdProcess {
             bin,
             dir,
@@ -329,4 +349,19 @@ impl Drop for PnfsdProcess {
             }
         }
     }
+}
+
+/// Deterministic test data: `len` bytes that differ for every `seed` and offset, so a misplaced
+/// or stale block is caught.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            // xorshift64
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
 }

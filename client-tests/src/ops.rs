@@ -261,6 +261,24 @@ impl Op {
         }
     }
 
+    /// Whether running the operation twice changes nothing (no need to cache its reply).
+    pub fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            Op::Sequence(_)
+                | Op::PutRootFh
+                | Op::PutFh(_)
+                | Op::GetFh
+                | Op::SaveFh
+                | Op::RestoreFh
+                | Op::Lookup(_)
+                | Op::GetAttr(_)
+                | Op::Read { .. }
+                | Op::ReadDir { .. }
+                | Op::ReadLink
+        )
+    }
+
     /// `nfs_argop4`: the opcode then the arguments.
     pub fn encode(&self, w: &mut XdrWriter) {
         w.u32(self.opnum());

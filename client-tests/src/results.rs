@@ -175,8 +175,8 @@ fn delegation(r: &mut XdrReader<'_>) -> XdrResult<u32> {
             nfsace(r)?;
         }
         3 => {
-            // WND4_CONTENTION (7) and WND4_RESOURCE (8) carry a bool.
-            if matches!(r.u32()?, 7 | 8) {
+            // WND4_CONTENTION (1) and WND4_RESOURCE (2) carry a bool; every other reason is void.
+            if matches!(r.u32()?, 1 | 2) {
                 r.bool()?;
             }
         }

@@ -254,10 +254,21 @@ impl Session {
         self.conn.compound(self.minor, &full).await
     }
 
-    /// Runs `c` after a SEQUENCE on a free slot; returns the reply whatever its status.
+    /// Largest READ or WRITE payload that fits the negotiated request and reply sizes.
+    pub fn max_io(&self) -> usize {
+        let f = &self.created.fore;
+        (f.maxrequestsize.min(f.maxresponsesize) as usize)
+            .saturating_sub(1024)
+            .clamp(4096, 256 << 10)
+    }
+
+    /// Runs `c` after a SEQUENCE on a free slot; returns the reply whatever its status. The
+    /// reply is cached by the server (`sa_cachethis`) when `c` changes anything, as a Linux
+    /// client does: a READ may be larger than the cached-reply limit.
     pub async fn run(&self, c: Compound) -> Result<Reply> {
+        let cachethis = !c.ops.iter().all(Op::is_read_only);
         let mut slot = self.take_slot().await?;
-        let rep = self.send_on(&slot, &c, true).await?;
+        let rep = self.send_on(&slot, &c, cachethis).await?;
         if rep.results.first().map(|r| (r.op, r.status)) == Some((opnum::SEQUENCE, NfsStat::OK)) {
             slot.advance();
         }
