@@ -339,7 +339,8 @@ impl Drop for PnfsdProcess {
             let _ = c.kill();
             let _ = c.wait();
         }
-        if std::thread::panicking() || std::env::var_os("PNFSD_SHOW_LOG").is_some() {
+        let ran = self.starts > 0;
+        if ran && (std::thread::panicking() || std::env::var_os("PNFSD_SHOW_LOG").is_some()) {
             let text = self.log_text();
             let lines: Vec<&str> = text.lines().collect();
             let from = lines.len().saturating_sub(200);
