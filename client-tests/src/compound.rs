@@ -330,6 +330,36 @@ impl Reply {
             _ => Err(ClientError::Missing("CLOSE body")),
         }
     }
+    pub fn layoutget(&self) -> Result<&crate::pnfs::LayoutGetRes> {
+        match self.last_of(opnum::LAYOUTGET)? {
+            OpRes::LayoutGet(x) => Ok(x),
+            _ => Err(ClientError::Missing("LAYOUTGET body")),
+        }
+    }
+    pub fn layoutcommit(&self) -> Result<Option<u64>> {
+        match self.last_of(opnum::LAYOUTCOMMIT)? {
+            OpRes::LayoutCommit(x) => Ok(*x),
+            _ => Err(ClientError::Missing("LAYOUTCOMMIT body")),
+        }
+    }
+    pub fn layoutreturn(&self) -> Result<Option<Stateid>> {
+        match self.last_of(opnum::LAYOUTRETURN)? {
+            OpRes::LayoutReturn(x) => Ok(*x),
+            _ => Err(ClientError::Missing("LAYOUTRETURN body")),
+        }
+    }
+    pub fn deviceinfo(&self) -> Result<&crate::pnfs::DeviceInfoRes> {
+        match self.last_of(opnum::GETDEVICEINFO)? {
+            OpRes::GetDeviceInfo(x) => Ok(x),
+            _ => Err(ClientError::Missing("GETDEVICEINFO body")),
+        }
+    }
+    pub fn devicelist(&self) -> Result<&crate::pnfs::DeviceListRes> {
+        match self.last_of(opnum::GETDEVICELIST)? {
+            OpRes::GetDeviceList(x) => Ok(x),
+            _ => Err(ClientError::Missing("GETDEVICELIST body")),
+        }
+    }
     /// The body of the last result of `op`, whatever it is.
     pub fn body(&self, op: u32) -> Result<&OpRes> {
         self.last_of(op)

@@ -213,3 +213,116 @@ async fn read_loop(
     closed.store(true, Ordering::SeqCst);
     lock(&pending).clear();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callback::RecallWhat;
+    use pnfsd::xdr::{XdrReader, XdrWriter};
+    use tokio::net::TcpListener;
+
+    async fn read_rec(s: &mut TcpStream) -> Vec<u8> {
+        let mut rec = Vec::new();
+        loop {
+            let mut h = [0u8; 4];
+            s.read_exact(&mut h).await.unwrap();
+            let (last, len) = rpc::parse_fragment_header(h);
+            let at = rec.len();
+            rec.resize(at + len, 0);
+            s.read_exact(&mut rec[at..]).await.unwrap();
+            if last {
+                return rec;
+            }
+        }
+    }
+
+    /// A fake server: answers our calls out of order, and makes a CB_COMPOUND call of its own
+    /// on the same connection, which the reader task must answer.
+    #[tokio::test]
+    async fn replies_match_by_xid_and_callbacks_are_answered() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let peer = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let a = read_rec(&mut s).await;
+            let b = read_rec(&mut s).await;
+            let xa = u32::from_be_bytes([a[0], a[1], a[2], a[3]]);
+            let xb = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            // A callback first: CB_SEQUENCE + CB_LAYOUTRECALL(ALL), in two fragments.
+            let mut w = XdrWriter::new();
+            w.string(b"");
+            w.u32(1);
+            w.u32(0);
+            w.u32(2);
+            w.u32(crate::callback::cbop::CB_SEQUENCE);
+            w.opaque_fixed(&[3; 16]);
+            w.u32(1);
+            w.u32(0);
+            w.u32(0);
+            w.bool(false);
+            w.u32(0);
+            w.u32(crate::callback::cbop::CB_LAYOUTRECALL);
+            w.u32(3);
+            w.u32(3);
+            w.bool(false);
+            w.u32(3);
+            let call = rpc::encode_call(777, 0x4000_0000, 1, 1, &rpc::Cred::None, &w.buf);
+            s.write_all(&rpc::frame_fragments(&call, 10)).await.unwrap();
+            let reply = read_rec(&mut s).await;
+            // Then the replies, the second call's first.
+            s.write_all(&rpc::frame(&rpc::encode_success_reply(xb, b"bbbb")))
+                .await
+                .unwrap();
+            s.write_all(&rpc::frame(&rpc::encode_error_reply(xa, 4)))
+                .await
+                .unwrap();
+            reply
+        });
+        let c = Arc::new(Connection::connect(addr).await.unwrap());
+        let (c1, c2) = (c.clone(), c.clone());
+        let t1 = tokio::spawn(async move { c1.call(1, 1, 1, b"aaaa").await });
+        // Make the order of the two calls on the wire deterministic.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let t2 = tokio::spawn(async move { c2.call(1, 1, 1, b"bbbb").await });
+        assert!(matches!(
+            t1.await.unwrap(),
+            Err(ClientError::Rpc(RpcError::GarbageArgs))
+        ));
+        assert_eq!(t2.await.unwrap().unwrap(), b"bbbb");
+
+        let reply = peer.await.unwrap();
+        match rpc::decode_message(&reply).unwrap() {
+            Message::Reply {
+                xid: 777,
+                result: Ok(body),
+            } => {
+                let mut r = XdrReader::new(&body);
+                assert_eq!(r.u32().unwrap(), 0, "CB_COMPOUND status");
+                r.string(16).unwrap();
+                assert_eq!(r.u32().unwrap(), 2, "two results");
+            }
+            m => panic!("{m:?}"),
+        }
+        let ev = c
+            .callbacks
+            .wait_for(Duration::from_secs(5), |e| {
+                matches!(e, CbEvent::LayoutRecall { .. })
+            })
+            .await
+            .unwrap();
+        assert!(matches!(
+            ev,
+            CbEvent::LayoutRecall {
+                layout_type: 3,
+                what: RecallWhat::All,
+                ..
+            }
+        ));
+        // The server went away: calls fail instead of hanging.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(matches!(
+            c.call(1, 1, 1, b"").await,
+            Err(ClientError::Closed) | Err(ClientError::Io(_))
+        ));
+    }
+}

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Owns: the client side of ONC RPC (`rpc`, `conn`), argument encoders (`ops`, `attrs`) and
-//! result decoders (`results`, `compound`) written from RFC 8881 independently of the server's
+//! result decoders (`results`, `compound`, and the pNFS block-layout ones in `pnfs`) written from RFC 8881 independently of the server's
 //! (so the tests check the server's XDR rather than share its mistakes), sessions (`session`),
 //! the backchannel (`callback`), file helpers (`fs`) and the process harness (`harness`).
 //! It reuses only the server's XDR primitives and shared newtypes (`XdrReader`/`XdrWriter`,
@@ -27,6 +27,7 @@ pub mod error;
 pub mod fs;
 pub mod harness;
 pub mod ops;
+pub mod pnfs;
 pub mod results;
 pub mod rpc;
 pub mod session;

@@ -221,6 +221,11 @@ pub enum Op {
         attrs: Bitmap,
     },
     ReadLink,
+    LayoutGet(crate::pnfs::LayoutGetArgs),
+    LayoutCommit(crate::pnfs::LayoutCommitArgs),
+    LayoutReturn(crate::pnfs::LayoutReturnArgs),
+    GetDeviceInfo(crate::pnfs::GetDeviceInfoArgs),
+    GetDeviceList(crate::pnfs::GetDeviceListArgs),
     /// Any opcode followed by `body` verbatim (which may be malformed on purpose).
     Raw {
         opnum: u32,
@@ -257,6 +262,11 @@ impl Op {
             Op::Link(_) => LINK,
             Op::ReadDir { .. } => READDIR,
             Op::ReadLink => READLINK,
+            Op::LayoutGet(_) => LAYOUTGET,
+            Op::LayoutCommit(_) => LAYOUTCOMMIT,
+            Op::LayoutReturn(_) => LAYOUTRETURN,
+            Op::GetDeviceInfo(_) => GETDEVICEINFO,
+            Op::GetDeviceList(_) => GETDEVICELIST,
             Op::Raw { opnum, .. } => *opnum,
         }
     }
@@ -276,6 +286,8 @@ impl Op {
                 | Op::Read { .. }
                 | Op::ReadDir { .. }
                 | Op::ReadLink
+                | Op::GetDeviceInfo(_)
+                | Op::GetDeviceList(_)
         )
     }
 
@@ -401,6 +413,11 @@ impl Op {
                 w.u32(*maxcount);
                 attrs.encode(w);
             }
+            Op::LayoutGet(a) => crate::pnfs::encode_layoutget(a, w),
+            Op::LayoutCommit(a) => crate::pnfs::encode_layoutcommit(a, w),
+            Op::LayoutReturn(a) => crate::pnfs::encode_layoutreturn(a, w),
+            Op::GetDeviceInfo(a) => crate::pnfs::encode_getdeviceinfo(a, w),
+            Op::GetDeviceList(a) => crate::pnfs::encode_getdevicelist(a, w),
             Op::Raw { body, .. } => w.buf.extend_from_slice(body),
         }
     }

@@ -113,6 +113,16 @@ pub enum OpRes {
     Link(ChangeInfo),
     ReadDir(ReadDirRes),
     ReadLink(Vec<u8>),
+    LayoutGet(crate::pnfs::LayoutGetRes),
+    /// LAYOUTCOMMIT's new size, if the server changed it.
+    LayoutCommit(Option<u64>),
+    LayoutReturn(Option<Stateid>),
+    GetDeviceInfo(crate::pnfs::DeviceInfoRes),
+    GetDeviceList(crate::pnfs::DeviceListRes),
+    /// LAYOUTGET's LAYOUTTRYLATER body: whether the server will signal availability.
+    LayoutTryLater(bool),
+    /// GETDEVICEINFO's TOOSMALL body: the size that would have fit.
+    TooSmall(u32),
     /// An OK result of an operation this decoder has no layout for: the rest of the reply
     /// (it cannot be split further).
     Undecoded(Vec<u8>),
@@ -211,6 +221,8 @@ pub fn decode_body(op: u32, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult
         return Ok(match op {
             SETATTR => OpRes::SetAttr(Bitmap::decode(r)?),
             LOCK | LOCKT if status == NfsStat::DENIED => OpRes::Undecoded(r.rest().to_vec()),
+            LAYOUTGET if status == NfsStat::LAYOUTTRYLATER => OpRes::LayoutTryLater(r.bool()?),
+            GETDEVICEINFO if status == NfsStat::TOOSMALL => OpRes::TooSmall(r.u32()?),
             _ => OpRes::None,
         });
     }
@@ -294,6 +306,11 @@ pub fn decode_body(op: u32, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult
         LINK => OpRes::Link(change_info(r)?),
         READDIR => OpRes::ReadDir(readdir(r)?),
         READLINK => OpRes::ReadLink(r.string(usize::MAX)?),
+        LAYOUTGET => OpRes::LayoutGet(crate::pnfs::decode_layoutget(r)?),
+        LAYOUTCOMMIT => OpRes::LayoutCommit(crate::pnfs::decode_layoutcommit(r)?),
+        LAYOUTRETURN => OpRes::LayoutReturn(crate::pnfs::decode_layoutreturn(r)?),
+        GETDEVICEINFO => OpRes::GetDeviceInfo(crate::pnfs::decode_getdeviceinfo(r)?),
+        GETDEVICELIST => OpRes::GetDeviceList(crate::pnfs::decode_getdevicelist(r)?),
         PUTROOTFH | PUTPUBFH | PUTFH | SAVEFH | RESTOREFH | LOOKUP | LOOKUPP | DESTROY_SESSION
         | DESTROY_CLIENTID | RECLAIM_COMPLETE | ILLEGAL | FREE_STATEID | DELEGRETURN
         | BACKCHANNEL_CTL | VERIFY | NVERIFY => OpRes::None,
