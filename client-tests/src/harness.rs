@@ -1,5 +1,5 @@
 //! Runs the real `pnfsd` binary for integration tests: `pnfsd serve --data-dir <tmp>
-//! --listen 127.0.0.1:<free> --nvme-listen 127.0.0.1:<free>`, waits for its one "ready" log
+//! --listen 127.0.0.1:<free> --nvme-listen 127.0.0.1:<free>`, waits for its one `pnfsd ready` log
 //! line, and can SIGKILL / SIGTERM it and start it again on the same data directory.
 //!
 //! Finding the binary (`pnfsd_bin`), in order:
@@ -235,7 +235,7 @@ impl PnfsdProcess {
             std::thread::spawn(move || {
                 for line in BufReader::new(out).lines() {
                     let Ok(line) = line else { break };
-                    if line.to_ascii_lowercase().contains("ready") {
+                    if line.contains("pnfsd ready") {
                         let _ = tx.send(());
                     }
                     if let Ok(mut l) = log.lock() {

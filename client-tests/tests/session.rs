@@ -77,7 +77,16 @@ async fn session_setup_sequence_and_teardown() {
     assert_eq!(seq.sessionid, s.sessionid);
     assert_eq!((seq.slotid, seq.sequenceid), (slotid, seqid));
     assert!(seq.highest_slotid < s.slot_count());
+    // The backchannel on the fore connection is usable: no SEQ4_STATUS_CB_PATH_DOWN (0x1) or
+    // CB_PATH_DOWN_SESSION (0x200) (RFC 8881 §18.46.3).
+    assert_eq!(
+        seq.status_flags & 0x201,
+        0,
+        "status flags {:#x}",
+        seq.status_flags
+    );
     drop(slot);
+    eprintln!("callbacks so far: {:?}", conn.callbacks.drain());
 
     let sid = s.sessionid;
     s.destroy().await.unwrap();
