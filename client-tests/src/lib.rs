@@ -26,6 +26,7 @@ pub mod conn;
 pub mod error;
 pub mod fs;
 pub mod harness;
+pub mod layout_io;
 pub mod ops;
 pub mod pnfs;
 pub mod results;

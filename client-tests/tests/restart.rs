@@ -284,7 +284,8 @@ async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
                 let name = format!("w{t}-{i}");
                 let seed = t * 100_000 + i;
                 let f = s.create_file(&root, &name, 0o644).await?;
-                s.write_all(&f, 0, &pattern(seed, 4096), Stable::FileSync).await?;
+                s.write_all(&f, 0, &pattern(seed, 4096), Stable::FileSync)
+                    .await?;
                 acked.lock().unwrap().push((name, seed));
                 s.close_file(&f).await?;
             }
@@ -299,7 +300,10 @@ async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let n_before_kill = acked.lock().unwrap().len();
-    assert!(n_before_kill >= 60, "only {n_before_kill} files acknowledged in 60 s");
+    assert!(
+        n_before_kill >= 60,
+        "only {n_before_kill} files acknowledged in 60 s"
+    );
     srv.kill().unwrap();
     for t in tasks {
         // Each writer stops with an error once the server is gone.
@@ -312,11 +316,22 @@ async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
     let root = s.lookup_path("").await.unwrap();
     let names = s.list(&root).await.unwrap();
     for (name, seed) in &acked {
-        assert!(names.contains(name), "acknowledged {name} is gone after the crash");
+        assert!(
+            names.contains(name),
+            "acknowledged {name} is gone after the crash"
+        );
         let a = s.stat(name).await.unwrap();
         assert_eq!(a.size, Some(4096), "{name}");
-        assert!(read_path(&s, name, 4096).await == pattern(*seed, 4096), "{name}: data differs");
+        assert!(
+            read_path(&s, name, 4096).await == pattern(*seed, 4096),
+            "{name}: data differs"
+        );
     }
     // Anything else there is a file whose reply was lost in the crash: at most one per writer.
-    assert!(names.len() <= acked.len() + 4, "{} names for {} acknowledged", names.len(), acked.len());
+    assert!(
+        names.len() <= acked.len() + 4,
+        "{} names for {} acknowledged",
+        names.len(),
+        acked.len()
+    );
 }
