@@ -102,9 +102,18 @@ fn find_or_build() -> std::result::Result<PathBuf, String> {
     }
 }
 
-/// A free TCP port on the loopback (bound then released: a small race the tests accept).
-pub fn free_port() -> Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+/// `N` distinct free TCP ports on the loopback. They are held together while chosen (so they
+/// differ) and released on return: another process could take one before pnfsd binds it, a
+/// small race the tests accept.
+pub fn free_ports<const N: usize>() -> Result<[SocketAddr; N]> {
+    let held = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut out = [SocketAddr::from(([127, 0, 0, 1], 0)); N];
+    for (o, l) in out.iter_mut().zip(&held) {
+        *o = l.local_addr()?;
+    }
+    Ok(out)
 }
 
 /// Options for starting the server.
@@ -154,13 +163,14 @@ impl PnfsdProcess {
             });
         }
         let bin = pnfsd_bin()?;
+        let ports = free_ports::<2>()?;
         let mut p = PnfsdProcess {
             bin,
             dir,
             opts,
             child: None,
-            addr: free_port()?,
-            nvme_addr: free_port()?,
+            addr: ports[0],
+            nvme_addr: ports[1],
             log: Arc::default(),
             starts: 0,
         };
@@ -315,8 +325,7 @@ impl PnfsdProcess {
         if self.child.is_some() {
             return Err(harness_err("restart: still running"));
         }
-        self.addr = free_port()?;
-        self.nvme_addr = free_port()?;
+        [self.addr, self.nvme_addr] = free_ports::<2>()?;
         self.spawn()
     }
 
