@@ -189,21 +189,21 @@ impl Reply {
                 break;
             }
         }
-        if results.len() == n
+        let complete = results.len() == n
             && !matches!(
                 results.last(),
                 Some(ResOp {
                     res: OpRes::Undecoded(_),
                     ..
                 })
-            )
-        {
+            );
+        if complete {
             r.finish().ctx("end of COMPOUND4res")?;
         }
         // RFC 8881 §16.2.3: the COMPOUND status is the status of the last result (with no
         // result at all, e.g. MINOR_VERS_MISMATCH, it stands alone).
         let last = results.last().map(|x| x.status).unwrap_or(status);
-        if last != status {
+        if complete && last != status {
             return Err(ClientError::Protocol(format!(
                 "COMPOUND status {} differs from the last result's {}",
                 status.name(),
