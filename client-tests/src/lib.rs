@@ -32,6 +32,7 @@ pub mod pnfs;
 pub mod results;
 pub mod rpc;
 pub mod session;
+pub mod session_args;
 mod sys;
 
 pub use compound::{Compound, Reply};
