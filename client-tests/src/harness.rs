@@ -162,7 +162,15 @@ impl PnfsdProcess {
                 starts: 0,
             });
         }
-        let bin = pnfsd_bin()?;
+        PnfsdProcess::start_bin(pnfsd_bin()?, dir, opts)
+    }
+
+    /// Starts `bin` as the server (tests of the harness use a stand-in script).
+    fn start_bin(
+        bin: PathBuf,
+        dir: tempfile::TempDir,
+        opts: ServerOptions,
+    ) -> Result<PnfsdProcess> {
         let ports = free_ports::<2>()?;
         let mut p = PnfsdProcess {
             bin,
@@ -219,12 +227,23 @@ impl PnfsdProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        sys::kill_with_parent(&mut cmd);
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| harness_err(format!("spawn {}: {e}", self.bin.display())))?;
+        // ETXTBSY: a binary just written (cargo, or a test's stand-in script) may still be open
+        // for writing in a child another thread is forking; it clears in a moment.
+        let mut tries = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Ok(c) => break c,
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(harness_err(format!("spawn {}: {e}", self.bin.display()))),
+            }
+        };
         let (tx, rx) = mpsc::channel::<()>();
         let run = self.starts;
         for out in [
@@ -245,11 +264,12 @@ impl PnfsdProcess {
             std::thread::spawn(move || {
                 for line in BufReader::new(out).lines() {
                     let Ok(line) = line else { break };
-                    if line.contains("pnfsd ready") {
-                        let _ = tx.send(());
-                    }
+                    let ready = line.contains("pnfsd ready");
                     if let Ok(mut l) = log.lock() {
                         l.push(format!("[run {run}] {line}"));
+                    }
+                    if ready {
+                        let _ = tx.send(());
                     }
                 }
             });
@@ -374,4 +394,58 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[test]
+    fn start_terminate_restart_kill_with_a_stand_in_server() {
+        let bins = tempfile::tempdir().unwrap();
+        let bin = script(
+            bins.path(),
+            "fake",
+            "echo \"pnfsd ready: $*\" >&2\ntrap 'echo bye; exit 0' TERM\nwhile true; do sleep 0.05; done",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PnfsdProcess::start_bin(bin, dir, ServerOptions::default()).unwrap();
+        assert!(p.is_running());
+        let log = p.log_text();
+        assert!(log.contains(&format!("--listen {}", p.addr())), "{log}");
+        assert!(log.contains("--data-dir"), "{log}");
+        assert!(p.terminate().unwrap().success());
+        let first = p.addr();
+        p.restart().unwrap();
+        assert!(p.is_running());
+        assert!(p.log_text().contains("[run 2] pnfsd ready"));
+        assert_ne!(p.addr(), p.nvme_addr());
+        let _ = first;
+        p.kill().unwrap();
+        assert!(!p.is_running());
+        assert!(p.kill().is_err(), "nothing left to kill");
+    }
+
+    #[test]
+    fn a_server_that_exits_before_ready_is_an_error_with_its_log() {
+        let bins = tempfile::tempdir().unwrap();
+        let bin = script(bins.path(), "bad", "echo 'cannot open volume' >&2\nexit 3");
+        let e =
+            PnfsdProcess::start_bin(bin, tempfile::tempdir().unwrap(), ServerOptions::default())
+                .err()
+                .unwrap();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("cannot open volume") && msg.contains("exit status: 3"),
+            "{msg}"
+        );
+    }
 }

@@ -19,3 +19,20 @@ pub fn signal(pid: u32, sig: i32) -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// Makes `cmd`'s process get SIGKILL when the thread that spawned it dies, so a test runner
+/// that is itself killed leaves no pnfsd behind on a shared machine.
+pub fn kill_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec; it only calls prctl(2),
+    // which is async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
+    }
+}
