@@ -1,1 +1,44 @@
-//! (being written)
+//! client-tests: pnfsd's own NFSv4.1/4.2 client, and the harness that runs the real `pnfsd`
+//! binary for integration tests over loopback (design.md §1, §7).
+//!
+//! ```text
+//!  test ──▶ Session (slots, SEQUENCE, retries) ──▶ Compound (typed ops) ──▶ Connection
+//!                                                                              │ TCP, record marking,
+//!  CbQueue ◀── callback::answer ◀── server CALLs on the same connection ◀─────┘ xid matching
+//!  PnfsdProcess: spawn `pnfsd serve`, wait for "ready", SIGKILL / SIGTERM, restart
+//! ```
+//!
+//! Owns: the client side of ONC RPC (`rpc`, `conn`), argument encoders (`ops`, `attrs`) and
+//! result decoders (`results`, `compound`, and the pNFS block-layout ones in `pnfs`) written from RFC 8881 independently of the server's
+//! (so the tests check the server's XDR rather than share its mistakes), sessions (`session`),
+//! the backchannel (`callback`), file helpers (`fs`) and the process harness (`harness`).
+//! It reuses only the server's XDR primitives and shared newtypes (`XdrReader`/`XdrWriter`,
+//! `Stateid`, `Bitmap`, `NfsStat`, opcode numbers).
+//!
+//! Never: reaches into the server's memory or files while it runs (tests talk NFS only, apart
+//! from the data directory after a stop), or retries on its own — a test sees every status.
+#![deny(unsafe_code)]
+
+pub mod attrs;
+pub mod callback;
+pub mod compound;
+pub mod conn;
+pub mod error;
+pub mod fs;
+pub mod harness;
+pub mod layout_io;
+pub mod ops;
+pub mod pnfs;
+pub mod results;
+pub mod rpc;
+pub mod session;
+pub mod session_args;
+mod sys;
+
+pub use compound::{Compound, Reply};
+pub use conn::Connection;
+pub use error::{ClientError, Result, RpcError};
+pub use harness::{PnfsdProcess, ServerOptions};
+pub use pnfsd::nfs4::status::NfsStat;
+pub use pnfsd::nfs4::types::{Bitmap, Stateid};
+pub use session::{Session, SessionOptions, Slot};

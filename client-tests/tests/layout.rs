@@ -1,0 +1,202 @@
+//! The block-layout round trip of issue 4 ("Must show"), with real layout I/O on the volume
+//! file: LAYOUTGET RW → write straight into the volume → LAYOUTCOMMIT → READ through the
+//! server; durability across SIGKILL; never stale bytes after a crash before LAYOUTCOMMIT.
+//!
+//! Ignored until the server has LAYOUTGET / LAYOUTCOMMIT / GETDEVICEINFO (issue 4): run with
+//! `cargo test -p client-tests --test layout -- --include-ignored`.
+
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use client_tests::attrs::{attr, basic, bitmap, SetAttrs};
+use client_tests::harness::pattern;
+use client_tests::layout_io::{read_through_extents, write_through_extents, BlockLayout};
+use client_tests::pnfs::{extent_state, iomode, BlockVolume};
+use client_tests::{ClientError, Compound, NfsStat, PnfsdProcess, ServerOptions, Session, Stateid};
+
+const BLOCK: u64 = 4096;
+const LEN: u64 = 1 << 20;
+
+fn server() -> PnfsdProcess {
+    // A short grace period: after a restart the test opens files again (RFC 8881 §8.4.2).
+    PnfsdProcess::start_with(ServerOptions {
+        config_toml: Some("volume_size = \"1G\"\ngrace_seconds = 2\nlease_seconds = 10\n".into()),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn volume(srv: &PnfsdProcess) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(srv.data_dir().join("volume.img"))
+        .unwrap()
+}
+
+/// Runs `f` until it stops failing with GRACE (at most 30 s).
+async fn after_grace<T, F, Fut>(mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    for _ in 0..300 {
+        match f().await {
+            Err(ClientError::Nfs {
+                status: NfsStat::GRACE,
+                ..
+            }) => tokio::time::sleep(Duration::from_millis(100)).await,
+            r => return r.unwrap(),
+        }
+    }
+    panic!("still in grace after 30 s");
+}
+
+fn check_layout(l: &BlockLayout, offset: u64, state: u32) {
+    assert!(!l.extents.is_empty());
+    let mut at = offset;
+    for e in &l.extents {
+        assert_eq!(
+            e.file_offset, at,
+            "extents must be contiguous: {:?}",
+            l.extents
+        );
+        assert_eq!(e.file_offset % BLOCK, 0);
+        assert_eq!(e.length % BLOCK, 0);
+        assert_eq!(e.storage_offset % BLOCK, 0);
+        assert_eq!(e.state, state, "{e:?}");
+        at += e.length;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs LAYOUTGET/LAYOUTCOMMIT/GETDEVICEINFO (issue 4)"]
+async fn layout_write_commit_read_and_survive_sigkill() {
+    let mut srv = server();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let a = s
+        .getattr_fh(
+            &root,
+            bitmap(&[attr::FS_LAYOUT_TYPES, attr::LAYOUT_BLKSIZE]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.layout_blksize, Some(BLOCK as u32));
+
+    let f = s.create_file(&root, "f", 0o644).await.unwrap();
+    let l = s.layoutget(&f, iomode::RW, 0, LEN).await.unwrap();
+    check_layout(&l, 0, extent_state::INVALID_DATA);
+    assert_eq!(l.stateid.seqid, 1, "first LAYOUTGET answers seqid 1");
+
+    // The device: one SIMPLE volume whose signature is on the volume file.
+    let vol = volume(&srv);
+    let vols = s.block_deviceinfo(l.extents[0].deviceid).await.unwrap();
+    match &vols[..] {
+        [BlockVolume::Simple(sig)] => {
+            for (off, bytes) in sig {
+                let mut b = vec![0u8; bytes.len()];
+                vol.read_exact_at(&mut b, *off as u64).unwrap();
+                assert_eq!(&b, bytes, "signature at {off} does not match the volume");
+            }
+        }
+        v => panic!("expected one SIMPLE volume: {v:?}"),
+    }
+
+    let data = pattern(20, LEN as usize);
+    write_through_extents(&vol, &l.extents, 0, &data).unwrap();
+    vol.sync_data().unwrap();
+    let covered: u64 = l.extents.iter().map(|e| e.length).sum();
+    let newsize = s
+        .layoutcommit(&f, l.stateid, 0, covered, LEN - 1, &l.extents)
+        .await
+        .unwrap();
+    assert_eq!(newsize, Some(LEN));
+    assert_eq!(s.getattr_fh(&f.fh, basic()).await.unwrap().size, Some(LEN));
+    assert!(
+        s.read_all(&f, 0, LEN as usize).await.unwrap() == data,
+        "READ after LAYOUTCOMMIT differs"
+    );
+    let extents_before = l.extents.clone();
+
+    srv.kill().unwrap();
+    srv.restart().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let fh = s.lookup_path("f").await.unwrap();
+    assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
+    let anon = client_tests::fs::OpenFile {
+        fh: fh.clone(),
+        stateid: Stateid::ANONYMOUS,
+    };
+    assert!(
+        s.read_all(&anon, 0, LEN as usize).await.unwrap() == data,
+        "data lost across SIGKILL"
+    );
+    let of = after_grace(|| s.open_fh(&fh)).await;
+    let l = after_grace(|| s.layoutget(&of, iomode::READ, 0, LEN)).await;
+    check_layout(&l, 0, extent_state::READ_DATA);
+    let vol = volume(&srv);
+    assert!(read_through_extents(&vol, &l.extents, 0, LEN as usize).unwrap() == data);
+    let mapped: Vec<(u64, u64)> = l
+        .extents
+        .iter()
+        .map(|e| (e.file_offset, e.storage_offset))
+        .collect();
+    let mapped_before: Vec<(u64, u64)> = extents_before
+        .iter()
+        .map(|e| (e.file_offset, e.storage_offset))
+        .collect();
+    assert_eq!(mapped, mapped_before, "extents moved across the restart");
+}
+
+#[tokio::test]
+#[ignore = "needs LAYOUTGET/LAYOUTCOMMIT/GETDEVICEINFO (issue 4)"]
+async fn sigkill_before_layoutcommit_reads_zeros_never_stale_bytes() {
+    let mut srv = server();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    // A file with data, then removed: its blocks go back to the free space.
+    let old = s.create_file(&root, "old", 0o644).await.unwrap();
+    s.write_all(
+        &old,
+        0,
+        &pattern(30, LEN as usize),
+        client_tests::ops::Stable::FileSync,
+    )
+    .await
+    .unwrap();
+    s.close_file(&old).await.unwrap();
+    s.run_ok(Compound::new().putfh(&root).remove("old"))
+        .await
+        .unwrap();
+
+    let g = s.create_file(&root, "g", 0o644).await.unwrap();
+    s.run_ok(
+        Compound::new()
+            .putfh(&g.fh)
+            .setattr(g.stateid, SetAttrs::size(LEN)),
+    )
+    .await
+    .unwrap();
+    let l = s.layoutget(&g, iomode::RW, 0, LEN).await.unwrap();
+    check_layout(&l, 0, extent_state::INVALID_DATA);
+    let vol = volume(&srv);
+    write_through_extents(&vol, &l.extents, 0, &pattern(31, LEN as usize)).unwrap();
+    vol.sync_data().unwrap();
+    // Crash before LAYOUTCOMMIT: the written blocks never became part of the file.
+    srv.kill().unwrap();
+    srv.restart().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let fh = s.lookup_path("g").await.unwrap();
+    assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
+    let anon = client_tests::fs::OpenFile {
+        fh,
+        stateid: Stateid::ANONYMOUS,
+    };
+    let back = s.read_all(&anon, 0, LEN as usize).await.unwrap();
+    assert_eq!(back.len(), LEN as usize);
+    assert!(
+        back.iter().all(|b| *b == 0),
+        "uncommitted range must read as zeros"
+    );
+}

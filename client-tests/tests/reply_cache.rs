@@ -1,0 +1,141 @@
+//! The session reply cache (RFC 8881 §2.10.6.1): a retry on the same slot and sequence id is
+//! answered from the cache without running the operations again; a different request with the
+//! same slot and sequence id is a false retry; a sequence id out of step is misordered.
+
+use client_tests::attrs::basic;
+use client_tests::ops::{Op, SequenceArgs};
+use client_tests::{Compound, NfsStat, PnfsdProcess, Session};
+
+#[tokio::test]
+async fn retry_is_answered_from_the_cache_with_the_same_bytes() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+
+    let mut slot = s.take_slot().await.unwrap();
+    let c = Compound::new()
+        .putfh(&root)
+        .mkdir("once", 0o755)
+        .getfh()
+        .getattr(basic());
+    let first = s.send_on(&slot, &c, true).await.unwrap().ok().unwrap();
+    // Running the CREATE again would fail with EXIST: the same bytes prove it was not re-run.
+    let retry = s.send_on(&slot, &c, true).await.unwrap();
+    assert_eq!(
+        retry.status,
+        NfsStat::OK,
+        "retry was re-executed: {:?}",
+        retry.first_error()
+    );
+    assert!(
+        retry.raw == first.raw,
+        "a retry must get the cached reply byte for byte"
+    );
+    // And a third time, still the cache.
+    let again = s.send_on(&slot, &c, true).await.unwrap();
+    assert!(again.raw == first.raw);
+
+    // A different request on the same slot and seqid is a false retry (§2.10.6.1.3.1).
+    let other = Compound::new().putfh(&root).mkdir("other", 0o755);
+    let fr = s.send_on(&slot, &other, true).await.unwrap();
+    assert_eq!(fr.status, NfsStat::SEQ_FALSE_RETRY);
+    assert_eq!(
+        fr.results.len(),
+        1,
+        "only SEQUENCE is answered: {:?}",
+        fr.results
+    );
+    let rep = s
+        .run(Compound::new().putfh(&root).lookup("other"))
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::NOENT, "a false retry must not run");
+
+    // Skipping a sequence id is misordered; the next one works.
+    slot.advance();
+    slot.advance();
+    let mis = s
+        .send_on(&slot, &Compound::new().putrootfh(), false)
+        .await
+        .unwrap();
+    assert_eq!(mis.status, NfsStat::SEQ_MISORDERED);
+    slot.seqid -= 1;
+    s.send_on(&slot, &Compound::new().putrootfh(), false)
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    slot.advance();
+    drop(slot);
+
+    // The directory exists exactly once.
+    assert_eq!(s.list(&root).await.unwrap(), vec!["once"]);
+}
+
+#[tokio::test]
+async fn retry_of_an_uncached_reply() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let slot = s.take_slot().await.unwrap();
+    let c = Compound::new().putfh(&root).mkdir("nc", 0o755);
+    let first = s.send_on(&slot, &c, false).await.unwrap().ok().unwrap();
+    // Not asked to cache: the server answers from its cache anyway, or RETRY_UNCACHED_REP;
+    // it never runs the CREATE twice (that would be EXIST).
+    let retry = s.send_on(&slot, &c, false).await.unwrap();
+    assert!(
+        retry.raw == first.raw || retry.status == NfsStat::RETRY_UNCACHED_REP,
+        "uncached retry answered {}",
+        retry.status.name()
+    );
+}
+
+#[tokio::test]
+async fn slot_and_session_errors() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let n = s.slot_count();
+    let seq = |slotid: u32, sequenceid: u32, highest: u32| {
+        Op::Sequence(SequenceArgs {
+            sessionid: s.sessionid,
+            sequenceid,
+            slotid,
+            highest_slotid: highest,
+            cachethis: false,
+        })
+    };
+    // A slot beyond the table → BADSLOT (§18.46.3).
+    let rep = s
+        .conn
+        .compound(1, &Compound::new().op(seq(n, 1, n)))
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::BADSLOT);
+    // An unknown session → BADSESSION.
+    let rep = s
+        .conn
+        .compound(
+            1,
+            &Compound::new().op(Op::Sequence(SequenceArgs {
+                sessionid: [0xab; 16],
+                sequenceid: 1,
+                slotid: 0,
+                highest_slotid: 0,
+                cachethis: false,
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::BADSESSION);
+    // A fresh slot starts at seqid 1: 5 is misordered.
+    let slot = s.take_slot().await.unwrap();
+    let rep = s
+        .conn
+        .compound(
+            1,
+            &Compound::new().op(seq(slot.slotid, slot.seqid + 4, n - 1)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::SEQ_MISORDERED);
+}

@@ -1,0 +1,247 @@
+//! Session setup and use against the real pnfsd (RFC 8881 §2.10, §18.35–18.37, §18.46).
+
+use std::sync::Arc;
+
+use client_tests::attrs::{attr, basic, bitmap};
+use client_tests::ops::{exchgid_flag, session_flag, Op};
+use client_tests::{Compound, Connection, NfsStat, PnfsdProcess, Session, SessionOptions};
+use pnfsd::nfs4::ops::opnum;
+
+#[tokio::test]
+async fn session_setup_sequence_and_teardown() {
+    let srv = PnfsdProcess::start().unwrap();
+    let conn = Arc::new(Connection::connect(srv.addr()).await.unwrap());
+    conn.null().await.unwrap();
+
+    let o = SessionOptions::new("setup");
+    let x = Session::exchange_id(&conn, &o).await.unwrap();
+    assert_ne!(
+        x.flags & exchgid_flag::USE_PNFS_MDS,
+        0,
+        "EXCHANGE_ID must offer the MDS role: {:#x}",
+        x.flags
+    );
+    assert_eq!(
+        x.flags & exchgid_flag::CONFIRMED_R,
+        0,
+        "a new client is not confirmed"
+    );
+    // The same owner and verifier again: an unconfirmed record may be replaced by a new
+    // client id (RFC 8881 §18.35.5 case 5), so use the latest answer.
+    let x = Session::exchange_id(&conn, &o).await.unwrap();
+
+    let cs = Session::create_session(&conn, &o, x.clientid, x.sequenceid)
+        .await
+        .unwrap();
+    assert_ne!(cs.sessionid, [0; 16]);
+    assert!(
+        cs.fore.maxoperations >= 2 && cs.fore.maxoperations <= o.fore.maxoperations,
+        "{:?}",
+        cs.fore
+    );
+    assert!(
+        cs.fore.maxrequests >= 1 && cs.fore.maxrequests <= o.fore.maxrequests,
+        "{:?}",
+        cs.fore
+    );
+    assert!(cs.fore.maxrequestsize <= o.fore.maxrequestsize);
+    assert_ne!(
+        cs.flags & session_flag::CONN_BACK_CHAN,
+        0,
+        "backchannel on the fore connection"
+    );
+    // Now confirmed.
+    let x3 = Session::exchange_id(&conn, &o).await.unwrap();
+    assert_eq!(x3.clientid, x.clientid);
+    assert_ne!(x3.flags & exchgid_flag::CONFIRMED_R, 0);
+
+    let s = Session::establish(conn.clone(), SessionOptions::new("setup2"))
+        .await
+        .unwrap();
+    let again = s
+        .run(Compound::new().op(Op::ReclaimComplete { one_fs: false }))
+        .await
+        .unwrap();
+    assert_eq!(again.status, NfsStat::COMPLETE_ALREADY);
+
+    // A SEQUENCE-only COMPOUND echoes the session and slot.
+    let slot = s.take_slot().await.unwrap();
+    let (slotid, seqid) = (slot.slotid, slot.seqid);
+    let rep = s
+        .send_on(&slot, &Compound::new(), false)
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    let seq = rep.sequence().unwrap();
+    assert_eq!(seq.sessionid, s.sessionid);
+    assert_eq!((seq.slotid, seq.sequenceid), (slotid, seqid));
+    assert!(seq.highest_slotid < s.slot_count());
+    // The backchannel on the fore connection is usable: no SEQ4_STATUS_CB_PATH_DOWN (0x1) or
+    // CB_PATH_DOWN_SESSION (0x200) (RFC 8881 §18.46.3).
+    assert_eq!(
+        seq.status_flags & 0x201,
+        0,
+        "status flags {:#x}",
+        seq.status_flags
+    );
+    drop(slot);
+    eprintln!("callbacks so far: {:?}", conn.callbacks.drain());
+
+    let sid = s.sessionid;
+    s.destroy().await.unwrap();
+    // The destroyed session is gone.
+    let rep = conn
+        .compound(
+            1,
+            &Compound::new().op(Op::Sequence(client_tests::ops::SequenceArgs {
+                sessionid: sid,
+                sequenceid: 2,
+                slotid: 0,
+                highest_slotid: 0,
+                cachethis: false,
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::BADSESSION);
+}
+
+#[tokio::test]
+async fn ops_need_a_session_and_sequence_comes_first() {
+    let srv = PnfsdProcess::start().unwrap();
+    let conn = Arc::new(Connection::connect(srv.addr()).await.unwrap());
+    // RFC 8881 §2.6.3.1.1.8: a non-session op without SEQUENCE → OP_NOT_IN_SESSION.
+    let rep = conn
+        .compound(1, &Compound::new().putrootfh().getfh())
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::OP_NOT_IN_SESSION);
+    assert!(rep.results.len() <= 1, "{:?}", rep.results);
+    // A second SEQUENCE (not first) → SEQUENCE_POS on it (RFC 8881 §18.46.3).
+    let s = Session::establish(conn.clone(), SessionOptions::new("pos"))
+        .await
+        .unwrap();
+    let slot = s.take_slot().await.unwrap();
+    let seq = s.sequence_op(&slot, false);
+    let rep = s
+        .send_on(&slot, &Compound::new().putrootfh().op(seq), false)
+        .await
+        .unwrap();
+    assert_eq!(rep.results.len(), 3, "{:?}", rep.results);
+    assert_eq!(rep.status, NfsStat::SEQUENCE_POS);
+}
+
+#[tokio::test]
+async fn minor_version_0_and_3_are_mismatched() {
+    let srv = PnfsdProcess::start().unwrap();
+    let conn = Connection::connect(srv.addr()).await.unwrap();
+    for minor in [0, 3, 100] {
+        let rep = conn
+            .compound(minor, &Compound::new().tag("mv").putrootfh().getfh())
+            .await
+            .unwrap();
+        assert_eq!(rep.status, NfsStat::MINOR_VERS_MISMATCH, "minor {minor}");
+        // RFC 8881 §16.2.3: no operation is run, the result array is empty; the tag echoes.
+        assert!(rep.results.is_empty(), "minor {minor}: {:?}", rep.results);
+        assert_eq!(rep.tag, b"mv");
+    }
+    // The connection is still good.
+    conn.null().await.unwrap();
+}
+
+#[tokio::test]
+async fn minor_version_2_session_works() {
+    let srv = PnfsdProcess::start().unwrap();
+    let conn = Arc::new(Connection::connect(srv.addr()).await.unwrap());
+    let mut o = SessionOptions::new("v42");
+    o.minor = 2;
+    let s = Session::establish(conn, o).await.unwrap();
+    let rep = s
+        .run_ok(Compound::new().putrootfh().getattr(basic()))
+        .await
+        .unwrap();
+    assert_eq!(
+        rep.attrs().unwrap().ftype,
+        Some(client_tests::attrs::ftype::DIR)
+    );
+}
+
+#[tokio::test]
+async fn root_attributes_a_linux_client_asks_for() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let mask = bitmap(&[
+        attr::SUPPORTED_ATTRS,
+        attr::TYPE,
+        attr::FH_EXPIRE_TYPE,
+        attr::CHANGE,
+        attr::SIZE,
+        attr::FSID,
+        attr::LEASE_TIME,
+        attr::FILEID,
+        attr::MODE,
+        attr::NUMLINKS,
+        attr::FS_LAYOUT_TYPES,
+        attr::LAYOUT_BLKSIZE,
+    ]);
+    let rep = s
+        .run_ok(Compound::new().putrootfh().getattr(mask))
+        .await
+        .unwrap();
+    let a = rep.attrs().unwrap();
+    let sup = a.supported.clone().expect("supported_attrs");
+    for bit in [
+        attr::TYPE,
+        attr::CHANGE,
+        attr::SIZE,
+        attr::FILEID,
+        attr::MODE,
+        attr::NUMLINKS,
+    ] {
+        assert!(sup.is_set(bit), "attribute {bit} not supported: {sup:?}");
+    }
+    assert_eq!(a.ftype, Some(client_tests::attrs::ftype::DIR));
+    assert!(a.lease_time.unwrap_or(0) > 0);
+    assert!(a.numlinks.unwrap_or(0) >= 2);
+    // design.md §5: the block layout is offered and layout_blksize is the block size.
+    assert_eq!(a.fs_layout_types.as_deref(), Some(&[3u32][..]));
+    assert_eq!(a.layout_blksize, Some(4096));
+    // The GETATTR answer is in ascending attribute order and nothing more than asked.
+    for b in a.mask.iter() {
+        assert!(
+            [0, 1, 2, 3, 4, 8, 10, 20, 33, 35, 62, 65].contains(&b),
+            "attribute {b} returned but not asked"
+        );
+    }
+    let _ = opnum::GETATTR;
+}
+
+/// Many COMPOUNDs in flight at once on one connection use several slots and all succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_compounds_use_the_slot_table() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Arc::new(Session::connect(srv.addr()).await.unwrap());
+    let root = s.lookup_path("").await.unwrap();
+    let n = s.slot_count();
+    assert!(n >= 1);
+    let mut tasks = Vec::new();
+    for i in 0..32u32 {
+        let s = s.clone();
+        let root = root.clone();
+        tasks.push(tokio::spawn(async move {
+            let name = format!("d{i}");
+            let fh = s.mkdir(&root, &name, 0o755).await?;
+            let a = s.getattr_fh(&fh, basic()).await?;
+            Ok::<_, client_tests::ClientError>(a.ftype)
+        }));
+    }
+    for t in tasks {
+        assert_eq!(
+            t.await.unwrap().unwrap(),
+            Some(client_tests::attrs::ftype::DIR)
+        );
+    }
+    let names = s.list(&root).await.unwrap();
+    assert_eq!(names.len(), 32, "{names:?}");
+}

@@ -1,0 +1,160 @@
+//! Open state and stateids as READ / WRITE / CLOSE see them (RFC 8881 §8.2, §16.2.3.1.2,
+//! §18.16, §18.2), and two clients sharing the namespace.
+
+use client_tests::attrs::basic;
+use client_tests::ops::{share, CreateHow, OpenClaim, Stable};
+use client_tests::{Compound, NfsStat, PnfsdProcess, Session, Stateid};
+
+#[tokio::test]
+async fn stateids_of_open_and_close() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let f = s.create_file(&root, "f", 0o644).await.unwrap();
+    assert_ne!(
+        f.stateid.other, [0; 12],
+        "an open stateid is not a special one"
+    );
+    s.write_all(&f, 0, b"0123456789", Stable::FileSync)
+        .await
+        .unwrap();
+
+    // A forged stateid → BAD_STATEID (a server that keeps its boot time in the stateid may say
+    // STALE_STATEID, as NFS-Ganesha does).
+    let forged = Stateid {
+        seqid: 1,
+        other: [0x5a; 12],
+    };
+    let rep = s
+        .run(Compound::new().putfh(&f.fh).read(forged, 0, 10))
+        .await
+        .unwrap();
+    assert!(
+        matches!(rep.status, NfsStat::BAD_STATEID | NfsStat::STALE_STATEID),
+        "READ with a forged stateid → {}",
+        rep.status.name()
+    );
+
+    // CLOSE answers a stateid and the old one is then unusable.
+    // (What CLOSE answers is deprecated in 4.1, RFC 8881 §18.2.4: not checked.)
+    s.run_ok(Compound::new().putfh(&f.fh).close(f.stateid))
+        .await
+        .unwrap()
+        .close()
+        .unwrap();
+    let rep = s
+        .run(Compound::new().putfh(&f.fh).read(f.stateid, 0, 10))
+        .await
+        .unwrap();
+    assert!(
+        matches!(rep.status, NfsStat::BAD_STATEID | NfsStat::OLD_STATEID),
+        "READ with a closed stateid → {}",
+        rep.status.name()
+    );
+    // CLOSE twice → BAD_STATEID.
+    let rep = s
+        .run(Compound::new().putfh(&f.fh).close(f.stateid))
+        .await
+        .unwrap();
+    assert!(
+        matches!(rep.status, NfsStat::BAD_STATEID | NfsStat::OLD_STATEID),
+        "{}",
+        rep.status.name()
+    );
+
+    // A read-only open cannot WRITE (OPENMODE).
+    let args = s.open_args(share::ACCESS_READ, None, OpenClaim::Fh);
+    let ro = s
+        .run_ok(Compound::new().putfh(&f.fh).open(args))
+        .await
+        .unwrap()
+        .open()
+        .unwrap()
+        .stateid;
+    let rep = s
+        .run(
+            Compound::new()
+                .putfh(&f.fh)
+                .write(ro, 0, Stable::FileSync, b"x"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::OPENMODE);
+    let rep = s
+        .run_ok(Compound::new().putfh(&f.fh).read(ro, 0, 10))
+        .await
+        .unwrap();
+    assert_eq!(rep.read().unwrap().data, b"0123456789");
+}
+
+#[tokio::test]
+async fn current_stateid_flows_from_open_to_write_and_close() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    // OPEN(create) + WRITE(current stateid) + CLOSE(current stateid) in one COMPOUND
+    // (RFC 8881 §16.2.3.1.2): what a client does for a small new file.
+    let args = s.open_args(
+        share::ACCESS_BOTH,
+        Some(CreateHow::Unchecked(Default::default())),
+        OpenClaim::Null(b"one-shot".to_vec()),
+    );
+    let rep = s
+        .run_ok(
+            Compound::new()
+                .putfh(&root)
+                .open(args)
+                .getfh()
+                .write(
+                    Stateid::CURRENT,
+                    0,
+                    Stable::FileSync,
+                    b"written via the current stateid",
+                )
+                .close(Stateid::CURRENT),
+        )
+        .await
+        .unwrap();
+    let fh = rep.fh().unwrap();
+    assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(31));
+}
+
+#[tokio::test]
+async fn two_clients_see_each_other() {
+    let srv = PnfsdProcess::start().unwrap();
+    let a = Session::connect(srv.addr()).await.unwrap();
+    let b = Session::connect(srv.addr()).await.unwrap();
+    assert_ne!(a.clientid, b.clientid);
+    assert_ne!(a.sessionid, b.sessionid);
+    let root = a.lookup_path("").await.unwrap();
+    let f = a.create_file(&root, "shared", 0o666).await.unwrap();
+    a.write_all(&f, 0, b"from a", Stable::FileSync)
+        .await
+        .unwrap();
+    // b opens the same file and reads a's bytes, then appends.
+    let bf = b
+        .open_fh(&b.lookup_path("shared").await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(b.read_all(&bf, 0, 100).await.unwrap(), b"from a");
+    b.write_all(&bf, 6, b" and b", Stable::FileSync)
+        .await
+        .unwrap();
+    assert_eq!(a.read_all(&f, 0, 100).await.unwrap(), b"from a and b");
+    b.close_file(&bf).await.unwrap();
+    a.close_file(&f).await.unwrap();
+    // A client with a session cannot be destroyed (CLIENTID_BUSY), and after DESTROY_SESSION it can.
+    let rep = a
+        .conn
+        .compound(
+            1,
+            &Compound::new().op(client_tests::ops::Op::DestroyClientid(b.clientid)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::CLIENTID_BUSY);
+    b.destroy().await.unwrap();
+    a.run_ok(Compound::new().putfh(&root).lookup("shared"))
+        .await
+        .unwrap();
+}
