@@ -125,7 +125,8 @@ pub struct Config {
     pub nvme_listen: Option<SocketAddr>,
     pub nvme_nqn: String,
     pub lease_seconds: u32,
-    pub grace_seconds: u32,
+    /// Default: one lease, as knfsd does (a client reclaims within its first renewal).
+    pub grace_seconds: Option<u32>,
     pub export_sync: ExportSync,
     pub layout_types: Vec<LayoutTypeName>,
     pub layoutcommit: LayoutCommitMode,
@@ -148,7 +149,7 @@ impl Default for Config {
             nvme_listen: None,
             nvme_nqn: "nqn.2026-11.org.pnfsd:volume".to_string(),
             lease_seconds: 90,
-            grace_seconds: 90,
+            grace_seconds: None,
             export_sync: ExportSync::Sync,
             layout_types: vec![LayoutTypeName::Block],
             layoutcommit: LayoutCommitMode::Datasync,
@@ -241,7 +242,7 @@ impl Config {
         types.dedup();
         NfsOptions {
             lease_seconds: self.lease_seconds,
-            grace_seconds: self.grace_seconds,
+            grace_seconds: self.grace_seconds.unwrap_or(self.lease_seconds),
             layout_types: types,
             sync: self.export_sync == ExportSync::Sync,
             layoutcommit_sync: self.layoutcommit == LayoutCommitMode::Sync,
@@ -362,6 +363,8 @@ mod tests {
         };
         let c = Config::load(Some(&p), &o).unwrap();
         assert_eq!((c.listen.port(), c.lease_seconds), (4049, 60));
+        // The grace period follows the lease unless the file sets it.
+        assert_eq!(c.nfs_options().grace_seconds, 60);
         assert_eq!(c.volume_path(), PathBuf::from("/b/volume.img"));
         assert_eq!(c.nvme_listen.map(|a| a.port()), Some(4420));
         assert!(Config::load(Some(&dir.path().join("missing.toml")), &o).is_err());
