@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use pnfsd::config::{parse_size, Config, Overrides};
-use pnfsd::nfs4::state::StateManager;
 use pnfsd::server::Server;
 use pnfsd::store::{Store, StoreError};
 
@@ -140,12 +139,7 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
     ensure_volume(&cfg, &volume)?;
     let store = Arc::new(Store::open(&volume, cfg.store_options())?);
     let opts = cfg.nfs_options();
-    let srv = Arc::new(Server {
-        state: StateManager::new(&opts, store.clone()),
-        boot_verifier: store.boot_verifier(),
-        store: store.clone(),
-        opts,
-    });
+    let srv = Arc::new(Server::new(store.clone(), opts));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("pnfsd")

@@ -41,3 +41,19 @@ pub struct Server {
     /// Changes at every start: write verifier, server owner/scope instance.
     pub boot_verifier: u64,
 }
+
+impl Server {
+    /// Builds the server over a mounted store and wires the state into it: the store asks the
+    /// state whether a file is open before it frees an unlinked file (RFC 8881 §9.1.4.3 … the
+    /// file lives on until its last CLOSE).
+    pub fn new(store: Arc<Store>, opts: NfsOptions) -> Server {
+        let state = StateManager::new(&opts, store.clone());
+        store.set_open_probe(Box::new(state.open_probe()));
+        Server {
+            boot_verifier: store.boot_verifier(),
+            store,
+            state,
+            opts,
+        }
+    }
+}

@@ -421,6 +421,10 @@ impl crate::rpc::Program for Server {
     ) -> Result<Vec<u8>, XdrError> {
         process(self, conn, cred, args, sizes)
     }
+
+    fn connection_closed(&self, id: u64) {
+        self.state.conn_closed(id)
+    }
 }
 
 #[cfg(test)]
