@@ -294,7 +294,9 @@ impl State {
                 unwritten,
             } => {
                 if !super::format::extent_ok(*file_block, *phys_block, *len_blocks) {
-                    return Err(format!("extent item {file_block}+{len_blocks} at {phys_block}"));
+                    return Err(format!(
+                        "extent item {file_block}+{len_blocks} at {phys_block}"
+                    ));
                 }
                 if let Some(i) = self.inodes.get_mut(ino) {
                     let st = if *unwritten {
