@@ -98,6 +98,11 @@ pub trait Writeback: Send + Sync {
     /// return the CSN up to which all changes are now durable outside the log. The log then moves its
     /// tail past that CSN. The store snapshots its dirty objects with the log's last committed CSN C
     /// under its lock, calls log.force_seq(C), writes them, and returns C.
+    ///
+    /// The log moves its tail past `C` only if checkpoint `C` was already closed when the
+    /// call began (commits that join the open checkpoint after the snapshot are not in it);
+    /// otherwise past `C - 1`, and the next call releases `C`. Called from the log's worker
+    /// thread and from [`Log::unmount`], never with a log lock held.
     fn write_back(&self) -> Result<Csn, String>;
 }
 
@@ -124,4 +129,6 @@ pub struct LogCounters {
     pub wait_ns: u64,
     /// Times write-back was called to move the tail.
     pub writebacks: u64,
+    /// Pushes started while another was in flight (two buffers in flight).
+    pub pushes_overlapped: u64,
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::log::Inner;
-use crate::Csn;
+use crate::{Csn, LogError, Writeback};
 
 /// Work requested of the worker, under `Inner::wk`.
 #[derive(Default)]
@@ -62,13 +62,22 @@ impl Inner {
         let Some(wb) = wb else {
             return;
         };
-        self.ctr.writebacks.fetch_add(1, Ordering::Relaxed);
-        match wb.write_back() {
-            Ok(c) => {
-                let _ = self.move_tail(c);
-            }
-            Err(e) => *self.lock_wb_err() = Some(e),
+        if let Err(LogError::Writeback(m)) = self.writeback_once(&*wb) {
+            *self.lock_wb_err() = Some(m);
         }
         self.io_cond.notify_all();
+    }
+
+    /// One write-back round. The store returns the CSN `C` it read under its lock when it
+    /// snapshotted; but while `C` is the open checkpoint, commits keep joining it after the
+    /// snapshot. So the tail passes `C` only if `C` was already closed (pushed) before the
+    /// write-back began, and otherwise only `C - 1`; the next round releases `C`.
+    pub(crate) fn writeback_once(&self, wb: &dyn Writeback) -> Result<(), LogError> {
+        let sealed = self.lock_io().pushed_csn;
+        self.ctr.writebacks.fetch_add(1, Ordering::Relaxed);
+        let c = wb.write_back().map_err(LogError::Writeback)?;
+        let upto = if c.0 <= sealed { c.0 } else { c.0 - 1 };
+        self.force_seq(Csn(upto))?;
+        self.move_tail(Csn(upto))
     }
 }
