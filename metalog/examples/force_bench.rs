@@ -119,7 +119,7 @@ fn main() {
     println!("threads  commits  log_writes  commits/log_write  flushes  commits/s  p50_force");
     for threads in [1u64, 4, 16, 64] {
         let before = log.counters();
-        let per = (n as u64 * 2 / threads).max(20);
+        let per = (n as u64 * 4 / threads).max(40);
         let t0 = Instant::now();
         let hs: Vec<_> = (0..threads)
             .map(|t| {

@@ -88,13 +88,18 @@ impl Inner {
             if self.durable_csn.load(Ordering::Acquire) >= target {
                 break;
             }
-            let slots =
-                if io.pushes > 0 && self.cil_bytes.load(Ordering::Relaxed) > self.cil_push_bytes {
-                    MAX_PUSHES
-                } else {
-                    1
-                };
+            let slots = if io.pushes > 0
+                && self.cil_bytes.load(Ordering::Relaxed)
+                    >= self.second_push_bytes.load(Ordering::Relaxed)
+            {
+                MAX_PUSHES
+            } else {
+                1
+            };
             if io.pushed_csn < target && io.pushes < slots {
+                if io.pushes > 0 {
+                    self.ctr.pushes_overlapped.fetch_add(1, Ordering::Relaxed);
+                }
                 io.pushes += 1;
                 drop(io);
                 waited = true;

@@ -129,4 +129,6 @@ pub struct LogCounters {
     pub wait_ns: u64,
     /// Times write-back was called to move the tail.
     pub writebacks: u64,
+    /// Pushes started while another was in flight (two buffers in flight).
+    pub pushes_overlapped: u64,
 }

@@ -113,6 +113,7 @@ pub(crate) struct Counters {
     pub flushes_shared: AtomicU64,
     pub wait_ns: AtomicU64,
     pub writebacks: AtomicU64,
+    pub pushes_overlapped: AtomicU64,
 }
 
 /// Shared state of a mounted log (the worker thread holds it too).
@@ -130,6 +131,9 @@ pub(crate) struct Inner {
     /// Push the CIL in the background past this many bytes: 1/8 of the log, XFS's
     /// XLOG_CIL_SPACE_LIMIT ratio, so a push never has to wait for much space.
     pub cil_push_bytes: u64,
+    /// A second push may start while one is in flight once the CIL holds this many bytes
+    /// (default `cil_push_bytes`; tests lower it to keep two buffers in flight).
+    pub second_push_bytes: AtomicU64,
     /// Bytes in the CIL now (a lock-free copy for the push policy).
     pub cil_bytes: AtomicU64,
     pub cil: Mutex<Cil>,
@@ -284,6 +288,7 @@ impl Log {
             max_payload,
             epoch: rec.epoch,
             cil_push_bytes: area_len / 8,
+            second_push_bytes: AtomicU64::new(area_len / 8),
             cil_bytes: AtomicU64::new(0),
             cil: Mutex::new(Cil::new(rec.next_csn)),
             io: Mutex::new(IoState {
@@ -421,7 +426,16 @@ impl Log {
             flushes_shared: l(&c.flushes_shared),
             wait_ns: l(&c.wait_ns),
             writebacks: l(&c.writebacks),
+            pushes_overlapped: l(&c.pushes_overlapped),
         }
+    }
+
+    /// Tuning for tests and benchmarks: a force may start a second push while one is in flight
+    /// once the CIL holds more than `bytes` (0: always, so two buffers are in flight as often
+    /// as possible; default: 1/8 of the log).
+    #[doc(hidden)]
+    pub fn set_second_push_bytes(&self, bytes: u64) {
+        self.inner.second_push_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// A one-line dump of the log's in-memory state, for test failure messages.

@@ -52,6 +52,10 @@ fn crash_suite() {
     );
     assert!(st.wraps > 0, "the log never wrapped: {st:?}");
     assert!(st.space_waits > 0, "the log never filled up: {st:?}");
+    assert!(
+        st.overlapped_pushes > 0,
+        "never two pushes in flight: {st:?}"
+    );
 }
 
 /// Millions of crash points: `cargo test --release -p metalog --test crash -- --ignored`.

@@ -29,6 +29,7 @@ pub struct RunStats {
     pub recovery_crashes: u64,
     pub wraps: u64,
     pub space_waits: u64,
+    pub overlapped_pushes: u64,
 }
 
 impl RunStats {
@@ -40,6 +41,7 @@ impl RunStats {
         self.recovery_crashes += o.recovery_crashes;
         self.wraps += o.wraps;
         self.space_waits += o.space_waits;
+        self.overlapped_pushes += o.overlapped_pushes;
     }
 }
 
@@ -251,6 +253,14 @@ pub fn run_one(seed: u64) -> RunStats {
     *store.log.lock().unwrap() = Some(log.clone());
     let wb: Arc<dyn Writeback> = store.clone();
     log.set_writeback(Arc::downgrade(&wb));
+    if rng.gen_bool(0.3) {
+        // A flush that takes time widens every race window.
+        dev.set_flush_delay(Duration::from_micros(rng.gen_range(10..200)));
+    }
+    if rng.gen_bool(0.5) {
+        // Two pushes in flight whenever possible: completions out of order, holes.
+        log.set_second_push_bytes(0);
+    }
     dev.set_snapshot_prob(rng.gen_range(0.25..0.5));
 
     let committers = rng.gen_range(1..=3);
@@ -356,6 +366,7 @@ pub fn run_one(seed: u64) -> RunStats {
         txs: model.txs.len() as u64,
         wraps: u64::from(head.0 > log_len - 4096),
         space_waits: u64::from(counters.writebacks > 0),
+        overlapped_pushes: counters.pushes_overlapped,
         ..Default::default()
     };
     for (i, (op, img)) in snaps.into_iter().enumerate() {
@@ -515,9 +526,9 @@ fn commit_one(
             acks.lock().unwrap().push((dev.op_count(), csn.0));
         }
         1 => {
-            let (c, d) = log.object_seqs(obj);
+            let (_, d) = log.object_seqs(obj);
             log.force_object(obj, true)?;
-            if let Some(d) = d.or(if c.is_none() { None } else { d }) {
+            if let Some(d) = d {
                 acks.lock().unwrap().push((dev.op_count(), d.0));
             }
         }

@@ -92,6 +92,9 @@ pub const FILE_LOCK_SHARDS: usize = 64;
 pub struct MountStats {
     pub objects_loaded: u64,
     pub items_replayed: u64,
+    /// Time spent reading the object table and objects, and inside `Log::mount` (recovery).
+    pub load_ms: u64,
+    pub log_mount_ms: u64,
 }
 
 /// Log space reserved for a namespace transaction: the items of a rename (≤ 8 items of

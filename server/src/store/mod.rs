@@ -9,12 +9,21 @@
 //! Durability (design.md §4): on a `sync` export the mutating namespace calls (create, remove,
 //! rename, link, setattr) return after `force_seq(commit_seq)` of the inodes they changed; on
 //! an `async` export they return after the in-memory commit.
-
 //!
-//! Files: `inode.rs` (in-memory inodes, `State::apply` of log items), `ns.rs` (namespace), `rename.rs`, `setattr.rs`,
-//! `data.rs` (READ/WRITE/COMMIT/ALLOCATE/DEALLOCATE/SEEK), `mount.rs` (mkfs, mount, unmount),
-//! `writeback.rs` + `format.rs` (dirty-object write-back to the metadata area), `inner.rs`
-//! (the shared core and the apply-then-commit helper).
+//! ```text
+//!  op ─▶ log.reserve ─▶ [state lock: check, build items, State::apply, log.commit_reserved]
+//!     ─▶ force_seq(csn) (sync export; lock dropped)          inner.rs, ns.rs, data.rs
+//!  mount: superblock ─▶ object table + objects ─▶ Log::mount replaying items through
+//!         State::apply ─▶ allocator rebuilt from the extent maps ─▶ orphans freed   mount.rs
+//!  log full / unmount ─▶ Writeback::write_back: dirty objects, copy-on-write  writeback.rs
+//! ```
+//!
+//! Files: `inode.rs` (in-memory inodes, `State::apply` of log items), `ns.rs` (lookup, create,
+//! remove, link, readdir, readlink), `rename.rs`, `setattr.rs`, `data.rs` (READ, WRITE,
+//! COMMIT, ALLOCATE, DEALLOCATE, SEEK), `blocks.rs` (extent access for layouts), `misc.rs`
+//! (attributes, fsstat, client records), `mount.rs` (mkfs, mount, unmount), `writeback.rs` +
+//! `format.rs` (dirty-object write-back and the metadata area's format), `inner.rs` (the shared
+//! core, the apply-then-commit helper, busy extents).
 
 mod blocks;
 #[cfg(test)]

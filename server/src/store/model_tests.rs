@@ -255,7 +255,11 @@ fn run(ops: Vec<Op>, seed: u64) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // 24 cases by default; STORE_MODEL_CASES=N for a longer soak.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("STORE_MODEL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24),
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn store_matches_model_across_kills(ops in proptest::collection::vec(op(), 1..60), seed in any::<u64>()) {
         run(ops, seed);

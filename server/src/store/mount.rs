@@ -86,7 +86,10 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
             "volume is smaller than its superblock says".into(),
         ));
     }
+    let t0 = std::time::Instant::now();
     let (wb, mut st) = writeback::load(&*dev, &g)?;
+    let load_ms = t0.elapsed().as_millis() as u64;
+    let t1 = std::time::Instant::now();
     let loaded = st.inodes.len() as u64;
     let mut replayed = 0u64;
     let flush = Arc::new(FlushSeq::new(dev.clone()));
@@ -108,6 +111,7 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         },
     )
     .map_err(io_err)?;
+    let log_mount_ms = t1.elapsed().as_millis() as u64;
     let alloc = rebuild_alloc(&st, &g)?;
     let boot = {
         let now = Timespec::now();
@@ -136,6 +140,8 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         mount_stats: MountStats {
             objects_loaded: loaded,
             items_replayed: replayed,
+            load_ms,
+            log_mount_ms,
         },
     });
     let w: std::sync::Weak<dyn Writeback> =
