@@ -166,20 +166,8 @@ impl Reservations {
                 Ok(())
             }
             RegisterAction::Replace => {
-                let i = match self.find(&who.hostid) {
-                    Some(i) => i,
-                    // An unregistered host may register through Replace only with IEKEY.
-                    None if iekey => {
-                        self.registrants.push(Registrant {
-                            hostid: who.hostid,
-                            key: nrkey,
-                            cntlid: who.cntlid,
-                        });
-                        self.generation = self.generation.wrapping_add(1);
-                        return Ok(());
-                    }
-                    None => return Err(CONFLICT),
-                };
+                // Replace needs an existing registration, IEKEY or not (as Linux nvmet).
+                let i = self.find(&who.hostid).ok_or(CONFLICT)?;
                 if !iekey && self.registrants[i].key != crkey {
                     return Err(CONFLICT);
                 }

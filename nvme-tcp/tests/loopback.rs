@@ -373,6 +373,21 @@ async fn reservations_register_acquire_preempt_and_fence() {
         .unwrap()
         .registrants
         .is_empty());
+    // Linux registers with CPTPL = 11b (persist through power loss): accepted, ignored.
+    let mut reg = nvme_tcp::pdu::Sqe::new(0x0D);
+    reg.set_nsid(1);
+    reg.set_cdw(10, 3 << 30);
+    let mut keys = vec![0u8; 16];
+    keys[8..].copy_from_slice(&0x1234u64.to_le_bytes());
+    let c = stranger
+        .io_cmd_on(0, reg, Some(Bytes::from(keys)), 0)
+        .await
+        .unwrap();
+    assert!(c.cqe.status.is_success(), "{:?}", c.cqe.status);
+    assert_eq!(
+        mds.reservation_report(1).await.unwrap().registrants[0].key,
+        0x1234
+    );
 }
 
 #[tokio::test]

@@ -145,10 +145,9 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
                 2 => RegisterAction::Replace,
                 _ => return Err(Status::INVALID_FIELD),
             };
-            // CPTPL = 11b asks for Persist Through Power Loss, which we do not offer.
-            if s.cdw(10) >> 30 == 3 {
-                return Err(Status::INVALID_FIELD);
-            }
+            // CPTPL (bits 31:30) is ignored: Linux always asks for 11b (persist through
+            // power loss) and would fail to register if refused; RESCAP bit 0 tells the host
+            // we do not persist, and Linux nvmet ignores the field the same way.
             let iekey = s.cdw(10) & 8 != 0;
             lock(&ns.resv).register(&requester(c), action, iekey, le64(d, 0), le64(d, 8))?;
             Ok(Reply::ok())
