@@ -279,3 +279,42 @@ fn read_sqe(lba: u32) -> Sqe {
     s.set_cdw(10, lba);
     s
 }
+
+#[tokio::test]
+async fn host_overrunning_its_submission_queue_is_cut_off() {
+    let r = rig(64, None).await;
+    let mut cfg = host("greedy", 2);
+    cfg.queue_depth = 2; // SQSIZE 1: two commands outstanding at most
+    let ini = Initiator::connect(r.target.local_addr(), cfg)
+        .await
+        .unwrap();
+    // A slow command keeps the window full while raw capsules pour in behind it.
+    let mut burst = Vec::new();
+    for cid in 100..140u16 {
+        // Flushes: no data comes back (the initiator ignores answers to CIDs it never
+        // used), and each costs an fdatasync, so they pile up.
+        let mut s = Sqe::new(0x00);
+        s.set_cid(cid);
+        s.set_nsid(1);
+        s.set_sgl(Sgl {
+            addr: 0,
+            len: 0,
+            id: sgl_id::TRANSPORT,
+        });
+        burst.extend(enc(&Pdu::CapsuleCmd(s, Bytes::new()), Digests::default()));
+    }
+    ini.send_raw(Some(0), burst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        ini.io_cmd_on(0, read_sqe(0), None, 4096).await.is_err(),
+        "overrun queue closed"
+    );
+    // The other queue of the same controller still works.
+    assert!(ini
+        .io_cmd_on(1, read_sqe(0), None, 4096)
+        .await
+        .unwrap()
+        .cqe
+        .status
+        .is_success());
+}
