@@ -195,6 +195,10 @@ async fn io_commands(digests: bool) {
     );
     assert_eq!(status_of(ini.flush(7).await), Status::INVALID_NS);
     ini.flush(0xFFFF_FFFF).await.unwrap();
+    // Write cache off: writes become write-through and still land.
+    ini.set_features(0x06, 0).await.unwrap();
+    ini.write(1, 7, Bytes::from(vec![0x5A; 4096]), BS, false).await.unwrap();
+    assert_eq!(std::fs::read(&r.path).unwrap()[7 * 4096], 0x5A);
 }
 
 #[tokio::test]
