@@ -109,6 +109,14 @@ async fn identify_features_logs_and_properties() {
         Status::INVALID_FIELD
     );
     ini.disconnect().await.unwrap();
+    // The admin connection closing ends the association.
+    for _ in 0..50 {
+        if r.target.controller_count() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(r.target.controller_count(), 0);
 }
 
 #[tokio::test]
@@ -197,7 +205,9 @@ async fn io_commands(digests: bool) {
     ini.flush(0xFFFF_FFFF).await.unwrap();
     // Write cache off: writes become write-through and still land.
     ini.set_features(0x06, 0).await.unwrap();
-    ini.write(1, 7, Bytes::from(vec![0x5A; 4096]), BS, false).await.unwrap();
+    ini.write(1, 7, Bytes::from(vec![0x5A; 4096]), BS, false)
+        .await
+        .unwrap();
     assert_eq!(std::fs::read(&r.path).unwrap()[7 * 4096], 0x5A);
 }
 

@@ -409,14 +409,31 @@ impl Initiator {
         if let Some(ka) = self.ka.take() {
             ka.abort();
         }
+        // Disconnect each I/O queue (the controller answers, then closes it).
+        let mut first_err = None;
         for q in &self.io {
-            let _ = q.submit(Sqe::fabrics(FcType::DISCONNECT), None, 0).await;
+            if let Err(e) = q
+                .submit(Sqe::fabrics(FcType::DISCONNECT), None, 0)
+                .await
+                .and_then(|c| c.ok())
+            {
+                first_err.get_or_insert(e);
+            }
         }
+        // Normal shutdown notification, then wait for CSTS.SHST = complete.
         let r = self
             .property_set(0x14, 1 | (6 << 16) | (4 << 20) | (1 << 14))
             .await;
+        let shst = match r {
+            Ok(()) => self.property_get(0x1C, false).await.map(|v| (v >> 2) & 3),
+            Err(e) => Err(e),
+        };
         self.admin.close();
-        r
+        match (first_err, shst) {
+            (Some(e), _) | (None, Err(e)) => Err(e),
+            (None, Ok(2)) => Ok(()),
+            (None, Ok(s)) => Err(Error::Protocol(format!("shutdown not complete (SHST {s})"))),
+        }
     }
 
     /// Test hook: sends raw bytes on I/O queue `q` (or the admin queue when `None`).
