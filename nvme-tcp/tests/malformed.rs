@@ -318,3 +318,45 @@ async fn host_overrunning_its_submission_queue_is_cut_off() {
         .status
         .is_success());
 }
+
+#[tokio::test]
+async fn data_digest_error_fails_the_command_not_the_connection() {
+    let r = rig(64, None).await;
+    let dg = Digests {
+        header: true,
+        data: true,
+    };
+    let mut s = raw(r.target.local_addr(), dg).await;
+    let connect = |cid: u16| {
+        let mut sqe = Sqe::fabrics(FcType::CONNECT);
+        sqe.set_cid(cid);
+        sqe.0[44..46].copy_from_slice(&31u16.to_le_bytes());
+        let d = ConnectData {
+            hostid: [6; 16],
+            cntlid: 0xFFFF,
+            subnqn: NQN.into(),
+            hostnqn: "nqn.x:dd".into(),
+        }
+        .encode();
+        sqe.set_sgl(Sgl {
+            addr: 0,
+            len: 1024,
+            id: sgl_id::DATA_OFFSET,
+        });
+        enc(&Pdu::CapsuleCmd(sqe, Bytes::from(d)), dg)
+    };
+    let mut bad = connect(1);
+    bad[200] ^= 0x40; // inside the Connect data: data digest fails
+    s.write_all(&bad).await.unwrap();
+    let mut resp = [0u8; 28]; // CapsuleResp + header digest
+    s.read_exact(&mut resp).await.unwrap();
+    assert_eq!(resp[0], 0x05);
+    assert_eq!(u16::from_le_bytes([resp[20], resp[21]]), 1);
+    let st = nvme_tcp::Status::from_wire(u16::from_le_bytes([resp[22], resp[23]]));
+    assert_eq!(st, nvme_tcp::Status::TRANSIENT_TRANSPORT);
+    // Same connection, good capsule: connected.
+    s.write_all(&connect(2)).await.unwrap();
+    s.read_exact(&mut resp).await.unwrap();
+    assert_eq!(u16::from_le_bytes([resp[20], resp[21]]), 2);
+    assert!(nvme_tcp::Status::from_wire(u16::from_le_bytes([resp[22], resp[23]])).is_success());
+}
