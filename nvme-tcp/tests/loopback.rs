@@ -211,7 +211,8 @@ async fn io_commands(digests: bool) {
     assert_eq!(std::fs::read(&r.path).unwrap()[7 * 4096], 0x5A);
 }
 
-#[tokio::test]
+// Multi-thread runtime: QD 1 commands take the block_in_place path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_flush_zeroes_dsm() {
     io_commands(false).await;
 }
