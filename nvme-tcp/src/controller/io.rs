@@ -1,6 +1,7 @@
 //! NVM I/O commands: Read, Write (FUA), Flush, Write Zeroes, Dataset Management, and the four
-//! reservation commands. `handle` blocks on the backend: the connection runs it on tokio's
-//! blocking pool, one call per command, so commands of one queue proceed concurrently.
+//! reservation commands. `handle` blocks on the backend: the connection runs it under
+//! `block_in_place` when it is alone on its queue, else on tokio's blocking pool, one call per
+//! command, so commands of one queue proceed concurrently.
 
 use super::{Cmd, Controller, Reply, MAX_TRANSFER};
 use crate::namespace::{lock, Namespace};
@@ -19,7 +20,8 @@ fn le64(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// The backend call itself: a closure, so that each arm states what blocks.
+/// Marks the blocking backend call of each arm (the caller already runs us where blocking is
+/// allowed).
 fn blocking<T>(f: impl FnOnce() -> T) -> Result<T, Status> {
     Ok(f())
 }
