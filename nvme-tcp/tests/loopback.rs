@@ -458,3 +458,55 @@ async fn connect_refusals() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(ok.read(1, 0, 1, BS).await.is_err());
 }
+
+#[tokio::test]
+async fn in_process_mds_fences_a_remote_client() {
+    let r = rig(64, None).await;
+    let mds_id = [0xAD; 16];
+    let t = RType::EXCLUSIVE_ACCESS_REG_ONLY;
+    r.target
+        .reservation_register(1, mds_id, RegisterAction::Register, false, 0, 0xA)
+        .unwrap();
+    r.target
+        .reservation_acquire(1, mds_id, AcquireAction::Acquire, t, 0xA, 0)
+        .unwrap();
+    let client = Initiator::connect(r.target.local_addr(), host("c", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        status_of(
+            client
+                .write(1, 0, Bytes::from(vec![1u8; 4096]), BS, false)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
+    client
+        .reservation_register(1, RegisterAction::Register, false, 0, 0xC)
+        .await
+        .unwrap();
+    client
+        .write(1, 0, Bytes::from(vec![1u8; 4096]), BS, false)
+        .await
+        .unwrap();
+    let gone = r
+        .target
+        .reservation_acquire(1, mds_id, AcquireAction::PreemptAndAbort, t, 0xA, 0xC)
+        .unwrap();
+    assert_eq!(gone.len(), 1);
+    assert_eq!(
+        status_of(
+            client
+                .write(1, 0, Bytes::from(vec![2u8; 4096]), BS, false)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
+    let (rtype, regs) = r.target.reservation_state(1).unwrap();
+    assert_eq!((rtype, regs.len()), (Some(t), 1));
+    assert_eq!(
+        r.target
+            .reservation_register(9, mds_id, RegisterAction::Register, false, 0, 1),
+        Err(Status::INVALID_NS)
+    );
+}
