@@ -151,6 +151,31 @@ async fn discovery_lists_the_subsystem() {
     assert_eq!(e.subnqn, NQN);
 }
 
+#[tokio::test]
+async fn discovery_advertises_the_configured_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(nvme_tcp::MemBackend::new(16, 4096));
+    let mut cfg = nvme_tcp::TargetConfig::new(
+        NQN,
+        vec![nvme_tcp::NamespaceConfig {
+            nsid: 1,
+            backend,
+            volume_uuid: UUID,
+        }],
+    );
+    cfg.advertise = Some("10.0.2.2:4420".parse().unwrap());
+    let t = nvme_tcp::Target::bind("127.0.0.1:0", cfg).await.unwrap();
+    t.spawn();
+    let e = discover(t.local_addr(), "nqn.2014-08.org.nvmexpress:uuid:d")
+        .await
+        .unwrap();
+    assert_eq!(
+        (e[0].traddr.as_str(), e[0].trsvcid.as_str()),
+        ("10.0.2.2", "4420")
+    );
+    drop(dir);
+}
+
 async fn io_commands(digests: bool) {
     let r = rig(1024, None).await;
     let mut cfg = host("io", 2);

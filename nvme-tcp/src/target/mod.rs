@@ -28,6 +28,9 @@ pub struct TargetConfig {
     pub serial: Option<String>,
     /// I/O queues one controller may create (Set Features Number of Queues is capped here).
     pub max_io_queues: u16,
+    /// Address the Discovery Log advertises; `None` uses the address each host reached us on
+    /// (wrong behind NAT, e.g. QEMU user networking, where the host sees another address).
+    pub advertise: Option<SocketAddr>,
 }
 
 impl TargetConfig {
@@ -38,6 +41,7 @@ impl TargetConfig {
             allowed_hosts: None,
             serial: None,
             max_io_queues: 64,
+            advertise: None,
         }
     }
 }
@@ -102,13 +106,15 @@ impl Target {
             .iter()
             .map(|n| (n.nsid, Arc::new(Namespace::new(n))))
             .collect();
-        let subsys = Arc::new(Subsystem::new(
+        let mut subsys = Subsystem::new(
             cfg.subsystem_nqn,
             serial,
             namespaces,
             cfg.allowed_hosts,
             cfg.max_io_queues,
-        ));
+        );
+        subsys.advertise = cfg.advertise;
+        let subsys = Arc::new(subsys);
         let (stop, _) = watch::channel(false);
         Ok(Target {
             inner: Arc::new(Inner {
