@@ -6,7 +6,10 @@
 # it will against pnfsd.
 #
 # usage: deploy/vm/anchor.sh [SCENARIO.sh] [VERS...]
+#        deploy/vm/anchor.sh --suite [VERS...]
 #   SCENARIO.sh  client scenario (default scenarios/block-layout.sh)
+#   --suite      run client-suite.sh instead (block layout + restart), i.e.
+#                exactly what .ci/run will run against pnfsd
 #   VERS         minor versions to run it with (default: 4.1 4.2)
 # Env: ANCHOR_NFS_PORT (22049), ANCHOR_NVME_PORT (24420): host ports the
 # server guest is forwarded to (bound on 127.0.0.1 only); ANCHOR_LAYOUT
@@ -17,7 +20,9 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 VM_DIR=${PNFSD_VM_DIR:-/var/tmp/pnfsd-vm}
 SCEN=$HERE/scenarios/block-layout.sh
-if [[ ${1:-} == *.sh ]]; then SCEN=$1; shift; fi
+SUITE=0
+if [[ ${1:-} == --suite ]]; then SUITE=1; shift
+elif [[ ${1:-} == *.sh ]]; then SCEN=$1; shift; fi
 VERSIONS=("$@"); ((${#VERSIONS[@]})) || VERSIONS=(4.1 4.2)
 NFS_PORT=${ANCHOR_NFS_PORT:-22049}
 NVME_PORT=${ANCHOR_NVME_PORT:-24420}
@@ -50,6 +55,13 @@ if [[ $(basename "$SCEN") == restart.sh ]]; then
 fi
 
 rc=0
+if ((SUITE)); then
+    env NQN="$NQN" NFS_PORT="$NFS_PORT" NVME_PORT="$NVME_PORT" EXPORT=/export LAYOUTS=block \
+        VERSIONS="${VERSIONS[*]}" RESTART_VERSIONS="${VERSIONS[*]}" CHECKSUMS_DIR="$SRV/checks" \
+        RESTART_CMD="sh -c 'touch $SRV/restart-\$0; while [ ! -e $SRV/out/restarted-\$0 ]; do sleep 0.3; done'" \
+        "$HERE/client-suite.sh" || rc=1
+    VERSIONS=()
+fi
 for v in "${VERSIONS[@]}"; do
     cli=$VM_DIR/runs/$(date +%Y%m%d-%H%M%S)-anchor-client-$v-$$
     echo "[anchor] client $(basename "$SCEN") vers=$v: $cli" >&2

@@ -16,6 +16,8 @@
 #   convention); without it the restart scenario is skipped.
 # - CAT_CMD: how the host reads a file as the server serves it, to compare
 #   with the checksums computed in the guest; without it that check is skipped.
+# - CHECKSUMS_DIR: copy each run's checksums.txt there as <run>.sha256 (used by
+#   anchor.sh, whose server guest checks them itself).
 # Exit 0 only if every run passed. Results: one run directory per scenario
 # under $PNFSD_VM_DIR/runs, their logs next to them.
 set -uo pipefail
@@ -45,6 +47,9 @@ run() { # run NAME SCENARIO VERS [extra env...]
             if [[ $got == "$sum" ]]; then echo "CHECK host-bytes ok $path" >> "$log"
             else echo "CHECK host-bytes FAIL $path: guest $sum host $got" >> "$log"; r=1; fi
         done < "$dir/out/checksums.txt"
+    fi
+    if [[ -n ${CHECKSUMS_DIR:-} && -s $dir/out/checksums.txt ]]; then
+        cp "$dir/out/checksums.txt" "$CHECKSUMS_DIR/$name.sha256"
     fi
     grep -E '^(CHECK .* FAIL|RESULT)' "$log" | sed "s/^/[$name] /" >&2
     SUMMARY+=("$(printf '%-18s %-4s %s' "$name" "$( ((r == 0)) && echo PASS || echo FAIL)" \
