@@ -20,6 +20,16 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 VM_DIR=${PNFSD_VM_DIR:-/var/tmp/pnfsd-vm}
 SCEN=$HERE/scenarios/block-layout.sh
+# anchor.sh --restart-server SRV_RUN_DIR [ignored]: ask the knfsd guest for
+# its next restart and wait until it is done (the command restart-hook.sh runs)
+if [[ ${1:-} == --restart-server ]]; then
+    n=1
+    while [[ -e $2/restart-$n ]]; do n=$((n + 1)); done
+    touch "$2/restart-$n"
+    for ((i = 0; i < 600; i++)); do [[ -e $2/out/restarted-$n ]] && exit 0; sleep 0.3; done
+    exit 1
+fi
+
 SUITE=0
 if [[ ${1:-} == --suite ]]; then SUITE=1; shift
 elif [[ ${1:-} == *.sh ]]; then SCEN=$1; shift; fi
@@ -48,17 +58,19 @@ if [[ ! -e $SRV/out/server-ready ]]; then
     exit 125
 fi
 
-# restart.sh needs the server restarted on request: here the knfsd guest does it
+# restart.sh needs the server restarted on request: the knfsd guest does it
+# (see --restart-server below); its requests are numbered across all runs
+RESTART_CMD="$HERE/anchor.sh --restart-server $SRV"
 HOOK=""
 if [[ $(basename "$SCEN") == restart.sh ]]; then
-    HOOK="$HERE/restart-hook.sh \"sh -c 'touch $SRV/restart-\\\$0; while [ ! -e $SRV/out/restarted-\\\$0 ]; do sleep 0.3; done'\""
+    HOOK="$HERE/restart-hook.sh '$RESTART_CMD'"
 fi
 
 rc=0
 if ((SUITE)); then
     env NQN="$NQN" NFS_PORT="$NFS_PORT" NVME_PORT="$NVME_PORT" EXPORT=/export LAYOUTS=block \
         VERSIONS="${VERSIONS[*]}" RESTART_VERSIONS="${VERSIONS[*]}" CHECKSUMS_DIR="$SRV/checks" \
-        RESTART_CMD="sh -c 'touch $SRV/restart-\$0; while [ ! -e $SRV/out/restarted-\$0 ]; do sleep 0.3; done'" \
+        RESTART_CMD="$RESTART_CMD" \
         "$HERE/client-suite.sh" || rc=1
     VERSIONS=()
 fi
