@@ -155,7 +155,7 @@ pub fn check_stateid(
     }
 }
 
-/// Writes the result of an operation that has only a status: `Ok` → OK.
+/// The status of an operation whose result body (if any) was written on success.
 pub fn status(r: Result<(), NfsStat>) -> NfsStat {
     match r {
         Ok(()) => NfsStat::OK,
