@@ -126,6 +126,10 @@ impl Inner {
 
     /// Push the open checkpoint if it is `target` or older; the caller holds a push slot.
     fn push(&self, target: u64) -> Result<(), LogError> {
+        // Let threads that the previous push just released commit into this checkpoint
+        // before it closes: without this, forcers split into two halves that alternate
+        // (N/2 commits per log write); costs ~1 µs when nobody else is runnable.
+        std::thread::yield_now();
         let mut cil = self.lock_cil();
         if cil.csn > target || cil.ntx == 0 {
             drop(cil);
