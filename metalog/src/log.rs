@@ -475,23 +475,22 @@ impl Log {
             inner.writeback_once(&*wb)?;
             inner.writeback_once(&*wb)?;
         }
-        // Relogged intents, or commits racing with unmount, must reach the log first.
+        // Relogged intents, or commits racing with unmount, must reach the log first. Wait
+        // for pushes to drain without the CIL lock (a push needs it), then check both at once.
         let mut io = loop {
             inner.force_seq(Csn(u64::MAX))?;
-            let cil = inner.lock_cil();
-            let mut io = inner.lock_io();
-            loop {
-                if let Some(e) = &io.shutdown {
-                    return Err(e.clone());
+            {
+                let mut io = inner.lock_io();
+                while io.shutdown.is_none() && (!io.flights.is_empty() || io.pushes > 0) {
+                    io = inner.io_cond.wait(io).unwrap_or_else(|e| e.into_inner());
                 }
-                if io.flights.is_empty() && io.pushes == 0 {
-                    break;
-                }
-                drop(io);
-                std::thread::sleep(std::time::Duration::from_millis(1));
-                io = inner.lock_io();
             }
-            if cil.ntx == 0 {
+            let cil = inner.lock_cil();
+            let io = inner.lock_io();
+            if let Some(e) = &io.shutdown {
+                return Err(e.clone());
+            }
+            if cil.ntx == 0 && io.flights.is_empty() && io.pushes == 0 {
                 drop(cil);
                 break io;
             }
