@@ -67,9 +67,16 @@ impl IoState {
 }
 
 impl Inner {
-    /// Area bytes commits may fill; the rest is for tail and unmount records, which free
-    /// space or end the log and so must never wait for it.
+    /// Area bytes commits may fill. Of the last three blocks, one is for tail records,
+    /// relogged intents and overdrawn reservations (they free space or may not wait), one for
+    /// the unmount record, and one always stays free so recovery can write its tail record
+    /// without touching the records it replays.
     pub(crate) fn usable(&self) -> u64 {
+        self.area_len - 3 * BLOCK
+    }
+
+    /// Limit for writes that free space or may not wait (see [`Inner::usable`]).
+    pub(crate) fn overdraw_limit(&self) -> u64 {
         self.area_len - 2 * BLOCK
     }
 
@@ -148,7 +155,7 @@ impl Inner {
         cil.converts = false;
         let mut io = self.lock_io();
         io.reserved = io.reserved.saturating_sub(bytes);
-        if io.used() + bytes > self.area_len {
+        if io.used() + bytes > self.overdraw_limit() {
             // Space accounting guarantees this never happens; writing would overwrite
             // records recovery needs, so stop instead.
             let e = LogError::Corrupt(format!(
@@ -333,7 +340,7 @@ impl Inner {
         let want = io.tail > io.durable_tail
             && io.space_waiters > 0
             && !io.tail_record_busy
-            && io.used() + io.reserved + BLOCK <= self.area_len;
+            && io.used() + io.reserved + BLOCK <= self.overdraw_limit();
         if !want {
             self.io_cond.notify_all();
             return Ok(());
