@@ -185,7 +185,7 @@ impl Inner {
         drop(cil);
 
         let res = self.write_checkpoint(start, csn, tail, &payload, converts);
-        self.complete(start, res, bytes)
+        self.complete(start, res)
     }
 
     fn write_checkpoint(
@@ -264,12 +264,7 @@ impl Inner {
     }
 
     /// Record the outcome of the flight starting at `start`; advance the durable prefix.
-    fn complete(
-        &self,
-        start: u64,
-        res: Result<u64, LogError>,
-        _bytes: u64,
-    ) -> Result<(), LogError> {
+    fn complete(&self, start: u64, res: Result<u64, LogError>) -> Result<(), LogError> {
         let mut io = self.lock_io();
         let Some(idx) = io.flights.iter().position(|f| f.start == start) else {
             return Err(LogError::Corrupt("lost flight".into()));
@@ -373,7 +368,7 @@ impl Inner {
             self.ctr.log_bytes.fetch_add(BLOCK, Ordering::Relaxed);
             self.flush_log()
         });
-        let r = self.complete(start, res.map(|()| start + BLOCK), BLOCK);
+        let r = self.complete(start, res.map(|()| start + BLOCK));
         self.lock_io().tail_record_busy = false;
         r
     }
