@@ -110,7 +110,7 @@ impl Inner {
                 // With a ticket, overdraw into the slack rather than block: the caller holds
                 // its own locks now (that is why it reserved first).
                 let limit = if ticket.is_some() {
-                    self.area_len - BLOCK
+                    self.overdraw_limit()
                 } else {
                     self.usable()
                 };
@@ -202,7 +202,7 @@ impl Inner {
                 return Err(e.clone());
             }
             // Relogging frees space, so it may use the slack; without room the pin stays.
-            if io.used() + io.reserved + delta <= self.area_len - BLOCK {
+            if io.used() + io.reserved + delta <= self.overdraw_limit() {
                 io.reserved += delta;
                 drop(io);
                 let csn = cil.csn;

@@ -11,95 +11,13 @@ use std::thread::JoinHandle;
 use crate::blockdev::BlockDev;
 use crate::cil::{tx_bound, Cil};
 use crate::flush::FlushSeq;
-use crate::format::{
-    build_record, LogSuperblock, BLOCK, F_UNMOUNT, HEADER_SIZE, SB_CLEAN, SB_MAGIC, VERSION,
-};
+use crate::format::{build_record, LogSuperblock, BLOCK, F_UNMOUNT, HEADER_SIZE, SB_CLEAN};
+use crate::geometry::Geometry;
 use crate::iclog::IoState;
 use crate::items::encode_item;
 use crate::recover::{recover_clean, recover_scan, Recovered};
 use crate::worker::WorkerReq;
 use crate::{Csn, Forced, Item, LogCounters, LogError, LogOptions, Lsn, Transaction, Writeback};
-
-/// Largest record: 256 KiB, or 1/8 of a small log so a checkpoint can always be split into
-/// records that fit (XFS iclogs are 32–256 KiB).
-const MAX_RECORD: u64 = 256 * 1024;
-/// Smallest area: room for a few records plus the tail/unmount slack.
-const MIN_AREA: u64 = 16 * BLOCK;
-
-/// Where the log lives on its device.
-pub(crate) struct Geometry {
-    pub dev: Arc<dyn BlockDev>,
-    pub region: u64,
-    pub area_off: u64,
-    pub area_len: u64,
-    pub uuid: [u8; 16],
-}
-
-impl Geometry {
-    fn new(
-        dev: Arc<dyn BlockDev>,
-        offset: u64,
-        len: u64,
-        uuid: [u8; 16],
-    ) -> Result<Geometry, LogError> {
-        if offset % 512 != 0 || len % BLOCK != 0 || len < BLOCK + MIN_AREA {
-            return Err(LogError::Invalid(format!(
-                "log region [{offset}, +{len}): offset must be 512-aligned, length a multiple of 4096 and >= {}",
-                BLOCK + MIN_AREA
-            )));
-        }
-        match offset.checked_add(len) {
-            Some(end) if end <= dev.size() => {}
-            _ => return Err(LogError::Invalid("log region beyond the device".into())),
-        }
-        Ok(Geometry {
-            dev,
-            region: offset,
-            area_off: offset + BLOCK,
-            area_len: len - BLOCK,
-            uuid,
-        })
-    }
-
-    pub(crate) fn max_rec(&self) -> u64 {
-        (self.area_len / 8 / BLOCK * BLOCK).clamp(BLOCK, MAX_RECORD)
-    }
-
-    pub(crate) fn read_area(&self, lsn: u64, buf: &mut [u8]) -> Result<(), LogError> {
-        let pos = lsn % self.area_len;
-        let first = ((self.area_len - pos) as usize).min(buf.len());
-        self.dev.read_at(&mut buf[..first], self.area_off + pos)?;
-        if first < buf.len() {
-            self.dev.read_at(&mut buf[first..], self.area_off)?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn write_area(&self, lsn: u64, buf: &[u8]) -> Result<(), LogError> {
-        let pos = lsn % self.area_len;
-        let first = ((self.area_len - pos) as usize).min(buf.len());
-        self.dev.write_at(&buf[..first], self.area_off + pos)?;
-        if first < buf.len() {
-            self.dev.write_at(&buf[first..], self.area_off)?;
-        }
-        Ok(())
-    }
-
-    fn superblock(&self, clean: Option<u64>, mount_lsn: u64) -> Vec<u8> {
-        LogSuperblock {
-            magic: SB_MAGIC,
-            version: VERSION,
-            flags: if clean.is_some() { SB_CLEAN } else { 0 },
-            uuid: self.uuid,
-            area_len: self.area_len,
-            clean_lsn: clean.unwrap_or(0),
-            mount_lsn,
-            crc: 0,
-            reserved: [0; 12],
-        }
-        .to_block()
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -475,28 +393,27 @@ impl Log {
             inner.writeback_once(&*wb)?;
             inner.writeback_once(&*wb)?;
         }
-        // Relogged intents, or commits racing with unmount, must reach the log first.
+        // Relogged intents, or commits racing with unmount, must reach the log first. Wait
+        // for pushes to drain without the CIL lock (a push needs it), then check both at once.
         let mut io = loop {
             inner.force_seq(Csn(u64::MAX))?;
-            let cil = inner.lock_cil();
-            let mut io = inner.lock_io();
-            loop {
-                if let Some(e) = &io.shutdown {
-                    return Err(e.clone());
+            {
+                let mut io = inner.lock_io();
+                while io.shutdown.is_none() && (!io.flights.is_empty() || io.pushes > 0) {
+                    io = inner.io_cond.wait(io).unwrap_or_else(|e| e.into_inner());
                 }
-                if io.flights.is_empty() && io.pushes == 0 {
-                    break;
-                }
-                drop(io);
-                std::thread::sleep(std::time::Duration::from_millis(1));
-                io = inner.lock_io();
             }
-            if cil.ntx == 0 {
+            let cil = inner.lock_cil();
+            let io = inner.lock_io();
+            if let Some(e) = &io.shutdown {
+                return Err(e.clone());
+            }
+            if cil.ntx == 0 && io.flights.is_empty() && io.pushes == 0 {
                 drop(cil);
                 break io;
             }
         };
-        if io.used() + BLOCK > inner.area_len {
+        if io.used() + BLOCK > inner.area_len - BLOCK {
             return Err(LogError::NoSpace);
         }
         let lsn = io.next_lsn;

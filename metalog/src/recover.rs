@@ -17,8 +17,8 @@
 use std::collections::BTreeMap;
 
 use crate::format::{build_record, check_record, RecordHeader, BLOCK, F_END, F_START, F_TAIL};
+use crate::geometry::Geometry;
 use crate::items::{decode_all, Item};
-use crate::log::Geometry;
 use crate::{Csn, LogError, Lsn};
 
 /// What recovery found.
@@ -185,6 +185,12 @@ pub(crate) fn recover_scan(
     // record recovery starts from (highest epoch), so crashing anywhere in what follows
     // recovers the same way. Then zero the rest of the free area so stale records after the
     // head are gone for good before any new record is written near them.
+    if head - tail + BLOCK > size {
+        // The log keeps a block free for this record (iclog.rs `usable`).
+        return Err(LogError::Corrupt(format!(
+            "log full at recovery: tail {tail} head {head}"
+        )));
+    }
     let epoch = max_epoch.saturating_add(1);
     let rec = build_record(
         g.uuid,

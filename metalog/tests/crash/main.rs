@@ -22,23 +22,44 @@ fn env_u64(name: &str) -> Option<u64> {
 
 /// Runs of the default suite: sized so a debug build on a shared 2-core machine stays near
 /// a minute while still passing 10,000 crash points.
-const DEFAULT_RUNS: u64 = 400;
+const DEFAULT_RUNS: u64 = 450;
 const MIN_CRASH_POINTS: u64 = 10_000;
 
 fn suite(runs: u64, base: u64) -> RunStats {
     let mut total = RunStats::default();
     for i in 0..runs {
         let seed = base.wrapping_add(i);
-        let st = run_one(seed);
-        total.add(&st);
+        total.add(&watched(seed));
     }
     total
+}
+
+/// One run under a watchdog: a hang anywhere (workload, unmount, recovery) fails with its seed.
+fn watched(seed: u64) -> RunStats {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let _ = tx.send(run_one(seed));
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(st) => {
+            let _ = h.join();
+            st
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            // The run panicked: re-raise its message.
+            match h.join() {
+                Err(e) => std::panic::resume_unwind(e),
+                Ok(()) => panic!("seed {seed}: run ended without a result"),
+            }
+        }
+        Err(_) => panic!("crash suite seed {seed} hung (METALOG_CRASH_SEED={seed})"),
+    }
 }
 
 #[test]
 fn crash_suite() {
     if let Some(seed) = env_u64("METALOG_CRASH_SEED") {
-        let st = run_one(seed);
+        let st = watched(seed);
         eprintln!("seed {seed}: {st:?}");
         return;
     }

@@ -261,7 +261,7 @@ pub fn run_one(seed: u64) -> RunStats {
         // Two pushes in flight whenever possible: completions out of order, holes.
         log.set_second_push_bytes(0);
     }
-    dev.set_snapshot_prob(rng.gen_range(0.25..0.5));
+    dev.set_snapshot_prob(rng.gen_range(0.4..0.7));
 
     let committers = rng.gen_range(1..=3);
     let forcers = rng.gen_range(1..=2);
