@@ -1,8 +1,9 @@
 //! Durability across a crash and a clean stop: on the default `sync` export every
 //! acknowledged change is durable (design.md §4), so after SIGKILL and a restart on the same
 //! data directory everything acknowledged is there — names, sizes, data, links, modes.
-//! After a restart the checks use only operations the grace period does not hold back
-//! (LOOKUP, GETATTR, READDIR, READLINK, READ with the anonymous stateid, COMMIT).
+//! After a restart the same clients come back (same owner and verifier) and send
+//! RECLAIM_COMPLETE, as a Linux client does: that ends the grace period early (RFC 8881
+//! §8.4.2), so READ with the anonymous stateid is not held back with NFS4ERR_GRACE.
 
 use client_tests::attrs::{basic, ftype, SetAttrs};
 use client_tests::harness::pattern;
@@ -184,13 +185,16 @@ async fn verify(s: &Session, e: &Expect) {
 async fn sigkill_after_acknowledged_operations_loses_nothing() {
     let mut srv = PnfsdProcess::start().unwrap();
     let s = Session::connect(srv.addr()).await.unwrap();
+    let opts = s.options.clone();
     let e = populate(&s).await;
     let top_fh = s.lookup_path("top/big").await.unwrap();
     drop(s);
     srv.kill().unwrap();
 
     srv.restart().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let s = Session::connect_with(srv.addr(), opts.clone())
+        .await
+        .unwrap();
     verify(&s, &e).await;
     // Filehandles survive a restart (they are persistent, RFC 8881 §4.2.2).
     assert_eq!(s.lookup_path("top/big").await.unwrap(), top_fh);
@@ -215,7 +219,7 @@ async fn sigkill_after_acknowledged_operations_loses_nothing() {
     drop(s);
     srv.kill().unwrap();
     srv.restart().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let s = Session::connect_with(srv.addr(), opts).await.unwrap();
     verify(&s, &e).await;
 }
 
@@ -223,12 +227,13 @@ async fn sigkill_after_acknowledged_operations_loses_nothing() {
 async fn sigterm_stops_cleanly_and_restarts() {
     let mut srv = PnfsdProcess::start().unwrap();
     let s = Session::connect(srv.addr()).await.unwrap();
+    let opts = s.options.clone();
     let e = populate(&s).await;
     drop(s);
     let st = srv.terminate().unwrap();
     assert!(st.success(), "pnfsd exit status after SIGTERM: {st}");
     srv.restart().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let s = Session::connect_with(srv.addr(), opts).await.unwrap();
     verify(&s, &e).await;
     // Still writable after the restart: a new file in a new session.
     let top = s.lookup_path("top").await.unwrap();
@@ -275,8 +280,10 @@ async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
     let mut srv = PnfsdProcess::start().unwrap();
     let acked: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
     let mut tasks = Vec::new();
+    let mut owners = Vec::new();
     for t in 0..4u64 {
         let s = Session::connect(srv.addr()).await.unwrap();
+        owners.push(s.options.clone());
         let acked = acked.clone();
         tasks.push(tokio::spawn(async move {
             let root = s.lookup_path("").await?;
@@ -312,7 +319,11 @@ async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
     let acked = acked.lock().unwrap().clone();
 
     srv.restart().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let mut back = Vec::new();
+    for o in owners {
+        back.push(Session::connect_with(srv.addr(), o).await.unwrap());
+    }
+    let s = &back[0];
     let root = s.lookup_path("").await.unwrap();
     let names = s.list(&root).await.unwrap();
     for (name, seed) in &acked {
@@ -323,7 +334,7 @@ async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
         let a = s.stat(name).await.unwrap();
         assert_eq!(a.size, Some(4096), "{name}");
         assert!(
-            read_path(&s, name, 4096).await == pattern(*seed, 4096),
+            read_path(s, name, 4096).await == pattern(*seed, 4096),
             "{name}: data differs"
         );
     }
