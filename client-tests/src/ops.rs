@@ -81,6 +81,15 @@ pub enum Op {
     },
     CreateSession(CreateSessionArgs),
     DestroySession([u8; 16]),
+    /// BIND_CONN_TO_SESSION: session, `channel_dir_from_client4` (FORE 1, BACK 2,
+    /// FORE_OR_BOTH 3, BACK_OR_BOTH 7), RDMA mode.
+    BindConnToSession {
+        sessionid: [u8; 16],
+        dir: u32,
+        rdma: bool,
+    },
+    /// ACCESS with the ACCESS4_* bits asked for.
+    Access(u32),
     DestroyClientid(u64),
     ReclaimComplete {
         one_fs: bool,
@@ -155,6 +164,8 @@ impl Op {
             Op::ExchangeId { .. } => EXCHANGE_ID,
             Op::CreateSession(_) => CREATE_SESSION,
             Op::DestroySession(_) => DESTROY_SESSION,
+            Op::BindConnToSession { .. } => BIND_CONN_TO_SESSION,
+            Op::Access(_) => ACCESS,
             Op::DestroyClientid(_) => DESTROY_CLIENTID,
             Op::ReclaimComplete { .. } => RECLAIM_COMPLETE,
             Op::PutRootFh => PUTROOTFH,
@@ -200,6 +211,7 @@ impl Op {
                 | Op::Read { .. }
                 | Op::ReadDir { .. }
                 | Op::ReadLink
+                | Op::Access(_)
                 | Op::GetDeviceInfo(_)
                 | Op::GetDeviceList(_)
         )
@@ -247,6 +259,16 @@ impl Op {
                 }
             }
             Op::DestroySession(s) => w.opaque_fixed(s),
+            Op::BindConnToSession {
+                sessionid,
+                dir,
+                rdma,
+            } => {
+                w.opaque_fixed(sessionid);
+                w.u32(*dir);
+                w.bool(*rdma);
+            }
+            Op::Access(bits) => w.u32(*bits),
             Op::DestroyClientid(c) => w.u64(*c),
             Op::ReclaimComplete { one_fs } => w.bool(*one_fs),
             Op::PutRootFh | Op::GetFh | Op::SaveFh | Op::RestoreFh | Op::ReadLink => {}

@@ -92,6 +92,13 @@ pub enum OpRes {
     Sequence(SequenceRes),
     ExchangeId(ExchangeIdRes),
     CreateSession(CreateSessionRes),
+    BindConnToSession {
+        sessionid: [u8; 16],
+        dir: u32,
+        rdma: bool,
+    },
+    /// ACCESS: (supported, granted).
+    Access(u32, u32),
     GetFh(Vec<u8>),
     GetAttr(Box<Attrs>),
     /// SETATTR's `attrsset` (present whatever the status).
@@ -273,6 +280,12 @@ pub fn decode_body(op: u32, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult
             fore: channel_attrs(r)?,
             back: channel_attrs(r)?,
         }),
+        BIND_CONN_TO_SESSION => OpRes::BindConnToSession {
+            sessionid: r.array()?,
+            dir: r.u32()?,
+            rdma: r.bool()?,
+        },
+        ACCESS => OpRes::Access(r.u32()?, r.u32()?),
         GETFH => OpRes::GetFh(r.opaque_vec(128)?),
         GETATTR => OpRes::GetAttr(Box::new(Attrs::decode(r)?)),
         SETATTR => OpRes::SetAttr(Bitmap::decode(r)?),

@@ -263,13 +263,24 @@ impl Session {
     /// Sends SEQUENCE(slot, slot.seqid) + `c` without advancing the slot: sending it twice
     /// is a retry. The caller calls `slot.advance()` once it is done with that seqid.
     pub async fn send_on(&self, slot: &Slot, c: &Compound, cachethis: bool) -> Result<Reply> {
+        self.send_via(&self.conn, slot, c, cachethis).await
+    }
+
+    /// `send_on` over another connection (one bound with BIND_CONN_TO_SESSION, §18.34).
+    pub async fn send_via(
+        &self,
+        conn: &Connection,
+        slot: &Slot,
+        c: &Compound,
+        cachethis: bool,
+    ) -> Result<Reply> {
         let mut full = Compound {
             tag: c.tag.clone(),
             ops: Vec::with_capacity(c.ops.len() + 1),
         };
         full.ops.push(self.sequence_op(slot, cachethis));
         full.ops.extend(c.ops.iter().cloned());
-        self.conn.compound(self.minor, &full).await
+        conn.compound(self.minor, &full).await
     }
 
     /// Largest READ or WRITE payload that fits the negotiated request and reply sizes.

@@ -242,3 +242,38 @@ async fn fragmented_and_pipelined_records() {
     again.null().await.unwrap();
     s.run_ok(Compound::new().putrootfh()).await.unwrap();
 }
+
+/// A request larger than the session's `ca_maxrequestsize` → NFS4ERR_REQ_TOO_BIG (RFC 8881
+/// §2.10.6.4, §18.46.3), the connection kept.
+#[tokio::test]
+async fn request_bigger_than_the_channel_is_req_too_big() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let f = s.create_file(&root, "big", 0o644).await.unwrap();
+    let max = s.created.fore.maxrequestsize as usize;
+    let data = vec![7u8; max + 4096];
+    let rep = s
+        .run(Compound::new().putfh(&f.fh).write(
+            f.stateid,
+            0,
+            client_tests::ops::Stable::Unstable,
+            &data,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        rep.status,
+        NfsStat::REQ_TOO_BIG,
+        "{} bytes with maxrequestsize {max}",
+        data.len()
+    );
+    still_alive(&s).await;
+    assert_eq!(
+        s.getattr_fh(&f.fh, client_tests::attrs::basic())
+            .await
+            .unwrap()
+            .size,
+        Some(0)
+    );
+}

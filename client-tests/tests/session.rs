@@ -245,3 +245,77 @@ async fn concurrent_compounds_use_the_slot_table() {
     let names = s.list(&root).await.unwrap();
     assert_eq!(names.len(), 32, "{names:?}");
 }
+
+/// BIND_CONN_TO_SESSION (RFC 8881 §18.34): a second connection joins the session and carries
+/// its COMPOUNDs; ACCESS answers on it.
+#[tokio::test]
+async fn a_second_connection_binds_to_the_session() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let conn2 = Connection::connect(srv.addr()).await.unwrap();
+    let rep = conn2
+        .compound(
+            1,
+            &Compound::new().op(Op::BindConnToSession {
+                sessionid: s.sessionid,
+                dir: 3, // CDFC4_FORE_OR_BOTH
+                rdma: false,
+            }),
+        )
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    match rep.body(opnum::BIND_CONN_TO_SESSION).unwrap() {
+        client_tests::results::OpRes::BindConnToSession {
+            sessionid,
+            dir,
+            rdma,
+        } => {
+            assert_eq!(*sessionid, s.sessionid);
+            assert!(
+                *dir == 1 || *dir == 3,
+                "CDFS4_FORE or CDFS4_BOTH, got {dir}"
+            );
+            assert!(!rdma);
+        }
+        b => panic!("{b:?}"),
+    }
+    let mut slot = s.take_slot().await.unwrap();
+    // ACCESS4_READ | LOOKUP | MODIFY | EXTEND on the root, over the second connection.
+    let rep = s
+        .send_via(
+            &conn2,
+            &slot,
+            &Compound::new().putrootfh().op(Op::Access(0x1f)),
+            false,
+        )
+        .await
+        .unwrap();
+    slot.settle(&rep);
+    let rep = rep.ok().unwrap();
+    match rep.body(opnum::ACCESS).unwrap() {
+        client_tests::results::OpRes::Access(supported, granted) => {
+            assert_eq!(
+                granted & !supported,
+                0,
+                "granted bits must be supported ones"
+            );
+            assert_ne!(granted & 0x2, 0, "root may LOOKUP in the root directory");
+        }
+        b => panic!("{b:?}"),
+    }
+    // An unknown session → BADSESSION.
+    let rep = conn2
+        .compound(
+            1,
+            &Compound::new().op(Op::BindConnToSession {
+                sessionid: [0x77; 16],
+                dir: 3,
+                rdma: false,
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::BADSESSION);
+}
