@@ -319,3 +319,51 @@ async fn a_second_connection_binds_to_the_session() {
         .unwrap();
     assert_eq!(rep.status, NfsStat::BADSESSION);
 }
+
+/// EXCHANGE_ID and CREATE_SESSION argument checks and the CREATE_SESSION replay rule
+/// (RFC 8881 §18.35.4, §18.36.4).
+#[tokio::test]
+async fn exchange_id_and_create_session_rules() {
+    let srv = PnfsdProcess::start().unwrap();
+    let conn = Connection::connect(srv.addr()).await.unwrap();
+    // Flags the client may not send → INVAL: an undefined bit, and CONFIRMED_R (reply only).
+    for flags in [0x0000_0008, exchgid_flag::CONFIRMED_R] {
+        let mut o = SessionOptions::new("badflags");
+        o.exchange_flags = flags;
+        match Session::exchange_id(&conn, &o).await {
+            Err(client_tests::ClientError::Nfs { status, .. }) => {
+                assert_eq!(status, NfsStat::INVAL, "flags {flags:#x}")
+            }
+            r => panic!("flags {flags:#x}: {r:?}"),
+        }
+    }
+    let o = SessionOptions::new("cs");
+    // CREATE_SESSION for a client id nobody has → STALE_CLIENTID.
+    match Session::create_session(&conn, &o, 0x1234_5678_9abc, 1).await {
+        Err(client_tests::ClientError::Nfs { status, .. }) => {
+            assert_eq!(status, NfsStat::STALE_CLIENTID)
+        }
+        r => panic!("{r:?}"),
+    }
+    let x = Session::exchange_id(&conn, &o).await.unwrap();
+    // A sequence id ahead of the client's → SEQ_MISORDERED.
+    match Session::create_session(&conn, &o, x.clientid, x.sequenceid.wrapping_add(5)).await {
+        Err(client_tests::ClientError::Nfs { status, .. }) => {
+            assert_eq!(status, NfsStat::SEQ_MISORDERED)
+        }
+        r => panic!("{r:?}"),
+    }
+    let first = Session::create_session(&conn, &o, x.clientid, x.sequenceid)
+        .await
+        .unwrap();
+    // The same request again is a replay: the same session comes back, no second session.
+    let replay = Session::create_session(&conn, &o, x.clientid, x.sequenceid)
+        .await
+        .unwrap();
+    assert_eq!(replay.sessionid, first.sessionid);
+    // The next sequence id makes a second session.
+    let second = Session::create_session(&conn, &o, x.clientid, x.sequenceid.wrapping_add(1))
+        .await
+        .unwrap();
+    assert_ne!(second.sessionid, first.sessionid);
+}
