@@ -1,1 +1,24 @@
-//! (being written)
+//! layout: the geometry of the data volume and where file blocks live on it (design.md §1–2).
+//!
+//! ```text
+//!  block 0        log            metadata area           data area
+//! [superblock][ internal log ][ object table | objects ][ file blocks ............ ]
+//!              (metalog owns)   (server::store owns)      alloc::Allocator hands out
+//!                                                         extent_map::ExtentMap maps
+//! ```
+//!
+//! Owns: the on-disk superblock (`superblock`), the free-space allocator of the data area
+//! (`alloc`), per-file extent maps with written / unwritten / hole (`extent_map`). Later (issue 4):
+//! the pNFS block/SCSI layout bodies, device addresses and LAYOUTGET / LAYOUTCOMMIT rules.
+//!
+//! Never: RPC, sockets, NFS XDR, or any I/O of its own — callers read and write the blocks; this
+//! crate only encodes, decodes and computes.
+#![deny(unsafe_code)]
+
+pub mod alloc;
+pub mod extent_map;
+pub mod superblock;
+
+pub use alloc::{AllocError, Allocator};
+pub use extent_map::{ExtState, ExtentMap, Segment};
+pub use superblock::{Geometry, Superblock, SuperblockError, BLOCK_SIZE};

@@ -5,6 +5,8 @@
 //!     → store (inodes, directories, extent maps) + nfs4::state → metalog → BlockDev
 //! ```
 //! Data flows one way; lower layers know nothing of the ones above.
+pub mod config;
+pub mod fuzzing;
 pub mod nfs4;
 pub mod rpc;
 pub mod server;

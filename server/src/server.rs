@@ -15,6 +15,10 @@ pub struct NfsOptions {
     pub layout_types: Vec<u32>,
     /// `sync` export (design.md §4).
     pub sync: bool,
+    /// `layoutcommit = "sync"`: every LAYOUTCOMMIT forces the log, as XFS does (design.md §4).
+    pub layoutcommit_sync: bool,
+    /// Command that fences a block-layout client (design.md §5); `None`: no fencing.
+    pub fence_command: Option<String>,
 }
 
 impl Default for NfsOptions {
@@ -24,6 +28,8 @@ impl Default for NfsOptions {
             grace_seconds: 90,
             layout_types: vec![3],
             sync: true,
+            layoutcommit_sync: false,
+            fence_command: None,
         }
     }
 }
@@ -34,4 +40,20 @@ pub struct Server {
     pub opts: NfsOptions,
     /// Changes at every start: write verifier, server owner/scope instance.
     pub boot_verifier: u64,
+}
+
+impl Server {
+    /// Builds the server over a mounted store and wires the state into it: the store asks the
+    /// state whether a file is open before it frees an unlinked file (RFC 8881 §9.1.4.3 … the
+    /// file lives on until its last CLOSE).
+    pub fn new(store: Arc<Store>, opts: NfsOptions) -> Server {
+        let state = StateManager::new(&opts, store.clone());
+        store.set_open_probe(Box::new(state.open_probe()));
+        Server {
+            boot_verifier: store.boot_verifier(),
+            store,
+            state,
+            opts,
+        }
+    }
 }

@@ -1,12 +1,22 @@
 //! COMPOUND processing (RFC 8881 §16.2): the per-request context the operations share, and
 //! the dispatcher that runs operations from the table in `ops/mod.rs`.
+//!
+//! The dispatcher checks everything the table and the session say, once (style.md rule 8):
+//! minor version, ILLEGAL opcodes, the SEQUENCE rules of RFC 8881 §2.10.6 / §18.46.3, the
+//! session's operation and size limits, the current filehandle. Its core, [`run_compound`],
+//! is generic over [`OpEnv`] so those rules are tested with fake operations; [`process`]
+//! runs it over the real table and hands SEQUENCE'd replies to the reply cache.
 
 use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use crate::nfs4::ops::{self, opnum};
 use crate::nfs4::state::SessionSlotRef;
+use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
 use crate::server::Server;
+use crate::xdr::{XdrError, XdrReader, XdrWriter};
 
 /// AUTH_SYS credentials of the request (AUTH_NONE maps to nobody).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,3 +62,371 @@ pub struct Ctx<'a> {
     /// dispatcher sends these bytes (a whole encoded COMPOUND4res) and runs nothing else.
     pub cached_reply: Option<Vec<u8>>,
 }
+
+impl<'a> Ctx<'a> {
+    pub fn new(srv: &'a Server, conn: &'a ConnInfo, cred: Cred) -> Self {
+        Ctx {
+            srv,
+            conn,
+            minor: 0,
+            cred,
+            current_fh: None,
+            saved_fh: None,
+            current_stateid: None,
+            saved_stateid: None,
+            session: None,
+            op_index: 0,
+            op_count: 0,
+            cached_reply: None,
+        }
+    }
+}
+
+/// Sizes the transport knows: session limits count the RPC headers (RFC 8881 §18.36.3,
+/// `ca_maxrequestsize` / `ca_maxresponsesize` "including the RPC headers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcSizes {
+    /// The whole RPC call (the record without its marks).
+    pub request_len: usize,
+    /// What the RPC reply header adds in front of the COMPOUND4res.
+    pub reply_header_len: usize,
+}
+
+/// Minor versions served (RFC 8881 §16.2.3: others → NFS4ERR_MINOR_VERS_MISMATCH).
+pub const MINOR_VERSIONS: std::ops::RangeInclusive<u32> = 1..=2;
+/// Bound on the COMPOUND tag (knfsd takes 128; a longer one is GARBAGE_ARGS).
+pub const MAX_TAG: usize = 1024;
+
+/// NFSv4.0 operations that 4.1 made obsolete: NFS4ERR_NOTSUPP (RFC 8881 §18 table 12).
+const MINOR0_ONLY: [u32; 5] = [
+    opnum::OPEN_CONFIRM,
+    opnum::RENEW,
+    opnum::SETCLIENTID,
+    opnum::SETCLIENTID_CONFIRM,
+    opnum::RELEASE_LOCKOWNER,
+];
+
+/// Operations that may start a COMPOUND without SEQUENCE (RFC 8881 §18.46.3); outside a
+/// session each must be the only operation (§18.34.3, §18.35.3, §18.36.3, §18.37.3,
+/// §18.50.3).
+const SESSIONLESS: [u32; 5] = [
+    opnum::EXCHANGE_ID,
+    opnum::CREATE_SESSION,
+    opnum::DESTROY_SESSION,
+    opnum::BIND_CONN_TO_SESSION,
+    opnum::DESTROY_CLIENTID,
+];
+
+/// What the dispatcher reads from the table about an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpMeta {
+    pub name: &'static str,
+    pub min_minor: u32,
+    pub needs_fh: bool,
+}
+
+/// The operations and per-COMPOUND state the dispatcher drives.
+pub trait OpEnv {
+    fn meta(&self, opnum: u32) -> Option<OpMeta>;
+    /// Called once the header is decoded, before any operation runs.
+    fn begin(&mut self, minor: u32, op_count: usize);
+    /// Runs operation `index`: decodes its arguments from `r`, writes its result body.
+    fn run(
+        &mut self,
+        opnum: u32,
+        index: usize,
+        r: &mut XdrReader<'_>,
+        w: &mut XdrWriter,
+    ) -> NfsStat;
+    fn has_current_fh(&self) -> bool;
+    fn session(&self) -> Option<&SessionSlotRef>;
+    fn take_cached_reply(&mut self) -> Option<Vec<u8>>;
+}
+
+/// The result of a COMPOUND.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The encoded COMPOUND4res.
+    pub reply: Vec<u8>,
+    /// The slot SEQUENCE took, if any: the reply goes to its cache.
+    pub slot: Option<SessionSlotRef>,
+    /// The reply came from the reply cache.
+    pub replayed: bool,
+}
+
+/// Writes one result without a body in place of whatever op `at` wrote.
+fn put_result(w: &mut XdrWriter, at: usize, op: u32, st: NfsStat) {
+    w.buf.truncate(at);
+    w.u32(op);
+    w.u32(st.0);
+}
+
+/// Decodes COMPOUND4args from `args` and runs the operations. `Err` when the header itself
+/// cannot be decoded (the transport answers GARBAGE_ARGS).
+pub fn run_compound<E: OpEnv>(
+    env: &mut E,
+    args: &[u8],
+    sizes: RpcSizes,
+) -> Result<Outcome, XdrError> {
+    let mut r = XdrReader::new(args);
+    let tag = r.opaque(MAX_TAG)?;
+    let minor = r.u32()?;
+    // Each operation takes at least its 4-byte opcode: a forged count cannot make us loop.
+    let count = r.array_len(usize::MAX, 4)?;
+
+    let mut w = XdrWriter::with_capacity(512);
+    let status_at = w.reserve_u32();
+    w.opaque(tag);
+    let count_at = w.reserve_u32();
+    let finish = |mut w: XdrWriter,
+                  st: NfsStat,
+                  n: usize,
+                  slot: Option<SessionSlotRef>|
+     -> Result<Outcome, XdrError> {
+        w.patch_u32(status_at, st.0);
+        w.patch_u32(count_at, n as u32);
+        Ok(Outcome {
+            reply: w.into_inner(),
+            slot,
+            replayed: false,
+        })
+    };
+    if !MINOR_VERSIONS.contains(&minor) {
+        return finish(w, NfsStat::MINOR_VERS_MISMATCH, 0, None);
+    }
+    // RFC 8881 §16.2.3: the tag is a utf8str_cs.
+    if std::str::from_utf8(tag).is_err() {
+        return finish(w, NfsStat::INVAL, 0, None);
+    }
+    env.begin(minor, count);
+
+    let mut status = NfsStat::OK;
+    let mut done = 0;
+    for i in 0..count {
+        let at = w.len();
+        done = i + 1;
+        let Ok(op) = r.u32() else {
+            put_result(&mut w, at, opnum::ILLEGAL, NfsStat::BADXDR);
+            status = NfsStat::BADXDR;
+            break;
+        };
+        if let Some(st) = precheck(env, minor, count, i, op, &sizes) {
+            tracing::debug!(
+                index = i,
+                op,
+                status = st.name(),
+                "op refused by the dispatcher"
+            );
+            let shown = if st == NfsStat::OP_ILLEGAL {
+                opnum::ILLEGAL
+            } else {
+                op
+            };
+            put_result(&mut w, at, shown, st);
+            status = st;
+            break;
+        }
+        w.u32(op);
+        let st_at = w.reserve_u32();
+        let body_at = w.len();
+        let run = catch_unwind(AssertUnwindSafe(|| env.run(op, i, &mut r, &mut w)));
+        let st = match run {
+            // An operation whose arguments do not decode has no result body.
+            Ok(NfsStat::BADXDR) => {
+                w.buf.truncate(body_at);
+                NfsStat::BADXDR
+            }
+            Ok(st) => st,
+            Err(_) => {
+                tracing::error!(op, "operation panicked; answering NFS4ERR_SERVERFAULT");
+                w.buf.truncate(body_at);
+                NfsStat::SERVERFAULT
+            }
+        };
+        w.patch_u32(st_at, st.0);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let name = env.meta(op).map_or("?", |m| m.name);
+            tracing::debug!(index = i, op = name, status = st.name(), "op done");
+        }
+        status = st;
+        if i == 0 && op == opnum::SEQUENCE && st == NfsStat::OK {
+            if let Some(cached) = env.take_cached_reply() {
+                return Ok(Outcome {
+                    reply: cached,
+                    slot: env.session().cloned(),
+                    replayed: true,
+                });
+            }
+        }
+        if let Some(too_big) = reply_over_limit(env.session(), sizes.reply_header_len + w.len()) {
+            put_result(&mut w, at, op, too_big);
+            status = too_big;
+            break;
+        }
+        if st != NfsStat::OK {
+            break;
+        }
+    }
+    let slot = env.session().cloned();
+    finish(w, status, done, slot)
+}
+
+/// The checks made before operation `i` runs; `Some(status)` stops the COMPOUND there.
+fn precheck<E: OpEnv>(
+    env: &E,
+    minor: u32,
+    count: usize,
+    i: usize,
+    op: u32,
+    sizes: &RpcSizes,
+) -> Option<NfsStat> {
+    // Session limits, enforced on the operation after SEQUENCE so that SEQUENCE's own result
+    // (and the slot it took) stand and the retry of this request gets the same answer.
+    if i == 1 {
+        if let Some(s) = env.session() {
+            if count > s.max_ops as usize {
+                return Some(NfsStat::TOO_MANY_OPS);
+            }
+            if sizes.request_len > s.max_request_size as usize {
+                return Some(NfsStat::REQ_TOO_BIG);
+            }
+        }
+    }
+    let last = opnum::LAST_OF_MINOR
+        .get(minor as usize)
+        .copied()
+        .unwrap_or(0);
+    let meta = match env.meta(op) {
+        Some(m) if op <= last && m.min_minor <= minor => m,
+        _ => return Some(NfsStat::OP_ILLEGAL),
+    };
+    if i == 0 {
+        if op != opnum::SEQUENCE {
+            if !SESSIONLESS.contains(&op) {
+                return Some(NfsStat::OP_NOT_IN_SESSION);
+            }
+            if count != 1 {
+                return Some(NfsStat::NOT_ONLY_OP);
+            }
+        }
+    } else if op == opnum::SEQUENCE {
+        return Some(NfsStat::SEQUENCE_POS);
+    } else if op == opnum::BIND_CONN_TO_SESSION {
+        return Some(NfsStat::NOT_ONLY_OP);
+    }
+    if MINOR0_ONLY.contains(&op) {
+        return Some(NfsStat::NOTSUPP);
+    }
+    if meta.needs_fh && !env.has_current_fh() {
+        return Some(NfsStat::NOFILEHANDLE);
+    }
+    None
+}
+
+/// RFC 8881 §2.10.6.4 / §18.46.3: a reply that outgrows the session's limits.
+fn reply_over_limit(s: Option<&SessionSlotRef>, len: usize) -> Option<NfsStat> {
+    let s = s?;
+    if len > s.max_response_size as usize {
+        Some(NfsStat::REP_TOO_BIG)
+    } else if s.cachethis && len > s.max_response_size_cached as usize {
+        Some(NfsStat::REP_TOO_BIG_TO_CACHE)
+    } else {
+        None
+    }
+}
+
+impl OpEnv for Ctx<'_> {
+    fn meta(&self, op: u32) -> Option<OpMeta> {
+        ops::lookup(op).map(|d| OpMeta {
+            name: d.name,
+            min_minor: d.min_minor,
+            needs_fh: d.needs_fh,
+        })
+    }
+
+    fn begin(&mut self, minor: u32, op_count: usize) {
+        self.minor = minor;
+        self.op_count = op_count;
+    }
+
+    fn run(&mut self, op: u32, index: usize, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+        self.op_index = index;
+        match ops::lookup(op) {
+            Some(d) => (d.handler)(self, r, w),
+            None => NfsStat::OP_ILLEGAL,
+        }
+    }
+
+    fn has_current_fh(&self) -> bool {
+        self.current_fh.is_some()
+    }
+
+    fn session(&self) -> Option<&SessionSlotRef> {
+        self.session.as_ref()
+    }
+
+    fn take_cached_reply(&mut self) -> Option<Vec<u8>> {
+        self.cached_reply.take()
+    }
+}
+
+/// Runs one COMPOUND against the server. A SEQUENCE'd reply — a replayed one too, which
+/// stores the same bytes again and frees the slot whichever way SEQUENCE left it — goes to
+/// `slot_done`. A panic anywhere answers NFS4ERR_SERVERFAULT instead of dropping the
+/// connection.
+pub fn process(
+    srv: &Server,
+    conn: &ConnInfo,
+    cred: Cred,
+    args: &[u8],
+    sizes: RpcSizes,
+) -> Result<Vec<u8>, XdrError> {
+    let run = AssertUnwindSafe(|| {
+        let mut ctx = Ctx::new(srv, conn, cred);
+        let out = run_compound(&mut ctx, args, sizes)?;
+        if let Some(slot) = &out.slot {
+            srv.state.slot_done(slot, &out.reply);
+        }
+        Ok(out.reply)
+    });
+    match catch_unwind(run) {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::error!(
+                conn = conn.id,
+                "COMPOUND panicked; answering NFS4ERR_SERVERFAULT"
+            );
+            serverfault_reply(args)
+        }
+    }
+}
+
+/// COMPOUND4res { NFS4ERR_SERVERFAULT, the request's tag, no results }.
+pub fn serverfault_reply(args: &[u8]) -> Result<Vec<u8>, XdrError> {
+    let tag = XdrReader::new(args).opaque(MAX_TAG)?;
+    let mut w = XdrWriter::new();
+    w.u32(NfsStat::SERVERFAULT.0);
+    w.opaque(tag);
+    w.u32(0);
+    Ok(w.into_inner())
+}
+
+impl crate::rpc::Program for Server {
+    fn compound(
+        &self,
+        conn: &ConnInfo,
+        cred: Cred,
+        args: &[u8],
+        sizes: RpcSizes,
+    ) -> Result<Vec<u8>, XdrError> {
+        process(self, conn, cred, args, sizes)
+    }
+
+    fn connection_closed(&self, id: u64) {
+        self.state.conn_closed(id)
+    }
+}
+
+#[cfg(test)]
+#[path = "compound_tests.rs"]
+mod tests;

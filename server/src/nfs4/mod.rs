@@ -1,4 +1,5 @@
 //! NFSv4.1/4.2: COMPOUND dispatch, one file per operation, and the state they share.
+pub mod attr;
 pub mod compound;
 pub mod ops;
 pub mod state;

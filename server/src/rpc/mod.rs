@@ -1,10 +1,103 @@
 //! ONC RPC v2 (RFC 5531) over TCP with record marking: the transport of pnfsd.
+//!
+//! ```text
+//! socket ─▶ record::RecordReader ─▶ program::classify ─┬─ NULL / errors ──────────────▶ writer task
+//!   (one reader task per connection)                   ├─ COMPOUND ─▶ spawn_blocking ─▶ writer task
+//!                                                      └─ REPLY (msg_type 1) ─▶ conn::TcpBackchannel waiter
+//! ```
+//! `record`, `msg`, `auth` and `program` are pure codecs and decisions (style.md rule 1);
+//! `conn` and `tcp` own the sockets. The COMPOUND itself is run by a [`Program`] (the NFS
+//! server in production, fakes in tests), so the transport is testable without a store.
 
-use crate::xdr::XdrWriter;
+pub mod auth;
+pub mod conn;
+pub mod msg;
+pub mod program;
+pub mod record;
+pub mod tcp;
+
+use std::time::Duration;
+
+use crate::nfs4::compound::{ConnInfo, Cred, RpcSizes};
+use crate::xdr::{XdrError, XdrWriter};
+
+pub use conn::TcpBackchannel;
+pub use tcp::serve;
 
 /// Sends a callback (program given by CREATE_SESSION's `csa_cb_program`) over a connection's
 /// backchannel and waits for the reply body (RFC 8881 §2.10.3.1). Implemented by the transport.
+///
+/// Blocking: call it from a COMPOUND (which runs on a blocking thread) or another non-async
+/// thread, never from an async task.
 pub trait Backchannel: Send + Sync + std::fmt::Debug {
     /// `args` is the encoded CB_COMPOUND4args; returns the encoded CB_COMPOUND4res.
     fn call(&self, program: u32, procedure: u32, args: XdrWriter) -> std::io::Result<Vec<u8>>;
+
+    /// Like [`Backchannel::call`] with the credential CREATE_SESSION / BACKCHANNEL_CTL gave
+    /// in `csa_sec_parms` (RFC 8881 §18.36). The default ignores it and calls with AUTH_NONE.
+    fn call_as(
+        &self,
+        program: u32,
+        procedure: u32,
+        cred: &CbCred,
+        args: XdrWriter,
+    ) -> std::io::Result<Vec<u8>> {
+        let _ = cred;
+        self.call(program, procedure, args)
+    }
+}
+
+/// The credential of a backchannel call (`callback_sec_parms4` without RPCSEC_GSS).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CbCred {
+    #[default]
+    None,
+    /// AUTH_SYS with these ids and machine name (`Cred::flavor` is ignored).
+    Sys(Cred),
+}
+
+/// Runs the procedures of program 100003 version 4 that need the NFS layer.
+pub trait Program: Send + Sync + 'static {
+    /// Runs one COMPOUND on a blocking thread; returns the encoded COMPOUND4res, or an error
+    /// when the arguments cannot be decoded at all (→ GARBAGE_ARGS).
+    fn compound(
+        &self,
+        conn: &ConnInfo,
+        cred: Cred,
+        args: &[u8],
+        sizes: RpcSizes,
+    ) -> Result<Vec<u8>, XdrError>;
+
+    /// The connection `conn_id` closed after answering everything it started: the state layer
+    /// can unbind it from its sessions (RFC 8881 §2.10.3.1; a session whose backchannel was
+    /// on it reports SEQ4_STATUS_CB_PATH_DOWN). The default does nothing.
+    fn connection_closed(&self, conn_id: u64) {
+        let _ = conn_id;
+    }
+}
+
+/// Transport settings (the `[rpc]` part of the configuration).
+#[derive(Debug, Clone)]
+pub struct RpcOptions {
+    /// Largest record accepted (record.rs explains the limit and why the connection closes).
+    pub max_record: usize,
+    pub auth: auth::AuthPolicy,
+    /// How long a backchannel call waits for the client's reply.
+    pub callback_timeout: Duration,
+    /// Requests of one connection being processed at once; the connection stops reading when
+    /// it is reached (the session's slot count bounds well-behaved clients far below this).
+    pub max_inflight: usize,
+}
+
+impl Default for RpcOptions {
+    fn default() -> Self {
+        RpcOptions {
+            max_record: record::DEFAULT_MAX_RECORD,
+            auth: auth::AuthPolicy::default(),
+            // Well under a lease (90 s): a recall that gets no answer is retried by the state
+            // layer in time.
+            callback_timeout: Duration::from_secs(15),
+            max_inflight: 256,
+        }
+    }
 }

@@ -9,10 +9,51 @@
 //! Durability (design.md §4): on a `sync` export the mutating namespace calls (create, remove,
 //! rename, link, setattr) return after `force_seq(commit_seq)` of the inodes they changed; on
 //! an `async` export they return after the in-memory commit.
+//!
+//! ```text
+//!  op ─▶ log.reserve ─▶ [state lock: check, build items, State::apply, log.commit_reserved]
+//!     ─▶ force_seq(csn) (sync export; lock dropped)          inner.rs, ns.rs, data.rs
+//!  mount: superblock ─▶ object table + objects ─▶ Log::mount replaying items through
+//!         State::apply ─▶ allocator rebuilt from the extent maps ─▶ orphans freed   mount.rs
+//!  log full / unmount ─▶ Writeback::write_back: dirty objects, copy-on-write  writeback.rs
+//! ```
+//!
+//! Files: `inode.rs` (in-memory inodes, `State::apply` of log items), `ns.rs` (lookup, create,
+//! remove, link, readdir, readlink), `rename.rs`, `setattr.rs`, `data.rs` (READ, WRITE,
+//! COMMIT, ALLOCATE, DEALLOCATE, SEEK), `blocks.rs` (extent access for layouts), `misc.rs`
+//! (attributes, fsstat, client records), `mount.rs` (mkfs, mount, unmount), `writeback.rs` +
+//! `format.rs` (dirty-object write-back and the metadata area's format), `inner.rs` (the shared
+//! core, the apply-then-commit helper, busy extents).
 
-// API skeleton agreed between the protocol and store work; bodies are filled in by the store.
+mod blocks;
+#[cfg(test)]
+mod crash_tests;
+mod data;
+mod format;
+mod inner;
+mod inode;
+mod misc;
+#[cfg(test)]
+mod model_tests;
+mod mount;
+mod ns;
+mod rename;
+mod setattr;
+#[cfg(test)]
+mod tests;
+mod writeback;
 
+use std::sync::Arc;
 use std::time::SystemTime;
+
+pub use blocks::{BlockCommit, WrittenExtent};
+pub use inner::{MountStats, OpenProbe};
+pub use ns::{LINK_MAX, NAME_MAX};
+
+/// Block size of the volume in bytes (layout::BLOCK_SIZE as u64).
+pub const BLOCK: u64 = layout::BLOCK_SIZE as u64;
+/// Largest file size: 1 PiB keeps every byte offset and block number far from overflow.
+pub const MAX_FILE_SIZE: u64 = 1 << 50;
 
 /// Inode number. `ROOT_INO` is the export's root directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -216,145 +257,147 @@ impl Default for StoreOptions {
 
 /// The metadata store of one volume.
 pub struct Store {
-    _private: (),
+    inner: Arc<inner::Inner>,
 }
 
 impl Store {
     /// Format `path` (a file, created sparse with `size` bytes if missing, or a block device).
     /// Refuses a formatted volume unless `force`.
-    pub fn mkfs(_path: &std::path::Path, _size: u64, _force: bool) -> Result<()> {
-        todo!("store: mkfs")
+    pub fn mkfs(path: &std::path::Path, size: u64, force: bool) -> Result<()> {
+        mount::mkfs_path(path, size, force)
     }
 
     /// Mount a formatted volume: read the superblock, recover the log, rebuild the indexes.
-    pub fn open(_path: &std::path::Path, _opts: StoreOptions) -> Result<Store> {
-        todo!("store: open")
+    pub fn open(path: &std::path::Path, opts: StoreOptions) -> Result<Store> {
+        Ok(Store {
+            inner: mount::open_dev(Self::open_file(path)?, opts)?,
+        })
     }
 
     /// Clean unmount: force the log, write back, write the clean-unmount record.
     pub fn unmount(&self) -> Result<()> {
-        todo!("store: unmount")
+        self.inner.unmount()
     }
 
     /// The volume UUID (the block-layout signature, fsid and write-verifier source).
     pub fn volume_uuid(&self) -> [u8; 16] {
-        todo!("store: volume_uuid")
+        self.inner.sb.uuid
     }
 
     /// Changes at every mount (NFS write verifier, READDIR verifier base, server boot epoch).
     pub fn boot_verifier(&self) -> u64 {
-        todo!("store: boot_verifier")
+        self.inner.boot
     }
 
     pub fn fsstat(&self) -> FsStat {
-        todo!("store: fsstat")
+        self.inner.fsstat()
     }
 
     /// The volume's block size (`layout_blksize`).
     pub fn block_size(&self) -> u32 {
-        todo!("store: block_size")
+        layout::BLOCK_SIZE
     }
 
-    pub fn getattr(&self, _ino: Ino) -> Result<Attr> {
-        todo!("store: getattr")
+    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        self.inner.getattr(ino)
     }
 
     /// Like `getattr` but also checks the generation from a filehandle (`Stale` on mismatch).
-    pub fn getattr_gen(&self, _ino: Ino, _generation: u32) -> Result<Attr> {
-        todo!("store: getattr_gen")
+    pub fn getattr_gen(&self, ino: Ino, generation: u32) -> Result<Attr> {
+        self.inner.getattr_gen(ino, generation)
     }
 
-    pub fn lookup(&self, _dir: Ino, _name: &[u8]) -> Result<Attr> {
-        todo!("store: lookup")
+    pub fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Attr> {
+        self.inner.lookup(dir, name)
     }
 
     /// CREATE and OPEN(create). `Exist` if the name is taken.
     pub fn create(
         &self,
-        _dir: Ino,
-        _name: &[u8],
-        _node: NewNode,
-        _attrs: &SetAttrs,
-        _cred: (u32, u32),
+        dir: Ino,
+        name: &[u8],
+        node: NewNode,
+        attrs: &SetAttrs,
+        cred: (u32, u32),
     ) -> Result<(Attr, DirChange)> {
-        todo!("store: create")
+        self.inner.create(dir, name, node, attrs, cred)
     }
 
-    pub fn remove(&self, _dir: Ino, _name: &[u8]) -> Result<(DirChange, Unlinked)> {
-        todo!("store: remove")
+    pub fn remove(&self, dir: Ino, name: &[u8]) -> Result<(DirChange, Unlinked)> {
+        self.inner.remove(dir, name)
     }
 
     /// Returns the change info of the source and target directories, and the file a rename
     /// over an existing name unlinked, if any.
     pub fn rename(
         &self,
-        _src_dir: Ino,
-        _src_name: &[u8],
-        _dst_dir: Ino,
-        _dst_name: &[u8],
+        src_dir: Ino,
+        src_name: &[u8],
+        dst_dir: Ino,
+        dst_name: &[u8],
     ) -> Result<(DirChange, DirChange, Option<Unlinked>)> {
-        todo!("store: rename")
+        self.inner.rename(src_dir, src_name, dst_dir, dst_name)
     }
 
-    pub fn link(&self, _ino: Ino, _dir: Ino, _name: &[u8]) -> Result<DirChange> {
-        todo!("store: link")
+    pub fn link(&self, ino: Ino, dir: Ino, name: &[u8]) -> Result<DirChange> {
+        self.inner.link(ino, dir, name)
     }
 
     /// Entries after `cookie` (0 = from the start) whose encoded size the caller bounds by
     /// asking for at most `max_entries`; `BadCookie` if the cookie is not of this directory.
-    pub fn readdir(&self, _dir: Ino, _cookie: u64, _max_entries: usize) -> Result<ReadDir> {
-        todo!("store: readdir")
+    pub fn readdir(&self, dir: Ino, cookie: u64, max_entries: usize) -> Result<ReadDir> {
+        self.inner.readdir(dir, cookie, max_entries)
     }
 
-    pub fn readlink(&self, _ino: Ino) -> Result<Vec<u8>> {
-        todo!("store: readlink")
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.inner.readlink(ino)
     }
 
-    pub fn setattr(&self, _ino: Ino, _attrs: &SetAttrs) -> Result<Attr> {
-        todo!("store: setattr")
+    pub fn setattr(&self, ino: Ino, attrs: &SetAttrs) -> Result<Attr> {
+        self.inner.setattr(ino, attrs)
     }
 
     /// READ through the server: bytes of written extents from the data volume, zeros for holes
     /// and unwritten extents; `eof` if the read reaches the end of the file.
-    pub fn read(&self, _ino: Ino, _offset: u64, _count: u32) -> Result<(Vec<u8>, bool)> {
-        todo!("store: read")
+    pub fn read(&self, ino: Ino, offset: u64, count: u32) -> Result<(Vec<u8>, bool)> {
+        self.inner.read(ino, offset, count)
     }
 
     /// WRITE through the server: allocates as needed, writes the data volume, converts,
     /// grows the size. Returns how stable the write is when this returns.
     pub fn write(
         &self,
-        _ino: Ino,
-        _offset: u64,
-        _data: &[u8],
-        _stable: Stable,
+        ino: Ino,
+        offset: u64,
+        data: &[u8],
+        stable: Stable,
     ) -> Result<(u32, Stable)> {
-        todo!("store: write")
+        self.inner.write(ino, offset, data, stable)
     }
 
     /// COMMIT: a full fsync of the file (design.md §4).
-    pub fn commit(&self, _ino: Ino) -> Result<()> {
-        todo!("store: commit")
+    pub fn commit(&self, ino: Ino) -> Result<()> {
+        self.inner.commit(ino)
     }
 
     /// NFSv4.2 ALLOCATE: unwritten extents over the holes of the range; the size grows.
-    pub fn allocate(&self, _ino: Ino, _offset: u64, _len: u64) -> Result<()> {
-        todo!("store: allocate")
+    pub fn allocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
+        self.inner.allocate(ino, offset, len)
     }
 
     /// NFSv4.2 DEALLOCATE: punch the range (whole blocks freed, partial blocks zeroed).
-    pub fn deallocate(&self, _ino: Ino, _offset: u64, _len: u64) -> Result<()> {
-        todo!("store: deallocate")
+    pub fn deallocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
+        self.inner.deallocate(ino, offset, len)
     }
 
     /// NFSv4.2 SEEK: `(eof, offset)`; `None` offset means NXIO (nothing found before EOF).
-    pub fn seek(&self, _ino: Ino, _offset: u64, _what: SeekWhat) -> Result<(bool, Option<u64>)> {
-        todo!("store: seek")
+    pub fn seek(&self, ino: Ino, offset: u64, what: SeekWhat) -> Result<(bool, Option<u64>)> {
+        self.inner.seek(ino, offset, what)
     }
 
     /// An open file was unlinked and its last open is gone: free it now.
-    pub fn release(&self, _ino: Ino) -> Result<()> {
-        todo!("store: release")
+    pub fn release(&self, ino: Ino) -> Result<()> {
+        self.inner.release(ino)
     }
 }
 
@@ -362,11 +405,101 @@ impl Store {
 /// period (RFC 8881 §8.4.3). The store keeps them as opaque key/value pairs in the log and
 /// metadata area; `None` removes a record. Durable before return.
 impl Store {
-    pub fn put_client_record(&self, _key: &[u8], _value: Option<&[u8]>) -> Result<()> {
-        todo!("store: put_client_record")
+    pub fn put_client_record(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.inner.put_client_record(key, value)
     }
 
     pub fn client_records(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        todo!("store: client_records")
+        self.inner.client_records()
+    }
+}
+
+/// Methods beyond the agreed skeleton (tests, the daemon, the layout work of issue 4).
+impl Store {
+    /// Format a device (tests use metalog's `CrashDev`).
+    pub fn mkfs_dev(dev: Arc<dyn metalog::BlockDev>, force: bool) -> Result<()> {
+        mount::mkfs_dev(dev, force)
+    }
+
+    /// Mount a formatted device.
+    pub fn open_dev(dev: Arc<dyn metalog::BlockDev>, opts: StoreOptions) -> Result<Store> {
+        Ok(Store {
+            inner: mount::open_dev(dev, opts)?,
+        })
+    }
+
+    fn open_file(path: &std::path::Path) -> Result<Arc<dyn metalog::BlockDev>> {
+        let dev = metalog::FileDev::open(path).map_err(inner::io_err)?;
+        Ok(Arc::new(dev))
+    }
+
+    /// Tell the store how to ask whether an inode is open: REMOVE / RENAME of the last link of
+    /// an open file keep it as an orphan until `release` (RFC 8881 §18.25.4 "silly rename").
+    pub fn set_open_probe(&self, probe: OpenProbe) {
+        *self
+            .inner
+            .open_probe
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(probe);
+    }
+
+    /// Write every dirty object to the metadata area now (the log calls this itself when it
+    /// needs space); returns the CSN the metadata area covers.
+    pub fn write_back(&self) -> Result<metalog::Csn> {
+        self.inner.write_back_now()
+    }
+
+    /// Counters of the write-back: (passes, objects written).
+    pub fn writeback_counters(&self) -> (u64, u64) {
+        let wb = self.inner.wb.lock().unwrap_or_else(|e| e.into_inner());
+        (wb.runs, wb.objects_written)
+    }
+
+    /// The extent map over `[file_block, +len_blocks)`: segments that cover it exactly.
+    pub fn extents(
+        &self,
+        ino: Ino,
+        file_block: u64,
+        len_blocks: u64,
+    ) -> Result<Vec<layout::Segment>> {
+        self.inner.extents(ino, file_block, len_blocks)
+    }
+
+    /// LAYOUTGET RW: unwritten blocks over the holes of the range, durable before return.
+    pub fn alloc_unwritten(
+        &self,
+        ino: Ino,
+        file_block: u64,
+        len_blocks: u64,
+    ) -> Result<Vec<layout::Segment>> {
+        self.inner.alloc_unwritten(ino, file_block, len_blocks)
+    }
+
+    /// LAYOUTCOMMIT: convert what the client wrote, grow the size, set mtime (design.md §4).
+    pub fn commit_blocks(
+        &self,
+        ino: Ino,
+        written: &[WrittenExtent],
+        last_byte: Option<u64>,
+        mtime: Option<Timespec>,
+        force_log: bool,
+    ) -> Result<BlockCommit> {
+        self.inner
+            .commit_blocks(ino, written, last_byte, mtime, force_log)
+    }
+
+    /// What the last mount read and replayed.
+    pub fn mount_stats(&self) -> MountStats {
+        self.inner.mount_stats
+    }
+
+    /// The volume's superblock (geometry for layouts and GETDEVICEINFO).
+    pub fn superblock(&self) -> layout::Superblock {
+        self.inner.sb
+    }
+
+    /// The metadata log (counters, `object_seqs`, forces for LAYOUTCOMMIT).
+    pub fn log(&self) -> &Arc<metalog::Log> {
+        &self.inner.log
     }
 }

@@ -103,8 +103,58 @@ pub mod opnum {
 }
 
 // ---- modules: session and state operations (sessions/state work) ----
+pub mod backchannel_ctl;
+pub mod bind_conn_to_session;
+pub mod close;
+pub mod create_session;
+pub mod delegreturn;
+pub mod destroy_clientid;
+pub mod destroy_session;
+pub mod exchange_id;
+pub mod free_stateid;
+pub mod lock;
+pub mod lockt;
+pub mod locku;
+pub mod open;
+pub mod open_downgrade;
+pub mod reclaim_complete;
+pub mod sequence;
+#[cfg(test)]
+mod state_tests;
+mod state_util;
+pub mod test_stateid;
 
 // ---- modules: namespace and I/O operations (namespace work) ----
+pub mod access;
+pub mod allocate;
+pub mod commit;
+pub mod create;
+pub mod deallocate;
+pub mod getattr;
+pub mod getfh;
+pub mod link;
+pub mod lookup;
+pub mod lookupp;
+#[cfg(test)]
+mod ns_tests;
+pub mod ns_util;
+pub mod nverify;
+pub mod putfh;
+pub mod putpubfh;
+pub mod putrootfh;
+pub mod read;
+pub mod readdir;
+pub mod readlink;
+pub mod remove;
+pub mod rename;
+pub mod restorefh;
+pub mod savefh;
+pub mod secinfo;
+pub mod secinfo_no_name;
+pub mod seek;
+pub mod setattr;
+pub mod verify;
+pub mod write;
 
 // ---- modules: pNFS operations (layout work) ----
 
@@ -127,23 +177,50 @@ pub fn lookup(opnum: u32) -> Option<OpDesc> {
     use opnum::*;
     Some(match opnum {
         // ---- session and state operations (sessions/state work) ----
-        EXCHANGE_ID => op("EXCHANGE_ID", notsupp, 1, false),
-        CREATE_SESSION => op("CREATE_SESSION", notsupp, 1, false),
-        DESTROY_SESSION => op("DESTROY_SESSION", notsupp, 1, false),
-        DESTROY_CLIENTID => op("DESTROY_CLIENTID", notsupp, 1, false),
-        SEQUENCE => op("SEQUENCE", notsupp, 1, false),
-        BIND_CONN_TO_SESSION => op("BIND_CONN_TO_SESSION", notsupp, 1, false),
-        BACKCHANNEL_CTL => op("BACKCHANNEL_CTL", notsupp, 1, false),
-        RECLAIM_COMPLETE => op("RECLAIM_COMPLETE", notsupp, 1, false),
-        OPEN => op("OPEN", notsupp, 0, true),
-        OPEN_DOWNGRADE => op("OPEN_DOWNGRADE", notsupp, 0, true),
-        CLOSE => op("CLOSE", notsupp, 0, true),
-        LOCK => op("LOCK", notsupp, 0, true),
-        LOCKT => op("LOCKT", notsupp, 0, true),
-        LOCKU => op("LOCKU", notsupp, 0, true),
-        TEST_STATEID => op("TEST_STATEID", notsupp, 1, false),
-        FREE_STATEID => op("FREE_STATEID", notsupp, 1, false),
-        DELEGRETURN => op("DELEGRETURN", notsupp, 0, true),
+        EXCHANGE_ID => op("EXCHANGE_ID", exchange_id::exchange_id, 1, false),
+        CREATE_SESSION => op("CREATE_SESSION", create_session::create_session, 1, false),
+        DESTROY_SESSION => op(
+            "DESTROY_SESSION",
+            destroy_session::destroy_session,
+            1,
+            false,
+        ),
+        DESTROY_CLIENTID => op(
+            "DESTROY_CLIENTID",
+            destroy_clientid::destroy_clientid,
+            1,
+            false,
+        ),
+        SEQUENCE => op("SEQUENCE", sequence::sequence, 1, false),
+        BIND_CONN_TO_SESSION => op(
+            "BIND_CONN_TO_SESSION",
+            bind_conn_to_session::bind_conn_to_session,
+            1,
+            false,
+        ),
+        BACKCHANNEL_CTL => op(
+            "BACKCHANNEL_CTL",
+            backchannel_ctl::backchannel_ctl,
+            1,
+            false,
+        ),
+        RECLAIM_COMPLETE => op(
+            "RECLAIM_COMPLETE",
+            reclaim_complete::reclaim_complete,
+            1,
+            false,
+        ),
+        OPEN => op("OPEN", open::open, 0, true),
+        OPEN_DOWNGRADE => op("OPEN_DOWNGRADE", open_downgrade::open_downgrade, 0, true),
+        CLOSE => op("CLOSE", close::close, 0, true),
+        LOCK => op("LOCK", lock::lock, 0, true),
+        LOCKT => op("LOCKT", lockt::lockt, 0, true),
+        LOCKU => op("LOCKU", locku::locku, 0, true),
+        TEST_STATEID => op("TEST_STATEID", test_stateid::test_stateid, 1, false),
+        FREE_STATEID => op("FREE_STATEID", free_stateid::free_stateid, 1, false),
+        DELEGRETURN => op("DELEGRETURN", delegreturn::delegreturn, 0, true),
+        // No delegations: DELEGPURGE is NOTSUPP (RFC 8881 §18.5.3, no CLAIM_DELEGATE_PREV),
+        // and so are WANT_DELEGATION and GET_DIR_DELEGATION.
         DELEGPURGE => op("DELEGPURGE", notsupp, 0, false),
         WANT_DELEGATION => op("WANT_DELEGATION", notsupp, 1, true),
         GET_DIR_DELEGATION => op("GET_DIR_DELEGATION", notsupp, 1, true),
@@ -156,34 +233,34 @@ pub fn lookup(opnum: u32) -> Option<OpDesc> {
         RELEASE_LOCKOWNER => op("RELEASE_LOCKOWNER", notsupp, 0, false),
 
         // ---- namespace and I/O operations (namespace work) ----
-        PUTROOTFH => op("PUTROOTFH", notsupp, 0, false),
-        PUTPUBFH => op("PUTPUBFH", notsupp, 0, false),
-        PUTFH => op("PUTFH", notsupp, 0, false),
-        GETFH => op("GETFH", notsupp, 0, true),
-        SAVEFH => op("SAVEFH", notsupp, 0, true),
-        RESTOREFH => op("RESTOREFH", notsupp, 0, false),
-        LOOKUP => op("LOOKUP", notsupp, 0, true),
-        LOOKUPP => op("LOOKUPP", notsupp, 0, true),
-        GETATTR => op("GETATTR", notsupp, 0, true),
-        SETATTR => op("SETATTR", notsupp, 0, true),
-        VERIFY => op("VERIFY", notsupp, 0, true),
-        NVERIFY => op("NVERIFY", notsupp, 0, true),
-        ACCESS => op("ACCESS", notsupp, 0, true),
-        CREATE => op("CREATE", notsupp, 0, true),
-        REMOVE => op("REMOVE", notsupp, 0, true),
-        RENAME => op("RENAME", notsupp, 0, true),
-        LINK => op("LINK", notsupp, 0, true),
-        READDIR => op("READDIR", notsupp, 0, true),
-        READLINK => op("READLINK", notsupp, 0, true),
-        READ => op("READ", notsupp, 0, true),
-        WRITE => op("WRITE", notsupp, 0, true),
-        COMMIT => op("COMMIT", notsupp, 0, true),
-        SECINFO => op("SECINFO", notsupp, 0, true),
-        SECINFO_NO_NAME => op("SECINFO_NO_NAME", notsupp, 1, true),
+        PUTROOTFH => op("PUTROOTFH", putrootfh::run, 0, false),
+        PUTPUBFH => op("PUTPUBFH", putpubfh::run, 0, false),
+        PUTFH => op("PUTFH", putfh::run, 0, false),
+        GETFH => op("GETFH", getfh::run, 0, true),
+        SAVEFH => op("SAVEFH", savefh::run, 0, true),
+        RESTOREFH => op("RESTOREFH", restorefh::run, 0, false),
+        LOOKUP => op("LOOKUP", lookup::run, 0, true),
+        LOOKUPP => op("LOOKUPP", lookupp::run, 0, true),
+        GETATTR => op("GETATTR", getattr::run, 0, true),
+        SETATTR => op("SETATTR", setattr::run, 0, true),
+        VERIFY => op("VERIFY", verify::run, 0, true),
+        NVERIFY => op("NVERIFY", nverify::run, 0, true),
+        ACCESS => op("ACCESS", access::run, 0, true),
+        CREATE => op("CREATE", create::run, 0, true),
+        REMOVE => op("REMOVE", remove::run, 0, true),
+        RENAME => op("RENAME", rename::run, 0, true),
+        LINK => op("LINK", link::run, 0, true),
+        READDIR => op("READDIR", readdir::run, 0, true),
+        READLINK => op("READLINK", readlink::run, 0, true),
+        READ => op("READ", read::run, 0, true),
+        WRITE => op("WRITE", write::run, 0, true),
+        COMMIT => op("COMMIT", commit::run, 0, true),
+        SECINFO => op("SECINFO", secinfo::run, 0, true),
+        SECINFO_NO_NAME => op("SECINFO_NO_NAME", secinfo_no_name::run, 1, true),
         OPENATTR => op("OPENATTR", notsupp, 0, true),
-        ALLOCATE => op("ALLOCATE", notsupp, 2, true),
-        DEALLOCATE => op("DEALLOCATE", notsupp, 2, true),
-        SEEK => op("SEEK", notsupp, 2, true),
+        ALLOCATE => op("ALLOCATE", allocate::run, 2, true),
+        DEALLOCATE => op("DEALLOCATE", deallocate::run, 2, true),
+        SEEK => op("SEEK", seek::run, 2, true),
         READ_PLUS => op("READ_PLUS", notsupp, 2, true),
         COPY => op("COPY", notsupp, 2, true),
         COPY_NOTIFY => op("COPY_NOTIFY", notsupp, 2, true),

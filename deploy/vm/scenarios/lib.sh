@@ -1,0 +1,120 @@
+# lib.sh - helpers for scenarios running INSIDE the pnfsd test guest.
+# Sourced by scenarios as /host/lib/lib.sh (run-guest.sh copies it there).
+#
+# Output convention (parsed by the host, one fact per line, `KEY k=v ...`):
+#   STEP <text>                      progress, with the guest clock
+#   COUNTS <label> OP=n ... WRITE_BYTES=n READ_BYTES=n   NFS client op counts
+#   CHECK <name> ok|FAIL <detail>    an assertion
+#   RESULT PASS|FAIL <scenario> [reason]   the verdict (last line)
+# Host is 10.0.2.2 (QEMU user networking); the guest is 10.0.2.15.
+
+# shellcheck shell=bash disable=SC2034  # (FAILED and SERVER are used by the scenarios)
+SERVER=${SERVER:-10.0.2.2}
+FAILED=0
+
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+step() { echo "STEP [$(uptime_s)] $*"; }
+check() { # check NAME CONDITION-STATUS DETAIL
+    if [[ $2 == 0 ]]; then echo "CHECK $1 ok $3"; else echo "CHECK $1 FAIL $3"; FAILED=1; fi
+}
+die() { echo "CHECK fatal FAIL $*"; echo "RESULT FAIL ${SCENARIO:-?} $*"; exit 1; }
+
+# opstats MNT: "OP ops bytes_sent bytes_received" for every per-op line of the
+# NFS mount at MNT in /proc/self/mountstats (fields: ops, transmissions,
+# major timeouts, bytes sent, bytes received, ...).
+opstats() {
+    awk -v m="$1" '
+        $1 == "device" { inm = ($5 == m) }
+        inm && /per-op statistics/ { inops = 1; next }
+        inm && inops && NF >= 9 && $1 ~ /:$/ { op = $1; sub(":", "", op); print op, $2, $5, $6 }
+    ' /proc/self/mountstats
+}
+# opcount MNT OP [field: 2 = ops (default), 3 = bytes sent, 4 = bytes received]
+opcount() {
+    opstats "$1" | awk -v o="$2" -v f="${3:-2}" '$1 == o { print $f; found = 1 } END { if (!found) print 0 }'
+}
+# counts MNT LABEL: print the op counts the scenarios assert on, in one line
+counts() {
+    local m=$1 op line="COUNTS $2"
+    for op in LAYOUTGET LAYOUTCOMMIT LAYOUTRETURN GETDEVICEINFO WRITE READ COMMIT OPEN CLOSE; do
+        line+=" $op=$(opcount "$m" "$op")"
+    done
+    line+=" WRITE_BYTES=$(opcount "$m" WRITE 3) READ_BYTES=$(opcount "$m" READ 4)"
+    echo "$line"
+}
+# layout_type MNT: the pnfs= value of the mount (LAYOUT_BLOCK_VOLUME, LAYOUT_SCSI, not configured)
+layout_type() {
+    awk -v m="$1" '$1 == "device" { inm = ($5 == m) } inm && /pnfs=/' /proc/self/mountstats |
+        tr ',' '\n' | sed -n 's/^[[:space:]]*pnfs=//p' | head -n1
+}
+
+# nvme_links: what udev would do for the SCSI layout. The Linux client (>= 6.11)
+# opens /dev/disk/by-id/nvme-eui.<hex> for the designator GETDEVICEINFO
+# returns; there is no udev in the guest, so make the links from sysfs
+# (eui: EUI-64, nguid: NGUID; both as lowercase hex without separators).
+nvme_links() {
+    local ns id f
+    mkdir -p /dev/disk/by-id
+    for ns in $(nvme_namespaces); do
+        ns=/sys/block/$ns
+        for f in eui nguid; do
+            [[ -r $ns/$f ]] || continue
+            id=$(tr -d ' :\n-' < "$ns/$f")   # dash last: not a range
+            [[ -n $id && $id != 0000000000000000 && $id != 00000000000000000000000000000000 ]] || continue
+            ln -sfn "../../$(basename "$ns")" "/dev/disk/by-id/nvme-eui.$id"
+            echo "LINK /dev/disk/by-id/nvme-eui.$id -> $(basename "$ns")"
+        done
+    done
+}
+
+# nvme_namespaces: the namespace block devices (nvme0n1; not the per-path
+# nodes nvme0c0n1 that native multipath hides behind them)
+nvme_namespaces() {
+    local d
+    for d in /sys/block/nvme*n*; do
+        [[ $(basename "$d") =~ ^nvme[0-9]+n[0-9]+$ ]] && basename "$d"
+    done
+}
+has_nvme_ns() { [[ -n $(nvme_namespaces) ]]; }
+
+# nvme_attach: discover + connect pnfsd's embedded target, wait for the namespace
+nvme_attach() { # nvme_attach PORT NQN
+    local i
+    step "nvme discover -t tcp -a $SERVER -s $1"
+    nvme discover -t tcp -a "$SERVER" -s "$1" || echo "NOTE nvme discover failed (connect may still work)"
+    step "nvme connect -t tcp -a $SERVER -s $1 -n $2"
+    nvme connect -t tcp -a "$SERVER" -s "$1" -n "$2" || return 1
+    for ((i = 0; i < 50; i++)); do
+        has_nvme_ns && break
+        sleep 0.2
+    done
+    nvme list
+    has_nvme_ns
+}
+
+# wait_grace MNT [SECONDS]: OPENs get NFS4ERR_GRACE until the server's grace
+# period ends; wait for it so the timed part of a scenario is not polluted.
+wait_grace() {
+    local i
+    for ((i = 0; i < ${2:-120}; i++)); do
+        if touch "$1/.grace-probe" 2>/dev/null; then rm -f "$1/.grace-probe"; return 0; fi
+        sleep 1
+    done
+    return 1
+}
+
+# dmesg_check [IGNORE_ERE]: the kernel falls back to NFS READ/WRITE silently on
+# layout trouble; these lines are the only trace in the log. IGNORE_ERE: lines
+# a scenario expects (restart.sh: "not responding" while the server is down).
+dmesg_check() {
+    local bad
+    bad=$(dmesg | grep -iE 'pnfs.*(fail|error|fallback)|layout.*(fail|error)|blocklayout|bl_|blk_update_request|I/O error|nvme.*(error|timeout|reset)|dm-[0-9]+.*error|nfs.*(error|not responding)' |
+        grep -viE 'pNFS: using block device|loaded|registered|Modules linked' |
+        grep -vE "${1:-^\$}" || true)
+    if [[ -n $bad ]]; then
+        while IFS= read -r l; do echo "DMESG $l"; done <<< "$bad"
+        check dmesg 1 "suspicious kernel messages (see DMESG lines)"
+    else
+        check dmesg 0 "no pNFS fallback / I/O error lines"
+    fi
+}

@@ -1,0 +1,300 @@
+//! The on-disk superblock in block 0 (design.md §2; style.md rule 4: the whole format is here).
+//!
+//! All integers are little-endian with explicit width; new fields are appended before the CRC's
+//! reserved tail. The volume UUID sits at byte [`UUID_OFFSET`] = 32, the same place XFS keeps
+//! its UUID, because Linux `blkmapd` finds the device of a block layout by comparing the
+//! signature bytes `{offset, bytes}` that GETDEVICEINFO hands out (RFC 5663 §2.2.1).
+
+/// The volume's block size: the Linux block-layout client wants 0 < `layout_blksize` ≤ page size.
+pub const BLOCK_SIZE: u32 = 4096;
+pub const MAGIC: [u8; 8] = *b"PNFSDSB\x01";
+pub const FORMAT_VERSION: u32 = 1;
+
+// Byte offsets of the fields.
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION: usize = 8;
+const OFF_BLOCK_SIZE: usize = 12;
+const OFF_TOTAL_BLOCKS: usize = 16;
+const OFF_FEATURES: usize = 24;
+/// Where the block-layout signature (the volume UUID) lives: fixed forever.
+pub const UUID_OFFSET: usize = 32;
+const OFF_LOG_START: usize = 48;
+const OFF_LOG_BLOCKS: usize = 56;
+const OFF_META_START: usize = 64;
+const OFF_META_BLOCKS: usize = 72;
+const OFF_DATA_START: usize = 80;
+const OFF_DATA_BLOCKS: usize = 88;
+const OFF_CREATED: usize = 96;
+const OFF_END_OF_FIELDS: usize = 104;
+/// The CRC32C covers bytes `0..OFF_CRC`.
+const OFF_CRC: usize = 508;
+/// Encoded size: one 512-byte sector, so a superblock write is never torn.
+pub const SUPERBLOCK_BYTES: usize = 512;
+
+const _: () = assert!(UUID_OFFSET == 32);
+const _: () = assert!(OFF_FEATURES + 8 == UUID_OFFSET);
+const _: () = assert!(UUID_OFFSET + 16 == OFF_LOG_START);
+const _: () = assert!(OFF_END_OF_FIELDS <= OFF_CRC);
+const _: () = assert!(OFF_CRC + 4 == SUPERBLOCK_BYTES);
+const _: () = assert!(SUPERBLOCK_BYTES <= BLOCK_SIZE as usize);
+const _: () = assert!(OFF_MAGIC + 8 == OFF_VERSION && OFF_VERSION + 4 == OFF_BLOCK_SIZE);
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum SuperblockError {
+    #[error("not a pnfsd volume (bad magic)")]
+    BadMagic,
+    #[error("unsupported format version {0}")]
+    BadVersion(u32),
+    #[error("unsupported block size {0}")]
+    BadBlockSize(u32),
+    #[error("superblock checksum mismatch")]
+    BadCrc,
+    #[error("superblock geometry is inconsistent: {0}")]
+    BadGeometry(&'static str),
+    #[error("buffer too short for a superblock")]
+    Short,
+    #[error("volume of {0} bytes is too small (minimum {1})")]
+    TooSmall(u64, u64),
+}
+
+/// Where each region of the volume is, in blocks of [`BLOCK_SIZE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    pub total_blocks: u64,
+    pub log_start: u64,
+    pub log_blocks: u64,
+    pub meta_start: u64,
+    pub meta_blocks: u64,
+    pub data_start: u64,
+    pub data_blocks: u64,
+}
+
+/// Log size: 1/64 of the volume, between 4 MiB and 256 MiB. The minimum holds thousands of
+/// checkpoints of namespace operations (each item is tens of bytes, records are 4 KiB-aligned);
+/// the maximum bounds what a mount after a crash may have to replay.
+const LOG_MIN_BLOCKS: u64 = (4 << 20) / BLOCK_SIZE as u64;
+const LOG_MAX_BLOCKS: u64 = (256 << 20) / BLOCK_SIZE as u64;
+/// Metadata area: 1/32 of the volume, between 4 MiB and 64 GiB. server::store gives each inode
+/// slot four 4 KiB object blocks of room (object + copy-on-write successor + slack), so this
+/// caps the files at ~volume/512 KiB (2 Mi files per TiB, 16 Mi at most).
+const META_MIN_BLOCKS: u64 = (4 << 20) / BLOCK_SIZE as u64;
+const META_MAX_BLOCKS: u64 = (64u64 << 30) / BLOCK_SIZE as u64;
+/// At least 1 MiB of data blocks, so that a test volume can hold files.
+const DATA_MIN_BLOCKS: u64 = (1 << 20) / BLOCK_SIZE as u64;
+
+impl Geometry {
+    /// The layout `mkfs` gives a volume of `size_bytes`.
+    pub fn for_volume(size_bytes: u64) -> Result<Geometry, SuperblockError> {
+        let bs = BLOCK_SIZE as u64;
+        let total_blocks = size_bytes / bs;
+        let log_blocks = (total_blocks / 64).clamp(LOG_MIN_BLOCKS, LOG_MAX_BLOCKS);
+        let meta_blocks = (total_blocks / 32).clamp(META_MIN_BLOCKS, META_MAX_BLOCKS);
+        let data_start = 1 + log_blocks + meta_blocks;
+        let min = (data_start + DATA_MIN_BLOCKS) * bs;
+        if total_blocks < data_start + DATA_MIN_BLOCKS {
+            return Err(SuperblockError::TooSmall(size_bytes, min));
+        }
+        Ok(Geometry {
+            total_blocks,
+            log_start: 1,
+            log_blocks,
+            meta_start: 1 + log_blocks,
+            meta_blocks,
+            data_start,
+            data_blocks: total_blocks - data_start,
+        })
+    }
+
+    fn check(&self) -> Result<(), SuperblockError> {
+        let g = self;
+        let end = |s: u64, l: u64| {
+            s.checked_add(l)
+                .ok_or(SuperblockError::BadGeometry("overflow"))
+        };
+        if g.log_start < 1 || g.log_blocks == 0 {
+            return Err(SuperblockError::BadGeometry("log"));
+        }
+        if end(g.log_start, g.log_blocks)? > g.meta_start || g.meta_blocks == 0 {
+            return Err(SuperblockError::BadGeometry(
+                "metadata area overlaps the log",
+            ));
+        }
+        if end(g.meta_start, g.meta_blocks)? > g.data_start {
+            return Err(SuperblockError::BadGeometry("data area overlaps metadata"));
+        }
+        if end(g.data_start, g.data_blocks)? > g.total_blocks {
+            return Err(SuperblockError::BadGeometry(
+                "data area past the volume end",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn in_data_area(&self, start: u64, len: u64) -> bool {
+        start >= self.data_start
+            && start
+                .checked_add(len)
+                .is_some_and(|e| e <= self.data_start + self.data_blocks)
+    }
+}
+
+/// The decoded superblock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Superblock {
+    pub uuid: [u8; 16],
+    pub features: u64,
+    pub geometry: Geometry,
+    /// mkfs time, seconds since the epoch (informational).
+    pub created: i64,
+}
+
+fn put_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+fn get_u32(b: &[u8], off: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[off..off + 4]);
+    u32::from_le_bytes(a)
+}
+fn get_u64(b: &[u8], off: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(a)
+}
+
+impl Superblock {
+    /// One full block (the rest of block 0 is zero).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; BLOCK_SIZE as usize];
+        let g = &self.geometry;
+        b[OFF_MAGIC..OFF_MAGIC + 8].copy_from_slice(&MAGIC);
+        put_u32(&mut b, OFF_VERSION, FORMAT_VERSION);
+        put_u32(&mut b, OFF_BLOCK_SIZE, BLOCK_SIZE);
+        put_u64(&mut b, OFF_TOTAL_BLOCKS, g.total_blocks);
+        put_u64(&mut b, OFF_FEATURES, self.features);
+        b[UUID_OFFSET..UUID_OFFSET + 16].copy_from_slice(&self.uuid);
+        put_u64(&mut b, OFF_LOG_START, g.log_start);
+        put_u64(&mut b, OFF_LOG_BLOCKS, g.log_blocks);
+        put_u64(&mut b, OFF_META_START, g.meta_start);
+        put_u64(&mut b, OFF_META_BLOCKS, g.meta_blocks);
+        put_u64(&mut b, OFF_DATA_START, g.data_start);
+        put_u64(&mut b, OFF_DATA_BLOCKS, g.data_blocks);
+        put_u64(&mut b, OFF_CREATED, self.created as u64);
+        let crc = crc32c::crc32c(&b[..OFF_CRC]);
+        put_u32(&mut b, OFF_CRC, crc);
+        b
+    }
+
+    /// The block-layout signature of this volume: `(byte offset on the device, bytes)`, what
+    /// GETDEVICEINFO puts in its SIMPLE volume (RFC 5663 §2.2.1) and blkmapd compares.
+    pub fn signature(&self) -> (u64, [u8; 16]) {
+        (UUID_OFFSET as u64, self.uuid)
+    }
+
+    /// Whether `buf` starts with our magic (mkfs refuses such a volume without `--force`).
+    pub fn looks_formatted(buf: &[u8]) -> bool {
+        buf.len() >= 8 && buf[..8] == MAGIC
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Superblock, SuperblockError> {
+        if b.len() < SUPERBLOCK_BYTES {
+            return Err(SuperblockError::Short);
+        }
+        if b[OFF_MAGIC..OFF_MAGIC + 8] != MAGIC {
+            return Err(SuperblockError::BadMagic);
+        }
+        if crc32c::crc32c(&b[..OFF_CRC]) != get_u32(b, OFF_CRC) {
+            return Err(SuperblockError::BadCrc);
+        }
+        let version = get_u32(b, OFF_VERSION);
+        if version != FORMAT_VERSION {
+            return Err(SuperblockError::BadVersion(version));
+        }
+        let bs = get_u32(b, OFF_BLOCK_SIZE);
+        if bs != BLOCK_SIZE {
+            return Err(SuperblockError::BadBlockSize(bs));
+        }
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(&b[UUID_OFFSET..UUID_OFFSET + 16]);
+        let geometry = Geometry {
+            total_blocks: get_u64(b, OFF_TOTAL_BLOCKS),
+            log_start: get_u64(b, OFF_LOG_START),
+            log_blocks: get_u64(b, OFF_LOG_BLOCKS),
+            meta_start: get_u64(b, OFF_META_START),
+            meta_blocks: get_u64(b, OFF_META_BLOCKS),
+            data_start: get_u64(b, OFF_DATA_START),
+            data_blocks: get_u64(b, OFF_DATA_BLOCKS),
+        };
+        geometry.check()?;
+        Ok(Superblock {
+            uuid,
+            features: get_u64(b, OFF_FEATURES),
+            geometry,
+            created: get_u64(b, OFF_CREATED) as i64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sb() -> Superblock {
+        Superblock {
+            uuid: *b"0123456789abcdef",
+            features: 0,
+            geometry: Geometry::for_volume(1 << 30).unwrap(),
+            created: 1_700_000_000,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_uuid_at_32() {
+        let s = sb();
+        let b = s.encode();
+        assert_eq!(b.len(), BLOCK_SIZE as usize);
+        assert_eq!(&b[32..48], b"0123456789abcdef");
+        let (off, sig) = s.signature();
+        assert_eq!(&b[off as usize..off as usize + 16], &sig);
+        assert_eq!(Superblock::decode(&b).unwrap(), s);
+        assert!(Superblock::looks_formatted(&b));
+    }
+
+    #[test]
+    fn corruption_is_detected() {
+        let mut b = sb().encode();
+        b[70] ^= 1;
+        assert_eq!(Superblock::decode(&b), Err(SuperblockError::BadCrc));
+        let mut b = sb().encode();
+        b[0] = b'X';
+        assert_eq!(Superblock::decode(&b), Err(SuperblockError::BadMagic));
+        assert_eq!(Superblock::decode(&[0u8; 10]), Err(SuperblockError::Short));
+    }
+
+    #[test]
+    fn geometry_regions_do_not_overlap() {
+        for size in [10u64 << 20, 64 << 20, 1 << 30, 1 << 40, 64 << 40] {
+            let g = Geometry::for_volume(size).unwrap();
+            g.check().unwrap();
+            assert_eq!(g.data_start + g.data_blocks, g.total_blocks);
+            assert!(g.log_blocks >= LOG_MIN_BLOCKS && g.log_blocks <= LOG_MAX_BLOCKS);
+        }
+        assert!(matches!(
+            Geometry::for_volume(4 << 20),
+            Err(SuperblockError::TooSmall(..))
+        ));
+    }
+
+    #[test]
+    fn inconsistent_geometry_is_refused() {
+        let mut s = sb();
+        s.geometry.meta_start = s.geometry.log_start;
+        assert!(matches!(
+            Superblock::decode(&s.encode()),
+            Err(SuperblockError::BadGeometry(_))
+        ));
+    }
+}

@@ -1,0 +1,268 @@
+//! Recovery (issue 2 "Deliver" 7, design §3): find head and tail, verify CRCs, replay complete
+//! checkpoints in CSN order, stop at a torn record, and leave the log so that recovering again
+//! replays the same thing.
+//!
+//! Clean mount: the superblock names the clean-unmount record; one read finds head and tail.
+//! Otherwise the whole area is scanned for valid records. `R` = the valid record with the
+//! highest (epoch, LSN); its tail cannot point into overwritten space (a record is only
+//! written over space that the tail of a *durable* record released). A chain never steps
+//! back to a lower epoch. Walking record by record from that
+//! tail gives the head `H`: the first missing, torn or stale record. Replay then starts at the
+//! tail carried by the last record before `H` — a function of the durable chain only, so a
+//! second recovery picks the same start — and the free area `[H, tail + size)` is zeroed, so
+//! records written after a hole can never be mistaken for a continuation later. Before that,
+//! a tail record at `H` in a new epoch (carrying that tail) is made durable: it marks head and
+//! tail for the next recovery even if the zeroing is cut short.
+
+use std::collections::BTreeMap;
+
+use crate::format::{build_record, check_record, RecordHeader, BLOCK, F_END, F_START, F_TAIL};
+use crate::items::{decode_all, Item};
+use crate::log::Geometry;
+use crate::{Csn, LogError, Lsn};
+
+/// What recovery found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    pub head: u64,
+    pub tail: u64,
+    pub next_csn: u64,
+    /// Checkpoints replayed.
+    pub replayed: u64,
+    /// Whether the whole area was scanned (false: clean mount).
+    pub scanned: bool,
+    /// Epoch for the records of this mount.
+    pub epoch: u32,
+}
+
+/// A validated record.
+struct Rec {
+    h: RecordHeader,
+    payload: Vec<u8>,
+}
+
+pub(crate) type ReplayFn<'a> = dyn FnMut(Csn, &Item) -> Result<(), String> + 'a;
+
+/// Read and validate the record at `lsn` from the device (None if absent or torn).
+fn read_record(g: &Geometry, lsn: u64) -> Result<Option<Rec>, LogError> {
+    let mut hdr = vec![0u8; BLOCK as usize];
+    g.read_area(lsn, &mut hdr)?;
+    let Some(h) = RecordHeader::parse(&hdr) else {
+        return Ok(None);
+    };
+    let len = h.rec_len as u64;
+    if len < BLOCK || len > g.max_rec() || len % BLOCK != 0 {
+        return Ok(None);
+    }
+    let mut rec = vec![0u8; len as usize];
+    rec[..BLOCK as usize].copy_from_slice(&hdr);
+    if len > BLOCK {
+        g.read_area(lsn + BLOCK, &mut rec[BLOCK as usize..])?;
+    }
+    Ok(check_record(&rec, &g.uuid, Lsn(lsn))
+        .ok()
+        .map(|(h, p)| Rec {
+            h,
+            payload: p.to_vec(),
+        }))
+}
+
+/// Clean mount: `Some` if the superblock's hint names a valid clean-unmount record.
+pub(crate) fn recover_clean(
+    g: &Geometry,
+    clean_lsn: u64,
+    replay: &mut ReplayFn<'_>,
+) -> Result<Option<Recovered>, LogError> {
+    let Some(r) = read_record(g, clean_lsn)? else {
+        return Ok(None);
+    };
+    if r.h.flags & crate::format::F_UNMOUNT == 0 {
+        return Ok(None);
+    }
+    let tail = r.h.tail_lsn;
+    // Replay what write-back had not yet written when the log was unmounted.
+    let mut chain = Vec::new();
+    let mut lsn = tail;
+    while lsn < clean_lsn {
+        match read_record(g, lsn)? {
+            Some(rec) if rec.h.epoch <= r.h.epoch => {
+                lsn += rec.h.rec_len as u64;
+                chain.push(rec);
+            }
+            _ => return Ok(None),
+        }
+    }
+    if lsn != clean_lsn {
+        return Ok(None);
+    }
+    let replayed = replay_chain(&chain, replay)?;
+    Ok(Some(Recovered {
+        head: clean_lsn + BLOCK,
+        tail,
+        next_csn: r.h.csn + 1,
+        replayed,
+        scanned: false,
+        epoch: r.h.epoch.saturating_add(1),
+    }))
+}
+
+/// Crash mount: scan, replay, zero the free area (see the module doc).
+pub(crate) fn recover_scan(
+    g: &Geometry,
+    min_lsn: u64,
+    replay: &mut ReplayFn<'_>,
+) -> Result<Recovered, LogError> {
+    let size = g.area_len;
+    let mut area = vec![0u8; size as usize];
+    g.dev.read_at(&mut area, g.area_off)?;
+    let mut valid: BTreeMap<u64, Rec> = BTreeMap::new();
+    let mut pos = 0u64;
+    while pos < size {
+        let b = &area[pos as usize..];
+        if let Some(h) = RecordHeader::parse(b) {
+            let len = h.rec_len as u64;
+            if h.lsn % size == pos && len >= BLOCK && len <= g.max_rec() && len % BLOCK == 0 {
+                let mut rec = vec![0u8; len as usize];
+                let first = ((size - pos) as usize).min(rec.len());
+                rec[..first].copy_from_slice(&area[pos as usize..pos as usize + first]);
+                let rest = rec.len() - first;
+                rec[first..].copy_from_slice(&area[..rest]);
+                if let Ok((h, p)) = check_record(&rec, &g.uuid, Lsn(h.lsn)) {
+                    valid.insert(
+                        h.lsn,
+                        Rec {
+                            h,
+                            payload: p.to_vec(),
+                        },
+                    );
+                }
+            }
+        }
+        pos += BLOCK;
+    }
+    // R: highest epoch first, then highest LSN (see the module doc).
+    let Some(rmax) = valid.values().max_by_key(|r| (r.h.epoch, r.h.lsn)) else {
+        return Err(LogError::Corrupt("no valid log record".into()));
+    };
+    let max_csn = valid.values().map(|r| r.h.csn).max().unwrap_or(0);
+    let max_epoch = rmax.h.epoch;
+    let walk = |from: u64| -> (u64, Vec<u64>) {
+        let mut lsn = from;
+        let mut chain = Vec::new();
+        let mut epoch = 0;
+        while let Some(r) = valid.get(&lsn) {
+            if r.h.epoch < epoch {
+                break;
+            }
+            epoch = r.h.epoch;
+            chain.push(lsn);
+            lsn += r.h.rec_len as u64;
+        }
+        (lsn, chain)
+    };
+    let (head, chain) = walk(rmax.h.tail_lsn);
+    // Replay from the tail of the last durable record (see module doc); it is never later
+    // than R's tail, and the chain from it reaches the same head.
+    let mut tail = rmax.h.tail_lsn;
+    let mut chain = chain;
+    if let Some(last) = chain.last().and_then(|l| valid.get(l)) {
+        let t = last.h.tail_lsn;
+        let (h2, c2) = walk(t);
+        if h2 == head {
+            tail = t;
+            chain = c2;
+        }
+    }
+    if head < min_lsn {
+        return Err(LogError::Corrupt(format!(
+            "log head {head} before the last mount's head {min_lsn}"
+        )));
+    }
+    let recs: Vec<&Rec> = chain.iter().filter_map(|l| valid.get(l)).collect();
+    let replayed = replay_refs(&recs, replay)?;
+
+    // First a tail record at the head, in a new epoch, made durable: from now on it is the
+    // record recovery starts from (highest epoch), so crashing anywhere in what follows
+    // recovers the same way. Then zero the rest of the free area so stale records after the
+    // head are gone for good before any new record is written near them.
+    let epoch = max_epoch.saturating_add(1);
+    let rec = build_record(
+        g.uuid,
+        epoch,
+        F_TAIL,
+        Lsn(head),
+        Csn(max_csn),
+        Lsn(tail),
+        &[],
+    );
+    g.write_area(head, &rec)?;
+    g.dev.flush()?;
+    let free = size - (head + BLOCK - tail);
+    let zero = vec![0u8; (1u64 << 20).min(free) as usize];
+    let mut at = head + BLOCK;
+    while at < head + BLOCK + free {
+        let n = (head + BLOCK + free - at).min(zero.len() as u64) as usize;
+        g.write_area(at, &zero[..n])?;
+        at += n as u64;
+    }
+    g.dev.flush()?;
+    Ok(Recovered {
+        head: head + BLOCK,
+        tail,
+        next_csn: max_csn + 1,
+        replayed,
+        scanned: true,
+        epoch,
+    })
+}
+
+fn replay_chain(chain: &[Rec], replay: &mut ReplayFn<'_>) -> Result<u64, LogError> {
+    let refs: Vec<&Rec> = chain.iter().collect();
+    replay_refs(&refs, replay)
+}
+
+/// Replay complete checkpoints in order; intents without their done are applied at the end.
+fn replay_refs(chain: &[&Rec], replay: &mut ReplayFn<'_>) -> Result<u64, LogError> {
+    let mut cur: Option<(u64, Vec<u8>)> = None;
+    let mut intents: BTreeMap<u64, (u64, Vec<Item>)> = BTreeMap::new();
+    let mut n = 0;
+    for r in chain {
+        let h = &r.h;
+        if h.flags & F_START != 0 {
+            cur = Some((h.csn, r.payload.clone()));
+        } else if let Some((c, buf)) = cur.as_mut() {
+            if *c == h.csn {
+                buf.extend_from_slice(&r.payload);
+            }
+        }
+        if h.flags & F_END == 0 {
+            continue;
+        }
+        let Some((c, buf)) = cur.take() else {
+            continue;
+        };
+        if c != h.csn {
+            continue;
+        }
+        let items =
+            decode_all(&buf).map_err(|e| LogError::Corrupt(format!("checkpoint {c}: {e}")))?;
+        for it in &items {
+            match it {
+                Item::Intent { id, body } => {
+                    intents.insert(*id, (c, body.clone()));
+                }
+                Item::Done { id } => {
+                    intents.remove(id);
+                }
+                _ => replay(Csn(c), it).map_err(LogError::Replay)?,
+            }
+        }
+        n += 1;
+    }
+    for (_, (c, body)) in intents {
+        for it in &body {
+            replay(Csn(c), it).map_err(LogError::Replay)?;
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,69 @@
+//! An in-memory namespace for tests and benchmarks. Nothing here is durable: `flush` is a
+//! no-op because there is no stable medium behind it.
+
+use super::Backend;
+use std::io;
+use std::sync::RwLock;
+
+#[derive(Debug)]
+pub struct MemBackend {
+    data: RwLock<Vec<u8>>,
+    block_size: u32,
+}
+
+impl MemBackend {
+    pub fn new(num_blocks: u64, block_size: u32) -> Self {
+        MemBackend {
+            data: RwLock::new(vec![0u8; (num_blocks * block_size as u64) as usize]),
+            block_size,
+        }
+    }
+}
+
+fn range(len: usize, off: u64, n: usize) -> io::Result<std::ops::Range<usize>> {
+    let s = usize::try_from(off).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    match s.checked_add(n) {
+        Some(e) if e <= len => Ok(s..e),
+        _ => Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+    }
+}
+
+impl Backend for MemBackend {
+    fn block_size(&self) -> u32 {
+        self.block_size
+    }
+    fn num_blocks(&self) -> u64 {
+        let d = self.data.read().unwrap_or_else(|p| p.into_inner());
+        d.len() as u64 / self.block_size as u64
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let d = self.data.read().unwrap_or_else(|p| p.into_inner());
+        let r = range(d.len(), offset, buf.len())?;
+        buf.copy_from_slice(&d[r]);
+        Ok(())
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut d = self.data.write().unwrap_or_else(|p| p.into_inner());
+        let r = range(d.len(), offset, buf.len())?;
+        d[r].copy_from_slice(buf);
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_bounds() {
+        let m = MemBackend::new(4, 512);
+        m.write_at(&[1; 512], 1536).unwrap();
+        assert!(m.write_at(&[1; 512], 2048).is_err());
+        let mut b = [0u8; 512];
+        m.read_at(&mut b, 1536).unwrap();
+        assert_eq!(b, [1; 512]);
+    }
+}

@@ -1,0 +1,42 @@
+//! Namespace storage (style.md rule 9): a `Backend` trait with a file/block-device and a
+//! memory implementation. Calls are blocking; the target runs them on tokio's blocking pool.
+//!
+//! Write cache model (design.md §6): `write_at` may leave data in a volatile cache (the page
+//! cache for a file); `flush` makes every completed write durable, whichever controller issued
+//! it, because all controllers share one backend and `fdatasync` covers the whole file.
+
+mod file;
+mod mem;
+
+pub use file::FileBackend;
+pub use mem::MemBackend;
+
+use std::io;
+
+/// Storage behind one namespace. Offsets and lengths are in bytes and always multiples of
+/// `block_size()` within `num_blocks()` (the controller checks LBA ranges first).
+pub trait Backend: Send + Sync + 'static {
+    /// LBA data size in bytes (512 or 4096).
+    fn block_size(&self) -> u32;
+    fn num_blocks(&self) -> u64;
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every completed write durable (the volatile write cache is flushed).
+    fn flush(&self) -> io::Result<()>;
+    /// Writes zeroes over a range (Write Zeroes).
+    fn write_zeroes(&self, mut offset: u64, mut len: u64) -> io::Result<()> {
+        let zeros = vec![0u8; 1 << 20];
+        while len > 0 {
+            let n = len.min(zeros.len() as u64) as usize;
+            self.write_at(&zeros[..n], offset)?;
+            offset += n as u64;
+            len -= n as u64;
+        }
+        Ok(())
+    }
+    /// Dataset Management "deallocate" hint. The default keeps the data: Identify Namespace
+    /// reports DLFEAT = 0, so hosts assume nothing about deallocated blocks.
+    fn deallocate(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+}

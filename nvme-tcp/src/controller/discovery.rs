@@ -1,0 +1,36 @@
+//! The discovery controller's one page: the Discovery Log (Get Log Page 70h, NVMe-oF 1.1
+//! §5.3), listing the NVM subsystem on the address and port the host reached us on, so that
+//! `nvme discover` followed by `nvme connect-all` works.
+
+use super::Controller;
+use std::net::SocketAddr;
+
+const HEADER: usize = 1024;
+const ENTRY: usize = 1024;
+
+fn put_padded(b: &mut [u8], s: &str) {
+    b.fill(b' ');
+    let n = s.len().min(b.len());
+    b[..n].copy_from_slice(&s.as_bytes()[..n]);
+}
+
+pub(crate) fn log_page(c: &Controller, local: SocketAddr) -> Vec<u8> {
+    let mut b = vec![0u8; HEADER + ENTRY];
+    b[0..8].copy_from_slice(&1u64.to_le_bytes()); // GENCTR: the list never changes
+    b[8..16].copy_from_slice(&1u64.to_le_bytes()); // NUMREC
+    let e = &mut b[HEADER..];
+    e[0] = 3; // TRTYPE: TCP
+    e[1] = if local.is_ipv4() { 1 } else { 2 }; // ADRFAM
+    e[2] = 2; // SUBTYPE: NVM subsystem
+    e[3] = 0x02; // TREQ: secure channel not required
+    e[4..6].copy_from_slice(&1u16.to_le_bytes()); // PORTID
+    e[6..8].copy_from_slice(&0xFFFFu16.to_le_bytes()); // CNTLID: dynamic model
+    e[8..10].copy_from_slice(&32u16.to_le_bytes()); // ASQSZ
+    put_padded(&mut e[32..64], &local.port().to_string()); // TRSVCID
+    put_padded(&mut e[256..512], &local.ip().to_string()); // TRADDR
+                                                           // TSAS (512..768): SECTYPE 0 = no security.
+    let nqn = &c.subsys.nqn;
+    let n = nqn.len().min(255);
+    e[768..768 + n].copy_from_slice(&nqn.as_bytes()[..n]); // SUBNQN (NUL padded)
+    b
+}

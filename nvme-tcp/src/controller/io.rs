@@ -1,0 +1,230 @@
+//! NVM I/O commands: Read, Write (FUA), Flush, Write Zeroes, Dataset Management, and the four
+//! reservation commands. `handle` blocks on the backend: the connection runs it on tokio's
+//! blocking pool, one call per command, so commands of one queue proceed concurrently.
+
+use super::{Cmd, Controller, Reply, MAX_TRANSFER};
+use crate::namespace::{lock, Namespace};
+use crate::pdu::IoOpc;
+use crate::reservation::{Access, AcquireAction, RType, RegisterAction, ReleaseAction, Requester};
+use crate::status::{read_error, write_error, Status};
+use std::sync::Arc;
+
+pub(crate) fn handle(c: &Arc<Controller>, cmd: Cmd) -> Reply {
+    run(c, cmd).into()
+}
+
+fn le64(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// The backend call itself: a closure, so that each arm states what blocks.
+fn blocking<T>(f: impl FnOnce() -> T) -> Result<T, Status> {
+    Ok(f())
+}
+
+fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
+    let s = cmd.sqe;
+    let opc = IoOpc(s.opcode());
+    let nsid = s.nsid();
+    if opc == IoOpc::FLUSH && nsid == 0xFFFF_FFFF {
+        // Broadcast flush (VWC bits 2:1 = 11b): every namespace's cache.
+        for ns in c.subsys.namespaces.values() {
+            check(c, ns, Access::Write)?;
+        }
+        let all: Vec<_> = c.subsys.namespaces.values().cloned().collect();
+        return blocking(move || all.iter().try_for_each(|ns| ns.backend.flush()))?
+            .map(|_| Reply::ok())
+            .map_err(|e| write_error(&e));
+    }
+    let ns = c
+        .subsys
+        .namespaces
+        .get(&nsid)
+        .cloned()
+        .ok_or(Status::INVALID_NS)?;
+    let bs = ns.backend.block_size() as u64;
+    match opc {
+        IoOpc::READ | IoOpc::WRITE | IoOpc::WRITE_ZEROES => {
+            let slba = s.cdw(10) as u64 | (s.cdw(11) as u64) << 32;
+            let nlb = (s.cdw(12) & 0xFFFF) as u64 + 1;
+            let fua = s.cdw(12) & (1 << 30) != 0;
+            match slba.checked_add(nlb) {
+                Some(end) if end <= ns.backend.num_blocks() => {}
+                _ => return Err(Status::LBA_OUT_OF_RANGE),
+            }
+            let off = slba * bs;
+            let len = nlb * bs;
+            if opc == IoOpc::WRITE_ZEROES {
+                check(c, &ns, Access::Write)?;
+                let wt = fua || !lock(&c.state).wce;
+                let b = ns.backend.clone();
+                return blocking(move || {
+                    b.write_zeroes(off, len)?;
+                    if wt {
+                        b.flush()?;
+                    }
+                    Ok::<_, std::io::Error>(())
+                })?
+                .map(|_| Reply::ok())
+                .map_err(|e| write_error(&e));
+            }
+            if len > MAX_TRANSFER as u64 {
+                return Err(Status::INVALID_FIELD);
+            }
+            if opc == IoOpc::READ {
+                if (cmd.xfer_len as u64) < len {
+                    return Err(Status::SGL_DATA_LEN_INVALID);
+                }
+                check(c, &ns, Access::Read)?;
+                let b = ns.backend.clone();
+                let data = blocking(move || {
+                    let mut v = vec![0u8; len as usize];
+                    b.read_at(&mut v, off).map(|_| v)
+                })?
+                .map_err(|e| read_error(&e))?;
+                Ok(Reply::data(data))
+            } else {
+                if (cmd.data.len() as u64) < len {
+                    return Err(Status::SGL_DATA_LEN_INVALID);
+                }
+                check(c, &ns, Access::Write)?;
+                // FUA, or a host that turned the write cache off: durable before completion.
+                let wt = fua || !lock(&c.state).wce;
+                let b = ns.backend.clone();
+                let data = cmd.data.slice(..len as usize);
+                blocking(move || {
+                    b.write_at(&data, off)?;
+                    if wt {
+                        b.flush()?;
+                    }
+                    Ok::<_, std::io::Error>(())
+                })?
+                .map_err(|e| write_error(&e))?;
+                Ok(Reply::ok())
+            }
+        }
+        IoOpc::FLUSH => {
+            check(c, &ns, Access::Write)?;
+            let b = ns.backend.clone();
+            blocking(move || b.flush())?.map_err(|e| write_error(&e))?;
+            Ok(Reply::ok())
+        }
+        IoOpc::DSM => {
+            let nr = (s.cdw(10) & 0xFF) as usize + 1;
+            let deallocate = s.cdw(11) & (1 << 2) != 0;
+            if cmd.data.len() < nr * 16 {
+                return Err(Status::SGL_DATA_LEN_INVALID);
+            }
+            let mut ranges = Vec::with_capacity(nr);
+            for i in 0..nr {
+                let r = &cmd.data[i * 16..i * 16 + 16];
+                let nlb = u32::from_le_bytes([r[4], r[5], r[6], r[7]]) as u64;
+                let slba = le64(r, 8);
+                match slba.checked_add(nlb) {
+                    Some(end) if end <= ns.backend.num_blocks() => {
+                        ranges.push((slba * bs, nlb * bs))
+                    }
+                    _ => return Err(Status::LBA_OUT_OF_RANGE),
+                }
+            }
+            check(c, &ns, Access::Write)?;
+            if deallocate {
+                let b = ns.backend.clone();
+                blocking(move || ranges.iter().try_for_each(|&(o, l)| b.deallocate(o, l)))?
+                    .map_err(|e| write_error(&e))?;
+            }
+            Ok(Reply::ok())
+        }
+        IoOpc::RESV_REGISTER => {
+            let d = data_of(&cmd, 16)?;
+            let action = match s.cdw(10) & 7 {
+                0 => RegisterAction::Register,
+                1 => RegisterAction::Unregister,
+                2 => RegisterAction::Replace,
+                _ => return Err(Status::INVALID_FIELD),
+            };
+            // CPTPL = 11b asks for Persist Through Power Loss, which we do not offer.
+            if s.cdw(10) >> 30 == 3 {
+                return Err(Status::INVALID_FIELD);
+            }
+            let iekey = s.cdw(10) & 8 != 0;
+            lock(&ns.resv).register(&requester(c), action, iekey, le64(d, 0), le64(d, 8))?;
+            Ok(Reply::ok())
+        }
+        IoOpc::RESV_ACQUIRE => {
+            let d = data_of(&cmd, 16)?;
+            let action = match s.cdw(10) & 7 {
+                0 => AcquireAction::Acquire,
+                1 => AcquireAction::Preempt,
+                2 => AcquireAction::PreemptAndAbort,
+                _ => return Err(Status::INVALID_FIELD),
+            };
+            let iekey = s.cdw(10) & 8 != 0;
+            let rtype = RType((s.cdw(10) >> 8) as u8);
+            let gone = lock(&ns.resv).acquire(
+                &requester(c),
+                action,
+                iekey,
+                rtype,
+                le64(d, 0),
+                le64(d, 8),
+            )?;
+            if !gone.is_empty() {
+                tracing::info!(
+                    nsid,
+                    preempted = gone.len(),
+                    "reservation preempted registrants"
+                );
+            }
+            Ok(Reply::ok())
+        }
+        IoOpc::RESV_RELEASE => {
+            let d = data_of(&cmd, 8)?;
+            let action = match s.cdw(10) & 7 {
+                0 => ReleaseAction::Release,
+                1 => ReleaseAction::Clear,
+                _ => return Err(Status::INVALID_FIELD),
+            };
+            let iekey = s.cdw(10) & 8 != 0;
+            let rtype = RType((s.cdw(10) >> 8) as u8);
+            lock(&ns.resv).release(&requester(c), action, iekey, rtype, le64(d, 0))?;
+            Ok(Reply::ok())
+        }
+        IoOpc::RESV_REPORT => {
+            let len = (s.cdw(10) as u64 + 1) * 4;
+            // Our host identifiers are 128-bit (CTRATT bit 0): the host must ask for the
+            // extended structure, else Host Identifier Inconsistent Format.
+            if s.cdw(11) & 1 == 0 {
+                return Err(Status::new(0, 0x18));
+            }
+            if len > MAX_TRANSFER as u64 {
+                return Err(Status::INVALID_FIELD);
+            }
+            let mut v = lock(&ns.resv).report(true);
+            v.resize(len as usize, 0);
+            Ok(Reply::data(v))
+        }
+        _ => Err(Status::INVALID_OPCODE),
+    }
+}
+
+fn data_of(cmd: &Cmd, n: usize) -> Result<&[u8], Status> {
+    if cmd.data.len() < n {
+        return Err(Status::SGL_DATA_LEN_INVALID);
+    }
+    Ok(&cmd.data[..n])
+}
+
+fn requester(c: &Controller) -> Requester {
+    Requester {
+        hostid: c.hostid,
+        cntlid: c.cntlid,
+    }
+}
+
+/// Reservation check before any Read- or Write-class command.
+fn check(c: &Controller, ns: &Namespace, a: Access) -> Result<(), Status> {
+    lock(&ns.resv).check(&c.hostid, a)
+}

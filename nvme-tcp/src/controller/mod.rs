@@ -1,0 +1,441 @@
+//! Controllers (style.md rule 9): the subsystem and its controllers' state, properties
+//! (CAP/VS/CC/CSTS) and Fabrics Connect here; admin commands in `admin.rs`, the discovery
+//! log in `discovery.rs`, NVM I/O in `io.rs`, Identify data in `identify.rs`.
+
+pub(crate) mod admin;
+pub(crate) mod discovery;
+pub(crate) mod identify;
+pub(crate) mod io;
+
+use crate::namespace::{lock, Namespace};
+use crate::pdu::{connect_off, ConnectData, Sqe};
+use crate::status::Status;
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// The well-known discovery subsystem NQN (NVMe-oF 1.1 §7.1).
+pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
+/// CAP.MQES (0's based): 128 entries per queue.
+pub(crate) const MQES: u16 = 127;
+/// Identify MDTS: 2^7 pages of 4 KiB = 512 KiB per command.
+pub(crate) const MDTS: u8 = 7;
+pub(crate) const MAX_TRANSFER: u32 = 4096 << MDTS;
+/// In-capsule data we accept on every queue: 8 KiB, what Linux uses for the admin queue
+/// (NVME_TCP_ADMIN_CCSZ), so Connect data always fits in the capsule (design.md §6).
+pub(crate) const IN_CAPSULE_DATA: u32 = 8192;
+/// ICResp MAXH2CDATA: ≥ 4096 and a multiple of 4 (Linux rejects anything else).
+pub(crate) const MAXH2CDATA: u32 = 128 * 1024;
+/// NVMe version we claim: 1.3 (namespace identification descriptors exist since 1.3).
+pub(crate) const VERSION: u32 = 0x0001_0300;
+
+/// Property offsets (NVMe-oF 1.1 §3.4).
+pub(crate) mod prop {
+    pub const CAP: u32 = 0x00;
+    pub const VS: u32 = 0x08;
+    pub const CC: u32 = 0x14;
+    pub const CSTS: u32 = 0x1C;
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum CtrlKind {
+    Discovery,
+    Io,
+}
+
+/// What the target serves: one NVM subsystem plus the discovery subsystem.
+pub(crate) struct Subsystem {
+    pub nqn: String,
+    pub serial: String,
+    pub model: String,
+    pub namespaces: BTreeMap<u32, Arc<Namespace>>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub max_io_queues: u16,
+    pub controllers: Mutex<HashMap<u16, Arc<Controller>>>,
+    next_cntlid: Mutex<u16>,
+}
+
+impl Subsystem {
+    pub fn new(
+        nqn: String,
+        serial: String,
+        namespaces: BTreeMap<u32, Arc<Namespace>>,
+        allowed_hosts: Option<Vec<String>>,
+        max_io_queues: u16,
+    ) -> Self {
+        Subsystem {
+            nqn,
+            serial,
+            model: "pnfsd nvme-tcp".into(),
+            namespaces,
+            allowed_hosts,
+            max_io_queues,
+            controllers: Mutex::new(HashMap::new()),
+            next_cntlid: Mutex::new(1),
+        }
+    }
+
+    pub fn max_nsid(&self) -> u32 {
+        self.namespaces.keys().next_back().copied().unwrap_or(0)
+    }
+
+    /// Controller IDs 1..=0xFFEF (0xFFF0.. are reserved), never one in use.
+    fn alloc_cntlid(&self) -> Option<u16> {
+        let ctrls = lock(&self.controllers);
+        let mut next = lock(&self.next_cntlid);
+        for _ in 0..0xFFEF {
+            let id = *next;
+            *next = if id >= 0xFFEF { 1 } else { id + 1 };
+            if !ctrls.contains_key(&id) {
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    fn host_allowed(&self, hostnqn: &str) -> bool {
+        self.allowed_hosts
+            .as_ref()
+            .is_none_or(|l| l.iter().any(|h| h == hostnqn))
+    }
+
+    /// Tears down every controller (target shutdown).
+    pub fn kill_all(&self) {
+        let all: Vec<_> = lock(&self.controllers).values().cloned().collect();
+        for c in all {
+            c.kill();
+        }
+    }
+}
+
+pub(crate) struct CtrlState {
+    pub cc: u32,
+    pub csts: u32,
+    pub kato_ms: u32,
+    pub last_keep_alive: Instant,
+    /// I/O queues granted by Set Features (Number of Queues); `max_io_queues` until then.
+    pub io_queues: u16,
+    pub connected_qids: Vec<u16>,
+    /// Command identifiers of Asynchronous Event Requests left pending.
+    pub aers: Vec<u16>,
+    /// Volatile write cache enabled (Set Features 06h); when off, writes are write-through.
+    pub wce: bool,
+    /// Other features the host set, by FID (returned by Get Features).
+    pub features: HashMap<u8, u32>,
+}
+
+pub(crate) struct Controller {
+    pub cntlid: u16,
+    pub kind: CtrlKind,
+    pub subsys: Arc<Subsystem>,
+    pub hostnqn: String,
+    pub hostid: [u8; 16],
+    pub state: Mutex<CtrlState>,
+    dead: watch::Sender<bool>,
+}
+
+impl Controller {
+    pub fn ready(&self) -> bool {
+        lock(&self.state).csts & 1 != 0
+    }
+
+    pub fn dead_rx(&self) -> watch::Receiver<bool> {
+        self.dead.subscribe()
+    }
+
+    /// Ends the association: every queue connection of this controller closes.
+    pub fn kill(&self) {
+        self.dead.send_replace(true);
+        let mut ctrls = lock(&self.subsys.controllers);
+        if ctrls
+            .get(&self.cntlid)
+            .is_some_and(|c| std::ptr::eq(c.as_ref(), self))
+        {
+            ctrls.remove(&self.cntlid);
+        }
+    }
+
+    pub fn is_dead(&self) -> bool {
+        *self.dead.borrow()
+    }
+
+    /// Records a Keep Alive (or any admin command): restarts the keep-alive timer.
+    pub fn touch(&self) {
+        lock(&self.state).last_keep_alive = Instant::now();
+    }
+
+    pub fn property_get(&self, sqe: &Sqe) -> Result<u64, Status> {
+        let size8 = sqe.0[40] & 7 == 1;
+        let off = sqe.cdw(11);
+        let st = lock(&self.state);
+        match (off, size8) {
+            (prop::CAP, true) => Ok(cap()),
+            (prop::VS, false) => Ok(VERSION as u64),
+            (prop::CC, false) => Ok(st.cc as u64),
+            (prop::CSTS, false) => Ok(st.csts as u64),
+            _ => Err(Status::INVALID_FIELD),
+        }
+    }
+
+    /// Property Set: only CC is writable. EN 0→1 makes the controller ready at once; EN 1→0
+    /// resets it; SHN reports shutdown complete (we hold no state needing a clean shutdown:
+    /// completed writes are already in the backend, Flush makes them durable).
+    pub fn property_set(&self, sqe: &Sqe) -> Result<(), Status> {
+        let size8 = sqe.0[40] & 7 == 1;
+        let off = sqe.cdw(11);
+        if off != prop::CC || size8 {
+            return Err(Status::INVALID_FIELD);
+        }
+        let new = sqe.cdw(12);
+        let mut st = lock(&self.state);
+        let old = st.cc;
+        st.cc = new;
+        let en = new & 1 != 0;
+        if en && old & 1 == 0 {
+            // IOSQES = 6 (64-byte SQE) and IOCQES = 4 (16-byte CQE) are the only sizes on
+            // fabrics; a bad value is a fatal controller status (CSTS.CFS).
+            let iosqes = (new >> 16) & 0xF;
+            let iocqes = (new >> 20) & 0xF;
+            if self.kind == CtrlKind::Io && (iosqes != 6 || iocqes != 4) {
+                st.csts |= 2;
+            } else {
+                st.csts = 1;
+            }
+        } else if !en && old & 1 != 0 {
+            st.csts = 0;
+            st.aers.clear();
+        }
+        let shn = (new >> 14) & 3;
+        if shn != 0 {
+            st.csts = (st.csts & !0xC) | (2 << 2);
+        } else {
+            st.csts &= !0xC;
+        }
+        Ok(())
+    }
+}
+
+/// CAP: MQES, CQR = 1 (fabrics queues are contiguous), TO = 15 (7.5 s), CSS bit 37 = NVM
+/// command set, MPSMIN = MPSMAX = 0 (4 KiB).
+pub(crate) fn cap() -> u64 {
+    MQES as u64 | (1 << 16) | (15 << 24) | (1 << 37)
+}
+
+/// Result of a successful Connect.
+pub(crate) struct Connected {
+    pub ctrl: Arc<Controller>,
+    pub qid: u16,
+    pub sqsize: u16,
+}
+
+/// A refused Connect: status and, for Invalid Parameters, where (IATTR 1 = in the data).
+pub(crate) struct ConnectError {
+    pub status: Status,
+    pub iattr: u8,
+    pub ipo: u16,
+}
+
+impl ConnectError {
+    fn param(iattr: u8, ipo: u16) -> Self {
+        ConnectError {
+            status: Status::CONNECT_INVALID_PARAM,
+            iattr,
+            ipo,
+        }
+    }
+    fn status(status: Status) -> Self {
+        ConnectError {
+            status,
+            iattr: 0,
+            ipo: 0,
+        }
+    }
+    /// Completion dword 0 of a refused Connect: IPO in bits 15:0, IATTR in 23:16.
+    pub fn dw0(&self) -> u32 {
+        self.ipo as u32 | (self.iattr as u32) << 16
+    }
+}
+
+/// Fabrics Connect (NVMe-oF 1.1 §3.3): QID 0 creates a controller (dynamic model: CNTLID
+/// 0xFFFF or 0xFFFE in the data); QID > 0 joins the controller named by CNTLID, which must
+/// belong to the same host and subsystem and be enabled.
+pub(crate) fn connect(
+    subsys: &Arc<Subsystem>,
+    sqe: &Sqe,
+    data: &Bytes,
+) -> Result<Connected, ConnectError> {
+    let recfmt = u16::from_le_bytes([sqe.0[connect_off::RECFMT], sqe.0[connect_off::RECFMT + 1]]);
+    if recfmt != 0 {
+        return Err(ConnectError::status(Status::CONNECT_INCOMPATIBLE_FORMAT));
+    }
+    let qid = u16::from_le_bytes([sqe.0[connect_off::QID], sqe.0[connect_off::QID + 1]]);
+    let sqsize = u16::from_le_bytes([sqe.0[connect_off::SQSIZE], sqe.0[connect_off::SQSIZE + 1]]);
+    let kato = u32::from_le_bytes([sqe.0[48], sqe.0[49], sqe.0[50], sqe.0[51]]);
+    // SQSIZE is 0's based: 0 is invalid, and it may not exceed CAP.MQES.
+    if sqsize == 0 || sqsize > MQES {
+        return Err(ConnectError::param(0, connect_off::SQSIZE as u16));
+    }
+    let d = ConnectData::decode(data).map_err(|off| ConnectError::param(1, off))?;
+    let kind = if d.subnqn == DISCOVERY_NQN {
+        CtrlKind::Discovery
+    } else if d.subnqn == subsys.nqn {
+        CtrlKind::Io
+    } else {
+        return Err(ConnectError::param(1, ConnectData::OFF_SUBNQN));
+    };
+    if kind == CtrlKind::Io && !subsys.host_allowed(&d.hostnqn) {
+        return Err(ConnectError::status(Status::CONNECT_INVALID_HOST));
+    }
+    if qid == 0 {
+        if d.cntlid != 0xFFFF && d.cntlid != 0xFFFE {
+            return Err(ConnectError::param(1, ConnectData::OFF_CNTLID));
+        }
+        let cntlid = subsys
+            .alloc_cntlid()
+            .ok_or(ConnectError::status(Status::CONNECT_CTRL_BUSY))?;
+        let (dead, _) = watch::channel(false);
+        let ctrl = Arc::new(Controller {
+            cntlid,
+            kind,
+            subsys: subsys.clone(),
+            hostnqn: d.hostnqn,
+            hostid: d.hostid,
+            state: Mutex::new(CtrlState {
+                cc: 0,
+                csts: 0,
+                kato_ms: kato,
+                last_keep_alive: Instant::now(),
+                io_queues: subsys.max_io_queues,
+                connected_qids: Vec::new(),
+                aers: Vec::new(),
+                wce: true,
+                features: HashMap::new(),
+            }),
+            dead,
+        });
+        lock(&subsys.controllers).insert(cntlid, ctrl.clone());
+        if kato != 0 {
+            spawn_keep_alive_timer(&ctrl);
+        }
+        return Ok(Connected { ctrl, qid, sqsize });
+    }
+    // I/O queue.
+    if kind == CtrlKind::Discovery {
+        return Err(ConnectError::param(0, connect_off::QID as u16));
+    }
+    let ctrl = lock(&subsys.controllers).get(&d.cntlid).cloned();
+    let Some(ctrl) = ctrl else {
+        return Err(ConnectError::param(1, ConnectData::OFF_CNTLID));
+    };
+    if ctrl.hostnqn != d.hostnqn || ctrl.hostid != d.hostid {
+        return Err(ConnectError::param(1, ConnectData::OFF_HOSTNQN));
+    }
+    let mut st = lock(&ctrl.state);
+    if st.csts & 1 == 0 {
+        return Err(ConnectError::status(Status::CMD_SEQ_ERROR));
+    }
+    if qid > st.io_queues || st.connected_qids.contains(&qid) {
+        return Err(ConnectError::param(0, connect_off::QID as u16));
+    }
+    st.connected_qids.push(qid);
+    drop(st);
+    Ok(Connected { ctrl, qid, sqsize })
+}
+
+/// Keep Alive timer (NVMe Base 2.0 §3.9): if no Keep Alive arrives within KATO the
+/// controller is torn down. We allow KATO + half of it, because hosts send at KATO/2 and
+/// older Linux kernels sent at KATO.
+fn spawn_keep_alive_timer(ctrl: &Arc<Controller>) {
+    let weak = Arc::downgrade(ctrl);
+    tokio::spawn(async move {
+        loop {
+            let (deadline, limit) = {
+                let Some(c) = weak.upgrade() else { return };
+                if c.is_dead() {
+                    return;
+                }
+                let st = lock(&c.state);
+                if st.kato_ms == 0 {
+                    return;
+                }
+                let limit = Duration::from_millis(st.kato_ms as u64 + st.kato_ms as u64 / 2);
+                (st.last_keep_alive + limit, limit)
+            };
+            tokio::time::sleep_until(deadline.into()).await;
+            let Some(c) = weak.upgrade() else { return };
+            let expired = lock(&c.state).last_keep_alive.elapsed() >= limit;
+            if expired {
+                tracing::warn!(cntlid = c.cntlid, host = %c.hostnqn, "keep alive timeout: controller torn down");
+                c.kill();
+                return;
+            }
+        }
+    });
+}
+
+/// A command ready to execute: its SQE, the host's data (if any), and how many bytes the host
+/// will accept back (the SGL length, for controller-to-host transfers).
+pub(crate) struct Cmd {
+    pub sqe: Sqe,
+    pub data: Bytes,
+    pub xfer_len: u32,
+}
+
+/// What a command produced.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub status: Status,
+    pub dw0: u32,
+    pub dw1: u32,
+    /// Controller-to-host data.
+    pub data: Vec<u8>,
+}
+
+impl Reply {
+    pub fn ok() -> Self {
+        Reply {
+            status: Status::SUCCESS,
+            dw0: 0,
+            dw1: 0,
+            data: Vec::new(),
+        }
+    }
+    pub fn err(status: Status) -> Self {
+        Reply {
+            status,
+            dw0: 0,
+            dw1: 0,
+            data: Vec::new(),
+        }
+    }
+    pub fn data(data: Vec<u8>) -> Self {
+        Reply {
+            status: Status::SUCCESS,
+            dw0: 0,
+            dw1: 0,
+            data,
+        }
+    }
+    pub fn dw0(dw0: u32) -> Self {
+        Reply {
+            status: Status::SUCCESS,
+            dw0,
+            dw1: 0,
+            data: Vec::new(),
+        }
+    }
+}
+
+impl From<Result<Reply, Status>> for Reply {
+    fn from(r: Result<Reply, Status>) -> Self {
+        r.unwrap_or_else(Reply::err)
+    }
+}
+
+pub(crate) enum Outcome {
+    Reply(Reply),
+    /// Completed later or never (an Asynchronous Event Request).
+    Pending,
+}

@@ -1,0 +1,385 @@
+//! One host-side queue pair: a TCP connection, its writer task and a reader task that routes
+//! C2HData, R2T and CapsuleResp PDUs to the command waiting on that CID.
+
+use crate::error::Error;
+use crate::namespace::lock;
+use crate::pdu::{sgl_id, Cqe, DataPdu, Digests, IcReq, Pdu, Rules, Sgl, Side, Sqe, Stage};
+use crate::status::Status;
+use crate::transport::{frame, spawn_writer, terminate, Out, OutTx, PduReader, RecvError};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Semaphore, SemaphorePermit};
+
+/// A completed command: its CQE and the data the controller sent.
+#[derive(Debug)]
+pub struct Completion {
+    pub cqe: Cqe,
+    pub data: Vec<u8>,
+}
+
+impl Completion {
+    /// The completion if it succeeded, else its status as an error.
+    pub fn ok(self) -> Result<Completion, Error> {
+        if self.cqe.status.is_success() {
+            Ok(self)
+        } else {
+            Err(Error::Status(self.cqe.status))
+        }
+    }
+}
+
+struct Pending {
+    done: oneshot::Sender<Result<Completion, Error>>,
+    read: Vec<u8>,
+    write: Option<Bytes>,
+    /// The submitter went away: recycle the CID when the response arrives.
+    abandoned: bool,
+    digest_error: bool,
+}
+
+struct Shared {
+    pending: Mutex<HashMap<u16, Pending>>,
+    free: Mutex<Vec<u16>>,
+    slots: Semaphore,
+    closed: AtomicBool,
+}
+
+pub(crate) struct HostQueue {
+    tx: OutTx,
+    dg: Digests,
+    /// Largest write sent in-capsule (from IOCCSZ; 8 KiB on the admin queue).
+    pub inline_max: usize,
+    sh: Arc<Shared>,
+}
+
+/// Holds a CID while a command is outstanding (see `Drop`).
+struct Slot<'a> {
+    sh: &'a Shared,
+    cid: u16,
+    permit: Option<SemaphorePermit<'a>>,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut p = lock(&self.sh.pending);
+        match p.get_mut(&self.cid) {
+            // Still outstanding at the controller: the CID may not be reused until its
+            // response arrives, so the reader recycles it then.
+            Some(e) => {
+                e.abandoned = true;
+                if let Some(permit) = self.permit.take() {
+                    permit.forget();
+                }
+            }
+            None => lock(&self.sh.free).push(self.cid),
+        }
+    }
+}
+
+impl HostQueue {
+    /// Connects and exchanges ICReq/ICResp. `depth` commands may be outstanding.
+    pub async fn open(
+        addr: SocketAddr,
+        depth: u16,
+        dg: Digests,
+        inline_max: usize,
+    ) -> Result<HostQueue, Error> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (rd, wr) = stream.into_split();
+        let tx = spawn_writer(wr);
+        let rules = Rules {
+            receiver: Side::Host,
+            stage: Stage::AwaitIc,
+            digests: Digests::default(),
+            max_capsule_data: 0,
+            max_data_pdu: super::MAX_C2H,
+        };
+        let mut reader = PduReader::new(tokio::io::BufReader::with_capacity(64 * 1024, rd), rules);
+        // MAXR2T is 0's based: one outstanding R2T per command.
+        let req = IcReq {
+            pfv: 0,
+            hpda: 0,
+            digests: dg,
+            maxr2t: 0,
+        };
+        tx.send(frame(&Pdu::IcReq(req), dg))
+            .map_err(|_| Error::Closed)?;
+        let resp = match reader.read().await {
+            Ok(Pdu::IcResp(r)) => r,
+            Ok(Pdu::C2hTermReq(t)) => {
+                return Err(Error::Terminated {
+                    fes: t.fes,
+                    fei: t.fei,
+                })
+            }
+            Err(RecvError::Fatal { fatal, header }) => {
+                terminate(&tx, false, fatal, header);
+                return Err(Error::Protocol(format!("bad ICResp: {fatal:?}")));
+            }
+            Err(RecvError::Io(e)) => return Err(Error::Io(e)),
+            _ => return Err(Error::Closed),
+        };
+        // The same checks the Linux host makes: digests echoed, CPDA 0 (we never pad).
+        if resp.digests != dg || resp.cpda != 0 {
+            let _ = tx.send(Out::Close);
+            return Err(Error::Protocol(format!(
+                "ICResp digests {:?} cpda {}",
+                resp.digests, resp.cpda
+            )));
+        }
+        reader.rules.stage = Stage::Ready;
+        reader.rules.digests = dg;
+        let sh = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            free: Mutex::new((0..depth).rev().collect()),
+            slots: Semaphore::new(depth as usize),
+            closed: AtomicBool::new(false),
+        });
+        tokio::spawn(reader_task(
+            reader,
+            sh.clone(),
+            tx.clone(),
+            dg,
+            resp.maxh2cdata as usize,
+        ));
+        Ok(HostQueue {
+            tx,
+            dg,
+            inline_max,
+            sh,
+        })
+    }
+
+    /// Submits a command: `out` is data for the controller (in-capsule when it fits, else
+    /// sent when the controller asks with R2T); `in_len` bytes may come back.
+    pub async fn submit(
+        &self,
+        mut sqe: Sqe,
+        out: Option<Bytes>,
+        in_len: u32,
+    ) -> Result<Completion, Error> {
+        let permit = self.sh.slots.acquire().await.map_err(|_| Error::Closed)?;
+        let cid = lock(&self.sh.free).pop().ok_or(Error::Closed)?;
+        let _slot = Slot {
+            sh: &self.sh,
+            cid,
+            permit: Some(permit),
+        };
+        sqe.set_cid(cid);
+        let mut capsule = Bytes::new();
+        let mut write = None;
+        match out {
+            Some(d) if !d.is_empty() => {
+                if d.len() <= self.inline_max {
+                    sqe.set_sgl(Sgl {
+                        addr: 0,
+                        len: d.len() as u32,
+                        id: sgl_id::DATA_OFFSET,
+                    });
+                    capsule = d;
+                } else {
+                    sqe.set_sgl(Sgl {
+                        addr: 0,
+                        len: d.len() as u32,
+                        id: sgl_id::TRANSPORT,
+                    });
+                    write = Some(d);
+                }
+            }
+            _ => sqe.set_sgl(Sgl {
+                addr: 0,
+                len: in_len,
+                id: sgl_id::TRANSPORT,
+            }),
+        }
+        let (done, rx) = oneshot::channel();
+        {
+            let mut p = lock(&self.sh.pending);
+            if self.sh.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            p.insert(
+                cid,
+                Pending {
+                    done,
+                    read: vec![0; in_len as usize],
+                    write,
+                    abandoned: false,
+                    digest_error: false,
+                },
+            );
+        }
+        self.tx
+            .send(frame(&Pdu::CapsuleCmd(sqe, capsule), self.dg))
+            .map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Closes the connection (the writer flushes, then shuts the socket down).
+    pub fn close(&self) {
+        let _ = self.tx.send(Out::Close);
+    }
+
+    /// Sends raw bytes (tests use this to inject malformed PDUs).
+    pub fn send_raw(&self, bytes: Vec<u8>) {
+        let _ = self.tx.send(Out::Frame(bytes));
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.sh.closed.load(Ordering::Acquire)
+    }
+}
+
+fn fail_all(sh: &Shared, err: impl Fn() -> Error) {
+    let mut p = lock(&sh.pending);
+    sh.closed.store(true, Ordering::Release);
+    for (_, e) in p.drain() {
+        let _ = e.done.send(Err(err()));
+    }
+    sh.slots.close();
+}
+
+async fn reader_task(
+    mut reader: PduReader<tokio::io::BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    sh: Arc<Shared>,
+    tx: OutTx,
+    dg: Digests,
+    maxh2cdata: usize,
+) {
+    loop {
+        match reader.read().await {
+            Ok(Pdu::CapsuleResp(cqe)) => complete(&sh, cqe),
+            Ok(Pdu::C2hData(d)) => {
+                let ok = {
+                    let mut p = lock(&sh.pending);
+                    match p.get_mut(&d.cccid) {
+                        Some(e) => {
+                            let (o, n) = (d.datao as usize, d.data.len());
+                            match o.checked_add(n) {
+                                Some(end) if end <= e.read.len() => {
+                                    e.read[o..end].copy_from_slice(&d.data);
+                                    true
+                                }
+                                _ => false,
+                            }
+                        }
+                        None => false,
+                    }
+                };
+                if !ok {
+                    terminate(
+                        &tx,
+                        false,
+                        crate::pdu::Fatal {
+                            fes: crate::pdu::Fes::DATA_OUT_OF_RANGE,
+                            fei: 0,
+                        },
+                        Vec::new(),
+                    );
+                    fail_all(&sh, || {
+                        Error::Protocol("C2HData out of range or for an unknown command".into())
+                    });
+                    return;
+                }
+                if d.success {
+                    // SUCCESS: no CapsuleResp follows; synthesize a successful completion.
+                    complete(
+                        &sh,
+                        Cqe {
+                            dw0: 0,
+                            dw1: 0,
+                            sqhd: 0,
+                            sqid: 0,
+                            cid: d.cccid,
+                            status: Status::SUCCESS,
+                        },
+                    );
+                }
+            }
+            Ok(Pdu::R2t(r)) => {
+                let data = {
+                    let p = lock(&sh.pending);
+                    p.get(&r.cccid).and_then(|e| e.write.clone())
+                };
+                let (o, n) = (r.r2to as usize, r.r2tl as usize);
+                let Some(data) =
+                    data.filter(|d| o.checked_add(n).is_some_and(|end| end <= d.len()))
+                else {
+                    terminate(
+                        &tx,
+                        false,
+                        crate::pdu::Fatal {
+                            fes: crate::pdu::Fes::DATA_OUT_OF_RANGE,
+                            fei: 0,
+                        },
+                        Vec::new(),
+                    );
+                    fail_all(&sh, || {
+                        Error::Protocol("R2T out of range or for an unknown command".into())
+                    });
+                    return;
+                };
+                // H2CData PDUs of at most MAXH2CDATA bytes, LAST on the final one.
+                let mut off = o;
+                while off < o + n {
+                    let len = maxh2cdata.min(o + n - off);
+                    let d = DataPdu {
+                        cccid: r.cccid,
+                        ttag: r.ttag,
+                        datao: off as u32,
+                        last: off + len == o + n,
+                        success: false,
+                        data: data.slice(off..off + len),
+                    };
+                    let _ = tx.send(frame(&Pdu::H2cData(d), dg));
+                    off += len;
+                }
+            }
+            Ok(Pdu::C2hTermReq(t)) => {
+                fail_all(&sh, || Error::Terminated {
+                    fes: t.fes,
+                    fei: t.fei,
+                });
+                let _ = tx.send(Out::Close);
+                return;
+            }
+            Ok(_) => {}
+            Err(RecvError::DataDigest { cccid, .. }) => {
+                if let Some(e) = lock(&sh.pending).get_mut(&cccid) {
+                    e.digest_error = true;
+                }
+            }
+            Err(RecvError::Fatal { fatal, header }) => {
+                terminate(&tx, false, fatal, header);
+                fail_all(&sh, || {
+                    Error::Protocol(format!("bad PDU from controller: {fatal:?}"))
+                });
+                return;
+            }
+            Err(_) => {
+                fail_all(&sh, || Error::Closed);
+                let _ = tx.send(Out::Close);
+                return;
+            }
+        }
+    }
+}
+
+fn complete(sh: &Shared, mut cqe: Cqe) {
+    let mut p = lock(&sh.pending);
+    let Some(e) = p.remove(&cqe.cid) else { return };
+    if e.abandoned {
+        lock(&sh.free).push(cqe.cid);
+        sh.slots.add_permits(1);
+        return;
+    }
+    if e.digest_error && cqe.status.is_success() {
+        cqe.status = Status::TRANSIENT_TRANSPORT;
+    }
+    let _ = e.done.send(Ok(Completion { cqe, data: e.read }));
+}

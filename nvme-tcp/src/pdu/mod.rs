@@ -1,0 +1,363 @@
+//! NVMe/TCP PDUs (NVMe/TCP Transport 1.0 §3.6): pure types, encoding, and `validate_header()`,
+//! shared by target and initiator. No sockets, no tokio (style.md rule 1).
+//!
+//! Every PDU starts with the 8-byte common header: PDU-Type, FLAGS, HLEN, PDO, PLEN (LE u32).
+//! Header digest (CRC32C over the HLEN header bytes) follows the header when negotiated; data
+//! starts at PDO and is followed by a data digest (CRC32C over the data) when negotiated.
+
+mod command;
+mod validate;
+
+pub use command::*;
+pub use validate::{
+    validate_common, validate_header, CommonHeader, Fatal, Fes, Rules, Side, Stage,
+};
+
+use bytes::Bytes;
+
+pub const COMMON_LEN: usize = 8;
+pub const DIGEST_LEN: usize = 4;
+/// ICReq/ICResp are 128 bytes, header only.
+pub const IC_LEN: usize = 128;
+pub const CAPSULE_CMD_HLEN: usize = 72;
+pub const CAPSULE_RESP_HLEN: usize = 24;
+pub const DATA_HLEN: usize = 24;
+pub const R2T_HLEN: usize = 24;
+pub const TERM_HLEN: usize = 24;
+/// A TermReq carries at most 128 bytes of the offending header (plen ≤ 152).
+pub const TERM_MAX_DATA: usize = 128;
+
+/// PDU-Type values.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PduType(pub u8);
+impl PduType {
+    pub const IC_REQ: PduType = PduType(0x00);
+    pub const IC_RESP: PduType = PduType(0x01);
+    pub const H2C_TERM_REQ: PduType = PduType(0x02);
+    pub const C2H_TERM_REQ: PduType = PduType(0x03);
+    pub const CAPSULE_CMD: PduType = PduType(0x04);
+    pub const CAPSULE_RESP: PduType = PduType(0x05);
+    pub const H2C_DATA: PduType = PduType(0x06);
+    pub const C2H_DATA: PduType = PduType(0x07);
+    pub const R2T: PduType = PduType(0x09);
+}
+
+/// FLAGS bits.
+pub mod flags {
+    pub const HDGSTF: u8 = 0x01;
+    pub const DDGSTF: u8 = 0x02;
+    pub const LAST_PDU: u8 = 0x04;
+    pub const SUCCESS: u8 = 0x08;
+}
+
+/// Which digests a connection negotiated in ICReq/ICResp.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Digests {
+    pub header: bool,
+    pub data: bool,
+}
+
+impl Digests {
+    pub fn from_bits(b: u8) -> Self {
+        Digests {
+            header: b & 1 != 0,
+            data: b & 2 != 0,
+        }
+    }
+    pub fn bits(self) -> u8 {
+        self.header as u8 | ((self.data as u8) << 1)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct IcReq {
+    pub pfv: u16,
+    pub hpda: u8,
+    pub digests: Digests,
+    pub maxr2t: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct IcResp {
+    pub pfv: u16,
+    pub cpda: u8,
+    pub digests: Digests,
+    pub maxh2cdata: u32,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct TermReq {
+    pub fes: Fes,
+    pub fei: u32,
+    /// The header of the PDU in error (at most 128 bytes).
+    pub data: Vec<u8>,
+}
+
+/// H2CData or C2HData (`ttag` is reserved, 0, in C2HData).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct DataPdu {
+    pub cccid: u16,
+    pub ttag: u16,
+    pub datao: u32,
+    pub last: bool,
+    pub success: bool,
+    pub data: Bytes,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct R2t {
+    pub cccid: u16,
+    pub ttag: u16,
+    pub r2to: u32,
+    pub r2tl: u32,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Pdu {
+    IcReq(IcReq),
+    IcResp(IcResp),
+    H2cTermReq(TermReq),
+    C2hTermReq(TermReq),
+    CapsuleCmd(Sqe, Bytes),
+    CapsuleResp(Cqe),
+    H2cData(DataPdu),
+    C2hData(DataPdu),
+    R2t(R2t),
+}
+
+/// Why a received PDU was not accepted.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum DecodeError {
+    /// Fatal: answer with a TermReq carrying this FES/FEI, then close.
+    Fatal(Fatal),
+    /// The data digest of a command's data did not match: the command fails with a transient
+    /// transport error (NVMe/TCP 1.0 §3.6.2.x), the connection stays.
+    DataDigest {
+        pdu_type: PduType,
+        cccid: u16,
+        ttag: u16,
+        datal: u32,
+    },
+}
+
+impl From<Fatal> for DecodeError {
+    fn from(f: Fatal) -> Self {
+        DecodeError::Fatal(f)
+    }
+}
+
+fn le16(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn le32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+impl Pdu {
+    pub fn pdu_type(&self) -> PduType {
+        match self {
+            Pdu::IcReq(_) => PduType::IC_REQ,
+            Pdu::IcResp(_) => PduType::IC_RESP,
+            Pdu::H2cTermReq(_) => PduType::H2C_TERM_REQ,
+            Pdu::C2hTermReq(_) => PduType::C2H_TERM_REQ,
+            Pdu::CapsuleCmd(..) => PduType::CAPSULE_CMD,
+            Pdu::CapsuleResp(_) => PduType::CAPSULE_RESP,
+            Pdu::H2cData(_) => PduType::H2C_DATA,
+            Pdu::C2hData(_) => PduType::C2H_DATA,
+            Pdu::R2t(_) => PduType::R2T,
+        }
+    }
+
+    /// Appends the wire form. ICReq/ICResp/TermReq never carry digests (§3.6.1).
+    pub fn encode(&self, dg: Digests, out: &mut Vec<u8>) {
+        let mut spec = [0u8; 128];
+        let (ty, hlen, mut fl, data): (PduType, usize, u8, &[u8]) = match self {
+            Pdu::IcReq(r) => {
+                spec[0..2].copy_from_slice(&r.pfv.to_le_bytes());
+                spec[2] = r.hpda;
+                spec[3] = r.digests.bits();
+                spec[4..8].copy_from_slice(&r.maxr2t.to_le_bytes());
+                (PduType::IC_REQ, IC_LEN, 0, &[])
+            }
+            Pdu::IcResp(r) => {
+                spec[0..2].copy_from_slice(&r.pfv.to_le_bytes());
+                spec[2] = r.cpda;
+                spec[3] = r.digests.bits();
+                spec[4..8].copy_from_slice(&r.maxh2cdata.to_le_bytes());
+                (PduType::IC_RESP, IC_LEN, 0, &[])
+            }
+            Pdu::H2cTermReq(t) | Pdu::C2hTermReq(t) => {
+                spec[0..2].copy_from_slice(&t.fes.0.to_le_bytes());
+                spec[2..6].copy_from_slice(&t.fei.to_le_bytes());
+                let n = t.data.len().min(TERM_MAX_DATA);
+                (self.pdu_type(), TERM_HLEN, 0, &t.data[..n])
+            }
+            Pdu::CapsuleCmd(sqe, d) => {
+                spec[..64].copy_from_slice(&sqe.0);
+                (PduType::CAPSULE_CMD, CAPSULE_CMD_HLEN, 0, &d[..])
+            }
+            Pdu::CapsuleResp(cqe) => {
+                let mut v = Vec::with_capacity(16);
+                cqe.encode(&mut v);
+                spec[..16].copy_from_slice(&v);
+                (PduType::CAPSULE_RESP, CAPSULE_RESP_HLEN, 0, &[])
+            }
+            Pdu::H2cData(d) | Pdu::C2hData(d) => {
+                spec[0..2].copy_from_slice(&d.cccid.to_le_bytes());
+                spec[2..4].copy_from_slice(&d.ttag.to_le_bytes());
+                spec[4..8].copy_from_slice(&d.datao.to_le_bytes());
+                spec[8..12].copy_from_slice(&(d.data.len() as u32).to_le_bytes());
+                let f = (if d.last { flags::LAST_PDU } else { 0 })
+                    | (if d.success { flags::SUCCESS } else { 0 });
+                (self.pdu_type(), DATA_HLEN, f, &d.data[..])
+            }
+            Pdu::R2t(r) => {
+                spec[0..2].copy_from_slice(&r.cccid.to_le_bytes());
+                spec[2..4].copy_from_slice(&r.ttag.to_le_bytes());
+                spec[4..8].copy_from_slice(&r.r2to.to_le_bytes());
+                spec[8..12].copy_from_slice(&r.r2tl.to_le_bytes());
+                (PduType::R2T, R2T_HLEN, 0, &[])
+            }
+        };
+        let digestible = !matches!(
+            ty,
+            PduType::IC_REQ | PduType::IC_RESP | PduType::H2C_TERM_REQ | PduType::C2H_TERM_REQ
+        );
+        let hd = digestible && dg.header;
+        let dd = digestible && dg.data && !data.is_empty();
+        if hd {
+            fl |= flags::HDGSTF;
+        }
+        if dd {
+            fl |= flags::DDGSTF;
+        }
+        let hdl = if hd { DIGEST_LEN } else { 0 };
+        // TermReq data follows the header directly but is not "PDU data" with a PDO.
+        let pdo = if !data.is_empty() && digestible {
+            hlen + hdl
+        } else {
+            0
+        };
+        let plen = hlen + hdl + data.len() + if dd { DIGEST_LEN } else { 0 };
+        let start = out.len();
+        out.extend_from_slice(&[ty.0, fl, hlen as u8, pdo as u8]);
+        out.extend_from_slice(&(plen as u32).to_le_bytes());
+        out.extend_from_slice(&spec[..hlen - COMMON_LEN]);
+        if hd {
+            let c = crc32c::crc32c(&out[start..start + hlen]);
+            out.extend_from_slice(&c.to_le_bytes());
+        }
+        out.extend_from_slice(data);
+        if dd {
+            out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+        }
+    }
+
+    /// Decodes one whole PDU (`buf.len()` is its PLEN), validating the header first.
+    pub fn decode(buf: &[u8], rules: &Rules) -> Result<Pdu, DecodeError> {
+        let ch = validate_header(buf, rules)?;
+        if buf.len() != ch.plen as usize {
+            return Err(Fatal::field(4).into());
+        }
+        let hlen = ch.hlen as usize;
+        let hd = ch.flags & flags::HDGSTF != 0;
+        let hdl = if hd { DIGEST_LEN } else { 0 };
+        if hd {
+            let want = crc32c::crc32c(&buf[..hlen]);
+            if le32(buf, hlen) != want {
+                return Err(Fatal {
+                    fes: Fes::HEADER_DIGEST,
+                    fei: 0,
+                }
+                .into());
+            }
+        }
+        let dd = ch.flags & flags::DDGSTF != 0;
+        let body_end = buf.len() - if dd { DIGEST_LEN } else { 0 };
+        let data_start = if ch.pdo != 0 {
+            ch.pdo as usize
+        } else {
+            hlen + hdl
+        };
+        let data = if body_end > data_start {
+            &buf[data_start..body_end]
+        } else {
+            &[][..]
+        };
+        let s = &buf[COMMON_LEN..];
+        let pdu = match ch.pdu_type {
+            PduType::IC_REQ => Pdu::IcReq(IcReq {
+                pfv: le16(s, 0),
+                hpda: s[2],
+                digests: Digests::from_bits(s[3]),
+                maxr2t: le32(s, 4),
+            }),
+            PduType::IC_RESP => Pdu::IcResp(IcResp {
+                pfv: le16(s, 0),
+                cpda: s[2],
+                digests: Digests::from_bits(s[3]),
+                maxh2cdata: le32(s, 4),
+            }),
+            PduType::H2C_TERM_REQ | PduType::C2H_TERM_REQ => {
+                let t = TermReq {
+                    fes: Fes(le16(s, 0)),
+                    fei: le32(s, 2),
+                    data: buf[TERM_HLEN..].to_vec(),
+                };
+                if ch.pdu_type == PduType::H2C_TERM_REQ {
+                    Pdu::H2cTermReq(t)
+                } else {
+                    Pdu::C2hTermReq(t)
+                }
+            }
+            PduType::CAPSULE_CMD => {
+                let mut sqe = [0u8; 64];
+                sqe.copy_from_slice(&s[..64]);
+                Pdu::CapsuleCmd(Sqe(sqe), Bytes::copy_from_slice(data))
+            }
+            PduType::CAPSULE_RESP => {
+                let mut c = [0u8; 16];
+                c.copy_from_slice(&s[..16]);
+                Pdu::CapsuleResp(Cqe::decode(&c))
+            }
+            PduType::H2C_DATA | PduType::C2H_DATA => {
+                let d = DataPdu {
+                    cccid: le16(s, 0),
+                    ttag: le16(s, 2),
+                    datao: le32(s, 4),
+                    last: ch.flags & flags::LAST_PDU != 0,
+                    success: ch.flags & flags::SUCCESS != 0,
+                    data: Bytes::copy_from_slice(data),
+                };
+                if ch.pdu_type == PduType::H2C_DATA {
+                    Pdu::H2cData(d)
+                } else {
+                    Pdu::C2hData(d)
+                }
+            }
+            _ => Pdu::R2t(R2t {
+                cccid: le16(s, 0),
+                ttag: le16(s, 2),
+                r2to: le32(s, 4),
+                r2tl: le32(s, 8),
+            }),
+        };
+        if dd && crc32c::crc32c(data) != le32(buf, body_end) {
+            let (cccid, ttag) = match &pdu {
+                Pdu::CapsuleCmd(sqe, _) => (sqe.cid(), 0),
+                Pdu::H2cData(d) | Pdu::C2hData(d) => (d.cccid, d.ttag),
+                _ => (0, 0),
+            };
+            return Err(DecodeError::DataDigest {
+                pdu_type: ch.pdu_type,
+                cccid,
+                ttag,
+                datal: data.len() as u32,
+            });
+        }
+        Ok(pdu)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,522 @@
+//! NVMe reservations (NVMe Base 2.0 §8.19), pure state: registrants are hosts (Host
+//! Identifier from Connect), shared by all controllers of that host. No I/O here.
+
+use crate::status::Status;
+
+/// Reservation types (RTYPE).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RType(pub u8);
+impl RType {
+    pub const WRITE_EXCLUSIVE: RType = RType(1);
+    pub const EXCLUSIVE_ACCESS: RType = RType(2);
+    pub const WRITE_EXCLUSIVE_REG_ONLY: RType = RType(3);
+    pub const EXCLUSIVE_ACCESS_REG_ONLY: RType = RType(4);
+    pub const WRITE_EXCLUSIVE_ALL_REGS: RType = RType(5);
+    pub const EXCLUSIVE_ACCESS_ALL_REGS: RType = RType(6);
+
+    fn valid(self) -> bool {
+        (1..=6).contains(&self.0)
+    }
+    /// In the "all registrants" types every registrant is a holder.
+    fn all_regs(self) -> bool {
+        self.0 == 5 || self.0 == 6
+    }
+}
+
+/// Reservation Register action (RREGA).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RegisterAction {
+    Register = 0,
+    Unregister = 1,
+    Replace = 2,
+}
+
+/// Reservation Acquire action (RACQA).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AcquireAction {
+    Acquire = 0,
+    Preempt = 1,
+    PreemptAndAbort = 2,
+}
+
+/// Reservation Release action (RRELA).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ReleaseAction {
+    Release = 0,
+    Clear = 1,
+}
+
+/// Which class of command asks for access (Base 2.0 Table "Command Behavior in the Presence
+/// of a Reservation": Read class = Read/Compare/Verify; Write class = Write, Write Zeroes,
+/// Dataset Management, Flush, Write Uncorrectable).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registrant {
+    pub hostid: [u8; 16],
+    pub key: u64,
+    /// Controller that registered (reported in Reservation Report).
+    pub cntlid: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Holder {
+    rtype: RType,
+    hostid: [u8; 16],
+}
+
+/// Per-namespace reservation state.
+#[derive(Clone, Debug, Default)]
+pub struct Reservations {
+    generation: u32,
+    registrants: Vec<Registrant>,
+    holder: Option<Holder>,
+}
+
+/// Who sends the command.
+#[derive(Clone, Copy, Debug)]
+pub struct Requester {
+    pub hostid: [u8; 16],
+    pub cntlid: u16,
+}
+
+const CONFLICT: Status = Status::RESERVATION_CONFLICT;
+
+impl Reservations {
+    fn find(&self, hostid: &[u8; 16]) -> Option<usize> {
+        self.registrants.iter().position(|r| &r.hostid == hostid)
+    }
+
+    fn is_holder(&self, hostid: &[u8; 16]) -> bool {
+        match self.holder {
+            Some(h) if h.rtype.all_regs() => self.find(hostid).is_some(),
+            Some(h) => &h.hostid == hostid,
+            None => false,
+        }
+    }
+
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// Current reservation type, if any.
+    pub fn rtype(&self) -> Option<RType> {
+        self.holder.map(|h| h.rtype)
+    }
+
+    pub fn registrants(&self) -> &[Registrant] {
+        &self.registrants
+    }
+
+    /// Checks a key unless IEKEY: a registered host must present its current key.
+    fn check_key(&self, who: &Requester, iekey: bool, crkey: u64) -> Result<usize, Status> {
+        let i = self.find(&who.hostid).ok_or(CONFLICT)?;
+        if !iekey && self.registrants[i].key != crkey {
+            return Err(CONFLICT);
+        }
+        Ok(i)
+    }
+
+    /// Removes registrant `i`, dropping the reservation if it held it alone or was the last.
+    fn unregister_at(&mut self, i: usize) {
+        let r = self.registrants.remove(i);
+        if let Some(h) = self.holder {
+            let gone = if h.rtype.all_regs() {
+                self.registrants.is_empty()
+            } else {
+                h.hostid == r.hostid
+            };
+            if gone {
+                self.holder = None;
+            }
+        }
+    }
+
+    pub fn register(
+        &mut self,
+        who: &Requester,
+        action: RegisterAction,
+        iekey: bool,
+        crkey: u64,
+        nrkey: u64,
+    ) -> Result<(), Status> {
+        match action {
+            RegisterAction::Register => match self.find(&who.hostid) {
+                // Registering again with the same key is a no-op; a different key conflicts.
+                Some(i) if self.registrants[i].key == nrkey => Ok(()),
+                Some(_) => Err(CONFLICT),
+                None => {
+                    self.registrants.push(Registrant {
+                        hostid: who.hostid,
+                        key: nrkey,
+                        cntlid: who.cntlid,
+                    });
+                    self.generation = self.generation.wrapping_add(1);
+                    Ok(())
+                }
+            },
+            RegisterAction::Unregister => {
+                let i = self.check_key(who, iekey, crkey)?;
+                self.unregister_at(i);
+                self.generation = self.generation.wrapping_add(1);
+                Ok(())
+            }
+            RegisterAction::Replace => {
+                let i = match self.find(&who.hostid) {
+                    Some(i) => i,
+                    // An unregistered host may register through Replace only with IEKEY.
+                    None if iekey => {
+                        self.registrants.push(Registrant {
+                            hostid: who.hostid,
+                            key: nrkey,
+                            cntlid: who.cntlid,
+                        });
+                        self.generation = self.generation.wrapping_add(1);
+                        return Ok(());
+                    }
+                    None => return Err(CONFLICT),
+                };
+                if !iekey && self.registrants[i].key != crkey {
+                    return Err(CONFLICT);
+                }
+                self.registrants[i].key = nrkey;
+                self.generation = self.generation.wrapping_add(1);
+                Ok(())
+            }
+        }
+    }
+
+    /// Returns the host identifiers whose registrations were removed (preempted).
+    pub fn acquire(
+        &mut self,
+        who: &Requester,
+        action: AcquireAction,
+        iekey: bool,
+        rtype: RType,
+        crkey: u64,
+        prkey: u64,
+    ) -> Result<Vec<[u8; 16]>, Status> {
+        if !rtype.valid() {
+            return Err(Status::INVALID_FIELD);
+        }
+        self.check_key(who, iekey, crkey)?;
+        match action {
+            AcquireAction::Acquire => match self.holder {
+                None => {
+                    self.holder = Some(Holder {
+                        rtype,
+                        hostid: who.hostid,
+                    });
+                    Ok(vec![])
+                }
+                Some(h) if self.is_holder(&who.hostid) && h.rtype == rtype => Ok(vec![]),
+                Some(_) => Err(CONFLICT),
+            },
+            AcquireAction::Preempt | AcquireAction::PreemptAndAbort => {
+                let holder_key = self.holder.and_then(|h| {
+                    if h.rtype.all_regs() {
+                        None
+                    } else {
+                        self.find(&h.hostid).map(|i| self.registrants[i].key)
+                    }
+                });
+                let gone = match self.holder {
+                    Some(h) if h.rtype.all_regs() && prkey == 0 => {
+                        // Everyone else loses registration; the preempter holds `rtype`.
+                        let gone = self.remove_where(|r| r.hostid != who.hostid);
+                        self.holder = Some(Holder {
+                            rtype,
+                            hostid: who.hostid,
+                        });
+                        gone
+                    }
+                    Some(h) if !h.rtype.all_regs() && holder_key == Some(prkey) => {
+                        // Preempting the holder: its reservation moves to us, registrants with
+                        // PRKEY (other than us) are removed.
+                        let gone = self.remove_keyed(prkey, who);
+                        self.holder = Some(Holder {
+                            rtype,
+                            hostid: who.hostid,
+                        });
+                        gone
+                    }
+                    Some(h) if !h.rtype.all_regs() && prkey == 0 => {
+                        return Err(Status::INVALID_FIELD)
+                    }
+                    // Otherwise only the registrations with PRKEY go; the reservation stays.
+                    _ => {
+                        let gone = self.remove_keyed(prkey, who);
+                        if gone.is_empty() {
+                            return Err(CONFLICT);
+                        }
+                        gone
+                    }
+                };
+                self.generation = self.generation.wrapping_add(1);
+                Ok(gone)
+            }
+        }
+    }
+
+    fn remove_keyed(&mut self, prkey: u64, who: &Requester) -> Vec<[u8; 16]> {
+        self.remove_where(|r| r.key == prkey && r.hostid != who.hostid)
+    }
+
+    fn remove_where(&mut self, f: impl Fn(&Registrant) -> bool) -> Vec<[u8; 16]> {
+        let mut gone = Vec::new();
+        self.registrants.retain(|r| {
+            if f(r) {
+                gone.push(r.hostid);
+                false
+            } else {
+                true
+            }
+        });
+        if let Some(h) = self.holder {
+            if !h.rtype.all_regs() && gone.contains(&h.hostid) {
+                self.holder = None;
+            }
+        }
+        gone
+    }
+
+    pub fn release(
+        &mut self,
+        who: &Requester,
+        action: ReleaseAction,
+        iekey: bool,
+        rtype: RType,
+        crkey: u64,
+    ) -> Result<(), Status> {
+        self.check_key(who, iekey, crkey)?;
+        match action {
+            ReleaseAction::Release => match self.holder {
+                None => Ok(()),
+                Some(_) if !self.is_holder(&who.hostid) => Ok(()),
+                Some(h) if h.rtype != rtype => Err(Status::INVALID_FIELD),
+                Some(_) => {
+                    self.holder = None;
+                    Ok(())
+                }
+            },
+            ReleaseAction::Clear => {
+                self.holder = None;
+                self.registrants.clear();
+                self.generation = self.generation.wrapping_add(1);
+                Ok(())
+            }
+        }
+    }
+
+    /// May `hostid` run a command of this access class?
+    pub fn check(&self, hostid: &[u8; 16], access: Access) -> Result<(), Status> {
+        let Some(h) = self.holder else { return Ok(()) };
+        if self.is_holder(hostid) {
+            return Ok(());
+        }
+        let registered = self.find(hostid).is_some();
+        let ok = match (h.rtype.0, access) {
+            (1, Access::Read) | (3, Access::Read) | (5, Access::Read) => true,
+            (1, Access::Write) | (2, _) => false,
+            (3, Access::Write) | (4, _) | (5, Access::Write) | (6, _) => registered,
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(CONFLICT)
+        }
+    }
+
+    /// Reservation Report data: 24-byte header + 24-byte entries, or with `extended` a
+    /// 64-byte header + 64-byte entries carrying 128-bit host identifiers.
+    pub fn report(&self, extended: bool) -> Vec<u8> {
+        let (hdr, ent) = if extended { (64, 64) } else { (24, 24) };
+        let mut v = vec![0u8; hdr + ent * self.registrants.len()];
+        v[0..4].copy_from_slice(&self.generation.to_le_bytes());
+        v[4] = self.holder.map(|h| h.rtype.0).unwrap_or(0);
+        v[5..7].copy_from_slice(&(self.registrants.len() as u16).to_le_bytes());
+        for (i, r) in self.registrants.iter().enumerate() {
+            let e = &mut v[hdr + i * ent..hdr + (i + 1) * ent];
+            e[0..2].copy_from_slice(&r.cntlid.to_le_bytes());
+            e[2] = self.is_holder(&r.hostid) as u8;
+            if extended {
+                e[8..16].copy_from_slice(&r.key.to_le_bytes());
+                e[16..32].copy_from_slice(&r.hostid);
+            } else {
+                e[8..16].copy_from_slice(&r.hostid[..8]);
+                e[16..24].copy_from_slice(&r.key.to_le_bytes());
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(n: u8) -> Requester {
+        Requester {
+            hostid: [n; 16],
+            cntlid: n as u16,
+        }
+    }
+
+    #[test]
+    fn register_conflicts_and_replace() {
+        let mut r = Reservations::default();
+        let a = host(1);
+        r.register(&a, RegisterAction::Register, false, 0, 10)
+            .unwrap();
+        r.register(&a, RegisterAction::Register, false, 0, 10)
+            .unwrap();
+        assert_eq!(
+            r.register(&a, RegisterAction::Register, false, 0, 11),
+            Err(CONFLICT)
+        );
+        assert_eq!(
+            r.register(&a, RegisterAction::Replace, false, 99, 11),
+            Err(CONFLICT)
+        );
+        r.register(&a, RegisterAction::Replace, false, 10, 11)
+            .unwrap();
+        assert_eq!(r.registrants()[0].key, 11);
+        assert_eq!(
+            r.register(&host(2), RegisterAction::Unregister, false, 0, 0),
+            Err(CONFLICT)
+        );
+        r.register(&a, RegisterAction::Unregister, false, 11, 0)
+            .unwrap();
+        assert!(r.registrants().is_empty());
+        assert_eq!(r.generation(), 3);
+    }
+
+    #[test]
+    fn exclusive_access_registrants_only_and_preempt() {
+        let mut r = Reservations::default();
+        let (mds, client, stranger) = (host(1), host(2), host(3));
+        r.register(&mds, RegisterAction::Register, false, 0, 0xA)
+            .unwrap();
+        r.register(&client, RegisterAction::Register, false, 0, 0xB)
+            .unwrap();
+        let t = RType::EXCLUSIVE_ACCESS_REG_ONLY;
+        r.acquire(&mds, AcquireAction::Acquire, false, t, 0xA, 0)
+            .unwrap();
+        // The client (registered) may read and write; the stranger may not.
+        assert!(r.check(&client.hostid, Access::Write).is_ok());
+        assert_eq!(r.check(&stranger.hostid, Access::Read), Err(CONFLICT));
+        // A second acquire by the client conflicts; wrong key conflicts.
+        assert_eq!(
+            r.acquire(&client, AcquireAction::Acquire, false, t, 0xB, 0),
+            Err(CONFLICT)
+        );
+        assert_eq!(
+            r.acquire(&client, AcquireAction::Acquire, false, t, 0xC, 0),
+            Err(CONFLICT)
+        );
+        // Fence: the MDS preempts-and-aborts the client's key.
+        let gone = r
+            .acquire(&mds, AcquireAction::PreemptAndAbort, false, t, 0xA, 0xB)
+            .unwrap();
+        assert_eq!(gone, vec![client.hostid]);
+        assert_eq!(r.check(&client.hostid, Access::Write), Err(CONFLICT));
+        assert!(r.check(&mds.hostid, Access::Write).is_ok());
+        // Preempting a key nobody has conflicts.
+        assert_eq!(
+            r.acquire(&mds, AcquireAction::Preempt, false, t, 0xA, 0xB),
+            Err(CONFLICT)
+        );
+    }
+
+    #[test]
+    fn preempting_the_holder_moves_the_reservation() {
+        let mut r = Reservations::default();
+        let (a, b) = (host(1), host(2));
+        r.register(&a, RegisterAction::Register, false, 0, 1)
+            .unwrap();
+        r.register(&b, RegisterAction::Register, false, 0, 2)
+            .unwrap();
+        r.acquire(
+            &a,
+            AcquireAction::Acquire,
+            false,
+            RType::WRITE_EXCLUSIVE,
+            1,
+            0,
+        )
+        .unwrap();
+        assert_eq!(r.check(&b.hostid, Access::Write), Err(CONFLICT));
+        assert!(r.check(&b.hostid, Access::Read).is_ok());
+        r.acquire(
+            &b,
+            AcquireAction::Preempt,
+            false,
+            RType::EXCLUSIVE_ACCESS,
+            2,
+            1,
+        )
+        .unwrap();
+        assert_eq!(r.rtype(), Some(RType::EXCLUSIVE_ACCESS));
+        assert_eq!(r.check(&a.hostid, Access::Read), Err(CONFLICT));
+        assert_eq!(r.registrants().len(), 1);
+        // Release with the wrong type is an invalid field; the right type releases.
+        assert_eq!(
+            r.release(&b, ReleaseAction::Release, false, RType::WRITE_EXCLUSIVE, 2),
+            Err(Status::INVALID_FIELD)
+        );
+        r.release(
+            &b,
+            ReleaseAction::Release,
+            false,
+            RType::EXCLUSIVE_ACCESS,
+            2,
+        )
+        .unwrap();
+        assert_eq!(r.rtype(), None);
+    }
+
+    #[test]
+    fn all_registrants_and_clear_and_report() {
+        let mut r = Reservations::default();
+        let (a, b) = (host(1), host(2));
+        r.register(&a, RegisterAction::Register, false, 0, 1)
+            .unwrap();
+        r.register(&b, RegisterAction::Register, false, 0, 2)
+            .unwrap();
+        r.acquire(
+            &a,
+            AcquireAction::Acquire,
+            false,
+            RType::WRITE_EXCLUSIVE_ALL_REGS,
+            1,
+            0,
+        )
+        .unwrap();
+        // b is a holder too: it may acquire the same type.
+        r.acquire(
+            &b,
+            AcquireAction::Acquire,
+            false,
+            RType::WRITE_EXCLUSIVE_ALL_REGS,
+            2,
+            0,
+        )
+        .unwrap();
+        let rep = r.report(false);
+        assert_eq!(rep.len(), 24 + 48);
+        assert_eq!(rep[4], 5);
+        assert_eq!(rep[24 + 2], 1);
+        assert_eq!(&rep[24 + 16..24 + 24], &1u64.to_le_bytes());
+        let ext = r.report(true);
+        assert_eq!(&ext[64 + 16..64 + 32], &[1u8; 16]);
+        r.release(&b, ReleaseAction::Clear, false, RType(0), 2)
+            .unwrap();
+        assert!(r.registrants().is_empty());
+        assert_eq!(r.rtype(), None);
+    }
+}

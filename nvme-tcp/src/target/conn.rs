@@ -1,0 +1,509 @@
+//! One TCP connection = one queue pair of the target: ICReq/ICResp, Connect, then commands.
+//! Data from the host arrives in-capsule or after an R2T; data to the host leaves in one
+//! C2HData PDU followed by the CapsuleResp. Admin and Fabrics commands run in order on this
+//! task; I/O commands run concurrently (one task each).
+
+use crate::controller::{
+    self, admin, io, Cmd, Controller, Outcome, Reply, Subsystem, IN_CAPSULE_DATA, MAXH2CDATA,
+    MAX_TRANSFER, MQES,
+};
+use crate::namespace::lock;
+use crate::pdu::{
+    sgl_id, Cqe, DataDir, DataPdu, Digests, Fatal, FcType, Fes, IcResp, Pdu, PduType, R2t, Rules,
+    Side, Sqe, Stage,
+};
+use crate::status::Status;
+use crate::transport::{frame, spawn_writer, terminate, OutTx, PduReader, RecvError};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use tokio::io::BufReader;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+/// A host-to-controller transfer solicited by an R2T.
+struct Transfer {
+    sqe: Sqe,
+    buf: Vec<u8>,
+    len: usize,
+    /// A data digest failed: finish the transfer, then fail the command.
+    failed: bool,
+}
+
+struct Queue {
+    subsys: Arc<Subsystem>,
+    tx: OutTx,
+    dg: Digests,
+    local: SocketAddr,
+    ctrl: Option<Arc<Controller>>,
+    qid: u16,
+    sqsize: u16,
+    sqhd: Arc<AtomicU16>,
+    transfers: HashMap<u16, Transfer>,
+    next_ttag: u16,
+}
+
+enum Flow {
+    Continue,
+    Close,
+}
+
+pub(crate) async fn serve(
+    stream: TcpStream,
+    subsys: Arc<Subsystem>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let Ok(local) = stream.local_addr() else {
+        return;
+    };
+    let (rd, wr) = stream.into_split();
+    let tx = spawn_writer(wr);
+    let rules = Rules {
+        receiver: Side::Controller,
+        stage: Stage::AwaitIc,
+        digests: Digests::default(),
+        max_capsule_data: IN_CAPSULE_DATA,
+        max_data_pdu: MAXH2CDATA,
+    };
+    // Buffered: a PDU's header and body usually arrive in one read(2), not two.
+    let mut reader = PduReader::new(BufReader::with_capacity(64 * 1024, rd), rules);
+    let first = tokio::select! {
+        r = reader.read() => r,
+        _ = stop.changed() => return,
+    };
+    let dg = match first {
+        Ok(Pdu::IcReq(req)) => {
+            // HPDA ≠ 0 would need padding before C2H data; Linux always sends 0.
+            if req.hpda != 0 {
+                let mut h = Vec::new();
+                Pdu::IcReq(req).encode(Digests::default(), &mut h);
+                terminate(
+                    &tx,
+                    true,
+                    Fatal {
+                        fes: Fes::UNSUPPORTED_PARAMETER,
+                        fei: 10,
+                    },
+                    h,
+                );
+                return;
+            }
+            req.digests
+        }
+        Err(RecvError::Fatal { fatal, header }) => {
+            terminate(&tx, true, fatal, header);
+            return;
+        }
+        _ => return,
+    };
+    // Digests are echoed: we support both, so the host gets what it asked for.
+    let resp = IcResp {
+        pfv: 0,
+        cpda: 0,
+        digests: dg,
+        maxh2cdata: MAXH2CDATA,
+    };
+    let _ = tx.send(frame(&Pdu::IcResp(resp), dg));
+    reader.rules.stage = Stage::Ready;
+    reader.rules.digests = dg;
+    let mut q = Queue {
+        subsys,
+        tx,
+        dg,
+        local,
+        ctrl: None,
+        qid: 0,
+        sqsize: MQES,
+        sqhd: Arc::new(AtomicU16::new(0)),
+        transfers: HashMap::new(),
+        next_ttag: 0,
+    };
+    q.run(&mut reader, stop).await;
+    if let Some(c) = &q.ctrl {
+        if q.qid == 0 {
+            // The admin queue carries the association: losing it ends the controller.
+            c.kill();
+        } else {
+            lock(&c.state).connected_qids.retain(|&x| x != q.qid);
+        }
+    }
+}
+
+impl Queue {
+    async fn run(
+        &mut self,
+        reader: &mut PduReader<BufReader<OwnedReadHalf>>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let mut dead: Option<watch::Receiver<bool>> = None;
+        loop {
+            let dead_fut = async {
+                match dead.as_mut() {
+                    Some(rx) => {
+                        let _ = rx.wait_for(|d| *d).await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let flow = tokio::select! {
+                r = reader.read() => match r {
+                    Ok(pdu) => self.on_pdu(pdu),
+                    Err(RecvError::Fatal { fatal, header }) => {
+                        tracing::debug!(?fatal, "bad PDU from host: terminating connection");
+                        terminate(&self.tx, true, fatal, header);
+                        Flow::Close
+                    }
+                    Err(RecvError::DataDigest { pdu_type, cccid, ttag, datal }) => self.on_data_digest(pdu_type, cccid, ttag, datal),
+                    Err(_) => Flow::Close,
+                },
+                _ = dead_fut => Flow::Close,
+                _ = stop.changed() => Flow::Close,
+            };
+            if let Flow::Close = flow {
+                return;
+            }
+            if dead.is_none() {
+                dead = self.ctrl.as_ref().map(|c| c.dead_rx());
+            }
+        }
+    }
+
+    fn on_pdu(&mut self, pdu: Pdu) -> Flow {
+        match pdu {
+            Pdu::CapsuleCmd(sqe, data) => self.on_capsule(sqe, data),
+            Pdu::H2cData(d) => self.on_h2c(d),
+            _ => Flow::Close, // H2CTermReq: the host is done with us
+        }
+    }
+
+    fn advance_sqhd(&self) {
+        let n = self.sqsize as u32 + 1;
+        let h = self.sqhd.load(Ordering::Relaxed) as u32;
+        self.sqhd.store(((h + 1) % n) as u16, Ordering::Relaxed);
+    }
+
+    fn respond(&self, cid: u16, xfer_len: u32, r: Reply) {
+        send_reply(&self.tx, self.dg, self.qid, &self.sqhd, cid, xfer_len, r);
+    }
+
+    fn on_capsule(&mut self, sqe: Sqe, data: Bytes) -> Flow {
+        self.advance_sqhd();
+        let cid = sqe.cid();
+        if self.ctrl.is_none() {
+            if sqe.is_fabrics() && sqe.fctype() == FcType::CONNECT {
+                return self.on_connect(sqe, data);
+            }
+            self.respond(cid, 0, Reply::err(Status::CMD_SEQ_ERROR));
+            return Flow::Continue;
+        }
+        // Fused operations are not supported (FUSE, flags bits 1:0).
+        if sqe.flags() & 3 != 0 {
+            self.respond(cid, 0, Reply::err(Status::INVALID_FIELD));
+            return Flow::Continue;
+        }
+        let dir = sqe.data_dir();
+        let sgl = sqe.sgl();
+        // Fabrics transfers are described by SGLs only (PSDT 01b or 10b), never PRPs.
+        if dir != DataDir::None && sqe.flags() >> 6 == 0 {
+            self.respond(cid, 0, Reply::err(Status::INVALID_FIELD));
+            return Flow::Continue;
+        }
+        match dir {
+            DataDir::HostToCtrl => match sgl.id {
+                sgl_id::DATA_OFFSET => {
+                    let end = sgl.addr.checked_add(sgl.len as u64);
+                    match end {
+                        Some(e) if e <= data.len() as u64 => {
+                            let d = data.slice(sgl.addr as usize..e as usize);
+                            self.exec(Cmd {
+                                sqe,
+                                data: d,
+                                xfer_len: 0,
+                            })
+                        }
+                        _ => {
+                            self.respond(cid, 0, Reply::err(Status::SGL_DATA_LEN_INVALID));
+                            Flow::Continue
+                        }
+                    }
+                }
+                sgl_id::TRANSPORT if sgl.len == 0 => self.exec(Cmd {
+                    sqe,
+                    data: Bytes::new(),
+                    xfer_len: 0,
+                }),
+                sgl_id::TRANSPORT => {
+                    if sgl.len > MAX_TRANSFER {
+                        self.respond(cid, 0, Reply::err(Status::SGL_DATA_LEN_INVALID));
+                        return Flow::Continue;
+                    }
+                    self.solicit(sqe, sgl.len as usize);
+                    Flow::Continue
+                }
+                _ => {
+                    self.respond(cid, 0, Reply::err(Status::SGL_TYPE_INVALID));
+                    Flow::Continue
+                }
+            },
+            DataDir::CtrlToHost => {
+                if sgl.id != sgl_id::TRANSPORT && sgl.len != 0 {
+                    self.respond(cid, 0, Reply::err(Status::SGL_TYPE_INVALID));
+                    return Flow::Continue;
+                }
+                if sgl.len > MAX_TRANSFER {
+                    self.respond(cid, 0, Reply::err(Status::SGL_DATA_LEN_INVALID));
+                    return Flow::Continue;
+                }
+                self.exec(Cmd {
+                    sqe,
+                    data: Bytes::new(),
+                    xfer_len: sgl.len,
+                })
+            }
+            DataDir::None => self.exec(Cmd {
+                sqe,
+                data: Bytes::new(),
+                xfer_len: 0,
+            }),
+            DataDir::Both => {
+                self.respond(cid, 0, Reply::err(Status::INVALID_OPCODE));
+                Flow::Continue
+            }
+        }
+    }
+
+    /// Sends one R2T for the whole transfer; the host splits it into MAXH2CDATA-sized
+    /// H2CData PDUs (ICReq MAXR2T is 0's based: one outstanding R2T per command is always
+    /// allowed).
+    fn solicit(&mut self, sqe: Sqe, len: usize) {
+        let mut ttag = self.next_ttag;
+        while self.transfers.contains_key(&ttag) {
+            ttag = ttag.wrapping_add(1);
+        }
+        self.next_ttag = ttag.wrapping_add(1);
+        self.transfers.insert(
+            ttag,
+            Transfer {
+                sqe,
+                buf: Vec::with_capacity(len),
+                len,
+                failed: false,
+            },
+        );
+        let r2t = R2t {
+            cccid: sqe.cid(),
+            ttag,
+            r2to: 0,
+            r2tl: len as u32,
+        };
+        let _ = self.tx.send(frame(&Pdu::R2t(r2t), self.dg));
+    }
+
+    fn on_h2c(&mut self, d: DataPdu) -> Flow {
+        let hdr = || {
+            let mut v = Vec::new();
+            Pdu::H2cData(DataPdu {
+                data: Bytes::from_static(&[0]),
+                ..d.clone()
+            })
+            .encode(Digests::default(), &mut v);
+            v.truncate(crate::pdu::DATA_HLEN);
+            v
+        };
+        let Some(t) = self.transfers.get_mut(&d.ttag) else {
+            terminate(&self.tx, true, Fatal::field(10), hdr());
+            return Flow::Close;
+        };
+        if t.sqe.cid() != d.cccid {
+            terminate(&self.tx, true, Fatal::field(8), hdr());
+            return Flow::Close;
+        }
+        if d.datao as usize != t.buf.len() || t.buf.len() + d.data.len() > t.len {
+            terminate(
+                &self.tx,
+                true,
+                Fatal {
+                    fes: Fes::DATA_OUT_OF_RANGE,
+                    fei: 0,
+                },
+                hdr(),
+            );
+            return Flow::Close;
+        }
+        t.buf.extend_from_slice(&d.data);
+        let done = t.buf.len() == t.len;
+        // LAST_PDU marks the final PDU of the transfer an R2T solicited: exactly the end.
+        if done != d.last {
+            terminate(&self.tx, true, Fatal::field(1), hdr());
+            return Flow::Close;
+        }
+        if !done {
+            return Flow::Continue;
+        }
+        let Some(t) = self.transfers.remove(&d.ttag) else {
+            return Flow::Continue;
+        };
+        if t.failed {
+            self.respond(t.sqe.cid(), 0, Reply::err(Status::TRANSIENT_TRANSPORT));
+            return Flow::Continue;
+        }
+        self.exec(Cmd {
+            sqe: t.sqe,
+            data: Bytes::from(t.buf),
+            xfer_len: 0,
+        })
+    }
+
+    /// A data digest failed: the command fails with a transient transport error, the
+    /// connection stays (NVMe/TCP 1.0 §3.6.2.x).
+    fn on_data_digest(&mut self, ty: PduType, cccid: u16, ttag: u16, datal: u32) -> Flow {
+        if ty == PduType::CAPSULE_CMD {
+            self.advance_sqhd();
+            self.respond(cccid, 0, Reply::err(Status::TRANSIENT_TRANSPORT));
+            return Flow::Continue;
+        }
+        // H2CData: account for the bytes so later PDUs of the transfer stay in range.
+        let zeros = vec![0u8; datal as usize];
+        let d = DataPdu {
+            cccid,
+            ttag,
+            datao: 0,
+            last: false,
+            success: false,
+            data: Bytes::from(zeros),
+        };
+        match self.transfers.get_mut(&ttag) {
+            Some(t) if t.sqe.cid() == cccid && t.buf.len() + d.data.len() <= t.len => {
+                t.failed = true;
+                let datao = t.buf.len() as u32;
+                let last = t.buf.len() + d.data.len() == t.len;
+                self.on_h2c(DataPdu { datao, last, ..d })
+            }
+            _ => {
+                terminate(&self.tx, true, Fatal::field(10), Vec::new());
+                Flow::Close
+            }
+        }
+    }
+
+    fn on_connect(&mut self, sqe: Sqe, data: Bytes) -> Flow {
+        let cid = sqe.cid();
+        let sgl = sqe.sgl();
+        // Connect data always travels in the capsule (NVMe/TCP 1.0 §3.3.x: there is no
+        // queue to solicit it on yet).
+        let payload = match (sgl.id, sgl.addr.checked_add(sgl.len as u64)) {
+            (sgl_id::DATA_OFFSET, Some(e)) if e <= data.len() as u64 => {
+                data.slice(sgl.addr as usize..e as usize)
+            }
+            _ => {
+                self.respond(cid, 0, Reply::err(Status::SGL_DATA_LEN_INVALID));
+                return Flow::Continue;
+            }
+        };
+        match controller::connect(&self.subsys, &sqe, &payload) {
+            Ok(c) => {
+                tracing::debug!(cntlid = c.ctrl.cntlid, qid = c.qid, host = %c.ctrl.hostnqn, "connect");
+                let cntlid = c.ctrl.cntlid;
+                self.qid = c.qid;
+                self.sqsize = c.sqsize;
+                self.ctrl = Some(c.ctrl);
+                self.sqhd.store(1 % (self.sqsize + 1), Ordering::Relaxed);
+                // Success: CNTLID in dw0 bits 15:0, AUTHREQ (bits 31:16) = 0.
+                self.respond(cid, 0, Reply::dw0(cntlid as u32));
+            }
+            Err(e) => {
+                tracing::info!(status = %e.status, ipo = e.ipo, "connect refused");
+                let mut r = Reply::err(e.status);
+                r.dw0 = e.dw0();
+                self.respond(cid, 0, r);
+            }
+        }
+        Flow::Continue
+    }
+
+    fn exec(&mut self, cmd: Cmd) -> Flow {
+        let Some(ctrl) = self.ctrl.clone() else {
+            return Flow::Close;
+        };
+        let cid = cmd.sqe.cid();
+        let xfer = cmd.xfer_len;
+        if cmd.sqe.is_fabrics() {
+            let s = &cmd.sqe;
+            let r = match s.fctype() {
+                FcType::PROPERTY_GET if self.qid == 0 => match ctrl.property_get(s) {
+                    Ok(v) => Reply {
+                        status: Status::SUCCESS,
+                        dw0: v as u32,
+                        dw1: (v >> 32) as u32,
+                        data: Vec::new(),
+                    },
+                    Err(st) => Reply::err(st),
+                },
+                FcType::PROPERTY_SET if self.qid == 0 => {
+                    ctrl.property_set(s).map(|_| Reply::ok()).into()
+                }
+                FcType::DISCONNECT => {
+                    self.respond(cid, 0, Reply::ok());
+                    let _ = self.tx.send(crate::transport::Out::Close);
+                    return Flow::Close;
+                }
+                FcType::CONNECT => Reply::err(Status::CMD_SEQ_ERROR),
+                _ => Reply::err(Status::INVALID_OPCODE),
+            };
+            self.respond(cid, xfer, r);
+            return Flow::Continue;
+        }
+        if self.qid == 0 {
+            if let Outcome::Reply(r) = admin::handle(&ctrl, &cmd, self.local) {
+                self.respond(cid, xfer, r);
+            }
+            return Flow::Continue;
+        }
+        let (tx, dg, qid, sqhd) = (self.tx.clone(), self.dg, self.qid, self.sqhd.clone());
+        // Straight onto the blocking pool: one hop, and the backend call may block.
+        tokio::task::spawn_blocking(move || {
+            let r = io::handle(&ctrl, cmd);
+            send_reply(&tx, dg, qid, &sqhd, cid, xfer, r);
+        });
+        Flow::Continue
+    }
+}
+
+/// C2HData (if the command produced data) then the CapsuleResp. The SUCCESS flag is never
+/// used, so every command gets a response capsule with SQHD (SQ flow control stays on).
+fn send_reply(
+    tx: &OutTx,
+    dg: Digests,
+    qid: u16,
+    sqhd: &AtomicU16,
+    cid: u16,
+    xfer_len: u32,
+    r: Reply,
+) {
+    if r.status.is_success() && !r.data.is_empty() && xfer_len > 0 {
+        let mut data = r.data;
+        data.truncate(xfer_len as usize);
+        let d = DataPdu {
+            cccid: cid,
+            ttag: 0,
+            datao: 0,
+            last: true,
+            success: false,
+            data: Bytes::from(data),
+        };
+        let _ = tx.send(frame(&Pdu::C2hData(d), dg));
+    }
+    let cqe = Cqe {
+        dw0: r.dw0,
+        dw1: r.dw1,
+        sqhd: sqhd.load(Ordering::Relaxed),
+        sqid: qid,
+        cid,
+        status: r.status,
+    };
+    let _ = tx.send(frame(&Pdu::CapsuleResp(cqe), dg));
+}

@@ -1,0 +1,170 @@
+//! The embeddable NVMe/TCP target: one listener serving the discovery subsystem and one NVM
+//! subsystem with the configured namespaces.
+
+mod conn;
+
+use crate::controller::Subsystem;
+use crate::error::Error;
+use crate::namespace::{lock, Namespace, NamespaceConfig};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::sync::watch;
+
+/// What the embedder exports.
+#[derive(Clone)]
+pub struct TargetConfig {
+    /// NVM subsystem NQN, e.g. `nqn.2026-11.org.pnfsd:vol0` (at most 223 bytes).
+    pub subsystem_nqn: String,
+    pub namespaces: Vec<NamespaceConfig>,
+    /// Host NQNs allowed to connect to the NVM subsystem; `None` admits any host.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Serial number reported in Identify Controller; derived from the NQN when `None`.
+    pub serial: Option<String>,
+    /// I/O queues one controller may create (Set Features Number of Queues is capped here).
+    pub max_io_queues: u16,
+}
+
+impl TargetConfig {
+    pub fn new(subsystem_nqn: impl Into<String>, namespaces: Vec<NamespaceConfig>) -> Self {
+        TargetConfig {
+            subsystem_nqn: subsystem_nqn.into(),
+            namespaces,
+            allowed_hosts: None,
+            serial: None,
+            max_io_queues: 64,
+        }
+    }
+}
+
+/// A bound target. Clones share the same target.
+#[derive(Clone)]
+pub struct Target {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    listener: Mutex<Option<TcpListener>>,
+    local: SocketAddr,
+    subsys: Arc<Subsystem>,
+    stop: watch::Sender<bool>,
+}
+
+fn check_config(cfg: &TargetConfig) -> Result<(), Error> {
+    let nqn = &cfg.subsystem_nqn;
+    if !nqn.starts_with("nqn.") || nqn.len() > 223 || nqn == crate::controller::DISCOVERY_NQN {
+        return Err(Error::Config(format!("bad subsystem NQN {nqn:?}")));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for ns in &cfg.namespaces {
+        if ns.nsid == 0 || ns.nsid >= 0xFFFF_FFFE || !seen.insert(ns.nsid) {
+            return Err(Error::Config(format!("bad or duplicate nsid {}", ns.nsid)));
+        }
+        if ns.volume_uuid == [0; 16] {
+            return Err(Error::Config(
+                "volume UUID must not be all zero (NGUID 0 means none)".into(),
+            ));
+        }
+        let bs = ns.backend.block_size();
+        if !(bs == 512 || bs == 4096) || ns.backend.num_blocks() == 0 {
+            return Err(Error::Config(format!(
+                "namespace {}: block size {bs} or empty backend",
+                ns.nsid
+            )));
+        }
+    }
+    if cfg.max_io_queues == 0 {
+        return Err(Error::Config("max_io_queues must be ≥ 1".into()));
+    }
+    Ok(())
+}
+
+impl Target {
+    /// Binds the listener (port 4420 is the NVMe/TCP default). Nothing is served until
+    /// `run()` or `spawn()`.
+    pub async fn bind(addr: impl ToSocketAddrs, cfg: TargetConfig) -> Result<Target, Error> {
+        check_config(&cfg)?;
+        let listener = TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let serial = cfg.serial.clone().unwrap_or_else(|| {
+            format!(
+                "{:016x}",
+                crc32c::crc32c(cfg.subsystem_nqn.as_bytes()) as u64 * 0x9E37_79B9
+            )
+        });
+        let namespaces: BTreeMap<u32, Arc<Namespace>> = cfg
+            .namespaces
+            .iter()
+            .map(|n| (n.nsid, Arc::new(Namespace::new(n))))
+            .collect();
+        let subsys = Arc::new(Subsystem::new(
+            cfg.subsystem_nqn,
+            serial,
+            namespaces,
+            cfg.allowed_hosts,
+            cfg.max_io_queues,
+        ));
+        let (stop, _) = watch::channel(false);
+        Ok(Target {
+            inner: Arc::new(Inner {
+                listener: Mutex::new(Some(listener)),
+                local,
+                subsys,
+                stop,
+            }),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local
+    }
+
+    pub fn subsystem_nqn(&self) -> &str {
+        &self.inner.subsys.nqn
+    }
+
+    /// Live controllers (discovery and I/O).
+    pub fn controller_count(&self) -> usize {
+        lock(&self.inner.subsys.controllers).len()
+    }
+
+    /// Accepts connections until `shutdown()`. Call once.
+    pub async fn run(&self) -> Result<(), Error> {
+        let listener = lock(&self.inner.listener)
+            .take()
+            .ok_or_else(|| Error::Config("target already running".into()))?;
+        let mut stop = self.inner.stop.subscribe();
+        if *stop.borrow() {
+            return Ok(());
+        }
+        loop {
+            tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((stream, peer)) => {
+                        tracing::debug!(%peer, "nvme-tcp connection");
+                        tokio::spawn(conn::serve(stream, self.inner.subsys.clone(), self.inner.stop.subscribe()));
+                    }
+                    // Out of descriptors and the like: keep serving the connections we have.
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                },
+                _ = stop.changed() => return Ok(()),
+            }
+        }
+    }
+
+    /// Runs the target on a tokio task.
+    pub fn spawn(&self) -> tokio::task::JoinHandle<Result<(), Error>> {
+        let t = self.clone();
+        tokio::spawn(async move { t.run().await })
+    }
+
+    /// Stops accepting, ends every controller and closes every connection.
+    pub fn shutdown(&self) {
+        self.inner.stop.send_replace(true);
+        self.inner.subsys.kill_all();
+    }
+}

@@ -1,0 +1,380 @@
+//! The daemon's configuration: a TOML file (`deploy/pnfsd.toml` is the annotated example),
+//! then command-line flags over it. Every key has a default, so no file is needed.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::rpc::RpcOptions;
+use crate::server::NfsOptions;
+use crate::store::StoreOptions;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {err}")]
+    Read { path: PathBuf, err: std::io::Error },
+    #[error("{path}: {err}")]
+    Parse {
+        path: PathBuf,
+        err: Box<toml::de::Error>,
+    },
+    #[error("bad size {0:?} (expected bytes or a number with K, M, G or T)")]
+    Size(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// `export_sync`: design.md §4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ExportSync {
+    #[default]
+    Sync,
+    Async,
+}
+
+/// `layoutcommit`: design.md §4 ("sync" reproduces XFS forcing the log on every LAYOUTCOMMIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LayoutCommitMode {
+    #[default]
+    Datasync,
+    Sync,
+}
+
+/// A layout type offered in `fs_layout_types` (design.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayoutTypeName {
+    Block,
+    Scsi,
+}
+
+impl LayoutTypeName {
+    /// `layouttype4`: LAYOUT4_BLOCK_VOLUME = 3, LAYOUT4_SCSI = 5.
+    pub fn number(self) -> u32 {
+        match self {
+            LayoutTypeName::Block => 3,
+            LayoutTypeName::Scsi => 5,
+        }
+    }
+}
+
+/// A size written as bytes (`8589934592`) or with a suffix (`"8G"`, `"512M"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Num(n) => Ok(Size(n)),
+            Raw::Str(s) => parse_size(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Parses `123`, `4K`, `512M`, `8G`, `1T` (binary multiples; a trailing `iB`/`B` is allowed).
+pub fn parse_size(s: &str) -> Result<Size, ConfigError> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(ConfigError::Size(s.to_string())),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| ConfigError::Size(s.to_string()))?;
+    n.checked_mul(1 << shift)
+        .map(Size)
+        .ok_or_else(|| ConfigError::Size(s.to_string()))
+}
+
+/// The file's keys. Unknown keys are an error (a typo must not silently fall back).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the embedded default volume lives.
+    pub data_dir: PathBuf,
+    /// The data volume (file or block device); default `<data_dir>/volume.img`.
+    pub volume: Option<PathBuf>,
+    /// Size of a volume file created on first start.
+    pub volume_size: Size,
+    pub listen: SocketAddr,
+    /// The embedded NVMe/TCP target (issue 5); off when unset.
+    pub nvme_listen: Option<SocketAddr>,
+    pub nvme_nqn: String,
+    pub lease_seconds: u32,
+    /// Default: one lease, as knfsd does (a client reclaims within its first renewal).
+    pub grace_seconds: Option<u32>,
+    pub export_sync: ExportSync,
+    pub layout_types: Vec<LayoutTypeName>,
+    pub layoutcommit: LayoutCommitMode,
+    /// Run to fence a block-layout client that does not return its layout (design.md §5).
+    pub fence_command: Option<String>,
+    pub log_force_interval_seconds: u64,
+    /// Transport limit on one RPC record (rpc/record.rs).
+    pub max_record_size: Size,
+    /// Accept AUTH_NONE for COMPOUND (as "nobody").
+    pub allow_auth_none: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("./pnfsd-data"),
+            volume: None,
+            volume_size: Size(8 << 30),
+            listen: SocketAddr::from(([127, 0, 0, 1], 2049)),
+            nvme_listen: None,
+            nvme_nqn: "nqn.2026-11.org.pnfsd:volume".to_string(),
+            lease_seconds: 90,
+            grace_seconds: None,
+            export_sync: ExportSync::Sync,
+            layout_types: vec![LayoutTypeName::Block],
+            layoutcommit: LayoutCommitMode::Datasync,
+            fence_command: None,
+            log_force_interval_seconds: 30,
+            max_record_size: Size(crate::rpc::record::DEFAULT_MAX_RECORD as u64),
+            allow_auth_none: true,
+        }
+    }
+}
+
+/// The `serve` flags that override the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+    pub nvme_listen: Option<SocketAddr>,
+    pub lease_seconds: Option<u32>,
+}
+
+impl Config {
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let c: Config = toml::from_str(text).map_err(|err| ConfigError::Parse {
+            path: path.to_path_buf(),
+            err: Box::new(err),
+        })?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The file (or the defaults when `path` is `None`) with the flags applied.
+    pub fn load(path: Option<&Path>, o: &Overrides) -> Result<Config, ConfigError> {
+        let mut c = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|err| ConfigError::Read {
+                    path: p.to_path_buf(),
+                    err,
+                })?;
+                Config::parse(&text, p)?
+            }
+            None => Config::default(),
+        };
+        c.apply(o);
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn apply(&mut self, o: &Overrides) {
+        if let Some(d) = &o.data_dir {
+            self.data_dir = d.clone();
+        }
+        if let Some(l) = o.listen {
+            self.listen = l;
+        }
+        if let Some(n) = o.nvme_listen {
+            self.nvme_listen = Some(n);
+        }
+        if let Some(s) = o.lease_seconds {
+            self.lease_seconds = s;
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.lease_seconds == 0 {
+            return Err(ConfigError::Invalid("lease_seconds must be > 0".into()));
+        }
+        if self.layout_types.is_empty() {
+            return Err(ConfigError::Invalid(
+                "layout_types must name at least one type".into(),
+            ));
+        }
+        // Below this not even a CREATE_SESSION with its channel attributes fits.
+        if self.max_record_size.0 < 4096 || self.max_record_size.0 > (1 << 30) {
+            return Err(ConfigError::Invalid(
+                "max_record_size must be between 4K and 1G".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The volume path: `volume`, or `<data_dir>/volume.img`.
+    pub fn volume_path(&self) -> PathBuf {
+        self.volume
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("volume.img"))
+    }
+
+    pub fn nfs_options(&self) -> NfsOptions {
+        let mut types: Vec<u32> = self.layout_types.iter().map(|t| t.number()).collect();
+        types.dedup();
+        NfsOptions {
+            lease_seconds: self.lease_seconds,
+            grace_seconds: self.grace_seconds.unwrap_or(self.lease_seconds),
+            layout_types: types,
+            sync: self.export_sync == ExportSync::Sync,
+            layoutcommit_sync: self.layoutcommit == LayoutCommitMode::Sync,
+            fence_command: self.fence_command.clone(),
+        }
+    }
+
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            sync: self.export_sync == ExportSync::Sync,
+            log_force_interval: Duration::from_secs(self.log_force_interval_seconds.max(1)),
+        }
+    }
+
+    pub fn rpc_options(&self) -> RpcOptions {
+        RpcOptions {
+            max_record: self.max_record_size.0 as usize,
+            auth: crate::rpc::auth::AuthPolicy {
+                allow_none: self.allow_auth_none,
+            },
+            ..RpcOptions::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("8G").unwrap(), Size(8 << 30));
+        assert_eq!(parse_size("512m").unwrap(), Size(512 << 20));
+        assert_eq!(parse_size("4KiB").unwrap(), Size(4096));
+        assert_eq!(parse_size("1T").unwrap(), Size(1 << 40));
+        assert_eq!(parse_size("12345").unwrap(), Size(12345));
+        for bad in ["", "G", "8X", "-1G", "99999999999T", "1.5G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_full_file_parses() {
+        let text = r#"
+            data_dir = "/srv/pnfs"
+            volume = "/dev/nvme0n1"
+            volume_size = "16G"
+            listen = "0.0.0.0:2049"
+            nvme_listen = "0.0.0.0:4420"
+            nvme_nqn = "nqn.test:vol"
+            lease_seconds = 30
+            grace_seconds = 45
+            export_sync = "async"
+            layout_types = ["block", "scsi"]
+            layoutcommit = "sync"
+            fence_command = "/usr/local/bin/fence %c"
+            log_force_interval_seconds = 5
+            max_record_size = 2097152
+            allow_auth_none = false
+        "#;
+        let c = Config::parse(text, Path::new("t.toml")).unwrap();
+        assert_eq!(c.volume_path(), PathBuf::from("/dev/nvme0n1"));
+        assert_eq!(c.volume_size, Size(16 << 30));
+        assert_eq!(c.nvme_listen, Some("0.0.0.0:4420".parse().unwrap()));
+        let n = c.nfs_options();
+        assert_eq!((n.lease_seconds, n.grace_seconds, n.sync), (30, 45, false));
+        assert_eq!(n.layout_types, vec![3, 5]);
+        assert!(n.layoutcommit_sync);
+        assert_eq!(n.fence_command.as_deref(), Some("/usr/local/bin/fence %c"));
+        assert_eq!(c.store_options().log_force_interval, Duration::from_secs(5));
+        let r = c.rpc_options();
+        assert_eq!((r.max_record, r.auth.allow_none), (2 << 20, false));
+    }
+
+    #[test]
+    fn defaults_and_errors() {
+        let c = Config::parse("", Path::new("empty.toml")).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.volume_path(), PathBuf::from("./pnfsd-data/volume.img"));
+        assert_eq!(c.nfs_options().layout_types, vec![3]);
+        assert!(c.nfs_options().sync && !c.nfs_options().layoutcommit_sync);
+        for bad in [
+            "lisen = \"1.2.3.4:5\"",
+            "export_sync = \"maybe\"",
+            "layout_types = [\"files\"]",
+            "layout_types = []",
+            "lease_seconds = 0",
+            "volume_size = \"big\"",
+            "listen = \"nohost\"",
+        ] {
+            assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_example_file_is_the_defaults() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml");
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(
+            &p,
+            "listen = \"127.0.0.1:3049\"\nlease_seconds = 20\ndata_dir = \"/a\"\n",
+        )
+        .unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!((c.listen.port(), c.lease_seconds), (3049, 20));
+        let o = Overrides {
+            data_dir: Some("/b".into()),
+            listen: Some("127.0.0.1:4049".parse().unwrap()),
+            nvme_listen: Some("127.0.0.1:4420".parse().unwrap()),
+            lease_seconds: Some(60),
+        };
+        let c = Config::load(Some(&p), &o).unwrap();
+        assert_eq!((c.listen.port(), c.lease_seconds), (4049, 60));
+        // The grace period follows the lease unless the file sets it.
+        assert_eq!(c.nfs_options().grace_seconds, 60);
+        assert_eq!(c.volume_path(), PathBuf::from("/b/volume.img"));
+        assert_eq!(c.nvme_listen.map(|a| a.port()), Some(4420));
+        assert!(Config::load(Some(&dir.path().join("missing.toml")), &o).is_err());
+        assert!(Config::load(
+            None,
+            &Overrides {
+                lease_seconds: Some(0),
+                ..o
+            }
+        )
+        .is_err());
+    }
+}

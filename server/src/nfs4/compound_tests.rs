@@ -1,0 +1,486 @@
+//! Dispatcher rules, driven through fake operations (the real table gives the metadata).
+
+use super::*;
+use crate::nfs4::ops::opnum::*;
+
+/// Fake operations. SEQUENCE's arguments are the session limits it sets:
+/// `max_ops, max_request, max_response, max_response_cached, cachethis, replay`.
+/// GETATTR writes a body of as many bytes as its one argument says. LINK panics.
+/// READLINK writes a body and then answers BADXDR. Everything else answers OK.
+#[derive(Default)]
+struct Fake {
+    minor: u32,
+    fh: bool,
+    session: Option<SessionSlotRef>,
+    cached: Option<Vec<u8>>,
+    ran: Vec<u32>,
+}
+
+impl OpEnv for Fake {
+    fn meta(&self, op: u32) -> Option<OpMeta> {
+        ops::lookup(op).map(|d| OpMeta {
+            name: d.name,
+            min_minor: d.min_minor,
+            needs_fh: d.needs_fh,
+        })
+    }
+    fn begin(&mut self, minor: u32, _: usize) {
+        self.minor = minor;
+    }
+    fn run(&mut self, op: u32, _: usize, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+        self.ran.push(op);
+        match op {
+            SEQUENCE => {
+                let mut v = [0u32; 6];
+                for x in &mut v {
+                    match r.u32() {
+                        Ok(n) => *x = n,
+                        Err(_) => return NfsStat::BADXDR,
+                    }
+                }
+                self.session = Some(SessionSlotRef {
+                    sessionid: [7; 16],
+                    clientid: 1,
+                    slot: 0,
+                    seqid: 1,
+                    cachethis: v[4] != 0,
+                    max_ops: v[0],
+                    max_request_size: v[1],
+                    max_response_size: v[2],
+                    max_response_size_cached: v[3],
+                });
+                if v[5] != 0 {
+                    self.cached = Some(b"CACHED".to_vec());
+                }
+                w.u32(0x5e9);
+                NfsStat::OK
+            }
+            PUTROOTFH => {
+                self.fh = true;
+                NfsStat::OK
+            }
+            GETATTR => match r.u32() {
+                Ok(n) => {
+                    w.buf.resize(w.buf.len() + n as usize, 0xaa);
+                    NfsStat::OK
+                }
+                Err(_) => NfsStat::BADXDR,
+            },
+            LINK => panic!("fake operation panics"),
+            READLINK => {
+                w.u32(1);
+                NfsStat::BADXDR
+            }
+            _ => NfsStat::OK,
+        }
+    }
+    fn has_current_fh(&self) -> bool {
+        self.fh
+    }
+    fn session(&self) -> Option<&SessionSlotRef> {
+        self.session.as_ref()
+    }
+    fn take_cached_reply(&mut self) -> Option<Vec<u8>> {
+        self.cached.take()
+    }
+}
+
+const SIZES: RpcSizes = RpcSizes {
+    request_len: 100,
+    reply_header_len: 24,
+};
+
+fn args(tag: &[u8], minor: u32, ops: &[(u32, &[u32])]) -> Vec<u8> {
+    let mut w = XdrWriter::new();
+    w.opaque(tag);
+    w.u32(minor);
+    w.u32(ops.len() as u32);
+    for (op, a) in ops {
+        w.u32(*op);
+        for x in *a {
+            w.u32(*x);
+        }
+    }
+    w.into_inner()
+}
+
+/// A roomy session: (max_ops, max_req, max_resp, max_resp_cached, cachethis, replay).
+const SEQ: &[u32] = &[16, 1 << 20, 1 << 20, 1 << 20, 0, 0];
+
+/// Decoded COMPOUND4res: (status, tag, [(op, status, body)]).
+type Res = (NfsStat, Vec<u8>, Vec<(u32, NfsStat, Vec<u8>)>);
+
+/// Parses a reply whose bodies are known: SEQUENCE 4 bytes, GETATTR `getattr_len`, else 0.
+fn parse(reply: &[u8], getattr_len: usize) -> Res {
+    let mut r = XdrReader::new(reply);
+    let st = NfsStat(r.u32().unwrap());
+    let tag = r.opaque(MAX_TAG).unwrap().to_vec();
+    let n = r.u32().unwrap();
+    let mut res = Vec::new();
+    for _ in 0..n {
+        let op = r.u32().unwrap();
+        let s = NfsStat(r.u32().unwrap());
+        let blen = match (op, s) {
+            (SEQUENCE, NfsStat::OK) => 4,
+            (GETATTR, NfsStat::OK) => getattr_len,
+            _ => 0,
+        };
+        res.push((op, s, r.opaque_fixed(blen).unwrap().to_vec()));
+    }
+    r.finish().unwrap();
+    (st, tag, res)
+}
+
+fn run(a: &[u8]) -> (Fake, Outcome) {
+    run_sized(a, SIZES)
+}
+
+fn run_sized(a: &[u8], sizes: RpcSizes) -> (Fake, Outcome) {
+    let mut f = Fake::default();
+    let out = run_compound(&mut f, a, sizes).unwrap();
+    (f, out)
+}
+
+/// The (op, status) pairs of a reply.
+fn results(out: &Outcome, getattr_len: usize) -> (NfsStat, Vec<(u32, NfsStat)>) {
+    let (st, _, res) = parse(&out.reply, getattr_len);
+    (st, res.into_iter().map(|(o, s, _)| (o, s)).collect())
+}
+
+#[test]
+fn minor_versions_other_than_1_and_2_mismatch_with_no_results() {
+    for minor in [0, 3, 50] {
+        let (f, out) = run(&args(b"t", minor, &[(ILLEGAL, &[]), (PUTROOTFH, &[])]));
+        let (st, tag, res) = parse(&out.reply, 0);
+        assert_eq!(
+            (st, tag, res.len()),
+            (NfsStat::MINOR_VERS_MISMATCH, b"t".to_vec(), 0)
+        );
+        assert!(f.ran.is_empty());
+    }
+    for minor in [1, 2] {
+        let (_, out) = run(&args(b"", minor, &[]));
+        assert_eq!(results(&out, 0), (NfsStat::OK, vec![]));
+    }
+}
+
+#[test]
+fn tag_is_echoed_and_must_be_utf8() {
+    let (_, out) = run(&args(b"tag test", 1, &[(SEQUENCE, SEQ)]));
+    assert_eq!(parse(&out.reply, 0).1, b"tag test");
+    let (_, out) = run(&args(&[0xff, 0xfe], 1, &[(SEQUENCE, SEQ)]));
+    assert_eq!(results(&out, 0), (NfsStat::INVAL, vec![]));
+}
+
+#[test]
+fn illegal_opcodes_answer_op_illegal_and_stop() {
+    // Unknown numbers, ILLEGAL itself, ops of a later minor version.
+    for (minor, op) in [
+        (1, 0),
+        (1, 1),
+        (1, 2),
+        (1, ILLEGAL),
+        (1, 76),
+        (1, GETXATTR),
+        (1, ALLOCATE),
+        (2, 76),
+    ] {
+        let (f, out) = run(&args(b"", minor, &[(op, &[]), (PUTROOTFH, &[])]));
+        assert_eq!(
+            results(&out, 0),
+            (NfsStat::OP_ILLEGAL, vec![(ILLEGAL, NfsStat::OP_ILLEGAL)]),
+            "{minor} {op}"
+        );
+        assert!(f.ran.is_empty());
+        // Also after SEQUENCE.
+        let (f, out) = run(&args(b"", minor, &[(SEQUENCE, SEQ), (op, &[])]));
+        assert_eq!(results(&out, 0).1[1], (ILLEGAL, NfsStat::OP_ILLEGAL));
+        assert_eq!(f.ran, vec![SEQUENCE]);
+    }
+    // ALLOCATE is legal in 4.2.
+    let (_, out) = run(&args(
+        b"",
+        2,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (ALLOCATE, &[])],
+    ));
+    assert_eq!(results(&out, 0).0, NfsStat::OK);
+}
+
+#[test]
+fn first_op_must_be_sequence_or_a_sessionless_op_alone() {
+    let (f, out) = run(&args(b"", 1, &[(PUTROOTFH, &[])]));
+    assert_eq!(
+        results(&out, 0).1,
+        vec![(PUTROOTFH, NfsStat::OP_NOT_IN_SESSION)]
+    );
+    assert!(f.ran.is_empty());
+    for op in [
+        EXCHANGE_ID,
+        CREATE_SESSION,
+        DESTROY_SESSION,
+        BIND_CONN_TO_SESSION,
+        DESTROY_CLIENTID,
+    ] {
+        let (f, out) = run(&args(b"", 1, &[(op, &[])]));
+        assert_eq!(results(&out, 0), (NfsStat::OK, vec![(op, NfsStat::OK)]));
+        assert_eq!(f.ran, vec![op]);
+        let (f, out) = run(&args(b"", 1, &[(op, &[]), (PUTROOTFH, &[])]));
+        assert_eq!(
+            results(&out, 0),
+            (NfsStat::NOT_ONLY_OP, vec![(op, NfsStat::NOT_ONLY_OP)])
+        );
+        assert!(f.ran.is_empty());
+    }
+    // Obsolete 4.0 operations first: not in a session either.
+    let (_, out) = run(&args(b"", 1, &[(SETCLIENTID, &[])]));
+    assert_eq!(
+        results(&out, 0).1,
+        vec![(SETCLIENTID, NfsStat::OP_NOT_IN_SESSION)]
+    );
+}
+
+#[test]
+fn sequence_elsewhere_than_first_is_sequence_pos() {
+    let (f, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (SEQUENCE, SEQ)],
+    ));
+    assert_eq!(
+        results(&out, 0).1,
+        vec![
+            (SEQUENCE, NfsStat::OK),
+            (PUTROOTFH, NfsStat::OK),
+            (SEQUENCE, NfsStat::SEQUENCE_POS)
+        ]
+    );
+    assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH]);
+    let (_, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (BIND_CONN_TO_SESSION, &[])],
+    ));
+    assert_eq!(results(&out, 0).0, NfsStat::NOT_ONLY_OP);
+}
+
+#[test]
+fn minor0_only_ops_are_notsupp() {
+    for op in [
+        OPEN_CONFIRM,
+        RENEW,
+        SETCLIENTID,
+        SETCLIENTID_CONFIRM,
+        RELEASE_LOCKOWNER,
+    ] {
+        let (f, out) = run(&args(
+            b"",
+            1,
+            &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (op, &[])],
+        ));
+        assert_eq!(results(&out, 0).1[2], (op, NfsStat::NOTSUPP));
+        assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH]);
+    }
+}
+
+#[test]
+fn session_limits_on_ops_and_request_size() {
+    let seq4: &[u32] = &[4, 1 << 20, 1 << 20, 1 << 20, 0, 0];
+    let four = args(
+        b"",
+        1,
+        &[
+            (SEQUENCE, seq4),
+            (PUTROOTFH, &[]),
+            (GETFH, &[]),
+            (GETATTR, &[0]),
+        ],
+    );
+    assert_eq!(results(&run(&four).1, 0).0, NfsStat::OK);
+    let five = args(
+        b"",
+        1,
+        &[
+            (SEQUENCE, seq4),
+            (PUTROOTFH, &[]),
+            (GETFH, &[]),
+            (GETATTR, &[0]),
+            (GETATTR, &[0]),
+        ],
+    );
+    let (f, out) = run(&five);
+    assert_eq!(
+        results(&out, 0),
+        (
+            NfsStat::TOO_MANY_OPS,
+            vec![(SEQUENCE, NfsStat::OK), (PUTROOTFH, NfsStat::TOO_MANY_OPS)]
+        )
+    );
+    assert_eq!(f.ran, vec![SEQUENCE]);
+    assert!(
+        out.slot.is_some(),
+        "the slot SEQUENCE took still gets the reply"
+    );
+
+    let seq512: &[u32] = &[16, 512, 1 << 20, 1 << 20, 0, 0];
+    let a = args(b"", 1, &[(SEQUENCE, seq512), (PUTROOTFH, &[])]);
+    let at = |n| RpcSizes {
+        request_len: n,
+        reply_header_len: 24,
+    };
+    assert_eq!(results(&run_sized(&a, at(512)).1, 0).0, NfsStat::OK);
+    let (f, out) = run_sized(&a, at(513));
+    assert_eq!(
+        results(&out, 0).1,
+        vec![(SEQUENCE, NfsStat::OK), (PUTROOTFH, NfsStat::REQ_TOO_BIG)]
+    );
+    assert_eq!(f.ran, vec![SEQUENCE]);
+}
+
+#[test]
+fn reply_size_limits() {
+    // Header: status 4 + empty tag 4 + count 4 = 12; SEQUENCE result 12; PUTROOTFH 8;
+    // GETATTR 8 + body. With the 24-byte RPC header, a body of n makes 64 + n bytes.
+    let fixed = 24 + 12 + 12 + 8 + 8;
+    let seq =
+        |resp: u32, cached: u32, cachethis: u32| vec![16, 1 << 20, resp, cached, cachethis, 0];
+    let compound =
+        |s: &[u32], n: u32| args(b"", 1, &[(SEQUENCE, s), (PUTROOTFH, &[]), (GETATTR, &[n])]);
+
+    let s = seq(fixed + 100, 0, 0);
+    let out = run(&compound(&s, 100)).1;
+    assert_eq!(results(&out, 100).0, NfsStat::OK);
+    let out = run(&compound(&s, 104)).1;
+    assert_eq!(results(&out, 104).1[2], (GETATTR, NfsStat::REP_TOO_BIG));
+
+    // cachethis: the cached limit applies; without cachethis it does not.
+    let s = seq(1 << 20, fixed + 100, 1);
+    assert_eq!(results(&run(&compound(&s, 100)).1, 100).0, NfsStat::OK);
+    let out = run(&compound(&s, 104)).1;
+    assert_eq!(
+        results(&out, 104).1[2],
+        (GETATTR, NfsStat::REP_TOO_BIG_TO_CACHE)
+    );
+    let s = seq(1 << 20, fixed + 100, 0);
+    assert_eq!(results(&run(&compound(&s, 104)).1, 104).0, NfsStat::OK);
+}
+
+#[test]
+fn current_filehandle_is_required_where_the_table_says() {
+    let (f, out) = run(&args(b"", 1, &[(SEQUENCE, SEQ), (GETFH, &[])]));
+    assert_eq!(results(&out, 0).1[1], (GETFH, NfsStat::NOFILEHANDLE));
+    assert_eq!(f.ran, vec![SEQUENCE]);
+    let (f, _) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (GETFH, &[])],
+    ));
+    assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH, GETFH]);
+}
+
+#[test]
+fn badxdr_stops_without_a_body_and_errors_stop() {
+    let (f, out) = run(&args(
+        b"",
+        1,
+        &[
+            (SEQUENCE, SEQ),
+            (PUTROOTFH, &[]),
+            (READLINK, &[]),
+            (PUTROOTFH, &[]),
+        ],
+    ));
+    assert_eq!(
+        results(&out, 0),
+        (
+            NfsStat::BADXDR,
+            vec![
+                (SEQUENCE, NfsStat::OK),
+                (PUTROOTFH, NfsStat::OK),
+                (READLINK, NfsStat::BADXDR)
+            ]
+        )
+    );
+    assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH, READLINK]);
+    // Arguments missing altogether: the operation's own decode fails.
+    let (_, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (GETATTR, &[])],
+    ));
+    assert_eq!(results(&out, 0).1[2], (GETATTR, NfsStat::BADXDR));
+    // Fewer operations than the count says: the missing opcode is BADXDR.
+    let mut a = args(b"", 1, &[(SEQUENCE, SEQ)]);
+    a[11] = 2;
+    let (_, out) = run(&a);
+    assert_eq!(
+        results(&out, 0).1,
+        vec![(SEQUENCE, NfsStat::OK), (ILLEGAL, NfsStat::BADXDR)]
+    );
+    // A count that the bytes cannot hold is refused before anything runs.
+    a[11] = 100;
+    assert!(run_compound(&mut Fake::default(), &a, SIZES).is_err());
+}
+
+#[test]
+fn a_panicking_operation_answers_serverfault_and_keeps_the_slot() {
+    let (f, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (LINK, &[]), (GETFH, &[])],
+    ));
+    assert_eq!(results(&out, 0).1[2], (LINK, NfsStat::SERVERFAULT));
+    assert_eq!(results(&out, 0).1.len(), 3);
+    assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH, LINK]);
+    assert!(out.slot.is_some());
+}
+
+#[test]
+fn a_cached_reply_is_sent_verbatim() {
+    let replay: &[u32] = &[16, 1 << 20, 1 << 20, 1 << 20, 1, 1];
+    let (f, out) = run(&args(
+        b"",
+        1,
+        &[(SEQUENCE, replay), (PUTROOTFH, &[]), (LINK, &[])],
+    ));
+    assert_eq!(out.reply, b"CACHED");
+    assert!(out.replayed && out.slot.is_some());
+    assert_eq!(f.ran, vec![SEQUENCE]);
+}
+
+#[test]
+fn sessionless_compounds_report_no_slot() {
+    let (_, out) = run(&args(b"", 1, &[(EXCHANGE_ID, &[])]));
+    assert!(out.slot.is_none() && !out.replayed);
+}
+
+#[test]
+fn undecodable_headers_are_errors() {
+    assert!(run_compound(&mut Fake::default(), &[], SIZES).is_err());
+    let mut w = XdrWriter::new();
+    w.opaque(&[b'x'; MAX_TAG + 1]);
+    w.u32(1);
+    w.u32(0);
+    assert!(run_compound(&mut Fake::default(), &w.buf, SIZES).is_err());
+    assert!(serverfault_reply(&w.buf).is_err());
+    let ok = args(b"ab", 1, &[]);
+    let sf = serverfault_reply(&ok).unwrap();
+    assert_eq!(
+        parse(&sf, 0),
+        (NfsStat::SERVERFAULT, b"ab".to_vec(), vec![])
+    );
+}
+
+proptest::proptest! {
+    #[test]
+    fn random_arguments_never_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+        let _ = run_compound(&mut Fake::default(), &data, SIZES);
+    }
+
+    #[test]
+    fn random_op_streams_never_panic(ops in proptest::collection::vec(0u32..80, 0..12), minor in 0u32..4) {
+        let list: Vec<(u32, &[u32])> = std::iter::once((SEQUENCE, SEQ))
+            .chain(ops.iter().filter(|o| **o != LINK).map(|o| (*o, &[0u32][..])))
+            .collect();
+        let _ = run_compound(&mut Fake::default(), &args(b"", minor, &list), SIZES);
+    }
+}

@@ -1,0 +1,64 @@
+//! BIND_CONN_TO_SESSION (RFC 8881 §18.34): binds the connection to a session for the fore
+//! channel, the backchannel or both. The backchannel needs a sender from the transport.
+
+use super::state_util::{decode_or_badxdr, try_stat};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::state::BindDir;
+use crate::nfs4::status::NfsStat;
+use crate::xdr::{XdrReader, XdrWriter};
+
+/// `channel_dir_from_client4`.
+fn dir_from_client(v: u32) -> Option<BindDir> {
+    match v {
+        1 => Some(BindDir::Fore),
+        2 => Some(BindDir::Back),
+        3 => Some(BindDir::ForeOrBoth),
+        7 => Some(BindDir::BackOrBoth),
+        _ => None,
+    }
+}
+
+/// `channel_dir_from_server4`.
+fn dir_to_server(d: BindDir) -> u32 {
+    match d {
+        BindDir::Fore => 1,
+        BindDir::Back => 2,
+        _ => 3,
+    }
+}
+
+pub fn bind_conn_to_session(
+    ctx: &mut Ctx<'_>,
+    r: &mut XdrReader<'_>,
+    w: &mut XdrWriter,
+) -> NfsStat {
+    let sessionid: [u8; 16] = decode_or_badxdr!(r.array());
+    let dir = decode_or_badxdr!(r.u32());
+    let _rdma = decode_or_badxdr!(r.bool());
+    let Some(dir) = dir_from_client(dir) else {
+        return NfsStat::INVAL;
+    };
+    let got = try_stat!(ctx.srv.state.bind_conn_to_session(
+        &sessionid,
+        dir,
+        ctx.conn.id,
+        ctx.conn.backchannel.clone()
+    ));
+    w.opaque_fixed(&sessionid);
+    w.u32(dir_to_server(got));
+    w.bool(false);
+    NfsStat::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directions() {
+        assert_eq!(dir_from_client(7), Some(BindDir::BackOrBoth));
+        assert_eq!(dir_from_client(4), None);
+        assert_eq!(dir_to_server(BindDir::Both), 3);
+        assert_eq!(dir_to_server(BindDir::Back), 2);
+    }
+}

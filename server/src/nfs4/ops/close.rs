@@ -1,0 +1,30 @@
+//! CLOSE (RFC 8881 §18.2): ends an open; answers the special invalid stateid (§18.2.4).
+//! When the last open of an unlinked file goes, the store frees it.
+
+use super::state_util::{clientid, decode_or_badxdr, resolve_stateid, try_stat};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::Stateid;
+use crate::xdr::{Xdr, XdrReader, XdrWriter};
+
+pub fn close(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    let _seqid = decode_or_badxdr!(r.u32());
+    let sid: Stateid = decode_or_badxdr!(r.read());
+    let cid = try_stat!(clientid(ctx));
+    let sid = try_stat!(resolve_stateid(ctx, sid));
+    let Some(fh) = ctx.current_fh else {
+        return NfsStat::NOFILEHANDLE;
+    };
+    let last = try_stat!(ctx.srv.state.close(cid, &sid, fh.ino));
+    if last {
+        // An unlinked file stays while open (REMOVE asked `file_is_open`); free it now.
+        if let Ok(a) = ctx.srv.store.getattr(fh.ino) {
+            if a.nlink == 0 {
+                try_stat!(ctx.srv.store.release(fh.ino).map_err(NfsStat::from));
+            }
+        }
+    }
+    ctx.current_stateid = Some(Stateid::INVALID);
+    Stateid::INVALID.encode(w);
+    NfsStat::OK
+}

@@ -1,0 +1,117 @@
+//! CREATE_SESSION (RFC 8881 §18.36): confirms a client record and makes a session; the
+//! channel attributes are negotiated in `nfs4::state::session`. With
+//! CREATE_SESSION4_FLAG_CONN_BACK_CHAN the fore connection also carries the backchannel.
+
+use super::state_util::{decode_cb_sec_parms, decode_or_badxdr, principal, try_stat};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::state::{ChannelAttrs, CreateSessionReq};
+use crate::nfs4::status::NfsStat;
+use crate::xdr::{XdrReader, XdrResult, XdrWriter};
+
+pub fn decode_channel_attrs(r: &mut XdrReader<'_>) -> XdrResult<ChannelAttrs> {
+    let mut a = ChannelAttrs {
+        headerpadsize: r.u32()?,
+        maxrequestsize: r.u32()?,
+        maxresponsesize: r.u32()?,
+        maxresponsesize_cached: r.u32()?,
+        maxoperations: r.u32()?,
+        maxrequests: r.u32()?,
+        rdma_ird: None,
+    };
+    let n = r.array_len(1, 4)?;
+    if n == 1 {
+        a.rdma_ird = Some(r.u32()?);
+    }
+    Ok(a)
+}
+
+pub fn encode_channel_attrs(a: &ChannelAttrs, w: &mut XdrWriter) {
+    w.u32(a.headerpadsize);
+    w.u32(a.maxrequestsize);
+    w.u32(a.maxresponsesize);
+    w.u32(a.maxresponsesize_cached);
+    w.u32(a.maxoperations);
+    w.u32(a.maxrequests);
+    match a.rdma_ird {
+        Some(x) => {
+            w.u32(1);
+            w.u32(x);
+        }
+        None => w.u32(0),
+    }
+}
+
+/// `CREATE_SESSION4args`.
+pub struct CreateSessionArgs {
+    pub clientid: u64,
+    pub sequence: u32,
+    pub flags: u32,
+    pub fore: ChannelAttrs,
+    pub back: ChannelAttrs,
+    pub cb_program: u32,
+    pub sec_flavors: Vec<u32>,
+}
+
+impl CreateSessionArgs {
+    pub fn decode(r: &mut XdrReader<'_>) -> XdrResult<Self> {
+        Ok(CreateSessionArgs {
+            clientid: r.u64()?,
+            sequence: r.u32()?,
+            flags: r.u32()?,
+            fore: decode_channel_attrs(r)?,
+            back: decode_channel_attrs(r)?,
+            cb_program: r.u32()?,
+            sec_flavors: decode_cb_sec_parms(r)?,
+        })
+    }
+}
+
+pub fn create_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    let before = r.clone();
+    let a = decode_or_badxdr!(CreateSessionArgs::decode(r));
+    // Only this operation's arguments: a replay may come in another COMPOUND.
+    let used = before.remaining() - r.remaining();
+    let hash = super::sequence::request_hash(&before.rest()[..used]);
+    let res = try_stat!(ctx.srv.state.create_session(CreateSessionReq {
+        clientid: a.clientid,
+        sequence: a.sequence,
+        flags: a.flags,
+        fore: a.fore,
+        back: a.back,
+        cb_program: a.cb_program,
+        principal: principal(ctx),
+        conn: ctx.conn.id,
+        backchannel: ctx.conn.backchannel.clone(),
+        hash,
+    }));
+    w.opaque_fixed(&res.sessionid);
+    w.u32(res.sequence);
+    w.u32(res.flags);
+    encode_channel_attrs(&res.fore, w);
+    encode_channel_attrs(&res.back, w);
+    NfsStat::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_attrs_round_trip() {
+        let a = ChannelAttrs {
+            headerpadsize: 0,
+            maxrequestsize: 1 << 20,
+            maxresponsesize: 1 << 20,
+            maxresponsesize_cached: 4096,
+            maxoperations: 16,
+            maxrequests: 64,
+            rdma_ird: Some(2),
+        };
+        let mut w = XdrWriter::new();
+        encode_channel_attrs(&a, &mut w);
+        assert_eq!(w.len(), 7 * 4 + 4);
+        let mut r = XdrReader::new(&w.buf);
+        assert_eq!(decode_channel_attrs(&mut r).unwrap(), a);
+        r.finish().unwrap();
+    }
+}

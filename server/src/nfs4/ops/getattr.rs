@@ -1,0 +1,29 @@
+//! GETATTR (RFC 8881 §18.7): the requested attributes we support, in a `fattr4`.
+
+use super::ns_util::{cur_attr, status};
+use crate::nfs4::attr::{encode_attrs, is_write_only};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::Bitmap;
+use crate::xdr::{Xdr, XdrReader, XdrWriter};
+
+/// A request naming a write-only attribute (time_access_set, time_modify_set) is INVAL
+/// (RFC 8881 §18.7.3); unsupported ones are just left out of the answer.
+pub fn check_readable(req: &Bitmap) -> Result<(), NfsStat> {
+    if req.iter().any(is_write_only) {
+        return Err(NfsStat::INVAL);
+    }
+    Ok(())
+}
+
+fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let req = Bitmap::decode(r)?;
+    check_readable(&req)?;
+    let a = cur_attr(ctx)?;
+    encode_attrs(ctx, &a, &req, w);
+    Ok(())
+}
+
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    status(go(ctx, r, w))
+}

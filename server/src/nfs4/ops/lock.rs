@@ -1,0 +1,109 @@
+//! LOCK (RFC 8881 §18.10): byte-range locks through a new lock-owner (with its open
+//! stateid) or an existing one (its lock stateid). Conflicts answer DENIED with the holder.
+
+use super::state_util::{
+    clientid, current_attr, decode_or_badxdr, decode_owner, lock_is_write, regular,
+    resolve_stateid, try_stat,
+};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::state::{range_of, Denied, LockError, LockReq, Locker};
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::Stateid;
+use crate::xdr::{Xdr, XdrReader, XdrWriter};
+
+/// `LOCK4denied`, shared with LOCKT.
+pub fn encode_denied(d: &Denied, w: &mut XdrWriter) {
+    w.u64(d.offset);
+    w.u64(d.length);
+    w.u32(if d.write { 2 } else { 1 });
+    w.u64(d.clientid);
+    w.opaque(&d.owner);
+}
+
+/// A lock error as a status, writing the DENIED body when there is one.
+pub fn lock_error(e: LockError, w: &mut XdrWriter) -> NfsStat {
+    match e {
+        LockError::Status(s) => s,
+        LockError::Denied(d) => {
+            encode_denied(&d, w);
+            NfsStat::DENIED
+        }
+    }
+}
+
+pub fn lock(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    let locktype = decode_or_badxdr!(r.u32());
+    let reclaim = decode_or_badxdr!(r.bool());
+    let offset = decode_or_badxdr!(r.u64());
+    let length = decode_or_badxdr!(r.u64());
+    let new_owner = decode_or_badxdr!(r.bool());
+    let (sid, owner) = if new_owner {
+        let _open_seqid = decode_or_badxdr!(r.u32());
+        let open: Stateid = decode_or_badxdr!(r.read());
+        let _lock_seqid = decode_or_badxdr!(r.u32());
+        let (_clientid, owner) = decode_or_badxdr!(decode_owner(r));
+        (open, Some(owner))
+    } else {
+        let lock: Stateid = decode_or_badxdr!(r.read());
+        let _lock_seqid = decode_or_badxdr!(r.u32());
+        (lock, None)
+    };
+    let write = try_stat!(lock_is_write(locktype));
+    let (start, end) = try_stat!(range_of(offset, length));
+    let cid = try_stat!(clientid(ctx));
+    let ino = try_stat!(current_attr(ctx).and_then(|a| regular(&a, NfsStat::INVAL)));
+    let sid = try_stat!(resolve_stateid(ctx, sid));
+    let locker = match &owner {
+        Some(owner) => Locker::New { open: sid, owner },
+        None => Locker::Existing { lock: sid },
+    };
+    let req = LockReq {
+        clientid: cid,
+        ino,
+        write,
+        reclaim,
+        start,
+        end,
+        locker,
+    };
+    match ctx.srv.state.lock_range(&req) {
+        Ok(new) => {
+            ctx.current_stateid = Some(new);
+            new.encode(w);
+            NfsStat::OK
+        }
+        Err(e) => lock_error(e, w),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denied_body() {
+        let mut w = XdrWriter::new();
+        let s = lock_error(
+            LockError::Denied(Denied {
+                offset: 1,
+                length: u64::MAX,
+                write: true,
+                clientid: 9,
+                owner: b"ab".to_vec(),
+            }),
+            &mut w,
+        );
+        assert_eq!(s, NfsStat::DENIED);
+        assert_eq!(w.len(), 8 + 8 + 4 + 8 + 8);
+        let mut r = XdrReader::new(&w.buf);
+        assert_eq!(r.u64().unwrap(), 1);
+        assert_eq!(r.u64().unwrap(), u64::MAX);
+        assert_eq!(r.u32().unwrap(), 2);
+        let mut w = XdrWriter::new();
+        assert_eq!(
+            lock_error(LockError::Status(NfsStat::GRACE), &mut w),
+            NfsStat::GRACE
+        );
+        assert!(w.is_empty());
+    }
+}

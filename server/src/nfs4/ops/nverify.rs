@@ -1,0 +1,15 @@
+//! NVERIFY (RFC 8881 §18.17): OK if the given attribute values differ from the current
+//! object's, SAME otherwise.
+
+use super::verify::compare;
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::status::NfsStat;
+use crate::xdr::{XdrReader, XdrWriter};
+
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
+    match compare(ctx, r) {
+        Ok(true) => NfsStat::SAME,
+        Ok(false) => NfsStat::OK,
+        Err(s) => s,
+    }
+}

@@ -1,0 +1,36 @@
+//! REMOVE (RFC 8881 §18.25): removes a name from the current directory (a file's link or an
+//! empty directory).
+
+use super::access::{check_sticky, require_dir_write};
+use super::ns_util::{
+    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, status,
+};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::status::NfsStat;
+use crate::xdr::{XdrReader, XdrWriter};
+
+fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let name = decode_component(r)?;
+    let dir = cur_attr(ctx)?;
+    require_dir(&dir)?;
+    check_new_name(&name)?;
+    require_dir_write(&ctx.cred, &dir)?;
+    // RFC 8881 §8.4.2: during grace a removal could destroy a file whose open is being
+    // reclaimed.
+    if ctx.srv.state.in_grace() {
+        return Err(NfsStat::GRACE);
+    }
+    if dir.mode & 0o1000 != 0 {
+        let victim = ctx.srv.store.lookup(dir.ino, &name)?;
+        check_sticky(&ctx.cred, &dir, &victim)?;
+    }
+    // The store keeps an unlinked file that is still open until its last CLOSE
+    // (`Store::release`); layouts of a removed file are recalled by the layout code.
+    let (change, _unlinked) = ctx.srv.store.remove(dir.ino, &name)?;
+    encode_change_info(w, &change);
+    Ok(())
+}
+
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    status(go(ctx, r, w))
+}

@@ -1,0 +1,103 @@
+//! RENAME (RFC 8881 §18.26): `oldname` in the saved directory becomes `newname` in the
+//! current directory. pnfsd has one file system, so XDEV never happens.
+
+use super::access::{check_sticky, require_dir_write};
+use super::ns_util::{
+    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr, status,
+};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::status::NfsStat;
+use crate::store::{DirChange, FileType, StoreError};
+use crate::xdr::{XdrReader, XdrWriter};
+
+/// `RENAME4args`.
+pub fn decode(r: &mut XdrReader<'_>) -> Result<(Vec<u8>, Vec<u8>), NfsStat> {
+    let old = decode_component(r)?;
+    let new = decode_component(r)?;
+    Ok((old, new))
+}
+
+fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let (old, new) = decode(r)?;
+    let src = saved_attr(ctx)?;
+    let dst = cur_attr(ctx)?;
+    require_dir(&src)?;
+    require_dir(&dst)?;
+    check_new_name(&old)?;
+    check_new_name(&new)?;
+    require_dir_write(&ctx.cred, &src)?;
+    require_dir_write(&ctx.cred, &dst)?;
+    if ctx.srv.state.in_grace() {
+        return Err(NfsStat::GRACE);
+    }
+    let store = &ctx.srv.store;
+    let from = store.lookup(src.ino, &old)?;
+    let target = match store.lookup(dst.ino, &new) {
+        Ok(t) => Some(t),
+        Err(StoreError::NoEnt) => None,
+        Err(e) => return Err(e.into()),
+    };
+    check_sticky(&ctx.cred, &src, &from)?;
+    if let Some(t) = &target {
+        check_sticky(&ctx.cred, &dst, t)?;
+    }
+    if let Some(t) = &target {
+        // §18.26.3: two names of the same file: nothing to do, and OK.
+        if t.ino == from.ino {
+            let s = DirChange {
+                before: src.change,
+                after: src.change,
+            };
+            let d = DirChange {
+                before: dst.change,
+                after: dst.change,
+            };
+            encode_change_info(w, &s);
+            encode_change_info(w, &d);
+            return Ok(());
+        }
+        // §18.26.3: the target must be compatible (both directories or neither), and an
+        // existing directory must be empty; otherwise EXIST.
+        let is_dir = |t: FileType| t == FileType::Directory;
+        if is_dir(t.ftype) != is_dir(from.ftype) {
+            return Err(NfsStat::EXIST);
+        }
+    }
+    let (s, d, _unlinked) = store
+        .rename(src.ino, &old, dst.ino, &new)
+        .map_err(|e| match e {
+            StoreError::NotEmpty | StoreError::IsDir | StoreError::NotDir if target.is_some() => {
+                NfsStat::EXIST
+            }
+            e => e.into(),
+        })?;
+    encode_change_info(w, &s);
+    encode_change_info(w, &d);
+    Ok(())
+}
+
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    status(go(ctx, r, w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_args() {
+        let mut w = XdrWriter::new();
+        w.string(b"a");
+        w.string(b"bb");
+        assert_eq!(
+            decode(&mut XdrReader::new(&w.buf)),
+            Ok((b"a".to_vec(), b"bb".to_vec()))
+        );
+        for n in 0..w.buf.len() {
+            assert_eq!(
+                decode(&mut XdrReader::new(&w.buf[..n])),
+                Err(NfsStat::BADXDR)
+            );
+        }
+    }
+}

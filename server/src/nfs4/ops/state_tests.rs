@@ -1,0 +1,433 @@
+//! The session and state operations through their handlers, over a real store on a
+//! temporary volume: the XDR of each argument and result, and the state they make.
+//!
+//! They need the store. Until it is implemented in the branch being tested (`todo!()`
+//! bodies), each test reports SKIPPED on stderr and returns.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::{
+    close, create_session, delegreturn, destroy_clientid, destroy_session, exchange_id,
+    free_stateid, lock, lockt, locku, open, open_downgrade, reclaim_complete, sequence,
+    test_stateid, Handler,
+};
+use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
+use crate::nfs4::state::StateManager;
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::{Bitmap, Fh, Stateid};
+use crate::server::{NfsOptions, Server};
+use crate::store::{Store, StoreOptions, ROOT_INO};
+use crate::xdr::{Xdr, XdrReader, XdrWriter};
+
+struct Fx {
+    _dir: tempfile::TempDir,
+    srv: Server,
+    conn: ConnInfo,
+}
+
+fn fixture() -> Option<Fx> {
+    let made = std::panic::catch_unwind(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vol.img");
+        Store::mkfs(&path, 16 << 20, false).unwrap();
+        let store = Arc::new(Store::open(&path, StoreOptions::default()).unwrap());
+        let opts = NfsOptions::default();
+        let state = StateManager::new(&opts, store.clone());
+        (dir, store, opts, state)
+    });
+    let Ok((dir, store, opts, state)) = made else {
+        eprintln!("SKIPPED: store not implemented in this branch");
+        return None;
+    };
+    Some(Fx {
+        _dir: dir,
+        srv: Server {
+            store,
+            state,
+            opts,
+            boot_verifier: 1,
+        },
+        conn: ConnInfo {
+            id: 1,
+            peer: SocketAddr::from(([127, 0, 0, 1], 700)),
+            backchannel: None,
+        },
+    })
+}
+
+impl Fx {
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            srv: &self.srv,
+            conn: &self.conn,
+            minor: 1,
+            cred: Cred {
+                flavor: 1,
+                uid: 0,
+                gid: 0,
+                gids: vec![],
+                machine: b"t".to_vec(),
+            },
+            current_fh: None,
+            saved_fh: None,
+            current_stateid: None,
+            saved_stateid: None,
+            session: None,
+            op_index: 0,
+            op_count: 1,
+            cached_reply: None,
+        }
+    }
+}
+
+fn call(ctx: &mut Ctx<'_>, h: Handler, args: &[u8]) -> (NfsStat, Vec<u8>) {
+    let mut r = XdrReader::new(args);
+    let mut w = XdrWriter::new();
+    let st = h(ctx, &mut r, &mut w);
+    if st == NfsStat::OK {
+        assert_eq!(r.remaining(), 0, "arguments left unread");
+    }
+    (st, w.buf)
+}
+
+fn channel(w: &mut XdrWriter) {
+    for v in [0, 1 << 20, 1 << 20, 8192, 16, 8] {
+        w.u32(v);
+    }
+    w.u32(0);
+}
+
+/// EXCHANGE_ID + CREATE_SESSION + SEQUENCE through the handlers; leaves `ctx` in the session.
+fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
+    let mut w = XdrWriter::new();
+    w.opaque_fixed(&[7; 8]);
+    w.opaque(owner);
+    w.u32(0);
+    w.u32(0); // SP4_NONE
+    w.u32(0); // no impl id
+    let (s, body) = call(ctx, exchange_id::exchange_id, &w.buf);
+    assert_eq!(s, NfsStat::OK);
+    let mut r = XdrReader::new(&body);
+    let clientid = r.u64().unwrap();
+    let seq = r.u32().unwrap();
+    let flags = r.u32().unwrap();
+    assert_ne!(flags & 0x2_0000, 0, "USE_PNFS_MDS");
+    assert_eq!(r.u32().unwrap(), 0);
+    assert_eq!(r.u64().unwrap(), 0);
+    assert_eq!(r.opaque(1024).unwrap(), b"pnfsd");
+    assert_eq!(r.opaque(1024).unwrap(), b"pnfsd");
+    assert_eq!(r.array_len(1, 4).unwrap(), 1);
+
+    let mut w = XdrWriter::new();
+    w.u64(clientid);
+    w.u32(seq);
+    w.u32(0x2);
+    channel(&mut w);
+    channel(&mut w);
+    w.u32(0x4000_0000);
+    w.u32(1);
+    w.u32(0); // AUTH_NONE
+    let (s, body) = call(ctx, create_session::create_session, &w.buf);
+    assert_eq!(s, NfsStat::OK);
+    let mut r = XdrReader::new(&body);
+    let sid: [u8; 16] = r.array().unwrap();
+    assert_eq!(r.u32().unwrap(), seq);
+    // No backchannel sender in this fixture: the flag is not granted.
+    assert_eq!(r.u32().unwrap(), 0);
+    assert_eq!(body.len(), 16 + 8 + 2 * 28);
+
+    ctx.op_count = 2;
+    let (s, body) = call(ctx, sequence::sequence, &seq_args(sid, 1, 0, true));
+    assert_eq!(s, NfsStat::OK);
+    assert_eq!(body.len(), 16 + 5 * 4);
+    assert_eq!(ctx.session.as_ref().map(|s| s.clientid), Some(clientid));
+    (clientid, sid)
+}
+
+fn reclaim_complete(ctx: &mut Ctx<'_>) -> NfsStat {
+    call(ctx, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]).0
+}
+
+fn seq_args(sid: [u8; 16], seqid: u32, slot: u32, cache: bool) -> Vec<u8> {
+    let mut w = XdrWriter::new();
+    w.opaque_fixed(&sid);
+    w.u32(seqid);
+    w.u32(slot);
+    w.u32(7);
+    w.bool(cache);
+    w.buf
+}
+
+/// OPEN4args: CLAIM_NULL `name`, with `how` = None (no create) or Some(createmode).
+fn open_args(access: u32, deny: u32, owner: &[u8], how: Option<u32>, name: &[u8]) -> Vec<u8> {
+    let mut w = XdrWriter::new();
+    w.u32(0);
+    w.u32(access);
+    w.u32(deny);
+    w.u64(0);
+    w.opaque(owner);
+    match how {
+        None => w.u32(0),
+        Some(h) => {
+            w.u32(1);
+            w.u32(h);
+            if h >= 2 {
+                w.opaque_fixed(&[1, 2, 3, 4, 5, 6, 7, 8]);
+            }
+            if h != 2 {
+                Bitmap::default().encode(&mut w);
+                w.opaque(b"");
+            }
+        }
+    }
+    w.u32(0);
+    w.string(name);
+    w.buf
+}
+
+fn root_fh(fx: &Fx) -> Fh {
+    let a = fx.srv.store.getattr(ROOT_INO).unwrap();
+    Fh {
+        ino: a.ino,
+        generation: a.generation,
+    }
+}
+
+fn do_open(ctx: &mut Ctx<'_>, dir: Fh, args: &[u8]) -> Result<(Stateid, Vec<u8>), NfsStat> {
+    ctx.current_fh = Some(dir);
+    let (s, body) = call(ctx, open::open, args);
+    if s != NfsStat::OK {
+        return Err(s);
+    }
+    let mut r = XdrReader::new(&body);
+    let sid = Stateid::decode(&mut r).unwrap();
+    Ok((sid, body))
+}
+
+#[test]
+fn session_setup_replay_and_teardown() {
+    let Some(fx) = fixture() else { return };
+    let mut ctx = fx.ctx();
+    let (clientid, sid) = mount(&mut ctx, b"client-a");
+    let slot = ctx.session.clone().unwrap();
+    fx.srv.state.slot_done(&slot, b"the reply");
+    // A retry is answered from the cache.
+    let mut c2 = fx.ctx();
+    c2.op_count = 2;
+    let (s, _) = call(&mut c2, sequence::sequence, &seq_args(sid, 1, 0, true));
+    assert_eq!(s, NfsStat::OK);
+    assert_eq!(c2.cached_reply.as_deref(), Some(&b"the reply"[..]));
+    // ... unless it is another request.
+    let (s, _) = call(&mut c2, sequence::sequence, &seq_args(sid, 1, 0, false));
+    assert_eq!(s, NfsStat::SEQ_FALSE_RETRY);
+    let (s, _) = call(&mut c2, sequence::sequence, &seq_args(sid, 5, 0, true));
+    assert_eq!(s, NfsStat::SEQ_MISORDERED);
+    let (s, _) = call(&mut c2, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]);
+    assert_eq!(s, NfsStat::OP_NOT_IN_SESSION);
+    assert_eq!(reclaim_complete(&mut ctx), NfsStat::OK);
+    assert_eq!(reclaim_complete(&mut ctx), NfsStat::COMPLETE_ALREADY);
+    let mut w = XdrWriter::new();
+    w.u64(clientid);
+    let mut bare = fx.ctx();
+    assert_eq!(
+        call(&mut bare, destroy_clientid::destroy_clientid, &w.buf).0,
+        NfsStat::CLIENTID_BUSY
+    );
+    let mut ds = XdrWriter::new();
+    ds.opaque_fixed(&sid);
+    assert_eq!(
+        call(&mut bare, destroy_session::destroy_session, &ds.buf).0,
+        NfsStat::OK
+    );
+    assert_eq!(
+        call(&mut bare, destroy_clientid::destroy_clientid, &w.buf).0,
+        NfsStat::OK
+    );
+    // Unsupported state protection and flags.
+    let mut w = XdrWriter::new();
+    w.opaque_fixed(&[7; 8]);
+    w.opaque(b"x");
+    w.u32(0x100_0000);
+    w.u32(0);
+    w.u32(0);
+    assert_eq!(
+        call(&mut bare, exchange_id::exchange_id, &w.buf).0,
+        NfsStat::INVAL
+    );
+}
+
+#[test]
+fn open_create_modes_lock_and_close() {
+    let Some(fx) = fixture() else { return };
+    let mut ctx = fx.ctx();
+    mount(&mut ctx, b"client-b");
+    let root = root_fh(&fx);
+    // Before the client's RECLAIM_COMPLETE a new open waits (RFC 8881 §18.51.3).
+    assert_eq!(
+        do_open(&mut ctx, root, &open_args(3, 0, b"o1", Some(1), b"f")).err(),
+        Some(NfsStat::GRACE)
+    );
+    assert_eq!(reclaim_complete(&mut ctx), NfsStat::OK);
+    // GUARDED create, then GUARDED again is EXIST, UNCHECKED opens it.
+    let (s1, body) = do_open(&mut ctx, root, &open_args(3, 0, b"o1", Some(1), b"f")).unwrap();
+    assert_eq!(s1.seqid, 1);
+    let file = ctx.current_fh.unwrap();
+    assert_ne!(file, root);
+    assert_eq!(ctx.current_stateid, Some(s1));
+    let mut r = XdrReader::new(&body[16..]);
+    assert!(r.bool().unwrap());
+    let (before, after) = (r.u64().unwrap(), r.u64().unwrap());
+    assert!(after > before);
+    assert_eq!(r.u32().unwrap(), 0x4);
+    let _attrset = Bitmap::decode(&mut r).unwrap();
+    assert_eq!(r.u32().unwrap(), 0, "OPEN_DELEGATE_NONE");
+    r.finish().unwrap();
+    assert_eq!(
+        do_open(&mut ctx, root, &open_args(3, 0, b"o1", Some(1), b"f")).err(),
+        Some(NfsStat::EXIST)
+    );
+    let (s2, _) = do_open(&mut ctx, root, &open_args(1, 0, b"o1", Some(0), b"f")).unwrap();
+    assert_eq!(s2.other, s1.other);
+    // Other owners: a reader is fine; denying readers is not while they read.
+    let (s3, _) = do_open(&mut ctx, root, &open_args(1, 0, b"o2", None, b"f")).unwrap();
+    assert_eq!(
+        do_open(&mut ctx, root, &open_args(1, 1, b"o3", None, b"f")).err(),
+        Some(NfsStat::SHARE_DENIED)
+    );
+    // EXCLUSIVE4_1: a retry with the same verifier opens; a different file name exists.
+    do_open(&mut ctx, root, &open_args(3, 0, b"o1", Some(3), b"x")).unwrap();
+    do_open(&mut ctx, root, &open_args(3, 0, b"o1", Some(3), b"x")).unwrap();
+    assert_eq!(
+        do_open(&mut ctx, root, &open_args(3, 0, b"o1", Some(3), b"f")).err(),
+        Some(NfsStat::EXIST)
+    );
+    assert_eq!(
+        do_open(&mut ctx, root, &open_args(3, 0, b"o1", None, b"nope")).err(),
+        Some(NfsStat::NOENT)
+    );
+    assert_eq!(
+        do_open(&mut ctx, root, &open_args(0, 0, b"o1", None, b"f")).err(),
+        Some(NfsStat::INVAL)
+    );
+
+    // LOCK a range with a new lock-owner through the open, using the current stateid.
+    ctx.current_fh = Some(file);
+    ctx.current_stateid = Some(s2);
+    let mut w = XdrWriter::new();
+    w.u32(2);
+    w.bool(false);
+    w.u64(0);
+    w.u64(100);
+    w.bool(true);
+    w.u32(0);
+    Stateid::CURRENT.encode(&mut w);
+    w.u32(0);
+    w.u64(0);
+    w.opaque(b"lo");
+    let (s, body) = call(&mut ctx, lock::lock, &w.buf);
+    assert_eq!(s, NfsStat::OK);
+    let lsid = Stateid::decode(&mut XdrReader::new(&body)).unwrap();
+    assert_eq!(lsid.seqid, 1);
+    // LOCKT by another owner: DENIED with the holder.
+    let mut w = XdrWriter::new();
+    w.u32(1);
+    w.u64(50);
+    w.u64(1);
+    w.u64(0);
+    w.opaque(b"other");
+    let (s, body) = call(&mut ctx, lockt::lockt, &w.buf);
+    assert_eq!(s, NfsStat::DENIED);
+    let mut r = XdrReader::new(&body);
+    assert_eq!((r.u64().unwrap(), r.u64().unwrap()), (0, 100));
+    assert_eq!(r.u32().unwrap(), 2);
+    r.u64().unwrap();
+    assert_eq!(r.opaque(64).unwrap(), b"lo");
+    // CLOSE is refused while the lock is held; LOCKU, then CLOSE.
+    let mut w = XdrWriter::new();
+    w.u32(0);
+    s1.encode(&mut w);
+    let close_old = w.buf;
+    assert_eq!(
+        call(&mut ctx, close::close, &close_old).0,
+        NfsStat::OLD_STATEID
+    );
+    let mut w = XdrWriter::new();
+    w.u32(0);
+    Stateid { seqid: 0, ..s2 }.encode(&mut w);
+    let close_now = w.buf;
+    assert_eq!(
+        call(&mut ctx, close::close, &close_now).0,
+        NfsStat::LOCKS_HELD
+    );
+    let mut w = XdrWriter::new();
+    w.u32(2);
+    w.u32(0);
+    lsid.encode(&mut w);
+    w.u64(0);
+    w.u64(u64::MAX);
+    let (s, body) = call(&mut ctx, locku::locku, &w.buf);
+    assert_eq!(s, NfsStat::OK);
+    assert_eq!(
+        Stateid::decode(&mut XdrReader::new(&body)).unwrap().seqid,
+        2
+    );
+    // TEST_STATEID of the open, the lock and a made-up one.
+    let mut w = XdrWriter::new();
+    w.vec(&[s2, lsid, Stateid::BYPASS]);
+    let (s, body) = call(&mut ctx, test_stateid::test_stateid, &w.buf);
+    assert_eq!(s, NfsStat::OK);
+    let mut r = XdrReader::new(&body);
+    assert_eq!(r.u32().unwrap(), 3);
+    assert_eq!(r.u32().unwrap(), NfsStat::OK.0);
+    assert_eq!(r.u32().unwrap(), NfsStat::OLD_STATEID.0);
+    assert_eq!(r.u32().unwrap(), NfsStat::BAD_STATEID.0);
+    // OPEN_DOWNGRADE of the other owner's open, DELEGRETURN, FREE_STATEID, CLOSE.
+    let downgrade = |deny: u32| {
+        let mut w = XdrWriter::new();
+        s3.encode(&mut w);
+        w.u32(0);
+        w.u32(1);
+        w.u32(deny);
+        w.buf
+    };
+    assert_eq!(
+        call(&mut ctx, open_downgrade::open_downgrade, &downgrade(1)).0,
+        NfsStat::INVAL
+    );
+    let (s, body) = call(&mut ctx, open_downgrade::open_downgrade, &downgrade(0));
+    assert_eq!(s, NfsStat::OK);
+    assert_eq!(
+        Stateid::decode(&mut XdrReader::new(&body)).unwrap().seqid,
+        2
+    );
+    let mut w = XdrWriter::new();
+    s3.encode(&mut w);
+    assert_eq!(
+        call(&mut ctx, delegreturn::delegreturn, &w.buf).0,
+        NfsStat::BAD_STATEID
+    );
+    let mut w = XdrWriter::new();
+    Stateid { seqid: 0, ..lsid }.encode(&mut w);
+    assert_eq!(
+        call(&mut ctx, free_stateid::free_stateid, &w.buf).0,
+        NfsStat::OK
+    );
+    let (s, body) = call(&mut ctx, close::close, &close_now);
+    assert_eq!(s, NfsStat::OK);
+    assert_eq!(
+        Stateid::decode(&mut XdrReader::new(&body)).unwrap(),
+        Stateid::INVALID
+    );
+    // Directories are not opened.
+    ctx.current_fh = Some(root);
+    let mut w = XdrWriter::new();
+    w.u32(0);
+    w.u32(1);
+    w.u32(0);
+    w.u64(0);
+    w.opaque(b"o1");
+    w.u32(0);
+    w.u32(4); // CLAIM_FH
+    assert_eq!(call(&mut ctx, open::open, &w.buf).0, NfsStat::ISDIR);
+}

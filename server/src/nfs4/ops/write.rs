@@ -1,0 +1,118 @@
+//! WRITE (RFC 8881 §18.32) through the server. `committed` says how stable the data is
+//! when we answer; `writeverf` is the boot verifier, so a client that wrote UNSTABLE data
+//! before a restart sees a new verifier at COMMIT and writes again (§18.32.3, design.md §4).
+
+use super::ns_util::{check_stateid, cur_attr, require_regular, status};
+use crate::nfs4::attr::fs::MAX_FILE_SIZE;
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::state::IoAccess;
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::Stateid;
+use crate::store::Stable;
+use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
+
+/// `stable_how4`.
+pub const UNSTABLE4: u32 = 0;
+pub const DATA_SYNC4: u32 = 1;
+pub const FILE_SYNC4: u32 = 2;
+
+pub fn stable_from_wire(v: u32) -> Result<Stable, NfsStat> {
+    match v {
+        UNSTABLE4 => Ok(Stable::Unstable),
+        DATA_SYNC4 => Ok(Stable::DataSync),
+        FILE_SYNC4 => Ok(Stable::FileSync),
+        _ => Err(XdrError::BadValue.into()),
+    }
+}
+
+pub fn stable_to_wire(s: Stable) -> u32 {
+    match s {
+        Stable::Unstable => UNSTABLE4,
+        Stable::DataSync => DATA_SYNC4,
+        Stable::FileSync => FILE_SYNC4,
+    }
+}
+
+/// `WRITE4args`; the data borrows the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteArgs<'a> {
+    pub stateid: Stateid,
+    pub offset: u64,
+    pub stable: Stable,
+    pub data: &'a [u8],
+}
+
+pub fn decode<'a>(r: &mut XdrReader<'a>) -> Result<WriteArgs<'a>, NfsStat> {
+    let stateid = Stateid::decode(r)?;
+    let offset = r.u64()?;
+    let stable = stable_from_wire(r.u32()?)?;
+    let n = r.remaining();
+    let data = r.opaque(n)?;
+    Ok(WriteArgs {
+        stateid,
+        offset,
+        stable,
+        data,
+    })
+}
+
+/// The write verifier of this server instance (changes at every start).
+pub fn write_verifier(ctx: &Ctx<'_>) -> [u8; 8] {
+    ctx.srv.boot_verifier.to_be_bytes()
+}
+
+fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let args = decode(r)?;
+    let a = cur_attr(ctx)?;
+    require_regular(&a)?;
+    check_stateid(ctx, &args.stateid, &a, IoAccess::Write)?;
+    let end = args.offset.checked_add(args.data.len() as u64);
+    if !matches!(end, Some(e) if e <= MAX_FILE_SIZE) {
+        return Err(NfsStat::FBIG);
+    }
+    let (count, committed) = if args.data.is_empty() {
+        // Nothing to write: nothing to make stable either (§18.32.3 allows count 0).
+        (0, args.stable)
+    } else {
+        ctx.srv
+            .store
+            .write(a.ino, args.offset, args.data, args.stable)?
+    };
+    w.u32(count);
+    w.u32(stable_to_wire(committed));
+    w.opaque_fixed(&write_verifier(ctx));
+    Ok(())
+}
+
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    status(go(ctx, r, w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_args_and_stability() {
+        let mut w = XdrWriter::new();
+        Stateid::ANONYMOUS.encode(&mut w);
+        w.u64(10);
+        w.u32(DATA_SYNC4);
+        w.opaque(b"hello");
+        let a = decode(&mut XdrReader::new(&w.buf)).unwrap();
+        assert_eq!(
+            (a.offset, a.stable, a.data),
+            (10, Stable::DataSync, &b"hello"[..])
+        );
+        for n in 0..w.buf.len() {
+            assert_eq!(
+                decode(&mut XdrReader::new(&w.buf[..n])).err(),
+                Some(NfsStat::BADXDR)
+            );
+        }
+        assert_eq!(stable_from_wire(3), Err(NfsStat::BADXDR));
+        for s in [Stable::Unstable, Stable::DataSync, Stable::FileSync] {
+            assert_eq!(stable_from_wire(stable_to_wire(s)), Ok(s));
+        }
+    }
+}

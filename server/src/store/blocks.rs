@@ -1,0 +1,148 @@
+//! Block-level access for the pNFS layout work (issue 4): what LAYOUTGET and LAYOUTCOMMIT
+//! need from the extent maps and the allocator. The layout bodies, stateids and recalls live
+//! elsewhere; this file only maps, allocates and converts, with design.md §4's durability.
+
+use layout::{ExtState, Segment};
+use metalog::Item;
+
+use super::inner::{inode, Inner};
+use super::ns::Tx;
+use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+
+/// One extent a client says it wrote: file block, length, and the volume block it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrittenExtent {
+    pub file_block: u64,
+    pub len_blocks: u64,
+    pub phys_block: u64,
+}
+
+/// What a block commit did (for LAYOUTCOMMIT's counters, issue 4 item 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockCommit {
+    /// Unwritten blocks that became written.
+    pub converted_blocks: u64,
+    /// The new size, if the size grew.
+    pub new_size: Option<u64>,
+    /// The log was forced and that force wrote (and flushed) the log.
+    pub log_written: bool,
+    /// Data-volume flushes this call issued or joined.
+    pub data_flushes: u32,
+}
+
+fn check_file(ft: FileType) -> Result<()> {
+    match ft {
+        FileType::Regular => Ok(()),
+        FileType::Directory => Err(StoreError::IsDir),
+        _ => Err(StoreError::Inval),
+    }
+}
+
+impl Inner {
+    pub fn extents(&self, ino: Ino, file_block: u64, len_blocks: u64) -> Result<Vec<Segment>> {
+        let g = self.rd();
+        let i = inode(&g, ino)?;
+        check_file(i.m.ftype)?;
+        Ok(i.ext.lookup(file_block, len_blocks))
+    }
+
+    /// Allocate unwritten blocks over the holes of the range and make that durable before
+    /// returning (design.md §4: LAYOUTGET that allocates → `force_seq(datasync_seq)`).
+    pub fn alloc_unwritten(
+        &self,
+        ino: Ino,
+        file_block: u64,
+        len_blocks: u64,
+    ) -> Result<Vec<Segment>> {
+        let end = file_block
+            .checked_add(len_blocks)
+            .ok_or(StoreError::FileTooBig)?;
+        if end.saturating_mul(BLOCK) > MAX_FILE_SIZE {
+            return Err(StoreError::FileTooBig);
+        }
+        if len_blocks == 0 {
+            return Err(StoreError::Inval);
+        }
+        let now = Timespec::now();
+        let csn = {
+            let _w = self.file_lock(ino);
+            self.allocate_blocks(ino, file_block, len_blocks, None, now)?
+        };
+        if let Some(csn) = csn {
+            self.force(csn)?;
+        }
+        self.extents(ino, file_block, len_blocks)
+    }
+
+    /// LAYOUTCOMMIT: convert the client's extents where the file owns them unwritten at that
+    /// very volume block (never a block of another file), grow the size to `last_byte + 1`,
+    /// set mtime. Durability (design.md §4): a conversion or a new size forces the log to the
+    /// inode's datasync_seq (the internal log's flush covers the data written before it);
+    /// otherwise the timestamps are logged lazily and only the data volume is flushed.
+    /// `force_log` is `layoutcommit = "sync"`: always force (the old XFS behaviour).
+    pub fn commit_blocks(
+        &self,
+        ino: Ino,
+        written: &[WrittenExtent],
+        last_byte: Option<u64>,
+        mtime: Option<Timespec>,
+        force_log: bool,
+    ) -> Result<BlockCommit> {
+        let now = Timespec::now();
+        let mut out = BlockCommit::default();
+        let res = self.reserve(64 * written.len() as u64)?;
+        let (csn, meta) = {
+            // Not across the force below: concurrent LAYOUTCOMMITs share one log write.
+            let _w = self.file_lock(ino);
+            let mut g = self.wr();
+            let i = inode(&g, ino)?;
+            check_file(i.m.ftype)?;
+            let mut m = i.m;
+            let mut tx = Tx::default();
+            for w in written {
+                for s in i.ext.lookup(w.file_block, w.len_blocks) {
+                    if let Segment::Mapped {
+                        file_block,
+                        phys_block,
+                        len,
+                        state: ExtState::Unwritten,
+                    } = s
+                    {
+                        if phys_block == w.phys_block + (file_block - w.file_block) {
+                            tx.items.push(Item::ExtentConvert {
+                                ino: ino.0,
+                                file_block,
+                                len_blocks: len,
+                            });
+                            out.converted_blocks += len;
+                        }
+                    }
+                }
+            }
+            if let Some(lb) = last_byte {
+                let size = lb.saturating_add(1);
+                if size > m.size && size <= MAX_FILE_SIZE {
+                    m.size = size;
+                    out.new_size = Some(size);
+                    tx.items.push(Item::Size { ino: ino.0, size });
+                }
+            }
+            m.mtime = mtime.unwrap_or(now);
+            m.ctime = now;
+            m.touch_change(now);
+            tx.items.push(m.times_item(ino.0));
+            let meta = out.converted_blocks > 0 || out.new_size.is_some();
+            tx.obj(ino.0, !meta);
+            (self.commit_locked(&mut g, res, tx.items, tx.objs)?, meta)
+        };
+        if meta || force_log {
+            out.log_written = self.force(csn)?;
+        }
+        if !out.log_written {
+            // Nothing wrote the log on this device: the client's data still needs its flush.
+            self.flush_data()?;
+            out.data_flushes += 1;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,390 @@
+//! Namespace operations: lookup, create, remove, rename, link, readdir, readlink, setattr.
+//!
+//! Pattern of every mutation: under the state lock, check, build the items, apply + commit
+//! (`commit_locked`); drop the lock; on a `sync` export force the commit's CSN (design.md §4),
+//! never holding the lock across the force.
+
+use metalog::Item;
+
+use super::inner::{inode, Core, Inner};
+use super::inode::{ino_key, Inode, Meta, OPAQUE_SYMLINK};
+use super::{
+    Attr, DirChange, DirEntry, FileType, Ino, NewNode, ReadDir, Result, SetAttrs, SetTime,
+    StoreError, Timespec, Unlinked,
+};
+
+/// Metadata blocks kept free beyond the dirty objects' needs (big directories span several).
+const META_RESERVE: u64 = 64;
+
+/// NFS names: at most 255 bytes (what Linux and `maxname` allow).
+pub const NAME_MAX: usize = 255;
+/// Links per inode (subdirectories per directory): the Linux `nlink` limit of ext4.
+pub const LINK_MAX: u32 = 65000;
+
+/// RFC 8881 §18.x: empty → INVAL, too long → NAMETOOLONG, "." / ".." / '/' / NUL → BADNAME.
+pub fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() {
+        return Err(StoreError::Inval);
+    }
+    if name.len() > NAME_MAX {
+        return Err(StoreError::NameTooLong);
+    }
+    if name == b"." || name == b".." || name.iter().any(|&c| c == b'/' || c == 0) {
+        return Err(StoreError::BadName);
+    }
+    Ok(())
+}
+
+pub(super) fn dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
+    let d = inode(core, dir)?;
+    if d.dir.is_none() {
+        return Err(StoreError::NotDir);
+    }
+    Ok(d)
+}
+
+/// A directory that can still get entries: not removed (an open, unlinked directory keeps
+/// its inode but takes no new names).
+pub(super) fn live_dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
+    let d = dir_of(core, dir)?;
+    if d.m.nlink == 0 {
+        return Err(StoreError::NoEnt);
+    }
+    Ok(d)
+}
+
+pub(super) fn entry(core: &Core, dir: Ino, name: &[u8]) -> Result<(u64, u64)> {
+    let d = dir_of(core, dir)?;
+    d.dir
+        .as_ref()
+        .and_then(|d| d.by_name.get(name).copied())
+        .ok_or(StoreError::NoEnt)
+}
+
+pub(super) fn next_cookie(core: &Core, dir: Ino) -> u64 {
+    core.s
+        .inodes
+        .get(&dir.0)
+        .and_then(|i| i.dir.as_ref())
+        .map_or(super::inode::FIRST_COOKIE, |d| d.next_cookie)
+}
+
+pub(super) fn meta(core: &Core, ino: u64) -> Result<Meta> {
+    Ok(inode(core, Ino(ino))?.m)
+}
+
+pub(super) fn resolve(t: SetTime, now: Timespec) -> Timespec {
+    match t {
+        SetTime::ServerNow => now,
+        SetTime::Client(t) => t,
+    }
+}
+
+/// Items and objects of one transaction under construction.
+#[derive(Default)]
+pub struct Tx {
+    pub items: Vec<Item>,
+    pub objs: Vec<metalog::TxObject>,
+}
+
+impl Tx {
+    pub fn obj(&mut self, ino: u64, timestamps_only: bool) {
+        match self.objs.iter_mut().find(|o| o.id == ino) {
+            Some(o) => o.timestamps_only &= timestamps_only,
+            None => self.objs.push(Inner::tx(ino, timestamps_only)),
+        }
+    }
+    pub fn core(&mut self, ino: u64, m: &Meta) {
+        self.items.push(m.core_item(ino));
+        self.obj(ino, false);
+    }
+}
+
+impl Inner {
+    pub fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Attr> {
+        check_name(name)?;
+        let g = self.rd();
+        let (ino, _) = entry(&g, dir, name)?;
+        Ok(inode(&g, Ino(ino))?.attr(ino))
+    }
+
+    /// Drop one link of `ino` (a name of it is going away in this transaction). A directory
+    /// loses all its links and its parent one. Returns what happened to it.
+    pub(super) fn unlink_inode(
+        &self,
+        g: &Core,
+        tx: &mut Tx,
+        ino: u64,
+        now: Timespec,
+    ) -> Result<Unlinked> {
+        let mut m = meta(g, ino)?;
+        if m.ftype == FileType::Directory {
+            m.nlink = 0;
+        } else {
+            m.nlink = m.nlink.saturating_sub(1);
+        }
+        m.touch_c(now);
+        let open = m.nlink == 0
+            && self
+                .open_probe
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_some_and(|p| p(Ino(ino)));
+        let last_link = m.nlink == 0 && !open;
+        if last_link {
+            tx.items.push(Item::InodeFree { ino });
+            tx.obj(ino, false);
+        } else {
+            tx.core(ino, &m);
+        }
+        Ok(Unlinked {
+            ino: Ino(ino),
+            last_link,
+        })
+    }
+
+    pub fn create(
+        &self,
+        dir: Ino,
+        name: &[u8],
+        node: NewNode,
+        attrs: &SetAttrs,
+        cred: (u32, u32),
+    ) -> Result<(Attr, DirChange)> {
+        check_name(name)?;
+        let now = Timespec::now();
+        let extra = name.len() as u64
+            + match &node {
+                NewNode::Symlink(t) => t.len() as u64,
+                _ => 0,
+            };
+        let res = self.reserve(extra)?;
+        let (attr, dc, csn) = {
+            let mut g = self.wr();
+            let mut dm = live_dir_of(&g, dir)?.m;
+            if entry(&g, dir, name).is_ok() {
+                return Err(StoreError::Exist);
+            }
+            let is_dir = node == NewNode::Directory;
+            if is_dir && dm.nlink >= LINK_MAX {
+                return Err(StoreError::TooManyLinks);
+            }
+            let (ftype, rdev, default_mode) = match &node {
+                NewNode::Regular => (FileType::Regular, (0, 0), 0o644),
+                NewNode::Directory => (FileType::Directory, (0, 0), 0o755),
+                NewNode::Symlink(_) => (FileType::Symlink, (0, 0), 0o777),
+                NewNode::BlockDev { major, minor } => (FileType::BlockDev, (*major, *minor), 0o644),
+                NewNode::CharDev { major, minor } => (FileType::CharDev, (*major, *minor), 0o644),
+                NewNode::Fifo => (FileType::Fifo, (0, 0), 0o644),
+                NewNode::Socket => (FileType::Socket, (0, 0), 0o644),
+            };
+            let cookie = next_cookie(&g, dir);
+            // The next write-back must find room for every dirty object and its copy-on-write
+            // successor: refuse new inodes before the metadata area gets that full (a
+            // write-back that fails leaves the log unable to move its tail).
+            let meta_free = self.meta_free.load(std::sync::atomic::Ordering::Relaxed);
+            if meta_free < 2 * (g.s.dirty.len() as u64 + 2) + META_RESERVE {
+                return Err(StoreError::NoSpace);
+            }
+            let (ino, gen) = g.s.pick_ino(self.max_ino).ok_or(StoreError::NoSpace)?;
+            let mut m = Meta {
+                gen,
+                ftype,
+                mode: attrs.mode.unwrap_or(default_mode) & 0o7777,
+                uid: attrs.uid.unwrap_or(cred.0),
+                gid: attrs.gid.unwrap_or(cred.1),
+                nlink: if is_dir { 2 } else { 1 },
+                rdev,
+                size: 0,
+                atime: attrs.atime.map_or(now, |t| resolve(t, now)),
+                mtime: attrs.mtime.map_or(now, |t| resolve(t, now)),
+                ctime: now,
+                crtime: now,
+                change: 0,
+                parent: if is_dir { dir.0 } else { 0 },
+            };
+            if ftype == FileType::Regular {
+                // OPEN(create) may carry a size: the file starts sparse at that size.
+                m.size = attrs.size.unwrap_or(0).min(super::MAX_FILE_SIZE);
+            }
+            m.touch_change(now);
+            let mut tx = Tx::default();
+            tx.core(ino, &m);
+            if let NewNode::Symlink(target) = &node {
+                m.size = target.len() as u64;
+                tx.items[0] = m.core_item(ino);
+                tx.items.push(Item::Opaque {
+                    kind: OPAQUE_SYMLINK,
+                    key: ino_key(ino),
+                    value: Some(target.clone()),
+                });
+            }
+            tx.items.push(Item::DirentAdd {
+                dir: dir.0,
+                name: name.to_vec(),
+                ino,
+                cookie,
+            });
+            let before = dm.change;
+            if is_dir {
+                dm.nlink += 1;
+            }
+            dm.touch_mc(now);
+            tx.core(dir.0, &dm);
+            let csn = match self.commit_locked(&mut g, res, tx.items, tx.objs) {
+                Ok(c) => c,
+                Err(e) => {
+                    g.s.free_inos.insert(ino);
+                    return Err(e);
+                }
+            };
+            let attr = inode(&g, Ino(ino))?.attr(ino);
+            (
+                attr,
+                DirChange {
+                    before,
+                    after: dm.change,
+                },
+                csn,
+            )
+        };
+        self.force_if_sync(csn)?;
+        Ok((attr, dc))
+    }
+
+    pub fn remove(&self, dir: Ino, name: &[u8]) -> Result<(DirChange, Unlinked)> {
+        check_name(name)?;
+        let now = Timespec::now();
+        let res = self.reserve(name.len() as u64)?;
+        let (dc, un, csn) = {
+            let mut g = self.wr();
+            let mut dm = dir_of(&g, dir)?.m;
+            let (ino, _) = entry(&g, dir, name)?;
+            let target = inode(&g, Ino(ino))?;
+            if let Some(d) = &target.dir {
+                if !d.by_name.is_empty() {
+                    return Err(StoreError::NotEmpty);
+                }
+                dm.nlink = dm.nlink.saturating_sub(1);
+            }
+            let mut tx = Tx::default();
+            tx.items.push(Item::DirentRemove {
+                dir: dir.0,
+                name: name.to_vec(),
+            });
+            let un = self.unlink_inode(&g, &mut tx, ino, now)?;
+            let before = dm.change;
+            dm.touch_mc(now);
+            tx.core(dir.0, &dm);
+            let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
+            (
+                DirChange {
+                    before,
+                    after: dm.change,
+                },
+                un,
+                csn,
+            )
+        };
+        self.force_if_sync(csn)?;
+        Ok((dc, un))
+    }
+
+    pub fn link(&self, ino: Ino, dir: Ino, name: &[u8]) -> Result<DirChange> {
+        check_name(name)?;
+        let now = Timespec::now();
+        let res = self.reserve(name.len() as u64)?;
+        let (dc, csn) = {
+            let mut g = self.wr();
+            let mut dm = live_dir_of(&g, dir)?.m;
+            let mut m = meta(&g, ino.0)?;
+            if m.ftype == FileType::Directory {
+                return Err(StoreError::IsDir);
+            }
+            if entry(&g, dir, name).is_ok() {
+                return Err(StoreError::Exist);
+            }
+            if m.nlink >= LINK_MAX {
+                return Err(StoreError::TooManyLinks);
+            }
+            if m.nlink == 0 {
+                // An unlinked (open) file cannot get a name back.
+                return Err(StoreError::Stale);
+            }
+            m.nlink += 1;
+            m.touch_c(now);
+            let mut tx = Tx::default();
+            tx.core(ino.0, &m);
+            tx.items.push(Item::DirentAdd {
+                dir: dir.0,
+                name: name.to_vec(),
+                ino: ino.0,
+                cookie: next_cookie(&g, dir),
+            });
+            let before = dm.change;
+            dm.touch_mc(now);
+            tx.core(dir.0, &dm);
+            let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
+            (
+                DirChange {
+                    before,
+                    after: dm.change,
+                },
+                csn,
+            )
+        };
+        self.force_if_sync(csn)?;
+        Ok(dc)
+    }
+
+    pub fn readdir_verifier(&self) -> u64 {
+        // Cookies are stable for the life of an entry and across restarts, so one verifier
+        // per volume serves every directory.
+        let u = self.sb.uuid;
+        u64::from_le_bytes([u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7]]) | 1
+    }
+
+    pub fn readdir(&self, dir: Ino, cookie: u64, max: usize) -> Result<ReadDir> {
+        let g = self.rd();
+        let d = dir_of(&g, dir)?;
+        let dd = d.dir.as_ref().ok_or(StoreError::NotDir)?;
+        if cookie >= dd.next_cookie || (cookie != 0 && cookie < super::inode::FIRST_COOKIE) {
+            return Err(StoreError::BadCookie);
+        }
+        let mut entries = Vec::new();
+        let mut it = dd.by_cookie.range(cookie + 1..);
+        let mut eof = true;
+        for (&c, name) in it.by_ref() {
+            if entries.len() >= max {
+                eof = false;
+                break;
+            }
+            let Some(&(ino, _)) = dd.by_name.get(name) else {
+                continue;
+            };
+            let Some(i) = g.s.inodes.get(&ino) else {
+                continue;
+            };
+            entries.push(DirEntry {
+                cookie: c,
+                name: name.clone(),
+                attr: i.attr(ino),
+            });
+        }
+        Ok(ReadDir {
+            entries,
+            eof,
+            verifier: self.readdir_verifier(),
+        })
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let g = self.rd();
+        let i = inode(&g, ino)?;
+        if i.m.ftype != FileType::Symlink {
+            return Err(StoreError::Inval);
+        }
+        Ok(i.symlink.clone())
+    }
+}

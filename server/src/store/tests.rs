@@ -1,0 +1,403 @@
+//! Store tests over a temporary volume file (and metalog's crash device for kill tests).
+
+use super::*;
+
+pub(super) const VOL: u64 = 16 << 20;
+
+pub(super) fn fresh() -> (tempfile::TempDir, std::path::PathBuf, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vol.img");
+    Store::mkfs(&path, VOL, false).unwrap();
+    let s = Store::open(&path, StoreOptions::default()).unwrap();
+    (dir, path, s)
+}
+
+pub(super) fn mk(s: &Store, dir: Ino, name: &str, node: NewNode) -> Attr {
+    s.create(
+        dir,
+        name.as_bytes(),
+        node,
+        &SetAttrs::default(),
+        (1000, 1000),
+    )
+    .unwrap()
+    .0
+}
+
+pub(super) fn names(s: &Store, dir: Ino) -> Vec<String> {
+    let mut v: Vec<String> = s
+        .readdir(dir, 0, 1000)
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| String::from_utf8(e.name).unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn mkfs_refuses_a_formatted_volume_without_force() {
+    let (_d, path, s) = fresh();
+    s.unmount().unwrap();
+    drop(s);
+    assert_eq!(Store::mkfs(&path, VOL, false), Err(StoreError::Exist));
+    Store::mkfs(&path, VOL, true).unwrap();
+    let s = Store::open(&path, StoreOptions::default()).unwrap();
+    assert_eq!(s.getattr(ROOT_INO).unwrap().ftype, FileType::Directory);
+    assert_eq!(s.getattr(ROOT_INO).unwrap().nlink, 2);
+    s.unmount().unwrap();
+}
+
+#[test]
+fn create_lookup_remove_and_names() {
+    let (_d, _p, s) = fresh();
+    let root = s.getattr(ROOT_INO).unwrap();
+    let (a, dc) = s
+        .create(
+            ROOT_INO,
+            b"a",
+            NewNode::Regular,
+            &SetAttrs::default(),
+            (5, 6),
+        )
+        .unwrap();
+    assert!(dc.after > dc.before);
+    assert_eq!(
+        (a.uid, a.gid, a.nlink, a.ftype),
+        (5, 6, 1, FileType::Regular)
+    );
+    assert_eq!(s.lookup(ROOT_INO, b"a").unwrap().ino, a.ino);
+    let r = s.create(
+        ROOT_INO,
+        b"a",
+        NewNode::Regular,
+        &SetAttrs::default(),
+        (0, 0),
+    );
+    assert_eq!(r.unwrap_err(), StoreError::Exist);
+    let d = mk(&s, ROOT_INO, "d", NewNode::Directory);
+    assert_eq!(s.getattr(ROOT_INO).unwrap().nlink, root.nlink + 1);
+    assert_eq!(d.parent, ROOT_INO);
+    mk(&s, d.ino, "inner", NewNode::Regular);
+    assert_eq!(s.remove(ROOT_INO, b"d").unwrap_err(), StoreError::NotEmpty);
+    for bad in [&b"."[..], b"..", b"a/b", b"a\0b"] {
+        assert_eq!(s.lookup(ROOT_INO, bad).unwrap_err(), StoreError::BadName);
+        let r = s.create(
+            ROOT_INO,
+            bad,
+            NewNode::Regular,
+            &SetAttrs::default(),
+            (0, 0),
+        );
+        assert_eq!(r.unwrap_err(), StoreError::BadName);
+    }
+    assert_eq!(s.lookup(ROOT_INO, b"").unwrap_err(), StoreError::Inval);
+    let long = vec![b'x'; 256];
+    assert_eq!(
+        s.lookup(ROOT_INO, &long).unwrap_err(),
+        StoreError::NameTooLong
+    );
+    mk(&s, ROOT_INO, &"y".repeat(255), NewNode::Regular);
+    let (_, un) = s.remove(ROOT_INO, b"a").unwrap();
+    assert!(un.last_link);
+    assert_eq!(s.getattr(a.ino).unwrap_err(), StoreError::Stale);
+    assert_eq!(s.lookup(ROOT_INO, b"a").unwrap_err(), StoreError::NoEnt);
+    s.remove(d.ino, b"inner").unwrap();
+    s.remove(ROOT_INO, b"d").unwrap();
+    assert_eq!(s.getattr(ROOT_INO).unwrap().nlink, root.nlink);
+    // A reused inode number gets a new generation: old filehandles go stale.
+    let b = mk(&s, ROOT_INO, "b", NewNode::Regular);
+    if b.ino == a.ino {
+        assert!(b.generation > a.generation);
+        assert_eq!(
+            s.getattr_gen(a.ino, a.generation).unwrap_err(),
+            StoreError::Stale
+        );
+    }
+    s.unmount().unwrap();
+}
+
+#[test]
+fn readdir_cookies_are_stable_and_resumable() {
+    let (_d, _p, s) = fresh();
+    for i in 0..10 {
+        mk(&s, ROOT_INO, &format!("f{i}"), NewNode::Regular);
+    }
+    let first = s.readdir(ROOT_INO, 0, 4).unwrap();
+    assert_eq!(first.entries.len(), 4);
+    assert!(!first.eof);
+    assert!(first.entries.iter().all(|e| e.cookie >= 3));
+    // Removing an entry already returned does not disturb resuming after it.
+    s.remove(ROOT_INO, &first.entries[0].name).unwrap();
+    let c = first.entries[3].cookie;
+    let rest = s.readdir(ROOT_INO, c, 100).unwrap();
+    assert!(rest.eof);
+    assert_eq!(rest.entries.len(), 6);
+    let again = s.readdir(ROOT_INO, first.entries[1].cookie, 1).unwrap();
+    assert_eq!(again.entries[0].name, first.entries[2].name);
+    assert_eq!(again.entries[0].cookie, first.entries[2].cookie);
+    assert_eq!(
+        s.readdir(ROOT_INO, 1 << 40, 10).unwrap_err(),
+        StoreError::BadCookie
+    );
+    let f = s.lookup(ROOT_INO, b"f5").unwrap();
+    assert_eq!(s.readdir(f.ino, 0, 10).unwrap_err(), StoreError::NotDir);
+    s.unmount().unwrap();
+}
+
+#[test]
+fn rename_cases() {
+    let (_d, _p, s) = fresh();
+    let a = mk(&s, ROOT_INO, "a", NewNode::Regular);
+    let b = mk(&s, ROOT_INO, "b", NewNode::Regular);
+    // Over an existing file: the old target loses its last link.
+    let (_, _, un) = s.rename(ROOT_INO, b"a", ROOT_INO, b"b").unwrap();
+    let un = un.unwrap();
+    assert_eq!(un.ino, b.ino);
+    assert!(un.last_link);
+    assert_eq!(s.lookup(ROOT_INO, b"b").unwrap().ino, a.ino);
+    assert_eq!(s.lookup(ROOT_INO, b"a").unwrap_err(), StoreError::NoEnt);
+    // Directories: into another directory updates both link counts and the parent.
+    let d1 = mk(&s, ROOT_INO, "d1", NewNode::Directory);
+    let d2 = mk(&s, ROOT_INO, "d2", NewNode::Directory);
+    let sub = mk(&s, d1.ino, "sub", NewNode::Directory);
+    assert_eq!(s.getattr(d1.ino).unwrap().nlink, 3);
+    s.rename(d1.ino, b"sub", d2.ino, b"sub").unwrap();
+    assert_eq!(s.getattr(d1.ino).unwrap().nlink, 2);
+    assert_eq!(s.getattr(d2.ino).unwrap().nlink, 3);
+    assert_eq!(s.getattr(sub.ino).unwrap().parent, d2.ino);
+    // A directory into its own subtree, or onto itself as parent.
+    assert_eq!(
+        s.rename(ROOT_INO, b"d2", sub.ino, b"x").unwrap_err(),
+        StoreError::Inval
+    );
+    assert_eq!(
+        s.rename(ROOT_INO, b"d2", d2.ino, b"x").unwrap_err(),
+        StoreError::Inval
+    );
+    // File over directory and directory over file.
+    assert_eq!(
+        s.rename(ROOT_INO, b"b", ROOT_INO, b"d1").unwrap_err(),
+        StoreError::Exist
+    );
+    assert_eq!(
+        s.rename(ROOT_INO, b"d1", ROOT_INO, b"b").unwrap_err(),
+        StoreError::Exist
+    );
+    // Directory over a non-empty directory; over an empty one.
+    assert_eq!(
+        s.rename(ROOT_INO, b"d1", ROOT_INO, b"d2").unwrap_err(),
+        StoreError::NotEmpty
+    );
+    let root_links = s.getattr(ROOT_INO).unwrap().nlink;
+    let (_, _, un) = s.rename(d2.ino, b"sub", ROOT_INO, b"d1").unwrap();
+    assert_eq!(un.unwrap().ino, d1.ino);
+    assert_eq!(s.getattr(ROOT_INO).unwrap().nlink, root_links);
+    assert_eq!(s.getattr(d2.ino).unwrap().nlink, 2);
+    // Same name: nothing happens.
+    let (x, _, un) = s.rename(ROOT_INO, b"b", ROOT_INO, b"b").unwrap();
+    assert_eq!(x.before, x.after);
+    assert!(un.is_none());
+    assert_eq!(
+        s.rename(ROOT_INO, b"nope", ROOT_INO, b"z").unwrap_err(),
+        StoreError::NoEnt
+    );
+    s.unmount().unwrap();
+}
+
+#[test]
+fn link_and_nlink() {
+    let (_d, _p, s) = fresh();
+    let a = mk(&s, ROOT_INO, "a", NewNode::Regular);
+    let d = mk(&s, ROOT_INO, "d", NewNode::Directory);
+    s.link(a.ino, d.ino, b"a2").unwrap();
+    assert_eq!(s.getattr(a.ino).unwrap().nlink, 2);
+    assert_eq!(s.link(a.ino, d.ino, b"a2").unwrap_err(), StoreError::Exist);
+    assert_eq!(
+        s.link(d.ino, ROOT_INO, b"dd").unwrap_err(),
+        StoreError::IsDir
+    );
+    let (_, un) = s.remove(ROOT_INO, b"a").unwrap();
+    assert!(!un.last_link);
+    assert_eq!(s.lookup(d.ino, b"a2").unwrap().nlink, 1);
+    // Rename onto another name of the same file is a no-op.
+    s.link(a.ino, ROOT_INO, b"a3").unwrap();
+    let (_, _, un) = s.rename(ROOT_INO, b"a3", d.ino, b"a2").unwrap();
+    assert!(un.is_none());
+    assert_eq!(s.getattr(a.ino).unwrap().nlink, 2);
+    s.unmount().unwrap();
+}
+
+#[test]
+fn symlink_and_special_files() {
+    let (_d, _p, s) = fresh();
+    let l = mk(&s, ROOT_INO, "l", NewNode::Symlink(b"/target/x".to_vec()));
+    assert_eq!(l.size, 9);
+    assert_eq!(s.readlink(l.ino).unwrap(), b"/target/x");
+    let c = mk(&s, ROOT_INO, "c", NewNode::CharDev { major: 1, minor: 3 });
+    assert_eq!(c.rdev, (1, 3));
+    assert_eq!(s.readlink(c.ino).unwrap_err(), StoreError::Inval);
+    assert_eq!(s.read(c.ino, 0, 1).unwrap_err(), StoreError::Inval);
+    assert_eq!(s.read(ROOT_INO, 0, 1).unwrap_err(), StoreError::IsDir);
+    s.unmount().unwrap();
+}
+
+#[test]
+fn read_write_round_trip_and_truncate_frees() {
+    let (_d, _p, s) = fresh();
+    let f = mk(&s, ROOT_INO, "f", NewNode::Regular);
+    let free0 = s.fsstat().free_bytes;
+    let data: Vec<u8> = (0..20000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let (n, st) = s.write(f.ino, 1000, &data, Stable::FileSync).unwrap();
+    assert_eq!((n, st), (20000, Stable::FileSync));
+    let a = s.getattr(f.ino).unwrap();
+    assert_eq!(a.size, 21000);
+    assert_eq!(a.used, 6 * BLOCK);
+    let (got, eof) = s.read(f.ino, 0, 30000).unwrap();
+    assert!(eof);
+    assert_eq!(got.len(), 21000);
+    assert!(got[..1000].iter().all(|&b| b == 0));
+    assert_eq!(&got[1000..], &data[..]);
+    // Partial overwrite keeps the bytes around it.
+    s.write(f.ino, 4090, b"HELLO", Stable::Unstable).unwrap();
+    let (got, eof) = s.read(f.ino, 4088, 9).unwrap();
+    assert!(!eof);
+    assert_eq!(&got[2..7], b"HELLO");
+    assert_eq!(got[0], data[3088]);
+    assert_eq!(got[8], data[3096]);
+    s.commit(f.ino).unwrap();
+    // Sparse write far away: a hole in between reads as zeros.
+    s.write(f.ino, 1 << 20, b"end", Stable::DataSync).unwrap();
+    let (got, _) = s.read(f.ino, 500_000, 10).unwrap();
+    assert_eq!(got, vec![0u8; 10]);
+    // Truncate frees the blocks past the new size and zeroes the tail of the last block.
+    s.setattr(
+        f.ino,
+        &SetAttrs {
+            size: Some(5000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let a = s.getattr(f.ino).unwrap();
+    assert_eq!((a.size, a.used), (5000, 2 * BLOCK));
+    s.setattr(
+        f.ino,
+        &SetAttrs {
+            size: Some(8192),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (got, _) = s.read(f.ino, 5000, 3192).unwrap();
+    assert!(
+        got.iter().all(|&b| b == 0),
+        "bytes past a truncation read as zeros"
+    );
+    s.setattr(
+        f.ino,
+        &SetAttrs {
+            size: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    s.write_back().unwrap();
+    // The freed blocks return once their transaction is durable (all of it is, by now).
+    let _ = s.write(f.ino, 0, b"x", Stable::FileSync).unwrap();
+    assert_eq!(s.fsstat().free_bytes, free0 - BLOCK);
+    let d = mk(&s, ROOT_INO, "d", NewNode::Directory);
+    let r = s.setattr(
+        d.ino,
+        &SetAttrs {
+            size: Some(0),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.unwrap_err(), StoreError::IsDir);
+    s.unmount().unwrap();
+}
+
+#[test]
+fn allocate_deallocate_seek() {
+    let (_d, _p, s) = fresh();
+    let f = mk(&s, ROOT_INO, "f", NewNode::Regular);
+    s.allocate(f.ino, 0, 4 * BLOCK).unwrap();
+    let a = s.getattr(f.ino).unwrap();
+    assert_eq!((a.size, a.used), (4 * BLOCK, 4 * BLOCK));
+    // Unwritten blocks read as zeros and count as a hole for SEEK.
+    assert_eq!(s.read(f.ino, 0, 100).unwrap().0, vec![0u8; 100]);
+    assert_eq!(s.seek(f.ino, 0, SeekWhat::Data).unwrap(), (true, None));
+    s.write(f.ino, 2 * BLOCK, &[7u8; 4096], Stable::FileSync)
+        .unwrap();
+    assert_eq!(
+        s.getattr(f.ino).unwrap().used,
+        4 * BLOCK,
+        "writes into allocated blocks"
+    );
+    assert_eq!(
+        s.seek(f.ino, 0, SeekWhat::Data).unwrap(),
+        (false, Some(2 * BLOCK))
+    );
+    assert_eq!(
+        s.seek(f.ino, 2 * BLOCK + 5, SeekWhat::Hole).unwrap(),
+        (false, Some(3 * BLOCK))
+    );
+    assert_eq!(
+        s.seek(f.ino, 5 * BLOCK, SeekWhat::Data).unwrap(),
+        (true, None)
+    );
+    s.write(f.ino, 0, &[9u8; 3 * 4096], Stable::FileSync)
+        .unwrap();
+    // Punch the middle: whole block 1 is freed, partial edges are zeroed.
+    s.deallocate(f.ino, 100, 2 * BLOCK).unwrap();
+    let a = s.getattr(f.ino).unwrap();
+    assert_eq!(a.size, 4 * BLOCK);
+    assert_eq!(a.used, 3 * BLOCK);
+    let (got, _) = s.read(f.ino, 0, 3 * 4096).unwrap();
+    assert!(got[..100].iter().all(|&b| b == 9));
+    assert!(got[100..2 * 4096 + 100].iter().all(|&b| b == 0));
+    assert!(got[2 * 4096 + 100..].iter().all(|&b| b == 9));
+    assert_eq!(
+        s.seek(f.ino, 0, SeekWhat::Hole).unwrap(),
+        (false, Some(BLOCK))
+    );
+    s.unmount().unwrap();
+}
+
+#[test]
+fn clean_unmount_and_reopen_keeps_everything() {
+    let (_d, path, s) = fresh();
+    let d = mk(&s, ROOT_INO, "d", NewNode::Directory);
+    let f = mk(&s, d.ino, "f", NewNode::Regular);
+    s.write(f.ino, 0, b"persist me", Stable::FileSync).unwrap();
+    mk(&s, ROOT_INO, "l", NewNode::Symlink(b"d/f".to_vec()));
+    s.put_client_record(b"client-1", Some(b"v1")).unwrap();
+    let cookies = s.readdir(ROOT_INO, 0, 100).unwrap();
+    s.unmount().unwrap();
+    drop(s);
+    let s = Store::open(&path, StoreOptions::default()).unwrap();
+    // Clean unmount: the log replays nothing; every object comes from the metadata area.
+    assert_eq!(s.mount_stats().items_replayed, 0);
+    assert_eq!(s.mount_stats().objects_loaded, 4);
+    assert_eq!(names(&s, ROOT_INO), vec!["d", "l"]);
+    assert_eq!(
+        s.readdir(ROOT_INO, 0, 100).unwrap().entries,
+        cookies.entries
+    );
+    let f2 = s.lookup(d.ino, b"f").unwrap();
+    assert_eq!(f2, s.getattr(f.ino).unwrap());
+    assert_eq!(s.read(f.ino, 0, 100).unwrap().0, b"persist me");
+    let l = s.lookup(ROOT_INO, b"l").unwrap();
+    assert_eq!(s.readlink(l.ino).unwrap(), b"d/f");
+    assert_eq!(
+        s.client_records(),
+        vec![(b"client-1".to_vec(), b"v1".to_vec())]
+    );
+    // New cookies continue after the old ones.
+    mk(&s, ROOT_INO, "n", NewNode::Regular);
+    let all = s.readdir(ROOT_INO, 0, 100).unwrap().entries;
+    assert!(all.last().unwrap().cookie > cookies.entries.last().unwrap().cookie);
+    s.unmount().unwrap();
+}
