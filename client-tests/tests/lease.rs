@@ -24,9 +24,11 @@ async fn renewal_keeps_state_and_an_expired_client_yields_to_a_conflict() {
         Some(CreateHow::Unchecked(Default::default())),
         OpenClaim::Null(b"x".to_vec()),
     );
-    a.run_ok(Compound::new().putfh(&root).open(args))
+    let rep = a
+        .run_ok(Compound::new().putfh(&root).open(args).getfh())
         .await
         .unwrap();
+    let (a_fh, a_open) = (rep.fh().unwrap(), rep.open().unwrap().stateid);
     let mut deny = b.open_args(share::ACCESS_READ, None, OpenClaim::Null(b"x".to_vec()));
     deny.share_deny = DENY_WRITE;
     let st = b
@@ -64,14 +66,38 @@ async fn renewal_keeps_state_and_an_expired_client_yields_to_a_conflict() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(st, NfsStat::OK, "OPEN against a client whose lease expired");
-    // a's state is gone: its session (or client) no longer works.
-    let st = a.run(Compound::new()).await.unwrap().status;
-    assert!(
-        matches!(
-            st,
-            NfsStat::BADSESSION | NfsStat::DEADSESSION | NfsStat::EXPIRED | NfsStat::STALE_CLIENTID
-        ),
-        "SEQUENCE of an expired client → {}",
-        st.name()
-    );
+    // a's state is gone. Either the whole client went (its session fails), or, on a courteous
+    // server that keeps the session, SEQUENCE says state was revoked
+    // (SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED 0x8 / _SOME_ 0x10) and the open stateid is EXPIRED.
+    let rep = a.run(Compound::new()).await.unwrap();
+    if rep.status == NfsStat::OK {
+        let flags = rep.sequence().unwrap().status_flags;
+        assert_ne!(
+            flags & 0x18,
+            0,
+            "SEQUENCE must report the revoked state, flags {flags:#x}"
+        );
+        let st = a
+            .run(Compound::new().putfh(&a_fh).read(a_open, 0, 10))
+            .await
+            .unwrap()
+            .status;
+        assert!(
+            matches!(
+                st,
+                NfsStat::EXPIRED | NfsStat::BAD_STATEID | NfsStat::ADMIN_REVOKED
+            ),
+            "READ with a revoked open stateid → {}",
+            st.name()
+        );
+    } else {
+        assert!(
+            matches!(
+                rep.status,
+                NfsStat::BADSESSION | NfsStat::DEADSESSION | NfsStat::STALE_CLIENTID
+            ),
+            "SEQUENCE of an expired client → {}",
+            rep.status.name()
+        );
+    }
 }
