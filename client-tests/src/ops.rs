@@ -61,6 +61,30 @@ pub struct OpenArgs {
     pub claim: OpenClaim,
 }
 
+/// `locker4` of LOCK: a new lock owner (from an open) or an existing lock stateid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Locker {
+    New {
+        open_seqid: u32,
+        open_stateid: Stateid,
+        lock_seqid: u32,
+        clientid: u64,
+        owner: Vec<u8>,
+    },
+    Existing {
+        lock_stateid: Stateid,
+        lock_seqid: u32,
+    },
+}
+
+/// `nfs_lock_type4`.
+pub mod lock_type {
+    pub const READ: u32 = 1;
+    pub const WRITE: u32 = 2;
+    pub const READW: u32 = 3;
+    pub const WRITEW: u32 = 4;
+}
+
 /// `stable_how4`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -144,6 +168,27 @@ pub enum Op {
         attrs: Bitmap,
     },
     ReadLink,
+    Lock {
+        locktype: u32,
+        reclaim: bool,
+        offset: u64,
+        length: u64,
+        locker: Locker,
+    },
+    LockT {
+        locktype: u32,
+        offset: u64,
+        length: u64,
+        clientid: u64,
+        owner: Vec<u8>,
+    },
+    LockU {
+        locktype: u32,
+        seqid: u32,
+        stateid: Stateid,
+        offset: u64,
+        length: u64,
+    },
     LayoutGet(crate::pnfs::LayoutGetArgs),
     LayoutCommit(crate::pnfs::LayoutCommitArgs),
     LayoutReturn(crate::pnfs::LayoutReturnArgs),
@@ -187,6 +232,9 @@ impl Op {
             Op::Link(_) => LINK,
             Op::ReadDir { .. } => READDIR,
             Op::ReadLink => READLINK,
+            Op::Lock { .. } => LOCK,
+            Op::LockT { .. } => LOCKT,
+            Op::LockU { .. } => LOCKU,
             Op::LayoutGet(_) => LAYOUTGET,
             Op::LayoutCommit(_) => LAYOUTCOMMIT,
             Op::LayoutReturn(_) => LAYOUTRETURN,
@@ -212,6 +260,7 @@ impl Op {
                 | Op::ReadDir { .. }
                 | Op::ReadLink
                 | Op::Access(_)
+                | Op::LockT { .. }
                 | Op::GetDeviceInfo(_)
                 | Op::GetDeviceList(_)
         )
@@ -348,6 +397,68 @@ impl Op {
                 w.u32(*dircount);
                 w.u32(*maxcount);
                 attrs.encode(w);
+            }
+            Op::Lock {
+                locktype,
+                reclaim,
+                offset,
+                length,
+                locker,
+            } => {
+                w.u32(*locktype);
+                w.bool(*reclaim);
+                w.u64(*offset);
+                w.u64(*length);
+                match locker {
+                    Locker::New {
+                        open_seqid,
+                        open_stateid,
+                        lock_seqid,
+                        clientid,
+                        owner,
+                    } => {
+                        w.bool(true);
+                        w.u32(*open_seqid);
+                        open_stateid.encode(w);
+                        w.u32(*lock_seqid);
+                        w.u64(*clientid);
+                        w.opaque(owner);
+                    }
+                    Locker::Existing {
+                        lock_stateid,
+                        lock_seqid,
+                    } => {
+                        w.bool(false);
+                        lock_stateid.encode(w);
+                        w.u32(*lock_seqid);
+                    }
+                }
+            }
+            Op::LockT {
+                locktype,
+                offset,
+                length,
+                clientid,
+                owner,
+            } => {
+                w.u32(*locktype);
+                w.u64(*offset);
+                w.u64(*length);
+                w.u64(*clientid);
+                w.opaque(owner);
+            }
+            Op::LockU {
+                locktype,
+                seqid,
+                stateid,
+                offset,
+                length,
+            } => {
+                w.u32(*locktype);
+                w.u32(*seqid);
+                stateid.encode(w);
+                w.u64(*offset);
+                w.u64(*length);
             }
             Op::LayoutGet(a) => crate::pnfs::encode_layoutget(a, w),
             Op::LayoutCommit(a) => crate::pnfs::encode_layoutcommit(a, w),
