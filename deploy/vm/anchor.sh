@@ -6,7 +6,10 @@
 # it will against pnfsd.
 #
 # usage: deploy/vm/anchor.sh [SCENARIO.sh] [VERS...]
+#        deploy/vm/anchor.sh --suite [VERS...]
 #   SCENARIO.sh  client scenario (default scenarios/block-layout.sh)
+#   --suite      run client-suite.sh instead (block layout + restart), i.e.
+#                exactly what .ci/run will run against pnfsd
 #   VERS         minor versions to run it with (default: 4.1 4.2)
 # Env: ANCHOR_NFS_PORT (22049), ANCHOR_NVME_PORT (24420): host ports the
 # server guest is forwarded to (bound on 127.0.0.1 only); ANCHOR_LAYOUT
@@ -17,7 +20,19 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 VM_DIR=${PNFSD_VM_DIR:-/var/tmp/pnfsd-vm}
 SCEN=$HERE/scenarios/block-layout.sh
-if [[ ${1:-} == *.sh ]]; then SCEN=$1; shift; fi
+# anchor.sh --restart-server SRV_RUN_DIR [ignored]: ask the knfsd guest for
+# its next restart and wait until it is done (the command restart-hook.sh runs)
+if [[ ${1:-} == --restart-server ]]; then
+    n=1
+    while [[ -e $2/restart-$n ]]; do n=$((n + 1)); done
+    touch "$2/restart-$n"
+    for ((i = 0; i < 600; i++)); do [[ -e $2/out/restarted-$n ]] && exit 0; sleep 0.3; done
+    exit 1
+fi
+
+SUITE=0
+if [[ ${1:-} == --suite ]]; then SUITE=1; shift
+elif [[ ${1:-} == *.sh ]]; then SCEN=$1; shift; fi
 VERSIONS=("$@"); ((${#VERSIONS[@]})) || VERSIONS=(4.1 4.2)
 NFS_PORT=${ANCHOR_NFS_PORT:-22049}
 NVME_PORT=${ANCHOR_NVME_PORT:-24420}
@@ -43,13 +58,22 @@ if [[ ! -e $SRV/out/server-ready ]]; then
     exit 125
 fi
 
-# restart.sh needs the server restarted on request: here the knfsd guest does it
+# restart.sh needs the server restarted on request: the knfsd guest does it
+# (see --restart-server below); its requests are numbered across all runs
+RESTART_CMD="$HERE/anchor.sh --restart-server $SRV"
 HOOK=""
 if [[ $(basename "$SCEN") == restart.sh ]]; then
-    HOOK="$HERE/restart-hook.sh \"sh -c 'touch $SRV/restart-\\\$0; while [ ! -e $SRV/out/restarted-\\\$0 ]; do sleep 0.3; done'\""
+    HOOK="$HERE/restart-hook.sh '$RESTART_CMD'"
 fi
 
 rc=0
+if ((SUITE)); then
+    env NQN="$NQN" NFS_PORT="$NFS_PORT" NVME_PORT="$NVME_PORT" EXPORT=/export LAYOUTS=block \
+        VERSIONS="${VERSIONS[*]}" RESTART_VERSIONS="${VERSIONS[*]}" CHECKSUMS_DIR="$SRV/checks" \
+        RESTART_CMD="$RESTART_CMD" \
+        "$HERE/client-suite.sh" || rc=1
+    VERSIONS=()
+fi
 for v in "${VERSIONS[@]}"; do
     cli=$VM_DIR/runs/$(date +%Y%m%d-%H%M%S)-anchor-client-$v-$$
     echo "[anchor] client $(basename "$SCEN") vers=$v: $cli" >&2

@@ -56,6 +56,10 @@ MODULES=${GUEST_MODULES:-"virtio_pci virtio_net virtio_blk virtio_scsi sd_mod 9p
 
 log() { echo "[build-guest $(date +%T)] $*" >&2; }
 T0=$(date +%s)
+# one build at a time (run-guest.sh calls this; guests may start in parallel)
+mkdir -p "$VM_DIR"
+exec 9> "$VM_DIR/.build.lock"
+flock 9
 
 # ---- host tools ------------------------------------------------------------
 need=()

@@ -109,6 +109,14 @@ async fn identify_features_logs_and_properties() {
         Status::INVALID_FIELD
     );
     ini.disconnect().await.unwrap();
+    // The admin connection closing ends the association.
+    for _ in 0..50 {
+        if r.target.controller_count() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(r.target.controller_count(), 0);
 }
 
 #[tokio::test]
@@ -141,6 +149,31 @@ async fn discovery_lists_the_subsystem() {
     assert_eq!(e.traddr, "127.0.0.1");
     assert_eq!(e.trsvcid, r.target.local_addr().port().to_string());
     assert_eq!(e.subnqn, NQN);
+}
+
+#[tokio::test]
+async fn discovery_advertises_the_configured_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(nvme_tcp::MemBackend::new(16, 4096));
+    let mut cfg = nvme_tcp::TargetConfig::new(
+        NQN,
+        vec![nvme_tcp::NamespaceConfig {
+            nsid: 1,
+            backend,
+            volume_uuid: UUID,
+        }],
+    );
+    cfg.advertise = Some("10.0.2.2:4420".parse().unwrap());
+    let t = nvme_tcp::Target::bind("127.0.0.1:0", cfg).await.unwrap();
+    t.spawn();
+    let e = discover(t.local_addr(), "nqn.2014-08.org.nvmexpress:uuid:d")
+        .await
+        .unwrap();
+    assert_eq!(
+        (e[0].traddr.as_str(), e[0].trsvcid.as_str()),
+        ("10.0.2.2", "4420")
+    );
+    drop(dir);
 }
 
 async fn io_commands(digests: bool) {
@@ -195,9 +228,16 @@ async fn io_commands(digests: bool) {
     );
     assert_eq!(status_of(ini.flush(7).await), Status::INVALID_NS);
     ini.flush(0xFFFF_FFFF).await.unwrap();
+    // Write cache off: writes become write-through and still land.
+    ini.set_features(0x06, 0).await.unwrap();
+    ini.write(1, 7, Bytes::from(vec![0x5A; 4096]), BS, false)
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&r.path).unwrap()[7 * 4096], 0x5A);
 }
 
-#[tokio::test]
+// Multi-thread runtime: QD 1 commands take the block_in_place path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_flush_zeroes_dsm() {
     io_commands(false).await;
 }
@@ -373,6 +413,21 @@ async fn reservations_register_acquire_preempt_and_fence() {
         .unwrap()
         .registrants
         .is_empty());
+    // Linux registers with CPTPL = 11b (persist through power loss): accepted, ignored.
+    let mut reg = nvme_tcp::pdu::Sqe::new(0x0D);
+    reg.set_nsid(1);
+    reg.set_cdw(10, 3 << 30);
+    let mut keys = vec![0u8; 16];
+    keys[8..].copy_from_slice(&0x1234u64.to_le_bytes());
+    let c = stranger
+        .io_cmd_on(0, reg, Some(Bytes::from(keys)), 0)
+        .await
+        .unwrap();
+    assert!(c.cqe.status.is_success(), "{:?}", c.cqe.status);
+    assert_eq!(
+        mds.reservation_report(1).await.unwrap().registrants[0].key,
+        0x1234
+    );
 }
 
 #[tokio::test]
@@ -382,7 +437,7 @@ async fn keep_alive_expiry_tears_the_controller_down() {
     quiet.kato_ms = 300;
     quiet.send_keep_alive = false;
     let mut chatty = host("chatty", 1);
-    chatty.kato_ms = 300;
+    chatty.kato_ms = 2000; // sends every 1 s: survives a loaded machine
     let q = Initiator::connect(r.target.local_addr(), quiet)
         .await
         .unwrap();
@@ -427,4 +482,56 @@ async fn connect_refusals() {
     r.target.shutdown();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(ok.read(1, 0, 1, BS).await.is_err());
+}
+
+#[tokio::test]
+async fn in_process_mds_fences_a_remote_client() {
+    let r = rig(64, None).await;
+    let mds_id = [0xAD; 16];
+    let t = RType::EXCLUSIVE_ACCESS_REG_ONLY;
+    r.target
+        .reservation_register(1, mds_id, RegisterAction::Register, false, 0, 0xA)
+        .unwrap();
+    r.target
+        .reservation_acquire(1, mds_id, AcquireAction::Acquire, t, 0xA, 0)
+        .unwrap();
+    let client = Initiator::connect(r.target.local_addr(), host("c", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        status_of(
+            client
+                .write(1, 0, Bytes::from(vec![1u8; 4096]), BS, false)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
+    client
+        .reservation_register(1, RegisterAction::Register, false, 0, 0xC)
+        .await
+        .unwrap();
+    client
+        .write(1, 0, Bytes::from(vec![1u8; 4096]), BS, false)
+        .await
+        .unwrap();
+    let gone = r
+        .target
+        .reservation_acquire(1, mds_id, AcquireAction::PreemptAndAbort, t, 0xA, 0xC)
+        .unwrap();
+    assert_eq!(gone.len(), 1);
+    assert_eq!(
+        status_of(
+            client
+                .write(1, 0, Bytes::from(vec![2u8; 4096]), BS, false)
+                .await
+        ),
+        Status::RESERVATION_CONFLICT
+    );
+    let (rtype, regs) = r.target.reservation_state(1).unwrap();
+    assert_eq!((rtype, regs.len()), (Some(t), 1));
+    assert_eq!(
+        r.target
+            .reservation_register(9, mds_id, RegisterAction::Register, false, 0, 1),
+        Err(Status::INVALID_NS)
+    );
 }

@@ -279,3 +279,84 @@ fn read_sqe(lba: u32) -> Sqe {
     s.set_cdw(10, lba);
     s
 }
+
+#[tokio::test]
+async fn host_overrunning_its_submission_queue_is_cut_off() {
+    let r = rig(64, None).await;
+    let mut cfg = host("greedy", 2);
+    cfg.queue_depth = 2; // SQSIZE 1: two commands outstanding at most
+    let ini = Initiator::connect(r.target.local_addr(), cfg)
+        .await
+        .unwrap();
+    // A slow command keeps the window full while raw capsules pour in behind it.
+    let mut burst = Vec::new();
+    for cid in 100..140u16 {
+        // Flushes: no data comes back (the initiator ignores answers to CIDs it never
+        // used), and each costs an fdatasync, so they pile up.
+        let mut s = Sqe::new(0x00);
+        s.set_cid(cid);
+        s.set_nsid(1);
+        s.set_sgl(Sgl {
+            addr: 0,
+            len: 0,
+            id: sgl_id::TRANSPORT,
+        });
+        burst.extend(enc(&Pdu::CapsuleCmd(s, Bytes::new()), Digests::default()));
+    }
+    ini.send_raw(Some(0), burst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        ini.io_cmd_on(0, read_sqe(0), None, 4096).await.is_err(),
+        "overrun queue closed"
+    );
+    // The other queue of the same controller still works.
+    assert!(ini
+        .io_cmd_on(1, read_sqe(0), None, 4096)
+        .await
+        .unwrap()
+        .cqe
+        .status
+        .is_success());
+}
+
+#[tokio::test]
+async fn data_digest_error_fails_the_command_not_the_connection() {
+    let r = rig(64, None).await;
+    let dg = Digests {
+        header: true,
+        data: true,
+    };
+    let mut s = raw(r.target.local_addr(), dg).await;
+    let connect = |cid: u16| {
+        let mut sqe = Sqe::fabrics(FcType::CONNECT);
+        sqe.set_cid(cid);
+        sqe.0[44..46].copy_from_slice(&31u16.to_le_bytes());
+        let d = ConnectData {
+            hostid: [6; 16],
+            cntlid: 0xFFFF,
+            subnqn: NQN.into(),
+            hostnqn: "nqn.x:dd".into(),
+        }
+        .encode();
+        sqe.set_sgl(Sgl {
+            addr: 0,
+            len: 1024,
+            id: sgl_id::DATA_OFFSET,
+        });
+        enc(&Pdu::CapsuleCmd(sqe, Bytes::from(d)), dg)
+    };
+    let mut bad = connect(1);
+    bad[200] ^= 0x40; // inside the Connect data: data digest fails
+    s.write_all(&bad).await.unwrap();
+    let mut resp = [0u8; 28]; // CapsuleResp + header digest
+    s.read_exact(&mut resp).await.unwrap();
+    assert_eq!(resp[0], 0x05);
+    assert_eq!(u16::from_le_bytes([resp[20], resp[21]]), 1);
+    let st = nvme_tcp::Status::from_wire(u16::from_le_bytes([resp[22], resp[23]]));
+    assert_eq!(st, nvme_tcp::Status::TRANSIENT_TRANSPORT);
+    // Same connection, good capsule: connected.
+    s.write_all(&connect(2)).await.unwrap();
+    s.read_exact(&mut resp).await.unwrap();
+    assert_eq!(u16::from_le_bytes([resp[20], resp[21]]), 2);
+    assert!(nvme_tcp::Status::from_wire(u16::from_le_bytes([resp[22], resp[23]])).is_success());
+}

@@ -48,7 +48,16 @@ echo "CONFIG scenario=$SCENARIO kernel=$(uname -r) vers=$VERS nfs_port=$NFS_PORT
 # ---- data path --------------------------------------------------------------
 if [[ -n $NQN ]]; then
     nvme_attach "$NVME_PORT" "$NQN" || die "nvme connect to $SERVER:$NVME_PORT $NQN"
-    [[ $LAYOUT == scsi ]] && nvme_links
+    if [[ $LAYOUT == scsi ]]; then
+        nvme_links
+        # The SCSI-layout client registers a reservation key on the volume at
+        # GETDEVICEINFO; without reservation support it falls back to the MDS
+        # without a kernel message. ONCS bit 5 = Reservations (NVMe base spec).
+        ns=$(nvme_namespaces | head -n1)
+        oncs=$(nvme id-ctrl "/dev/${ns%n*}" 2>/dev/null | awk '$1 == "oncs" {print $3}')
+        rescap=$(nvme id-ns "/dev/$ns" 2>/dev/null | awk '$1 == "rescap" {print $3}')
+        (( (${oncs:-0} >> 5) & 1 )); check nvme-reservations $? "oncs=${oncs:-?} rescap=${rescap:-?}"
+    fi
 elif [[ $EXPECT_PNFS == 1 ]]; then
     die "NQN is not set (the layout's volume is only reachable over NVMe/TCP)"
 else

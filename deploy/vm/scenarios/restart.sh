@@ -85,6 +85,9 @@ for phase in range(restarts + 1):
         if time.monotonic() > deadline:
             say("CHECK restart-%d FAIL the host hook did not answer in %d s" % (i, wait)); sys.exit(1)
         time.sleep(0.5)
+    status = open("/host/restart-done-%d" % i).read().strip()
+    if status not in ("", "0"):
+        say("CHECK restart-%d-command FAIL the host's restart command exited %s" % (i, status)); ok = False
     t = time.monotonic()
     got = verify((phase + 1) * size)
     good = got == expect.hexdigest()

@@ -15,6 +15,7 @@ fn put_padded(b: &mut [u8], s: &str) {
 }
 
 pub(crate) fn log_page(c: &Controller, local: SocketAddr) -> Vec<u8> {
+    let local = c.subsys.advertise.unwrap_or(local);
     let mut b = vec![0u8; HEADER + ENTRY];
     b[0..8].copy_from_slice(&1u64.to_le_bytes()); // GENCTR: the list never changes
     b[8..16].copy_from_slice(&1u64.to_le_bytes()); // NUMREC

@@ -1,6 +1,7 @@
 //! NVM I/O commands: Read, Write (FUA), Flush, Write Zeroes, Dataset Management, and the four
-//! reservation commands. `handle` blocks on the backend: the connection runs it on tokio's
-//! blocking pool, one call per command, so commands of one queue proceed concurrently.
+//! reservation commands. `handle` blocks on the backend: the connection runs it under
+//! `block_in_place` when it is alone on its queue, else on tokio's blocking pool, one call per
+//! command, so commands of one queue proceed concurrently.
 
 use super::{Cmd, Controller, Reply, MAX_TRANSFER};
 use crate::namespace::{lock, Namespace};
@@ -19,7 +20,8 @@ fn le64(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// The backend call itself: a closure, so that each arm states what blocks.
+/// Marks the blocking backend call of each arm (the caller already runs us where blocking is
+/// allowed).
 fn blocking<T>(f: impl FnOnce() -> T) -> Result<T, Status> {
     Ok(f())
 }
@@ -145,10 +147,9 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
                 2 => RegisterAction::Replace,
                 _ => return Err(Status::INVALID_FIELD),
             };
-            // CPTPL = 11b asks for Persist Through Power Loss, which we do not offer.
-            if s.cdw(10) >> 30 == 3 {
-                return Err(Status::INVALID_FIELD);
-            }
+            // CPTPL (bits 31:30) is ignored: Linux always asks for 11b (persist through
+            // power loss) and would fail to register if refused; RESCAP bit 0 tells the host
+            // we do not persist, and Linux nvmet ignores the field the same way.
             let iekey = s.cdw(10) & 8 != 0;
             lock(&ns.resv).register(&requester(c), action, iekey, le64(d, 0), le64(d, 8))?;
             Ok(Reply::ok())

@@ -53,6 +53,8 @@ pub(crate) struct Subsystem {
     pub namespaces: BTreeMap<u32, Arc<Namespace>>,
     pub allowed_hosts: Option<Vec<String>>,
     pub max_io_queues: u16,
+    /// Address for the Discovery Log (else the one the host connected to).
+    pub advertise: Option<std::net::SocketAddr>,
     pub controllers: Mutex<HashMap<u16, Arc<Controller>>>,
     next_cntlid: Mutex<u16>,
 }
@@ -72,6 +74,7 @@ impl Subsystem {
             namespaces,
             allowed_hosts,
             max_io_queues,
+            advertise: None,
             controllers: Mutex::new(HashMap::new()),
             next_cntlid: Mutex::new(1),
         }

@@ -17,7 +17,7 @@ use crate::transport::{frame, spawn_writer, terminate, OutTx, PduReader, RecvErr
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::BufReader;
 use tokio::net::tcp::OwnedReadHalf;
@@ -42,6 +42,8 @@ struct Queue {
     qid: u16,
     sqsize: u16,
     sqhd: Arc<AtomicU16>,
+    /// Commands received and not yet answered (bounded by the SQ size).
+    inflight: Arc<AtomicUsize>,
     transfers: HashMap<u16, Transfer>,
     next_ttag: u16,
 }
@@ -119,6 +121,7 @@ pub(crate) async fn serve(
         qid: 0,
         sqsize: MQES,
         sqhd: Arc::new(AtomicU16::new(0)),
+        inflight: Arc::new(AtomicUsize::new(0)),
         transfers: HashMap::new(),
         next_ttag: 0,
     };
@@ -187,12 +190,40 @@ impl Queue {
     }
 
     fn respond(&self, cid: u16, xfer_len: u32, r: Reply) {
-        send_reply(&self.tx, self.dg, self.qid, &self.sqhd, cid, xfer_len, r);
+        send_reply(
+            &self.tx,
+            self.dg,
+            self.qid,
+            &self.sqhd,
+            &self.inflight,
+            cid,
+            xfer_len,
+            r,
+        );
     }
 
     fn on_capsule(&mut self, sqe: Sqe, data: Bytes) -> Flow {
         self.advance_sqhd();
         let cid = sqe.cid();
+        // SQ flow control: a host may have at most SQSIZE+1 commands outstanding. One that
+        // ignores it would make us buffer without bound, so it is a fatal protocol error.
+        let n = self.inflight.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.qid != 0 && n > self.sqsize as usize + 1 {
+            tracing::warn!(qid = self.qid, "host overran its submission queue");
+            let mut h = Vec::new();
+            Pdu::CapsuleCmd(sqe, Bytes::new()).encode(Digests::default(), &mut h);
+            h.truncate(crate::pdu::CAPSULE_CMD_HLEN);
+            terminate(
+                &self.tx,
+                true,
+                Fatal {
+                    fes: Fes::PDU_SEQUENCE,
+                    fei: 0,
+                },
+                h,
+            );
+            return Flow::Close;
+        }
         if self.ctrl.is_none() {
             if sqe.is_fabrics() && sqe.fctype() == FcType::CONNECT {
                 return self.on_connect(sqe, data);
@@ -363,6 +394,7 @@ impl Queue {
     fn on_data_digest(&mut self, ty: PduType, cccid: u16, ttag: u16, datal: u32) -> Flow {
         if ty == PduType::CAPSULE_CMD {
             self.advance_sqhd();
+            self.inflight.fetch_add(1, Ordering::Relaxed);
             self.respond(cccid, 0, Reply::err(Status::TRANSIENT_TRANSPORT));
             return Flow::Continue;
         }
@@ -463,27 +495,47 @@ impl Queue {
             }
             return Flow::Continue;
         }
-        let (tx, dg, qid, sqhd) = (self.tx.clone(), self.dg, self.qid, self.sqhd.clone());
-        // Straight onto the blocking pool: one hop, and the backend call may block.
-        tokio::task::spawn_blocking(move || {
+        let (tx, dg, qid, sqhd, inflight) = (
+            self.tx.clone(),
+            self.dg,
+            self.qid,
+            self.sqhd.clone(),
+            self.inflight.clone(),
+        );
+        let work = move || {
             let r = io::handle(&ctrl, cmd);
-            send_reply(&tx, dg, qid, &sqhd, cid, xfer, r);
-        });
+            send_reply(&tx, dg, qid, &sqhd, &inflight, cid, xfer, r);
+        };
+        // Alone on its queue (host at QD 1), the command runs right here, with the runtime
+        // told that this worker blocks (block_in_place): one thread hand-off fewer, which
+        // measured 2-3x more QD 1 IOPS. With others in flight each goes to the blocking pool
+        // so they proceed concurrently and the queue keeps reading.
+        let alone = self.inflight.load(Ordering::Relaxed) <= 1;
+        let multi = tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread;
+        if alone && multi {
+            tokio::task::block_in_place(work);
+        } else {
+            tokio::task::spawn_blocking(work);
+        }
         Flow::Continue
     }
 }
 
 /// C2HData (if the command produced data) then the CapsuleResp. The SUCCESS flag is never
 /// used, so every command gets a response capsule with SQHD (SQ flow control stays on).
+#[allow(clippy::too_many_arguments)]
 fn send_reply(
     tx: &OutTx,
     dg: Digests,
     qid: u16,
     sqhd: &AtomicU16,
+    inflight: &AtomicUsize,
     cid: u16,
     xfer_len: u32,
     r: Reply,
 ) {
+    inflight.fetch_sub(1, Ordering::Relaxed);
     if r.status.is_success() && !r.data.is_empty() && xfer_len > 0 {
         let mut data = r.data;
         data.truncate(xfer_len as usize);

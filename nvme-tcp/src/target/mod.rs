@@ -6,6 +6,10 @@ mod conn;
 use crate::controller::Subsystem;
 use crate::error::Error;
 use crate::namespace::{lock, Namespace, NamespaceConfig};
+use crate::reservation::{
+    AcquireAction, RType, RegisterAction, Registrant, ReleaseAction, Requester,
+};
+use crate::status::Status;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -24,6 +28,9 @@ pub struct TargetConfig {
     pub serial: Option<String>,
     /// I/O queues one controller may create (Set Features Number of Queues is capped here).
     pub max_io_queues: u16,
+    /// Address the Discovery Log advertises; `None` uses the address each host reached us on
+    /// (wrong behind NAT, e.g. QEMU user networking, where the host sees another address).
+    pub advertise: Option<SocketAddr>,
 }
 
 impl TargetConfig {
@@ -34,6 +41,7 @@ impl TargetConfig {
             allowed_hosts: None,
             serial: None,
             max_io_queues: 64,
+            advertise: None,
         }
     }
 }
@@ -98,13 +106,15 @@ impl Target {
             .iter()
             .map(|n| (n.nsid, Arc::new(Namespace::new(n))))
             .collect();
-        let subsys = Arc::new(Subsystem::new(
+        let mut subsys = Subsystem::new(
             cfg.subsystem_nqn,
             serial,
             namespaces,
             cfg.allowed_hosts,
             cfg.max_io_queues,
-        ));
+        );
+        subsys.advertise = cfg.advertise;
+        let subsys = Arc::new(subsys);
         let (stop, _) = watch::channel(false);
         Ok(Target {
             inner: Arc::new(Inner {
@@ -166,5 +176,73 @@ impl Target {
     pub fn shutdown(&self) {
         self.inner.stop.send_replace(true);
         self.inner.subsys.kill_all();
+    }
+}
+
+/// In-process reservation commands, for an embedder that is itself a host of the namespace
+/// (pnfsd's MDS registers its key, holds EXCLUSIVE_ACCESS_REG_ONLY and preempts fenced
+/// clients, design.md §5) without a TCP connection to itself. `hostid` plays the role of the
+/// Host Identifier a remote host sends in Connect; the semantics are those of the commands.
+impl Target {
+    fn ns(&self, nsid: u32) -> Result<&Arc<Namespace>, Status> {
+        self.inner
+            .subsys
+            .namespaces
+            .get(&nsid)
+            .ok_or(Status::INVALID_NS)
+    }
+
+    pub fn reservation_register(
+        &self,
+        nsid: u32,
+        hostid: [u8; 16],
+        action: RegisterAction,
+        iekey: bool,
+        crkey: u64,
+        nrkey: u64,
+    ) -> Result<(), Status> {
+        let who = Requester {
+            hostid,
+            cntlid: 0xFFFF,
+        };
+        lock(&self.ns(nsid)?.resv).register(&who, action, iekey, crkey, nrkey)
+    }
+
+    /// Returns the Host Identifiers whose registrations a preempt removed.
+    pub fn reservation_acquire(
+        &self,
+        nsid: u32,
+        hostid: [u8; 16],
+        action: AcquireAction,
+        rtype: RType,
+        crkey: u64,
+        prkey: u64,
+    ) -> Result<Vec<[u8; 16]>, Status> {
+        let who = Requester {
+            hostid,
+            cntlid: 0xFFFF,
+        };
+        lock(&self.ns(nsid)?.resv).acquire(&who, action, false, rtype, crkey, prkey)
+    }
+
+    pub fn reservation_release(
+        &self,
+        nsid: u32,
+        hostid: [u8; 16],
+        action: ReleaseAction,
+        rtype: RType,
+        crkey: u64,
+    ) -> Result<(), Status> {
+        let who = Requester {
+            hostid,
+            cntlid: 0xFFFF,
+        };
+        lock(&self.ns(nsid)?.resv).release(&who, action, false, rtype, crkey)
+    }
+
+    /// Current reservation type (None when no reservation) and registrants.
+    pub fn reservation_state(&self, nsid: u32) -> Result<(Option<RType>, Vec<Registrant>), Status> {
+        let r = lock(&self.ns(nsid)?.resv);
+        Ok((r.rtype(), r.registrants().to_vec()))
     }
 }

@@ -59,7 +59,7 @@ pub enum Access {
 pub struct Registrant {
     pub hostid: [u8; 16],
     pub key: u64,
-    /// Controller that registered (reported in Reservation Report).
+    /// Controller that registered (for logs; reports say FFFFh, dynamic model).
     pub cntlid: u16,
 }
 
@@ -166,20 +166,8 @@ impl Reservations {
                 Ok(())
             }
             RegisterAction::Replace => {
-                let i = match self.find(&who.hostid) {
-                    Some(i) => i,
-                    // An unregistered host may register through Replace only with IEKEY.
-                    None if iekey => {
-                        self.registrants.push(Registrant {
-                            hostid: who.hostid,
-                            key: nrkey,
-                            cntlid: who.cntlid,
-                        });
-                        self.generation = self.generation.wrapping_add(1);
-                        return Ok(());
-                    }
-                    None => return Err(CONFLICT),
-                };
+                // Replace needs an existing registration, IEKEY or not (as Linux nvmet).
+                let i = self.find(&who.hostid).ok_or(CONFLICT)?;
                 if !iekey && self.registrants[i].key != crkey {
                     return Err(CONFLICT);
                 }
@@ -342,7 +330,8 @@ impl Reservations {
         v[5..7].copy_from_slice(&(self.registrants.len() as u16).to_le_bytes());
         for (i, r) in self.registrants.iter().enumerate() {
             let e = &mut v[hdr + i * ent..hdr + (i + 1) * ent];
-            e[0..2].copy_from_slice(&r.cntlid.to_le_bytes());
+            // CNTLID: FFFFh, the dynamic controller model (a host may hold several).
+            e[0..2].copy_from_slice(&0xFFFFu16.to_le_bytes());
             e[2] = self.is_holder(&r.hostid) as u8;
             if extended {
                 e[8..16].copy_from_slice(&r.key.to_le_bytes());
@@ -357,166 +346,4 @@ impl Reservations {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn host(n: u8) -> Requester {
-        Requester {
-            hostid: [n; 16],
-            cntlid: n as u16,
-        }
-    }
-
-    #[test]
-    fn register_conflicts_and_replace() {
-        let mut r = Reservations::default();
-        let a = host(1);
-        r.register(&a, RegisterAction::Register, false, 0, 10)
-            .unwrap();
-        r.register(&a, RegisterAction::Register, false, 0, 10)
-            .unwrap();
-        assert_eq!(
-            r.register(&a, RegisterAction::Register, false, 0, 11),
-            Err(CONFLICT)
-        );
-        assert_eq!(
-            r.register(&a, RegisterAction::Replace, false, 99, 11),
-            Err(CONFLICT)
-        );
-        r.register(&a, RegisterAction::Replace, false, 10, 11)
-            .unwrap();
-        assert_eq!(r.registrants()[0].key, 11);
-        assert_eq!(
-            r.register(&host(2), RegisterAction::Unregister, false, 0, 0),
-            Err(CONFLICT)
-        );
-        r.register(&a, RegisterAction::Unregister, false, 11, 0)
-            .unwrap();
-        assert!(r.registrants().is_empty());
-        assert_eq!(r.generation(), 3);
-    }
-
-    #[test]
-    fn exclusive_access_registrants_only_and_preempt() {
-        let mut r = Reservations::default();
-        let (mds, client, stranger) = (host(1), host(2), host(3));
-        r.register(&mds, RegisterAction::Register, false, 0, 0xA)
-            .unwrap();
-        r.register(&client, RegisterAction::Register, false, 0, 0xB)
-            .unwrap();
-        let t = RType::EXCLUSIVE_ACCESS_REG_ONLY;
-        r.acquire(&mds, AcquireAction::Acquire, false, t, 0xA, 0)
-            .unwrap();
-        // The client (registered) may read and write; the stranger may not.
-        assert!(r.check(&client.hostid, Access::Write).is_ok());
-        assert_eq!(r.check(&stranger.hostid, Access::Read), Err(CONFLICT));
-        // A second acquire by the client conflicts; wrong key conflicts.
-        assert_eq!(
-            r.acquire(&client, AcquireAction::Acquire, false, t, 0xB, 0),
-            Err(CONFLICT)
-        );
-        assert_eq!(
-            r.acquire(&client, AcquireAction::Acquire, false, t, 0xC, 0),
-            Err(CONFLICT)
-        );
-        // Fence: the MDS preempts-and-aborts the client's key.
-        let gone = r
-            .acquire(&mds, AcquireAction::PreemptAndAbort, false, t, 0xA, 0xB)
-            .unwrap();
-        assert_eq!(gone, vec![client.hostid]);
-        assert_eq!(r.check(&client.hostid, Access::Write), Err(CONFLICT));
-        assert!(r.check(&mds.hostid, Access::Write).is_ok());
-        // Preempting a key nobody has conflicts.
-        assert_eq!(
-            r.acquire(&mds, AcquireAction::Preempt, false, t, 0xA, 0xB),
-            Err(CONFLICT)
-        );
-    }
-
-    #[test]
-    fn preempting_the_holder_moves_the_reservation() {
-        let mut r = Reservations::default();
-        let (a, b) = (host(1), host(2));
-        r.register(&a, RegisterAction::Register, false, 0, 1)
-            .unwrap();
-        r.register(&b, RegisterAction::Register, false, 0, 2)
-            .unwrap();
-        r.acquire(
-            &a,
-            AcquireAction::Acquire,
-            false,
-            RType::WRITE_EXCLUSIVE,
-            1,
-            0,
-        )
-        .unwrap();
-        assert_eq!(r.check(&b.hostid, Access::Write), Err(CONFLICT));
-        assert!(r.check(&b.hostid, Access::Read).is_ok());
-        r.acquire(
-            &b,
-            AcquireAction::Preempt,
-            false,
-            RType::EXCLUSIVE_ACCESS,
-            2,
-            1,
-        )
-        .unwrap();
-        assert_eq!(r.rtype(), Some(RType::EXCLUSIVE_ACCESS));
-        assert_eq!(r.check(&a.hostid, Access::Read), Err(CONFLICT));
-        assert_eq!(r.registrants().len(), 1);
-        // Release with the wrong type is an invalid field; the right type releases.
-        assert_eq!(
-            r.release(&b, ReleaseAction::Release, false, RType::WRITE_EXCLUSIVE, 2),
-            Err(Status::INVALID_FIELD)
-        );
-        r.release(
-            &b,
-            ReleaseAction::Release,
-            false,
-            RType::EXCLUSIVE_ACCESS,
-            2,
-        )
-        .unwrap();
-        assert_eq!(r.rtype(), None);
-    }
-
-    #[test]
-    fn all_registrants_and_clear_and_report() {
-        let mut r = Reservations::default();
-        let (a, b) = (host(1), host(2));
-        r.register(&a, RegisterAction::Register, false, 0, 1)
-            .unwrap();
-        r.register(&b, RegisterAction::Register, false, 0, 2)
-            .unwrap();
-        r.acquire(
-            &a,
-            AcquireAction::Acquire,
-            false,
-            RType::WRITE_EXCLUSIVE_ALL_REGS,
-            1,
-            0,
-        )
-        .unwrap();
-        // b is a holder too: it may acquire the same type.
-        r.acquire(
-            &b,
-            AcquireAction::Acquire,
-            false,
-            RType::WRITE_EXCLUSIVE_ALL_REGS,
-            2,
-            0,
-        )
-        .unwrap();
-        let rep = r.report(false);
-        assert_eq!(rep.len(), 24 + 48);
-        assert_eq!(rep[4], 5);
-        assert_eq!(rep[24 + 2], 1);
-        assert_eq!(&rep[24 + 16..24 + 24], &1u64.to_le_bytes());
-        let ext = r.report(true);
-        assert_eq!(&ext[64 + 16..64 + 32], &[1u8; 16]);
-        r.release(&b, ReleaseAction::Clear, false, RType(0), 2)
-            .unwrap();
-        assert!(r.registrants().is_empty());
-        assert_eq!(r.rtype(), None);
-    }
-}
+mod tests;

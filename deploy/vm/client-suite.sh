@@ -1,0 +1,77 @@
+#!/bin/bash
+# client-suite.sh - every Linux-client scenario of issue 6 against a pNFS
+# server already running on the host (pnfsd), one guest boot per scenario,
+# with a summary table at the end. Meant to be called by .ci/run.
+#
+# usage: NQN=<subsystem NQN> [NFS_PORT=2049] [NVME_PORT=4420] [EXPORT=/]
+#        [LAYOUTS="block scsi"] [VERSIONS="4.1 4.2"]
+#        [RESTART_CMD='<command; gets 1 then 2>'] [RESTART_VERSIONS="4.1"]
+#        [CAT_CMD='<command printing the bytes of export-relative path $1>']
+#        deploy/vm/client-suite.sh
+#
+# - LAYOUTS: the layout the server offers for each run; the server must be
+#   configured accordingly between runs (SWITCH_LAYOUT_CMD, if set, is run
+#   as `$SWITCH_LAYOUT_CMD block|scsi` before the runs of that layout).
+# - RESTART_CMD: restarts the server (1 = SIGTERM, 2 = SIGKILL is the
+#   convention); without it the restart scenario is skipped.
+# - CAT_CMD: how the host reads a file as the server serves it, to compare
+#   with the checksums computed in the guest; without it that check is skipped.
+# - CHECKSUMS_DIR: copy each run's checksums.txt there as <run>.sha256 (used by
+#   anchor.sh, whose server guest checks them itself).
+# Exit 0 only if every run passed. Results: one run directory per scenario
+# under $PNFSD_VM_DIR/runs, their logs next to them.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+: "${NQN:?set NQN to the NVMe subsystem NQN of the server}"
+NFS_PORT=${NFS_PORT:-2049}
+NVME_PORT=${NVME_PORT:-4420}
+EXPORT=${EXPORT:-/}
+VM_DIR=${PNFSD_VM_DIR:-/var/tmp/pnfsd-vm}
+
+"$HERE/build-guest.sh" >/dev/null || exit 125
+SUMMARY=()
+rc=0
+run() { # run NAME SCENARIO VERS [extra env...]
+    local name=$1 scen=$2 vers=$3 dir log r extra=()
+    shift 3
+    for e in "$@"; do extra+=(-e "$e"); done
+    dir=$VM_DIR/runs/$(date +%Y%m%d-%H%M%S)-suite-$name-$$
+    log=$dir.log
+    echo "[suite] $name: $dir" >&2
+    VM_RUN_DIR=$dir "$HERE/run-guest.sh" -e VERS="$vers" -e NFS_PORT="$NFS_PORT" \
+        -e NVME_PORT="$NVME_PORT" -e NQN="$NQN" -e EXPORT="$EXPORT" "${extra[@]}" "$scen" > "$log" 2>&1
+    r=$?
+    if ((r == 0)) && [[ -n ${CAT_CMD:-} && -s $dir/out/checksums.txt ]]; then
+        while read -r sum path; do
+            got=$(bash -c "$CAT_CMD \"\$1\"" cat "$path" | sha256sum | cut -d' ' -f1)
+            if [[ $got == "$sum" ]]; then echo "CHECK host-bytes ok $path" >> "$log"
+            else echo "CHECK host-bytes FAIL $path: guest $sum host $got" >> "$log"; r=1; fi
+        done < "$dir/out/checksums.txt"
+    fi
+    if [[ -n ${CHECKSUMS_DIR:-} && -s $dir/out/checksums.txt ]]; then
+        cp "$dir/out/checksums.txt" "$CHECKSUMS_DIR/$name.sha256"
+    fi
+    grep -E '^(CHECK .* FAIL|RESULT)' "$log" | sed "s/^/[$name] /" >&2
+    SUMMARY+=("$(printf '%-18s %-4s %s' "$name" "$( ((r == 0)) && echo PASS || echo FAIL)" \
+        "$(grep -E '^COUNTS end' "$log" | cut -d' ' -f3-)")")
+    ((r == 0)) || rc=1
+}
+
+for layout in ${LAYOUTS:-block scsi}; do
+    [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD $layout" >&2 || rc=1
+    for v in ${VERSIONS:-4.1 4.2}; do
+        run "$layout-$v" "$HERE/scenarios/$layout-layout.sh" "$v"
+    done
+done
+if [[ -n ${RESTART_CMD:-} ]]; then
+    for v in ${RESTART_VERSIONS:-4.1}; do
+        VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$RESTART_CMD")" run "restart-$v" "$HERE/scenarios/restart.sh" "$v"
+    done
+else
+    SUMMARY+=("restart            SKIP (no RESTART_CMD)")
+fi
+
+echo
+echo "===== Linux client suite (kernel $(basename "$("$HERE/build-guest.sh" 2>/dev/null | tail -n1)")) ====="
+printf '%s\n' "${SUMMARY[@]}"
+exit "$rc"

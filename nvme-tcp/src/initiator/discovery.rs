@@ -1,0 +1,33 @@
+//! `nvme discover` for our initiator.
+
+use super::{le16, le64, text, DiscoveryEntry, Initiator, InitiatorConfig};
+use crate::error::Error;
+use std::net::SocketAddr;
+
+/// `nvme discover`: reads the Discovery Log from the discovery controller at `addr`.
+pub async fn discover(addr: SocketAddr, hostnqn: &str) -> Result<Vec<DiscoveryEntry>, Error> {
+    let mut cfg = InitiatorConfig::new(crate::DISCOVERY_NQN, hostnqn);
+    cfg.io_queues = 0;
+    cfg.kato_ms = 0;
+    let ini = Initiator::connect(addr, cfg).await?;
+    let hdr = ini.get_log_page(0x70, 0, 0, 1024).await?;
+    let numrec = le64(&hdr, 8).min(64) as u32;
+    let mut out = Vec::new();
+    if numrec > 0 {
+        let all = ini.get_log_page(0x70, 0, 1024, numrec * 1024).await?;
+        for e in all.chunks(1024) {
+            out.push(DiscoveryEntry {
+                trtype: e[0],
+                adrfam: e[1],
+                subtype: e[2],
+                portid: le16(e, 4),
+                cntlid: le16(e, 6),
+                trsvcid: text(&e[32..64]),
+                traddr: text(&e[256..512]),
+                subnqn: text(&e[768..1024]),
+            });
+        }
+    }
+    ini.disconnect().await?;
+    Ok(out)
+}
