@@ -367,3 +367,62 @@ async fn exchange_id_and_create_session_rules() {
         .unwrap();
     assert_ne!(second.sessionid, first.sessionid);
 }
+
+/// Losing the connection that carries the backchannel: SEQUENCE on another connection says
+/// CB_PATH_DOWN_SESSION (0x200, RFC 8881 §18.46.3) until a connection is bound for the back
+/// channel again (BIND_CONN_TO_SESSION with CDFC4_BACK_OR_BOTH).
+#[tokio::test]
+async fn backchannel_loss_is_reported_until_rebound() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let conn2 = Connection::connect(srv.addr()).await.unwrap();
+    let bind = |dir: u32| {
+        Compound::new().op(Op::BindConnToSession {
+            sessionid: s.sessionid,
+            dir,
+            rdma: false,
+        })
+    };
+    conn2.compound(1, &bind(1)).await.unwrap().ok().unwrap(); // CDFC4_FORE
+    s.conn.close().await.unwrap();
+
+    let flags = |rep: &client_tests::Reply| rep.sequence().map(|x| x.status_flags).unwrap_or(0);
+    let mut seen = 0;
+    for _ in 0..50 {
+        let mut slot = s.take_slot().await.unwrap();
+        let rep = s
+            .send_via(&conn2, &slot, &Compound::new(), false)
+            .await
+            .unwrap();
+        slot.settle(&rep);
+        seen = flags(&rep.ok().unwrap());
+        if seen & 0x200 != 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_ne!(
+        seen & 0x200,
+        0,
+        "CB_PATH_DOWN_SESSION after the back channel's connection closed: {seen:#x}"
+    );
+
+    let rep = conn2.compound(1, &bind(7)).await.unwrap().ok().unwrap(); // CDFC4_BACK_OR_BOTH
+    match rep.body(opnum::BIND_CONN_TO_SESSION).unwrap() {
+        client_tests::results::OpRes::BindConnToSession { dir, .. } => {
+            assert!(
+                *dir == 2 || *dir == 3,
+                "CDFS4_BACK or CDFS4_BOTH, got {dir}"
+            )
+        }
+        b => panic!("{b:?}"),
+    }
+    let mut slot = s.take_slot().await.unwrap();
+    let rep = s
+        .send_via(&conn2, &slot, &Compound::new(), false)
+        .await
+        .unwrap();
+    slot.settle(&rep);
+    let now = flags(&rep.ok().unwrap());
+    assert_eq!(now & 0x201, 0, "back channel rebound, flags {now:#x}");
+}
