@@ -158,3 +158,67 @@ async fn two_clients_see_each_other() {
         .await
         .unwrap();
 }
+
+/// TEST_STATEID answers per stateid; FREE_STATEID refuses a stateid still open (RFC 8881
+/// §18.48, §18.38).
+#[tokio::test]
+async fn test_stateid_and_free_stateid() {
+    use client_tests::ops::Op;
+    use client_tests::results::OpRes;
+    use pnfsd::nfs4::ops::opnum;
+    use pnfsd::xdr::{Xdr, XdrReader, XdrWriter};
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let f = s.create_file(&root, "f", 0o644).await.unwrap();
+    let forged = Stateid {
+        seqid: 1,
+        other: [0x5a; 12],
+    };
+    let mut w = XdrWriter::new();
+    w.u32(2);
+    f.stateid.encode(&mut w);
+    forged.encode(&mut w);
+    let rep = s
+        .run_ok(Compound::new().op(Op::Raw {
+            opnum: opnum::TEST_STATEID,
+            body: w.buf,
+        }))
+        .await
+        .unwrap();
+    let codes = match &rep.results.last().unwrap().res {
+        OpRes::Undecoded(b) => {
+            let mut r = XdrReader::new(b);
+            let v: Vec<u32> = r.vec(16, 4).unwrap();
+            r.finish().unwrap();
+            v
+        }
+        x => panic!("{x:?}"),
+    };
+    assert_eq!(codes.len(), 2);
+    assert_eq!(NfsStat(codes[0]), NfsStat::OK);
+    assert!(
+        matches!(
+            NfsStat(codes[1]),
+            NfsStat::BAD_STATEID | NfsStat::STALE_STATEID
+        ),
+        "forged → {}",
+        NfsStat(codes[1]).name()
+    );
+    let mut w = XdrWriter::new();
+    f.stateid.encode(&mut w);
+    let st = s
+        .run(Compound::new().op(Op::Raw {
+            opnum: opnum::FREE_STATEID,
+            body: w.buf,
+        }))
+        .await
+        .unwrap()
+        .status;
+    assert_eq!(
+        st,
+        NfsStat::LOCKS_HELD,
+        "FREE_STATEID of an open stateid → {}",
+        st.name()
+    );
+}
