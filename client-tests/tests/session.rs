@@ -426,3 +426,30 @@ async fn backchannel_loss_is_reported_until_rebound() {
     let now = flags(&rep.ok().unwrap());
     assert_eq!(now & 0x201, 0, "back channel rebound, flags {now:#x}");
 }
+
+/// Many connections at once, each with its own client and session (issue 3 §3: "many
+/// concurrent connections").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_clients_at_once() {
+    let srv = PnfsdProcess::start().unwrap();
+    let addr = srv.addr();
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        tasks.push(tokio::spawn(async move {
+            let s = Session::connect_with(addr, SessionOptions::new(&format!("many{i}"))).await?;
+            let root = s.lookup_path("").await?;
+            s.mkdir(&root, &format!("c{i}"), 0o755).await?;
+            Ok::<_, client_tests::ClientError>(s.clientid)
+        }));
+    }
+    let mut ids = std::collections::HashSet::new();
+    for t in tasks {
+        assert!(
+            ids.insert(t.await.unwrap().unwrap()),
+            "client ids must differ"
+        );
+    }
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    assert_eq!(s.list(&root).await.unwrap().len(), 64);
+}
