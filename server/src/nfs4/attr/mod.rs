@@ -77,6 +77,8 @@ pub mod num {
     pub const SUPPATTR_EXCLCREAT: u32 = 75;
     /// NFSv4.2 (RFC 7862 §12.2.3).
     pub const CHANGE_ATTR_TYPE: u32 = 79;
+    /// NFSv4.2 extended attributes (RFC 8276 §8.1).
+    pub const XATTR_SUPPORT: u32 = 82;
 }
 
 /// Attributes offered in every minor version (4.1 and later).
@@ -134,7 +136,7 @@ const SUPPORTED_41: &[u32] = &[
 ];
 
 /// Added by NFSv4.2.
-const SUPPORTED_42: &[u32] = &[num::CHANGE_ATTR_TYPE];
+const SUPPORTED_42: &[u32] = &[num::CHANGE_ATTR_TYPE, num::XATTR_SUPPORT];
 
 /// What SETATTR (and CREATE / OPEN createattrs) may set.
 const WRITABLE: &[u32] = &[

@@ -64,6 +64,8 @@ fn fattr(bits: &[u32], vals: impl FnOnce(&mut XdrWriter)) -> Vec<u8> {
 #[test]
 fn supported_depends_on_minor_version() {
     assert!(!supported(1).is_set(num::CHANGE_ATTR_TYPE));
+    assert!(!supported(1).is_set(num::XATTR_SUPPORT));
+    assert!(supported(2).is_set(num::XATTR_SUPPORT));
     assert!(supported(2).is_set(num::CHANGE_ATTR_TYPE));
     for b in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 19, 75] {
         assert!(supported(1).is_set(b), "mandatory attribute {b}");

@@ -67,11 +67,7 @@ impl CreateSessionArgs {
 }
 
 pub fn create_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let before = r.clone();
     let a = decode_or_badxdr!(CreateSessionArgs::decode(r));
-    // Only this operation's arguments: a replay may come in another COMPOUND.
-    let used = before.remaining() - r.remaining();
-    let hash = super::sequence::request_hash(&before.rest()[..used]);
     let res = try_stat!(ctx.srv.state.create_session(CreateSessionReq {
         clientid: a.clientid,
         sequence: a.sequence,
@@ -82,7 +78,6 @@ pub fn create_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWrite
         principal: principal(ctx),
         conn: ctx.conn.id,
         backchannel: ctx.conn.backchannel.clone(),
-        hash,
     }));
     w.opaque_fixed(&res.sessionid);
     w.u32(res.sequence);

@@ -68,7 +68,8 @@ pub fn decode_component(r: &mut XdrReader<'_>) -> Result<Vec<u8>, NfsStat> {
 }
 
 /// Rules for a name that is looked up or created (RFC 8881 §14.2, §18.4.3): empty → INVAL,
-/// longer than `maxname` → NAMETOOLONG, not UTF-8 → INVAL, a '/' or NUL → BADCHAR.
+/// longer than `maxname` → NAMETOOLONG, not UTF-8 (or a noncharacter) → INVAL, a '/' or
+/// NUL → BADCHAR.
 pub fn check_name(name: &[u8]) -> Result<(), NfsStat> {
     if name.is_empty() {
         return Err(NfsStat::INVAL);
@@ -76,8 +77,10 @@ pub fn check_name(name: &[u8]) -> Result<(), NfsStat> {
     if name.len() > MAX_NAME as usize {
         return Err(NfsStat::NAMETOOLONG);
     }
-    if std::str::from_utf8(name).is_err() {
-        return Err(NfsStat::INVAL);
+    // U+FFFE and U+FFFF are not characters (ISO 10646): invalid in a utf8str too.
+    match std::str::from_utf8(name) {
+        Ok(s) if !s.contains(['\u{fffe}', '\u{ffff}']) => {}
+        _ => return Err(NfsStat::INVAL),
     }
     if name.iter().any(|c| *c == b'/' || *c == 0) {
         return Err(NfsStat::BADCHAR);
@@ -152,7 +155,7 @@ pub fn check_stateid(
     }
 }
 
-/// Writes the result of an operation that has only a status: `Ok` → OK.
+/// The status of an operation whose result body (if any) was written on success.
 pub fn status(r: Result<(), NfsStat>) -> NfsStat {
     match r {
         Ok(()) => NfsStat::OK,
@@ -170,6 +173,8 @@ mod tests {
         assert_eq!(check_name(&[b'a'; 256]), Err(NfsStat::NAMETOOLONG));
         assert_eq!(check_name(&[b'a'; 255]), Ok(()));
         assert_eq!(check_name(b"\xff\xfe"), Err(NfsStat::INVAL));
+        assert_eq!(check_name(b"\xef\xbf\xbe"), Err(NfsStat::INVAL));
+        assert_eq!(check_name(b"\xed\xa0\x80"), Err(NfsStat::INVAL));
         assert_eq!(check_name(b"a/b"), Err(NfsStat::BADCHAR));
         assert_eq!(check_name(b"a\0b"), Err(NfsStat::BADCHAR));
         assert_eq!(check_name("é".as_bytes()), Ok(()));

@@ -61,9 +61,8 @@ pub struct Client {
     pub confirmed: bool,
     /// Last `csa_sequence` seen (RFC 8881 §18.36.4) and the answer it got, for replays.
     pub cs_seqid: u32,
-    /// The answer to the last CREATE_SESSION and a hash of its arguments (a replay must be
-    /// the same request: SEQ_FALSE_RETRY otherwise, RFC 8881 §18.36.4).
-    pub cs_reply: Option<(u64, CreateSessionRes)>,
+    /// The answer to the last CREATE_SESSION, for a replay of it.
+    pub cs_reply: Option<CreateSessionRes>,
     pub last_renew: u64,
     /// The lease expired; the state stays until someone conflicts or COURTESY_SECONDS pass.
     pub courtesy: bool,
@@ -107,8 +106,6 @@ pub struct CreateSessionReq {
     pub principal: Principal,
     pub conn: u64,
     pub backchannel: Option<Arc<dyn Backchannel>>,
-    /// Hash of the encoded arguments, to tell a replay from a false retry.
-    pub hash: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -262,10 +259,12 @@ impl Inner {
             return Err(NfsStat::CLID_INUSE);
         }
         if c.confirmed && req.sequence == c.cs_seqid {
-            // A retry of the last CREATE_SESSION: the same answer again.
+            // A retry of the last CREATE_SESSION: the same answer again. §18.36.4 defines the
+            // replay by csa_sequence alone; false-retry detection is a SEQUENCE slot matter
+            // (§2.10.6.1.3), and clients (pynfs CSESS5a/b) replay with other callback
+            // parameters and expect the cached answer, as knfsd gives it.
             return match &c.cs_reply {
-                Some((h, res)) if *h == req.hash => Ok(res.clone()),
-                Some(_) => Err(NfsStat::SEQ_FALSE_RETRY),
+                Some(res) => Ok(res.clone()),
                 None => Err(NfsStat::SEQ_MISORDERED),
             };
         }
@@ -340,7 +339,7 @@ impl Inner {
             .ok_or(NfsStat::STALE_CLIENTID)?;
         c.confirmed = true;
         c.cs_seqid = req.sequence;
-        c.cs_reply = Some((req.hash, res.clone()));
+        c.cs_reply = Some(res.clone());
         c.sessions.insert(sid);
         c.last_renew = now;
         c.courtesy = false;
