@@ -222,3 +222,60 @@ async fn test_stateid_and_free_stateid() {
         st.name()
     );
 }
+
+/// A file removed while open (RFC 8881 §18.16.4 OPEN4_RESULT_PRESERVE_UNLINKED, 0x8): if the
+/// server said it preserves unlinked files, the open stateid still reads and writes after
+/// REMOVE, and the handle goes stale once the last open is closed.
+#[tokio::test]
+async fn removed_while_open() {
+    use client_tests::ops::{share, CreateHow, OpenClaim, Stable};
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let args = s.open_args(
+        share::ACCESS_BOTH,
+        Some(CreateHow::Unchecked(Default::default())),
+        OpenClaim::Null(b"doomed".to_vec()),
+    );
+    let rep = s
+        .run_ok(Compound::new().putfh(&root).open(args).getfh())
+        .await
+        .unwrap();
+    let preserve = rep.open().unwrap().rflags & 0x8 != 0;
+    let f = client_tests::fs::OpenFile {
+        fh: rep.fh().unwrap(),
+        stateid: rep.open().unwrap().stateid,
+    };
+    s.write_all(&f, 0, b"still here", Stable::FileSync)
+        .await
+        .unwrap();
+    s.run_ok(Compound::new().putfh(&root).remove("doomed"))
+        .await
+        .unwrap();
+    assert!(s.list(&root).await.unwrap().is_empty());
+    if !preserve {
+        let st = s
+            .run(Compound::new().putfh(&f.fh).read(f.stateid, 0, 100))
+            .await
+            .unwrap();
+        eprintln!(
+            "server does not preserve unlinked open files: READ after REMOVE → {} {:?}",
+            st.status.name(),
+            st.read().map(|r| r.data.len())
+        );
+        return;
+    }
+    assert_eq!(s.read_all(&f, 0, 100).await.unwrap(), b"still here");
+    s.write_all(&f, 10, b"!", Stable::FileSync).await.unwrap();
+    assert_eq!(
+        s.getattr_fh(&f.fh, basic()).await.unwrap().numlinks,
+        Some(0)
+    );
+    s.close_file(&f).await.unwrap();
+    let st = s
+        .run(Compound::new().putfh(&f.fh).getattr(basic()))
+        .await
+        .unwrap()
+        .status;
+    assert_eq!(st, NfsStat::STALE, "the last close frees an unlinked file");
+}
