@@ -27,6 +27,7 @@ pub mod error;
 pub mod fs;
 pub mod harness;
 pub mod layout_io;
+pub mod open_args;
 pub mod ops;
 pub mod pnfs;
 pub mod results;
