@@ -89,3 +89,73 @@ async fn owners_and_directory_permissions() {
         st.name()
     );
 }
+
+#[tokio::test]
+async fn file_permissions_on_open_and_io() {
+    use client_tests::ops::{share, OpenClaim, Stable};
+    use client_tests::Stateid;
+    let srv = PnfsdProcess::start().unwrap();
+    let root_s = Session::connect(srv.addr()).await.unwrap();
+    let root = root_s.lookup_path("").await.unwrap();
+    root_s.mkdir(&root, "public", 0o777).await.unwrap();
+    let user = session_as(srv.addr(), 1000, 1000).await;
+    let public = user.lookup_path("public").await.unwrap();
+    let f = user.create_file(&public, "secret", 0o600).await.unwrap();
+    user.write_all(&f, 0, b"top secret", Stable::FileSync)
+        .await
+        .unwrap();
+
+    let other = session_as(srv.addr(), 1001, 1001).await;
+    let args = other.open_args(
+        share::ACCESS_READ,
+        None,
+        OpenClaim::Null(b"secret".to_vec()),
+    );
+    let st = other
+        .run(Compound::new().putfh(&public).open(args))
+        .await
+        .unwrap()
+        .status;
+    assert_eq!(
+        st,
+        NfsStat::ACCESS,
+        "uid 1001 opening a 0600 file of uid 1000 → {}",
+        st.name()
+    );
+    let st = other
+        .run(Compound::new().putfh(&f.fh).read(Stateid::ANONYMOUS, 0, 10))
+        .await
+        .unwrap()
+        .status;
+    assert_eq!(
+        st,
+        NfsStat::ACCESS,
+        "anonymous READ of a 0600 file of another uid → {}",
+        st.name()
+    );
+    let st = other
+        .run(
+            Compound::new()
+                .putfh(&f.fh)
+                .write(Stateid::ANONYMOUS, 0, Stable::FileSync, b"x"),
+        )
+        .await
+        .unwrap()
+        .status;
+    assert_eq!(
+        st,
+        NfsStat::ACCESS,
+        "anonymous WRITE to a 0600 file of another uid → {}",
+        st.name()
+    );
+    // root may (no root squashing is configured).
+    let rep = root_s
+        .run_ok(
+            Compound::new()
+                .putfh(&f.fh)
+                .read(Stateid::ANONYMOUS, 0, 100),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rep.read().unwrap().data, b"top secret");
+}
