@@ -199,3 +199,42 @@ async fn setattr_with_a_malformed_attrlist_is_badxdr_with_attrsset() {
     let a = s.getattr_fh(&f.fh, basic()).await.unwrap();
     assert_eq!((a.size, a.mode.map(|m| m & 0o7777)), (Some(0), Some(0o644)));
 }
+
+/// SETATTR of times (settime4: SET_TO_CLIENT_TIME4 with a value, SET_TO_SERVER_TIME4).
+#[tokio::test]
+async fn setattr_times() {
+    use client_tests::attrs::{SetTime, Time};
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let f = s.create_file(&root, "t", 0o644).await.unwrap();
+    let t = Time {
+        sec: 1_000_000_000,
+        nsec: 123_456_789,
+    };
+    let set = SetAttrs {
+        mtime: Some(SetTime::ClientTime(t)),
+        atime: Some(SetTime::ServerTime),
+        ..Default::default()
+    };
+    let rep = s
+        .run_ok(
+            Compound::new()
+                .putfh(&f.fh)
+                .setattr(Stateid::ANONYMOUS, set)
+                .getattr(bitmap(&[attr::TIME_ACCESS, attr::TIME_MODIFY])),
+        )
+        .await
+        .unwrap();
+    let a = rep.attrs().unwrap();
+    assert_eq!(a.time_modify, Some(t));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let at = a.time_access.unwrap().sec;
+    assert!(
+        (now - 60..=now + 60).contains(&at),
+        "atime {at} is not the server's now ({now})"
+    );
+}
