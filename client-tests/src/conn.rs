@@ -86,6 +86,14 @@ impl Connection {
         self.next_xid.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Closes our sending side (TCP FIN): the server sees the connection end, as when a client
+    /// loses it. Calls in flight fail once the server closes its side.
+    pub async fn close(&self) -> Result<()> {
+        let mut w = self.writer.lock().await;
+        w.shutdown().await?;
+        Ok(())
+    }
+
     /// Writes bytes as they are (already framed, or deliberately not).
     pub async fn send_bytes(&self, bytes: &[u8]) -> Result<()> {
         let mut w = self.writer.lock().await;

@@ -414,7 +414,8 @@ mod tests {
         let bin = script(
             bins.path(),
             "fake",
-            "echo \"pnfsd ready: $*\" >&2\ntrap 'echo bye; exit 0' TERM\nwhile true; do sleep 0.05; done",
+            // The trap is set before "ready" is printed, or a quick SIGTERM would kill it.
+            "trap 'echo bye; exit 0' TERM\necho \"pnfsd ready: $*\" >&2\nwhile true; do sleep 0.05; done",
         );
         let dir = tempfile::tempdir().unwrap();
         let mut p = PnfsdProcess::start_bin(bin, dir, ServerOptions::default()).unwrap();

@@ -8,15 +8,18 @@
 //!  PnfsdProcess: spawn `pnfsd serve`, wait for "ready", SIGKILL / SIGTERM, restart
 //! ```
 //!
-//! Owns: the client side of ONC RPC (`rpc`, `conn`), argument encoders (`ops`, `attrs`) and
-//! result decoders (`results`, `compound`, and the pNFS block-layout ones in `pnfs`) written from RFC 8881 independently of the server's
-//! (so the tests check the server's XDR rather than share its mistakes), sessions (`session`),
-//! the backchannel (`callback`), file helpers (`fs`) and the process harness (`harness`).
-//! It reuses only the server's XDR primitives and shared newtypes (`XdrReader`/`XdrWriter`,
+//! Owns: the client side of ONC RPC (`rpc`, `conn`); argument encoders (`ops`, `open_args`,
+//! `session_args`, `attrs`) and result decoders (`results`, `compound`), plus the pNFS
+//! operations and block-layout bodies (`pnfs`), all written from RFC 8881 / RFC 5663
+//! independently of the server's, so the tests check the server's XDR rather than share its
+//! mistakes; sessions and slots (`session`); the backchannel (`callback`); file helpers (`fs`);
+//! block-layout I/O on the volume (`layout_io`); and the process harness (`harness`). It
+//! reuses only the server's XDR primitives and shared newtypes (`XdrReader`/`XdrWriter`,
 //! `Stateid`, `Bitmap`, `NfsStat`, opcode numbers).
 //!
-//! Never: reaches into the server's memory or files while it runs (tests talk NFS only, apart
-//! from the data directory after a stop), or retries on its own — a test sees every status.
+//! Never: reaches into the server's memory or metadata (tests talk NFS; the only bytes they
+//! touch directly are file data on the volume through layout extents, as a pNFS client does),
+//! or retries on its own — a test sees every status.
 #![deny(unsafe_code)]
 
 pub mod attrs;
@@ -27,6 +30,7 @@ pub mod error;
 pub mod fs;
 pub mod harness;
 pub mod layout_io;
+pub mod open_args;
 pub mod ops;
 pub mod pnfs;
 pub mod results;

@@ -8,6 +8,7 @@ use pnfsd::nfs4::types::{Bitmap, Stateid};
 use pnfsd::xdr::{Xdr, XdrWriter};
 
 use crate::attrs::SetAttrs;
+pub use crate::open_args::{encode_open, lock_type, share, CreateHow, Locker, OpenArgs, OpenClaim};
 pub use crate::session_args::{
     exchgid_flag, session_flag, ChannelAttrs, CreateSessionArgs, SequenceArgs,
 };
@@ -21,44 +22,6 @@ pub enum CreateKind {
     Socket,
     Block(u32, u32),
     Char(u32, u32),
-}
-
-/// `createhow4` of OPEN4_CREATE.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CreateHow {
-    Unchecked(SetAttrs),
-    Guarded(SetAttrs),
-    Exclusive41 { verf: [u8; 8], attrs: SetAttrs },
-}
-
-/// `open_claim4` (the two claims the tests use, plus CLAIM_PREVIOUS for reclaim).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpenClaim {
-    Null(Vec<u8>),
-    Fh,
-    Previous(u32),
-}
-
-/// OPEN4_SHARE_ACCESS_* / DENY_* (RFC 8881 §18.16.3).
-pub mod share {
-    pub const ACCESS_READ: u32 = 1;
-    pub const ACCESS_WRITE: u32 = 2;
-    pub const ACCESS_BOTH: u32 = 3;
-    pub const WANT_NO_DELEG: u32 = 0x0400;
-    pub const DENY_NONE: u32 = 0;
-}
-
-/// `OPEN4args`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenArgs {
-    pub seqid: u32,
-    pub share_access: u32,
-    pub share_deny: u32,
-    pub clientid: u64,
-    pub owner: Vec<u8>,
-    /// `None`: OPEN4_NOCREATE.
-    pub create: Option<CreateHow>,
-    pub claim: OpenClaim,
 }
 
 /// `stable_how4`.
@@ -81,6 +44,15 @@ pub enum Op {
     },
     CreateSession(CreateSessionArgs),
     DestroySession([u8; 16]),
+    /// BIND_CONN_TO_SESSION: session, `channel_dir_from_client4` (FORE 1, BACK 2,
+    /// FORE_OR_BOTH 3, BACK_OR_BOTH 7), RDMA mode.
+    BindConnToSession {
+        sessionid: [u8; 16],
+        dir: u32,
+        rdma: bool,
+    },
+    /// ACCESS with the ACCESS4_* bits asked for.
+    Access(u32),
     DestroyClientid(u64),
     ReclaimComplete {
         one_fs: bool,
@@ -135,6 +107,27 @@ pub enum Op {
         attrs: Bitmap,
     },
     ReadLink,
+    Lock {
+        locktype: u32,
+        reclaim: bool,
+        offset: u64,
+        length: u64,
+        locker: Locker,
+    },
+    LockT {
+        locktype: u32,
+        offset: u64,
+        length: u64,
+        clientid: u64,
+        owner: Vec<u8>,
+    },
+    LockU {
+        locktype: u32,
+        seqid: u32,
+        stateid: Stateid,
+        offset: u64,
+        length: u64,
+    },
     LayoutGet(crate::pnfs::LayoutGetArgs),
     LayoutCommit(crate::pnfs::LayoutCommitArgs),
     LayoutReturn(crate::pnfs::LayoutReturnArgs),
@@ -155,6 +148,8 @@ impl Op {
             Op::ExchangeId { .. } => EXCHANGE_ID,
             Op::CreateSession(_) => CREATE_SESSION,
             Op::DestroySession(_) => DESTROY_SESSION,
+            Op::BindConnToSession { .. } => BIND_CONN_TO_SESSION,
+            Op::Access(_) => ACCESS,
             Op::DestroyClientid(_) => DESTROY_CLIENTID,
             Op::ReclaimComplete { .. } => RECLAIM_COMPLETE,
             Op::PutRootFh => PUTROOTFH,
@@ -176,6 +171,9 @@ impl Op {
             Op::Link(_) => LINK,
             Op::ReadDir { .. } => READDIR,
             Op::ReadLink => READLINK,
+            Op::Lock { .. } => LOCK,
+            Op::LockT { .. } => LOCKT,
+            Op::LockU { .. } => LOCKU,
             Op::LayoutGet(_) => LAYOUTGET,
             Op::LayoutCommit(_) => LAYOUTCOMMIT,
             Op::LayoutReturn(_) => LAYOUTRETURN,
@@ -200,6 +198,8 @@ impl Op {
                 | Op::Read { .. }
                 | Op::ReadDir { .. }
                 | Op::ReadLink
+                | Op::Access(_)
+                | Op::LockT { .. }
                 | Op::GetDeviceInfo(_)
                 | Op::GetDeviceList(_)
         )
@@ -247,6 +247,16 @@ impl Op {
                 }
             }
             Op::DestroySession(s) => w.opaque_fixed(s),
+            Op::BindConnToSession {
+                sessionid,
+                dir,
+                rdma,
+            } => {
+                w.opaque_fixed(sessionid);
+                w.u32(*dir);
+                w.bool(*rdma);
+            }
+            Op::Access(bits) => w.u32(*bits),
             Op::DestroyClientid(c) => w.u64(*c),
             Op::ReclaimComplete { one_fs } => w.bool(*one_fs),
             Op::PutRootFh | Op::GetFh | Op::SaveFh | Op::RestoreFh | Op::ReadLink => {}
@@ -327,6 +337,68 @@ impl Op {
                 w.u32(*maxcount);
                 attrs.encode(w);
             }
+            Op::Lock {
+                locktype,
+                reclaim,
+                offset,
+                length,
+                locker,
+            } => {
+                w.u32(*locktype);
+                w.bool(*reclaim);
+                w.u64(*offset);
+                w.u64(*length);
+                match locker {
+                    Locker::New {
+                        open_seqid,
+                        open_stateid,
+                        lock_seqid,
+                        clientid,
+                        owner,
+                    } => {
+                        w.bool(true);
+                        w.u32(*open_seqid);
+                        open_stateid.encode(w);
+                        w.u32(*lock_seqid);
+                        w.u64(*clientid);
+                        w.opaque(owner);
+                    }
+                    Locker::Existing {
+                        lock_stateid,
+                        lock_seqid,
+                    } => {
+                        w.bool(false);
+                        lock_stateid.encode(w);
+                        w.u32(*lock_seqid);
+                    }
+                }
+            }
+            Op::LockT {
+                locktype,
+                offset,
+                length,
+                clientid,
+                owner,
+            } => {
+                w.u32(*locktype);
+                w.u64(*offset);
+                w.u64(*length);
+                w.u64(*clientid);
+                w.opaque(owner);
+            }
+            Op::LockU {
+                locktype,
+                seqid,
+                stateid,
+                offset,
+                length,
+            } => {
+                w.u32(*locktype);
+                w.u32(*seqid);
+                stateid.encode(w);
+                w.u64(*offset);
+                w.u64(*length);
+            }
             Op::LayoutGet(a) => crate::pnfs::encode_layoutget(a, w),
             Op::LayoutCommit(a) => crate::pnfs::encode_layoutcommit(a, w),
             Op::LayoutReturn(a) => crate::pnfs::encode_layoutreturn(a, w),
@@ -334,46 +406,6 @@ impl Op {
             Op::GetDeviceList(a) => crate::pnfs::encode_getdevicelist(a, w),
             Op::Raw { body, .. } => w.buf.extend_from_slice(body),
         }
-    }
-}
-
-fn encode_open(o: &OpenArgs, w: &mut XdrWriter) {
-    w.u32(o.seqid);
-    w.u32(o.share_access);
-    w.u32(o.share_deny);
-    w.u64(o.clientid);
-    w.opaque(&o.owner);
-    match &o.create {
-        None => w.u32(0), // OPEN4_NOCREATE
-        Some(how) => {
-            w.u32(1); // OPEN4_CREATE
-            match how {
-                CreateHow::Unchecked(a) => {
-                    w.u32(0);
-                    a.encode(w);
-                }
-                CreateHow::Guarded(a) => {
-                    w.u32(1);
-                    a.encode(w);
-                }
-                CreateHow::Exclusive41 { verf, attrs } => {
-                    w.u32(3);
-                    w.opaque_fixed(verf);
-                    attrs.encode(w);
-                }
-            }
-        }
-    }
-    match &o.claim {
-        OpenClaim::Null(name) => {
-            w.u32(0);
-            w.string(name);
-        }
-        OpenClaim::Previous(deleg) => {
-            w.u32(1);
-            w.u32(*deleg);
-        }
-        OpenClaim::Fh => w.u32(4),
     }
 }
 

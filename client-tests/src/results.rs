@@ -84,6 +84,26 @@ pub struct ReadDirRes {
     pub eof: bool,
 }
 
+/// `LOCK4denied`: who holds the conflicting lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockDenied {
+    pub offset: u64,
+    pub length: u64,
+    pub locktype: u32,
+    pub clientid: u64,
+    pub owner: Vec<u8>,
+}
+
+fn lock_denied(r: &mut XdrReader<'_>) -> XdrResult<LockDenied> {
+    Ok(LockDenied {
+        offset: r.u64()?,
+        length: r.u64()?,
+        locktype: r.u32()?,
+        clientid: r.u64()?,
+        owner: r.opaque_vec(1024)?,
+    })
+}
+
 /// The body that follows an operation's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpRes {
@@ -92,6 +112,13 @@ pub enum OpRes {
     Sequence(SequenceRes),
     ExchangeId(ExchangeIdRes),
     CreateSession(CreateSessionRes),
+    BindConnToSession {
+        sessionid: [u8; 16],
+        dir: u32,
+        rdma: bool,
+    },
+    /// ACCESS: (supported, granted).
+    Access(u32, u32),
     GetFh(Vec<u8>),
     GetAttr(Box<Attrs>),
     /// SETATTR's `attrsset` (present whatever the status).
@@ -113,6 +140,10 @@ pub enum OpRes {
     Link(ChangeInfo),
     ReadDir(ReadDirRes),
     ReadLink(Vec<u8>),
+    /// LOCK / LOCKU: the lock stateid.
+    Lock(Stateid),
+    /// LOCK / LOCKT: NFS4ERR_DENIED with the conflicting lock.
+    Denied(LockDenied),
     LayoutGet(crate::pnfs::LayoutGetRes),
     /// LAYOUTCOMMIT's new size, if the server changed it.
     LayoutCommit(Option<u64>),
@@ -216,11 +247,11 @@ fn readdir(r: &mut XdrReader<'_>) -> XdrResult<ReadDirRes> {
 pub fn decode_body(op: u32, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult<OpRes> {
     use opnum::*;
     if status != NfsStat::OK {
-        // Bodies on failure: SETATTR's attrsset; LOCK/LOCKT DENIED (not sent by these tests'
-        // ops, and undecodable without a layout, so the rest is kept raw).
+        // Bodies on failure: SETATTR's attrsset, LOCK/LOCKT's DENIED, LAYOUTGET's
+        // LAYOUTTRYLATER, GETDEVICEINFO's TOOSMALL.
         return Ok(match op {
             SETATTR => OpRes::SetAttr(Bitmap::decode(r)?),
-            LOCK | LOCKT if status == NfsStat::DENIED => OpRes::Undecoded(r.rest().to_vec()),
+            LOCK | LOCKT if status == NfsStat::DENIED => OpRes::Denied(lock_denied(r)?),
             LAYOUTGET if status == NfsStat::LAYOUTTRYLATER => OpRes::LayoutTryLater(r.bool()?),
             GETDEVICEINFO if status == NfsStat::TOOSMALL => OpRes::TooSmall(r.u32()?),
             _ => OpRes::None,
@@ -273,6 +304,12 @@ pub fn decode_body(op: u32, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult
             fore: channel_attrs(r)?,
             back: channel_attrs(r)?,
         }),
+        BIND_CONN_TO_SESSION => OpRes::BindConnToSession {
+            sessionid: r.array()?,
+            dir: r.u32()?,
+            rdma: r.bool()?,
+        },
+        ACCESS => OpRes::Access(r.u32()?, r.u32()?),
         GETFH => OpRes::GetFh(r.opaque_vec(128)?),
         GETATTR => OpRes::GetAttr(Box::new(Attrs::decode(r)?)),
         SETATTR => OpRes::SetAttr(Bitmap::decode(r)?),
@@ -306,6 +343,8 @@ pub fn decode_body(op: u32, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult
         LINK => OpRes::Link(change_info(r)?),
         READDIR => OpRes::ReadDir(readdir(r)?),
         READLINK => OpRes::ReadLink(r.string(usize::MAX)?),
+        LOCK | LOCKU => OpRes::Lock(Stateid::decode(r)?),
+        LOCKT => OpRes::None,
         LAYOUTGET => OpRes::LayoutGet(crate::pnfs::decode_layoutget(r)?),
         LAYOUTCOMMIT => OpRes::LayoutCommit(crate::pnfs::decode_layoutcommit(r)?),
         LAYOUTRETURN => OpRes::LayoutReturn(crate::pnfs::decode_layoutreturn(r)?),

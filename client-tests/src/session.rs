@@ -74,6 +74,15 @@ impl Slot {
     pub fn advance(&mut self) {
         self.seqid = self.seqid.wrapping_add(1);
     }
+
+    /// Advances the slot if `rep` shows the server ran SEQUENCE on it (RFC 8881 §2.10.6.1:
+    /// the server's slot moves only then). Call it after every `send_on` whose reply is kept,
+    /// unless the test means to retry.
+    pub fn settle(&mut self, rep: &Reply) {
+        if rep.results.first().map(|r| (r.op, r.status)) == Some((opnum::SEQUENCE, NfsStat::OK)) {
+            self.advance();
+        }
+    }
 }
 
 impl Drop for Slot {
@@ -92,6 +101,9 @@ impl Drop for Slot {
 /// An established session.
 pub struct Session {
     pub conn: Arc<Connection>,
+    /// What the session was set up with: `Session::connect_with` the same options after a
+    /// server restart is the same client coming back (its owner may reclaim, §8.4.2).
+    pub options: SessionOptions,
     pub minor: u32,
     pub clientid: u64,
     pub sessionid: [u8; 16],
@@ -153,7 +165,7 @@ impl Session {
         let exchange = Session::exchange_id(&conn, &o).await?;
         let created =
             Session::create_session(&conn, &o, exchange.clientid, exchange.sequenceid).await?;
-        let s = Session::from_parts(conn, o.minor, exchange, created);
+        let s = Session::from_parts(conn, o.clone(), exchange, created);
         if o.reclaim_complete {
             s.run(Compound::new().op(Op::ReclaimComplete { one_fs: false }))
                 .await?
@@ -164,13 +176,18 @@ impl Session {
 
     /// A session over a new connection to `addr`, with defaults.
     pub async fn connect(addr: std::net::SocketAddr) -> Result<Session> {
+        Session::connect_with(addr, SessionOptions::new("default")).await
+    }
+
+    /// A session over a new connection to `addr` with the given client owner and options.
+    pub async fn connect_with(addr: std::net::SocketAddr, o: SessionOptions) -> Result<Session> {
         let conn = Arc::new(Connection::connect(addr).await?);
-        Session::establish(conn, SessionOptions::new("default")).await
+        Session::establish(conn, o).await
     }
 
     fn from_parts(
         conn: Arc<Connection>,
-        minor: u32,
+        options: SessionOptions,
         exchange: ExchangeIdRes,
         created: CreateSessionRes,
     ) -> Session {
@@ -182,7 +199,8 @@ impl Session {
         });
         Session {
             conn,
-            minor,
+            minor: options.minor,
+            options,
             clientid: exchange.clientid,
             sessionid: created.sessionid,
             exchange,
@@ -245,13 +263,24 @@ impl Session {
     /// Sends SEQUENCE(slot, slot.seqid) + `c` without advancing the slot: sending it twice
     /// is a retry. The caller calls `slot.advance()` once it is done with that seqid.
     pub async fn send_on(&self, slot: &Slot, c: &Compound, cachethis: bool) -> Result<Reply> {
+        self.send_via(&self.conn, slot, c, cachethis).await
+    }
+
+    /// `send_on` over another connection (one bound with BIND_CONN_TO_SESSION, §18.34).
+    pub async fn send_via(
+        &self,
+        conn: &Connection,
+        slot: &Slot,
+        c: &Compound,
+        cachethis: bool,
+    ) -> Result<Reply> {
         let mut full = Compound {
             tag: c.tag.clone(),
             ops: Vec::with_capacity(c.ops.len() + 1),
         };
         full.ops.push(self.sequence_op(slot, cachethis));
         full.ops.extend(c.ops.iter().cloned());
-        self.conn.compound(self.minor, &full).await
+        conn.compound(self.minor, &full).await
     }
 
     /// Largest READ or WRITE payload that fits the negotiated request and reply sizes.
@@ -269,9 +298,7 @@ impl Session {
         let cachethis = !c.ops.iter().all(Op::is_read_only);
         let mut slot = self.take_slot().await?;
         let rep = self.send_on(&slot, &c, cachethis).await?;
-        if rep.results.first().map(|r| (r.op, r.status)) == Some((opnum::SEQUENCE, NfsStat::OK)) {
-            slot.advance();
-        }
+        slot.settle(&rep);
         Ok(rep)
     }
 

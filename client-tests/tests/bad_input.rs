@@ -83,7 +83,7 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
     still_alive(&s).await;
 
     // 3. Inside a session: PUTFH whose length runs past the end.
-    let slot = s.take_slot().await.unwrap();
+    let mut slot = s.take_slot().await.unwrap();
     let mut body = XdrWriter::new();
     body.u32(4000);
     body.u32(1);
@@ -92,17 +92,23 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
         body: body.buf,
     });
     let r = s.send_on(&slot, &c, false).await;
+    if let Ok(rep) = &r {
+        slot.settle(rep);
+    }
     badxdr_or_garbage(r);
     drop(slot);
     still_alive(&s).await;
 
     // 4. A bool that is neither 0 nor 1 (RECLAIM_COMPLETE's rca_one_fs).
-    let slot = s.take_slot().await.unwrap();
+    let mut slot = s.take_slot().await.unwrap();
     let c = Compound::new().op(Op::Raw {
         opnum: opnum::RECLAIM_COMPLETE,
         body: vec![0, 0, 0, 7],
     });
     let r = s.send_on(&slot, &c, false).await;
+    if let Ok(rep) = &r {
+        slot.settle(rep);
+    }
     badxdr_or_garbage(r);
     drop(slot);
     still_alive(&s).await;
@@ -196,7 +202,7 @@ async fn fragmented_and_pipelined_records() {
         .await
         .unwrap();
     // A COMPOUND cut into 3-byte fragments.
-    let slot = s.take_slot().await.unwrap();
+    let mut slot = s.take_slot().await.unwrap();
     let args = Compound {
         tag: b"frag".to_vec(),
         ops: vec![s.sequence_op(&slot, false), Op::PutRootFh, Op::GetFh],
@@ -212,7 +218,9 @@ async fn fragmented_and_pipelined_records() {
         &args,
     );
     let body = conn.call_record(xid, &rec, 3).await.unwrap();
-    let rep = client_tests::Reply::decode(body).unwrap().ok().unwrap();
+    let rep = client_tests::Reply::decode(body).unwrap();
+    slot.settle(&rep);
+    let rep = rep.ok().unwrap();
     assert_eq!(rep.tag, b"frag");
     assert!(!rep.fh().unwrap().is_empty());
     drop(slot);
@@ -233,4 +241,39 @@ async fn fragmented_and_pipelined_records() {
     let again = Connection::connect(srv.addr()).await.unwrap();
     again.null().await.unwrap();
     s.run_ok(Compound::new().putrootfh()).await.unwrap();
+}
+
+/// A request larger than the session's `ca_maxrequestsize` → NFS4ERR_REQ_TOO_BIG (RFC 8881
+/// §2.10.6.4, §18.46.3), the connection kept.
+#[tokio::test]
+async fn request_bigger_than_the_channel_is_req_too_big() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let f = s.create_file(&root, "big", 0o644).await.unwrap();
+    let max = s.created.fore.maxrequestsize as usize;
+    let data = vec![7u8; max + 4096];
+    let rep = s
+        .run(Compound::new().putfh(&f.fh).write(
+            f.stateid,
+            0,
+            client_tests::ops::Stable::Unstable,
+            &data,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        rep.status,
+        NfsStat::REQ_TOO_BIG,
+        "{} bytes with maxrequestsize {max}",
+        data.len()
+    );
+    still_alive(&s).await;
+    assert_eq!(
+        s.getattr_fh(&f.fh, client_tests::attrs::basic())
+            .await
+            .unwrap()
+            .size,
+        Some(0)
+    );
 }

@@ -454,3 +454,30 @@ async fn lookups_and_filehandle_errors() {
         );
     }
 }
+
+/// O_CREAT|O_TRUNC as Linux sends it: OPEN(UNCHECKED) of an existing file with size 0 in the
+/// create attributes truncates it (RFC 8881 §18.16.3: UNCHECKED4 applies the attributes).
+#[tokio::test]
+async fn open_unchecked_with_size_zero_truncates() {
+    let (_srv, s, root) = setup().await;
+    let f = s.create_file(&root, "t", 0o644).await.unwrap();
+    s.write_all(&f, 0, &pattern(9, 10_000), Stable::FileSync)
+        .await
+        .unwrap();
+    s.close_file(&f).await.unwrap();
+    let args = s.open_args(
+        share::ACCESS_BOTH,
+        Some(CreateHow::Unchecked(SetAttrs::size(0))),
+        OpenClaim::Null(b"t".to_vec()),
+    );
+    let rep = s
+        .run_ok(Compound::new().putfh(&root).open(args).getattr(basic()))
+        .await
+        .unwrap();
+    assert_eq!(rep.attrs().unwrap().size, Some(0));
+    assert_eq!(
+        rep.attrs().unwrap().fileid,
+        s.getattr_fh(&f.fh, basic()).await.unwrap().fileid,
+        "same file"
+    );
+}

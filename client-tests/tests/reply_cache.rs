@@ -139,3 +139,39 @@ async fn slot_and_session_errors() {
         .unwrap();
     assert_eq!(rep.status, NfsStat::SEQ_MISORDERED);
 }
+
+/// A client whose connection broke resends on a new connection (bound to the session): the
+/// retry is still answered from the reply cache (RFC 8881 §2.10.6.1, §2.10.6.2).
+#[tokio::test]
+async fn retry_on_a_new_connection_after_the_old_one_broke() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let slot = s.take_slot().await.unwrap();
+    let c = Compound::new().putfh(&root).mkdir("across", 0o755).getfh();
+    let first = s.send_on(&slot, &c, true).await.unwrap().ok().unwrap();
+    s.conn.close().await.unwrap();
+
+    let conn2 = client_tests::Connection::connect(srv.addr()).await.unwrap();
+    conn2
+        .compound(
+            1,
+            &Compound::new().op(Op::BindConnToSession {
+                sessionid: s.sessionid,
+                dir: 3,
+                rdma: false,
+            }),
+        )
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    let retry = s.send_via(&conn2, &slot, &c, true).await.unwrap();
+    assert_eq!(
+        retry.status,
+        NfsStat::OK,
+        "retry re-executed: {:?}",
+        retry.first_error()
+    );
+    assert!(retry.raw == first.raw, "the cached reply, byte for byte");
+}

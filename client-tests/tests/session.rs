@@ -245,3 +245,211 @@ async fn concurrent_compounds_use_the_slot_table() {
     let names = s.list(&root).await.unwrap();
     assert_eq!(names.len(), 32, "{names:?}");
 }
+
+/// BIND_CONN_TO_SESSION (RFC 8881 §18.34): a second connection joins the session and carries
+/// its COMPOUNDs; ACCESS answers on it.
+#[tokio::test]
+async fn a_second_connection_binds_to_the_session() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let conn2 = Connection::connect(srv.addr()).await.unwrap();
+    let rep = conn2
+        .compound(
+            1,
+            &Compound::new().op(Op::BindConnToSession {
+                sessionid: s.sessionid,
+                dir: 3, // CDFC4_FORE_OR_BOTH
+                rdma: false,
+            }),
+        )
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    match rep.body(opnum::BIND_CONN_TO_SESSION).unwrap() {
+        client_tests::results::OpRes::BindConnToSession {
+            sessionid,
+            dir,
+            rdma,
+        } => {
+            assert_eq!(*sessionid, s.sessionid);
+            assert!(
+                *dir == 1 || *dir == 3,
+                "CDFS4_FORE or CDFS4_BOTH, got {dir}"
+            );
+            assert!(!rdma);
+        }
+        b => panic!("{b:?}"),
+    }
+    let mut slot = s.take_slot().await.unwrap();
+    // ACCESS4_READ | LOOKUP | MODIFY | EXTEND on the root, over the second connection.
+    let rep = s
+        .send_via(
+            &conn2,
+            &slot,
+            &Compound::new().putrootfh().op(Op::Access(0x1f)),
+            false,
+        )
+        .await
+        .unwrap();
+    slot.settle(&rep);
+    let rep = rep.ok().unwrap();
+    match rep.body(opnum::ACCESS).unwrap() {
+        client_tests::results::OpRes::Access(supported, granted) => {
+            assert_eq!(
+                granted & !supported,
+                0,
+                "granted bits must be supported ones"
+            );
+            assert_ne!(granted & 0x2, 0, "root may LOOKUP in the root directory");
+        }
+        b => panic!("{b:?}"),
+    }
+    // An unknown session → BADSESSION.
+    let rep = conn2
+        .compound(
+            1,
+            &Compound::new().op(Op::BindConnToSession {
+                sessionid: [0x77; 16],
+                dir: 3,
+                rdma: false,
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rep.status, NfsStat::BADSESSION);
+}
+
+/// EXCHANGE_ID and CREATE_SESSION argument checks and the CREATE_SESSION replay rule
+/// (RFC 8881 §18.35.4, §18.36.4).
+#[tokio::test]
+async fn exchange_id_and_create_session_rules() {
+    let srv = PnfsdProcess::start().unwrap();
+    let conn = Connection::connect(srv.addr()).await.unwrap();
+    // Flags the client may not send → INVAL: an undefined bit, and CONFIRMED_R (reply only).
+    for flags in [0x0000_0008, exchgid_flag::CONFIRMED_R] {
+        let mut o = SessionOptions::new("badflags");
+        o.exchange_flags = flags;
+        match Session::exchange_id(&conn, &o).await {
+            Err(client_tests::ClientError::Nfs { status, .. }) => {
+                assert_eq!(status, NfsStat::INVAL, "flags {flags:#x}")
+            }
+            r => panic!("flags {flags:#x}: {r:?}"),
+        }
+    }
+    let o = SessionOptions::new("cs");
+    // CREATE_SESSION for a client id nobody has → STALE_CLIENTID.
+    match Session::create_session(&conn, &o, 0x1234_5678_9abc, 1).await {
+        Err(client_tests::ClientError::Nfs { status, .. }) => {
+            assert_eq!(status, NfsStat::STALE_CLIENTID)
+        }
+        r => panic!("{r:?}"),
+    }
+    let x = Session::exchange_id(&conn, &o).await.unwrap();
+    // A sequence id ahead of the client's → SEQ_MISORDERED.
+    match Session::create_session(&conn, &o, x.clientid, x.sequenceid.wrapping_add(5)).await {
+        Err(client_tests::ClientError::Nfs { status, .. }) => {
+            assert_eq!(status, NfsStat::SEQ_MISORDERED)
+        }
+        r => panic!("{r:?}"),
+    }
+    let first = Session::create_session(&conn, &o, x.clientid, x.sequenceid)
+        .await
+        .unwrap();
+    // The same request again is a replay: the same session comes back, no second session.
+    let replay = Session::create_session(&conn, &o, x.clientid, x.sequenceid)
+        .await
+        .unwrap();
+    assert_eq!(replay.sessionid, first.sessionid);
+    // The next sequence id makes a second session.
+    let second = Session::create_session(&conn, &o, x.clientid, x.sequenceid.wrapping_add(1))
+        .await
+        .unwrap();
+    assert_ne!(second.sessionid, first.sessionid);
+}
+
+/// Losing the connection that carries the backchannel: SEQUENCE on another connection says
+/// CB_PATH_DOWN_SESSION (0x200, RFC 8881 §18.46.3) until a connection is bound for the back
+/// channel again (BIND_CONN_TO_SESSION with CDFC4_BACK_OR_BOTH).
+#[tokio::test]
+async fn backchannel_loss_is_reported_until_rebound() {
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let conn2 = Connection::connect(srv.addr()).await.unwrap();
+    let bind = |dir: u32| {
+        Compound::new().op(Op::BindConnToSession {
+            sessionid: s.sessionid,
+            dir,
+            rdma: false,
+        })
+    };
+    conn2.compound(1, &bind(1)).await.unwrap().ok().unwrap(); // CDFC4_FORE
+    s.conn.close().await.unwrap();
+
+    let flags = |rep: &client_tests::Reply| rep.sequence().map(|x| x.status_flags).unwrap_or(0);
+    let mut seen = 0;
+    for _ in 0..50 {
+        let mut slot = s.take_slot().await.unwrap();
+        let rep = s
+            .send_via(&conn2, &slot, &Compound::new(), false)
+            .await
+            .unwrap();
+        slot.settle(&rep);
+        seen = flags(&rep.ok().unwrap());
+        if seen & 0x200 != 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_ne!(
+        seen & 0x200,
+        0,
+        "CB_PATH_DOWN_SESSION after the back channel's connection closed: {seen:#x}"
+    );
+
+    let rep = conn2.compound(1, &bind(7)).await.unwrap().ok().unwrap(); // CDFC4_BACK_OR_BOTH
+    match rep.body(opnum::BIND_CONN_TO_SESSION).unwrap() {
+        client_tests::results::OpRes::BindConnToSession { dir, .. } => {
+            assert!(
+                *dir == 2 || *dir == 3,
+                "CDFS4_BACK or CDFS4_BOTH, got {dir}"
+            )
+        }
+        b => panic!("{b:?}"),
+    }
+    let mut slot = s.take_slot().await.unwrap();
+    let rep = s
+        .send_via(&conn2, &slot, &Compound::new(), false)
+        .await
+        .unwrap();
+    slot.settle(&rep);
+    let now = flags(&rep.ok().unwrap());
+    assert_eq!(now & 0x201, 0, "back channel rebound, flags {now:#x}");
+}
+
+/// Many connections at once, each with its own client and session (issue 3 §3: "many
+/// concurrent connections").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_clients_at_once() {
+    let srv = PnfsdProcess::start().unwrap();
+    let addr = srv.addr();
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        tasks.push(tokio::spawn(async move {
+            let s = Session::connect_with(addr, SessionOptions::new(&format!("many{i}"))).await?;
+            let root = s.lookup_path("").await?;
+            s.mkdir(&root, &format!("c{i}"), 0o755).await?;
+            Ok::<_, client_tests::ClientError>(s.clientid)
+        }));
+    }
+    let mut ids = std::collections::HashSet::new();
+    for t in tasks {
+        assert!(
+            ids.insert(t.await.unwrap().unwrap()),
+            "client ids must differ"
+        );
+    }
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    assert_eq!(s.list(&root).await.unwrap().len(), 64);
+}

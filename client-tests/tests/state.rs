@@ -158,3 +158,124 @@ async fn two_clients_see_each_other() {
         .await
         .unwrap();
 }
+
+/// TEST_STATEID answers per stateid; FREE_STATEID refuses a stateid still open (RFC 8881
+/// §18.48, §18.38).
+#[tokio::test]
+async fn test_stateid_and_free_stateid() {
+    use client_tests::ops::Op;
+    use client_tests::results::OpRes;
+    use pnfsd::nfs4::ops::opnum;
+    use pnfsd::xdr::{Xdr, XdrReader, XdrWriter};
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let f = s.create_file(&root, "f", 0o644).await.unwrap();
+    let forged = Stateid {
+        seqid: 1,
+        other: [0x5a; 12],
+    };
+    let mut w = XdrWriter::new();
+    w.u32(2);
+    f.stateid.encode(&mut w);
+    forged.encode(&mut w);
+    let rep = s
+        .run_ok(Compound::new().op(Op::Raw {
+            opnum: opnum::TEST_STATEID,
+            body: w.buf,
+        }))
+        .await
+        .unwrap();
+    let codes = match &rep.results.last().unwrap().res {
+        OpRes::Undecoded(b) => {
+            let mut r = XdrReader::new(b);
+            let v: Vec<u32> = r.vec(16, 4).unwrap();
+            r.finish().unwrap();
+            v
+        }
+        x => panic!("{x:?}"),
+    };
+    assert_eq!(codes.len(), 2);
+    assert_eq!(NfsStat(codes[0]), NfsStat::OK);
+    assert!(
+        matches!(
+            NfsStat(codes[1]),
+            NfsStat::BAD_STATEID | NfsStat::STALE_STATEID
+        ),
+        "forged → {}",
+        NfsStat(codes[1]).name()
+    );
+    let mut w = XdrWriter::new();
+    f.stateid.encode(&mut w);
+    let st = s
+        .run(Compound::new().op(Op::Raw {
+            opnum: opnum::FREE_STATEID,
+            body: w.buf,
+        }))
+        .await
+        .unwrap()
+        .status;
+    assert_eq!(
+        st,
+        NfsStat::LOCKS_HELD,
+        "FREE_STATEID of an open stateid → {}",
+        st.name()
+    );
+}
+
+/// A file removed while open (RFC 8881 §18.16.4 OPEN4_RESULT_PRESERVE_UNLINKED, 0x8): if the
+/// server said it preserves unlinked files, the open stateid still reads and writes after
+/// REMOVE, and the handle goes stale once the last open is closed.
+#[tokio::test]
+async fn removed_while_open() {
+    use client_tests::ops::{share, CreateHow, OpenClaim, Stable};
+    let srv = PnfsdProcess::start().unwrap();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    let args = s.open_args(
+        share::ACCESS_BOTH,
+        Some(CreateHow::Unchecked(Default::default())),
+        OpenClaim::Null(b"doomed".to_vec()),
+    );
+    let rep = s
+        .run_ok(Compound::new().putfh(&root).open(args).getfh())
+        .await
+        .unwrap();
+    let preserve = rep.open().unwrap().rflags & 0x8 != 0;
+    let f = client_tests::fs::OpenFile {
+        fh: rep.fh().unwrap(),
+        stateid: rep.open().unwrap().stateid,
+    };
+    s.write_all(&f, 0, b"still here", Stable::FileSync)
+        .await
+        .unwrap();
+    s.run_ok(Compound::new().putfh(&root).remove("doomed"))
+        .await
+        .unwrap();
+    assert!(s.list(&root).await.unwrap().is_empty());
+    if !preserve {
+        let st = s
+            .run(Compound::new().putfh(&f.fh).read(f.stateid, 0, 100))
+            .await
+            .unwrap();
+        eprintln!(
+            "server does not preserve unlinked open files: READ after REMOVE → {} {:?}",
+            st.status.name(),
+            st.read().map(|r| r.data.len())
+        );
+        return;
+    }
+    assert_eq!(s.read_all(&f, 0, 100).await.unwrap(), b"still here");
+    s.write_all(&f, 10, b"!", Stable::FileSync).await.unwrap();
+    assert_eq!(
+        s.getattr_fh(&f.fh, basic()).await.unwrap().numlinks,
+        Some(0)
+    );
+    s.close_file(&f).await.unwrap();
+    let st = s
+        .run(Compound::new().putfh(&f.fh).getattr(basic()))
+        .await
+        .unwrap()
+        .status;
+    assert_eq!(st, NfsStat::STALE, "the last close frees an unlinked file");
+}
