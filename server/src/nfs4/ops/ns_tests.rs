@@ -59,6 +59,7 @@ fn fixture_with(sopts: StoreOptions) -> Option<Fx> {
             state,
             opts,
             boot_verifier: BOOT,
+            pnfs: Default::default(),
         },
         conn: ConnInfo {
             id: 1,
