@@ -73,7 +73,7 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
             stateid,
         } => {
             let ino = cur_attr(ctx)?.ino;
-            let end = offset.checked_add(length).unwrap_or(u64::MAX);
+            let end = offset.saturating_add(length);
             if length == 0 {
                 return Err(NfsStat::INVAL);
             }
