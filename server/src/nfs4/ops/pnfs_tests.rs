@@ -807,3 +807,21 @@ fn commit_size(srv: &Server, ino: Ino) {
         .commit_blocks(ino, &written, Some(2 * B - 1), None, false)
         .unwrap();
 }
+
+#[test]
+fn close_returns_the_clients_layouts() {
+    let fx = fixture(NfsOptions::default());
+    let c = conn(1, None);
+    let mut x = ctx(&fx.srv, &c);
+    let cid = mount(&mut x, b"a");
+    let (fh, sid) = create(&mut x, b"f");
+    get(&mut x, iomode::RW, 0, B, sid).unwrap();
+    assert_eq!(fx.srv.state.layouts_of_file(fh.ino).len(), 1);
+    let mut w = XdrWriter::new();
+    w.u32(0);
+    sid.encode(&mut w);
+    x.current_fh = Some(fh);
+    assert_eq!(call(&mut x, super::close::close, &w.buf).0, NfsStat::OK);
+    assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
+    assert!(fx.srv.pnfs.grants_of(cid, fh.ino).is_empty());
+}

@@ -96,6 +96,15 @@ impl Inner {
         ids.into_iter().map(|(_, ino)| ino).collect()
     }
 
+    /// Whether the client still has the file open (return-on-close waits for its last CLOSE).
+    pub fn client_has_open(&self, clientid: u64, ino: Ino) -> bool {
+        self.files.get(&ino).is_some_and(|f| {
+            f.opens
+                .iter()
+                .any(|id| self.states.get(id).is_some_and(|s| s.client == clientid))
+        })
+    }
+
     pub fn layouts_of_file(&self, ino: Ino) -> Vec<(u64, Stateid)> {
         self.files.get(&ino).map_or_else(Vec::new, |f| {
             f.layouts
