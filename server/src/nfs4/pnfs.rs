@@ -133,18 +133,27 @@ impl Pnfs {
             g.remove(start, end, mode);
             if g.is_empty() {
                 m.remove(&(clientid, ino));
+                self.end_recalls(|k| *k == (clientid, ino));
             }
         }
+    }
+
+    /// Ends the recalls `done` selects: their layouts came back.
+    fn end_recalls(&self, done: impl Fn(&(u64, Ino)) -> bool) {
+        let mut r = self.recalls.lock().unwrap_or_else(|e| e.into_inner());
+        r.retain(|k, _| !done(k));
     }
 
     /// Everything the client holds of one file (return-on-close, revocation, expiry).
     pub fn release_file(&self, clientid: u64, ino: Ino) {
         self.lock().remove(&(clientid, ino));
+        self.end_recalls(|k| *k == (clientid, ino));
     }
 
     /// LAYOUTRETURN(FSID / ALL): everything the client holds (one file system).
     pub fn release_client(&self, clientid: u64) {
         self.lock().retain(|(c, _), _| *c != clientid);
+        self.end_recalls(|k| k.0 == clientid);
     }
 
     /// Clients other than `clientid` holding grants of `ino` that conflict with `[start,
@@ -222,10 +231,13 @@ impl Pnfs {
         if dropped.is_empty() {
             return;
         }
-        let mut m = self.lock();
-        for k in dropped {
-            m.remove(k);
+        {
+            let mut m = self.lock();
+            for k in dropped {
+                m.remove(k);
+            }
         }
+        self.end_recalls(|k| dropped.contains(k));
     }
 }
 

@@ -88,6 +88,11 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         return Err(NfsStat::TOOSMALL);
     }
     let (start, end) = (first * b, (first + n).saturating_mul(b));
+    // RFC 8881 §12.5.5.2: while its own layout of the file is being recalled, the client
+    // gets no new one until it has returned the recalled one.
+    if ctx.srv.pnfs.recall_pending(cid, ino) {
+        return Err(NfsStat::RECALLCONFLICT);
+    }
     let others = ctx.srv.pnfs.conflicting(cid, ino, start, end, a.mode);
     if !others.is_empty() {
         let fh = crate::nfs4::types::Fh {

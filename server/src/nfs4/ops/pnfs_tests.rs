@@ -767,12 +767,17 @@ fn truncate_and_last_unlink_recall() {
     x.current_fh = Some(fh);
     assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::OK);
     assert_eq!(bc.0.lock().unwrap().len(), 1);
+    // Until it returns the layout the client gets no new one.
+    assert_eq!(
+        get(&mut x, iomode::RW, 0, B, g0.stateid).err(),
+        Some(NfsStat::RECALLCONFLICT)
+    );
     // The client returns it; a new layout, then the last unlink recalls again.
-    let cid = x.session.as_ref().unwrap().clientid;
-    fx.srv.pnfs.release_client(cid);
-    callback::tick_at(&fx.srv, Instant::now());
-    let g = get(&mut x, iomode::RW, 0, B, g0.stateid).unwrap();
+    let ret = return_args(iomode::ANY, 1, Some((0, u64::MAX, g0.stateid)));
+    assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
+    let g = get(&mut x, iomode::RW, 0, B, sid).unwrap();
     assert_eq!(g.extents.len(), 1);
+    assert_eq!(g.stateid.seqid, 1);
     let root = fx.srv.store.getattr(ROOT_INO).unwrap();
     x.current_fh = Some(Fh {
         ino: root.ino,
