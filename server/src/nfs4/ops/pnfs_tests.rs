@@ -830,3 +830,37 @@ fn close_returns_the_clients_layouts() {
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
     assert!(fx.srv.pnfs.grants_of(cid, fh.ino).is_empty());
 }
+
+#[test]
+fn bytes_written_through_the_layout_read_back_after_commit() {
+    use metalog::BlockDev;
+    let fx = fixture(NfsOptions::default());
+    let c = conn(1, None);
+    let mut x = ctx(&fx.srv, &c);
+    mount(&mut x, b"a");
+    let (fh, sid) = create(&mut x, b"f");
+    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    for e in &g.extents {
+        fx.dev
+            .write_at(&vec![0x5a; e.length as usize], e.storage_offset)
+            .unwrap();
+    }
+    // Before LAYOUTCOMMIT the blocks are unwritten: inside the file they read as zeros,
+    // never as the bytes already on the volume.
+    let grow = SetAttrs {
+        size: Some(B + 10),
+        ..SetAttrs::default()
+    };
+    fx.srv.store.setattr(fh.ino, &grow).unwrap();
+    let (before, _) = fx.srv.store.read(fh.ino, 0, 8192).unwrap();
+    assert_eq!(before.len() as u64, B + 10);
+    assert!(before.iter().all(|b| *b == 0));
+    assert_eq!(
+        commit(&mut x, &g, Some(2 * B - 100)).unwrap(),
+        Some(2 * B - 99)
+    );
+    let (after, eof) = fx.srv.store.read(fh.ino, 0, 8192).unwrap();
+    assert_eq!(after.len() as u64, 2 * B - 99);
+    assert!(after.iter().all(|b| *b == 0x5a));
+    assert!(eof);
+}
