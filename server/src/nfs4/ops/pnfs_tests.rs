@@ -41,7 +41,12 @@ struct Fx {
 }
 
 fn fixture(opts: NfsOptions) -> Fx {
-    let dev = Arc::new(CrashDev::new(16 << 20, 1));
+    fixture_seeded(opts, 1)
+}
+
+/// `seed` picks which unflushed writes a simulated crash keeps.
+fn fixture_seeded(opts: NfsOptions, seed: u64) -> Fx {
+    let dev = Arc::new(CrashDev::new(16 << 20, seed));
     Store::mkfs_dev(dev.clone(), false).unwrap();
     let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
     let state = StateManager::new(&opts, store.clone());
@@ -863,4 +868,42 @@ fn bytes_written_through_the_layout_read_back_after_commit() {
     assert_eq!(after.len() as u64, 2 * B - 99);
     assert!(after.iter().all(|b| *b == 0x5a));
     assert!(eof);
+}
+
+#[test]
+fn committed_layout_writes_survive_a_crash_after_the_reply() {
+    use metalog::BlockDev;
+    for seed in 1..=4 {
+        let fx = fixture_seeded(NfsOptions::default(), seed);
+        let c = conn(1, None);
+        let mut x = ctx(&fx.srv, &c);
+        mount(&mut x, b"a");
+        let (fh, sid) = create(&mut x, b"f");
+        let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+        let fill = |v: u8| {
+            for e in &g.extents {
+                let buf = vec![v; e.length as usize];
+                fx.dev.write_at(&buf, e.storage_offset).unwrap();
+            }
+        };
+        // A converting commit, then an overwrite commit (data flush only): both replies
+        // promise the bytes.
+        fill(0x5a);
+        assert_eq!(commit(&mut x, &g, Some(2 * B - 1)).unwrap(), Some(2 * B));
+        fill(0x33);
+        assert_eq!(commit(&mut x, &g, Some(2 * B - 1)).unwrap(), None);
+        let after = Arc::new(fx.dev.crash());
+        let store = Store::open_dev(after, StoreOptions::default()).unwrap();
+        assert_eq!(store.getattr(fh.ino).unwrap().size, 2 * B, "seed {seed}");
+        let (data, _) = store.read(fh.ino, 0, 2 * B as u32).unwrap();
+        assert!(data.iter().all(|b| *b == 0x33), "seed {seed}");
+        let segs = store.extents(fh.ino, 0, 2).unwrap();
+        assert!(segs.iter().all(|s| matches!(
+            s,
+            layout::Segment::Mapped {
+                state: layout::ExtState::Written,
+                ..
+            }
+        )));
+    }
 }
