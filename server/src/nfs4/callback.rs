@@ -70,39 +70,49 @@ pub fn decode_status(reply: &[u8]) -> Result<NfsStat, XdrError> {
 /// one backchannel round trip per client; the client answers at once and returns the
 /// layout with LAYOUTRETURN later.
 pub fn recall_file(srv: &Server, fh: Fh, clients: &[u64]) {
-    let ino = fh.ino;
-    let sids = srv.state.layouts_of_file(ino);
     for &c in clients {
-        if !srv.pnfs.start_recall(c, ino, Instant::now()) {
-            continue;
+        if srv.pnfs.start_recall(c, fh.ino, Instant::now()) {
+            send_recall(srv, c, fh);
         }
-        let Some(sid) = sids.iter().find(|(cl, _)| *cl == c).map(|(_, s)| *s) else {
-            // No layout stateid left: nothing to recall, only stale grants.
+    }
+}
+
+/// Sends one CB_LAYOUTRECALL. When the backchannel is down or busy (CB_PATH_DOWN, DELAY) the
+/// recall stays pending and `tick_at` tries again; the client is fenced two leases after
+/// the first attempt unless it returns the layout.
+fn send_recall(srv: &Server, c: u64, fh: Fh) {
+    let ino = fh.ino;
+    let sid = srv
+        .state
+        .layouts_of_file(ino)
+        .into_iter()
+        .find(|(cl, _)| *cl == c)
+        .map(|(_, s)| s);
+    let Some(sid) = sid else {
+        // No layout stateid left: nothing to recall, only stale grants.
+        srv.pnfs.release_file(c, ino);
+        return;
+    };
+    let slot = match srv.state.cb_begin(c) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!(client = c, status = e.name(), "layout recall not sent yet");
+            srv.pnfs.retry_recall(c, fh);
+            return;
+        }
+    };
+    let args = encode_layoutrecall(&slot, &fh, &sid, layout_type::BLOCK_VOLUME);
+    let res = slot.channel.call(slot.program, CB_COMPOUND, args);
+    srv.state.cb_done(&slot, res.is_ok());
+    add(&srv.pnfs.metrics.recalls_sent, 1);
+    match res.as_deref().map(decode_status) {
+        Ok(Ok(NfsStat::NOMATCHING_LAYOUT)) => {
+            // RFC 8881 §20.3.3: the client has nothing; its layouts are gone.
+            let _ = srv.state.layout_return(c, ino, &sid, true);
             srv.pnfs.release_file(c, ino);
-            continue;
-        };
-        let slot = match srv.state.cb_begin(c) {
-            Ok(s) => s,
-            Err(e) => {
-                // No backchannel: the recall stays pending and the client is fenced after
-                // two leases unless it returns the layout by itself.
-                tracing::info!(client = c, status = e.name(), "layout recall not sent");
-                continue;
-            }
-        };
-        let args = encode_layoutrecall(&slot, &fh, &sid, layout_type::BLOCK_VOLUME);
-        let res = slot.channel.call(slot.program, CB_COMPOUND, args);
-        srv.state.cb_done(&slot, res.is_ok());
-        add(&srv.pnfs.metrics.recalls_sent, 1);
-        match res.as_deref().map(decode_status) {
-            Ok(Ok(NfsStat::NOMATCHING_LAYOUT)) => {
-                // RFC 8881 §20.3.3: the client has nothing; its layouts are gone.
-                let _ = srv.state.layout_return(c, ino, &sid, true);
-                srv.pnfs.release_file(c, ino);
-            }
-            Ok(Ok(st)) => tracing::debug!(client = c, status = st.name(), "layout recalled"),
-            Ok(Err(_)) | Err(_) => tracing::info!(client = c, "layout recall failed"),
         }
+        Ok(Ok(st)) => tracing::debug!(client = c, status = st.name(), "layout recalled"),
+        Ok(Err(_)) | Err(_) => tracing::info!(client = c, "layout recall failed"),
     }
 }
 
@@ -121,6 +131,9 @@ pub fn tick_at(srv: &Server, now: Instant) {
     let limit = Duration::from_secs(2 * u64::from(srv.state.lease_seconds()));
     for (client, ino) in srv.pnfs.overdue_recalls(now, limit) {
         fence(srv, client, ino);
+    }
+    for (client, fh) in srv.pnfs.take_unsent_recalls() {
+        send_recall(srv, client, fh);
     }
 }
 

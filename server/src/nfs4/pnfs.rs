@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use layout::policy::Grants;
 
+use crate::nfs4::types::Fh;
 use crate::store::Ino;
 
 /// Counters of the layout operations (issue 4 item 7), read by metrics and logged at
@@ -94,6 +95,8 @@ pub struct Pnfs {
     grants: Mutex<HashMap<(u64, Ino), Grants>>,
     /// Recalls sent and not yet answered by a return: (clientid, file) → when.
     recalls: Mutex<HashMap<(u64, Ino), Instant>>,
+    /// Pending recalls whose CB_LAYOUTRECALL could not be sent yet (backchannel down or busy).
+    unsent: Mutex<HashMap<(u64, Ino), Fh>>,
     /// The address each layout holder last came from (what the fence command is given).
     peers: Mutex<HashMap<u64, SocketAddr>>,
 }
@@ -192,6 +195,22 @@ impl Pnfs {
                 true
             }
         }
+    }
+
+    /// Remembers a pending recall to send again from the tick.
+    pub fn retry_recall(&self, clientid: u64, fh: Fh) {
+        let mut u = self.unsent.lock().unwrap_or_else(|e| e.into_inner());
+        u.insert((clientid, fh.ino), fh);
+    }
+
+    /// The unsent recalls that are still pending.
+    pub fn take_unsent_recalls(&self) -> Vec<(u64, Fh)> {
+        let taken = std::mem::take(&mut *self.unsent.lock().unwrap_or_else(|e| e.into_inner()));
+        taken
+            .into_iter()
+            .filter(|(k, _)| self.recall_pending(k.0, k.1))
+            .map(|((c, _), fh)| (c, fh))
+            .collect()
     }
 
     /// Whether a recall of `ino` from `clientid` is pending.

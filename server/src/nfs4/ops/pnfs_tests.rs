@@ -907,3 +907,25 @@ fn committed_layout_writes_survive_a_crash_after_the_reply() {
         )));
     }
 }
+
+#[test]
+fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
+    let fx = fixture(NfsOptions::default());
+    let c = conn(1, None);
+    let mut x = ctx(&fx.srv, &c);
+    let cid = mount(&mut x, b"a");
+    let (fh, sid) = create(&mut x, b"f");
+    get(&mut x, iomode::RW, 0, B, sid).unwrap();
+    // No backchannel: nothing sent, the recall stays pending and is queued for the tick.
+    callback::recall_all(&fx.srv, fh);
+    assert!(fx.srv.pnfs.recall_pending(cid, fh.ino));
+    assert_eq!(fx.srv.pnfs.metrics.snapshot().recalls_sent, 0);
+    let queued = fx.srv.pnfs.take_unsent_recalls();
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].0, cid);
+    assert_eq!(queued[0].1, fh);
+    // The tick tries again (and queues it again while the backchannel stays down).
+    fx.srv.pnfs.retry_recall(cid, fh);
+    callback::tick_at(&fx.srv, Instant::now());
+    assert_eq!(fx.srv.pnfs.take_unsent_recalls().len(), 1);
+}
