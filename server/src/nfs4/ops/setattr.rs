@@ -71,6 +71,10 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
         check_stateid(ctx, &args.stateid, &a, IoAccess::Write)?;
     }
     check_perms(&ctx.cred, &a, sa)?;
+    if sa.size.is_some_and(|s| s < a.size) {
+        // Truncation frees blocks that layouts map: recall them (issue 4 item 6).
+        crate::nfs4::callback::recall_all(ctx.srv, super::ns_util::fh_of(&a));
+    }
     if *sa != SetAttrs::default() {
         ctx.srv.store.setattr(a.ino, sa)?;
     }
