@@ -7,6 +7,7 @@
 #        [LAYOUTS="block scsi"] [VERSIONS="4.1 4.2"]
 #        [RESTART_CMD='<command; gets 1 then 2>'] [RESTART_VERSIONS="4.1"]
 #        [CAT_CMD='<command printing the bytes of export-relative path $1>']
+#        [EXPECT_PNFS=0|1]  (passed to the scenarios when set)
 #        deploy/vm/client-suite.sh
 #
 # - LAYOUTS: the layout the server offers for each run; the server must be
@@ -35,6 +36,7 @@ run() { # run NAME SCENARIO VERS [extra env...]
     local name=$1 scen=$2 vers=$3 dir log r extra=()
     shift 3
     for e in "$@"; do extra+=(-e "$e"); done
+    [[ -z ${EXPECT_PNFS:-} ]] || extra+=(-e "EXPECT_PNFS=$EXPECT_PNFS")
     dir=$VM_DIR/runs/$(date +%Y%m%d-%H%M%S)-suite-$name-$$
     log=$dir.log
     echo "[suite] $name: $dir" >&2

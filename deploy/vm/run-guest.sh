@@ -92,7 +92,7 @@ timeout -k 10 "${VM_TIMEOUT:-600}" qemu-system-x86_64 \
     -accel tcg,thread=multi -cpu "${VM_CPU:-max}" -smp "${VM_SMP:-2}" -m "${VM_MEM:-2048}" \
     -machine pc -nodefaults -no-user-config -display none -vga none -no-reboot \
     -kernel "$KERNEL" -initrd "$IMG/guest.cpio" \
-    -append "console=ttyS0 loglevel=$LOGLEVEL panic=1 pnfsd.verbose=${VM_VERBOSE:-0} ${VM_APPEND:-}" \
+    -append "console=ttyS0 loglevel=$LOGLEVEL panic=1 no_timer_check pnfsd.verbose=${VM_VERBOSE:-0} ${VM_APPEND:-}" \
     "${CON[@]}" -serial chardev:con -monitor none \
     -netdev "user,id=n0,ipv6=off${VM_NETDEV_OPTS:+,$VM_NETDEV_OPTS}" \
     -device virtio-net-pci,netdev=n0,romfile= \

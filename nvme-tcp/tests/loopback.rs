@@ -149,6 +149,29 @@ async fn discovery_lists_the_subsystem() {
     assert_eq!(e.traddr, "127.0.0.1");
     assert_eq!(e.trsvcid, r.target.local_addr().port().to_string());
     assert_eq!(e.subnqn, NQN);
+    // The raw entry at the offsets Linux reads (struct nvmf_disc_rsp_page_entry, NVMe-oF 1.1
+    // Figure 38): a host other than ours must find each field where the spec puts it.
+    let mut cfg = nvme_tcp::InitiatorConfig::new(
+        nvme_tcp::DISCOVERY_NQN,
+        "nqn.2014-08.org.nvmexpress:uuid:d",
+    );
+    cfg.io_queues = 0;
+    cfg.kato_ms = 0;
+    let ini = Initiator::connect(r.target.local_addr(), cfg)
+        .await
+        .unwrap();
+    let raw = ini.get_log_page(0x70, 0, 1024, 1024).await.unwrap();
+    let field = |a: usize, b: usize| {
+        let f = &raw[a..b];
+        let n = f.iter().position(|&c| c == 0).unwrap_or(f.len());
+        assert!(f[n..].iter().all(|&c| c == 0), "NUL padded");
+        String::from_utf8(f[..n].to_vec()).unwrap()
+    };
+    assert_eq!(field(32, 64), r.target.local_addr().port().to_string());
+    assert_eq!(field(256, 512), NQN);
+    assert_eq!(field(512, 768), "127.0.0.1");
+    assert_eq!(raw[768], 0, "TSAS SECTYPE: no security");
+    ini.disconnect().await.unwrap();
 }
 
 #[tokio::test]

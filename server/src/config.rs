@@ -121,9 +121,15 @@ pub struct Config {
     /// Size of a volume file created on first start.
     pub volume_size: Size,
     pub listen: SocketAddr,
-    /// The embedded NVMe/TCP target (issue 5); off when unset.
+    /// The embedded NVMe/TCP target (issue 5, server/src/nvme.rs); `"off"` disables it.
+    #[serde(deserialize_with = "listen_or_off")]
     pub nvme_listen: Option<SocketAddr>,
+    /// Subsystem NQN of the target.
     pub nvme_nqn: String,
+    /// Host NQNs the target admits; unset admits any host.
+    pub nvme_allowed_hosts: Option<Vec<String>>,
+    /// Address the Discovery Log advertises (behind NAT); default: the one the host reached.
+    pub nvme_advertise: Option<SocketAddr>,
     pub lease_seconds: u32,
     /// Default: one lease, as knfsd does (a client reclaims within its first renewal).
     pub grace_seconds: Option<u32>,
@@ -146,8 +152,10 @@ impl Default for Config {
             volume: None,
             volume_size: Size(8 << 30),
             listen: SocketAddr::from(([127, 0, 0, 1], 2049)),
-            nvme_listen: None,
+            nvme_listen: Some(SocketAddr::from(([127, 0, 0, 1], 4420))),
             nvme_nqn: "nqn.2026-11.org.pnfsd:volume".to_string(),
+            nvme_allowed_hosts: None,
+            nvme_advertise: None,
             lease_seconds: 90,
             grace_seconds: None,
             export_sync: ExportSync::Sync,
@@ -167,7 +175,21 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
     pub nvme_listen: Option<SocketAddr>,
+    /// `--no-nvme`: no embedded target, whatever the file says.
+    pub no_nvme: bool,
     pub lease_seconds: Option<u32>,
+}
+
+/// `nvme_listen`: an address, or `"off"`.
+fn listen_or_off<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.trim().eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    s.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| serde::de::Error::custom(format!("bad address {s:?} (ADDR:PORT or \"off\")")))
 }
 
 impl Config {
@@ -207,6 +229,9 @@ impl Config {
         if let Some(n) = o.nvme_listen {
             self.nvme_listen = Some(n);
         }
+        if o.no_nvme {
+            self.nvme_listen = None;
+        }
         if let Some(s) = o.lease_seconds {
             self.lease_seconds = s;
         }
@@ -220,6 +245,13 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "layout_types must name at least one type".into(),
             ));
+        }
+        // NVMe Base 2.0 §4.5: an NQN is "nqn." plus at most 223 bytes in all.
+        let nqn = &self.nvme_nqn;
+        if !nqn.starts_with("nqn.") || nqn.len() > 223 || nqn.contains(char::is_whitespace) {
+            return Err(ConfigError::Invalid(format!(
+                "nvme_nqn {nqn:?} must start with \"nqn.\" and have at most 223 bytes"
+            )));
         }
         // Below this not even a CREATE_SESSION with its channel attributes fits.
         if self.max_record_size.0 < 4096 || self.max_record_size.0 > (1 << 30) {
@@ -307,6 +339,7 @@ mod tests {
         assert_eq!(c.volume_path(), PathBuf::from("/dev/nvme0n1"));
         assert_eq!(c.volume_size, Size(16 << 30));
         assert_eq!(c.nvme_listen, Some("0.0.0.0:4420".parse().unwrap()));
+        assert_eq!(c.nvme_nqn, "nqn.test:vol");
         let n = c.nfs_options();
         assert_eq!((n.lease_seconds, n.grace_seconds, n.sync), (30, 45, false));
         assert_eq!(n.layout_types, vec![3, 5]);
@@ -332,9 +365,32 @@ mod tests {
             "lease_seconds = 0",
             "volume_size = \"big\"",
             "listen = \"nohost\"",
+            "nvme_listen = \"of\"",
+            "nvme_nqn = \"volume\"",
         ] {
             assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_nvme_target_is_on_by_default_and_off_by_name() {
+        let c = Config::default();
+        assert_eq!(c.nvme_listen, Some("127.0.0.1:4420".parse().unwrap()));
+        assert_eq!(c.nvme_allowed_hosts, None);
+        for off in ["nvme_listen = \"off\"", "nvme_listen = \"OFF\""] {
+            assert_eq!(
+                Config::parse(off, Path::new("x")).unwrap().nvme_listen,
+                None
+            );
+        }
+        let c = Config::parse(
+            "nvme_allowed_hosts = [\"nqn.2014-08.org.nvmexpress:uuid:1\"]\n\
+             nvme_advertise = \"10.0.2.2:4420\"",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(c.nvme_allowed_hosts.unwrap().len(), 1);
+        assert_eq!(c.nvme_advertise.map(|a| a.port()), Some(4420));
     }
 
     #[test]
@@ -358,7 +414,8 @@ mod tests {
         let o = Overrides {
             data_dir: Some("/b".into()),
             listen: Some("127.0.0.1:4049".parse().unwrap()),
-            nvme_listen: Some("127.0.0.1:4420".parse().unwrap()),
+            nvme_listen: Some("127.0.0.1:4421".parse().unwrap()),
+            no_nvme: false,
             lease_seconds: Some(60),
         };
         let c = Config::load(Some(&p), &o).unwrap();
@@ -366,7 +423,12 @@ mod tests {
         // The grace period follows the lease unless the file sets it.
         assert_eq!(c.nfs_options().grace_seconds, 60);
         assert_eq!(c.volume_path(), PathBuf::from("/b/volume.img"));
-        assert_eq!(c.nvme_listen.map(|a| a.port()), Some(4420));
+        assert_eq!(c.nvme_listen.map(|a| a.port()), Some(4421));
+        let off = Overrides {
+            no_nvme: true,
+            ..o.clone()
+        };
+        assert_eq!(Config::load(Some(&p), &off).unwrap().nvme_listen, None);
         assert!(Config::load(Some(&dir.path().join("missing.toml")), &o).is_err());
         assert!(Config::load(
             None,

@@ -4,10 +4,12 @@
 //! rpc (record marking, RPC headers) → nfs4::compound (dispatch table) → nfs4::ops::<op>
 //!     → store (inodes, directories, extent maps) + nfs4::state → metalog → BlockDev
 //! ```
-//! Data flows one way; lower layers know nothing of the ones above.
+//! Data flows one way; lower layers know nothing of the ones above. `nvme` exports the same
+//! `BlockDev` over NVMe/TCP (crate `nvme-tcp`).
 pub mod config;
 pub mod fuzzing;
 pub mod nfs4;
+pub mod nvme;
 pub mod rpc;
 pub mod server;
 pub mod store;

@@ -53,9 +53,12 @@ struct ServeArgs {
     /// NFS address, default 127.0.0.1:2049.
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// Embedded NVMe/TCP target address.
-    #[arg(long)]
+    /// Embedded NVMe/TCP target address, default 127.0.0.1:4420.
+    #[arg(long, conflicts_with = "no_nvme")]
     nvme_listen: Option<SocketAddr>,
+    /// Do not start the embedded NVMe/TCP target.
+    #[arg(long)]
+    no_nvme: bool,
     #[arg(long)]
     lease_seconds: Option<u32>,
 }
@@ -70,6 +73,8 @@ enum DaemonError {
     Config(#[from] pnfsd::config::ConfigError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Nvme(#[from] pnfsd::nvme::NvmeError),
     #[error("{what}: {err}")]
     Io { what: String, err: std::io::Error },
 }
@@ -132,12 +137,17 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
         data_dir: a.data_dir.clone(),
         listen: a.listen,
         nvme_listen: a.nvme_listen,
+        no_nvme: a.no_nvme,
         lease_seconds: a.lease_seconds,
     };
     let cfg = Config::load(a.config.as_deref(), &overrides)?;
     let volume = cfg.volume_path();
     ensure_volume(&cfg, &volume)?;
-    let store = Arc::new(Store::open(&volume, cfg.store_options())?);
+    // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme.rs).
+    let dev: Arc<dyn metalog::BlockDev> = Arc::new(
+        metalog::FileDev::open(&volume).map_err(io_err(format!("open {}", volume.display())))?,
+    );
+    let store = Arc::new(Store::open_dev(dev.clone(), cfg.store_options())?);
     let opts = cfg.nfs_options();
     let srv = Arc::new(Server::new(store.clone(), opts));
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -145,7 +155,7 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
         .thread_name("pnfsd")
         .build()
         .map_err(io_err("tokio runtime"))?;
-    let served = rt.block_on(run(&cfg, &volume, srv.clone()));
+    let served = rt.block_on(run(&cfg, &volume, srv.clone(), dev));
     tracing::info!(counters = ?srv.pnfs.metrics.snapshot(), "pNFS layout counters");
     // COMPOUNDs still running on blocking threads get a moment to finish before the unmount.
     rt.shutdown_timeout(Duration::from_secs(5));
@@ -157,7 +167,12 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
     Ok(())
 }
 
-async fn run(cfg: &Config, volume: &Path, srv: Arc<Server>) -> Result<(), DaemonError> {
+async fn run(
+    cfg: &Config,
+    volume: &Path,
+    srv: Arc<Server>,
+    dev: Arc<dyn metalog::BlockDev>,
+) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
@@ -165,11 +180,27 @@ async fn run(cfg: &Config, volume: &Path, srv: Arc<Server>) -> Result<(), Daemon
     let mut term = signal(SignalKind::terminate()).map_err(io_err("SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io_err("SIGINT handler"))?;
 
-    // ---- NVMe/TCP target (issue 5, crate `nvme-tcp`): start it here on `cfg.nvme_listen`
-    // with `cfg.nvme_nqn`, namespace 1 = `volume`, and stop it after the NFS listener below.
-    if let Some(addr) = cfg.nvme_listen {
-        tracing::warn!("nvme_listen {addr}: the embedded NVMe/TCP target is not built in yet");
-    }
+    // The embedded NVMe/TCP target (issue 5): bound before "ready", stopped after NFS.
+    let uuid_bytes = srv.store.volume_uuid();
+    let nvme = match cfg.nvme_listen {
+        Some(addr) => {
+            let tc = pnfsd::nvme::target_config(cfg, dev, uuid_bytes);
+            let target = pnfsd::nvme::bind(addr, tc).await?;
+            tracing::info!(
+                "nvme-tcp target on {} subsystem {} namespace {} = {}",
+                target.local_addr(),
+                cfg.nvme_nqn,
+                pnfsd::nvme::NSID,
+                volume.display()
+            );
+            let task = target.spawn();
+            Some((target, task))
+        }
+        None => {
+            tracing::info!("nvme-tcp target disabled");
+            None
+        }
+    };
 
     // Leases, grace period and recall timeouts advance once a second (RFC 8881 §8.3).
     let ticker = {
@@ -192,7 +223,7 @@ async fn run(cfg: &Config, volume: &Path, srv: Arc<Server>) -> Result<(), Daemon
     };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let uuid = uuid::Uuid::from_bytes(srv.store.volume_uuid());
+    let uuid = uuid::Uuid::from_bytes(uuid_bytes);
     let nfs = tokio::spawn(pnfsd::rpc::serve(
         listener,
         srv,
@@ -200,9 +231,14 @@ async fn run(cfg: &Config, volume: &Path, srv: Arc<Server>) -> Result<(), Daemon
         stop_rx,
         Duration::from_secs(10),
     ));
+    let nvme_desc = match &nvme {
+        Some((t, _)) => format!("nvme {} nqn {}", t.local_addr(), cfg.nvme_nqn),
+        None => "nvme off".to_string(),
+    };
     tracing::info!(
-        "pnfsd ready: nfs {} volume {} uuid {}",
+        "pnfsd ready: nfs {} {} volume {} uuid {}",
         cfg.listen,
+        nvme_desc,
         volume.display(),
         uuid
     );
@@ -215,6 +251,15 @@ async fn run(cfg: &Config, volume: &Path, srv: Arc<Server>) -> Result<(), Daemon
         tracing::error!("NFS listener task failed");
     }
     ticker.abort();
+    // Before the store unmounts (serve): no NVMe I/O may reach the volume after that.
+    if let Some((target, task)) = nvme {
+        target.shutdown();
+        match task.await {
+            Ok(Ok(())) => tracing::info!("nvme-tcp target stopped"),
+            Ok(Err(e)) => tracing::error!("nvme-tcp target: {e}"),
+            Err(_) => tracing::error!("nvme-tcp target task failed"),
+        }
+    }
     Ok(())
 }
 
@@ -276,6 +321,12 @@ mod tests {
         assert_eq!(s.listen.map(|a| a.port()), Some(2050));
         assert_eq!(s.nvme_listen.map(|a| a.port()), Some(4420));
         assert_eq!(s.lease_seconds, Some(15));
+        assert!(!s.no_nvme);
         assert!(parse(&["serve", "--listen", "nowhere"]).is_err());
+        let Some(Cmd::Serve(s)) = parse(&["serve", "--no-nvme"]).unwrap().cmd else {
+            panic!()
+        };
+        assert!(s.no_nvme && s.nvme_listen.is_none());
+        assert!(parse(&["serve", "--no-nvme", "--nvme-listen", "127.0.0.1:1"]).is_err());
     }
 }

@@ -8,9 +8,11 @@ use std::net::SocketAddr;
 const HEADER: usize = 1024;
 const ENTRY: usize = 1024;
 
-fn put_padded(b: &mut [u8], s: &str) {
-    b.fill(b' ');
-    let n = s.len().min(b.len());
+/// ASCII fields NUL-padded, as Linux nvmet fills them (hosts use them verbatim as the
+/// connect address: `nvme connect-all`).
+fn put_str(b: &mut [u8], s: &str) {
+    b.fill(0);
+    let n = s.len().min(b.len() - 1);
     b[..n].copy_from_slice(&s.as_bytes()[..n]);
 }
 
@@ -27,11 +29,10 @@ pub(crate) fn log_page(c: &Controller, local: SocketAddr) -> Vec<u8> {
     e[4..6].copy_from_slice(&1u16.to_le_bytes()); // PORTID
     e[6..8].copy_from_slice(&0xFFFFu16.to_le_bytes()); // CNTLID: dynamic model
     e[8..10].copy_from_slice(&32u16.to_le_bytes()); // ASQSZ
-    put_padded(&mut e[32..64], &local.port().to_string()); // TRSVCID
-    put_padded(&mut e[256..512], &local.ip().to_string()); // TRADDR
-                                                           // TSAS (512..768): SECTYPE 0 = no security.
-    let nqn = &c.subsys.nqn;
-    let n = nqn.len().min(255);
-    e[768..768 + n].copy_from_slice(&nqn.as_bytes()[..n]); // SUBNQN (NUL padded)
+                                                    // Entry layout (NVMe-oF 1.1 Figure 38): TRSVCID 32..64, SUBNQN 256..512,
+                                                    // TRADDR 512..768, TSAS 768..1024 (TCP: SECTYPE byte 0 = 0, no security).
+    put_str(&mut e[32..64], &local.port().to_string());
+    put_str(&mut e[256..512], &c.subsys.nqn);
+    put_str(&mut e[512..768], &local.ip().to_string());
     b
 }

@@ -23,8 +23,8 @@ pub async fn discover(addr: SocketAddr, hostnqn: &str) -> Result<Vec<DiscoveryEn
                 portid: le16(e, 4),
                 cntlid: le16(e, 6),
                 trsvcid: text(&e[32..64]),
-                traddr: text(&e[256..512]),
-                subnqn: text(&e[768..1024]),
+                subnqn: text(&e[256..512]),
+                traddr: text(&e[512..768]),
             });
         }
     }
