@@ -770,16 +770,28 @@ fn truncate_and_last_unlink_recall() {
     v.u64(0);
     w.opaque(&v.buf);
     x.current_fh = Some(fh);
-    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::OK);
+    // The truncate waits (DELAY) until the layouts mapping the blocks it frees are back.
+    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::DELAY);
     assert_eq!(bc.0.lock().unwrap().len(), 1);
+    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::DELAY);
+    assert_eq!(
+        bc.0.lock().unwrap().len(),
+        1,
+        "one recall, not one per retry"
+    );
+    assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 2 * B);
     // Until it returns the layout the client gets no new one.
     assert_eq!(
         get(&mut x, iomode::RW, 0, B, g0.stateid).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
-    // The client returns it; a new layout, then the last unlink recalls again.
+    // The client returns it: the truncate goes through; a new layout, then the last unlink
+    // recalls again.
     let ret = return_args(iomode::ANY, 1, Some((0, u64::MAX, g0.stateid)));
     assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
+    x.current_fh = Some(fh);
+    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::OK);
+    assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
     let g = get(&mut x, iomode::RW, 0, B, sid).unwrap();
     assert_eq!(g.extents.len(), 1);
     assert_eq!(g.stateid.seqid, 1);
