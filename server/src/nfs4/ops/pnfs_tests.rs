@@ -770,16 +770,28 @@ fn truncate_and_last_unlink_recall() {
     v.u64(0);
     w.opaque(&v.buf);
     x.current_fh = Some(fh);
-    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::OK);
+    // The truncate waits (DELAY) until the layouts mapping the blocks it frees are back.
+    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::DELAY);
     assert_eq!(bc.0.lock().unwrap().len(), 1);
+    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::DELAY);
+    assert_eq!(
+        bc.0.lock().unwrap().len(),
+        1,
+        "one recall, not one per retry"
+    );
+    assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 2 * B);
     // Until it returns the layout the client gets no new one.
     assert_eq!(
         get(&mut x, iomode::RW, 0, B, g0.stateid).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
-    // The client returns it; a new layout, then the last unlink recalls again.
+    // The client returns it: the truncate goes through; a new layout, then the last unlink
+    // recalls again.
     let ret = return_args(iomode::ANY, 1, Some((0, u64::MAX, g0.stateid)));
     assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
+    x.current_fh = Some(fh);
+    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::OK);
+    assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
     let g = get(&mut x, iomode::RW, 0, B, sid).unwrap();
     assert_eq!(g.extents.len(), 1);
     assert_eq!(g.stateid.seqid, 1);
@@ -928,4 +940,54 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     fx.srv.pnfs.retry_recall(cid, fh);
     callback::tick_at(&fx.srv, Instant::now());
     assert_eq!(fx.srv.pnfs.take_unsent_recalls().len(), 1);
+}
+
+/// Not a test: prints the cost ratio of overwrite LAYOUTCOMMITs with `layoutcommit = "sync"`
+/// against the default (design.md §7, seed 002) on a volume file under `PNFS_BENCH_DIR` (or
+/// the target directory). Run with `cargo test -p pnfsd --lib overwrite_commit_ratio --
+/// --ignored --nocapture`.
+#[test]
+#[ignore]
+fn overwrite_commit_ratio() {
+    let base = std::env::var_os("PNFS_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let mut per = Vec::new();
+    for sync in [false, true] {
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let path = dir.path().join("vol.img");
+        Store::mkfs(&path, 64 << 20, false).unwrap();
+        let store = Arc::new(Store::open(&path, StoreOptions::default()).unwrap());
+        let opts = NfsOptions {
+            layoutcommit_sync: sync,
+            ..NfsOptions::default()
+        };
+        let state = StateManager::new(&opts, store.clone());
+        let srv = Server {
+            store,
+            state,
+            opts,
+            boot_verifier: 1,
+            pnfs: Default::default(),
+        };
+        let c = conn(1, None);
+        let mut x = ctx(&srv, &c);
+        mount(&mut x, b"a");
+        let (_, sid) = create(&mut x, b"f");
+        let g = get(&mut x, iomode::RW, 0, 16 * B, sid).unwrap();
+        commit(&mut x, &g, Some(16 * B - 1)).unwrap();
+        let n = 200;
+        let t0 = Instant::now();
+        for _ in 0..n {
+            commit(&mut x, &g, Some(16 * B - 1)).unwrap();
+        }
+        let each = t0.elapsed() / n;
+        let m = srv.pnfs.metrics.snapshot();
+        println!(
+            "layoutcommit sync={sync}: {each:?} per overwrite commit, {} log writes, {} data flushes",
+            m.commit_log_writes, m.commit_data_flushes
+        );
+        per.push(each.as_secs_f64());
+    }
+    println!("sync / datasync time ratio: {:.2}", per[1] / per[0]);
 }
