@@ -2,8 +2,8 @@
 //! file: LAYOUTGET RW → write straight into the volume → LAYOUTCOMMIT → READ through the
 //! server; durability across SIGKILL; never stale bytes after a crash before LAYOUTCOMMIT.
 //!
-//! Ignored until the server has LAYOUTGET / LAYOUTCOMMIT / GETDEVICEINFO (issue 4): run with
-//! `cargo test -p client-tests --test layout -- --include-ignored`.
+//! After a restart the same client comes back (same owner) and sends RECLAIM_COMPLETE, which
+//! ends the grace period, as in `restart.rs`.
 
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
@@ -70,10 +70,10 @@ fn check_layout(l: &BlockLayout, offset: u64, state: u32) {
 }
 
 #[tokio::test]
-#[ignore = "needs LAYOUTGET/LAYOUTCOMMIT/GETDEVICEINFO (issue 4)"]
 async fn layout_write_commit_read_and_survive_sigkill() {
     let mut srv = server();
     let s = Session::connect(srv.addr()).await.unwrap();
+    let opts = s.options.clone();
     let root = s.lookup_path("").await.unwrap();
     let a = s
         .getattr_fh(
@@ -121,7 +121,9 @@ async fn layout_write_commit_read_and_survive_sigkill() {
 
     srv.kill().unwrap();
     srv.restart().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let s = Session::connect_with(srv.addr(), opts.clone())
+        .await
+        .unwrap();
     let fh = s.lookup_path("f").await.unwrap();
     assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
     let anon = client_tests::fs::OpenFile {
@@ -150,10 +152,10 @@ async fn layout_write_commit_read_and_survive_sigkill() {
 }
 
 #[tokio::test]
-#[ignore = "needs LAYOUTGET/LAYOUTCOMMIT/GETDEVICEINFO (issue 4)"]
 async fn sigkill_before_layoutcommit_reads_zeros_never_stale_bytes() {
     let mut srv = server();
     let s = Session::connect(srv.addr()).await.unwrap();
+    let opts = s.options.clone();
     let root = s.lookup_path("").await.unwrap();
     // A file with data, then removed: its blocks go back to the free space.
     let old = s.create_file(&root, "old", 0o644).await.unwrap();
@@ -186,7 +188,9 @@ async fn sigkill_before_layoutcommit_reads_zeros_never_stale_bytes() {
     // Crash before LAYOUTCOMMIT: the written blocks never became part of the file.
     srv.kill().unwrap();
     srv.restart().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let s = Session::connect_with(srv.addr(), opts.clone())
+        .await
+        .unwrap();
     let fh = s.lookup_path("g").await.unwrap();
     assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
     let anon = client_tests::fs::OpenFile {
