@@ -204,3 +204,69 @@ async fn sigkill_before_layoutcommit_reads_zeros_never_stale_bytes() {
         "uncommitted range must read as zeros"
     );
 }
+
+/// CB_LAYOUTRECALL over the backchannel (design.md §5, issue 4 §6): another client's SETATTR
+/// truncate of a file with a layout is answered DELAY while the server recalls the layout
+/// from the holder; once the holder returns it, the truncate goes through.
+#[tokio::test]
+async fn truncate_recalls_the_layout_over_the_backchannel() {
+    use client_tests::callback::{CbEvent, RecallWhat};
+    let srv = server();
+    let a = Session::connect(srv.addr()).await.unwrap();
+    let b = Session::connect(srv.addr()).await.unwrap();
+    let root = a.lookup_path("").await.unwrap();
+    let f = a.create_file(&root, "recalled", 0o666).await.unwrap();
+    let l = a.layoutget(&f, iomode::RW, 0, LEN).await.unwrap();
+    let vol = volume(&srv);
+    write_through_extents(&vol, &l.extents, 0, &pattern(60, LEN as usize)).unwrap();
+    vol.sync_data().unwrap();
+    let covered: u64 = l.extents.iter().map(|e| e.length).sum();
+    a.layoutcommit(&f, l.stateid, 0, covered, LEN - 1, &l.extents)
+        .await
+        .unwrap();
+
+    let truncate = Compound::new()
+        .putfh(&f.fh)
+        .setattr(Stateid::ANONYMOUS, SetAttrs::size(4096));
+    let st = b.run(truncate.clone()).await.unwrap().status;
+    assert_eq!(
+        st,
+        NfsStat::DELAY,
+        "truncate while a layout is out → {}",
+        st.name()
+    );
+    let ev = a
+        .conn
+        .callbacks
+        .wait_for(Duration::from_secs(10), |e| {
+            matches!(e, CbEvent::LayoutRecall { .. })
+        })
+        .await
+        .expect("no CB_LAYOUTRECALL arrived on the holder's backchannel");
+    match ev {
+        CbEvent::LayoutRecall {
+            layout_type: 3,
+            what: RecallWhat::File { fh, .. },
+            ..
+        } => assert_eq!(fh, f.fh),
+        e => panic!("unexpected recall {e:?}"),
+    }
+    // The CB_COMPOUND began with CB_SEQUENCE on the holder's session (RFC 8881 §20.9).
+    let seq = a.conn.callbacks.drain();
+    assert!(
+        seq.iter()
+            .any(|e| matches!(e, CbEvent::Sequence { sessionid, .. } if *sessionid == a.sessionid)),
+        "CB_SEQUENCE names the holder's session: {seq:?}"
+    );
+    a.layoutreturn_file(&f, l.stateid).await.unwrap();
+    let mut st = NfsStat::DELAY;
+    for _ in 0..100 {
+        st = b.run(truncate.clone()).await.unwrap().status;
+        if st != NfsStat::DELAY {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(st, NfsStat::OK, "truncate after LAYOUTRETURN");
+    assert_eq!(b.getattr_fh(&f.fh, basic()).await.unwrap().size, Some(4096));
+}
