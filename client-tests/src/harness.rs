@@ -208,7 +208,24 @@ impl PnfsdProcess {
         self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
     }
 
+    /// Starts the process; if it could not bind its port (another process took the free port
+    /// meanwhile, e.g. as a client connection's local port), tries again on fresh ports.
     fn spawn(&mut self) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            match self.spawn_once() {
+                Err(ClientError::Harness(m))
+                    if m.contains("Address already in use") && tries < 5 =>
+                {
+                    tries += 1;
+                    [self.addr, self.nvme_addr] = free_ports::<2>()?;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn spawn_once(&mut self) -> Result<()> {
         self.starts += 1;
         let mut cmd = Command::new(&self.bin);
         cmd.arg("serve");
