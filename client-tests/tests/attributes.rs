@@ -166,10 +166,8 @@ async fn verify_and_nverify() {
 }
 
 /// SETATTR4res carries `attrsset` whatever the status (RFC 8881 §18.30.2), also when the
-/// arguments do not decode. Ignored: pnfsd answers BADXDR here without the bitmap (reported);
-/// run with `--include-ignored` once fixed.
+/// arguments do not decode.
 #[tokio::test]
-#[ignore = "server bug: SETATTR BADXDR reply lacks attrsset"]
 async fn setattr_with_a_malformed_attrlist_is_badxdr_with_attrsset() {
     let srv = PnfsdProcess::start().unwrap();
     let s = Session::connect(srv.addr()).await.unwrap();

@@ -243,6 +243,11 @@ pub fn run_compound<E: OpEnv>(
                 NfsStat::SERVERFAULT
             }
         };
+        // SETATTR4res carries `attrsset` whatever the status (RFC 8881 §18.30.2): after a
+        // truncated body it is the empty bitmap.
+        if op == opnum::SETATTR && w.len() == body_at {
+            w.u32(0);
+        }
         w.patch_u32(st_at, st.0);
         if tracing::enabled!(tracing::Level::DEBUG) {
             let name = env.meta(op).map_or("?", |m| m.name);
