@@ -38,7 +38,8 @@ cat > "$T/ctl" <<EOF
 #!/bin/bash
 set -u
 start() {
-    n=\$(grep -c "pnfsd ready" "$T/pnfsd.log" 2>/dev/null); n=\${n:-0}
+    touch "$T/pnfsd.log"
+    n=\$(grep -c "pnfsd ready" "$T/pnfsd.log")
     "$BIN" serve --config "$T/pnfsd.toml" >> "$T/pnfsd.log" 2>&1 &
     echo \$! > "$T/pid"
     for ((i = 0; i < 300; i++)); do

@@ -26,10 +26,14 @@ struct Daemon {
 
 impl Daemon {
     fn start(dir: &Path, nfs: SocketAddr, nvme: SocketAddr) -> Daemon {
+        Self::start_with(dir, nfs, nvme, "")
+    }
+
+    fn start_with(dir: &Path, nfs: SocketAddr, nvme: SocketAddr, extra: &str) -> Daemon {
         let cfg = dir.join("pnfsd.toml");
         std::fs::write(
             &cfg,
-            format!("volume_size = \"256M\"\nnvme_nqn = \"{NQN}\"\nlease_seconds = 10\n"),
+            format!("volume_size = \"256M\"\nnvme_nqn = \"{NQN}\"\nlease_seconds = 10\n{extra}\n"),
         )
         .unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_pnfsd"))
@@ -162,4 +166,34 @@ fn a_taken_nvme_port_fails_with_the_port_and_the_flag() {
     let st = d.child.wait().unwrap();
     assert!(!st.success());
     drop(held);
+}
+
+#[test]
+fn nvme_allowed_hosts_restricts_the_subsystem() {
+    let dir = tempfile::tempdir().unwrap();
+    let nvme = free_port();
+    let ok_host = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa";
+    let other = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000bb";
+    let mut d = Daemon::start_with(
+        dir.path(),
+        free_port(),
+        nvme,
+        &format!("nvme_allowed_hosts = [\"{ok_host}\"]"),
+    );
+    d.wait_for("pnfsd ready");
+    rt().block_on(async {
+        let refused = Initiator::connect(nvme, InitiatorConfig::new(NQN, other)).await;
+        assert!(
+            matches!(refused, Err(nvme_tcp::Error::ConnectRefused { .. })),
+            "{:?}",
+            refused.err()
+        );
+        let ini = Initiator::connect(nvme, InitiatorConfig::new(NQN, ok_host))
+            .await
+            .unwrap();
+        assert_eq!(ini.active_namespaces().await.unwrap(), vec![1]);
+        ini.disconnect().await.unwrap();
+    });
+    let (ok, log) = d.terminate();
+    assert!(ok, "{log}");
 }
