@@ -567,7 +567,7 @@ fn layoutcommit_refusals() {
     );
     // A storage offset that is not the file's block: accepted, but nothing converts.
     let elsewhere = BlockExtent {
-        storage_offset: 0,
+        storage_offset: e.storage_offset + 4096 * B,
         ..e
     };
     assert_eq!(
@@ -575,6 +575,17 @@ fn layoutcommit_refusals() {
         NfsStat::OK
     );
     assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 0);
+    // Storage offset 0, as the Linux client sends it: the file's own unwritten blocks of
+    // the range convert.
+    let linux = BlockExtent {
+        storage_offset: 0,
+        ..e
+    };
+    assert_eq!(try_commit(&mut x, g.stateid, None, &[linux]), NfsStat::OK);
+    assert_eq!(
+        fx.srv.pnfs.metrics.snapshot().commit_converted_blocks,
+        e.length / B
+    );
     assert_eq!(
         try_commit(&mut x, g.stateid, Some(2 * B - 1), &[e]),
         NfsStat::OK
