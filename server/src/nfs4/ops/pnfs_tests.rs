@@ -304,7 +304,8 @@ fn getdeviceinfo_gives_the_uuid_signature_and_a_stable_id() {
     assert_eq!(addr, &layout::block::simple_deviceaddr(32, &uuid)[..]);
     // The signature is what the volume holds at byte 32.
     assert_eq!(&fx.dev.image()[32..48], &uuid);
-    assert_eq!(Bitmap::decode(&mut r).unwrap(), Bitmap::default());
+    // CHANGE + DELETE asked (as Linux does): both agreed, else the client drops the device.
+    assert_eq!(Bitmap::decode(&mut r).unwrap(), Bitmap(vec![0b110]));
     r.finish().unwrap();
     let (s, body) = call(&mut x, getdeviceinfo::run, &args(uuid, BLOCK, 20));
     assert_eq!((s, body), (NfsStat::TOOSMALL, 48u32.to_be_bytes().to_vec()));
