@@ -113,10 +113,10 @@ if [[ $EXPECT_PNFS == 1 ]]; then
     (( $(opcount "$MNT" LAYOUTCOMMIT) > 0 )); check layoutcommit $? "LAYOUTCOMMIT=$(opcount "$MNT" LAYOUTCOMMIT)"
 fi
 dmesg | grep -iE 'nfs|reclaim|grace|pnfs' | tail -20 | sed 's/^/KLOG /'
-dmesg | grep -E 'nvme nvme[0-9]+: (starting error recovery|Reconnecting|Successfully reconnected)' | sed 's/^/NVME /'
-# A pnfsd restart also restarts its embedded NVMe/TCP target: the host's controller drops
-# ("starting error recovery") and reconnects 10 s later (ctrl_loss_tmo keeps the namespace).
-dmesg_check 'not responding|server [^ ]+ OK|nvme nvme[0-9]+: starting error recovery'
+# The NVMe/TCP target lives in pnfsd: each restart drops the controller's connection,
+# so the host's error recovery + reconnect is expected (an I/O error still fails).
+dmesg | grep -E 'nvme[0-9]+: ' | sed 's/^/NVME /'
+dmesg_check 'not responding|server [^ ]+ OK|nvme[0-9]+: starting error recovery'
 umount "$MNT"; check umount $? "$MNT"
 [[ -n $NQN ]] && nvme disconnect -n "$NQN" >/dev/null
 if ((FAILED)); then echo "RESULT FAIL $SCENARIO"; exit 1; fi

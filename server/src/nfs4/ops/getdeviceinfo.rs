@@ -4,13 +4,16 @@
 //!
 //! ```text
 //! args: deviceid[16] | layout_type u32 | maxcount u32 | notify_types bitmap4
-//! res OK: device_addr4 { layout_type u32 | body opaque<> } | notification bitmap4 (empty)
+//! res OK: device_addr4 { layout_type u32 | body opaque<> } | notification bitmap4
 //!         body = pnfs_block_deviceaddr4 (see layout::block: 40 bytes)
 //! res TOOSMALL: mincount u32 (bytes of device_addr4 needed)
 //! ```
 //! The device id is the volume UUID, so it is valid after a restart before any LAYOUTGET.
-//! No device notifications are offered: the answered bitmap is empty. `maxcount` 0 means
-//! no limit.
+//! Notifications: the answered bitmap is the requested one restricted to CHANGE and DELETE
+//! (RFC 8881 §18.40.3). The volume's device never changes nor goes away while the server
+//! runs, so there is never anything to send; and the Linux client marks a device "nocache"
+//! (drops it with its last layout, then re-sends GETDEVICEINFO and re-runs blkmapd for the
+//! next one) unless the answer equals what it asked for. `maxcount` 0 means no limit.
 
 use super::ns_util::status;
 use super::pnfs_util::{check_type, device_id};
@@ -23,7 +26,7 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     let devid: [u8; 16] = r.array()?;
     let ltype = r.u32()?;
     let maxcount = r.u32()?;
-    let _notify = Bitmap::decode(r)?;
+    let notify = Bitmap::decode(r)?;
     check_type(ctx, ltype)?;
     if devid != device_id(ctx) {
         return Err(NfsStat::NOENT);
@@ -37,8 +40,22 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     }
     w.u32(ltype);
     w.opaque(&body);
-    Bitmap::default().encode(w);
+    agreed_notifications(&notify).encode(w);
     Ok(())
+}
+
+/// `notify_deviceid_type4` bits this server agrees to (RFC 8881 §20.12, §18.40.3).
+const NOTIFY_CHANGE: u32 = 1;
+const NOTIFY_DELETE: u32 = 2;
+
+fn agreed_notifications(asked: &Bitmap) -> Bitmap {
+    let mut out = Bitmap::default();
+    for bit in [NOTIFY_CHANGE, NOTIFY_DELETE] {
+        if asked.is_set(bit) {
+            out.set(bit);
+        }
+    }
+    out
 }
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {

@@ -30,7 +30,7 @@ use crate::nfs4::types::Stateid;
 use crate::store::{FileType, Timespec, WrittenExtent, MAX_FILE_SIZE};
 use crate::xdr::{XdrReader, XdrWriter};
 use layout::block::BlockExtent;
-use layout::extent_map::Segment;
+use layout::extent_map::{ExtState, Segment};
 use layout::policy;
 
 /// Bound on the update body: 64 Ki extents (the Linux client sends at most a page's worth).
@@ -129,14 +129,10 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     if !segs.iter().any(|s| matches!(s, Segment::Mapped { .. })) {
         return Err(NfsStat::BADLAYOUT);
     }
-    let written: Vec<WrittenExtent> = checked
-        .iter()
-        .map(|c| WrittenExtent {
-            file_block: c.file_block,
-            len_blocks: c.len_blocks,
-            phys_block: c.phys_block,
-        })
-        .collect();
+    let mut written: Vec<WrittenExtent> = Vec::with_capacity(checked.len());
+    for c in &checked {
+        resolve_storage(ctx, ino, c, &mut written)?;
+    }
     let done = ctx.srv.store.commit_blocks(
         ino,
         &written,
@@ -154,6 +150,44 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
             w.u64(sz);
         }
         None => w.bool(false),
+    }
+    Ok(())
+}
+
+/// The volume blocks one committed extent converts. The Linux client sends storage offset 0
+/// in every `pnfs_block_extent4` of its layoutupdate (it only tracks file ranges), and block 0
+/// of the volume is the superblock, never a file's block: offset 0 therefore means "the
+/// file's own unwritten blocks of this range", which the grants check already limited to
+/// what LAYOUTGET gave this client RW. Any other offset must match where the file owns the
+/// block (the store's check).
+fn resolve_storage(
+    ctx: &Ctx<'_>,
+    ino: crate::store::Ino,
+    c: &policy::CommitExtent,
+    out: &mut Vec<WrittenExtent>,
+) -> Result<(), NfsStat> {
+    if c.phys_block != 0 {
+        out.push(WrittenExtent {
+            file_block: c.file_block,
+            len_blocks: c.len_blocks,
+            phys_block: c.phys_block,
+        });
+        return Ok(());
+    }
+    for s in ctx.srv.store.extents(ino, c.file_block, c.len_blocks)? {
+        if let Segment::Mapped {
+            file_block,
+            phys_block,
+            len,
+            state: ExtState::Unwritten,
+        } = s
+        {
+            out.push(WrittenExtent {
+                file_block,
+                len_blocks: len,
+                phys_block,
+            });
+        }
     }
     Ok(())
 }

@@ -304,7 +304,8 @@ fn getdeviceinfo_gives_the_uuid_signature_and_a_stable_id() {
     assert_eq!(addr, &layout::block::simple_deviceaddr(32, &uuid)[..]);
     // The signature is what the volume holds at byte 32.
     assert_eq!(&fx.dev.image()[32..48], &uuid);
-    assert_eq!(Bitmap::decode(&mut r).unwrap(), Bitmap::default());
+    // CHANGE + DELETE asked (as Linux does): both agreed, else the client drops the device.
+    assert_eq!(Bitmap::decode(&mut r).unwrap(), Bitmap(vec![0b110]));
     r.finish().unwrap();
     let (s, body) = call(&mut x, getdeviceinfo::run, &args(uuid, BLOCK, 20));
     assert_eq!((s, body), (NfsStat::TOOSMALL, 48u32.to_be_bytes().to_vec()));
@@ -567,7 +568,7 @@ fn layoutcommit_refusals() {
     );
     // A storage offset that is not the file's block: accepted, but nothing converts.
     let elsewhere = BlockExtent {
-        storage_offset: 0,
+        storage_offset: e.storage_offset + 4096 * B,
         ..e
     };
     assert_eq!(
@@ -575,6 +576,17 @@ fn layoutcommit_refusals() {
         NfsStat::OK
     );
     assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 0);
+    // Storage offset 0, as the Linux client sends it: the file's own unwritten blocks of
+    // the range convert.
+    let linux = BlockExtent {
+        storage_offset: 0,
+        ..e
+    };
+    assert_eq!(try_commit(&mut x, g.stateid, None, &[linux]), NfsStat::OK);
+    assert_eq!(
+        fx.srv.pnfs.metrics.snapshot().commit_converted_blocks,
+        e.length / B
+    );
     assert_eq!(
         try_commit(&mut x, g.stateid, Some(2 * B - 1), &[e]),
         NfsStat::OK
