@@ -14,7 +14,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use metalog::BlockDev;
-use nvme_tcp::{Backend, NamespaceConfig, Target, TargetConfig};
+use nvme_tcp::{
+    AcquireAction, Backend, NamespaceConfig, RType, RegisterAction, Target, TargetConfig,
+};
+
+use crate::nfs4::scsi::PrFencer;
 
 use crate::config::Config;
 
@@ -92,6 +96,47 @@ pub async fn bind(addr: SocketAddr, tc: TargetConfig) -> Result<Target, NvmeErro
         }
         err => NvmeError::Target { addr, err },
     })
+}
+
+/// The Host Identifier under which the MDS holds its registration (it never connects: the
+/// in-process reservation API plays its commands, `Target` docs).
+pub const MDS_HOSTID: [u8; 16] = *b"pnfsd-mds-hostid";
+
+/// SCSI layout (RFC 8154 §2.4.2 over NVMe): the MDS registers its key and holds
+/// EXCLUSIVE_ACCESS_REG_ONLY on the volume, so only hosts that registered the key
+/// GETDEVICEINFO gave them may do I/O, and a preempted one may not.
+pub fn claim_for_scsi(target: &Target) -> Result<(), nvme_tcp::Status> {
+    let key = layout::scsi::MDS_PR_KEY;
+    // IEKEY: whatever key this host id held before (a previous registration) is replaced.
+    target.reservation_register(NSID, MDS_HOSTID, RegisterAction::Register, true, 0, key)?;
+    target.reservation_acquire(
+        NSID,
+        MDS_HOSTID,
+        AcquireAction::Acquire,
+        RType::EXCLUSIVE_ACCESS_REG_ONLY,
+        key,
+        0,
+    )?;
+    Ok(())
+}
+
+/// Fencing through the embedded target's reservations (`nfs4::scsi::PrFencer`).
+pub struct TargetFencer(pub Target);
+
+impl PrFencer for TargetFencer {
+    fn preempt_and_abort(&self, key: u64) -> Result<(), String> {
+        self.0
+            .reservation_acquire(
+                NSID,
+                MDS_HOSTID,
+                AcquireAction::PreemptAndAbort,
+                RType::EXCLUSIVE_ACCESS_REG_ONLY,
+                layout::scsi::MDS_PR_KEY,
+                key,
+            )
+            .map(|gone| tracing::info!(hosts = gone.len(), key, "preempted"))
+            .map_err(|s| format!("{s:?}"))
+    }
 }
 
 #[cfg(test)]
