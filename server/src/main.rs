@@ -193,6 +193,21 @@ async fn run(
                 pnfsd::nvme::NSID,
                 volume.display()
             );
+            // SCSI layout offered: the MDS holds the volume's reservation (issue 5 item 3).
+            if cfg
+                .layout_types
+                .contains(&pnfsd::config::LayoutTypeName::Scsi)
+            {
+                match pnfsd::nvme::claim_for_scsi(&target) {
+                    Ok(()) => {
+                        srv.pnfs
+                            .scsi
+                            .install(Arc::new(pnfsd::nvme::TargetFencer(target.clone())));
+                        tracing::info!("SCSI layout: MDS holds EXCLUSIVE_ACCESS_REG_ONLY");
+                    }
+                    Err(s) => tracing::error!(?s, "SCSI layout: reservation not taken"),
+                }
+            }
             let task = target.spawn();
             Some((target, task))
         }

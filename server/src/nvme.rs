@@ -14,7 +14,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use metalog::BlockDev;
-use nvme_tcp::{Backend, NamespaceConfig, Target, TargetConfig};
+use nvme_tcp::{
+    AcquireAction, Backend, NamespaceConfig, RType, RegisterAction, Target, TargetConfig,
+};
+
+use crate::nfs4::scsi::PrFencer;
 
 use crate::config::Config;
 
@@ -94,6 +98,47 @@ pub async fn bind(addr: SocketAddr, tc: TargetConfig) -> Result<Target, NvmeErro
     })
 }
 
+/// The Host Identifier under which the MDS holds its registration (it never connects: the
+/// in-process reservation API plays its commands, `Target` docs).
+pub const MDS_HOSTID: [u8; 16] = *b"pnfsd-mds-hostid";
+
+/// SCSI layout (RFC 8154 §2.4.2 over NVMe): the MDS registers its key and holds
+/// EXCLUSIVE_ACCESS_REG_ONLY on the volume, so only hosts that registered the key
+/// GETDEVICEINFO gave them may do I/O, and a preempted one may not.
+pub fn claim_for_scsi(target: &Target) -> Result<(), nvme_tcp::Status> {
+    let key = layout::scsi::MDS_PR_KEY;
+    // IEKEY: whatever key this host id held before (a previous registration) is replaced.
+    target.reservation_register(NSID, MDS_HOSTID, RegisterAction::Register, true, 0, key)?;
+    target.reservation_acquire(
+        NSID,
+        MDS_HOSTID,
+        AcquireAction::Acquire,
+        RType::EXCLUSIVE_ACCESS_REG_ONLY,
+        key,
+        0,
+    )?;
+    Ok(())
+}
+
+/// Fencing through the embedded target's reservations (`nfs4::scsi::PrFencer`).
+pub struct TargetFencer(pub Target);
+
+impl PrFencer for TargetFencer {
+    fn preempt_and_abort(&self, key: u64) -> Result<(), String> {
+        self.0
+            .reservation_acquire(
+                NSID,
+                MDS_HOSTID,
+                AcquireAction::PreemptAndAbort,
+                RType::EXCLUSIVE_ACCESS_REG_ONLY,
+                layout::scsi::MDS_PR_KEY,
+                key,
+            )
+            .map(|gone| tracing::info!(hosts = gone.len(), key, "preempted"))
+            .map_err(|s| format!("{s:?}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +175,66 @@ mod tests {
             e.contains(&addr.to_string()) && e.contains("--nvme-listen"),
             "{e}"
         );
+    }
+
+    /// Issue 5 item 3 over real NVMe/TCP: the MDS holds EXCLUSIVE_ACCESS_REG_ONLY, a client
+    /// that registered the key GETDEVICEINFO gives it writes; once fencing preempts that key
+    /// its next write gets Reservation Conflict.
+    #[tokio::test]
+    async fn fenced_scsi_client_gets_reservation_conflict() {
+        use bytes::Bytes;
+        use nvme_tcp::{Initiator, InitiatorConfig, Status};
+        let dir = tempfile::tempdir().unwrap();
+        let dev: Arc<dyn BlockDev> =
+            Arc::new(FileDev::create(&dir.path().join("v"), 1 << 20).unwrap());
+        let uuid = [0x5a; 16];
+        let cfg = Config::default();
+        let tc = target_config(&cfg, dev, uuid);
+        let target = bind("127.0.0.1:0".parse().unwrap(), tc).await.unwrap();
+        claim_for_scsi(&target).unwrap();
+        let (rtype, regs) = target.reservation_state(NSID).unwrap();
+        assert_eq!(rtype, Some(RType::EXCLUSIVE_ACCESS_REG_ONLY));
+        assert_eq!(regs.len(), 1);
+        assert_eq!(regs[0].key, layout::scsi::MDS_PR_KEY);
+        let _task = target.spawn();
+
+        let ini = Initiator::connect(
+            target.local_addr(),
+            InitiatorConfig::new(cfg.nvme_nqn.clone(), "nqn.2014-08.org.example:client"),
+        )
+        .await
+        .unwrap();
+        // The designator GETDEVICEINFO sends is the EUI-64 the namespace reports.
+        let info = ini.identify_namespace(NSID).await.unwrap();
+        assert_eq!(
+            info.eui64,
+            nvme_tcp::NamespaceIds::from_volume_uuid(uuid).eui64
+        );
+        let conflict = |r: Result<(), nvme_tcp::Error>| match r {
+            Err(nvme_tcp::Error::Status(s)) => s == Status::RESERVATION_CONFLICT,
+            _ => false,
+        };
+        let block = || Bytes::from(vec![0xabu8; LBA_SIZE as usize]);
+        // Unregistered: refused.
+        assert!(conflict(
+            ini.write(NSID, 10, block(), LBA_SIZE, false).await
+        ));
+        let key = layout::scsi::client_pr_key(42);
+        ini.reservation_register(NSID, RegisterAction::Register, false, 0, key)
+            .await
+            .unwrap();
+        ini.write(NSID, 10, block(), LBA_SIZE, false).await.unwrap();
+        // Fencing: preempt-and-abort the client's key.
+        let fencer = TargetFencer(target.clone());
+        fencer.preempt_and_abort(key).unwrap();
+        assert!(conflict(
+            ini.write(NSID, 11, block(), LBA_SIZE, false).await
+        ));
+        // Nothing left to preempt; the MDS still holds the reservation alone.
+        assert!(fencer.preempt_and_abort(key).is_err());
+        let (rtype, regs) = target.reservation_state(NSID).unwrap();
+        assert_eq!(rtype, Some(RType::EXCLUSIVE_ACCESS_REG_ONLY));
+        assert_eq!(regs.len(), 1);
+        target.shutdown();
     }
 }

@@ -165,6 +165,8 @@ fn fence(srv: &Server, client: u64, ino: Ino) {
             }
         }
     }
+    // SCSI layout (RFC 8154 §2.4.2): the volume itself refuses the client's I/O from now on.
+    crate::nfs4::scsi::fence(srv, client);
     for (c, sid) in srv.state.layouts_of_file(ino) {
         if c == client {
             srv.state.revoke(&sid);

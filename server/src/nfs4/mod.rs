@@ -4,6 +4,7 @@ pub mod callback;
 pub mod compound;
 pub mod ops;
 pub mod pnfs;
+pub mod scsi;
 pub mod state;
 pub mod status;
 pub mod types;

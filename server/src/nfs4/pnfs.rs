@@ -99,6 +99,8 @@ pub struct Pnfs {
     unsent: Mutex<HashMap<(u64, Ino), Fh>>,
     /// The address each layout holder last came from (what the fence command is given).
     peers: Mutex<HashMap<u64, SocketAddr>>,
+    /// The SCSI layout's fencing through the volume's reservations (nfs4::scsi).
+    pub scsi: crate::nfs4::scsi::ScsiHook,
 }
 
 impl Pnfs {

@@ -1,4 +1,4 @@
-//! GETDEVICEINFO (RFC 8881 §18.40) for the block layout: one SIMPLE volume (RFC 5663 §2.2)
+//! GETDEVICEINFO (RFC 8881 §18.40) for the SCSI layout (`scsi_body`) and the block layout: one SIMPLE volume (RFC 5663 §2.2)
 //! whose signature is the volume UUID at its fixed superblock offset (32), which Linux's
 //! blkmapd matches against the bytes of each block device.
 //!
@@ -16,7 +16,8 @@
 //! next one) unless the answer equals what it asked for. `maxcount` 0 means no limit.
 
 use super::ns_util::status;
-use super::pnfs_util::{check_type, device_id};
+use super::pnfs_util::{check_type, device_id, is_scsi};
+use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
@@ -31,8 +32,12 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     if devid != device_id(ctx) {
         return Err(NfsStat::NOENT);
     }
-    let (off, uuid) = ctx.srv.store.superblock().signature();
-    let body = layout::block::simple_deviceaddr(off, &uuid);
+    let body = if is_scsi(ltype) {
+        scsi_body(ctx)?
+    } else {
+        let (off, uuid) = ctx.srv.store.superblock().signature();
+        layout::block::simple_deviceaddr(off, &uuid)
+    };
     let needed = 4 + 4 + body.len().next_multiple_of(4);
     if maxcount != 0 && (maxcount as usize) < needed {
         w.u32(needed as u32);
@@ -56,6 +61,14 @@ fn agreed_notifications(asked: &Bitmap) -> Bitmap {
         }
     }
     out
+}
+
+/// SCSI layout (RFC 8154 §2.3, RFC 9561 §2): one BASE volume named by the namespace's
+/// EUI-64 (binary), with the key this client is to register before its first I/O.
+fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
+    let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
+    let eui = crate::nfs4::scsi::volume_eui64(ctx.srv);
+    Ok(layout::scsi::eui64_deviceaddr(eui, key))
 }
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {

@@ -5,7 +5,8 @@
 //!       | newoffset4 { present bool | last_write_offset u64 }
 //!       | newtime4 { present bool | nfstime4 (seconds i64, nseconds u32) }
 //!       | layoutupdate4 { type u32 | body opaque<> }
-//!       body = pnfs_block_layoutupdate4: count u32 | pnfs_block_extent4 (44 bytes) × count
+//!       body = pnfs_scsi_layoutupdate4 (SCSI): count u32 | { offset u64 | length u64 } × count
+//!       body = pnfs_block_layoutupdate4 (block): count u32 | pnfs_block_extent4 (44 bytes) × count
 //!              (each READ_WRITE_DATA, block-aligned, inside what LAYOUTGET gave RW)
 //! res OK: newsize4 { changed bool | size u64 }
 //! ```
@@ -21,7 +22,7 @@
 use std::time::Instant;
 
 use super::ns_util::{cur_attr, resolve_stateid, status};
-use super::pnfs_util::{block, check_type, device_id};
+use super::pnfs_util::{block, check_type, device_id, is_scsi};
 use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::pnfs::{add, add_elapsed};
@@ -31,7 +32,8 @@ use crate::store::{FileType, Timespec, WrittenExtent, MAX_FILE_SIZE};
 use crate::xdr::{XdrReader, XdrWriter};
 use layout::block::BlockExtent;
 use layout::extent_map::{ExtState, Segment};
-use layout::policy;
+use layout::policy::{self, CommitExtent, Grants};
+use layout::scsi_policy;
 
 /// Bound on the update body: 64 Ki extents (the Linux client sends at most a page's worth).
 const MAX_BODY: usize = 4 + 65536 * layout::block::EXTENT_WIRE_SIZE;
@@ -104,17 +106,21 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
             })?;
         Some(ctx.srv.pnfs.grants_of(cid, ino))
     };
-    let ext = BlockExtent::decode_list(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;
     let b = block(ctx);
-    let checked = policy::check_commit(
-        &ext,
-        device_id(ctx),
-        b,
-        a.offset,
-        a.length,
-        a.last_byte,
-        grants.as_ref(),
-    )?;
+    let checked = if is_scsi(a.layout_type) {
+        scsi_extents(ctx, ino, &a, grants.as_ref())?
+    } else {
+        let ext = BlockExtent::decode_list(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;
+        policy::check_commit(
+            &ext,
+            device_id(ctx),
+            b,
+            a.offset,
+            a.length,
+            a.last_byte,
+            grants.as_ref(),
+        )?
+    };
     // A range without blocks: nothing of the file is there to commit into.
     let first = a.offset / b;
     let end = a
@@ -190,6 +196,25 @@ fn resolve_storage(
         }
     }
     Ok(())
+}
+
+/// The SCSI body (RFC 8154 §2.5): byte ranges only; the volume blocks are the file's own,
+/// looked up in its map (`layout::scsi_policy`). Malformed bodies are BADLAYOUT.
+fn scsi_extents(
+    ctx: &Ctx<'_>,
+    ino: crate::store::Ino,
+    a: &Args,
+    grants: Option<&Grants>,
+) -> Result<Vec<CommitExtent>, NfsStat> {
+    let b = block(ctx);
+    let ranges = layout::scsi::decode_update(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;
+    let blocks = scsi_policy::check_commit(&ranges, b, a.offset, a.length, a.last_byte, grants)?;
+    let mut out = Vec::new();
+    for (first, n) in blocks {
+        let segs = ctx.srv.store.extents(ino, first, n)?;
+        out.extend(scsi_policy::map_range(first, n, &segs));
+    }
+    Ok(out)
 }
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {

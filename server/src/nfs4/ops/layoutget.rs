@@ -6,6 +6,7 @@
 //! res OK: return_on_close bool (= true) | stateid4 | layout4 count u32 (= 1)
 //!         | { offset u64 | length u64 | iomode u32 | type u32 | body opaque<> }
 //!         body = pnfs_block_layout4: count u32 | pnfs_block_extent4 (44 bytes) × count
+//!              (SCSI: pnfs_scsi_layout4, the same bytes, RFC 8154 §2.4)
 //! res LAYOUTTRYLATER: will_signal_layout_avail bool (never sent: we answer at once)
 //! ```
 //! RW over a hole allocates unwritten blocks, durable before the reply (design.md §4), and
@@ -19,7 +20,7 @@
 use std::time::Instant;
 
 use super::ns_util::{cur_attr, resolve_stateid, status};
-use super::pnfs_util::{block, check_type, device_id};
+use super::pnfs_util::{block, check_type, device_id, is_scsi};
 use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::pnfs::{add, add_elapsed};
@@ -128,7 +129,11 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     w.u64(hi - lo);
     w.u32(a.mode);
     w.u32(a.layout_type);
-    w.opaque(&BlockExtent::encode_list(&ext));
+    w.opaque(&if is_scsi(a.layout_type) {
+        layout::scsi::encode_layout(&ext)
+    } else {
+        BlockExtent::encode_list(&ext)
+    });
     Ok(())
 }
 

@@ -1003,3 +1003,7 @@ fn overwrite_commit_ratio() {
     }
     println!("sync / datasync time ratio: {:.2}", per[1] / per[0]);
 }
+
+/// The SCSI layout's tests share this fixture.
+#[path = "scsi_tests.rs"]
+mod scsi_tests;

@@ -4,8 +4,8 @@ use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use layout::block::layout_type;
 
-/// The layout types this server implements bodies for (the SCSI layout is issue 5).
-const IMPLEMENTED: [u32; 1] = [layout_type::BLOCK_VOLUME];
+/// The layout types this server implements bodies for (block: RFC 5663; SCSI: RFC 8154).
+const IMPLEMENTED: [u32; 2] = [layout_type::BLOCK_VOLUME, layout_type::SCSI];
 
 /// NFS4ERR_UNKNOWN_LAYOUTTYPE unless `t` is offered (`layout_types` config) and implemented.
 pub fn check_type(ctx: &Ctx<'_>, t: u32) -> Result<(), NfsStat> {
@@ -28,4 +28,9 @@ pub fn device_id_of(srv: &crate::server::Server) -> [u8; 16] {
 /// The layout block size in bytes (`layout_blksize`).
 pub fn block(ctx: &Ctx<'_>) -> u64 {
     u64::from(ctx.srv.store.block_size())
+}
+
+/// Whether `t` is the SCSI layout (the ops dispatch their bodies on it).
+pub fn is_scsi(t: u32) -> bool {
+    t == layout_type::SCSI
 }

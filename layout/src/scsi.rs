@@ -1,0 +1,273 @@
+//! The pNFS SCSI layout's wire bodies (RFC 8154 §2), used over NVMe as RFC 9561 describes.
+//!
+//! Wire formats (XDR, big-endian):
+//! ```text
+//! pnfs_scsi_extent4 (44 bytes)      = pnfs_block_extent4 (RFC 8154 §2.4.1: same fields)
+//! pnfs_scsi_layout4 (LAYOUTGET)     count u32 | extent4 × count
+//! pnfs_scsi_layoutupdate4 (COMMIT)  count u32 | pnfs_scsi_range4 × count
+//!     pnfs_scsi_range4 (16 bytes)   offset u64 | length u64   (file bytes, RFC 8154 §2.5)
+//! pnfs_scsi_deviceaddr4 (GETDEVICEINFO, one BASE volume, RFC 8154 §2.3):
+//!     count u32 = 1 | type u32 = PNFS_SCSI_VOLUME_BASE (4)
+//!     | code_set u32 | designator_type u32 | designator opaque<> | pr_key u64
+//! ```
+//! Over NVMe (RFC 9561 §2) the designator is the namespace's EUI-64 (designator type EUI-64,
+//! code set binary, 8 bytes) — Linux opens it as `/dev/disk/by-id/nvme-eui.<hex>` — and
+//! `pr_key` is the reservation key the client registers before any I/O.
+//!
+//! Pure encode/decode: no I/O, no NFS state.
+
+use crate::block::{volume_type, BlockExtent, BodyError};
+
+/// `pnfs_scsi_code_set` (RFC 8154 §2.3.1).
+pub mod code_set {
+    pub const BINARY: u32 = 1;
+    pub const ASCII: u32 = 2;
+    pub const UTF8: u32 = 3;
+}
+
+/// `pnfs_scsi_designator_type` (RFC 8154 §2.3.1).
+pub mod designator_type {
+    pub const T10: u32 = 1;
+    pub const EUI64: u32 = 2;
+    pub const NAA: u32 = 3;
+    pub const NAME: u32 = 8;
+}
+
+/// Size of one `pnfs_scsi_range4` on the wire.
+pub const RANGE_WIRE_SIZE: usize = 16;
+
+/// The reservation key the MDS registers on the volume (never a client's, see
+/// [`client_pr_key`]); ASCII "pnfsdMDS".
+pub const MDS_PR_KEY: u64 = u64::from_be_bytes(*b"pnfsdMDS");
+
+/// `pnfs_scsi_layout4`: the extents are `pnfs_block_extent4`s byte for byte.
+pub fn encode_layout(list: &[BlockExtent]) -> Vec<u8> {
+    BlockExtent::encode_list(list)
+}
+
+/// `pnfs_scsi_range4`: a file byte range the client wrote (RFC 8154 §2.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScsiRange {
+    pub offset: u64,
+    pub length: u64,
+}
+
+/// `pnfs_scsi_layoutupdate4` body.
+pub fn encode_update(list: &[ScsiRange]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + list.len() * RANGE_WIRE_SIZE);
+    out.extend_from_slice(&(list.len() as u32).to_be_bytes());
+    for r in list {
+        out.extend_from_slice(&r.offset.to_be_bytes());
+        out.extend_from_slice(&r.length.to_be_bytes());
+    }
+    out
+}
+
+fn be64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+/// Decodes a whole `pnfs_scsi_layoutupdate4`; the count is checked against the body
+/// before anything is allocated, trailing bytes are an error.
+pub fn decode_update(body: &[u8]) -> Result<Vec<ScsiRange>, BodyError> {
+    let (head, rest) = body.split_at_checked(4).ok_or(BodyError::Short)?;
+    let n = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+    let need = (n as usize).saturating_mul(RANGE_WIRE_SIZE);
+    if need > rest.len() {
+        return Err(BodyError::Count(n));
+    }
+    if need < rest.len() {
+        return Err(BodyError::Trailing);
+    }
+    Ok(rest
+        .chunks_exact(RANGE_WIRE_SIZE)
+        .map(|c| ScsiRange {
+            offset: be64(&c[..8]),
+            length: be64(&c[8..]),
+        })
+        .collect())
+}
+
+/// `pnfs_scsi_deviceaddr4` with one BASE volume named by its EUI-64 (binary code set) and
+/// carrying the key the client is to register.
+pub fn eui64_deviceaddr(eui64: [u8; 8], pr_key: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40);
+    out.extend_from_slice(&1u32.to_be_bytes());
+    out.extend_from_slice(&volume_type::SCSI.to_be_bytes());
+    out.extend_from_slice(&code_set::BINARY.to_be_bytes());
+    out.extend_from_slice(&designator_type::EUI64.to_be_bytes());
+    out.extend_from_slice(&8u32.to_be_bytes());
+    out.extend_from_slice(&eui64);
+    out.extend_from_slice(&pr_key.to_be_bytes());
+    out
+}
+
+/// A decoded BASE volume (tests and tools).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseVolume {
+    pub code_set: u32,
+    pub designator_type: u32,
+    pub designator: Vec<u8>,
+    pub pr_key: u64,
+}
+
+/// Decodes a `pnfs_scsi_deviceaddr4` made of BASE volumes only.
+pub fn decode_deviceaddr(b: &[u8]) -> Result<Vec<BaseVolume>, BodyError> {
+    let mut r = b;
+    let u32_ = |r: &mut &[u8]| -> Result<u32, BodyError> {
+        let (h, t) = r.split_at_checked(4).ok_or(BodyError::Short)?;
+        *r = t;
+        Ok(u32::from_be_bytes([h[0], h[1], h[2], h[3]]))
+    };
+    let n = u32_(&mut r)?;
+    if (n as usize).saturating_mul(24) > r.len() {
+        return Err(BodyError::Count(n));
+    }
+    let mut out = Vec::new();
+    for _ in 0..n {
+        if u32_(&mut r)? != volume_type::SCSI {
+            return Err(BodyError::Count(n));
+        }
+        let code_set = u32_(&mut r)?;
+        let designator_type = u32_(&mut r)?;
+        let len = u32_(&mut r)? as usize;
+        let padded = len.next_multiple_of(4);
+        let (d, t) = r.split_at_checked(padded).ok_or(BodyError::Short)?;
+        let (k, t) = t.split_at_checked(8).ok_or(BodyError::Short)?;
+        r = t;
+        out.push(BaseVolume {
+            code_set,
+            designator_type,
+            designator: d[..len].to_vec(),
+            pr_key: be64(k),
+        });
+    }
+    if !r.is_empty() {
+        return Err(BodyError::Trailing);
+    }
+    Ok(out)
+}
+
+/// The reservation key of a client: a bijection of its clientid (so unique among the
+/// server's clients, RFC 8154 §2.3.2), never 0 (0 means "no key" to Register) nor the MDS's.
+pub fn client_pr_key(clientid: u64) -> u64 {
+    let mut k = mix(clientid);
+    // The two excluded values have one preimage each; rehashing them lands elsewhere.
+    while k == 0 || k == MDS_PR_KEY {
+        k = mix(k ^ 0x5ca1_ab1e);
+    }
+    k
+}
+
+/// splitmix64's finaliser: a bijection of u64.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::ExtentState;
+
+    #[test]
+    fn update_round_trips_at_16_bytes_each() {
+        let l = [
+            ScsiRange {
+                offset: 0,
+                length: 8192,
+            },
+            ScsiRange {
+                offset: 1 << 40,
+                length: 4096,
+            },
+        ];
+        let b = encode_update(&l);
+        assert_eq!(b.len(), 4 + 32);
+        assert_eq!(&b[..4], &[0, 0, 0, 2]);
+        assert_eq!(&b[4..12], &0u64.to_be_bytes());
+        assert_eq!(&b[12..20], &8192u64.to_be_bytes());
+        assert_eq!(&b[20..28], &(1u64 << 40).to_be_bytes());
+        assert_eq!(decode_update(&b).unwrap(), l.to_vec());
+        assert_eq!(decode_update(&0u32.to_be_bytes()), Ok(vec![]));
+    }
+
+    #[test]
+    fn bad_updates_are_refused() {
+        let b = encode_update(&[ScsiRange {
+            offset: 0,
+            length: 1,
+        }]);
+        assert_eq!(decode_update(&b[..b.len() - 1]), Err(BodyError::Count(1)));
+        let mut t = b.clone();
+        t.push(0);
+        assert_eq!(decode_update(&t), Err(BodyError::Trailing));
+        assert_eq!(decode_update(&[0, 0]), Err(BodyError::Short));
+        assert_eq!(
+            decode_update(&u32::MAX.to_be_bytes()),
+            Err(BodyError::Count(u32::MAX))
+        );
+        // A block-layout body (44-byte extents) is not a SCSI update.
+        let blk = BlockExtent::encode_list(&[BlockExtent {
+            deviceid: [1; 16],
+            file_offset: 0,
+            length: 4096,
+            storage_offset: 0,
+            state: ExtentState::READ_WRITE_DATA,
+        }]);
+        assert!(decode_update(&blk).is_err());
+    }
+
+    #[test]
+    fn layout_is_block_extents() {
+        let e = BlockExtent {
+            deviceid: [3; 16],
+            file_offset: 4096,
+            length: 4096,
+            storage_offset: 1 << 20,
+            state: ExtentState::INVALID_DATA,
+        };
+        let b = encode_layout(&[e]);
+        assert_eq!(b.len(), 4 + 44);
+        assert_eq!(BlockExtent::decode_list(&b).unwrap(), vec![e]);
+    }
+
+    #[test]
+    fn deviceaddr_names_the_eui64_in_binary_with_the_key() {
+        let eui = [0x02, 1, 2, 3, 4, 5, 6, 0xff];
+        let b = eui64_deviceaddr(eui, 0x1122_3344_5566_7788);
+        assert_eq!(b.len(), 4 * 5 + 8 + 8);
+        assert_eq!(&b[4..8], &4u32.to_be_bytes()); // PNFS_SCSI_VOLUME_BASE
+        assert_eq!(&b[8..12], &1u32.to_be_bytes()); // PS_CODE_SET_BINARY
+        assert_eq!(&b[12..16], &2u32.to_be_bytes()); // PS_DESIGNATOR_EUI64
+        assert_eq!(&b[16..20], &8u32.to_be_bytes());
+        assert_eq!(&b[20..28], &eui);
+        assert_eq!(&b[28..], &0x1122_3344_5566_7788u64.to_be_bytes());
+        let v = decode_deviceaddr(&b).unwrap();
+        assert_eq!(
+            v,
+            vec![BaseVolume {
+                code_set: code_set::BINARY,
+                designator_type: designator_type::EUI64,
+                designator: eui.to_vec(),
+                pr_key: 0x1122_3344_5566_7788,
+            }]
+        );
+        assert!(decode_deviceaddr(&b[..b.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn client_keys_are_distinct_nonzero_and_not_the_mds_key() {
+        let mut seen = std::collections::HashSet::new();
+        for c in (0..2000u64).chain([u64::MAX, 1 << 32, (7 << 32) | 1]) {
+            let k = client_pr_key(c);
+            assert!(k != 0 && k != MDS_PR_KEY);
+            assert!(seen.insert(k), "clientid {c} collides");
+            assert_eq!(client_pr_key(c), k);
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The SCSI layout (type 5, RFC 8154) through the op handlers, reusing the block-layout
+//! fixture of `pnfs_tests`: GETDEVICEINFO names the namespace's EUI-64 with a per-client key,
+//! LAYOUTCOMMIT takes byte ranges, and fencing preempts the client's key.
+
+use super::*;
+use crate::nfs4::scsi::PrFencer;
+use layout::extent_map::{ExtState, Segment};
+use layout::scsi::{self, ScsiRange};
+
+const SCSI: u32 = 5;
+
+fn opts() -> NfsOptions {
+    NfsOptions {
+        layout_types: vec![3, 5],
+        ..NfsOptions::default()
+    }
+}
+
+fn devinfo(x: &mut Ctx<'_>, ty: u32) -> (NfsStat, Vec<u8>) {
+    let mut w = XdrWriter::new();
+    w.opaque_fixed(&x.srv.store.volume_uuid());
+    w.u32(ty);
+    w.u32(4096);
+    Bitmap::default().encode(&mut w);
+    call(x, getdeviceinfo::run, &w.buf)
+}
+
+fn scsi_volume(x: &mut Ctx<'_>) -> scsi::BaseVolume {
+    let (s, body) = devinfo(x, SCSI);
+    assert_eq!(s, NfsStat::OK);
+    let mut r = XdrReader::new(&body);
+    assert_eq!(r.u32().unwrap(), SCSI);
+    let mut v = scsi::decode_deviceaddr(r.opaque(4096).unwrap()).unwrap();
+    assert_eq!(Bitmap::decode(&mut r).unwrap(), Bitmap::default());
+    r.finish().unwrap();
+    assert_eq!(v.len(), 1);
+    v.remove(0)
+}
+
+#[test]
+fn getdeviceinfo_scsi_names_the_eui64_and_a_key_per_client() {
+    let fx = fixture(opts());
+    let (ca, cb) = (conn(1, None), conn(2, None));
+    let mut a = ctx(&fx.srv, &ca);
+    let mut b = ctx(&fx.srv, &cb);
+    let ida = mount(&mut a, b"a");
+    let idb = mount(&mut b, b"b");
+    let va = scsi_volume(&mut a);
+    let vb = scsi_volume(&mut b);
+    // The EUI-64 the embedded target reports for the volume (Identify Namespace bytes
+    // 120..128 and descriptor type 1; checked over the wire in nvme.rs tests).
+    let eui = nvme_tcp::NamespaceIds::from_volume_uuid(fx.srv.store.volume_uuid()).eui64;
+    assert_eq!(va.designator, eui.to_vec());
+    assert_eq!(va.code_set, scsi::code_set::BINARY);
+    assert_eq!(va.designator_type, scsi::designator_type::EUI64);
+    assert_eq!(va.pr_key, scsi::client_pr_key(ida));
+    assert_eq!(vb.pr_key, scsi::client_pr_key(idb));
+    assert_ne!(va.pr_key, vb.pr_key);
+    assert_eq!(vb.designator, va.designator);
+    // The block layout still answers its SIMPLE volume.
+    let (s, body) = devinfo(&mut a, BLOCK);
+    assert_eq!(s, NfsStat::OK);
+    assert_eq!(&body[4..8], &40u32.to_be_bytes());
+    // Not offered: refused.
+    let fx2 = fixture(NfsOptions::default());
+    let c = conn(1, None);
+    let mut x = ctx(&fx2.srv, &c);
+    mount(&mut x, b"a");
+    assert_eq!(devinfo(&mut x, SCSI).0, NfsStat::UNKNOWN_LAYOUTTYPE);
+}
+
+fn scsi_get(x: &mut Ctx<'_>, mode: u32, len: u64, sid: Stateid) -> (Stateid, Vec<BlockExtent>) {
+    let (s, body) = call(
+        x,
+        layoutget::run,
+        &layoutget_args(SCSI, mode, 0, len, len, sid, 0xffff),
+    );
+    assert_eq!(s, NfsStat::OK);
+    let mut r = XdrReader::new(&body);
+    assert!(r.bool().unwrap());
+    let st = Stateid::decode(&mut r).unwrap();
+    assert_eq!(r.u32().unwrap(), 1);
+    r.u64().unwrap();
+    r.u64().unwrap();
+    assert_eq!(r.u32().unwrap(), mode);
+    assert_eq!(r.u32().unwrap(), SCSI);
+    let ext = BlockExtent::decode_list(r.opaque(1 << 20).unwrap()).unwrap();
+    (st, ext)
+}
+
+fn scsi_commit(x: &mut Ctx<'_>, sid: Stateid, len: u64, body: Vec<u8>) -> (NfsStat, Vec<u8>) {
+    let mut w = XdrWriter::new();
+    w.u64(0);
+    w.u64(len);
+    w.bool(false);
+    sid.encode(&mut w);
+    w.bool(true);
+    w.u64(len - 1);
+    w.bool(false);
+    w.u32(SCSI);
+    w.opaque(&body);
+    call(x, layoutcommit::run, &w.buf)
+}
+
+#[test]
+fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
+    let fx = fixture(opts());
+    let c = conn(1, None);
+    let mut x = ctx(&fx.srv, &c);
+    mount(&mut x, b"a");
+    let (fh, sid) = create(&mut x, b"f");
+    let (lsid, ext) = scsi_get(&mut x, iomode::RW, 3 * B, sid);
+    assert!(ext.iter().all(|e| e.state == ExtentState::INVALID_DATA));
+    let unwritten = |srv: &Server| {
+        srv.store
+            .extents(fh.ino, 0, 3)
+            .unwrap()
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s,
+                    Segment::Mapped {
+                        state: ExtState::Unwritten,
+                        ..
+                    }
+                )
+            })
+            .count()
+    };
+    assert!(unwritten(&fx.srv) > 0);
+    // Refusals: misaligned range, a block-layout body, a range outside the RW grant.
+    let bad = |offset, length| scsi::encode_update(&[ScsiRange { offset, length }]);
+    for body in [
+        bad(1, B),
+        bad(0, B + 1),
+        bad(64 * B, B),
+        BlockExtent::encode_list(&ext),
+    ] {
+        let (s, _) = scsi_commit(&mut x, lsid, 3 * B, body);
+        assert_eq!(s, NfsStat::BADLAYOUT);
+    }
+    assert!(unwritten(&fx.srv) > 0);
+    // The real commit: two ranges covering the three blocks.
+    let body = scsi::encode_update(&[
+        ScsiRange {
+            offset: 0,
+            length: B,
+        },
+        ScsiRange {
+            offset: B,
+            length: 2 * B,
+        },
+    ]);
+    let (s, reply) = scsi_commit(&mut x, lsid, 3 * B, body);
+    assert_eq!(s, NfsStat::OK);
+    let mut r = XdrReader::new(&reply);
+    assert!(r.bool().unwrap());
+    assert_eq!(r.u64().unwrap(), 3 * B);
+    assert_eq!(unwritten(&fx.srv), 0);
+    assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 3 * B);
+    // A READ layout now says the blocks hold data.
+    let (_, ext) = scsi_get(&mut x, iomode::READ, 3 * B, lsid);
+    assert!(ext.iter().all(|e| e.state == ExtentState::READ_DATA));
+}
+
+/// Records the keys fencing preempted.
+#[derive(Default)]
+struct Keys(Mutex<Vec<u64>>);
+
+impl PrFencer for Keys {
+    fn preempt_and_abort(&self, key: u64) -> Result<(), String> {
+        self.0.lock().unwrap().push(key);
+        Ok(())
+    }
+}
+
+#[test]
+fn overdue_recall_preempts_the_scsi_clients_key() {
+    let fx = fixture(opts());
+    let keys = Arc::new(Keys::default());
+    assert!(fx.srv.pnfs.scsi.install(keys.clone()));
+    let bc_a = Arc::new(Recorder::default());
+    let (ca, cb) = (conn(1, Some(bc_a.clone())), conn(2, None));
+    let mut a = ctx(&fx.srv, &ca);
+    let mut b = ctx(&fx.srv, &cb);
+    let ida = mount(&mut a, b"a");
+    mount(&mut b, b"b");
+    let (_, sa) = create(&mut a, b"f");
+    scsi_get(&mut a, iomode::RW, 2 * B, sa);
+    let (_, sb) = create(&mut b, b"f");
+    let (s, _) = call(
+        &mut b,
+        layoutget::run,
+        &layoutget_args(SCSI, iomode::READ, 0, B, B, sb, 0xffff),
+    );
+    assert_eq!(s, NfsStat::RECALLCONFLICT);
+    callback::tick_at(&fx.srv, Instant::now());
+    assert!(keys.0.lock().unwrap().is_empty());
+    let late = Instant::now() + Duration::from_secs(2 * u64::from(fx.srv.opts.lease_seconds) + 1);
+    callback::tick_at(&fx.srv, late);
+    assert_eq!(*keys.0.lock().unwrap(), vec![scsi::client_pr_key(ida)]);
+    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 1);
+}
