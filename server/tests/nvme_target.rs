@@ -86,7 +86,10 @@ impl Daemon {
             .unwrap();
         assert!(st.success());
         let code = self.child.wait().unwrap();
-        self.log.extend(self.lines.try_iter());
+        // The reader thread may still hold the last lines: drain until it sees EOF.
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(10)) {
+            self.log.push(l);
+        }
         (code.success(), self.log.join("\n"))
     }
 }
