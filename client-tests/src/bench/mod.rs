@@ -119,11 +119,7 @@ async fn session(srv: &Server) -> Result<Arc<Session>> {
     Err(ClientError::Harness("server stayed in grace".into()))
 }
 
-async fn writers(
-    sessions: &[Arc<Session>],
-    spec: &Spec,
-    prefix: &str,
-) -> Result<Vec<Arc<Writer>>> {
+async fn writers(sessions: &[Arc<Session>], spec: &Spec, prefix: &str) -> Result<Vec<Arc<Writer>>> {
     let mut out = Vec::new();
     for (i, s) in sessions.iter().enumerate() {
         let name = format!("{prefix}{i}");
@@ -175,14 +171,21 @@ pub async fn run_workload(spec: &Spec, rounds: usize) -> Result<WorkloadResult> 
     let fixed = if spec.new_files {
         None
     } else {
-        Some((writers(&sa, spec, "w").await?, writers(&sb, spec, "w").await?))
+        Some((
+            writers(&sa, spec, "w").await?,
+            writers(&sb, spec, "w").await?,
+        ))
     };
     let mut figs: Vec<(Mode, ModeFigures)> =
         ORDER.iter().map(|m| (*m, ModeFigures::default())).collect();
     for r in 0..rounds {
         for k in 0..ORDER.len() {
             let mode = ORDER[(k + r) % ORDER.len()];
-            let (srv, sess) = if mode == Mode::Sync { (&b, &sb) } else { (&a, &sa) };
+            let (srv, sess) = if mode == Mode::Sync {
+                (&b, &sb)
+            } else {
+                (&a, &sa)
+            };
             let seed = (r * 8 + k) as u64;
             let (wall, lats) = match &fixed {
                 Some((wa, wb)) => {

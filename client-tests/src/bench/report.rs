@@ -200,7 +200,10 @@ fn counters_json(c: Option<ServerCounters>) -> String {
 }
 
 pub fn json(results: &[WorkloadResult], machine: &str) -> String {
-    let mut s = format!("{{\n  \"machine\": \"{}\",\n  \"workloads\": [\n", machine.replace('"', "'"));
+    let mut s = format!(
+        "{{\n  \"machine\": \"{}\",\n  \"workloads\": [\n",
+        machine.replace('"', "'")
+    );
     for (i, r) in results.iter().enumerate() {
         let _ = write!(
             s,

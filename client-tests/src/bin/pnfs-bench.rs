@@ -8,7 +8,8 @@ mod bench;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: pnfs-bench [--rounds N] [--quick] [--scale DIV] [--json FILE] [WORKLOAD...]
+const USAGE: &str =
+    "usage: pnfs-bench [--rounds N] [--quick] [--scale DIV] [--json FILE] [WORKLOAD...]
   workloads: overwrite-1 overwrite-4 small newfiles (default: all)
   --rounds N   interleaved rounds per workload, figures are medians (default 3; --quick 1)
   --quick      one round, sizes divided by 4
@@ -34,8 +35,16 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     while let Some(x) = it.next() {
         let mut val = |n: &str| it.next().ok_or(format!("{n} needs a value"));
         match x.as_str() {
-            "--rounds" => a.rounds = val("--rounds")?.parse().map_err(|e| format!("--rounds: {e}"))?,
-            "--scale" => a.scale = val("--scale")?.parse().map_err(|e| format!("--scale: {e}"))?,
+            "--rounds" => {
+                a.rounds = val("--rounds")?
+                    .parse()
+                    .map_err(|e| format!("--rounds: {e}"))?
+            }
+            "--scale" => {
+                a.scale = val("--scale")?
+                    .parse()
+                    .map_err(|e| format!("--scale: {e}"))?
+            }
             "--json" => a.json = Some(PathBuf::from(val("--json")?)),
             "--quick" => quick = true,
             "-h" | "--help" => return Err(String::new()),
@@ -65,7 +74,9 @@ fn main() -> ExitCode {
     };
     let specs: Vec<bench::Spec> = bench::specs(args.scale)
         .into_iter()
-        .filter(|s| args.only.is_empty() || args.only.iter().any(|o| s.name.starts_with(o.as_str())))
+        .filter(|s| {
+            args.only.is_empty() || args.only.iter().any(|o| s.name.starts_with(o.as_str()))
+        })
         .collect();
     if specs.is_empty() {
         eprintln!("pnfs-bench: no such workload\n{USAGE}");
