@@ -36,7 +36,14 @@ fn tiny_run_writes_json_with_positive_figures() {
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("pnfsd ÷ limit"), "no table: {stdout}");
     let json = std::fs::read_to_string(&out).unwrap();
-    for w in ["overwrite-1", "overwrite-4", "small", "newfiles"] {
+    for w in [
+        "overwrite-1",
+        "overwrite-4",
+        "small",
+        "newfiles",
+        "meta-1",
+        "meta-8",
+    ] {
         assert!(
             json.contains(&format!("\"name\": \"{w}\"")),
             "{w} missing: {json}"
@@ -49,6 +56,13 @@ fn tiny_run_writes_json_with_positive_figures() {
             "{m}: {json}"
         );
     }
+    for m in ["sync-export", "async-export"] {
+        assert_eq!(
+            json.matches(&format!("\"{m}\": {{")).count(),
+            2,
+            "{m}: {json}"
+        );
+    }
     for key in [
         "wall_ms",
         "commits_per_s",
@@ -57,14 +71,17 @@ fn tiny_run_writes_json_with_positive_figures() {
         "commits_per_round",
     ] {
         let v = values(&json, key);
-        assert_eq!(v.len(), 16, "{key}: {json}");
+        assert_eq!(v.len(), 20, "{key}: {json}");
         assert!(v.iter().all(|x| *x > 0.0), "{key} not positive: {v:?}");
     }
+    // Ratios: the layout workloads first, then `meta` (its own ratio only; the others null).
     for key in ["pnfsd_over_limit", "pnfsd_over_device", "sync_over_pnfsd"] {
         let v = values(&json, key);
-        assert_eq!(v.len(), 4);
-        assert!(v.iter().all(|x| *x > 0.0), "{key}: {v:?}");
+        assert_eq!(v.len(), 6);
+        assert!(v[..4].iter().all(|x| *x > 0.0), "{key}: {v:?}");
     }
+    let v = values(&json, "sync_export_over_async");
+    assert!(v.len() == 6 && v[4] > 0.0 && v[5] > 0.0, "{v:?}");
     // The server's own counters: every workload's LAYOUTCOMMITs reached both servers, and
     // each made at least one log write or data flush (it is durable somehow).
     let commits = values(&json, "layoutcommits");

@@ -132,6 +132,9 @@ pub async fn run_writer(
                 ping.run_ok(Compound::new()).await?;
             }
             Mode::Device => tokio::task::block_in_place(|| vol.sync_data())?,
+            Mode::ExportSync | Mode::ExportAsync => {
+                return Err(ClientError::Harness("not a layout mode".into()))
+            }
         }
         lats.push(t0.elapsed());
         off += io;

@@ -3,6 +3,7 @@
 //! and interleaved by round so machine drift hits every mode alike (docs/benchmarks.md).
 
 pub mod io;
+pub mod meta;
 pub mod report;
 
 use std::sync::Arc;
@@ -24,6 +25,9 @@ pub enum Mode {
     Limit,
     /// pwrite + fdatasync only (for the record).
     Device,
+    /// `meta` on an `export_sync = "sync"` export, and on an `"async"` one.
+    ExportSync,
+    ExportAsync,
 }
 
 impl Mode {
@@ -33,13 +37,15 @@ impl Mode {
             Mode::Sync => "sync",
             Mode::Limit => "limit",
             Mode::Device => "device",
+            Mode::ExportSync => "sync-export",
+            Mode::ExportAsync => "async-export",
         }
     }
 }
 
 const ORDER: [Mode; 4] = [Mode::Pnfsd, Mode::Limit, Mode::Sync, Mode::Device];
 
-/// A workload: `writers` files of `file_size`, written in `io_size` units.
+/// A workload (for `meta`: `writers` clients, `file_size` files each): `writers` files of `file_size`, written in `io_size` units.
 #[derive(Debug, Clone)]
 pub struct Spec {
     pub name: &'static str,
@@ -48,6 +54,8 @@ pub struct Spec {
     pub io_size: u64,
     /// New files each round (allocating writes) rather than overwrites of prefilled files.
     pub new_files: bool,
+    /// The namespace workload (meta.rs).
+    pub meta: bool,
 }
 
 pub fn specs(scale: u64) -> Vec<Spec> {
@@ -59,13 +67,25 @@ pub fn specs(scale: u64) -> Vec<Spec> {
             file_size,
             io_size: io_size.min(file_size),
             new_files,
+            meta: false,
         }
+    };
+    let files = (64 / scale.max(1)).max(2);
+    let m = |name, writers| Spec {
+        name,
+        writers,
+        file_size: files,
+        io_size: 0,
+        new_files: false,
+        meta: true,
     };
     vec![
         s("overwrite-1", 1, 16 << 20, 64 << 10, false),
         s("overwrite-4", 4, 16 << 20, 64 << 10, false),
         s("small", 1, 4 << 20, 4 << 10, false),
         s("newfiles", 4, 64 << 20, 4 << 20, true),
+        m("meta-1", 1),
+        m("meta-8", 8),
     ]
 }
 
@@ -160,6 +180,9 @@ async fn round(
 
 /// Runs `spec` for `rounds` rounds, the four modes interleaved (rotated each round).
 pub async fn run_workload(spec: &Spec, rounds: usize) -> Result<WorkloadResult> {
+    if spec.meta {
+        return meta::run(spec.name, spec.writers, spec.file_size as usize, rounds).await;
+    }
     let (a, b) = (start(false)?, start(true)?);
     let mut sa = Vec::new();
     let mut sb = Vec::new();

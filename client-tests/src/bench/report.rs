@@ -117,11 +117,13 @@ impl WorkloadResult {
     pub fn mode(&self, m: Mode) -> Option<&ModeFigures> {
         self.modes.iter().find(|(k, _)| *k == m).map(|(_, f)| f)
     }
-    /// Wall time of `a` over wall time of `b` (medians); > 1 means `a` is slower.
+    /// Wall time of `a` over wall time of `b` (medians); > 1 means `a` is slower; NaN if either
+    /// mode was not run.
     pub fn ratio(&self, a: Mode, b: Mode) -> f64 {
         match (self.mode(a), self.mode(b)) {
             (Some(x), Some(y)) if y.median_wall() > 0.0 => x.median_wall() / y.median_wall(),
-            _ => 0.0,
+            // Not measured in this workload: `null` in the JSON.
+            _ => f64::NAN,
         }
     }
 }
@@ -129,31 +131,50 @@ impl WorkloadResult {
 pub fn table(results: &[WorkloadResult]) -> String {
     let mut s = String::new();
     for r in results {
+        if r.io_size == 0 {
+            let _ = writeln!(
+                s,
+                "\n{} — {} client(s) × {} files (create, rename, remove), {} round(s), medians; ops",
+                r.name, r.writers, r.file_size, r.rounds
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "\n{} — {} writer(s) × {} KiB file, {} KiB writes, {} round(s), medians",
+                r.name,
+                r.writers,
+                r.file_size >> 10,
+                r.io_size >> 10,
+                r.rounds
+            );
+        }
         let _ = writeln!(
             s,
-            "\n{} — {} writer(s) × {} KiB file, {} KiB writes, {} round(s), medians",
-            r.name,
-            r.writers,
-            r.file_size >> 10,
-            r.io_size >> 10,
-            r.rounds
-        );
-        let _ = writeln!(
-            s,
-            "  {:<8} {:>10} {:>10} {:>10} {:>10} {:>9}",
+            "  {:<12} {:>10} {:>10} {:>10} {:>10} {:>9}",
             "mode", "wall ms", "commits/s", "p50 µs", "p99 µs", "÷limit"
         );
         for (m, f) in &r.modes {
             let _ = writeln!(
                 s,
-                "  {:<8} {:>10.1} {:>10.0} {:>10.0} {:>10.0} {:>9.2}",
+                "  {:<12} {:>10.1} {:>10.0} {:>10.0} {:>10.0} {:>9}",
                 m.name(),
                 f.median_wall() * 1e3,
                 f.ops_per_s(),
                 percentile(&f.lat_us, 50.0),
                 percentile(&f.lat_us, 99.0),
-                r.ratio(*m, Mode::Limit)
+                match r.ratio(*m, Mode::Limit) {
+                    x if x.is_finite() => format!("{x:.2}"),
+                    _ => "-".into(),
+                }
             );
+        }
+        if r.io_size == 0 {
+            let _ = writeln!(
+                s,
+                "  sync-export ÷ async-export {:.2}",
+                r.ratio(Mode::ExportSync, Mode::ExportAsync)
+            );
+            continue;
         }
         let _ = writeln!(
             s,
@@ -225,7 +246,8 @@ pub fn json(results: &[WorkloadResult], machine: &str) -> String {
         }
         let _ = write!(
             s,
-            "}},\n     \"ratios\": {{\"pnfsd_over_limit\": {}, \"pnfsd_over_device\": {}, \"sync_over_pnfsd\": {}}},\n     \"server\": {},\n     \"server_sync\": {}}}{}\n",
+            "}},\n     \"ratios\": {{\"sync_export_over_async\": {}, \"pnfsd_over_limit\": {}, \"pnfsd_over_device\": {}, \"sync_over_pnfsd\": {}}},\n     \"server\": {},\n     \"server_sync\": {}}}{}\n",
+            num(r.ratio(Mode::ExportSync, Mode::ExportAsync)),
             num(r.ratio(Mode::Pnfsd, Mode::Limit)),
             num(r.ratio(Mode::Pnfsd, Mode::Device)),
             num(r.ratio(Mode::Sync, Mode::Pnfsd)),

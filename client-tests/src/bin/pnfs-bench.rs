@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 const USAGE: &str =
     "usage: pnfs-bench [--rounds N] [--quick] [--scale DIV] [--json FILE] [WORKLOAD...]
-  workloads: overwrite-1 overwrite-4 small newfiles (default: all)
+  workloads: overwrite-1 overwrite-4 small newfiles meta-1 meta-8 (default: all)
   --rounds N   interleaved rounds per workload, figures are medians (default 3; --quick 1)
   --quick      one round, sizes divided by 4
   --scale DIV  divide every file size by DIV (the smoke test uses a tiny run)
