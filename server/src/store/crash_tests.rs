@@ -524,24 +524,31 @@ fn concurrent_clients_group_commit_and_stay_consistent() {
     let dev = crash_vol(8);
     let s = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
     let d = mk(&s, ROOT_INO, "shared", NewNode::Directory);
-    let threads: Vec<_> = (0..4u32)
-        .map(|t| {
-            let s = s.clone();
-            std::thread::spawn(move || {
-                for i in 0..250u32 {
-                    let name = format!("t{t}-{}", i % 20);
-                    if i >= 20 {
-                        s.remove(d.ino, name.as_bytes()).unwrap();
+    // How many log records a round takes depends on how much group commit shares (timing):
+    // run rounds until the log has wrapped at least once, so write-back really ran under load.
+    for round in 0..10u32 {
+        let threads: Vec<_> = (0..4u32)
+            .map(|t| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for i in 0..250u32 {
+                        let name = format!("t{t}-{}", i % 20);
+                        if round > 0 || i >= 20 {
+                            s.remove(d.ino, name.as_bytes()).unwrap();
+                        }
+                        let a = mk(&s, d.ino, &name, NewNode::Regular);
+                        s.write(a.ino, 0, &[t as u8; 5000], Stable::FileSync)
+                            .unwrap();
                     }
-                    let a = mk(&s, d.ino, &name, NewNode::Regular);
-                    s.write(a.ino, 0, &[t as u8; 5000], Stable::FileSync)
-                        .unwrap();
-                }
+                })
             })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        if s.log().counters().writebacks > 0 {
+            break;
+        }
     }
     let c = s.log().counters();
     assert!(c.writebacks > 0, "the log wrapped");
