@@ -156,6 +156,13 @@ pub mod setattr;
 pub mod verify;
 pub mod write;
 
+// ---- modules: extended attributes (RFC 8276) ----
+pub mod getxattr;
+pub mod listxattrs;
+pub mod removexattr;
+pub mod setxattr;
+mod xattr_util;
+
 // ---- modules: pNFS operations (layout work) ----
 
 /// Answers NFS4ERR_NOTSUPP: an operation of the protocol that pnfsd does not offer.
@@ -269,10 +276,10 @@ pub fn lookup(opnum: u32) -> Option<OpDesc> {
         IO_ADVISE => op("IO_ADVISE", notsupp, 2, true),
         WRITE_SAME => op("WRITE_SAME", notsupp, 2, true),
         CLONE => op("CLONE", notsupp, 2, true),
-        GETXATTR => op("GETXATTR", notsupp, 2, true),
-        SETXATTR => op("SETXATTR", notsupp, 2, true),
-        LISTXATTRS => op("LISTXATTRS", notsupp, 2, true),
-        REMOVEXATTR => op("REMOVEXATTR", notsupp, 2, true),
+        GETXATTR => op("GETXATTR", getxattr::run, 2, true),
+        SETXATTR => op("SETXATTR", setxattr::run, 2, true),
+        LISTXATTRS => op("LISTXATTRS", listxattrs::run, 2, true),
+        REMOVEXATTR => op("REMOVEXATTR", removexattr::run, 2, true),
 
         // ---- pNFS operations (layout work) ----
         LAYOUTGET => op("LAYOUTGET", notsupp, 1, true),
