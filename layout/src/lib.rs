@@ -8,15 +8,18 @@
 //! ```
 //!
 //! Owns: the on-disk superblock (`superblock`), the free-space allocator of the data area
-//! (`alloc`), per-file extent maps with written / unwritten / hole (`extent_map`). Later (issue 4):
-//! the pNFS block/SCSI layout bodies, device addresses and LAYOUTGET / LAYOUTCOMMIT rules.
+//! (`alloc`), per-file extent maps with written / unwritten / hole (`extent_map`), the pNFS block
+//! layout bodies and device address (`block`, RFC 5663 §2) and the LAYOUTGET / LAYOUTCOMMIT /
+//! LAYOUTRETURN rules (`policy`: ranges, extent states, maxcount, grants, commit checks).
 //!
 //! Never: RPC, sockets, NFS XDR, or any I/O of its own — callers read and write the blocks; this
 //! crate only encodes, decodes and computes.
 #![deny(unsafe_code)]
 
 pub mod alloc;
+pub mod block;
 pub mod extent_map;
+pub mod policy;
 pub mod superblock;
 
 pub use alloc::{AllocError, Allocator};

@@ -145,7 +145,8 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
         .thread_name("pnfsd")
         .build()
         .map_err(io_err("tokio runtime"))?;
-    let served = rt.block_on(run(&cfg, &volume, srv));
+    let served = rt.block_on(run(&cfg, &volume, srv.clone()));
+    tracing::info!(counters = ?srv.pnfs.metrics.snapshot(), "pNFS layout counters");
     // COMPOUNDs still running on blocking threads get a moment to finish before the unmount.
     rt.shutdown_timeout(Duration::from_secs(5));
     // Whatever stopped the server, leave a clean log behind (design.md §3: next mount O(1)).
@@ -179,10 +180,11 @@ async fn run(cfg: &Config, volume: &Path, srv: Arc<Server>) -> Result<(), Daemon
             loop {
                 every.tick().await;
                 let srv = srv.clone();
-                if tokio::task::spawn_blocking(move || srv.state.tick())
-                    .await
-                    .is_err()
-                {
+                let tick = move || {
+                    srv.state.tick();
+                    pnfsd::nfs4::callback::tick_at(&srv, std::time::Instant::now());
+                };
+                if tokio::task::spawn_blocking(tick).await.is_err() {
                     tracing::error!("state tick panicked");
                 }
             }

@@ -40,6 +40,8 @@ pub struct Server {
     pub opts: NfsOptions,
     /// Changes at every start: write verifier, server owner/scope instance.
     pub boot_verifier: u64,
+    /// pNFS grants and counters (issue 4).
+    pub pnfs: crate::nfs4::pnfs::Pnfs,
 }
 
 impl Server {
@@ -54,6 +56,7 @@ impl Server {
             store,
             state,
             opts,
+            pnfs: Default::default(),
         }
     }
 }

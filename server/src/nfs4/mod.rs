@@ -1,7 +1,9 @@
 //! NFSv4.1/4.2: COMPOUND dispatch, one file per operation, and the state they share.
 pub mod attr;
+pub mod callback;
 pub mod compound;
 pub mod ops;
+pub mod pnfs;
 pub mod state;
 pub mod status;
 pub mod types;

@@ -74,6 +74,19 @@ impl From<StoreError> for NfsStat {
     }
 }
 
+/// The block layout's rules (layout::policy, issue 4).
+impl From<layout::policy::PolicyError> for NfsStat {
+    fn from(e: layout::policy::PolicyError) -> NfsStat {
+        use layout::policy::PolicyError as P;
+        match e {
+            P::Inval => NfsStat::INVAL,
+            P::BadIoMode => NfsStat::BADIOMODE,
+            P::TooSmall => NfsStat::TOOSMALL,
+            P::BadLayout => NfsStat::BADLAYOUT,
+        }
+    }
+}
+
 impl From<XdrError> for NfsStat {
     fn from(_: XdrError) -> NfsStat {
         NfsStat::BADXDR

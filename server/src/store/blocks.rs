@@ -135,11 +135,24 @@ impl Inner {
             tx.obj(ino.0, !meta);
             (self.commit_locked(&mut g, res, tx.items, tx.objs)?, meta)
         };
-        if meta || force_log {
-            out.log_written = self.force(csn)?;
-        }
+        // Conversions and a new size set the inode's datasync_seq to `csn`; forcing to the
+        // inode's datasync_seq (not to `csn`) also covers an earlier conversion of this file
+        // that is not durable yet, and costs nothing when there is none (seed 002: like
+        // `__xfs_log_force_inode(ip, true, &log_flushed)`). `layoutcommit = "sync"` forces
+        // this commit's own checkpoint, timestamps included, every time.
+        let forced = if force_log {
+            self.force(csn)?
+        } else {
+            self.log
+                .force_object(ino.0, true)
+                .map_err(super::inner::io_err)?
+                .wrote_log
+        };
+        debug_assert!(force_log || !meta || self.log.durable_csn() >= csn);
+        out.log_written = forced;
         if !out.log_written {
-            // Nothing wrote the log on this device: the client's data still needs its flush.
+            // Nothing wrote the log on this device (the log is internal, design.md §2, so a
+            // log write would have flushed it): the client's data still needs its flush.
             self.flush_data()?;
             out.data_flushes += 1;
         }

@@ -525,6 +525,12 @@ impl Store {
             .commit_blocks(ino, written, last_byte, mtime, force_log)
     }
 
+    /// Data-volume flushes `(issued, shared with another caller)` so far (LAYOUTCOMMIT
+    /// counters, design.md §3 "Flush sharing").
+    pub fn data_flush_counts(&self) -> (u64, u64) {
+        (self.inner.flush.issued(), self.inner.flush.shared())
+    }
+
     /// What the last mount read and replayed.
     pub fn mount_stats(&self) -> MountStats {
         self.inner.mount_stats

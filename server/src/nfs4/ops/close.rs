@@ -16,6 +16,16 @@ pub fn close(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Nfs
         return NfsStat::NOFILEHANDLE;
     };
     let last = try_stat!(ctx.srv.state.close(cid, &sid, fh.ino));
+    if !ctx.srv.state.client_has_open(cid, fh.ino) {
+        // Return-on-close (LAYOUTGET answers `logr_return_on_close` true, RFC 8881
+        // §18.43.3): the client's layouts of the file go with its last CLOSE of it.
+        for (c, lsid) in ctx.srv.state.layouts_of_file(fh.ino) {
+            if c == cid {
+                let _ = ctx.srv.state.layout_return(cid, fh.ino, &lsid, true);
+                ctx.srv.pnfs.release_file(cid, fh.ino);
+            }
+        }
+    }
     if last {
         // An unlinked file stays while open (REMOVE asked `file_is_open`); free it now.
         if let Ok(a) = ctx.srv.store.getattr(fh.ino) {

@@ -164,6 +164,14 @@ pub mod setxattr;
 mod xattr_util;
 
 // ---- modules: pNFS operations (layout work) ----
+pub mod getdeviceinfo;
+pub mod getdevicelist;
+pub mod layoutcommit;
+pub mod layoutget;
+pub mod layoutreturn;
+#[cfg(test)]
+mod pnfs_tests;
+pub mod pnfs_util;
 
 /// Answers NFS4ERR_NOTSUPP: an operation of the protocol that pnfsd does not offer.
 pub fn notsupp(_: &mut Ctx<'_>, _: &mut XdrReader<'_>, _: &mut XdrWriter) -> NfsStat {
@@ -282,11 +290,12 @@ pub fn lookup(opnum: u32) -> Option<OpDesc> {
         REMOVEXATTR => op("REMOVEXATTR", removexattr::run, 2, true),
 
         // ---- pNFS operations (layout work) ----
-        LAYOUTGET => op("LAYOUTGET", notsupp, 1, true),
-        LAYOUTCOMMIT => op("LAYOUTCOMMIT", notsupp, 1, true),
-        LAYOUTRETURN => op("LAYOUTRETURN", notsupp, 1, false),
-        GETDEVICEINFO => op("GETDEVICEINFO", notsupp, 1, false),
-        GETDEVICELIST => op("GETDEVICELIST", notsupp, 1, true),
+        LAYOUTGET => op("LAYOUTGET", layoutget::run, 1, true),
+        LAYOUTCOMMIT => op("LAYOUTCOMMIT", layoutcommit::run, 1, true),
+        // LAYOUTRETURN(ALL) needs no current filehandle; FILE and FSID check for one.
+        LAYOUTRETURN => op("LAYOUTRETURN", layoutreturn::run, 1, false),
+        GETDEVICEINFO => op("GETDEVICEINFO", getdeviceinfo::run, 1, false),
+        GETDEVICELIST => op("GETDEVICELIST", getdevicelist::run, 1, true),
         LAYOUTERROR => op("LAYOUTERROR", notsupp, 2, true),
         LAYOUTSTATS => op("LAYOUTSTATS", notsupp, 2, true),
         _ => return None,

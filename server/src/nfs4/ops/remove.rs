@@ -26,7 +26,12 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     }
     // The store keeps an unlinked file that is still open until its last CLOSE
     // (`Store::release`); layouts of a removed file are recalled by the layout code.
+    let victim = ctx.srv.store.lookup(dir.ino, &name).ok();
     let (change, _unlinked) = ctx.srv.store.remove(dir.ino, &name)?;
+    if let Some(v) = victim.filter(|v| v.nlink <= 1) {
+        // The last link is gone: recall its layouts (issue 4 item 6).
+        crate::nfs4::callback::recall_all(ctx.srv, super::ns_util::fh_of(&v));
+    }
     encode_change_info(w, &change);
     Ok(())
 }

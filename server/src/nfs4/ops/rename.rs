@@ -63,6 +63,11 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
             return Err(NfsStat::EXIST);
         }
     }
+    // A rename over a file drops the target's link: recall its layouts if it was the last.
+    let victim = target
+        .as_ref()
+        .filter(|t| t.nlink <= 1 && t.ftype == FileType::Regular)
+        .map(super::ns_util::fh_of);
     let (s, d, _unlinked) = store
         .rename(src.ino, &old, dst.ino, &new)
         .map_err(|e| match e {
@@ -71,6 +76,9 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
             }
             e => e.into(),
         })?;
+    if let Some(v) = victim {
+        crate::nfs4::callback::recall_all(ctx.srv, v);
+    }
     encode_change_info(w, &s);
     encode_change_info(w, &d);
     Ok(())

@@ -71,6 +71,15 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
         check_stateid(ctx, &args.stateid, &a, IoAccess::Write)?;
     }
     check_perms(&ctx.cred, &a, sa)?;
+    if sa.size.is_some_and(|s| s < a.size) && !ctx.srv.pnfs.holders(a.ino).is_empty() {
+        // Truncation frees blocks that layouts map: recall them and wait (DELAY, as knfsd
+        // waits in break_layout) until they are back or their holder is fenced (issue 4
+        // item 6), so no client writes into blocks another file may get.
+        crate::nfs4::callback::recall_all(ctx.srv, super::ns_util::fh_of(&a));
+        if !ctx.srv.pnfs.holders(a.ino).is_empty() {
+            return Err(NfsStat::DELAY);
+        }
+    }
     if *sa != SetAttrs::default() {
         ctx.srv.store.setattr(a.ino, sa)?;
     }

@@ -47,6 +47,7 @@ fn fixture() -> Option<Fx> {
             state,
             opts,
             boot_verifier: 1,
+            pnfs: Default::default(),
         },
         conn: ConnInfo {
             id: 1,

@@ -19,13 +19,29 @@ impl Inner {
             .find(|id| self.states.get(id).is_some_and(|s| s.client == clientid))
     }
 
+    /// Like `find`, but a layout stateid older than the server's is still its layout (knfsd
+    /// and RFC 8881 §12.5.3: only a seqid newer than the server's is BAD_STATEID; LAYOUTGETs
+    /// in flight make a client's LAYOUTCOMMIT/RETURN lag behind).
+    fn find_layout(&self, clientid: u64, given: &Stateid) -> Result<u64, NfsStat> {
+        match self.find(clientid, given) {
+            Err(NfsStat::OLD_STATEID) => {
+                let id = parse_other(self.epoch, &given.other)?;
+                match self.states.get(&id) {
+                    Some(st) if matches!(st.kind, StateKind::Layout) => Ok(id),
+                    _ => Err(NfsStat::OLD_STATEID),
+                }
+            }
+            r => r,
+        }
+    }
+
     pub fn layout_stateid(
         &mut self,
         clientid: u64,
         ino: Ino,
         given: &Stateid,
     ) -> Result<Stateid, NfsStat> {
-        let id = self.find(clientid, given)?;
+        let id = self.find_layout(clientid, given)?;
         let st = self.states.get(&id).ok_or(NfsStat::BAD_STATEID)?;
         if st.ino != ino {
             return Err(NfsStat::BAD_STATEID);
@@ -60,7 +76,7 @@ impl Inner {
     }
 
     pub fn check_layout(&self, clientid: u64, ino: Ino, given: &Stateid) -> Result<(), NfsStat> {
-        let id = self.find(clientid, given)?;
+        let id = self.find_layout(clientid, given)?;
         match self.states.get(&id) {
             Some(st) if st.ino == ino && matches!(st.kind, StateKind::Layout) => Ok(()),
             _ => Err(NfsStat::BAD_STATEID),
@@ -78,6 +94,15 @@ impl Inner {
             self.drop_state(*id);
         }
         ids.into_iter().map(|(_, ino)| ino).collect()
+    }
+
+    /// Whether the client still has the file open (return-on-close waits for its last CLOSE).
+    pub fn client_has_open(&self, clientid: u64, ino: Ino) -> bool {
+        self.files.get(&ino).is_some_and(|f| {
+            f.opens
+                .iter()
+                .any(|id| self.states.get(id).is_some_and(|s| s.client == clientid))
+        })
     }
 
     pub fn layouts_of_file(&self, ino: Ino) -> Vec<(u64, Stateid)> {

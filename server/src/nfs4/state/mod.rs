@@ -447,6 +447,11 @@ impl StateManager {
         self.with(|i, _| i.layout_return_all(clientid))
     }
 
+    /// Whether the client still has an open of the file (return-on-close).
+    pub fn client_has_open(&self, clientid: u64, ino: Ino) -> bool {
+        self.with(|i, _| i.client_has_open(clientid, ino))
+    }
+
     /// Clients holding layouts of a file (for CB_LAYOUTRECALL), with their layout stateids.
     pub fn layouts_of_file(&self, ino: Ino) -> Vec<(u64, Stateid)> {
         self.with(|i, _| i.layouts_of_file(ino))

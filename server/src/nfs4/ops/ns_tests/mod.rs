@@ -54,6 +54,7 @@ pub(super) fn fixture_with(sopts: StoreOptions) -> Option<Fx> {
             state,
             opts,
             boot_verifier: BOOT,
+            pnfs: Default::default(),
         },
         conn: ConnInfo {
             id: 1,

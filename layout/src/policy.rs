@@ -1,0 +1,494 @@
+//! LAYOUTGET / LAYOUTCOMMIT / LAYOUTRETURN rules of the block layout (design.md §5, RFC 8881
+//! §18.42–18.44, RFC 5663 §2.3), as pure functions over extent-map segments: which range a
+//! LAYOUTGET maps, which extent states it answers, how many extents fit `maxcount`, what a
+//! client was granted and whether a LAYOUTCOMMIT stays inside it. The server's op files call
+//! these and map [`PolicyError`] to NFS status codes.
+
+use thiserror::Error;
+
+use crate::block::{iomode, BlockExtent, ExtentState};
+use crate::extent_map::{ExtState, Segment};
+
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyError {
+    /// NFS4ERR_INVAL: a range that overflows, is empty or shorter than `minlength`, or a last
+    /// byte written outside the committed range.
+    #[error("invalid range")]
+    Inval,
+    /// NFS4ERR_BADIOMODE.
+    #[error("bad iomode")]
+    BadIoMode,
+    /// NFS4ERR_TOOSMALL: not even the extents up to `offset + minlength` fit `maxcount`.
+    #[error("maxcount too small")]
+    TooSmall,
+    /// NFS4ERR_BADLAYOUT: a LAYOUTCOMMIT extent the client was not given, misaligned, of
+    /// another device or in a state other than READ_WRITE_DATA.
+    #[error("bad layout")]
+    BadLayout,
+}
+
+/// How far one LAYOUTGET maps past its offset when the client asks for more (the Linux
+/// client asks for the whole file, `length = u64::MAX`): 64 MiB, so one allocating LAYOUTGET
+/// never grabs more than a large write needs, while an ordinary file is one round trip.
+pub const MAX_SPAN_BYTES: u64 = 64 << 20;
+
+/// RFC 8881 §18.43.3 argument checks (knfsd `nfsd4_layoutget` makes the same ones).
+pub fn check_get(mode: u32, offset: u64, length: u64, minlength: u64) -> Result<(), PolicyError> {
+    if mode != iomode::READ && mode != iomode::RW {
+        return Err(PolicyError::BadIoMode);
+    }
+    // "length less than minlength", and both must fit below 2^64 from the offset (a length
+    // of all ones means "to the end of the file").
+    if length == 0 || length < minlength {
+        return Err(PolicyError::Inval);
+    }
+    if minlength != 0 && (minlength == u64::MAX || offset.checked_add(minlength).is_none()) {
+        return Err(PolicyError::Inval);
+    }
+    if length != u64::MAX && offset.checked_add(length).is_none() {
+        return Err(PolicyError::Inval);
+    }
+    Ok(())
+}
+
+/// The block range `(first_block, n_blocks)` a LAYOUTGET maps: from `offset` rounded down to
+/// the end rounded up, clipped to [`MAX_SPAN_BYTES`] but never below `offset + minlength`.
+pub fn get_range(offset: u64, length: u64, minlength: u64, block: u64) -> (u64, u64) {
+    let first = offset / block;
+    let want_end = offset.saturating_add(length);
+    let min_end = offset.saturating_add(minlength.max(1));
+    let end = want_end
+        .min(offset.saturating_add(MAX_SPAN_BYTES))
+        .max(min_end);
+    let last = end.div_ceil(block);
+    (first, last.saturating_sub(first).max(1))
+}
+
+/// The wire extents for the segments of a looked-up range (design.md §5): RW gives
+/// READ_WRITE_DATA over written and INVALID_DATA over unwritten blocks (holes were
+/// allocated before); READ gives READ_DATA over written blocks inside the file and
+/// NONE_DATA (storage offset 0) for holes, unwritten blocks and past EOF. Neighbouring
+/// NONE_DATA pieces merge. `None` if an RW range still has a hole.
+pub fn extents_for(
+    segs: &[Segment],
+    mode: u32,
+    dev: [u8; 16],
+    block: u64,
+    file_size: u64,
+) -> Option<Vec<BlockExtent>> {
+    let eof_block = file_size.div_ceil(block);
+    let mut out: Vec<BlockExtent> = Vec::with_capacity(segs.len());
+    let mut push = |fb: u64, len: u64, phys: Option<u64>, st: ExtentState| {
+        if len == 0 {
+            return;
+        }
+        if let Some(prev) = out.last_mut() {
+            if st == ExtentState::NONE_DATA
+                && prev.state == st
+                && prev.file_offset + prev.length == fb * block
+            {
+                prev.length += len * block;
+                return;
+            }
+        }
+        out.push(BlockExtent {
+            deviceid: dev,
+            file_offset: fb * block,
+            length: len * block,
+            storage_offset: phys.map_or(0, |p| p * block),
+            state: st,
+        });
+    };
+    for s in segs {
+        match *s {
+            Segment::Hole { file_block, len } => {
+                if mode == iomode::RW {
+                    return None;
+                }
+                push(file_block, len, None, ExtentState::NONE_DATA);
+            }
+            Segment::Mapped {
+                file_block,
+                phys_block,
+                len,
+                state,
+            } => match (mode == iomode::RW, state) {
+                (true, ExtState::Written) => push(
+                    file_block,
+                    len,
+                    Some(phys_block),
+                    ExtentState::READ_WRITE_DATA,
+                ),
+                (true, ExtState::Unwritten) => {
+                    push(file_block, len, Some(phys_block), ExtentState::INVALID_DATA)
+                }
+                (false, ExtState::Unwritten) => push(file_block, len, None, ExtentState::NONE_DATA),
+                (false, ExtState::Written) => {
+                    // Written blocks past EOF (a racing truncate) read as nothing.
+                    let inside = eof_block.saturating_sub(file_block).min(len);
+                    push(file_block, inside, Some(phys_block), ExtentState::READ_DATA);
+                    push(
+                        file_block + inside,
+                        len - inside,
+                        None,
+                        ExtentState::NONE_DATA,
+                    );
+                }
+            },
+        }
+    }
+    Some(out)
+}
+
+/// Keeps the leading extents whose list fits in `room` bytes; the kept ones must reach
+/// `need_end` (the byte `offset + minlength`), else TOOSMALL.
+pub fn fit(
+    mut ext: Vec<BlockExtent>,
+    room: usize,
+    need_end: u64,
+) -> Result<Vec<BlockExtent>, PolicyError> {
+    let mut n = ext.len();
+    while n > 0 && BlockExtent::list_size(n) > room {
+        n -= 1;
+    }
+    ext.truncate(n);
+    let end = ext.last().map_or(0, |e| e.file_offset + e.length);
+    if n == 0 || end < need_end {
+        return Err(PolicyError::TooSmall);
+    }
+    Ok(ext)
+}
+
+/// What one client holds of one file: byte ranges `[start, end)` with their iomode.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    ranges: Vec<(u64, u64, u32)>,
+}
+
+impl Grants {
+    pub fn add(&mut self, start: u64, end: u64, mode: u32) {
+        if start < end {
+            self.ranges.push((start, end, mode));
+        }
+    }
+
+    /// LAYOUTRETURN of `[start, end)` in `mode` (ANY returns both modes).
+    pub fn remove(&mut self, start: u64, end: u64, mode: u32) {
+        let mut keep = Vec::with_capacity(self.ranges.len());
+        for &(s, e, m) in &self.ranges {
+            if (mode != iomode::ANY && m != mode) || e <= start || s >= end {
+                keep.push((s, e, m));
+                continue;
+            }
+            if s < start {
+                keep.push((s, start, m));
+            }
+            if e > end {
+                keep.push((end, e, m));
+            }
+        }
+        self.ranges = keep;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Whether RW grants cover all of `[start, end)`.
+    pub fn covers_rw(&self, start: u64, end: u64) -> bool {
+        let mut rw: Vec<(u64, u64)> = self
+            .ranges
+            .iter()
+            .filter(|r| r.2 == iomode::RW)
+            .map(|r| (r.0, r.1))
+            .collect();
+        rw.sort_unstable();
+        let mut pos = start;
+        for (s, e) in rw {
+            if pos >= end {
+                break;
+            }
+            if s > pos {
+                return false;
+            }
+            pos = pos.max(e);
+        }
+        pos >= end
+    }
+
+    /// Whether any grant overlaps `[start, end)` in a mode that conflicts with `mode` (RW
+    /// conflicts with everything; READ only with RW).
+    pub fn conflicts(&self, start: u64, end: u64, mode: u32) -> bool {
+        self.ranges
+            .iter()
+            .any(|&(s, e, m)| s < end && start < e && (m == iomode::RW || mode == iomode::RW))
+    }
+}
+
+/// One extent a LAYOUTCOMMIT converts: file block, length, volume block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitExtent {
+    pub file_block: u64,
+    pub len_blocks: u64,
+    pub phys_block: u64,
+}
+
+/// RFC 8881 §18.42.3 / RFC 5663 §2.3.2 checks of a LAYOUTCOMMIT: the last byte written lies
+/// in `[offset, offset + length)` (else INVAL); every extent is of our device, block-aligned,
+/// non-empty, READ_WRITE_DATA and inside what `grants` gave the client RW (else BADLAYOUT).
+/// `grants` is `None` for a reclaim during grace (no layout survives a restart).
+pub fn check_commit(
+    extents: &[BlockExtent],
+    dev: [u8; 16],
+    block: u64,
+    offset: u64,
+    length: u64,
+    last_byte: Option<u64>,
+    grants: Option<&Grants>,
+) -> Result<Vec<CommitExtent>, PolicyError> {
+    if let Some(lb) = last_byte {
+        let end = offset.saturating_add(length);
+        if lb < offset || lb >= end {
+            return Err(PolicyError::Inval);
+        }
+    }
+    let mut out = Vec::with_capacity(extents.len());
+    for e in extents {
+        let aligned =
+            e.file_offset % block == 0 && e.length % block == 0 && e.storage_offset % block == 0;
+        let Some(end) = e.file_offset.checked_add(e.length) else {
+            return Err(PolicyError::BadLayout);
+        };
+        if e.deviceid != dev
+            || !aligned
+            || e.length == 0
+            || e.state != ExtentState::READ_WRITE_DATA
+            || grants.is_some_and(|g| !g.covers_rw(e.file_offset, end))
+        {
+            return Err(PolicyError::BadLayout);
+        }
+        out.push(CommitExtent {
+            file_block: e.file_offset / block,
+            len_blocks: e.length / block,
+            phys_block: e.storage_offset / block,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const B: u64 = 4096;
+    const DEV: [u8; 16] = [5; 16];
+
+    fn mapped(fb: u64, pb: u64, len: u64, state: ExtState) -> Segment {
+        Segment::Mapped {
+            file_block: fb,
+            phys_block: pb,
+            len,
+            state,
+        }
+    }
+
+    #[test]
+    fn get_argument_checks() {
+        assert_eq!(check_get(3, 0, 10, 0), Err(PolicyError::BadIoMode));
+        assert_eq!(check_get(0, 0, 10, 0), Err(PolicyError::BadIoMode));
+        assert_eq!(check_get(1, 0, 10, 20), Err(PolicyError::Inval));
+        assert_eq!(check_get(1, 0, 0, 0), Err(PolicyError::Inval));
+        assert_eq!(check_get(2, u64::MAX - 5, 10, 0), Err(PolicyError::Inval));
+        assert_eq!(
+            check_get(2, 10, u64::MAX, u64::MAX),
+            Err(PolicyError::Inval)
+        );
+        assert_eq!(check_get(2, 10, u64::MAX, 4 * B), Ok(()));
+        assert_eq!(check_get(1, 8192, 8192, 8192), Ok(()));
+    }
+
+    #[test]
+    fn get_range_is_block_aligned_and_bounded() {
+        assert_eq!(get_range(100, 10, 10, B), (0, 1));
+        assert_eq!(get_range(8192, 8192, 8192, B), (2, 2));
+        assert_eq!(get_range(4095, 2, 0, B), (0, 2));
+        // "The whole file" is clipped to the span, but never below minlength.
+        assert_eq!(get_range(0, u64::MAX, 0, B), (0, MAX_SPAN_BYTES / B));
+        assert_eq!(
+            get_range(0, u64::MAX, 2 * MAX_SPAN_BYTES, B).1,
+            2 * MAX_SPAN_BYTES / B
+        );
+    }
+
+    #[test]
+    fn rw_extents_are_invalid_over_unwritten_and_rw_over_written() {
+        let segs = [
+            mapped(0, 100, 2, ExtState::Written),
+            mapped(2, 300, 3, ExtState::Unwritten),
+        ];
+        let e = extents_for(&segs, iomode::RW, DEV, B, 0).unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].state, ExtentState::READ_WRITE_DATA);
+        assert_eq!(
+            (e[0].file_offset, e[0].length, e[0].storage_offset),
+            (0, 2 * B, 100 * B)
+        );
+        assert_eq!(e[1].state, ExtentState::INVALID_DATA);
+        assert_eq!(
+            (e[1].file_offset, e[1].length, e[1].storage_offset),
+            (2 * B, 3 * B, 300 * B)
+        );
+        let hole = [Segment::Hole {
+            file_block: 0,
+            len: 1,
+        }];
+        assert_eq!(extents_for(&hole, iomode::RW, DEV, B, 0), None);
+    }
+
+    #[test]
+    fn read_extents_give_none_data_for_holes_unwritten_and_past_eof() {
+        let segs = [
+            mapped(0, 100, 4, ExtState::Written),
+            mapped(4, 200, 1, ExtState::Unwritten),
+            Segment::Hole {
+                file_block: 5,
+                len: 3,
+            },
+        ];
+        // Size 2.5 blocks: blocks 0..3 are inside, block 3 is past EOF.
+        let e = extents_for(&segs, iomode::READ, DEV, B, 2 * B + 100).unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(
+            (e[0].state, e[0].file_offset, e[0].length),
+            (ExtentState::READ_DATA, 0, 3 * B)
+        );
+        assert_eq!(e[0].storage_offset, 100 * B);
+        assert_eq!(
+            (e[1].state, e[1].file_offset, e[1].length),
+            (ExtentState::NONE_DATA, 3 * B, 5 * B)
+        );
+        assert_eq!(e[1].storage_offset, 0);
+        // Contiguous, covering the range exactly.
+        assert_eq!(e[0].file_offset + e[0].length, e[1].file_offset);
+    }
+
+    #[test]
+    fn fit_keeps_what_maxcount_allows_and_checks_minlength() {
+        let one = |i: u64| BlockExtent {
+            deviceid: DEV,
+            file_offset: i * B,
+            length: B,
+            storage_offset: (10 + 2 * i) * B,
+            state: ExtentState::INVALID_DATA,
+        };
+        let all: Vec<_> = (0..5).map(one).collect();
+        let kept = fit(all.clone(), BlockExtent::list_size(3), B).unwrap();
+        assert_eq!(kept, all[..3].to_vec());
+        assert_eq!(
+            fit(all.clone(), BlockExtent::list_size(3), 4 * B),
+            Err(PolicyError::TooSmall)
+        );
+        assert_eq!(fit(all, 10, 0), Err(PolicyError::TooSmall));
+    }
+
+    #[test]
+    fn grants_cover_return_and_conflict() {
+        let mut g = Grants::default();
+        g.add(0, 8192, iomode::RW);
+        g.add(8192, 16384, iomode::RW);
+        g.add(16384, 20480, iomode::READ);
+        assert!(g.covers_rw(0, 16384));
+        assert!(!g.covers_rw(0, 16385));
+        assert!(g.conflicts(16384, 16385, iomode::RW));
+        assert!(!g.conflicts(16384, 16385, iomode::READ));
+        g.remove(4096, 12288, iomode::RW);
+        assert!(!g.covers_rw(0, 8192));
+        assert!(g.covers_rw(12288, 16384));
+        g.remove(0, u64::MAX, iomode::READ);
+        assert!(!g.conflicts(16384, 20480, iomode::RW));
+        g.remove(0, u64::MAX, iomode::ANY);
+        assert!(g.is_empty());
+    }
+
+    #[test]
+    fn commit_checks() {
+        let mut g = Grants::default();
+        g.add(0, 4 * B, iomode::RW);
+        let ok = BlockExtent {
+            deviceid: DEV,
+            file_offset: B,
+            length: 2 * B,
+            storage_offset: 50 * B,
+            state: ExtentState::READ_WRITE_DATA,
+        };
+        let c = check_commit(&[ok], DEV, B, B, 2 * B, Some(3 * B - 1), Some(&g)).unwrap();
+        assert_eq!(
+            c,
+            vec![CommitExtent {
+                file_block: 1,
+                len_blocks: 2,
+                phys_block: 50
+            }]
+        );
+        // Last byte outside the committed range.
+        assert_eq!(
+            check_commit(&[ok], DEV, B, B, 2 * B, Some(3 * B), Some(&g)),
+            Err(PolicyError::Inval)
+        );
+        assert_eq!(
+            check_commit(&[ok], DEV, B, B, 2 * B, Some(B - 1), Some(&g)),
+            Err(PolicyError::Inval)
+        );
+        let bad = |e: BlockExtent| check_commit(&[e], DEV, B, 0, 4 * B, None, Some(&g));
+        assert_eq!(
+            bad(BlockExtent {
+                file_offset: 3 * B,
+                ..ok
+            }),
+            Err(PolicyError::BadLayout)
+        );
+        assert_eq!(
+            bad(BlockExtent { length: 100, ..ok }),
+            Err(PolicyError::BadLayout)
+        );
+        assert_eq!(
+            bad(BlockExtent {
+                storage_offset: 7,
+                ..ok
+            }),
+            Err(PolicyError::BadLayout)
+        );
+        assert_eq!(
+            bad(BlockExtent {
+                deviceid: [0; 16],
+                ..ok
+            }),
+            Err(PolicyError::BadLayout)
+        );
+        assert_eq!(
+            bad(BlockExtent {
+                state: ExtentState::INVALID_DATA,
+                ..ok
+            }),
+            Err(PolicyError::BadLayout)
+        );
+        assert_eq!(
+            bad(BlockExtent { length: 0, ..ok }),
+            Err(PolicyError::BadLayout)
+        );
+        // A reclaim (no grants after a restart) is checked for shape only.
+        assert!(check_commit(
+            &[BlockExtent {
+                file_offset: 9 * B,
+                ..ok
+            }],
+            DEV,
+            B,
+            0,
+            1,
+            None,
+            None
+        )
+        .is_ok());
+    }
+}

@@ -1,0 +1,233 @@
+//! Layout recalls over the backchannel (RFC 8881 §12.5.5, §20.3) and fencing (design.md §5).
+//!
+//! ```text
+//! CB_COMPOUND4args (procedure 1 of the client's callback program):
+//!   tag opaque<> | minorversion u32 = 1 | callback_ident u32 = 0 | op count u32 = 2
+//!   CB_SEQUENCE (11):     sessionid[16] | sequenceid u32 | slotid u32 | highest_slotid u32
+//!                         | cachethis bool | referring_call_lists count u32 = 0
+//!   CB_LAYOUTRECALL (5):  layout_type u32 | iomode u32 (ANY) | changed bool
+//!                         | recall type u32 = FILE (1) | fh opaque<> | offset u64 = 0
+//!                         | length u64 = all ones | stateid4
+//! CB_COMPOUND4res: status u32 | tag opaque<> | results …  (only the status is read)
+//! ```
+//! Who gets recalled: every other client whose grants conflict with a LAYOUTGET (which
+//! answers RECALLCONFLICT meanwhile), and every holder of a file that SETATTR truncates or
+//! that REMOVE/RENAME unlinks for the last time. A recall stays pending until the client's
+//! grants of the file are gone (LAYOUTRETURN, return-on-close); after two lease periods the
+//! server fences the client — runs `fence_command <client address> <device id hex>` — and
+//! revokes its layout stateid (`tick_at`).
+
+use std::time::{Duration, Instant};
+
+use layout::block::{iomode, layout_type};
+
+use crate::nfs4::pnfs::add;
+use crate::nfs4::state::CbSlot;
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::{Fh, Stateid};
+use crate::server::Server;
+use crate::store::Ino;
+use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
+
+/// `CB_COMPOUND` is procedure 1 of the callback program (RFC 8881 §20.1).
+pub const CB_COMPOUND: u32 = 1;
+const OP_CB_LAYOUTRECALL: u32 = 5;
+const OP_CB_SEQUENCE: u32 = 11;
+const LAYOUTRECALL4_FILE: u32 = 1;
+
+/// Encodes CB_COMPOUND { CB_SEQUENCE, CB_LAYOUTRECALL(FILE, whole file) }.
+pub fn encode_layoutrecall(slot: &CbSlot, fh: &Fh, stateid: &Stateid, ltype: u32) -> XdrWriter {
+    let mut w = XdrWriter::with_capacity(160);
+    w.opaque(b"");
+    w.u32(1);
+    w.u32(0);
+    w.u32(2);
+    w.u32(OP_CB_SEQUENCE);
+    w.opaque_fixed(&slot.sessionid);
+    w.u32(slot.seqid);
+    w.u32(slot.slot);
+    w.u32(slot.slot);
+    w.bool(false);
+    w.u32(0);
+    w.u32(OP_CB_LAYOUTRECALL);
+    w.u32(ltype);
+    w.u32(iomode::ANY);
+    w.bool(true);
+    w.u32(LAYOUTRECALL4_FILE);
+    w.opaque(&fh.to_bytes());
+    w.u64(0);
+    w.u64(u64::MAX);
+    stateid.encode(&mut w);
+    w
+}
+
+/// The status of a CB_COMPOUND4res.
+pub fn decode_status(reply: &[u8]) -> Result<NfsStat, XdrError> {
+    Ok(NfsStat(XdrReader::new(reply).u32()?))
+}
+
+/// Recalls the layouts `clients` hold of `ino` (those not already being recalled). Blocking:
+/// one backchannel round trip per client; the client answers at once and returns the
+/// layout with LAYOUTRETURN later.
+pub fn recall_file(srv: &Server, fh: Fh, clients: &[u64]) {
+    for &c in clients {
+        if srv.pnfs.start_recall(c, fh.ino, Instant::now()) {
+            send_recall(srv, c, fh);
+        }
+    }
+}
+
+/// Sends one CB_LAYOUTRECALL. When the backchannel is down or busy (CB_PATH_DOWN, DELAY) the
+/// recall stays pending and `tick_at` tries again; the client is fenced two leases after
+/// the first attempt unless it returns the layout.
+fn send_recall(srv: &Server, c: u64, fh: Fh) {
+    let ino = fh.ino;
+    let sid = srv
+        .state
+        .layouts_of_file(ino)
+        .into_iter()
+        .find(|(cl, _)| *cl == c)
+        .map(|(_, s)| s);
+    let Some(sid) = sid else {
+        // No layout stateid left: nothing to recall, only stale grants.
+        srv.pnfs.release_file(c, ino);
+        return;
+    };
+    let slot = match srv.state.cb_begin(c) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!(client = c, status = e.name(), "layout recall not sent yet");
+            srv.pnfs.retry_recall(c, fh);
+            return;
+        }
+    };
+    let args = encode_layoutrecall(&slot, &fh, &sid, layout_type::BLOCK_VOLUME);
+    let res = slot.channel.call(slot.program, CB_COMPOUND, args);
+    srv.state.cb_done(&slot, res.is_ok());
+    add(&srv.pnfs.metrics.recalls_sent, 1);
+    match res.as_deref().map(decode_status) {
+        Ok(Ok(NfsStat::NOMATCHING_LAYOUT)) => {
+            // RFC 8881 §20.3.3: the client has nothing; its layouts are gone.
+            let _ = srv.state.layout_return(c, ino, &sid, true);
+            srv.pnfs.release_file(c, ino);
+        }
+        Ok(Ok(st)) => tracing::debug!(client = c, status = st.name(), "layout recalled"),
+        Ok(Err(_)) | Err(_) => tracing::info!(client = c, "layout recall failed"),
+    }
+}
+
+/// Recalls every layout of the file held by any client (truncate, last unlink).
+pub fn recall_all(srv: &Server, fh: Fh) {
+    let holders = srv.pnfs.holders(fh.ino);
+    if !holders.is_empty() {
+        recall_file(srv, fh, &holders);
+    }
+}
+
+/// The periodic part: forgets layouts the state dropped, ends recalls whose layouts came
+/// back, and fences clients that kept a recalled layout for two lease periods.
+pub fn tick_at(srv: &Server, now: Instant) {
+    srv.pnfs.forget(&srv.state.take_dropped_layouts());
+    let limit = Duration::from_secs(2 * u64::from(srv.state.lease_seconds()));
+    for (client, ino) in srv.pnfs.overdue_recalls(now, limit) {
+        fence(srv, client, ino);
+    }
+    for (client, fh) in srv.pnfs.take_unsent_recalls() {
+        send_recall(srv, client, fh);
+    }
+}
+
+/// Fences `client` from the volume and revokes its layouts of `ino` (design.md §5).
+fn fence(srv: &Server, client: u64, ino: Ino) {
+    let dev: String = crate::nfs4::ops::pnfs_util::device_id_of(srv)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let addr = srv.pnfs.peer_of(client);
+    tracing::warn!(
+        client,
+        ino = ino.0,
+        ?addr,
+        "layout not returned after two leases: fencing"
+    );
+    if let (Some(cmd), Some(addr)) = (&srv.opts.fence_command, addr) {
+        let mut parts = cmd.split_whitespace();
+        if let Some(prog) = parts.next() {
+            let out = std::process::Command::new(prog)
+                .args(parts)
+                .arg(addr.ip().to_string())
+                .arg(&dev)
+                .status();
+            match out {
+                Ok(s) if s.success() => {}
+                Ok(s) => tracing::error!(client, %s, "fence command failed"),
+                Err(e) => tracing::error!(client, %e, "fence command did not run"),
+            }
+        }
+    }
+    for (c, sid) in srv.state.layouts_of_file(ino) {
+        if c == client {
+            srv.state.revoke(&sid);
+        }
+    }
+    srv.pnfs.release_file(client, ino);
+    add(&srv.pnfs.metrics.fences, 1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[derive(Debug)]
+    struct Nobody;
+    impl crate::rpc::Backchannel for Nobody {
+        fn call(&self, _: u32, _: u32, _: XdrWriter) -> std::io::Result<Vec<u8>> {
+            Err(std::io::ErrorKind::NotConnected.into())
+        }
+    }
+
+    #[test]
+    fn layoutrecall_encoding() {
+        let slot = CbSlot {
+            clientid: 1,
+            sessionid: [3; 16],
+            program: 0x4000_0000,
+            slot: 0,
+            seqid: 7,
+            channel: Arc::new(Nobody),
+        };
+        let fh = Fh {
+            ino: Ino(42),
+            generation: 9,
+        };
+        let sid = Stateid {
+            seqid: 2,
+            other: [1; 12],
+        };
+        let b = encode_layoutrecall(&slot, &fh, &sid, 3).into_inner();
+        let mut r = XdrReader::new(&b);
+        assert_eq!(r.opaque(16).unwrap(), b"");
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+            (1, 0, 2)
+        );
+        assert_eq!(r.u32().unwrap(), OP_CB_SEQUENCE);
+        assert_eq!(r.array::<16>().unwrap(), [3; 16]);
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+            (7, 0, 0)
+        );
+        assert!(!r.bool().unwrap());
+        assert_eq!(r.u32().unwrap(), 0);
+        assert_eq!(r.u32().unwrap(), OP_CB_LAYOUTRECALL);
+        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (3, iomode::ANY));
+        assert!(r.bool().unwrap());
+        assert_eq!(r.u32().unwrap(), LAYOUTRECALL4_FILE);
+        assert_eq!(r.opaque(128).unwrap(), &fh.to_bytes());
+        assert_eq!((r.u64().unwrap(), r.u64().unwrap()), (0, u64::MAX));
+        assert_eq!(Stateid::decode(&mut r).unwrap(), sid);
+        assert!(r.finish().is_ok());
+        assert_eq!(decode_status(&[0, 0, 0x27, 0x4c]).unwrap(), NfsStat(10060));
+    }
+}

@@ -1,0 +1,176 @@
+//! LAYOUTCOMMIT (RFC 8881 §18.42) for the block layout (RFC 5663 §2.3.2, design.md §4–5).
+//!
+//! ```text
+//! args: offset u64 | length u64 | reclaim bool | stateid4
+//!       | newoffset4 { present bool | last_write_offset u64 }
+//!       | newtime4 { present bool | nfstime4 (seconds i64, nseconds u32) }
+//!       | layoutupdate4 { type u32 | body opaque<> }
+//!       body = pnfs_block_layoutupdate4: count u32 | pnfs_block_extent4 (44 bytes) × count
+//!              (each READ_WRITE_DATA, block-aligned, inside what LAYOUTGET gave RW)
+//! res OK: newsize4 { changed bool | size u64 }
+//! ```
+//! Checks: a bad layout stateid is BADLAYOUT (RFC 8881 §18.42.4, as knfsd); the last byte
+//! written must lie in `[offset, offset + length)` (INVAL); extents outside the client's
+//! RW grants, misaligned, of another device or not READ_WRITE_DATA are BADLAYOUT; a
+//! committed range where the file has no block at all is refused (BADLAYOUT: the layout
+//! is stale, e.g. after a truncate). `reclaim` is only valid in the grace period.
+//! Durability is the store's `commit_blocks` (design.md §4 contract; `layoutcommit =
+//! "sync"` forces the log every time). Extents whose storage offset is not where the file
+//! owns the block are not converted (never another file's block).
+
+use std::time::Instant;
+
+use super::ns_util::{cur_attr, resolve_stateid, status};
+use super::pnfs_util::{block, check_type, device_id};
+use super::state_util::clientid;
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::pnfs::{add, add_elapsed};
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::Stateid;
+use crate::store::{FileType, Timespec, WrittenExtent, MAX_FILE_SIZE};
+use crate::xdr::{XdrReader, XdrWriter};
+use layout::block::BlockExtent;
+use layout::extent_map::Segment;
+use layout::policy;
+
+/// Bound on the update body: 64 Ki extents (the Linux client sends at most a page's worth).
+const MAX_BODY: usize = 4 + 65536 * layout::block::EXTENT_WIRE_SIZE;
+
+struct Args {
+    offset: u64,
+    length: u64,
+    reclaim: bool,
+    stateid: Stateid,
+    last_byte: Option<u64>,
+    mtime: Option<Timespec>,
+    layout_type: u32,
+    body: Vec<u8>,
+}
+
+fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
+    let offset = r.u64()?;
+    let length = r.u64()?;
+    let reclaim = r.bool()?;
+    let stateid = r.read()?;
+    let last_byte = if r.bool()? { Some(r.u64()?) } else { None };
+    let mtime = if r.bool()? {
+        let sec = r.i64()?;
+        let nsec = r.u32()?;
+        if nsec >= 1_000_000_000 {
+            return Err(NfsStat::INVAL);
+        }
+        Some(Timespec { sec, nsec })
+    } else {
+        None
+    };
+    Ok(Args {
+        offset,
+        length,
+        reclaim,
+        stateid,
+        last_byte,
+        mtime,
+        layout_type: r.u32()?,
+        body: r.opaque_vec(MAX_BODY)?,
+    })
+}
+
+/// What the commit did, for the counters.
+fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    check_type(ctx, a.layout_type)?;
+    let attr = cur_attr(ctx)?;
+    if attr.ftype != FileType::Regular {
+        return Err(NfsStat::INVAL);
+    }
+    let grace = ctx.srv.state.in_grace();
+    if a.reclaim && !grace {
+        return Err(NfsStat::NO_GRACE);
+    }
+    if !a.reclaim && grace {
+        return Err(NfsStat::GRACE);
+    }
+    let cid = clientid(ctx)?;
+    let ino = attr.ino;
+    let grants = if a.reclaim {
+        None
+    } else {
+        let sid = resolve_stateid(ctx, &a.stateid)?.ok_or(NfsStat::BADLAYOUT)?;
+        ctx.srv
+            .state
+            .check_layout(cid, ino, &sid)
+            .map_err(|e| match e {
+                NfsStat::BAD_STATEID => NfsStat::BADLAYOUT,
+                e => e,
+            })?;
+        Some(ctx.srv.pnfs.grants_of(cid, ino))
+    };
+    let ext = BlockExtent::decode_list(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;
+    let b = block(ctx);
+    let checked = policy::check_commit(
+        &ext,
+        device_id(ctx),
+        b,
+        a.offset,
+        a.length,
+        a.last_byte,
+        grants.as_ref(),
+    )?;
+    // A range without blocks: nothing of the file is there to commit into.
+    let first = a.offset / b;
+    let end = a
+        .offset
+        .saturating_add(a.length)
+        .min(MAX_FILE_SIZE)
+        .div_ceil(b);
+    let segs = ctx
+        .srv
+        .store
+        .extents(ino, first, end.saturating_sub(first))?;
+    if !segs.iter().any(|s| matches!(s, Segment::Mapped { .. })) {
+        return Err(NfsStat::BADLAYOUT);
+    }
+    let written: Vec<WrittenExtent> = checked
+        .iter()
+        .map(|c| WrittenExtent {
+            file_block: c.file_block,
+            len_blocks: c.len_blocks,
+            phys_block: c.phys_block,
+        })
+        .collect();
+    let done = ctx.srv.store.commit_blocks(
+        ino,
+        &written,
+        a.last_byte,
+        a.mtime,
+        ctx.srv.opts.layoutcommit_sync,
+    )?;
+    let m = &ctx.srv.pnfs.metrics;
+    add(&m.commit_log_writes, u64::from(done.log_written));
+    add(&m.commit_data_flushes, u64::from(done.data_flushes));
+    add(&m.commit_converted_blocks, done.converted_blocks);
+    match done.new_size {
+        Some(sz) => {
+            w.bool(true);
+            w.u64(sz);
+        }
+        None => w.bool(false),
+    }
+    Ok(())
+}
+
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    let a = match decode(r) {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    let t0 = Instant::now();
+    let st = status(go(ctx, a, w));
+    let m = &ctx.srv.pnfs.metrics;
+    add(&m.layoutcommits, 1);
+    if st != NfsStat::OK {
+        add(&m.layoutcommit_errors, 1);
+        tracing::debug!(status = st.name(), "LAYOUTCOMMIT refused");
+    }
+    add_elapsed(&m.layoutcommit_ns, t0);
+    st
+}

@@ -1,0 +1,150 @@
+//! LAYOUTGET (RFC 8881 §18.43) for the block layout (RFC 5663 §2.3, design.md §5).
+//!
+//! ```text
+//! args: signal_layout_avail bool | layout_type u32 | iomode u32 | offset u64 | length u64
+//!       | minlength u64 | stateid4 | maxcount u32
+//! res OK: return_on_close bool (= true) | stateid4 | layout4 count u32 (= 1)
+//!         | { offset u64 | length u64 | iomode u32 | type u32 | body opaque<> }
+//!         body = pnfs_block_layout4: count u32 | pnfs_block_extent4 (44 bytes) × count
+//! res LAYOUTTRYLATER: will_signal_layout_avail bool (never sent: we answer at once)
+//! ```
+//! RW over a hole allocates unwritten blocks, durable before the reply (design.md §4), and
+//! answers INVALID_DATA; written blocks are READ_WRITE_DATA. READ answers READ_DATA, or
+//! NONE_DATA (storage offset 0) for holes, unwritten blocks and past EOF. The returned range
+//! is block-aligned, starts at or before `offset`, reaches at least `offset + minlength`,
+//! is covered exactly by contiguous extents, and holds as many as `maxcount` allows.
+//! Stateid: the first LAYOUTGET presents an open/lock stateid and gets seqid 1; each one
+//! after presents the layout stateid and gets it bumped.
+
+use std::time::Instant;
+
+use super::ns_util::{cur_attr, resolve_stateid, status};
+use super::pnfs_util::{block, check_type, device_id};
+use super::state_util::clientid;
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::pnfs::{add, add_elapsed};
+use crate::nfs4::state::IoAccess;
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::Stateid;
+use crate::store::FileType;
+use crate::xdr::{Xdr, XdrReader, XdrWriter};
+use layout::block::{iomode, BlockExtent};
+use layout::policy;
+
+/// Reply bytes before the extent list: return_on_close 4, stateid 16, layout count 4,
+/// offset 8, length 8, iomode 4, type 4, body length 4.
+const FIXED_REPLY: usize = 52;
+
+struct Args {
+    layout_type: u32,
+    mode: u32,
+    offset: u64,
+    length: u64,
+    minlength: u64,
+    stateid: Stateid,
+    maxcount: u32,
+}
+
+fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
+    let _signal = r.bool()?;
+    Ok(Args {
+        layout_type: r.u32()?,
+        mode: r.u32()?,
+        offset: r.u64()?,
+        length: r.u64()?,
+        minlength: r.u64()?,
+        stateid: r.read()?,
+        maxcount: r.u32()?,
+    })
+}
+
+fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    check_type(ctx, a.layout_type)?;
+    policy::check_get(a.mode, a.offset, a.length, a.minlength)?;
+    let attr = cur_attr(ctx)?;
+    if attr.ftype != FileType::Regular {
+        return Err(NfsStat::LAYOUTUNAVAILABLE);
+    }
+    if ctx.srv.state.in_grace() {
+        return Err(NfsStat::GRACE);
+    }
+    let cid = clientid(ctx)?;
+    let ino = attr.ino;
+    let given = resolve_stateid(ctx, &a.stateid)?.ok_or(NfsStat::BAD_STATEID)?;
+    // Check the stateid before allocating anything; it is bumped only once all went well.
+    let access = if a.mode == iomode::RW {
+        IoAccess::Write
+    } else {
+        IoAccess::Read
+    };
+    let st = &ctx.srv.state;
+    st.check_layout(cid, ino, &given)
+        .or_else(|_| st.check_io(Some(cid), &given, ino, access))?;
+
+    let b = block(ctx);
+    let (first, n) = policy::get_range(a.offset, a.length, a.minlength, b);
+    let room = (a.maxcount as usize).saturating_sub(FIXED_REPLY);
+    if room < BlockExtent::list_size(1) {
+        return Err(NfsStat::TOOSMALL);
+    }
+    let (start, end) = (first * b, (first + n).saturating_mul(b));
+    // RFC 8881 §12.5.5.2: while its own layout of the file is being recalled, the client
+    // gets no new one until it has returned the recalled one.
+    if ctx.srv.pnfs.recall_pending(cid, ino) {
+        return Err(NfsStat::RECALLCONFLICT);
+    }
+    let others = ctx.srv.pnfs.conflicting(cid, ino, start, end, a.mode);
+    if !others.is_empty() {
+        let fh = crate::nfs4::types::Fh {
+            ino,
+            generation: attr.generation,
+        };
+        crate::nfs4::callback::recall_file(ctx.srv, fh, &others);
+        return Err(NfsStat::RECALLCONFLICT);
+    }
+    let segs = if a.mode == iomode::RW {
+        ctx.srv.store.alloc_unwritten(ino, first, n)?
+    } else {
+        ctx.srv.store.extents(ino, first, n)?
+    };
+    let size = ctx.srv.store.getattr(ino)?.size;
+    let ext =
+        policy::extents_for(&segs, a.mode, device_id(ctx), b, size).ok_or(NfsStat::SERVERFAULT)?;
+    let need_end = a.offset.saturating_add(a.minlength.max(1));
+    let ext = policy::fit(ext, room, need_end)?;
+    let (lo, hi) = match (ext.first(), ext.last()) {
+        (Some(f), Some(l)) => (f.file_offset, l.file_offset + l.length),
+        _ => return Err(NfsStat::SERVERFAULT),
+    };
+    let sid = st.layout_stateid(cid, ino, &given)?;
+    ctx.srv.pnfs.grant(cid, ino, lo, hi, a.mode);
+    ctx.srv.pnfs.set_peer(cid, ctx.conn.peer);
+    ctx.current_stateid = Some(sid);
+
+    w.bool(true);
+    sid.encode(w);
+    w.u32(1);
+    w.u64(lo);
+    w.u64(hi - lo);
+    w.u32(a.mode);
+    w.u32(a.layout_type);
+    w.opaque(&BlockExtent::encode_list(&ext));
+    Ok(())
+}
+
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    let a = match decode(r) {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    let t0 = Instant::now();
+    let st = status(go(ctx, a, w));
+    let m = &ctx.srv.pnfs.metrics;
+    add(&m.layoutgets, 1);
+    if st != NfsStat::OK {
+        add(&m.layoutget_errors, 1);
+        tracing::debug!(status = st.name(), "LAYOUTGET refused");
+    }
+    add_elapsed(&m.layoutget_ns, t0);
+    st
+}

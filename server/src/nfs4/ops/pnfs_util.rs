@@ -1,0 +1,31 @@
+//! What the pNFS operations share: the offered-type check, the device id, the block size.
+
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::status::NfsStat;
+use layout::block::layout_type;
+
+/// The layout types this server implements bodies for (the SCSI layout is issue 5).
+const IMPLEMENTED: [u32; 1] = [layout_type::BLOCK_VOLUME];
+
+/// NFS4ERR_UNKNOWN_LAYOUTTYPE unless `t` is offered (`layout_types` config) and implemented.
+pub fn check_type(ctx: &Ctx<'_>, t: u32) -> Result<(), NfsStat> {
+    if ctx.srv.opts.layout_types.contains(&t) && IMPLEMENTED.contains(&t) {
+        Ok(())
+    } else {
+        Err(NfsStat::UNKNOWN_LAYOUTTYPE)
+    }
+}
+
+/// The device id of the volume (derived from its UUID: stable across restarts).
+pub fn device_id(ctx: &Ctx<'_>) -> [u8; 16] {
+    device_id_of(ctx.srv)
+}
+
+pub fn device_id_of(srv: &crate::server::Server) -> [u8; 16] {
+    layout::block::device_id(srv.store.volume_uuid())
+}
+
+/// The layout block size in bytes (`layout_blksize`).
+pub fn block(ctx: &Ctx<'_>) -> u64 {
+    u64::from(ctx.srv.store.block_size())
+}

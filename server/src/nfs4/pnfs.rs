@@ -1,0 +1,287 @@
+//! The server side of the pNFS block layout (issue 4) that outlives one operation: what each
+//! client was granted of each file (so that LAYOUTCOMMIT can check "inside what this client
+//! was given", RFC 5663 §2.3.2), the device id, and the counters of issue 4 item 7.
+//!
+//! The rules themselves are pure functions in `layout::policy`; the stateids are in
+//! `nfs4::state` (layouts.rs); the op files in `nfs4/ops/` glue them together.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use layout::policy::Grants;
+
+use crate::nfs4::types::Fh;
+use crate::store::Ino;
+
+/// Counters of the layout operations (issue 4 item 7), read by metrics and logged at
+/// shutdown. Times are nanoseconds spent inside the operation handlers.
+#[derive(Debug, Default)]
+pub struct PnfsMetrics {
+    pub layoutgets: AtomicU64,
+    pub layoutget_ns: AtomicU64,
+    /// LAYOUTGETs answered with an error.
+    pub layoutget_errors: AtomicU64,
+    pub layoutcommits: AtomicU64,
+    pub layoutcommit_ns: AtomicU64,
+    pub layoutcommit_errors: AtomicU64,
+    /// LAYOUTCOMMITs whose log force wrote the log (design.md §4).
+    pub commit_log_writes: AtomicU64,
+    /// Data-volume flushes LAYOUTCOMMITs issued or joined.
+    pub commit_data_flushes: AtomicU64,
+    /// Unwritten blocks LAYOUTCOMMIT converted.
+    pub commit_converted_blocks: AtomicU64,
+    pub layoutreturns: AtomicU64,
+    pub recalls_sent: AtomicU64,
+    pub fences: AtomicU64,
+}
+
+/// A copy of [`PnfsMetrics`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PnfsCounters {
+    pub layoutgets: u64,
+    pub layoutget_ns: u64,
+    pub layoutget_errors: u64,
+    pub layoutcommits: u64,
+    pub layoutcommit_ns: u64,
+    pub layoutcommit_errors: u64,
+    pub commit_log_writes: u64,
+    pub commit_data_flushes: u64,
+    pub commit_converted_blocks: u64,
+    pub layoutreturns: u64,
+    pub recalls_sent: u64,
+    pub fences: u64,
+}
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+pub fn add(a: &AtomicU64, n: u64) {
+    a.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Adds the time since `t0` to `ns`.
+pub fn add_elapsed(ns: &AtomicU64, t0: Instant) {
+    add(ns, t0.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
+}
+
+impl PnfsMetrics {
+    pub fn snapshot(&self) -> PnfsCounters {
+        PnfsCounters {
+            layoutgets: get(&self.layoutgets),
+            layoutget_ns: get(&self.layoutget_ns),
+            layoutget_errors: get(&self.layoutget_errors),
+            layoutcommits: get(&self.layoutcommits),
+            layoutcommit_ns: get(&self.layoutcommit_ns),
+            layoutcommit_errors: get(&self.layoutcommit_errors),
+            commit_log_writes: get(&self.commit_log_writes),
+            commit_data_flushes: get(&self.commit_data_flushes),
+            commit_converted_blocks: get(&self.commit_converted_blocks),
+            layoutreturns: get(&self.layoutreturns),
+            recalls_sent: get(&self.recalls_sent),
+            fences: get(&self.fences),
+        }
+    }
+}
+
+/// Layout engine state of the server (`Server::pnfs`).
+#[derive(Debug, Default)]
+pub struct Pnfs {
+    pub metrics: PnfsMetrics,
+    /// (clientid, file) → the byte ranges the client holds, with their iomode.
+    grants: Mutex<HashMap<(u64, Ino), Grants>>,
+    /// Recalls sent and not yet answered by a return: (clientid, file) → when.
+    recalls: Mutex<HashMap<(u64, Ino), Instant>>,
+    /// Pending recalls whose CB_LAYOUTRECALL could not be sent yet (backchannel down or busy).
+    unsent: Mutex<HashMap<(u64, Ino), Fh>>,
+    /// The address each layout holder last came from (what the fence command is given).
+    peers: Mutex<HashMap<u64, SocketAddr>>,
+}
+
+impl Pnfs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, Ino), Grants>> {
+        self.grants.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// LAYOUTGET handed `[start, end)` in `mode` to the client.
+    pub fn grant(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) {
+        self.lock()
+            .entry((clientid, ino))
+            .or_default()
+            .add(start, end, mode);
+    }
+
+    /// A copy of what the client holds of the file (empty if nothing).
+    pub fn grants_of(&self, clientid: u64, ino: Ino) -> Grants {
+        self.lock()
+            .get(&(clientid, ino))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// What would remain after returning `[start, end)` in `mode`: whether nothing would.
+    pub fn would_empty(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) -> bool {
+        let mut g = self.grants_of(clientid, ino);
+        g.remove(start, end, mode);
+        g.is_empty()
+    }
+
+    /// LAYOUTRETURN(FILE) of `[start, end)` in `mode`.
+    pub fn release(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) {
+        let mut m = self.lock();
+        if let Some(g) = m.get_mut(&(clientid, ino)) {
+            g.remove(start, end, mode);
+            if g.is_empty() {
+                m.remove(&(clientid, ino));
+                self.end_recalls(|k| *k == (clientid, ino));
+            }
+        }
+    }
+
+    /// Ends the recalls `done` selects: their layouts came back.
+    fn end_recalls(&self, done: impl Fn(&(u64, Ino)) -> bool) {
+        let mut r = self.recalls.lock().unwrap_or_else(|e| e.into_inner());
+        r.retain(|k, _| !done(k));
+    }
+
+    /// Everything the client holds of one file (return-on-close, revocation, expiry).
+    pub fn release_file(&self, clientid: u64, ino: Ino) {
+        self.lock().remove(&(clientid, ino));
+        self.end_recalls(|k| *k == (clientid, ino));
+    }
+
+    /// LAYOUTRETURN(FSID / ALL): everything the client holds (one file system).
+    pub fn release_client(&self, clientid: u64) {
+        self.lock().retain(|(c, _), _| *c != clientid);
+        self.end_recalls(|k| k.0 == clientid);
+    }
+
+    /// Clients other than `clientid` holding grants of `ino` that conflict with `[start,
+    /// end)` in `mode`.
+    pub fn conflicting(
+        &self,
+        clientid: u64,
+        ino: Ino,
+        start: u64,
+        end: u64,
+        mode: u32,
+    ) -> Vec<u64> {
+        self.lock()
+            .iter()
+            .filter(|((c, i), g)| *c != clientid && *i == ino && g.conflicts(start, end, mode))
+            .map(|((c, _), _)| *c)
+            .collect()
+    }
+
+    /// Every client holding something of `ino`.
+    pub fn holders(&self, ino: Ino) -> Vec<u64> {
+        self.lock()
+            .keys()
+            .filter(|(_, i)| *i == ino)
+            .map(|(c, _)| *c)
+            .collect()
+    }
+
+    /// Marks a recall of `ino` from `clientid` as pending; false if one already is.
+    pub fn start_recall(&self, clientid: u64, ino: Ino, now: Instant) -> bool {
+        let mut r = self.recalls.lock().unwrap_or_else(|e| e.into_inner());
+        match r.entry((clientid, ino)) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(now);
+                true
+            }
+        }
+    }
+
+    /// Remembers a pending recall to send again from the tick.
+    pub fn retry_recall(&self, clientid: u64, fh: Fh) {
+        let mut u = self.unsent.lock().unwrap_or_else(|e| e.into_inner());
+        u.insert((clientid, fh.ino), fh);
+    }
+
+    /// The unsent recalls that are still pending.
+    pub fn take_unsent_recalls(&self) -> Vec<(u64, Fh)> {
+        let taken = std::mem::take(&mut *self.unsent.lock().unwrap_or_else(|e| e.into_inner()));
+        taken
+            .into_iter()
+            .filter(|(k, _)| self.recall_pending(k.0, k.1))
+            .map(|((c, _), fh)| (c, fh))
+            .collect()
+    }
+
+    /// Whether a recall of `ino` from `clientid` is pending.
+    pub fn recall_pending(&self, clientid: u64, ino: Ino) -> bool {
+        let r = self.recalls.lock().unwrap_or_else(|e| e.into_inner());
+        r.contains_key(&(clientid, ino))
+    }
+
+    /// Ends recalls whose layouts came back, and takes those still held after `limit`.
+    pub fn overdue_recalls(&self, now: Instant, limit: Duration) -> Vec<(u64, Ino)> {
+        let g = self.lock();
+        let mut r = self.recalls.lock().unwrap_or_else(|e| e.into_inner());
+        r.retain(|k, _| g.contains_key(k));
+        let late: Vec<(u64, Ino)> = r
+            .iter()
+            .filter(|(_, t)| now.saturating_duration_since(**t) >= limit)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in &late {
+            r.remove(k);
+        }
+        late
+    }
+
+    pub fn set_peer(&self, clientid: u64, addr: SocketAddr) {
+        let mut p = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        p.insert(clientid, addr);
+    }
+
+    pub fn peer_of(&self, clientid: u64) -> Option<SocketAddr> {
+        let p = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        p.get(&clientid).copied()
+    }
+
+    /// Drops the grants of layouts the state layer dropped (lease expiry, client gone).
+    pub fn forget(&self, dropped: &[(u64, Ino)]) {
+        if dropped.is_empty() {
+            return;
+        }
+        {
+            let mut m = self.lock();
+            for k in dropped {
+                m.remove(k);
+            }
+        }
+        self.end_recalls(|k| dropped.contains(k));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use layout::block::iomode;
+
+    #[test]
+    fn grants_follow_gets_and_returns() {
+        let p = Pnfs::default();
+        let f = Ino(7);
+        p.grant(1, f, 0, 8192, iomode::RW);
+        p.grant(2, f, 0, 4096, iomode::READ);
+        assert!(p.grants_of(1, f).covers_rw(0, 8192));
+        assert_eq!(p.conflicting(2, f, 0, 4096, iomode::READ), vec![1]);
+        assert!(p.conflicting(1, f, 0, 4096, iomode::READ).is_empty());
+        assert!(!p.would_empty(1, f, 0, 4096, iomode::RW));
+        assert!(p.would_empty(1, f, 0, 8192, iomode::ANY));
+        p.release(1, f, 0, 8192, iomode::RW);
+        assert!(p.grants_of(1, f).is_empty());
+        p.release_client(2);
+        assert!(p.grants_of(2, f).is_empty());
+        p.grant(3, f, 0, 1, iomode::RW);
+        p.forget(&[(3, f)]);
+        assert!(p.grants_of(3, f).is_empty());
+    }
+}
