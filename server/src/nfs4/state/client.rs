@@ -43,6 +43,7 @@ pub mod seq4 {
     pub const EXPIRED_ALL_STATE_REVOKED: u32 = 0x8;
     pub const EXPIRED_SOME_STATE_REVOKED: u32 = 0x10;
     pub const ADMIN_STATE_REVOKED: u32 = 0x20;
+    pub const RECALLABLE_STATE_REVOKED: u32 = 0x40;
     pub const CB_PATH_DOWN_SESSION: u32 = 0x200;
 }
 

@@ -55,16 +55,21 @@ impl Inner {
             .unwrap_or(false);
         let mut admin = false;
         let mut expired = false;
+        let mut recallable = false;
         if let Some(c) = self.clients.get(&clientid) {
             for id in &c.revoked {
                 match self.states.get(id).and_then(|s| s.revoked) {
                     Some(NfsStat::EXPIRED) => expired = true,
+                    Some(NfsStat::DELEG_REVOKED) => recallable = true,
                     Some(_) => admin = true,
                     None => {}
                 }
             }
             if admin {
                 flags |= seq4::ADMIN_STATE_REVOKED;
+            }
+            if recallable {
+                flags |= seq4::RECALLABLE_STATE_REVOKED;
             }
             if expired {
                 flags |= if c.revoked.len() == c.states.len() {
