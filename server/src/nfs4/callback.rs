@@ -79,11 +79,11 @@ pub fn recall_delegs(srv: &Server, fh: Fh, recalls: &[crate::nfs4::state::Recall
                 continue;
             }
         };
-        let res = slot.channel.call(
-            slot.program,
-            CB_COMPOUND,
-            encode_recall(&slot, &fh, &r.stateid),
-        );
+        let args = encode_recall(&slot, &fh, &r.stateid);
+        // With the credential the client gave for callbacks (RFC 8881 §18.36.3).
+        let res = slot
+            .channel
+            .call_as(slot.program, CB_COMPOUND, &slot.cred, args);
         srv.state.cb_done(&slot, res.is_ok());
         match res.as_deref().map(decode_status) {
             Ok(Ok(st)) => tracing::debug!(client = r.client, status = st.name(), "recalled"),
@@ -242,6 +242,7 @@ mod tests {
             slot: 0,
             seqid: 7,
             channel: Arc::new(Nobody),
+            cred: Default::default(),
         };
         let fh = Fh {
             ino: Ino(42),
@@ -286,6 +287,7 @@ mod tests {
             slot: 0,
             seqid: 3,
             channel: Arc::new(Nobody),
+            cred: Default::default(),
         };
         let fh = Fh {
             ino: Ino(7),

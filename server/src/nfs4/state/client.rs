@@ -327,6 +327,7 @@ impl Inner {
                 slots: SlotTable::new(fore.maxrequests),
                 fore,
                 cb_program: req.cb_program,
+                cb_cred: Default::default(),
                 conns,
                 wants_back: back_conn.is_some(),
                 back_conn,

@@ -299,6 +299,11 @@ impl StateManager {
         self.with(|i, _| i.backchannel_ctl(sessionid, cb_program))
     }
 
+    /// The credential callbacks of the session use (CREATE_SESSION / BACKCHANNEL_CTL).
+    pub fn set_cb_cred(&self, sessionid: &[u8; 16], cred: crate::rpc::CbCred) {
+        self.with(|i, _| i.set_cb_cred(sessionid, cred))
+    }
+
     pub fn reclaim_complete(&self, clientid: u64, one_fs: bool) -> Result<(), NfsStat> {
         self.with(|i, now| i.reclaim_complete(clientid, one_fs, now))
     }

@@ -201,6 +201,8 @@ pub struct Session {
     pub client: u64,
     pub fore: ChannelAttrs,
     pub cb_program: u32,
+    /// The credential of callbacks (CREATE_SESSION / BACKCHANNEL_CTL `cb_sec_parms`).
+    pub cb_cred: crate::rpc::CbCred,
     pub slots: SlotTable,
     /// Connections bound to the session (RFC 8881 §2.10.3.1).
     pub conns: HashSet<u64>,

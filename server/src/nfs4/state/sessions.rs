@@ -163,6 +163,12 @@ impl Inner {
         }
     }
 
+    pub fn set_cb_cred(&mut self, sessionid: &[u8; 16], cred: crate::rpc::CbCred) {
+        if let Some(s) = self.sessions.get_mut(sessionid) {
+            s.cb_cred = cred;
+        }
+    }
+
     pub fn backchannel_ctl(
         &mut self,
         sessionid: &[u8; 16],
@@ -212,6 +218,7 @@ impl Inner {
             slot: 0,
             seqid: s.cb_seqid.wrapping_add(1),
             channel,
+            cred: s.cb_cred.clone(),
         })
     }
 
@@ -236,6 +243,8 @@ pub struct CbSlot {
     pub slot: u32,
     pub seqid: u32,
     pub channel: Arc<dyn Backchannel>,
+    /// The credential to call with (`Backchannel::call_as`).
+    pub cred: crate::rpc::CbCred,
 }
 
 impl std::fmt::Debug for CbSlot {
