@@ -176,7 +176,7 @@ mod tests {
         );
         r.finish().unwrap();
         // AUTH_SYS alone: its ids and machine name.
-        let mut r = XdrReader::new(&w.buf[8..]);
+        let r = XdrReader::new(&w.buf[8..]);
         let mut sys = vec![0, 0, 0, 1];
         sys.extend_from_slice(r.rest());
         let (_, cred) = decode_cb_sec(&mut XdrReader::new(&sys)).unwrap();
