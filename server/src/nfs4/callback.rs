@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! CB_COMPOUND4args (procedure 1 of the client's callback program):
-//!   tag opaque<> | minorversion u32 = 1 | callback_ident u32 = 0 | op count u32 = 2
+//!   tag opaque<> | minorversion u32 (the session's) | callback_ident u32 = 0 | op count u32 = 2
 //!   CB_SEQUENCE (11):     sessionid[16] | sequenceid u32 | slotid u32 | highest_slotid u32
 //!                         | cachethis bool | referring_call_lists count u32 = 0
 //!   CB_LAYOUTRECALL (5):  layout_type u32 | iomode u32 (ANY) | changed bool
@@ -43,7 +43,7 @@ const LAYOUTRECALL4_FILE: u32 = 1;
 fn cb_sequence(slot: &CbSlot) -> XdrWriter {
     let mut w = XdrWriter::with_capacity(160);
     w.opaque(b"");
-    w.u32(1);
+    w.u32(slot.minor);
     w.u32(0);
     w.u32(2);
     w.u32(OP_CB_SEQUENCE);
@@ -243,6 +243,7 @@ mod tests {
             seqid: 7,
             channel: Arc::new(Nobody),
             cred: Default::default(),
+            minor: 1,
         };
         let fh = Fh {
             ino: Ino(42),
@@ -288,6 +289,7 @@ mod tests {
             seqid: 3,
             channel: Arc::new(Nobody),
             cred: Default::default(),
+            minor: 1,
         };
         let fh = Fh {
             ino: Ino(7),

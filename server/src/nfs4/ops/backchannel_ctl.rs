@@ -15,6 +15,6 @@ pub fn backchannel_ctl(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWri
     try_stat!(ctx.srv.state.backchannel_ctl(&sessionid, cb_program));
     ctx.srv
         .state
-        .set_cb_cred(&sessionid, cred.unwrap_or_default());
+        .set_cb_cred(&sessionid, cred.unwrap_or_default(), ctx.minor);
     NfsStat::OK
 }

@@ -89,7 +89,7 @@ pub fn create_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWrite
     }));
     ctx.srv
         .state
-        .set_cb_cred(&res.sessionid, a.cb_cred.unwrap_or_default());
+        .set_cb_cred(&res.sessionid, a.cb_cred.unwrap_or_default(), ctx.minor);
     w.opaque_fixed(&res.sessionid);
     w.u32(res.sequence);
     w.u32(res.flags);

@@ -328,6 +328,7 @@ impl Inner {
                 fore,
                 cb_program: req.cb_program,
                 cb_cred: Default::default(),
+                cb_minor: 1,
                 conns,
                 wants_back: back_conn.is_some(),
                 back_conn,

@@ -299,9 +299,10 @@ impl StateManager {
         self.with(|i, _| i.backchannel_ctl(sessionid, cb_program))
     }
 
-    /// The credential callbacks of the session use (CREATE_SESSION / BACKCHANNEL_CTL).
-    pub fn set_cb_cred(&self, sessionid: &[u8; 16], cred: crate::rpc::CbCred) {
-        self.with(|i, _| i.set_cb_cred(sessionid, cred))
+    /// The credential and minor version callbacks of the session use (CREATE_SESSION /
+    /// BACKCHANNEL_CTL; a client answers only CB_COMPOUNDs of its own minor version).
+    pub fn set_cb_cred(&self, sessionid: &[u8; 16], cred: crate::rpc::CbCred, minor: u32) {
+        self.with(|i, _| i.set_cb_cred(sessionid, cred, minor))
     }
 
     pub fn reclaim_complete(&self, clientid: u64, one_fs: bool) -> Result<(), NfsStat> {

@@ -163,9 +163,10 @@ impl Inner {
         }
     }
 
-    pub fn set_cb_cred(&mut self, sessionid: &[u8; 16], cred: crate::rpc::CbCred) {
+    pub fn set_cb_cred(&mut self, sessionid: &[u8; 16], cred: crate::rpc::CbCred, minor: u32) {
         if let Some(s) = self.sessions.get_mut(sessionid) {
             s.cb_cred = cred;
+            s.cb_minor = minor;
         }
     }
 
@@ -219,6 +220,7 @@ impl Inner {
             seqid: s.cb_seqid.wrapping_add(1),
             channel,
             cred: s.cb_cred.clone(),
+            minor: s.cb_minor,
         })
     }
 
@@ -245,6 +247,8 @@ pub struct CbSlot {
     pub channel: Arc<dyn Backchannel>,
     /// The credential to call with (`Backchannel::call_as`).
     pub cred: crate::rpc::CbCred,
+    /// CB_COMPOUND's minorversion.
+    pub minor: u32,
 }
 
 impl std::fmt::Debug for CbSlot {
