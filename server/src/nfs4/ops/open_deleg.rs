@@ -10,6 +10,7 @@ use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
+use crate::store::{Attr, FileType};
 use crate::xdr::{Xdr, XdrWriter};
 
 /// OPEN4_SHARE_ACCESS_WANT_* (RFC 8881 §18.16.1).
@@ -43,6 +44,18 @@ pub fn break_conflicts(ctx: &Ctx<'_>, clientid: u64, fh: Fh, access: u32) -> Res
     }
     callback::recall_delegs(ctx.srv, fh, &recalls);
     Err(NfsStat::DELAY)
+}
+
+/// Before REMOVE or SETATTR changes a regular file: DELAY while a delegation of another
+/// client is being recalled (RFC 8881 §10.4.4: namespace and attribute changes conflict with
+/// delegations like a write open does).
+pub fn break_for_change(ctx: &Ctx<'_>, a: &Attr) -> Result<(), NfsStat> {
+    if a.ftype != FileType::Regular {
+        return Ok(());
+    }
+    // No session (not possible past SEQUENCE): no client of ours is excluded.
+    let cid = super::state_util::clientid(ctx).unwrap_or(u64::MAX);
+    break_conflicts(ctx, cid, super::ns_util::fh_of(a), ShareAccess::WRITE)
 }
 
 /// What the reply offers: a delegation if asked for and possible.

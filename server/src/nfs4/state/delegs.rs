@@ -43,8 +43,12 @@ impl Inner {
     /// delegation needs no write open and no write delegation of another client, a write one
     /// no open or delegation of anyone else. A client gets one delegation per file.
     pub fn grant_deleg(&mut self, clientid: u64, ino: Ino, write: bool) -> Option<Stateid> {
-        let f = self.files.get(&ino)?;
-        for id in f.opens.iter().chain(&f.delegs) {
+        let held: Vec<u64> = self
+            .files
+            .get(&ino)
+            .map(|f| f.opens.iter().chain(&f.delegs).copied().collect())
+            .unwrap_or_default();
+        for id in &held {
             let Some(st) = self.states.get(id) else {
                 continue;
             };
