@@ -2,14 +2,17 @@
 //!
 //! ```text
 //! CB_COMPOUND4args (procedure 1 of the client's callback program):
-//!   tag opaque<> | minorversion u32 = 1 | callback_ident u32 = 0 | op count u32 = 2
+//!   tag opaque<> | minorversion u32 (the session's) | callback_ident u32 = 0 | op count u32 = 2
 //!   CB_SEQUENCE (11):     sessionid[16] | sequenceid u32 | slotid u32 | highest_slotid u32
 //!                         | cachethis bool | referring_call_lists count u32 = 0
 //!   CB_LAYOUTRECALL (5):  layout_type u32 | iomode u32 (ANY) | changed bool
 //!                         | recall type u32 = FILE (1) | fh opaque<> | offset u64 = 0
 //!                         | length u64 = all ones | stateid4
+//!   CB_RECALL (4):        stateid4 | truncate bool = false | fh opaque<>
 //! CB_COMPOUND4res: status u32 | tag opaque<> | results …  (only the status is read)
 //! ```
+//! Delegation recalls (RFC 8881 §20.2) use the same CB_SEQUENCE header (`recall_delegs`);
+//! their conflict and revocation rules are in nfs4/state/delegs.rs.
 //! Who gets recalled: every other client whose grants conflict with a LAYOUTGET (which
 //! answers RECALLCONFLICT meanwhile), and every holder of a file that SETATTR truncates or
 //! that REMOVE/RENAME unlinks for the last time. A recall stays pending until the client's
@@ -31,15 +34,16 @@ use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
 
 /// `CB_COMPOUND` is procedure 1 of the callback program (RFC 8881 §20.1).
 pub const CB_COMPOUND: u32 = 1;
+const OP_CB_RECALL: u32 = 4;
 const OP_CB_LAYOUTRECALL: u32 = 5;
 const OP_CB_SEQUENCE: u32 = 11;
 const LAYOUTRECALL4_FILE: u32 = 1;
 
-/// Encodes CB_COMPOUND { CB_SEQUENCE, CB_LAYOUTRECALL(FILE, whole file) }.
-pub fn encode_layoutrecall(slot: &CbSlot, fh: &Fh, stateid: &Stateid, ltype: u32) -> XdrWriter {
+/// The CB_COMPOUND header and its CB_SEQUENCE, for one more operation.
+fn cb_sequence(slot: &CbSlot) -> XdrWriter {
     let mut w = XdrWriter::with_capacity(160);
     w.opaque(b"");
-    w.u32(1);
+    w.u32(slot.minor);
     w.u32(0);
     w.u32(2);
     w.u32(OP_CB_SEQUENCE);
@@ -49,6 +53,48 @@ pub fn encode_layoutrecall(slot: &CbSlot, fh: &Fh, stateid: &Stateid, ltype: u32
     w.u32(slot.slot);
     w.bool(false);
     w.u32(0);
+    w
+}
+
+/// Encodes CB_COMPOUND { CB_SEQUENCE, CB_RECALL(stateid, no truncate, fh) }.
+pub fn encode_recall(slot: &CbSlot, fh: &Fh, stateid: &Stateid) -> XdrWriter {
+    let mut w = cb_sequence(slot);
+    w.u32(OP_CB_RECALL);
+    stateid.encode(&mut w);
+    w.bool(false);
+    w.opaque(&fh.to_bytes());
+    w
+}
+
+/// Sends CB_RECALL for the delegations whose recall was just decided. Blocking: one
+/// backchannel round trip each; the holder answers at once and DELEGRETURNs later. A recall
+/// that cannot be sent is not retried: the delegation is revoked a lease after the
+/// conflict was found either way (state/delegs.rs).
+pub fn recall_delegs(srv: &Server, fh: Fh, recalls: &[crate::nfs4::state::Recall]) {
+    for r in recalls.iter().filter(|r| r.send) {
+        let slot = match srv.state.cb_begin(r.client) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::info!(client = r.client, status = e.name(), "CB_RECALL not sent");
+                continue;
+            }
+        };
+        let args = encode_recall(&slot, &fh, &r.stateid);
+        // With the credential the client gave for callbacks (RFC 8881 §18.36.3).
+        let res = slot
+            .channel
+            .call_as(slot.program, CB_COMPOUND, &slot.cred, args);
+        srv.state.cb_done(&slot, res.is_ok());
+        match res.as_deref().map(decode_status) {
+            Ok(Ok(st)) => tracing::debug!(client = r.client, status = st.name(), "recalled"),
+            Ok(Err(_)) | Err(_) => tracing::info!(client = r.client, "CB_RECALL failed"),
+        }
+    }
+}
+
+/// Encodes CB_COMPOUND { CB_SEQUENCE, CB_LAYOUTRECALL(FILE, whole file) }.
+pub fn encode_layoutrecall(slot: &CbSlot, fh: &Fh, stateid: &Stateid, ltype: u32) -> XdrWriter {
+    let mut w = cb_sequence(slot);
     w.u32(OP_CB_LAYOUTRECALL);
     w.u32(ltype);
     w.u32(iomode::ANY);
@@ -198,6 +244,8 @@ mod tests {
             slot: 0,
             seqid: 7,
             channel: Arc::new(Nobody),
+            cred: Default::default(),
+            minor: 1,
         };
         let fh = Fh {
             ino: Ino(42),
@@ -231,5 +279,47 @@ mod tests {
         assert_eq!(Stateid::decode(&mut r).unwrap(), sid);
         assert!(r.finish().is_ok());
         assert_eq!(decode_status(&[0, 0, 0x27, 0x4c]).unwrap(), NfsStat(10060));
+    }
+
+    #[test]
+    fn recall_encoding() {
+        let slot = CbSlot {
+            clientid: 1,
+            sessionid: [5; 16],
+            program: 0x4000_0000,
+            slot: 0,
+            seqid: 3,
+            channel: Arc::new(Nobody),
+            cred: Default::default(),
+            minor: 1,
+        };
+        let fh = Fh {
+            ino: Ino(7),
+            generation: 1,
+        };
+        let sid = Stateid {
+            seqid: 1,
+            other: [2; 12],
+        };
+        let b = encode_recall(&slot, &fh, &sid).into_inner();
+        let mut r = XdrReader::new(&b);
+        assert_eq!(r.opaque(16).unwrap(), b"");
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+            (1, 0, 2)
+        );
+        assert_eq!(r.u32().unwrap(), OP_CB_SEQUENCE);
+        assert_eq!(r.array::<16>().unwrap(), [5; 16]);
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+            (3, 0, 0)
+        );
+        assert!(!r.bool().unwrap());
+        assert_eq!(r.u32().unwrap(), 0);
+        assert_eq!(r.u32().unwrap(), OP_CB_RECALL);
+        assert_eq!(Stateid::decode(&mut r).unwrap(), sid);
+        assert!(!r.bool().unwrap());
+        assert_eq!(r.opaque(128).unwrap(), &fh.to_bytes());
+        assert!(r.finish().is_ok());
     }
 }

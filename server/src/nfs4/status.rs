@@ -47,7 +47,7 @@ nfsstat! {
     WRONG_TYPE = 10083, DIRDELEG_UNAVAIL = 10084, REJECT_DELEG = 10085, RETURNCONFLICT = 10086,
     DELEG_REVOKED = 10087, PARTNER_NOTSUPP = 10088, PARTNER_NO_AUTH = 10089,
     UNION_NOTSUPP = 10090, OFFLOAD_DENIED = 10091, WRONG_LFS = 10092, BADLABEL = 10093,
-    OFFLOAD_NO_REQS = 10094,
+    OFFLOAD_NO_REQS = 10094, NOXATTR = 10095, XATTR2BIG = 10096,
 }
 
 impl From<StoreError> for NfsStat {
@@ -67,6 +67,8 @@ impl From<StoreError> for NfsStat {
             StoreError::WrongType => NfsStat::WRONG_TYPE,
             StoreError::TooManyLinks => NfsStat::MLINK,
             StoreError::BadCookie => NfsStat::BAD_COOKIE,
+            StoreError::NoXattr => NfsStat::NOXATTR,
+            StoreError::XattrTooBig => NfsStat::XATTR2BIG,
             StoreError::Io(_) => NfsStat::IO,
         }
     }

@@ -169,6 +169,12 @@ pub fn encode_inode(ino: u64, i: &Inode) -> Vec<u8> {
         }
         None => w.u8(0),
     }
+    // Extended attributes last: an object written before they existed simply ends here.
+    w.u64(i.xattrs.len() as u64);
+    for (name, value) in &i.xattrs {
+        w.bytes(name);
+        w.bytes(value);
+    }
     w.0
 }
 
@@ -225,6 +231,14 @@ pub fn decode_inode(b: &[u8]) -> Result<(u64, Inode), String> {
         }
         d.next_cookie = d.next_cookie.max(next);
         i.dir = Some(d);
+    }
+    if !r.0.is_empty() {
+        let n = r.u64()?;
+        for _ in 0..n {
+            let name = r.bytes()?;
+            let value = r.bytes()?;
+            i.xattrs.insert(name, value);
+        }
     }
     Ok((ino, i))
 }
@@ -317,6 +331,7 @@ mod tests {
             ext,
             dir: Some(d),
             symlink: b"x".to_vec(),
+            xattrs: [(b"user.a".to_vec(), b"v".to_vec())].into_iter().collect(),
         };
         let b = encode_inode(42, &i);
         let (ino, j) = decode_inode(&b).unwrap();

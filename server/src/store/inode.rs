@@ -14,6 +14,8 @@ use super::{Attr, FileType, Ino, Timespec, BLOCK};
 /// `Opaque` item kinds the store logs.
 pub const OPAQUE_SYMLINK: u16 = 1;
 pub const OPAQUE_CLIENT: u16 = 2;
+/// Extended attribute of an inode (RFC 8276): key = ino (u64 LE) + generation (u32 LE) + name.
+pub const OPAQUE_XATTR: u16 = 3;
 /// Object slot 0 holds the client records (there is no inode 0).
 pub const MISC_SLOT: u64 = 0;
 /// First READDIR cookie handed out: 0, 1 and 2 are reserved (RFC 8881 §18.23.3).
@@ -107,6 +109,8 @@ pub struct Inode {
     pub ext: ExtentMap,
     pub dir: Option<Dir>,
     pub symlink: Vec<u8>,
+    /// Extended attributes (RFC 8276), by name.
+    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 impl Inode {
@@ -116,6 +120,7 @@ impl Inode {
             ext: ExtentMap::new(),
             dir: (m.ftype == FileType::Directory).then(Dir::new),
             symlink: Vec::new(),
+            xattrs: BTreeMap::new(),
         }
     }
 
@@ -363,6 +368,17 @@ impl State {
                         self.dirty.insert(ino);
                     }
                 }
+                OPAQUE_XATTR => {
+                    let (ino, gen, name) = xattr_key_split(key)?;
+                    // Only the incarnation the item was logged for (a reused slot starts empty).
+                    if let Some(i) = self.inodes.get_mut(&ino).filter(|i| i.m.gen == gen) {
+                        match value {
+                            Some(v) => i.xattrs.insert(name.to_vec(), v.clone()),
+                            None => i.xattrs.remove(name),
+                        };
+                        self.dirty.insert(ino);
+                    }
+                }
                 OPAQUE_CLIENT => {
                     match value {
                         Some(v) => self.clients.insert(key.clone(), v.clone()),
@@ -411,4 +427,24 @@ pub fn ino_key(ino: u64) -> Vec<u8> {
 fn key_ino(key: &[u8]) -> Result<u64, String> {
     let a: [u8; 8] = key.try_into().map_err(|_| "bad symlink key".to_string())?;
     Ok(u64::from_le_bytes(a))
+}
+
+/// The `Opaque` key of an extended attribute.
+pub fn xattr_key(ino: u64, gen: u32, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(12 + name.len());
+    k.extend_from_slice(&ino.to_le_bytes());
+    k.extend_from_slice(&gen.to_le_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+fn xattr_key_split(key: &[u8]) -> Result<(u64, u32, &[u8]), String> {
+    if key.len() < 12 {
+        return Err("bad xattr key".to_string());
+    }
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&key[..8]);
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&key[8..12]);
+    Ok((u64::from_le_bytes(a), u32::from_le_bytes(b), &key[12..]))
 }

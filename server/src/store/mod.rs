@@ -21,7 +21,7 @@
 //! Files: `inode.rs` (in-memory inodes, `State::apply` of log items), `ns.rs` (lookup, create,
 //! remove, link, readdir, readlink), `rename.rs`, `setattr.rs`, `data.rs` (READ, WRITE,
 //! COMMIT, ALLOCATE, DEALLOCATE, SEEK), `blocks.rs` (extent access for layouts), `misc.rs`
-//! (attributes, fsstat, client records), `mount.rs` (mkfs, mount, unmount), `writeback.rs` +
+//! (attributes, fsstat, client records), `xattr.rs` (extended attributes), `mount.rs` (mkfs, mount, unmount), `writeback.rs` +
 //! `format.rs` (dirty-object write-back and the metadata area's format), `inner.rs` (the shared
 //! core, the apply-then-commit helper, busy extents).
 
@@ -42,6 +42,7 @@ mod setattr;
 #[cfg(test)]
 mod tests;
 mod writeback;
+mod xattr;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -49,6 +50,7 @@ use std::time::SystemTime;
 pub use blocks::{BlockCommit, WrittenExtent};
 pub use inner::{MountStats, OpenProbe};
 pub use ns::{LINK_MAX, NAME_MAX};
+pub use xattr::{XattrSet, XATTR_NAME_MAX, XATTR_SIZE_MAX};
 
 /// Block size of the volume in bytes (layout::BLOCK_SIZE as u64).
 pub const BLOCK: u64 = layout::BLOCK_SIZE as u64;
@@ -231,6 +233,10 @@ pub enum StoreError {
     TooManyLinks,
     #[error("cookie is no longer valid")]
     BadCookie,
+    #[error("no such extended attribute")]
+    NoXattr,
+    #[error("extended attribute value too large")]
+    XattrTooBig,
     #[error("the metadata log is shut down or failed: {0}")]
     Io(String),
 }
@@ -398,6 +404,37 @@ impl Store {
     /// An open file was unlinked and its last open is gone: free it now.
     pub fn release(&self, ino: Ino) -> Result<()> {
         self.inner.release(ino)
+    }
+}
+
+/// Extended attributes (RFC 8276; `xattr.rs`). Changes are durable before return on a sync
+/// export and bump the file's change attribute; the `DirChange` is the file's before/after.
+impl Store {
+    /// `NoXattr` if the name is not set.
+    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        self.inner.getxattr(ino, name)
+    }
+
+    /// `Exist` for `Create` of a set name, `NoXattr` for `Replace` of a missing one,
+    /// `XattrTooBig` past `XATTR_SIZE_MAX`.
+    pub fn setxattr(
+        &self,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<DirChange> {
+        self.inner.put_xattr(ino, name, Some((value, how)))
+    }
+
+    /// The names, in byte order.
+    pub fn listxattrs(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        self.inner.listxattrs(ino)
+    }
+
+    /// `NoXattr` if the name is not set.
+    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<DirChange> {
+        self.inner.put_xattr(ino, name, None)
     }
 }
 

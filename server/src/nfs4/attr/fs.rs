@@ -68,9 +68,8 @@ pub fn encode(env: &AttrEnv<'_>, st: &mut Option<FsStat>, bit: u32, w: &mut XdrW
         num::LAYOUT_BLKSIZE | num::LAYOUT_ALIGNMENT => w.u32(env.block_size),
         num::SUPPATTR_EXCLCREAT => suppattr_exclcreat().encode(w),
         num::CHANGE_ATTR_TYPE => w.u32(NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR),
-        // The store keeps no extended attributes: the 4.2 xattr operations are NOTSUPP and
-        // the attribute says so (RFC 8276 §8.1), so clients never try them.
-        num::XATTR_SUPPORT => w.bool(false),
+        // The store keeps extended attributes on every object (RFC 8276 §8.1; store/xattr.rs).
+        num::XATTR_SUPPORT => w.bool(true),
         // Unreachable for bits of `supported()`; the encoder's mask guarantees it.
         _ => {}
     }

@@ -16,6 +16,11 @@ pub const ACCESS4_MODIFY: u32 = 0x04;
 pub const ACCESS4_EXTEND: u32 = 0x08;
 pub const ACCESS4_DELETE: u32 = 0x10;
 pub const ACCESS4_EXECUTE: u32 = 0x20;
+/// RFC 8276 §8.3: read, write and list extended attributes (NFSv4.2 only).
+pub const ACCESS4_XAREAD: u32 = 0x40;
+pub const ACCESS4_XAWRITE: u32 = 0x80;
+pub const ACCESS4_XALIST: u32 = 0x100;
+const XA_BITS: u32 = ACCESS4_XAREAD | ACCESS4_XAWRITE | ACCESS4_XALIST;
 
 /// The bits that mean something for a directory, and for anything else.
 const DIR_BITS: u32 =
@@ -59,6 +64,19 @@ pub fn allowed(cred: &Cred, a: &Attr) -> u32 {
         } else {
             ACCESS4_EXECUTE
         };
+    }
+    out
+}
+
+/// The xattr bits follow the file's own: reading lets one read and list them, writing lets
+/// one change them (RFC 8276 §8.3; what xattr_util.rs checks).
+pub fn with_xattr_bits(bits: u32) -> u32 {
+    let mut out = bits;
+    if bits & ACCESS4_READ != 0 {
+        out |= ACCESS4_XAREAD | ACCESS4_XALIST;
+    }
+    if bits & ACCESS4_MODIFY != 0 {
+        out |= ACCESS4_XAWRITE;
     }
     out
 }
@@ -109,9 +127,10 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsSt
         } else {
             FILE_BITS
         };
-        let supported = asked & meaningful;
+        let xa = if ctx.minor >= 2 { XA_BITS } else { 0 };
+        let supported = asked & (meaningful | xa);
         w.u32(supported);
-        w.u32(allowed(&ctx.cred, &a) & supported);
+        w.u32(with_xattr_bits(allowed(&ctx.cred, &a)) & supported);
     }))
 }
 
@@ -172,6 +191,14 @@ mod tests {
         assert_ne!(allowed(&cred(0, 0, &[]), &x) & ACCESS4_EXECUTE, 0);
         let d = attr(FileType::Directory, 0o755);
         assert_eq!(allowed(&cred(7, 1, &[]), &d), ACCESS4_READ | ACCESS4_LOOKUP);
+        assert_eq!(
+            with_xattr_bits(ACCESS4_READ),
+            ACCESS4_READ | ACCESS4_XAREAD | ACCESS4_XALIST
+        );
+        assert_eq!(
+            with_xattr_bits(ACCESS4_MODIFY),
+            ACCESS4_MODIFY | ACCESS4_XAWRITE
+        );
         assert_eq!(allowed(&cred(1000, 1, &[]), &d), DIR_BITS);
         assert_eq!(
             require_dir_write(&cred(7, 1, &[]), &d),

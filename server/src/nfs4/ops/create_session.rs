@@ -2,7 +2,7 @@
 //! channel attributes are negotiated in `nfs4::state::session`. With
 //! CREATE_SESSION4_FLAG_CONN_BACK_CHAN the fore connection also carries the backchannel.
 
-use super::state_util::{decode_cb_sec_parms, decode_or_badxdr, principal, try_stat};
+use super::state_util::{decode_cb_sec, decode_or_badxdr, principal, try_stat};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::{ChannelAttrs, CreateSessionReq};
 use crate::nfs4::status::NfsStat;
@@ -50,18 +50,26 @@ pub struct CreateSessionArgs {
     pub back: ChannelAttrs,
     pub cb_program: u32,
     pub sec_flavors: Vec<u32>,
+    /// The credential of callbacks (`None`: only RPCSEC_GSS offered; AUTH_NONE then).
+    pub cb_cred: Option<crate::rpc::CbCred>,
 }
 
 impl CreateSessionArgs {
     pub fn decode(r: &mut XdrReader<'_>) -> XdrResult<Self> {
+        let (clientid, sequence, flags) = (r.u64()?, r.u32()?, r.u32()?);
+        let fore = decode_channel_attrs(r)?;
+        let back = decode_channel_attrs(r)?;
+        let cb_program = r.u32()?;
+        let (sec_flavors, cb_cred) = decode_cb_sec(r)?;
         Ok(CreateSessionArgs {
-            clientid: r.u64()?,
-            sequence: r.u32()?,
-            flags: r.u32()?,
-            fore: decode_channel_attrs(r)?,
-            back: decode_channel_attrs(r)?,
-            cb_program: r.u32()?,
-            sec_flavors: decode_cb_sec_parms(r)?,
+            clientid,
+            sequence,
+            flags,
+            fore,
+            back,
+            cb_program,
+            sec_flavors,
+            cb_cred,
         })
     }
 }
@@ -79,6 +87,9 @@ pub fn create_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWrite
         conn: ctx.conn.id,
         backchannel: ctx.conn.backchannel.clone(),
     }));
+    ctx.srv
+        .state
+        .set_cb_cred(&res.sessionid, a.cb_cred.unwrap_or_default(), ctx.minor);
     w.opaque_fixed(&res.sessionid);
     w.u32(res.sequence);
     w.u32(res.flags);

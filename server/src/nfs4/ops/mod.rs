@@ -116,6 +116,7 @@ pub mod lock;
 pub mod lockt;
 pub mod locku;
 pub mod open;
+pub mod open_deleg;
 pub mod open_downgrade;
 pub mod reclaim_complete;
 pub mod sequence;
@@ -155,6 +156,13 @@ pub mod seek;
 pub mod setattr;
 pub mod verify;
 pub mod write;
+
+// ---- modules: extended attributes (RFC 8276) ----
+pub mod getxattr;
+pub mod listxattrs;
+pub mod removexattr;
+pub mod setxattr;
+mod xattr_util;
 
 // ---- modules: pNFS operations (layout work) ----
 pub mod getdeviceinfo;
@@ -277,10 +285,10 @@ pub fn lookup(opnum: u32) -> Option<OpDesc> {
         IO_ADVISE => op("IO_ADVISE", notsupp, 2, true),
         WRITE_SAME => op("WRITE_SAME", notsupp, 2, true),
         CLONE => op("CLONE", notsupp, 2, true),
-        GETXATTR => op("GETXATTR", notsupp, 2, true),
-        SETXATTR => op("SETXATTR", notsupp, 2, true),
-        LISTXATTRS => op("LISTXATTRS", notsupp, 2, true),
-        REMOVEXATTR => op("REMOVEXATTR", notsupp, 2, true),
+        GETXATTR => op("GETXATTR", getxattr::run, 2, true),
+        SETXATTR => op("SETXATTR", setxattr::run, 2, true),
+        LISTXATTRS => op("LISTXATTRS", listxattrs::run, 2, true),
+        REMOVEXATTR => op("REMOVEXATTR", removexattr::run, 2, true),
 
         // ---- pNFS operations (layout work) ----
         LAYOUTGET => op("LAYOUTGET", layoutget::run, 1, true),

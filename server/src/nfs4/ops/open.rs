@@ -1,7 +1,7 @@
 //! OPEN (RFC 8881 §18.16): CLAIM_NULL (by name, with create), CLAIM_FH and CLAIM_PREVIOUS
 //! (reclaim in grace); UNCHECKED4, GUARDED4, EXCLUSIVE4 and EXCLUSIVE4_1 creates, the
-//! verifier kept in atime/mtime (§18.16.3). We hand out no delegations: OPEN_DELEGATE_NONE,
-//! or NONE_EXT with a reason when the client asked for one.
+//! verifier kept in atime/mtime (§18.16.3). Delegations (recall of conflicting ones, the
+//! offer in the reply) are in open_deleg.rs.
 
 use super::state_util::{clientid, current_attr, decode_owner, may_access, regular, try_stat};
 use crate::nfs4::attr;
@@ -12,18 +12,11 @@ use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::store::{Attr, DirChange, FileType, NewNode, SetAttrs, SetTime, StoreError, Timespec};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
-/// OPEN4_SHARE_ACCESS_WANT_* (RFC 8881 §18.16.1).
-const WANT_MASK: u32 = 0xff00;
-const WANT_NO_PREFERENCE: u32 = 0;
-const WANT_NO_DELEG: u32 = 0x400;
-const WANT_CANCEL: u32 = 0x500;
+use super::open_deleg::{self, WANT_CANCEL, WANT_MASK};
+/// OPEN4_SHARE_ACCESS_WANT_*_PUSH_DELEG bits (RFC 8881 §18.16.1).
 const WANT_SIGNAL_PUSH: u32 = 0x3_0000;
-/// `open_delegation_type4` and `why_no_delegation4`.
+/// `open_delegation_type4` NONE (a CLAIM_PREVIOUS of no delegation).
 const OPEN_DELEGATE_NONE: u32 = 0;
-const OPEN_DELEGATE_NONE_EXT: u32 = 3;
-const WND4_NOT_WANTED: u32 = 0;
-const WND4_NOT_SUPP_FTYPE: u32 = 3;
-const WND4_CANCELLED: u32 = 7;
 /// OPEN4_RESULT_LOCKTYPE_POSIX: our byte-range locks behave as POSIX ones.
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
 /// Attribute numbers OPEN itself names (RFC 8881 §5.6–5.7).
@@ -140,6 +133,11 @@ pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
     if !t.created && !may_access(ctx, &t.attr, share.access & 1 != 0, share.access & 2 != 0) {
         return NfsStat::ACCESS;
     }
+    let fh = Fh {
+        ino,
+        generation: t.attr.generation,
+    };
+    try_stat!(open_deleg::break_conflicts(ctx, cid, fh, share.access));
     let sid = try_stat!(ctx.srv.state.open(&OpenReq {
         clientid: cid,
         owner: &args.owner,
@@ -158,11 +156,9 @@ pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
             attrset.set(SIZE);
         }
     }
-    ctx.current_fh = Some(Fh {
-        ino,
-        generation: t.attr.generation,
-    });
+    ctx.current_fh = Some(fh);
     ctx.current_stateid = Some(sid);
+    let offer = open_deleg::offer(ctx, cid, fh, args.share_access);
     sid.encode(w);
     let c = t.cinfo.unwrap_or(DirChange {
         before: 0,
@@ -173,17 +169,7 @@ pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
     w.u64(c.after);
     w.u32(OPEN4_RESULT_LOCKTYPE_POSIX);
     attrset.encode(w);
-    match args.share_access & WANT_MASK {
-        WANT_NO_PREFERENCE => w.u32(OPEN_DELEGATE_NONE),
-        want => {
-            w.u32(OPEN_DELEGATE_NONE_EXT);
-            w.u32(match want {
-                WANT_NO_DELEG => WND4_NOT_WANTED,
-                WANT_CANCEL => WND4_CANCELLED,
-                _ => WND4_NOT_SUPP_FTYPE,
-            });
-        }
-    }
+    open_deleg::encode(w, &offer);
     NfsStat::OK
 }
 

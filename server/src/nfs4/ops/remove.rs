@@ -20,10 +20,10 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     if ctx.srv.state.in_grace() {
         return Err(NfsStat::GRACE);
     }
-    if dir.mode & 0o1000 != 0 {
-        let victim = ctx.srv.store.lookup(dir.ino, &name)?;
-        check_sticky(&ctx.cred, &dir, &victim)?;
-    }
+    let victim = ctx.srv.store.lookup(dir.ino, &name)?;
+    check_sticky(&ctx.cred, &dir, &victim)?;
+    // Removing a delegated file's name recalls the delegation first (RFC 8881 §10.4.4).
+    super::open_deleg::break_for_change(ctx, &victim)?;
     // The store keeps an unlinked file that is still open until its last CLOSE
     // (`Store::release`); layouts of a removed file are recalled by the layout code.
     let victim = ctx.srv.store.lookup(dir.ino, &name).ok();

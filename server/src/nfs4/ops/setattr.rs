@@ -71,6 +71,9 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
         check_stateid(ctx, &args.stateid, &a, IoAccess::Write)?;
     }
     check_perms(&ctx.cred, &a, sa)?;
+    if *sa != SetAttrs::default() {
+        super::open_deleg::break_for_change(ctx, &a)?;
+    }
     if sa.size.is_some_and(|s| s < a.size) && !ctx.srv.pnfs.holders(a.ino).is_empty() {
         // Truncation frees blocks that layouts map: recall them and wait (DELAY, as knfsd
         // waits in break_layout) until they are back or their holder is fenced (issue 4

@@ -432,3 +432,48 @@ fn open_create_modes_lock_and_close() {
     w.u32(4); // CLAIM_FH
     assert_eq!(call(&mut ctx, open::open, &w.buf).0, NfsStat::ISDIR);
 }
+
+#[test]
+fn remove_of_a_delegated_file_waits_for_its_return() {
+    let Some(fx) = fixture() else { return };
+    let mut a = fx.ctx();
+    let (ca, _) = mount(&mut a, b"deleg-a");
+    let mut b = fx.ctx();
+    mount(&mut b, b"deleg-b");
+    let (f, _) = fx
+        .srv
+        .store
+        .create(
+            ROOT_INO,
+            b"d",
+            crate::store::NewNode::Regular,
+            &Default::default(),
+            (0, 0),
+        )
+        .unwrap();
+    let d = fx.srv.state.grant_deleg(ca, f.ino, false).unwrap();
+    let fh = Fh {
+        ino: f.ino,
+        generation: f.generation,
+    };
+    let mut w = XdrWriter::new();
+    w.opaque(b"d");
+    // Another client's REMOVE waits (the recall could not be sent: no backchannel here).
+    for _ in 0..2 {
+        b.current_fh = Some(Fh {
+            ino: ROOT_INO,
+            generation: fx.srv.store.getattr(ROOT_INO).unwrap().generation,
+        });
+        assert_eq!(call(&mut b, super::remove::run, &w.buf).0, NfsStat::DELAY);
+    }
+    // The holder's own changes do not.
+    assert!(super::open_deleg::break_for_change(&a, &f).is_ok());
+    a.current_fh = Some(fh);
+    let mut r = XdrWriter::new();
+    d.encode(&mut r);
+    assert_eq!(
+        call(&mut a, delegreturn::delegreturn, &r.buf).0,
+        NfsStat::OK
+    );
+    assert_eq!(call(&mut b, super::remove::run, &w.buf).0, NfsStat::OK);
+}

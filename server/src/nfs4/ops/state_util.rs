@@ -2,10 +2,11 @@
 //! the current stateid (RFC 8881 §16.2.3.1.2), owners, callback security parameters, and the
 //! file-type rules of OPEN/LOCK. No policy: that is in `nfs4::state`.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::compound::{Cred, Ctx};
 use crate::nfs4::state::Principal;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Stateid, NFS4_OPAQUE_LIMIT};
+use crate::rpc::CbCred;
 use crate::store::{Attr, FileType, Ino};
 use crate::xdr::{XdrReader, XdrResult};
 
@@ -82,24 +83,35 @@ pub fn decode_owner(r: &mut XdrReader<'_>) -> XdrResult<(u64, Vec<u8>)> {
     Ok((clientid, owner))
 }
 
-/// `callback_sec_parms4<>` (RFC 8881 §18.36.1): decoded to check it and then dropped;
-/// the backchannel uses AUTH_NONE / AUTH_SYS as the transport sends it.
-pub fn decode_cb_sec_parms(r: &mut XdrReader<'_>) -> XdrResult<Vec<u32>> {
+/// `callback_sec_parms4<>` with the credential callbacks use: the first AUTH_NONE or
+/// AUTH_SYS entry (no RPCSEC_GSS on the backchannel).
+pub fn decode_cb_sec(r: &mut XdrReader<'_>) -> XdrResult<(Vec<u32>, Option<CbCred>)> {
     let n = r.array_len(16, 4)?;
     let mut flavors = Vec::with_capacity(n);
+    let mut cred = None;
     for _ in 0..n {
         let flavor = r.u32()?;
         match flavor {
-            0 => {}
+            0 => {
+                cred.get_or_insert(CbCred::None);
+            }
             1 => {
                 let _stamp = r.u32()?;
-                let _machine = r.opaque(255)?;
-                let _uid = r.u32()?;
-                let _gid = r.u32()?;
+                let machine = r.opaque(255)?.to_vec();
+                let uid = r.u32()?;
+                let gid = r.u32()?;
                 let g = r.array_len(16, 4)?;
+                let mut gids = Vec::with_capacity(g);
                 for _ in 0..g {
-                    r.u32()?;
+                    gids.push(r.u32()?);
                 }
+                cred.get_or_insert(CbCred::Sys(Cred {
+                    flavor: 1,
+                    uid,
+                    gid,
+                    gids,
+                    machine,
+                }));
             }
             6 => {
                 let _service = r.u32()?;
@@ -110,7 +122,7 @@ pub fn decode_cb_sec_parms(r: &mut XdrReader<'_>) -> XdrResult<Vec<u32>> {
         }
         flavors.push(flavor);
     }
-    Ok(flavors)
+    Ok((flavors, cred))
 }
 
 /// `nfs_lock_type4`: READ_LT 1, WRITE_LT 2, READW_LT 3, WRITEW_LT 4 → is it a write lock.
@@ -157,12 +169,28 @@ mod tests {
         w.u32(1);
         w.u32(10);
         let mut r = XdrReader::new(&w.buf);
-        assert_eq!(decode_cb_sec_parms(&mut r).unwrap(), vec![0, 1]);
+        // The first usable entry (AUTH_NONE) is what callbacks use.
+        assert_eq!(
+            decode_cb_sec(&mut r).unwrap(),
+            (vec![0, 1], Some(CbCred::None))
+        );
         r.finish().unwrap();
+        // AUTH_SYS alone: its ids and machine name.
+        let r = XdrReader::new(&w.buf[8..]);
+        let mut sys = vec![0, 0, 0, 1];
+        sys.extend_from_slice(r.rest());
+        let (_, cred) = decode_cb_sec(&mut XdrReader::new(&sys)).unwrap();
+        let Some(CbCred::Sys(c)) = cred else {
+            panic!("{cred:?}")
+        };
+        assert_eq!(
+            (c.uid, c.gid, c.gids, c.machine),
+            (0, 0, vec![10], b"host".to_vec())
+        );
         let mut w = XdrWriter::new();
         w.u32(1);
         w.u32(5);
-        assert!(decode_cb_sec_parms(&mut XdrReader::new(&w.buf)).is_err());
+        assert!(decode_cb_sec(&mut XdrReader::new(&w.buf)).is_err());
     }
 
     #[test]
@@ -190,7 +218,7 @@ mod decode_fuzz {
             proptest::prop_assert!(r.remaining() <= bytes.len());
             let _ = ExchangeIdArgs::decode(&mut XdrReader::new(&bytes));
             let _ = CreateSessionArgs::decode(&mut XdrReader::new(&bytes));
-            let _ = super::decode_cb_sec_parms(&mut XdrReader::new(&bytes));
+            let _ = super::decode_cb_sec(&mut XdrReader::new(&bytes));
         }
 
         /// Small values in every word reach deep into the unions (real flags, claims).

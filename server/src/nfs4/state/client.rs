@@ -43,6 +43,7 @@ pub mod seq4 {
     pub const EXPIRED_ALL_STATE_REVOKED: u32 = 0x8;
     pub const EXPIRED_SOME_STATE_REVOKED: u32 = 0x10;
     pub const ADMIN_STATE_REVOKED: u32 = 0x20;
+    pub const RECALLABLE_STATE_REVOKED: u32 = 0x40;
     pub const CB_PATH_DOWN_SESSION: u32 = 0x200;
 }
 
@@ -326,6 +327,8 @@ impl Inner {
                 slots: SlotTable::new(fore.maxrequests),
                 fore,
                 cb_program: req.cb_program,
+                cb_cred: Default::default(),
+                cb_minor: 1,
                 conns,
                 wants_back: back_conn.is_some(),
                 back_conn,

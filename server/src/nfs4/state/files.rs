@@ -54,6 +54,7 @@ pub enum StateKind {
     Open(OpenState),
     Lock(LockState),
     Layout,
+    Deleg(super::delegs::DelegState),
 }
 
 pub struct State {
@@ -72,6 +73,7 @@ pub struct FileState {
     pub opens: Vec<u64>,
     pub locks: Vec<LockRange>,
     pub layouts: Vec<u64>,
+    pub delegs: Vec<u64>,
 }
 
 pub struct OpenReq<'a> {
@@ -97,6 +99,7 @@ impl Inner {
         match &kind {
             StateKind::Open(_) => f.opens.push(id),
             StateKind::Layout => f.layouts.push(id),
+            StateKind::Deleg(_) => f.delegs.push(id),
             StateKind::Lock(_) => {}
         }
         self.states.insert(
@@ -152,6 +155,7 @@ impl Inner {
         if let Some(f) = self.files.get_mut(&st.ino) {
             f.opens.retain(|x| *x != id);
             f.layouts.retain(|x| *x != id);
+            f.delegs.retain(|x| *x != id);
             f.locks.retain(|r| r.owner != id);
         }
         match st.kind {
@@ -166,13 +170,11 @@ impl Inner {
                     o.locks.retain(|x| *x != id);
                 }
             }
-            StateKind::Layout => {}
+            StateKind::Layout | StateKind::Deleg(_) => {}
         }
-        if self
-            .files
-            .get(&st.ino)
-            .is_some_and(|f| f.opens.is_empty() && f.locks.is_empty() && f.layouts.is_empty())
-        {
+        if self.files.get(&st.ino).is_some_and(|f| {
+            f.opens.is_empty() && f.locks.is_empty() && f.layouts.is_empty() && f.delegs.is_empty()
+        }) {
             self.files.remove(&st.ino);
         }
     }
@@ -199,6 +201,7 @@ impl Inner {
         if let Some(f) = self.files.get_mut(&ino) {
             f.opens.retain(|x| *x != id);
             f.layouts.retain(|x| *x != id);
+            f.delegs.retain(|x| *x != id);
             f.locks.retain(|r| r.owner != id);
         }
         if let Some(c) = self.clients.get_mut(&client) {
@@ -272,6 +275,13 @@ impl Inner {
             StateKind::Lock(l) => l.open,
             // A layout stateid grants no I/O through the server.
             StateKind::Layout => return Err(NfsStat::BAD_STATEID),
+            // A delegation stateid stands for the opens it covers (RFC 8881 §10.2).
+            StateKind::Deleg(d) => {
+                return match access {
+                    IoAccess::Write if !d.write => Err(NfsStat::OPENMODE),
+                    _ => Ok(()),
+                }
+            }
         };
         let Some(StateKind::Open(o)) = self.states.get(&open_id).map(|s| &s.kind) else {
             return Err(NfsStat::BAD_STATEID);
@@ -416,7 +426,9 @@ impl Inner {
         }
         if st.revoked.is_none() {
             match &st.kind {
-                StateKind::Open(_) | StateKind::Layout => return Err(NfsStat::LOCKS_HELD),
+                StateKind::Open(_) | StateKind::Layout | StateKind::Deleg(_) => {
+                    return Err(NfsStat::LOCKS_HELD)
+                }
                 StateKind::Lock(_) => {
                     let held = self
                         .files

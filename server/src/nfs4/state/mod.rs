@@ -20,6 +20,7 @@
 //! out after it is released), so the store may call the probe under its own lock.
 
 mod client;
+mod delegs;
 mod files;
 mod grace;
 mod layouts;
@@ -44,6 +45,7 @@ pub use client::{
     exchgid, seq4, BindDir, CreateSessionReq, CreateSessionRes, ExchangeIdReq, ExchangeIdRes,
     Principal, SequenceOutcome, SequenceReq, CS_FLAG_CONN_BACK_CHAN,
 };
+pub use delegs::Recall;
 pub use files::{OpenReq, ShareAccess};
 pub use lock::{range_of, LockRange};
 pub use locks::{Denied, LockError, LockReq, Locker};
@@ -297,6 +299,12 @@ impl StateManager {
         self.with(|i, _| i.backchannel_ctl(sessionid, cb_program))
     }
 
+    /// The credential and minor version callbacks of the session use (CREATE_SESSION /
+    /// BACKCHANNEL_CTL; a client answers only CB_COMPOUNDs of its own minor version).
+    pub fn set_cb_cred(&self, sessionid: &[u8; 16], cred: crate::rpc::CbCred, minor: u32) {
+        self.with(|i, _| i.set_cb_cred(sessionid, cred, minor))
+    }
+
     pub fn reclaim_complete(&self, clientid: u64, one_fs: bool) -> Result<(), NfsStat> {
         self.with(|i, now| i.reclaim_complete(clientid, one_fs, now))
     }
@@ -389,14 +397,25 @@ impl StateManager {
         self.with(|i, _| i.free_stateid(clientid, stateid))
     }
 
-    /// DELEGRETURN: we never hand out delegations, so no stateid names one.
-    pub fn delegreturn(&self, clientid: u64, stateid: &Stateid) -> NfsStat {
-        // Like knfsd, the type is checked first: no stateid of ours is a delegation's, so
-        // only one of an earlier boot gets another answer.
-        self.with(|i, _| match i.find(clientid, stateid) {
-            Err(NfsStat::STALE_STATEID) => NfsStat::STALE_STATEID,
-            _ => NfsStat::BAD_STATEID,
-        })
+    // ---- delegations (delegs.rs) ----
+
+    /// DELEGRETURN of the delegation of `ino` the stateid names.
+    pub fn delegreturn(&self, clientid: u64, stateid: &Stateid, ino: Ino) -> NfsStat {
+        match self.with(|i, _| i.delegreturn(clientid, stateid, ino)) {
+            Ok(()) => NfsStat::OK,
+            Err(e) => e,
+        }
+    }
+
+    /// A read (`write == false`) or write delegation of `ino` if none conflicts.
+    pub fn grant_deleg(&self, clientid: u64, ino: Ino, write: bool) -> Option<Stateid> {
+        self.with(|i, _| i.grant_deleg(clientid, ino, write))
+    }
+
+    /// Delegations of other clients in the way of an access to `ino` (see delegs.rs); the
+    /// caller sends CB_RECALL for those with `send` and answers DELAY while any is left.
+    pub fn deleg_conflicts(&self, clientid: u64, ino: Ino, write: bool) -> Vec<Recall> {
+        self.with(|i, now| i.deleg_conflicts(clientid, ino, write, now))
     }
 
     /// Whether any client has the file open (REMOVE keeps an open file's inode).

@@ -201,6 +201,10 @@ pub struct Session {
     pub client: u64,
     pub fore: ChannelAttrs,
     pub cb_program: u32,
+    /// The credential of callbacks (CREATE_SESSION / BACKCHANNEL_CTL `cb_sec_parms`).
+    pub cb_cred: crate::rpc::CbCred,
+    /// The minor version of CB_COMPOUNDs: the one CREATE_SESSION came in (the client's).
+    pub cb_minor: u32,
     pub slots: SlotTable,
     /// Connections bound to the session (RFC 8881 §2.10.3.1).
     pub conns: HashSet<u64>,

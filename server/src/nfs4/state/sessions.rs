@@ -55,16 +55,21 @@ impl Inner {
             .unwrap_or(false);
         let mut admin = false;
         let mut expired = false;
+        let mut recallable = false;
         if let Some(c) = self.clients.get(&clientid) {
             for id in &c.revoked {
                 match self.states.get(id).and_then(|s| s.revoked) {
                     Some(NfsStat::EXPIRED) => expired = true,
+                    Some(NfsStat::DELEG_REVOKED) => recallable = true,
                     Some(_) => admin = true,
                     None => {}
                 }
             }
             if admin {
                 flags |= seq4::ADMIN_STATE_REVOKED;
+            }
+            if recallable {
+                flags |= seq4::RECALLABLE_STATE_REVOKED;
             }
             if expired {
                 flags |= if c.revoked.len() == c.states.len() {
@@ -158,6 +163,13 @@ impl Inner {
         }
     }
 
+    pub fn set_cb_cred(&mut self, sessionid: &[u8; 16], cred: crate::rpc::CbCred, minor: u32) {
+        if let Some(s) = self.sessions.get_mut(sessionid) {
+            s.cb_cred = cred;
+            s.cb_minor = minor;
+        }
+    }
+
     pub fn backchannel_ctl(
         &mut self,
         sessionid: &[u8; 16],
@@ -207,6 +219,8 @@ impl Inner {
             slot: 0,
             seqid: s.cb_seqid.wrapping_add(1),
             channel,
+            cred: s.cb_cred.clone(),
+            minor: s.cb_minor,
         })
     }
 
@@ -231,6 +245,10 @@ pub struct CbSlot {
     pub slot: u32,
     pub seqid: u32,
     pub channel: Arc<dyn Backchannel>,
+    /// The credential to call with (`Backchannel::call_as`).
+    pub cred: crate::rpc::CbCred,
+    /// CB_COMPOUND's minorversion.
+    pub minor: u32,
 }
 
 impl std::fmt::Debug for CbSlot {

@@ -1,0 +1,159 @@
+//! The delegation part of OPEN (RFC 8881 §10.4, §18.16.3): recalling the delegations of
+//! other clients an open conflicts with, and the `open_delegation4` of the reply.
+//!
+//! A delegation is offered only when the client asks for one with an
+//! OPEN4_SHARE_ACCESS_WANT_*_DELEG flag and has a backchannel to recall it over; a plain OPEN
+//! gets OPEN_DELEGATE_NONE (the server may always decline, §10.4).
+
+use crate::nfs4::callback;
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::state::ShareAccess;
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::{Fh, Stateid};
+use crate::store::{Attr, FileType};
+use crate::xdr::{Xdr, XdrWriter};
+
+/// OPEN4_SHARE_ACCESS_WANT_* (RFC 8881 §18.16.1).
+pub const WANT_MASK: u32 = 0xff00;
+pub const WANT_NO_PREFERENCE: u32 = 0;
+pub const WANT_READ_DELEG: u32 = 0x100;
+pub const WANT_WRITE_DELEG: u32 = 0x200;
+pub const WANT_ANY_DELEG: u32 = 0x300;
+pub const WANT_NO_DELEG: u32 = 0x400;
+pub const WANT_CANCEL: u32 = 0x500;
+/// `open_delegation_type4`.
+const OPEN_DELEGATE_NONE: u32 = 0;
+const OPEN_DELEGATE_READ: u32 = 1;
+const OPEN_DELEGATE_WRITE: u32 = 2;
+const OPEN_DELEGATE_NONE_EXT: u32 = 3;
+/// `why_no_delegation4`.
+const WND4_NOT_WANTED: u32 = 0;
+const WND4_CONTENTION: u32 = 1;
+const WND4_RESOURCE: u32 = 2;
+const WND4_CANCELLED: u32 = 7;
+/// `limit_by4`: no space limit on a write delegation.
+const NFS_LIMIT_SIZE: u32 = 1;
+
+/// Before an OPEN of `fh` by `clientid`: DELAY while another client's conflicting
+/// delegation is being recalled (CB_RECALL is sent the first time).
+pub fn break_conflicts(ctx: &Ctx<'_>, clientid: u64, fh: Fh, access: u32) -> Result<(), NfsStat> {
+    let write = access & ShareAccess::WRITE != 0;
+    let recalls = ctx.srv.state.deleg_conflicts(clientid, fh.ino, write);
+    if recalls.is_empty() {
+        return Ok(());
+    }
+    callback::recall_delegs(ctx.srv, fh, &recalls);
+    Err(NfsStat::DELAY)
+}
+
+/// Before REMOVE or SETATTR changes a regular file: DELAY while a delegation of another
+/// client is being recalled (RFC 8881 §10.4.4: namespace and attribute changes conflict with
+/// delegations like a write open does).
+pub fn break_for_change(ctx: &Ctx<'_>, a: &Attr) -> Result<(), NfsStat> {
+    if a.ftype != FileType::Regular {
+        return Ok(());
+    }
+    // No session (not possible past SEQUENCE): no client of ours is excluded.
+    let cid = super::state_util::clientid(ctx).unwrap_or(u64::MAX);
+    break_conflicts(ctx, cid, super::ns_util::fh_of(a), ShareAccess::WRITE)
+}
+
+/// What the reply offers: a delegation if asked for and possible.
+pub enum Offer {
+    None,
+    NoneExt(u32),
+    Read(Stateid),
+    Write(Stateid),
+}
+
+pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32) -> Offer {
+    let access = share_access & 0xff;
+    let want_write = match share_access & WANT_MASK {
+        WANT_NO_PREFERENCE => return Offer::None,
+        WANT_NO_DELEG => return Offer::NoneExt(WND4_NOT_WANTED),
+        WANT_CANCEL => return Offer::NoneExt(WND4_CANCELLED),
+        WANT_READ_DELEG if access & ShareAccess::WRITE != 0 => {
+            return Offer::NoneExt(WND4_CONTENTION)
+        }
+        WANT_READ_DELEG => false,
+        WANT_WRITE_DELEG => true,
+        WANT_ANY_DELEG => access & ShareAccess::WRITE != 0,
+        _ => return Offer::NoneExt(WND4_RESOURCE),
+    };
+    if ctx.srv.state.backchannel_of(clientid).is_none() {
+        return Offer::NoneExt(WND4_RESOURCE);
+    }
+    match ctx.srv.state.grant_deleg(clientid, fh.ino, want_write) {
+        Some(sid) if want_write => Offer::Write(sid),
+        Some(sid) => Offer::Read(sid),
+        None => Offer::NoneExt(WND4_CONTENTION),
+    }
+}
+
+/// `open_delegation4`.
+pub fn encode(w: &mut XdrWriter, o: &Offer) {
+    match o {
+        Offer::None => w.u32(OPEN_DELEGATE_NONE),
+        Offer::NoneExt(why) => {
+            w.u32(OPEN_DELEGATE_NONE_EXT);
+            w.u32(*why);
+            // `ond_server_will_push_deleg` / `_signal_deleg_avail` follow only for
+            // WND4_CONTENTION and WND4_RESOURCE.
+            if *why == WND4_CONTENTION || *why == WND4_RESOURCE {
+                w.bool(false);
+            }
+        }
+        Offer::Read(sid) | Offer::Write(sid) => {
+            let write = matches!(o, Offer::Write(_));
+            w.u32(if write {
+                OPEN_DELEGATE_WRITE
+            } else {
+                OPEN_DELEGATE_READ
+            });
+            sid.encode(w);
+            w.bool(false);
+            if write {
+                w.u32(NFS_LIMIT_SIZE);
+                w.u64(u64::MAX);
+            }
+            // `permissions` nfsace4: an empty ACCESS_ALLOWED ace; the client asks ACCESS.
+            w.u32(0);
+            w.u32(0);
+            w.u32(0);
+            w.opaque(b"");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xdr::XdrReader;
+
+    #[test]
+    fn encodings() {
+        let sid = Stateid {
+            seqid: 1,
+            other: [4; 12],
+        };
+        let mut w = XdrWriter::new();
+        encode(&mut w, &Offer::Write(sid));
+        let mut r = XdrReader::new(&w.buf);
+        assert_eq!(r.u32().unwrap(), OPEN_DELEGATE_WRITE);
+        assert_eq!(Stateid::decode(&mut r).unwrap(), sid);
+        assert!(!r.bool().unwrap());
+        assert_eq!((r.u32().unwrap(), r.u64().unwrap()), (1, u64::MAX));
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+            (0, 0, 0)
+        );
+        assert_eq!(r.opaque(8).unwrap(), b"");
+        assert!(r.finish().is_ok());
+        let mut w = XdrWriter::new();
+        encode(&mut w, &Offer::NoneExt(WND4_CONTENTION));
+        assert_eq!(w.buf.len(), 12);
+        let mut w = XdrWriter::new();
+        encode(&mut w, &Offer::NoneExt(WND4_NOT_WANTED));
+        assert_eq!(w.buf.len(), 8);
+    }
+}

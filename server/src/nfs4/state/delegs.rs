@@ -1,0 +1,227 @@
+//! File delegations (RFC 8881 §10.2, §18.16.3): grants, the conflict that starts a recall,
+//! DELEGRETURN, and revocation of a delegation whose recall went unanswered for a lease.
+//!
+//! ```text
+//! OPEN(want deleg) ─ no conflicting open / deleg ─▶ Deleg { write, recalled_at: None }
+//! OPEN by another client that conflicts ─▶ recalled_at = now, CB_RECALL sent (caller),
+//!        the OPEN answers DELAY ─ DELEGRETURN ─▶ state dropped, the next OPEN goes on
+//!                                 └ a lease later, still held ─▶ revoked DELEG_REVOKED
+//!        (SEQUENCE: RECALLABLE_STATE_REVOKED; TEST_STATEID says so until FREE_STATEID)
+//! ```
+
+use super::files::{ShareAccess, StateKind};
+use super::stateid::parse_other;
+use super::Inner;
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::Stateid;
+use crate::store::Ino;
+
+/// A delegation's state.
+pub struct DelegState {
+    pub write: bool,
+    /// When the recall was decided (`None` while not recalled).
+    pub recalled_at: Option<u64>,
+}
+
+/// A delegation another client must give back before an operation may go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recall {
+    pub client: u64,
+    pub stateid: Stateid,
+    /// The recall was decided just now: the caller sends CB_RECALL.
+    pub send: bool,
+}
+
+impl Inner {
+    fn delegs_of(&self, ino: Ino) -> Vec<u64> {
+        self.files
+            .get(&ino)
+            .map_or_else(Vec::new, |f| f.delegs.clone())
+    }
+
+    /// A delegation for `clientid` on `ino` if nothing is in its way (§10.4): a read
+    /// delegation needs no write open and no write delegation of another client, a write one
+    /// no open or delegation of anyone else. A client gets one delegation per file.
+    pub fn grant_deleg(&mut self, clientid: u64, ino: Ino, write: bool) -> Option<Stateid> {
+        let held: Vec<u64> = self
+            .files
+            .get(&ino)
+            .map(|f| f.opens.iter().chain(&f.delegs).copied().collect())
+            .unwrap_or_default();
+        for id in &held {
+            let Some(st) = self.states.get(id) else {
+                continue;
+            };
+            let other = st.client != clientid;
+            let blocks = match &st.kind {
+                StateKind::Open(o) => other && (write || o.share.access & ShareAccess::WRITE != 0),
+                StateKind::Deleg(d) => !other || write || d.write,
+                _ => false,
+            };
+            if blocks {
+                return None;
+            }
+        }
+        let id = self.new_state(
+            clientid,
+            ino,
+            StateKind::Deleg(DelegState {
+                write,
+                recalled_at: None,
+            }),
+        );
+        Some(self.stateid_of(id))
+    }
+
+    /// The delegations of other clients that an access by `clientid` to `ino` conflicts
+    /// with (`write`: the access changes the file or takes write access). A recall that is a
+    /// lease old revokes the delegation instead (§10.2.1), which ends that conflict.
+    pub fn deleg_conflicts(
+        &mut self,
+        clientid: u64,
+        ino: Ino,
+        write: bool,
+        now: u64,
+    ) -> Vec<Recall> {
+        let lease = u64::from(self.cfg.lease_seconds);
+        let mut out = Vec::new();
+        for id in self.delegs_of(ino) {
+            let sid = self.stateid_of(id);
+            let Some(st) = self.states.get(&id) else {
+                continue;
+            };
+            let StateKind::Deleg(d) = &st.kind else {
+                continue;
+            };
+            if st.client == clientid || !(write || d.write) {
+                continue;
+            }
+            let (client, recalled_at) = (st.client, d.recalled_at);
+            if self.is_courtesy(client) {
+                // A courtesy client loses its state when it is in the way (§8.3).
+                self.expire_state(client);
+                continue;
+            }
+            match recalled_at {
+                Some(t) if now >= t + lease => self.revoke_id(id, NfsStat::DELEG_REVOKED),
+                Some(_) => out.push(Recall {
+                    client,
+                    stateid: sid,
+                    send: false,
+                }),
+                None => {
+                    if let Some(StateKind::Deleg(d)) = self.states.get_mut(&id).map(|s| &mut s.kind)
+                    {
+                        d.recalled_at = Some(now);
+                    }
+                    out.push(Recall {
+                        client,
+                        stateid: sid,
+                        send: true,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// DELEGRETURN (§18.6.3). Like knfsd, the type is checked before the seqid: any other
+    /// kind of stateid is BAD_STATEID.
+    pub fn delegreturn(&mut self, clientid: u64, sid: &Stateid, ino: Ino) -> Result<(), NfsStat> {
+        let known = parse_other(self.epoch, &sid.other)
+            .ok()
+            .and_then(|id| self.states.get(&id));
+        if known.is_some_and(|st| !matches!(st.kind, StateKind::Deleg(_))) {
+            return Err(NfsStat::BAD_STATEID);
+        }
+        let id = self.find(clientid, sid)?;
+        match self.states.get(&id) {
+            Some(st) if st.ino == ino && matches!(st.kind, StateKind::Deleg(_)) => {}
+            _ => return Err(NfsStat::BAD_STATEID),
+        }
+        self.drop_state(id);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::super::tests::{env, mount, seq};
+    use super::super::tests_files::open;
+    use super::super::{seq4, IoAccess, SequenceOutcome};
+    use super::*;
+
+    fn flags(e: &super::super::tests::Env, sid: [u8; 16], seqid: u32) -> u32 {
+        match e.sm.sequence(&seq(sid, 0, seqid, seqid as u64)).unwrap() {
+            SequenceOutcome::New { status_flags, .. } => status_flags,
+            SequenceOutcome::Replay(_) => panic!("replay"),
+        }
+    }
+
+    #[test]
+    fn grant_rules() {
+        let e = env();
+        let (a, _) = mount(&e, b"a");
+        let (b, _) = mount(&e, b"b");
+        // A write open of another client forbids a read delegation.
+        open(&e, b, b"ob", 10, 2, 0).unwrap();
+        open(&e, a, b"oa", 10, 1, 0).unwrap();
+        assert_eq!(e.sm.grant_deleg(a, Ino(10), false), None);
+        // Readers share read delegations, but one each, and no write delegation then.
+        open(&e, a, b"oa", 11, 1, 0).unwrap();
+        open(&e, b, b"ob", 11, 1, 0).unwrap();
+        assert!(e.sm.grant_deleg(a, Ino(11), false).is_some());
+        assert_eq!(e.sm.grant_deleg(a, Ino(11), false), None);
+        assert!(e.sm.grant_deleg(b, Ino(11), false).is_some());
+        assert_eq!(e.sm.grant_deleg(b, Ino(11), true), None);
+        // A write delegation needs the file to itself.
+        open(&e, a, b"oa", 12, 3, 0).unwrap();
+        let w = e.sm.grant_deleg(a, Ino(12), true).unwrap();
+        assert_eq!(e.sm.check_io(Some(a), &w, Ino(12), IoAccess::Write), Ok(()));
+        // A reader of another client conflicts with it; the holder's own opens do not.
+        assert!(e.sm.deleg_conflicts(a, Ino(12), true).is_empty());
+        let r = e.sm.deleg_conflicts(b, Ino(12), false);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].send && r[0].client == a && r[0].stateid == w);
+    }
+
+    #[test]
+    fn recall_then_return_or_revoke() {
+        let e = env();
+        let (a, sa) = mount(&e, b"a");
+        let (b, _) = mount(&e, b"b");
+        open(&e, a, b"oa", 10, 1, 0).unwrap();
+        let d = e.sm.grant_deleg(a, Ino(10), false).unwrap();
+        // Another reader does not conflict with a read delegation; a writer does, once
+        // sent, then only waited for.
+        assert!(e.sm.deleg_conflicts(b, Ino(10), false).is_empty());
+        assert!(e.sm.deleg_conflicts(b, Ino(10), true)[0].send);
+        assert!(!e.sm.deleg_conflicts(b, Ino(10), true)[0].send);
+        // DELEGRETURN ends it (not of another file, not another kind of stateid).
+        assert_eq!(e.sm.delegreturn(a, &d, Ino(11)), NfsStat::BAD_STATEID);
+        assert_eq!(e.sm.delegreturn(a, &d, Ino(10)), NfsStat::OK);
+        assert!(e.sm.deleg_conflicts(b, Ino(10), true).is_empty());
+        assert_eq!(e.sm.delegreturn(a, &d, Ino(10)), NfsStat::BAD_STATEID);
+
+        // Not returned within a lease of the recall: revoked.
+        let d = e.sm.grant_deleg(a, Ino(10), false).unwrap();
+        assert_eq!(flags(&e, sa, 1) & seq4::RECALLABLE_STATE_REVOKED, 0);
+        e.clock.0.store(10, Ordering::SeqCst);
+        assert_eq!(e.sm.deleg_conflicts(b, Ino(10), true).len(), 1);
+        e.clock.0.store(60, Ordering::SeqCst);
+        assert_eq!(e.sm.deleg_conflicts(b, Ino(10), true).len(), 1);
+        e.sm.sequence(&seq(sa, 0, 2, 2)).unwrap();
+        e.clock.0.store(100, Ordering::SeqCst);
+        assert!(e.sm.deleg_conflicts(b, Ino(10), true).is_empty());
+        assert_eq!(e.sm.test_stateid(a, &d), NfsStat::DELEG_REVOKED);
+        assert_eq!(
+            e.sm.check_io(Some(a), &d, Ino(10), IoAccess::Read),
+            Err(NfsStat::DELEG_REVOKED)
+        );
+        assert_ne!(flags(&e, sa, 3) & seq4::RECALLABLE_STATE_REVOKED, 0);
+        e.sm.free_stateid(a, &d).unwrap();
+        assert_eq!(flags(&e, sa, 4) & seq4::RECALLABLE_STATE_REVOKED, 0);
+    }
+}
