@@ -235,6 +235,24 @@ mod tests {
         }
     }
 
+    /// The CB_COMPOUND head every callback starts with: empty tag, minor version 1, two ops,
+    /// then CB_SEQUENCE on slot 0 with no referring calls.
+    fn expect_cb_sequence(r: &mut XdrReader<'_>, sessionid: [u8; 16], seqid: u32) {
+        assert_eq!(r.opaque(16).unwrap(), b"");
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+            (1, 0, 2)
+        );
+        assert_eq!(r.u32().unwrap(), OP_CB_SEQUENCE);
+        assert_eq!(r.array::<16>().unwrap(), sessionid);
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+            (seqid, 0, 0)
+        );
+        assert!(!r.bool().unwrap());
+        assert_eq!(r.u32().unwrap(), 0);
+    }
+
     #[test]
     fn layoutrecall_encoding() {
         let slot = CbSlot {
@@ -257,19 +275,7 @@ mod tests {
         };
         let b = encode_layoutrecall(&slot, &fh, &sid, 3).into_inner();
         let mut r = XdrReader::new(&b);
-        assert_eq!(r.opaque(16).unwrap(), b"");
-        assert_eq!(
-            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
-            (1, 0, 2)
-        );
-        assert_eq!(r.u32().unwrap(), OP_CB_SEQUENCE);
-        assert_eq!(r.array::<16>().unwrap(), [3; 16]);
-        assert_eq!(
-            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
-            (7, 0, 0)
-        );
-        assert!(!r.bool().unwrap());
-        assert_eq!(r.u32().unwrap(), 0);
+        expect_cb_sequence(&mut r, [3; 16], 7);
         assert_eq!(r.u32().unwrap(), OP_CB_LAYOUTRECALL);
         assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (3, iomode::ANY));
         assert!(r.bool().unwrap());
@@ -303,19 +309,7 @@ mod tests {
         };
         let b = encode_recall(&slot, &fh, &sid).into_inner();
         let mut r = XdrReader::new(&b);
-        assert_eq!(r.opaque(16).unwrap(), b"");
-        assert_eq!(
-            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
-            (1, 0, 2)
-        );
-        assert_eq!(r.u32().unwrap(), OP_CB_SEQUENCE);
-        assert_eq!(r.array::<16>().unwrap(), [5; 16]);
-        assert_eq!(
-            (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
-            (3, 0, 0)
-        );
-        assert!(!r.bool().unwrap());
-        assert_eq!(r.u32().unwrap(), 0);
+        expect_cb_sequence(&mut r, [5; 16], 3);
         assert_eq!(r.u32().unwrap(), OP_CB_RECALL);
         assert_eq!(Stateid::decode(&mut r).unwrap(), sid);
         assert!(!r.bool().unwrap());

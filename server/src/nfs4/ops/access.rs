@@ -135,11 +135,12 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsSt
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::store::{Ino, Timespec};
 
-    fn attr(ftype: FileType, mode: u32) -> Attr {
+    /// A file owned by 1000:100 (shared with the other ops' permission tests).
+    pub(in crate::nfs4::ops) fn attr(ftype: FileType, mode: u32) -> Attr {
         Attr {
             ino: Ino(5),
             generation: 1,
@@ -160,7 +161,7 @@ mod tests {
         }
     }
 
-    fn cred(uid: u32, gid: u32, gids: &[u32]) -> Cred {
+    pub(in crate::nfs4::ops) fn cred(uid: u32, gid: u32, gids: &[u32]) -> Cred {
         Cred {
             flavor: 1,
             uid,

@@ -107,37 +107,12 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsSt
 mod tests {
     use super::*;
     use crate::nfs4::attr::num;
-    use crate::store::{FileType, Ino, Timespec};
+    use crate::store::{FileType, Timespec};
+
+    use crate::nfs4::ops::access::tests::cred;
 
     fn attr() -> Attr {
-        Attr {
-            ino: Ino(5),
-            generation: 1,
-            ftype: FileType::Regular,
-            mode: 0o664,
-            nlink: 1,
-            uid: 1000,
-            gid: 100,
-            size: 0,
-            used: 0,
-            rdev: (0, 0),
-            atime: Timespec::default(),
-            mtime: Timespec::default(),
-            ctime: Timespec::default(),
-            crtime: Timespec::default(),
-            change: 1,
-            parent: Ino(1),
-        }
-    }
-
-    fn cred(uid: u32, gid: u32, gids: &[u32]) -> Cred {
-        Cred {
-            flavor: 1,
-            uid,
-            gid,
-            gids: gids.to_vec(),
-            machine: vec![],
-        }
+        crate::nfs4::ops::access::tests::attr(FileType::Regular, 0o664)
     }
 
     #[test]
