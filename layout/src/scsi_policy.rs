@@ -3,8 +3,7 @@
 //! volume blocks itself in the file's extent map — a client can never name another file's
 //! block.
 
-use crate::extent_map::Segment;
-use crate::policy::{CommitExtent, Grants, PolicyError};
+use crate::policy::{Grants, PolicyError};
 use crate::scsi::ScsiRange;
 
 /// RFC 8881 §18.42.3 / RFC 8154 §2.5 checks: the last byte written lies in `[offset, offset
@@ -41,36 +40,10 @@ pub fn check_commit(
     Ok(out)
 }
 
-/// The parts of `[first, first + n)` (file blocks) that `segs` (the file's map over at least
-/// that range) maps, as commit extents with their volume blocks; holes are skipped.
-pub fn map_range(first: u64, n: u64, segs: &[Segment]) -> Vec<CommitExtent> {
-    let end = first.saturating_add(n);
-    segs.iter()
-        .filter_map(|s| match *s {
-            Segment::Mapped {
-                file_block,
-                phys_block,
-                len,
-                ..
-            } => {
-                let lo = file_block.max(first);
-                let hi = file_block.saturating_add(len).min(end);
-                (lo < hi).then(|| CommitExtent {
-                    file_block: lo,
-                    len_blocks: hi - lo,
-                    phys_block: phys_block + (lo - file_block),
-                })
-            }
-            Segment::Hole { .. } => None,
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::block::iomode;
-    use crate::extent_map::ExtState;
 
     const B: u64 = 4096;
 
@@ -112,43 +85,5 @@ mod tests {
             check_commit(&[r(0, B)], B, 0, B, Some(B), Some(&g)),
             Err(PolicyError::Inval)
         );
-    }
-
-    #[test]
-    fn map_range_takes_the_files_own_blocks() {
-        let segs = [
-            Segment::Mapped {
-                file_block: 0,
-                phys_block: 100,
-                len: 4,
-                state: ExtState::Unwritten,
-            },
-            Segment::Hole {
-                file_block: 4,
-                len: 2,
-            },
-            Segment::Mapped {
-                file_block: 6,
-                phys_block: 500,
-                len: 4,
-                state: ExtState::Written,
-            },
-        ];
-        assert_eq!(
-            map_range(2, 6, &segs),
-            vec![
-                CommitExtent {
-                    file_block: 2,
-                    len_blocks: 2,
-                    phys_block: 102
-                },
-                CommitExtent {
-                    file_block: 6,
-                    len_blocks: 2,
-                    phys_block: 500
-                },
-            ]
-        );
-        assert!(map_range(4, 2, &segs).is_empty());
     }
 }

@@ -10,11 +10,13 @@ use super::ns::Tx;
 use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 /// One extent a client says it wrote: file block, length, and the volume block it was given.
+/// `phys_block: None` means "the file's own unwritten blocks of this range" (what a client
+/// that tracks file ranges only names, e.g. Linux's storage offset 0, or the SCSI body).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WrittenExtent {
     pub file_block: u64,
     pub len_blocks: u64,
-    pub phys_block: u64,
+    pub phys_block: Option<u64>,
 }
 
 /// What a block commit did (for LAYOUTCOMMIT's counters, issue 4 item 7).
@@ -108,7 +110,12 @@ impl Inner {
                         state: ExtState::Unwritten,
                     } = s
                     {
-                        if phys_block == w.phys_block + (file_block - w.file_block) {
+                        // A named volume block must be where the file owns it: a commit
+                        // never converts another file's block (design.md §2).
+                        let owned = w
+                            .phys_block
+                            .is_none_or(|p| phys_block == p + (file_block - w.file_block));
+                        if owned {
                             tx.items.push(Item::ExtentConvert {
                                 ino: ino.0,
                                 file_block,

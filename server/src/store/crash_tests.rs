@@ -326,12 +326,12 @@ fn layout_blocks_allocate_durably_and_commit_only_owned_blocks() {
     let bad = WrittenExtent {
         file_block: 2,
         len_blocks: 1,
-        phys_block: gphys,
+        phys_block: Some(gphys),
     };
     let good = WrittenExtent {
         file_block: 0,
         len_blocks: 2,
-        phys_block,
+        phys_block: Some(phys_block),
     };
     let before = s.log().counters();
     let out = s

@@ -31,7 +31,7 @@ use crate::nfs4::types::Stateid;
 use crate::store::{FileType, Timespec, WrittenExtent, MAX_FILE_SIZE};
 use crate::xdr::{XdrReader, XdrWriter};
 use layout::block::BlockExtent;
-use layout::extent_map::{ExtState, Segment};
+use layout::extent_map::Segment;
 use layout::policy::{self, CommitExtent, Grants};
 use layout::scsi_policy;
 
@@ -108,7 +108,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     };
     let b = block(ctx);
     let checked = if is_scsi(a.layout_type) {
-        scsi_extents(ctx, ino, &a, grants.as_ref())?
+        scsi_extents(ctx, &a, grants.as_ref())?
     } else {
         let ext = BlockExtent::decode_list(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;
         policy::check_commit(
@@ -135,10 +135,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     if !segs.iter().any(|s| matches!(s, Segment::Mapped { .. })) {
         return Err(NfsStat::BADLAYOUT);
     }
-    let mut written: Vec<WrittenExtent> = Vec::with_capacity(checked.len());
-    for c in &checked {
-        resolve_storage(ctx, ino, c, &mut written)?;
-    }
+    let written: Vec<WrittenExtent> = checked.iter().map(written).collect();
     let done = ctx.srv.store.commit_blocks(
         ino,
         &written,
@@ -160,61 +157,40 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     Ok(())
 }
 
-/// The volume blocks one committed extent converts. The Linux client sends storage offset 0
-/// in every `pnfs_block_extent4` of its layoutupdate (it only tracks file ranges), and block 0
-/// of the volume is the superblock, never a file's block: offset 0 therefore means "the
-/// file's own unwritten blocks of this range", which the grants check already limited to
-/// what LAYOUTGET gave this client RW. Any other offset must match where the file owns the
-/// block (the store's check).
-fn resolve_storage(
-    ctx: &Ctx<'_>,
-    ino: crate::store::Ino,
-    c: &policy::CommitExtent,
-    out: &mut Vec<WrittenExtent>,
-) -> Result<(), NfsStat> {
-    if c.phys_block != 0 {
-        out.push(WrittenExtent {
-            file_block: c.file_block,
-            len_blocks: c.len_blocks,
-            phys_block: c.phys_block,
-        });
-        return Ok(());
+/// The store extent for one committed extent. The Linux client sends storage offset 0 in
+/// every `pnfs_block_extent4` of its layoutupdate (it only tracks file ranges), and block 0 of
+/// the volume is the superblock, never a file's block: offset 0 therefore means "the file's own
+/// unwritten blocks of this range" (`None`), which the grants check already limited to what
+/// LAYOUTGET gave this client RW. Any other offset must match where the file owns the block
+/// (the store checks it under its lock).
+fn written(c: &CommitExtent) -> WrittenExtent {
+    WrittenExtent {
+        file_block: c.file_block,
+        len_blocks: c.len_blocks,
+        phys_block: (c.phys_block != 0).then_some(c.phys_block),
     }
-    for s in ctx.srv.store.extents(ino, c.file_block, c.len_blocks)? {
-        if let Segment::Mapped {
-            file_block,
-            phys_block,
-            len,
-            state: ExtState::Unwritten,
-        } = s
-        {
-            out.push(WrittenExtent {
-                file_block,
-                len_blocks: len,
-                phys_block,
-            });
-        }
-    }
-    Ok(())
 }
 
-/// The SCSI body (RFC 8154 §2.5): byte ranges only; the volume blocks are the file's own,
-/// looked up in its map (`layout::scsi_policy`). Malformed bodies are BADLAYOUT.
+/// The SCSI body (RFC 8154 §2.5): byte ranges only; the volume blocks are the file's own.
+/// Malformed bodies are BADLAYOUT.
 fn scsi_extents(
     ctx: &Ctx<'_>,
-    ino: crate::store::Ino,
     a: &Args,
     grants: Option<&Grants>,
 ) -> Result<Vec<CommitExtent>, NfsStat> {
     let b = block(ctx);
     let ranges = layout::scsi::decode_update(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;
     let blocks = scsi_policy::check_commit(&ranges, b, a.offset, a.length, a.last_byte, grants)?;
-    let mut out = Vec::new();
-    for (first, n) in blocks {
-        let segs = ctx.srv.store.extents(ino, first, n)?;
-        out.extend(scsi_policy::map_range(first, n, &segs));
-    }
-    Ok(out)
+    // Storage block 0 = "the file's own blocks of the range": the store maps them under its
+    // lock (`written`), so a client can never name another file's blocks.
+    Ok(blocks
+        .into_iter()
+        .map(|(first, n)| CommitExtent {
+            file_block: first,
+            len_blocks: n,
+            phys_block: 0,
+        })
+        .collect())
 }
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {

@@ -832,7 +832,7 @@ fn commit_size(srv: &Server, ino: Ino) {
             } => Some(crate::store::WrittenExtent {
                 file_block,
                 len_blocks: len,
-                phys_block,
+                phys_block: Some(phys_block),
             }),
             _ => None,
         })
