@@ -143,6 +143,8 @@ pub struct Config {
     pub max_record_size: Size,
     /// Accept AUTH_NONE for COMPOUND (as "nobody").
     pub allow_auth_none: bool,
+    /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for Config {
@@ -165,6 +167,7 @@ impl Default for Config {
             log_force_interval_seconds: 30,
             max_record_size: Size(crate::rpc::record::DEFAULT_MAX_RECORD as u64),
             allow_auth_none: true,
+            metrics_listen: None,
         }
     }
 }
@@ -178,6 +181,8 @@ pub struct Overrides {
     /// `--no-nvme`: no embedded target, whatever the file says.
     pub no_nvme: bool,
     pub lease_seconds: Option<u32>,
+    /// `--metrics-listen`: turns the metrics endpoint on (or moves it).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// `nvme_listen`: an address, or `"off"`.
@@ -234,6 +239,9 @@ impl Config {
         }
         if let Some(s) = o.lease_seconds {
             self.lease_seconds = s;
+        }
+        if let Some(m) = o.metrics_listen {
+            self.metrics_listen = Some(m);
         }
     }
 
@@ -394,6 +402,20 @@ mod tests {
     }
 
     #[test]
+    fn metrics_endpoint_is_off_by_default_and_set_by_key_or_flag() {
+        assert_eq!(Config::default().metrics_listen, None);
+        let c = Config::parse("metrics_listen = \"127.0.0.1:9400\"", Path::new("x")).unwrap();
+        assert_eq!(c.metrics_listen.map(|a| a.port()), Some(9400));
+        assert!(Config::parse("metrics_listen = \"nowhere\"", Path::new("x")).is_err());
+        let o = Overrides {
+            metrics_listen: Some("127.0.0.1:9401".parse().unwrap()),
+            ..Overrides::default()
+        };
+        let c = Config::load(None, &o).unwrap();
+        assert_eq!(c.metrics_listen.map(|a| a.port()), Some(9401));
+    }
+
+    #[test]
     fn the_example_file_is_the_defaults() {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml");
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
@@ -417,6 +439,7 @@ mod tests {
             nvme_listen: Some("127.0.0.1:4421".parse().unwrap()),
             no_nvme: false,
             lease_seconds: Some(60),
+            metrics_listen: None,
         };
         let c = Config::load(Some(&p), &o).unwrap();
         assert_eq!((c.listen.port(), c.lease_seconds), (4049, 60));

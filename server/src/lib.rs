@@ -8,6 +8,7 @@
 //! `BlockDev` over NVMe/TCP (crate `nvme-tcp`).
 pub mod config;
 pub mod fuzzing;
+pub mod metrics;
 pub mod nfs4;
 pub mod nvme;
 pub mod rpc;

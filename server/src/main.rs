@@ -61,6 +61,9 @@ struct ServeArgs {
     no_nvme: bool,
     #[arg(long)]
     lease_seconds: Option<u32>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address; off by default.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
 }
 
 fn size_arg(s: &str) -> Result<u64, String> {
@@ -139,6 +142,7 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
         nvme_listen: a.nvme_listen,
         no_nvme: a.no_nvme,
         lease_seconds: a.lease_seconds,
+        metrics_listen: a.metrics_listen,
     };
     let cfg = Config::load(a.config.as_deref(), &overrides)?;
     let volume = cfg.volume_path();
@@ -238,6 +242,22 @@ async fn run(
     };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // The operator's counters (issue 7), bound before "ready" so a bad address fails the start.
+    let metrics = match cfg.metrics_listen {
+        Some(addr) => {
+            let l = pnfsd::metrics::bind(addr)
+                .await
+                .map_err(io_err(format!("metrics listen on {addr}")))?;
+            let local = l.local_addr().map_err(io_err("metrics address"))?;
+            tracing::info!("metrics on http://{local}/metrics");
+            Some(tokio::spawn(pnfsd::metrics::serve(
+                l,
+                srv.clone(),
+                stop_rx.clone(),
+            )))
+        }
+        None => None,
+    };
     let uuid = uuid::Uuid::from_bytes(uuid_bytes);
     let nfs = tokio::spawn(pnfsd::rpc::serve(
         listener,
@@ -266,6 +286,9 @@ async fn run(
         tracing::error!("NFS listener task failed");
     }
     ticker.abort();
+    if let Some(m) = metrics {
+        let _ = m.await;
+    }
     // Before the store unmounts (serve): no NVMe I/O may reach the volume after that.
     if let Some((target, task)) = nvme {
         target.shutdown();

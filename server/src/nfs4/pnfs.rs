@@ -29,8 +29,10 @@ pub struct PnfsMetrics {
     pub layoutcommit_errors: AtomicU64,
     /// LAYOUTCOMMITs whose log force wrote the log (design.md §4).
     pub commit_log_writes: AtomicU64,
-    /// Data-volume flushes LAYOUTCOMMITs issued or joined.
+    /// Data-volume flushes LAYOUTCOMMITs issued themselves.
     pub commit_data_flushes: AtomicU64,
+    /// LAYOUTCOMMITs whose data flush was another caller's (flush sharing, design.md §3).
+    pub commit_data_flushes_joined: AtomicU64,
     /// Unwritten blocks LAYOUTCOMMIT converted.
     pub commit_converted_blocks: AtomicU64,
     pub layoutreturns: AtomicU64,
@@ -49,6 +51,7 @@ pub struct PnfsCounters {
     pub layoutcommit_errors: u64,
     pub commit_log_writes: u64,
     pub commit_data_flushes: u64,
+    pub commit_data_flushes_joined: u64,
     pub commit_converted_blocks: u64,
     pub layoutreturns: u64,
     pub recalls_sent: u64,
@@ -79,6 +82,7 @@ impl PnfsMetrics {
             layoutcommit_errors: get(&self.layoutcommit_errors),
             commit_log_writes: get(&self.commit_log_writes),
             commit_data_flushes: get(&self.commit_data_flushes),
+            commit_data_flushes_joined: get(&self.commit_data_flushes_joined),
             commit_converted_blocks: get(&self.commit_converted_blocks),
             layoutreturns: get(&self.layoutreturns),
             recalls_sent: get(&self.recalls_sent),

@@ -28,8 +28,11 @@ pub struct BlockCommit {
     pub new_size: Option<u64>,
     /// The log was forced and that force wrote (and flushed) the log.
     pub log_written: bool,
-    /// Data-volume flushes this call issued or joined.
-    pub data_flushes: u32,
+    /// Data-volume flushes this call issued itself.
+    pub data_flushes_issued: u32,
+    /// Data-volume flushes this call waited for but another caller issued (flush sharing,
+    /// design.md §3): each commit needs one or the other, so sharing shows as issued < commits.
+    pub data_flushes_joined: u32,
 }
 
 fn check_file(ft: FileType) -> Result<()> {
@@ -160,8 +163,11 @@ impl Inner {
         if !out.log_written {
             // Nothing wrote the log on this device (the log is internal, design.md §2, so a
             // log write would have flushed it): the client's data still needs its flush.
-            self.flush_data()?;
-            out.data_flushes += 1;
+            if self.flush_data()?.issued {
+                out.data_flushes_issued += 1;
+            } else {
+                out.data_flushes_joined += 1;
+            }
         }
         Ok(out)
     }

@@ -218,10 +218,10 @@ impl Inner {
         self.file_locks[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Data-volume flush shared with concurrent callers (design.md §3 "Flush sharing").
-    pub fn flush_data(&self) -> Result<()> {
-        self.flush.flush().map_err(io_err)?;
-        Ok(())
+    /// Data-volume flush shared with concurrent callers (design.md §3 "Flush sharing");
+    /// says whether this call issued the flush or joined another caller's.
+    pub fn flush_data(&self) -> Result<metalog::FlushOutcome> {
+        self.flush.flush().map_err(io_err)
     }
 
     pub fn tx(ino: u64, timestamps_only: bool) -> TxObject {

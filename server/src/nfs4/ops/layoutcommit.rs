@@ -145,7 +145,11 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     )?;
     let m = &ctx.srv.pnfs.metrics;
     add(&m.commit_log_writes, u64::from(done.log_written));
-    add(&m.commit_data_flushes, u64::from(done.data_flushes));
+    add(&m.commit_data_flushes, u64::from(done.data_flushes_issued));
+    add(
+        &m.commit_data_flushes_joined,
+        u64::from(done.data_flushes_joined),
+    );
     add(&m.commit_converted_blocks, done.converted_blocks);
     match done.new_size {
         Some(sz) => {

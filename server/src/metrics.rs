@@ -1,0 +1,409 @@
+//! The operator's metrics endpoint (issue 7): with `metrics_listen` set (off by default),
+//! `pnfsd serve` answers `GET /metrics` in the Prometheus text format (version 0.0.4) with
+//! the pNFS layout counters (`nfs4::pnfs::PnfsMetrics`), the metadata log's counters
+//! (`metalog::LogCounters`) and the data-volume flush sharing (`FlushSeq`). pnfs-bench reads
+//! it before and after each mode; anything that speaks HTTP can too (`curl`).
+//!
+//! A minimal HTTP/1.0 server on tokio, hand-written: one request per connection, the request
+//! head bounded to [`MAX_HEAD`] bytes and [`READ_TIMEOUT`], the reply closed after the body.
+//! It only reads atomics and one short mutex (no store lock, no I/O), so a scrape never
+//! slows an NFS operation down. Bind it to the loopback or a management network: it has no
+//! authentication.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metalog::LogCounters;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::nfs4::pnfs::PnfsCounters;
+use crate::server::Server;
+
+/// A request head larger than this is refused (a GET line and a few headers fit easily).
+pub const MAX_HEAD: usize = 8192;
+/// A client that sends no complete request head within this is dropped.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Every counter the endpoint shows, read at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub pnfs: PnfsCounters,
+    pub log: LogCounters,
+    /// Data-volume flushes of every store caller: (issued, joined another caller's).
+    pub data_flushes: (u64, u64),
+}
+
+impl Snapshot {
+    pub fn of(srv: &Server) -> Snapshot {
+        Snapshot {
+            pnfs: srv.pnfs.metrics.snapshot(),
+            log: srv.store.log().counters(),
+            data_flushes: srv.store.data_flush_counts(),
+        }
+    }
+}
+
+fn counter(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn seconds(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// The Prometheus text exposition of `s` (every metric a counter, names ending in `_total`).
+pub fn render(s: &Snapshot) -> String {
+    let (p, l) = (&s.pnfs, &s.log);
+    let mut o = String::with_capacity(4096);
+    let c = &mut o;
+    counter(
+        c,
+        "pnfsd_layoutgets_total",
+        "LAYOUTGET operations.",
+        p.layoutgets,
+    );
+    counter(
+        c,
+        "pnfsd_layoutget_seconds_total",
+        "Time spent in LAYOUTGET handlers.",
+        seconds(p.layoutget_ns),
+    );
+    counter(
+        c,
+        "pnfsd_layoutget_errors_total",
+        "LAYOUTGETs answered with an error.",
+        p.layoutget_errors,
+    );
+    counter(
+        c,
+        "pnfsd_layoutcommits_total",
+        "LAYOUTCOMMIT operations.",
+        p.layoutcommits,
+    );
+    counter(
+        c,
+        "pnfsd_layoutcommit_seconds_total",
+        "Time spent in LAYOUTCOMMIT handlers (server time per commit = this / layoutcommits).",
+        seconds(p.layoutcommit_ns),
+    );
+    counter(
+        c,
+        "pnfsd_layoutcommit_errors_total",
+        "LAYOUTCOMMITs answered with an error.",
+        p.layoutcommit_errors,
+    );
+    counter(
+        c,
+        "pnfsd_layoutcommit_log_forces_wrote_total",
+        "LAYOUTCOMMITs whose log force waited for a log write (several can share one write).",
+        p.commit_log_writes,
+    );
+    counter(
+        c,
+        "pnfsd_layoutcommit_data_flushes_issued_total",
+        "Data-volume flushes LAYOUTCOMMITs issued themselves.",
+        p.commit_data_flushes,
+    );
+    counter(
+        c,
+        "pnfsd_layoutcommit_data_flushes_joined_total",
+        "LAYOUTCOMMITs served by a data-volume flush another caller issued (flush sharing).",
+        p.commit_data_flushes_joined,
+    );
+    counter(
+        c,
+        "pnfsd_layoutcommit_converted_blocks_total",
+        "Unwritten blocks LAYOUTCOMMIT converted to written.",
+        p.commit_converted_blocks,
+    );
+    counter(
+        c,
+        "pnfsd_layoutreturns_total",
+        "LAYOUTRETURN operations.",
+        p.layoutreturns,
+    );
+    counter(
+        c,
+        "pnfsd_layout_recalls_sent_total",
+        "CB_LAYOUTRECALLs sent.",
+        p.recalls_sent,
+    );
+    counter(c, "pnfsd_layout_fences_total", "Clients fenced.", p.fences);
+    counter(
+        c,
+        "pnfsd_log_commits_total",
+        "Metadata log transactions committed.",
+        l.commits,
+    );
+    counter(
+        c,
+        "pnfsd_log_forces_total",
+        "Metadata log forces.",
+        l.forces,
+    );
+    counter(
+        c,
+        "pnfsd_log_forces_wrote_total",
+        "Log forces whose wait included a log write that flushed the device (XFS log_flushed).",
+        l.forces_that_wrote,
+    );
+    counter(
+        c,
+        "pnfsd_log_forces_joined_total",
+        "Log forces that did not (already durable, or joined a write that began before them).",
+        l.forces.saturating_sub(l.forces_that_wrote),
+    );
+    counter(
+        c,
+        "pnfsd_log_writes_total",
+        "Log records written (checkpoints, tail and unmount records).",
+        l.log_writes,
+    );
+    counter(
+        c,
+        "pnfsd_log_bytes_total",
+        "Bytes of log records written.",
+        l.log_bytes,
+    );
+    counter(
+        c,
+        "pnfsd_log_checkpoints_total",
+        "Checkpoints written.",
+        l.checkpoints,
+    );
+    counter(
+        c,
+        "pnfsd_log_flushes_issued_total",
+        "Log-device flushes the log issued.",
+        l.flushes_issued,
+    );
+    counter(
+        c,
+        "pnfsd_log_flushes_shared_total",
+        "Log-device flush requests served by another caller's flush.",
+        l.flushes_shared,
+    );
+    counter(
+        c,
+        "pnfsd_log_wait_seconds_total",
+        "Time callers waited in log forces and for log space.",
+        seconds(l.wait_ns),
+    );
+    counter(
+        c,
+        "pnfsd_log_writebacks_total",
+        "Metadata write-backs that moved the log tail.",
+        l.writebacks,
+    );
+    counter(
+        c,
+        "pnfsd_data_flushes_issued_total",
+        "Data-volume flushes issued by the store (LAYOUTCOMMIT, COMMIT, stable WRITE).",
+        s.data_flushes.0,
+    );
+    counter(
+        c,
+        "pnfsd_data_flushes_joined_total",
+        "Store data-volume flush requests served by another caller's flush.",
+        s.data_flushes.1,
+    );
+    o
+}
+
+/// What a request head asks for: the status line and body of the reply.
+fn answer(head: &[u8], srv: &Server) -> (&'static str, String) {
+    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    match (method, path) {
+        ("GET", "/metrics") => ("200 OK", render(&Snapshot::of(srv))),
+        ("GET", _) => ("404 Not Found", "only /metrics is served\n".into()),
+        _ => ("405 Method Not Allowed", "only GET is served\n".into()),
+    }
+}
+
+/// Reads the request head (up to the blank line); None if it is too big, cut short or slow.
+async fn read_head(sock: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    let read = async {
+        loop {
+            let n = sock.read(&mut buf).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            head.extend_from_slice(&buf[..n]);
+            if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
+                return Some(());
+            }
+            if head.len() > MAX_HEAD {
+                return None;
+            }
+        }
+    };
+    tokio::time::timeout(READ_TIMEOUT, read).await.ok()??;
+    Some(head)
+}
+
+async fn one(mut sock: TcpStream, srv: Arc<Server>) {
+    let (status, body) = match read_head(&mut sock).await {
+        Some(head) => answer(&head, &srv),
+        None => ("400 Bad Request", "bad request\n".into()),
+    };
+    let reply = format!(
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = sock.write_all(reply.as_bytes()).await;
+    let _ = sock.shutdown().await;
+}
+
+/// Serves `listener` until `stop` turns true; each connection on its own task.
+pub async fn serve(
+    listener: TcpListener,
+    srv: Arc<Server>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            a = listener.accept() => match a {
+                Ok((sock, _)) => {
+                    tokio::spawn(one(sock, srv.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!("metrics accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            r = stop.changed() => if r.is_err() || *stop.borrow() {
+                return;
+            },
+        }
+    }
+}
+
+/// Binds the endpoint (before "ready", so a bad address fails the start).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of `name` in an exposition (None if absent or not a number).
+    fn value(text: &str, name: &str) -> Option<f64> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn render_shows_every_counter_once_with_its_type() {
+        let mut s = Snapshot::default();
+        s.pnfs.layoutcommits = 40;
+        s.pnfs.layoutcommit_ns = 4_000_000_123;
+        s.pnfs.commit_data_flushes = 7;
+        s.pnfs.commit_data_flushes_joined = 33;
+        s.log.forces = 10;
+        s.log.forces_that_wrote = 4;
+        s.log.log_writes = 5;
+        s.data_flushes = (9, 31);
+        let t = render(&s);
+        assert_eq!(value(&t, "pnfsd_layoutcommits_total"), Some(40.0));
+        assert_eq!(
+            value(&t, "pnfsd_layoutcommit_seconds_total"),
+            Some(4.000000123)
+        );
+        assert_eq!(
+            value(&t, "pnfsd_layoutcommit_data_flushes_issued_total"),
+            Some(7.0)
+        );
+        assert_eq!(
+            value(&t, "pnfsd_layoutcommit_data_flushes_joined_total"),
+            Some(33.0)
+        );
+        assert_eq!(value(&t, "pnfsd_log_forces_joined_total"), Some(6.0));
+        assert_eq!(value(&t, "pnfsd_log_writes_total"), Some(5.0));
+        assert_eq!(value(&t, "pnfsd_data_flushes_joined_total"), Some(31.0));
+        // Every sample has exactly one TYPE line, and every name is a counter.
+        let samples: Vec<&str> = t
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        assert_eq!(samples.len(), 26);
+        for n in &samples {
+            assert!(n.ends_with("_total"), "{n}");
+            assert_eq!(
+                t.matches(&format!("# TYPE {n} counter\n")).count(),
+                1,
+                "{n}"
+            );
+        }
+    }
+
+    async fn get(addr: SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(request).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_over_http_and_refuses_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let vol = dir.path().join("v.img");
+        crate::store::Store::mkfs(&vol, 64 << 20, false).unwrap();
+        let store = Arc::new(crate::store::Store::open(&vol, Default::default()).unwrap());
+        let srv = Arc::new(Server::new(store.clone(), Default::default()));
+        srv.pnfs
+            .metrics
+            .layoutcommits
+            .store(3, std::sync::atomic::Ordering::Relaxed);
+        let before = store.log().counters().commits;
+        let set = crate::store::SetAttrs::default();
+        let root = crate::store::ROOT_INO;
+        store
+            .create(root, b"f", crate::store::NewNode::Regular, &set, (0, 0))
+            .unwrap();
+        let l = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(serve(l, srv.clone(), rx));
+
+        let r = get(addr, b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").await;
+        let (head, body) = r.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.0 200 OK\r\n"), "{head}");
+        assert!(head.contains(&format!("Content-Length: {}", body.len())));
+        assert_eq!(value(body, "pnfsd_layoutcommits_total"), Some(3.0));
+        // The create committed: the log counters are the live ones.
+        assert_eq!(
+            value(body, "pnfsd_log_commits_total"),
+            Some((before + 1) as f64),
+            "{body}"
+        );
+
+        assert!(get(addr, b"GET / HTTP/1.0\r\n\r\n")
+            .await
+            .starts_with("HTTP/1.0 404"));
+        assert!(get(addr, b"POST /metrics HTTP/1.0\r\n\r\n")
+            .await
+            .starts_with("HTTP/1.0 405"));
+        let huge = vec![b'a'; MAX_HEAD + 10];
+        assert!(get(addr, &huge).await.starts_with("HTTP/1.0 400"));
+
+        tx.send(true).unwrap();
+        task.await.unwrap();
+        drop(srv);
+        store.unmount().unwrap();
+    }
+}
