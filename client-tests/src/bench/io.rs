@@ -1,14 +1,17 @@
 //! One writer: a session, an open file with an RW block layout, and the commit unit each mode
-//! times — pwrite at the layout's storage offsets, then what makes it durable in that mode.
+//! times — a write at the layout's storage offsets (data.rs), then what makes it durable in
+//! that mode.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client_tests::fs::OpenFile;
-use client_tests::layout_io::{write_through_extents, BlockLayout};
+use client_tests::layout_io::BlockLayout;
 use client_tests::pnfs::{iomode, BlockExtent};
 use client_tests::{ClientError, Compound, Result, Session};
 
+use super::counters::Interval;
+use super::data::DataPath;
 use super::Mode;
 
 /// A writer's file: where its bytes live on the volume.
@@ -101,37 +104,40 @@ impl Writer {
 }
 
 /// Writes the whole file in `io` sized pieces, each followed by this mode's durability step;
-/// returns each unit's latency. `ping` is the datasync pnfsd's session (the limit's round trip).
+/// returns each unit's latency and each LAYOUTCOMMIT's client-side [start, end]. `ping` is
+/// the datasync pnfsd's session (the limit's round trip).
 pub async fn run_writer(
     w: &Writer,
-    vol: Arc<std::fs::File>,
+    data: &DataPath,
     mode: Mode,
     size: u64,
     io: u64,
     ping: &Session,
     seed: u64,
-) -> Result<Vec<Duration>> {
-    let data = client_tests::harness::pattern(seed, io as usize);
+) -> Result<(Vec<Duration>, Vec<Interval>)> {
+    let bytes = bytes::Bytes::from(client_tests::harness::pattern(seed, io as usize));
     let mut lats = Vec::with_capacity((size / io) as usize);
+    let mut commits = Vec::new();
     let mut off = 0;
     while off < size {
         let t0 = Instant::now();
-        // Blocking syscalls on a runtime worker: the runtime has a worker per writer (mod.rs).
-        tokio::task::block_in_place(|| write_through_extents(&vol, &w.layout.extents, off, &data))?;
+        data.write(&w.layout.extents, off, &bytes).await?;
         match mode {
             // The server flushes the data volume inside LAYOUTCOMMIT (design.md §4): the
-            // client does not fdatasync itself.
+            // client does not flush itself, as the Linux block-layout client (data.rs).
             Mode::Pnfsd | Mode::Sync => {
                 let ext = clip(&w.layout.extents, off, io);
+                let c0 = Instant::now();
                 w.session
                     .layoutcommit(&w.file, w.layout.stateid, off, io, off + io - 1, &ext)
                     .await?;
+                commits.push((c0, Instant::now()));
             }
             Mode::Limit => {
-                tokio::task::block_in_place(|| vol.sync_data())?;
+                data.flush().await?;
                 ping.run_ok(Compound::new()).await?;
             }
-            Mode::Device => tokio::task::block_in_place(|| vol.sync_data())?,
+            Mode::Device => data.flush().await?,
             Mode::ExportSync | Mode::ExportAsync => {
                 return Err(ClientError::Harness("not a layout mode".into()))
             }
@@ -139,7 +145,7 @@ pub async fn run_writer(
         lats.push(t0.elapsed());
         off += io;
     }
-    Ok(lats)
+    Ok((lats, commits))
 }
 
 #[cfg(test)]

@@ -5,19 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client_tests::{ClientError, Compound, PnfsdProcess, Result, ServerOptions, Session};
+use client_tests::{ClientError, Compound, Result, Session};
 
 use super::report::{ModeFigures, WorkloadResult};
-use super::Mode;
-
-fn start(export: &str) -> Result<PnfsdProcess> {
-    PnfsdProcess::start_with(ServerOptions {
-        config_toml: Some(format!(
-            "volume_size = \"1G\"\ngrace_seconds = 1\nexport_sync = \"{export}\"\n"
-        )),
-        ..Default::default()
-    })
-}
+use super::target::{delta, Options, Target};
+use super::{Mode, Spec};
 
 /// One client's loop: `files` × (create, rename, remove) in the root; each op's latency.
 async fn client(s: Arc<Session>, tag: String, files: usize) -> Result<Vec<Duration>> {
@@ -46,55 +38,57 @@ async fn client(s: Arc<Session>, tag: String, files: usize) -> Result<Vec<Durati
     Ok(lats)
 }
 
-async fn sessions(p: &PnfsdProcess, n: usize) -> Result<Vec<Arc<Session>>> {
+async fn sessions(t: &Target, n: usize) -> Result<Vec<Arc<Session>>> {
     let mut out = Vec::new();
     for _ in 0..n {
-        let s = Session::connect(p.addr()).await?;
-        // OPEN is refused during grace (RFC 8881 §8.4.2): wait it out once per server.
-        let root = s.lookup_path("").await?;
-        let mut ok = false;
-        for _ in 0..100 {
-            match s.create_file(&root, ".grace-probe", 0o644).await {
-                Err(ClientError::Nfs {
-                    status: client_tests::NfsStat::GRACE,
-                    ..
-                }) => tokio::time::sleep(Duration::from_millis(100)).await,
-                r => {
-                    s.close_file(&r?).await?;
-                    ok = true;
-                    break;
-                }
-            }
-        }
-        if !ok {
-            return Err(ClientError::Harness("server stayed in grace".into()));
-        }
-        out.push(Arc::new(s));
+        out.push(super::session(t).await?);
     }
     Ok(out)
 }
 
-/// `clients` concurrent clients, `files` files each, `rounds` interleaved rounds.
-pub async fn run(
-    name: &str,
-    clients: usize,
-    files: usize,
-    rounds: usize,
-) -> Result<WorkloadResult> {
-    let (mut ps, mut pa) = (start("sync")?, start("async")?);
-    let (ss, sa) = (sessions(&ps, clients).await?, sessions(&pa, clients).await?);
-    let order = [Mode::ExportSync, Mode::ExportAsync];
+/// `spec.writers` concurrent clients, `spec.file_size` files each, `rounds` interleaved
+/// rounds. With `--server` only the running server's export is measured (as `sync-export`:
+/// the default; the async export needs a second server and is skipped).
+pub async fn run(spec: &Spec, rounds: usize, o: &Options) -> Result<WorkloadResult> {
+    let (clients, files) = (spec.writers, spec.file_size as usize);
+    let mut notes = Vec::new();
+    let (ps, pa) = if o.server.is_some() {
+        notes.push(
+            "async-export skipped: --server measures one running pnfsd (reported as \
+             sync-export, the default export_sync); the ratio needs a second server"
+                .to_string(),
+        );
+        (Target::external(o, false, 0).await?, None)
+    } else {
+        let sync = Target::start("export_sync = \"sync\"\n", o, false, 0).await?;
+        let asy = Target::start("export_sync = \"async\"\n", o, false, 0).await?;
+        (sync, Some(asy))
+    };
+    let ss = sessions(&ps, clients).await?;
+    let sa = match &pa {
+        Some(p) => sessions(p, clients).await?,
+        None => Vec::new(),
+    };
+    let order: Vec<Mode> = [Mode::ExportSync, Mode::ExportAsync]
+        .into_iter()
+        .filter(|m| *m == Mode::ExportSync || pa.is_some())
+        .collect();
+    let tag = super::run_tag();
     let mut figs: Vec<(Mode, ModeFigures)> =
         order.iter().map(|m| (*m, ModeFigures::default())).collect();
     for r in 0..rounds {
         for k in 0..order.len() {
             let mode = order[(k + r) % order.len()];
-            let sess = if mode == Mode::ExportSync { &ss } else { &sa };
+            let (srv, sess) = match (&pa, mode) {
+                (Some(p), Mode::ExportAsync) => (p, &sa),
+                _ => (&ps, &ss),
+            };
+            let before = srv.counters().await?;
             let t0 = Instant::now();
             let tasks: Vec<_> = sess
                 .iter()
                 .enumerate()
-                .map(|(i, s)| tokio::spawn(client(s.clone(), format!("m{r}-{i}"), files)))
+                .map(|(i, s)| tokio::spawn(client(s.clone(), format!("{tag}-m{r}-{i}"), files)))
                 .collect();
             let mut lats = Vec::new();
             for t in tasks {
@@ -104,21 +98,24 @@ pub async fn run(
                 );
             }
             let wall = t0.elapsed();
+            let after = srv.counters().await?;
             if let Some((_, f)) = figs.iter_mut().find(|(m, _)| *m == mode) {
                 f.record_round(wall, lats);
+                f.record_server(delta(before, after));
             }
         }
     }
-    ps.terminate()?;
-    pa.terminate()?;
+    ps.stop()?;
+    if let Some(p) = pa {
+        p.stop()?;
+    }
     Ok(WorkloadResult {
-        name: name.to_string(),
+        name: spec.name.to_string(),
         writers: clients,
         file_size: files as u64,
         io_size: 0,
         rounds,
         modes: figs,
-        server: None,
-        server_sync: None,
+        notes,
     })
 }

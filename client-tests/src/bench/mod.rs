@@ -2,28 +2,34 @@
 //! next to the physical limit, the bare device loop and `layoutcommit = "sync"`, all in one run
 //! and interleaved by round so machine drift hits every mode alike (docs/benchmarks.md).
 
+pub mod counters;
+pub mod data;
 pub mod io;
 pub mod meta;
 pub mod report;
+pub mod target;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client_tests::{ClientError, PnfsdProcess, Result, ServerOptions, Session};
+use client_tests::{ClientError, Result, Session};
 
+use counters::Interval;
+use data::DataPath;
 use io::Writer;
-use report::{ModeFigures, ServerCounters, WorkloadResult};
+use report::{ModeFigures, WorkloadResult};
+use target::{delta, Options, Target};
 
 /// How a commit unit is made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// pwrite, then LAYOUTCOMMIT to pnfsd (default `layoutcommit = "datasync"`).
+    /// write, then LAYOUTCOMMIT to pnfsd (default `layoutcommit = "datasync"`).
     Pnfsd,
-    /// pwrite, then LAYOUTCOMMIT to a pnfsd with `layoutcommit = "sync"` (XFS-like log force).
+    /// write, then LAYOUTCOMMIT to a pnfsd with `layoutcommit = "sync"` (XFS-like log force).
     Sync,
-    /// pwrite + fdatasync of the volume + one SEQUENCE-only round trip: the least a protocol adds.
+    /// write + flush of the volume + one SEQUENCE-only round trip: the least a protocol adds.
     Limit,
-    /// pwrite + fdatasync only (for the record).
+    /// write + flush only (for the record).
     Device,
     /// `meta` on an `export_sync = "sync"` export, and on an `"async"` one.
     ExportSync,
@@ -89,39 +95,9 @@ pub fn specs(scale: u64) -> Vec<Spec> {
     ]
 }
 
-struct Server {
-    proc: PnfsdProcess,
-    vol: Arc<std::fs::File>,
-}
-
-fn start(sync: bool) -> Result<Server> {
-    let mut toml = String::from("volume_size = \"2G\"\ngrace_seconds = 1\n");
-    if sync {
-        toml.push_str("layoutcommit = \"sync\"\n");
-    }
-    let proc = PnfsdProcess::start_with(ServerOptions {
-        config_toml: Some(toml),
-        ..Default::default()
-    })?;
-    let vol = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(proc.data_dir().join("volume.img"))?;
-    Ok(Server {
-        proc,
-        vol: Arc::new(vol),
-    })
-}
-
-/// The server's counters after a clean stop (its shutdown log line).
-fn stop(mut s: Server) -> Result<Option<ServerCounters>> {
-    s.proc.terminate()?;
-    Ok(ServerCounters::parse(&s.proc.log_text()))
-}
-
 /// A fresh session after the grace period (OPEN is refused during grace, RFC 8881 §8.4.2).
-async fn session(srv: &Server) -> Result<Arc<Session>> {
-    let s = Session::connect(srv.proc.addr()).await?;
+pub async fn session(t: &Target) -> Result<Arc<Session>> {
+    let s = Session::connect(t.nfs).await?;
     let root = s.lookup_path("").await?;
     for _ in 0..100 {
         match s.create_file(&root, ".grace-probe", 0o644).await {
@@ -139,6 +115,15 @@ async fn session(srv: &Server) -> Result<Arc<Session>> {
     Err(ClientError::Harness("server stayed in grace".into()))
 }
 
+/// A prefix no other run's files have (a running server may keep an earlier run's files).
+pub fn run_tag() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    format!("pb{}-{}", std::process::id(), t % 1_000_000_000)
+}
+
 async fn writers(sessions: &[Arc<Session>], spec: &Spec, prefix: &str) -> Result<Vec<Arc<Writer>>> {
     let mut out = Vec::new();
     for (i, s) in sessions.iter().enumerate() {
@@ -150,89 +135,154 @@ async fn writers(sessions: &[Arc<Session>], spec: &Spec, prefix: &str) -> Result
     Ok(out)
 }
 
-/// One round of one mode: every writer concurrently; wall time and all unit latencies.
+async fn remove_all(ws: Vec<Arc<Writer>>) -> Result<()> {
+    for w in ws {
+        let w =
+            Arc::try_unwrap(w).map_err(|_| ClientError::Harness("writer still shared".into()))?;
+        w.remove().await?;
+    }
+    Ok(())
+}
+
+/// What one round of one mode measured.
+struct RoundOut {
+    wall: Duration,
+    lats: Vec<Duration>,
+    /// Client-side [start, end] of every LAYOUTCOMMIT of the round.
+    commits: Vec<Interval>,
+}
+
+/// One round of one mode: every writer concurrently.
 async fn round(
     ws: &[Arc<Writer>],
-    vol: &Arc<std::fs::File>,
+    data: &DataPath,
     mode: Mode,
     spec: &Spec,
     ping: &Arc<Session>,
     seed: u64,
-) -> Result<(Duration, Vec<Duration>)> {
+) -> Result<RoundOut> {
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for (i, w) in ws.iter().enumerate() {
-        let (w, vol, ping) = (w.clone(), vol.clone(), ping.clone());
+        let (w, data, ping) = (w.clone(), data.clone(), ping.clone());
         let (size, io_size) = (spec.file_size, spec.io_size);
         tasks.push(tokio::spawn(async move {
-            io::run_writer(&w, vol, mode, size, io_size, &ping, seed + i as u64).await
+            io::run_writer(&w, &data, mode, size, io_size, &ping, seed + i as u64).await
         }));
     }
-    let mut lats = Vec::new();
+    let mut out = RoundOut {
+        wall: Duration::ZERO,
+        lats: Vec::new(),
+        commits: Vec::new(),
+    };
     for t in tasks {
-        let l = t
+        let (l, c) = t
             .await
             .map_err(|e| ClientError::Harness(format!("writer task: {e}")))??;
-        lats.extend(l);
+        out.lats.extend(l);
+        out.commits.extend(c);
     }
-    Ok((t0.elapsed(), lats))
+    out.wall = t0.elapsed();
+    Ok(out)
 }
 
-/// Runs `spec` for `rounds` rounds, the four modes interleaved (rotated each round).
-pub async fn run_workload(spec: &Spec, rounds: usize) -> Result<WorkloadResult> {
+/// Runs `spec` for `rounds` rounds, the modes interleaved (rotated each round). With
+/// `--server` only the running server is measured: `sync` needs a second one and is skipped.
+pub async fn run_workload(spec: &Spec, rounds: usize, o: &Options) -> Result<WorkloadResult> {
     if spec.meta {
-        return meta::run(spec.name, spec.writers, spec.file_size as usize, rounds).await;
+        return meta::run(spec, rounds, o).await;
     }
-    let (a, b) = (start(false)?, start(true)?);
+    let mut notes = Vec::new();
+    let (a, b) = if o.server.is_some() {
+        notes.push(
+            "sync skipped: --server measures one running pnfsd; the sync mode needs a second \
+             one with layoutcommit = \"sync\""
+                .to_string(),
+        );
+        (Target::external(o, true, spec.writers).await?, None)
+    } else {
+        let a = Target::start("", o, true, spec.writers).await?;
+        let b = Target::start("layoutcommit = \"sync\"\n", o, true, spec.writers).await?;
+        (a, Some(b))
+    };
+    if a.metrics.is_none() {
+        notes.push("no server counters: --server without --metrics".to_string());
+    }
+    let order: Vec<Mode> = ORDER
+        .iter()
+        .copied()
+        .filter(|m| *m != Mode::Sync || b.is_some())
+        .collect();
+    let tag = run_tag();
     let mut sa = Vec::new();
     let mut sb = Vec::new();
     for _ in 0..spec.writers {
         sa.push(session(&a).await?);
-        sb.push(session(&b).await?);
+        if let Some(b) = &b {
+            sb.push(session(b).await?);
+        }
     }
     let ping = session(&a).await?;
     let fixed = if spec.new_files {
         None
     } else {
-        Some((
-            writers(&sa, spec, "w").await?,
-            writers(&sb, spec, "w").await?,
-        ))
+        let wb = match &b {
+            Some(_) => writers(&sb, spec, &format!("{tag}-w")).await?,
+            None => Vec::new(),
+        };
+        Some((writers(&sa, spec, &format!("{tag}-w")).await?, wb))
     };
     let mut figs: Vec<(Mode, ModeFigures)> =
-        ORDER.iter().map(|m| (*m, ModeFigures::default())).collect();
+        order.iter().map(|m| (*m, ModeFigures::default())).collect();
     for r in 0..rounds {
-        for k in 0..ORDER.len() {
-            let mode = ORDER[(k + r) % ORDER.len()];
-            let (srv, sess) = if mode == Mode::Sync {
-                (&b, &sb)
-            } else {
-                (&a, &sa)
+        for k in 0..order.len() {
+            let mode = order[(k + r) % order.len()];
+            let (srv, sess) = match (&b, mode) {
+                (Some(b), Mode::Sync) => (b, &sb),
+                _ => (&a, &sa),
             };
             let seed = (r * 8 + k) as u64;
-            let (wall, lats) = match &fixed {
-                Some((wa, wb)) => {
-                    let ws = if mode == Mode::Sync { wb } else { wa };
-                    round(ws, &srv.vol, mode, spec, &ping, seed).await?
-                }
-                None => {
-                    // Untimed: create the files and take their layouts; remove them after.
-                    let ws = writers(sess, spec, &format!("n{r}-{}-", mode.name())).await?;
-                    let out = round(&ws, &srv.vol, mode, spec, &ping, seed).await?;
-                    for w in ws {
-                        let w = Arc::try_unwrap(w)
-                            .map_err(|_| ClientError::Harness("writer still shared".into()))?;
-                        w.remove().await?;
-                    }
-                    out
-                }
+            // Untimed for `newfiles`: create the files and take their layouts, remove after.
+            let fresh = match &fixed {
+                Some(_) => None,
+                None => Some(writers(sess, spec, &format!("{tag}-n{r}-{}-", mode.name())).await?),
             };
+            let ws = match (&fixed, &fresh) {
+                (_, Some(ws)) => ws,
+                (Some((wa, wb)), None) => {
+                    if mode == Mode::Sync {
+                        wb
+                    } else {
+                        wa
+                    }
+                }
+                (None, None) => return Err(ClientError::Harness("no writers".into())),
+            };
+            let before = srv.counters().await?;
+            let out = round(ws, srv.data()?, mode, spec, &ping, seed).await?;
+            let after = srv.counters().await?;
+            if let Some(ws) = fresh {
+                remove_all(ws).await?;
+            }
             if let Some((_, f)) = figs.iter_mut().find(|(m, _)| *m == mode) {
-                f.record_round(wall, lats);
+                f.record_round(out.wall, out.lats);
+                f.record_server(delta(before, after));
+                if spec.new_files && matches!(mode, Mode::Pnfsd | Mode::Sync) {
+                    f.record_groups(counters::groups(out.commits));
+                }
             }
         }
     }
-    drop(fixed);
+    if let Some((wa, wb)) = fixed {
+        remove_all(wa).await?;
+        remove_all(wb).await?;
+    }
+    let data_name = a.data()?.name();
+    notes.push(format!("data path: {data_name}"));
+    a.stop()?;
+    if let Some(b) = b {
+        b.stop()?;
+    }
     Ok(WorkloadResult {
         name: spec.name.to_string(),
         writers: spec.writers,
@@ -240,8 +290,7 @@ pub async fn run_workload(spec: &Spec, rounds: usize) -> Result<WorkloadResult> 
         io_size: spec.io_size,
         rounds,
         modes: figs,
-        server: stop(a)?,
-        server_sync: stop(b)?,
+        notes,
     })
 }
 
@@ -252,4 +301,10 @@ pub fn machine() -> String {
         .unwrap_or(0);
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!("{cpus} cpus, Linux {}", kernel.trim())
+}
+
+/// The 1, 5 and 15 minute load averages (other work on the machine skews every figure).
+pub fn loadavg() -> String {
+    let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }

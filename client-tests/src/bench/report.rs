@@ -1,9 +1,11 @@
-//! Figures: per-mode statistics over rounds, the server's counters (parsed from its shutdown
-//! log line), the stdout table and the `--json` file (hand-written JSON: flat, no new crate).
+//! Figures: per-mode statistics over rounds, the server's counters over each mode's rounds
+//! (counters.rs), the stdout table and the `--json` file (hand-written JSON: flat, no new
+//! crate).
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use super::counters::ServerCounters;
 use super::Mode;
 
 /// What one mode measured over all rounds of one workload.
@@ -15,6 +17,10 @@ pub struct ModeFigures {
     pub lat_us: Vec<f64>,
     /// Commit units per round (all writers).
     pub ops_per_round: u64,
+    /// The server's counters over this mode's rounds (None: no metrics endpoint).
+    pub server: Option<ServerCounters>,
+    /// Groups of concurrent LAYOUTCOMMITs over all rounds (`newfiles`; counters.rs).
+    pub commit_groups: Option<usize>,
 }
 
 impl ModeFigures {
@@ -23,6 +29,14 @@ impl ModeFigures {
         self.ops_per_round = lats.len() as u64;
         self.lat_us
             .extend(lats.iter().map(|d| d.as_secs_f64() * 1e6));
+    }
+    pub fn record_server(&mut self, delta: Option<ServerCounters>) {
+        if let Some(d) = delta {
+            self.server.get_or_insert_with(Default::default).add(&d);
+        }
+    }
+    pub fn record_groups(&mut self, n: usize) {
+        *self.commit_groups.get_or_insert(0) += n;
     }
     pub fn median_wall(&self) -> f64 {
         percentile(&self.walls, 50.0)
@@ -48,57 +62,6 @@ pub fn percentile(v: &[f64], p: f64) -> f64 {
     s[rank.clamp(1, s.len()) - 1]
 }
 
-/// The server's pNFS counters, from the `pNFS layout counters` line pnfsd logs at shutdown
-/// (server/src/main.rs). Cheap and honest: the server's own totals, no admin path added.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ServerCounters {
-    pub layoutcommits: u64,
-    pub layoutcommit_ns: u64,
-    pub commit_log_writes: u64,
-    pub commit_data_flushes: u64,
-}
-
-impl ServerCounters {
-    /// Finds the last counters line in `log` and reads its `name: value` fields.
-    pub fn parse(log: &str) -> Option<ServerCounters> {
-        let line = log
-            .lines()
-            .rev()
-            .find(|l| l.contains("pNFS layout counters"))?;
-        let field = |name: &str| -> Option<u64> {
-            let key = format!("{name}: ");
-            let at = line.find(&key)? + key.len();
-            let digits: String = line[at..]
-                .chars()
-                .take_while(|c| c.is_ascii_digit())
-                .collect();
-            digits.parse().ok()
-        };
-        Some(ServerCounters {
-            layoutcommits: field("layoutcommits")?,
-            layoutcommit_ns: field("layoutcommit_ns")?,
-            commit_log_writes: field("commit_log_writes")?,
-            commit_data_flushes: field("commit_data_flushes")?,
-        })
-    }
-    fn per_commit(&self, x: u64) -> f64 {
-        if self.layoutcommits == 0 {
-            0.0
-        } else {
-            x as f64 / self.layoutcommits as f64
-        }
-    }
-    pub fn us_per_commit(&self) -> f64 {
-        self.per_commit(self.layoutcommit_ns) / 1000.0
-    }
-    pub fn log_writes_per_commit(&self) -> f64 {
-        self.per_commit(self.commit_log_writes)
-    }
-    pub fn flushes_per_commit(&self) -> f64 {
-        self.per_commit(self.commit_data_flushes)
-    }
-}
-
 /// One workload's result: every mode, and the two servers' counters.
 #[derive(Debug, Clone, Default)]
 pub struct WorkloadResult {
@@ -108,9 +71,8 @@ pub struct WorkloadResult {
     pub io_size: u64,
     pub rounds: usize,
     pub modes: Vec<(Mode, ModeFigures)>,
-    /// Counters of the datasync server (`pnfsd`) and the `layoutcommit = "sync"` server.
-    pub server: Option<ServerCounters>,
-    pub server_sync: Option<ServerCounters>,
+    /// What was skipped and why (e.g. `--server`: no second server for `sync`).
+    pub notes: Vec<String>,
 }
 
 impl WorkloadResult {
@@ -174,6 +136,7 @@ pub fn table(results: &[WorkloadResult]) -> String {
                 "  sync-export ÷ async-export {:.2}",
                 r.ratio(Mode::ExportSync, Mode::ExportAsync)
             );
+            server_lines(&mut s, r);
             continue;
         }
         let _ = writeln!(
@@ -183,20 +146,56 @@ pub fn table(results: &[WorkloadResult]) -> String {
             r.ratio(Mode::Pnfsd, Mode::Device),
             r.ratio(Mode::Sync, Mode::Pnfsd)
         );
-        for (label, c) in [("pnfsd", r.server), ("sync", r.server_sync)] {
-            if let Some(c) = c {
-                let _ = writeln!(
-                    s,
-                    "  server[{label}]: {} LAYOUTCOMMITs, {:.0} µs each, {:.3} log writes and {:.3} data flushes per commit",
-                    c.layoutcommits,
-                    c.us_per_commit(),
-                    c.log_writes_per_commit(),
-                    c.flushes_per_commit()
-                );
-            }
-        }
+        server_lines(&mut s, r);
     }
     s
+}
+
+/// The server's counters of each mode that made LAYOUTCOMMITs or namespace ops, the commit
+/// groups of `newfiles`, and the notes.
+fn server_lines(s: &mut String, r: &WorkloadResult) {
+    for (m, f) in &r.modes {
+        let Some(c) = f.server else { continue };
+        let ops = (f.ops_per_round as usize * f.walls.len()) as f64;
+        if r.io_size == 0 {
+            let _ = writeln!(
+                s,
+                "  server[{}]: {ops} ops, {} log forces ({} waited for a write), {} log writes: {:.2} ops per log write",
+                m.name(),
+                c.log_forces,
+                c.log_forces_wrote,
+                c.log_writes,
+                ops / c.log_writes.max(1.0)
+            );
+            continue;
+        }
+        if c.layoutcommits == 0.0 {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "  server[{}]: {} LAYOUTCOMMITs, {:.0} µs each; per commit {:.3} log writes, {:.3} data flushes issued ({:.3} joined)",
+            m.name(),
+            c.layoutcommits,
+            c.us_per_commit(),
+            c.log_writes_per_commit(),
+            c.flushes_issued_per_commit(),
+            c.flushes_joined_per_commit()
+        );
+        if let Some(g) = f.commit_groups {
+            let _ = writeln!(
+                s,
+                "  groups[{}]: {} LAYOUTCOMMITs in {g} groups of concurrent commits, {} log writes = {:.2} per group (target ≤ 1)",
+                m.name(),
+                c.layoutcommits,
+                c.log_writes,
+                c.log_writes / (g.max(1) as f64)
+            );
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "  note: {n}");
+    }
 }
 
 fn num(x: f64) -> String {
@@ -211,11 +210,16 @@ fn counters_json(c: Option<ServerCounters>) -> String {
     match c {
         None => "null".into(),
         Some(c) => format!(
-            "{{\"layoutcommits\": {}, \"us_per_commit\": {}, \"log_writes_per_commit\": {}, \"data_flushes_per_commit\": {}}}",
-            c.layoutcommits,
+            "{{\"layoutcommits\": {}, \"us_per_commit\": {}, \"log_writes_per_commit\": {}, \"data_flushes_issued_per_commit\": {}, \"data_flushes_joined_per_commit\": {}, \"log_writes\": {}, \"log_commits\": {}, \"log_forces\": {}, \"log_forces_wrote\": {}}}",
+            num(c.layoutcommits),
             num(c.us_per_commit()),
             num(c.log_writes_per_commit()),
-            num(c.flushes_per_commit())
+            num(c.flushes_issued_per_commit()),
+            num(c.flushes_joined_per_commit()),
+            num(c.log_writes),
+            num(c.log_commits),
+            num(c.log_forces),
+            num(c.log_forces_wrote)
         ),
     }
 }
@@ -234,25 +238,30 @@ pub fn json(results: &[WorkloadResult], machine: &str) -> String {
         for (j, (m, f)) in r.modes.iter().enumerate() {
             let _ = write!(
                 s,
-                "{}\n       \"{}\": {{\"wall_ms\": {}, \"commits_per_s\": {}, \"p50_us\": {}, \"p99_us\": {}, \"commits_per_round\": {}}}",
+                "{}\n       \"{}\": {{\"wall_ms\": {}, \"commits_per_s\": {}, \"p50_us\": {}, \"p99_us\": {}, \"commits_per_round\": {},\n         \"server\": {}, \"commit_groups\": {}}}",
                 if j == 0 { "" } else { "," },
                 m.name(),
                 num(f.median_wall() * 1e3),
                 num(f.ops_per_s()),
                 num(percentile(&f.lat_us, 50.0)),
                 num(percentile(&f.lat_us, 99.0)),
-                f.ops_per_round
+                f.ops_per_round,
+                counters_json(f.server),
+                f.commit_groups.map_or("null".into(), |g| g.to_string())
             );
         }
         let _ = write!(
             s,
-            "}},\n     \"ratios\": {{\"sync_export_over_async\": {}, \"pnfsd_over_limit\": {}, \"pnfsd_over_device\": {}, \"sync_over_pnfsd\": {}}},\n     \"server\": {},\n     \"server_sync\": {}}}{}\n",
+            "}},\n     \"ratios\": {{\"sync_export_over_async\": {}, \"pnfsd_over_limit\": {}, \"pnfsd_over_device\": {}, \"sync_over_pnfsd\": {}}},\n     \"notes\": [{}]}}{}\n",
             num(r.ratio(Mode::ExportSync, Mode::ExportAsync)),
             num(r.ratio(Mode::Pnfsd, Mode::Limit)),
             num(r.ratio(Mode::Pnfsd, Mode::Device)),
             num(r.ratio(Mode::Sync, Mode::Pnfsd)),
-            counters_json(r.server),
-            counters_json(r.server_sync),
+            r.notes
+                .iter()
+                .map(|n| format!("\"{}\"", n.replace(['"', '\\'], "'")))
+                .collect::<Vec<_>>()
+                .join(", "),
             if i + 1 == results.len() { "" } else { "," }
         );
     }
@@ -263,17 +272,6 @@ pub fn json(results: &[WorkloadResult], machine: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_the_shutdown_counters_line() {
-        let log = "x\n2026 INFO pnfsd: pNFS layout counters counters=PnfsCounters { layoutgets: 3, layoutget_ns: 9, layoutget_errors: 0, layoutcommits: 40, layoutcommit_ns: 4000000, layoutcommit_errors: 0, commit_log_writes: 10, commit_data_flushes: 20, commit_converted_blocks: 0 }\n";
-        let c = ServerCounters::parse(log).unwrap();
-        assert_eq!(c.layoutcommits, 40);
-        assert_eq!(c.us_per_commit(), 100.0);
-        assert_eq!(c.log_writes_per_commit(), 0.25);
-        assert_eq!(c.flushes_per_commit(), 0.5);
-        assert!(ServerCounters::parse("no such line").is_none());
-    }
 
     #[test]
     fn percentiles_are_nearest_rank() {

@@ -1,5 +1,6 @@
-//! `pnfs-bench`: issue 7's workloads against a pnfsd it starts itself, with ratios against the
-//! physical limit measured in the same run (see docs/benchmarks.md and `src/bench/`).
+//! `pnfs-bench`: issue 7's workloads against a pnfsd it starts itself (or one already running,
+//! `--server`), with ratios against the physical limit measured in the same run (see
+//! docs/benchmarks.md and `src/bench/`).
 #![deny(unsafe_code)]
 
 #[path = "../bench/mod.rs"]
@@ -8,20 +9,37 @@ mod bench;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str =
-    "usage: pnfs-bench [--rounds N] [--quick] [--scale DIV] [--json FILE] [WORKLOAD...]
+const USAGE: &str = "usage: pnfs-bench [OPTIONS] [WORKLOAD...]
   workloads: overwrite-1 overwrite-4 small newfiles meta-1 meta-8 (default: all)
-  --rounds N   interleaved rounds per workload, figures are medians (default 3; --quick 1)
-  --quick      one round, sizes divided by 4
-  --scale DIV  divide every file size by DIV (the smoke test uses a tiny run)
-  --json FILE  also write the figures as JSON
-  env TMPDIR chooses where the servers' volume files live (the device measured)";
+  --rounds N            interleaved rounds per workload, figures are medians (default 3)
+  --quick               one round, sizes divided by 4
+  --scale DIV           divide every file size by DIV (the smoke test uses a tiny run)
+  --json FILE           also write the figures as JSON
+  --nvme                write data through the NVMe/TCP initiator to pnfsd's embedded target
+                        (Write without FUA, the server flushes at LAYOUTCOMMIT; the limit
+                        loop uses NVMe Write + Flush) instead of pwrite to the volume file
+  --server HOST:PORT    use a running pnfsd instead of starting servers (modes that need a
+                        second server config, sync and async-export, are skipped)
+  --volume PATH         its volume file or device (for layout I/O without --nvme)
+  --metrics HOST:PORT   its metrics endpoint (metrics_listen), for the server counters
+  --nvme-addr HOST:PORT its NVMe/TCP target (default: the --server host, port 4420)
+  --nqn NQN             its subsystem NQN (default nqn.2026-11.org.pnfsd:volume)
+  env TMPDIR chooses where started servers' volume files live (the device measured)";
 
 struct Args {
     rounds: usize,
     scale: u64,
     json: Option<PathBuf>,
     only: Vec<String>,
+    target: bench::target::Options,
+}
+
+fn addr(n: &str, v: String) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    v.to_socket_addrs()
+        .map_err(|e| format!("{n} {v}: {e}"))?
+        .next()
+        .ok_or(format!("{n} {v}: no address"))
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -30,6 +48,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         scale: 1,
         json: None,
         only: vec![],
+        target: Default::default(),
     };
     let mut quick = false;
     while let Some(x) = it.next() {
@@ -47,6 +66,12 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--json" => a.json = Some(PathBuf::from(val("--json")?)),
             "--quick" => quick = true,
+            "--nvme" => a.target.nvme = true,
+            "--server" => a.target.server = Some(addr("--server", val("--server")?)?),
+            "--metrics" => a.target.metrics = Some(addr("--metrics", val("--metrics")?)?),
+            "--nvme-addr" => a.target.nvme_addr = Some(addr("--nvme-addr", val("--nvme-addr")?)?),
+            "--nqn" => a.target.nqn = Some(val("--nqn")?),
+            "--volume" => a.target.volume = Some(PathBuf::from(val("--volume")?)),
             "-h" | "--help" => return Err(String::new()),
             w if !w.starts_with('-') => a.only.push(w.to_string()),
             other => return Err(format!("unknown option {other}")),
@@ -57,6 +82,10 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     }
     if a.rounds == 0 {
         a.rounds = if quick { 1 } else { 3 };
+    }
+    let t = &a.target;
+    if t.server.is_none() && (t.volume.is_some() || t.metrics.is_some() || t.nvme_addr.is_some()) {
+        return Err("--volume, --metrics and --nvme-addr describe a --server".into());
     }
     Ok(a)
 }
@@ -94,10 +123,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let load_before = bench::loadavg();
     let mut results = Vec::new();
     for s in &specs {
         eprintln!("pnfs-bench: {} ...", s.name);
-        match rt.block_on(bench::run_workload(s, args.rounds)) {
+        match rt.block_on(bench::run_workload(s, args.rounds, &args.target)) {
             Ok(r) => results.push(r),
             Err(e) => {
                 eprintln!("pnfs-bench: {}: {e}", s.name);
@@ -105,8 +135,15 @@ fn main() -> ExitCode {
             }
         }
     }
-    let machine = bench::machine();
+    let machine = format!(
+        "{}, load average {load_before} before, {} after",
+        bench::machine(),
+        bench::loadavg()
+    );
     println!("pnfs-bench on {machine}");
+    if let Some(s) = args.target.server {
+        println!("against the running pnfsd at {s}");
+    }
     print!("{}", bench::report::table(&results));
     if let Some(p) = &args.json {
         if let Err(e) = std::fs::write(p, bench::report::json(&results, &machine)) {
