@@ -82,15 +82,79 @@ fn tiny_run_writes_json_with_positive_figures() {
     }
     let v = values(&json, "sync_export_over_async");
     assert!(v.len() == 6 && v[4] > 0.0 && v[5] > 0.0, "{v:?}");
-    // The server's own counters: every workload's LAYOUTCOMMITs reached both servers, and
-    // each made at least one log write or data flush (it is durable somehow).
+    // The server's counters, per mode (modes in the order pnfsd, limit, sync, device for the
+    // layout workloads, then sync-export, async-export for each `meta`): every LAYOUTCOMMIT
+    // mode reached its server and made each commit durable somehow; the others made none.
     let commits = values(&json, "layoutcommits");
-    assert_eq!(commits.len(), 8, "{json}");
-    assert!(commits.iter().all(|c| *c > 0.0), "{commits:?}");
-    let logs = values(&json, "log_writes_per_commit");
-    let flushes = values(&json, "data_flushes_per_commit");
+    assert_eq!(commits.len(), 20, "{json}");
+    let logs = values(&json, "forces_that_wrote_per_commit");
+    let issued = values(&json, "data_flushes_issued_per_commit");
+    let joined = values(&json, "data_flushes_joined_per_commit");
+    for w in 0..4 {
+        for m in 0..4 {
+            let i = w * 4 + m;
+            if m == 0 || m == 2 {
+                assert!(commits[i] > 0.0, "workload {w} mode {m}: {commits:?}");
+                // Each commit waited for a log write or a data flush (issued or joined).
+                assert!(
+                    (logs[i] + issued[i] + joined[i] - 1.0).abs() < 0.01,
+                    "commits without exactly one log write or flush: {logs:?} {issued:?} {joined:?}"
+                );
+            } else {
+                assert_eq!(commits[i], 0.0, "workload {w} mode {m}: {commits:?}");
+            }
+        }
+    }
+    // `newfiles` (the fourth) counts groups of concurrent LAYOUTCOMMITs for pnfsd and sync.
+    let groups = values(&json, "commit_groups");
+    assert_eq!(groups.len(), 20);
+    assert!(groups[12] >= 1.0 && groups[14] >= 1.0, "{groups:?}");
+    assert!(groups[..12].iter().all(|g| g.is_nan()), "{groups:?}");
+    // `meta` on a sync export wrote the log; the log counters are per mode.
+    let log_writes = values(&json, "log_writes");
     assert!(
-        logs.iter().zip(&flushes).all(|(l, f)| l + f > 0.0),
-        "a mode made commits durable without a log write or a flush: {logs:?} {flushes:?}"
+        log_writes[16] > 0.0 && log_writes[18] > 0.0,
+        "{log_writes:?}"
     );
+}
+
+/// `--server` against a pnfsd started here (with its metrics endpoint), writing through its
+/// NVMe/TCP target (`--nvme`): the modes that need a second server are skipped with a note,
+/// and the server counters still come from the endpoint.
+#[test]
+fn running_server_over_nvme() {
+    let p = client_tests::PnfsdProcess::start_with(client_tests::ServerOptions {
+        config_toml: Some("volume_size = \"1G\"\ngrace_seconds = 1\n".into()),
+        extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
+    })
+    .unwrap();
+    let log = p.log_text();
+    let at = log.find("metrics on http://").unwrap() + "metrics on http://".len();
+    let metrics = log[at..].split('/').next().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bench.json");
+    let run = Command::new(env!("CARGO_BIN_EXE_pnfs-bench"))
+        .args(["--rounds", "1", "--scale", "64", "--nvme", "--server"])
+        .arg(p.addr().to_string())
+        .arg("--nvme-addr")
+        .arg(p.nvme_addr().to_string())
+        .args(["--metrics", &metrics, "--json"])
+        .arg(&out)
+        .args(["overwrite-1", "meta-1"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "pnfs-bench failed:\n{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let json = std::fs::read_to_string(&out).unwrap();
+    assert!(!json.contains("\"sync\": {") && !json.contains("\"async-export\": {"));
+    assert!(json.contains("sync skipped") && json.contains("async-export skipped"));
+    assert!(json.contains("NVMe/TCP Write"), "{json}");
+    let commits = values(&json, "layoutcommits");
+    // overwrite-1: pnfsd, limit, device; meta-1: sync-export.
+    assert_eq!(commits.len(), 4, "{json}");
+    assert!(commits[0] > 0.0 && commits[1] == 0.0, "{commits:?}");
 }

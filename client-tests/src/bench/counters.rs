@@ -94,6 +94,9 @@ impl ServerCounters {
     pub fn us_per_commit(&self) -> f64 {
         self.per_commit(self.layoutcommit_s * 1e6)
     }
+    pub fn forces_wrote_per_commit(&self) -> f64 {
+        self.per_commit(self.commit_forces_wrote)
+    }
     pub fn log_writes_per_commit(&self) -> f64 {
         self.per_commit(self.log_writes)
     }

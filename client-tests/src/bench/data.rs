@@ -108,7 +108,7 @@ impl DataPath {
                 let mut cmds = Vec::new();
                 for (at, r) in pieces(extents, offset, data.len())? {
                     let b = u64::from(v.block);
-                    if at % b != 0 || r.len() as u64 % b != 0 {
+                    if !at.is_multiple_of(b) || !(r.len() as u64).is_multiple_of(b) {
                         return Err(ClientError::Protocol(format!(
                             "nvme: write at {at} of {} bytes is not whole blocks",
                             r.len()

@@ -158,14 +158,18 @@ fn server_lines(s: &mut String, r: &WorkloadResult) {
         let Some(c) = f.server else { continue };
         let ops = (f.ops_per_round as usize * f.walls.len()) as f64;
         if r.io_size == 0 {
+            let per = if c.log_writes > 0.0 {
+                format!("{:.2} ops per log write", ops / c.log_writes)
+            } else {
+                "no log write".into()
+            };
             let _ = writeln!(
                 s,
-                "  server[{}]: {ops} ops, {} log forces ({} waited for a write), {} log writes: {:.2} ops per log write",
+                "  server[{}]: {ops} ops, {} log forces ({} waited for a write), {} log writes: {per}",
                 m.name(),
                 c.log_forces,
                 c.log_forces_wrote,
-                c.log_writes,
-                ops / c.log_writes.max(1.0)
+                c.log_writes
             );
             continue;
         }
@@ -210,9 +214,10 @@ fn counters_json(c: Option<ServerCounters>) -> String {
     match c {
         None => "null".into(),
         Some(c) => format!(
-            "{{\"layoutcommits\": {}, \"us_per_commit\": {}, \"log_writes_per_commit\": {}, \"data_flushes_issued_per_commit\": {}, \"data_flushes_joined_per_commit\": {}, \"log_writes\": {}, \"log_commits\": {}, \"log_forces\": {}, \"log_forces_wrote\": {}}}",
+            "{{\"layoutcommits\": {}, \"us_per_commit\": {}, \"forces_that_wrote_per_commit\": {}, \"log_writes_per_commit\": {}, \"data_flushes_issued_per_commit\": {}, \"data_flushes_joined_per_commit\": {}, \"log_writes\": {}, \"log_commits\": {}, \"log_forces\": {}, \"log_forces_wrote\": {}}}",
             num(c.layoutcommits),
             num(c.us_per_commit()),
+            num(c.forces_wrote_per_commit()),
             num(c.log_writes_per_commit()),
             num(c.flushes_issued_per_commit()),
             num(c.flushes_joined_per_commit()),
