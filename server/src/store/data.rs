@@ -337,8 +337,10 @@ impl Inner {
             return Err(StoreError::Inval);
         }
         let (fb, lb) = (offset / BLOCK, end.div_ceil(BLOCK));
-        let _w = self.file_lock(ino);
+        let w = self.file_lock(ino);
         let csn = self.allocate_blocks(ino, fb, lb - fb, Some(end), Timespec::now())?;
+        // Not across the force (design.md §3 group commit; the lock only orders the change).
+        drop(w);
         if let Some(csn) = csn {
             self.force_if_sync(csn)?;
         }
@@ -438,7 +440,7 @@ impl Inner {
     }
 
     pub fn deallocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
-        let _w = self.file_lock(ino);
+        let w = self.file_lock(ino);
         let end = offset
             .checked_add(len)
             .ok_or(StoreError::Inval)?
@@ -473,6 +475,9 @@ impl Inner {
             tx.core(ino.0, &m);
             self.commit_locked(&mut g, res, tx.items, tx.objs)?
         };
+        // The change is in memory and in the CIL: the force needs no lock (freed blocks stay
+        // busy until it is durable), and holding one would serialise other files' forces.
+        drop(w);
         self.force_if_sync(csn)?;
         Ok(())
     }

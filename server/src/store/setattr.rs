@@ -11,7 +11,7 @@ impl Inner {
         let now = Timespec::now();
         // A shrinking truncate zeroes the tail of the new last block first (data I/O, outside
         // the lock); the metadata change then frees the blocks past it.
-        let _w = a.size.map(|_| self.file_lock(ino));
+        let w = a.size.map(|_| self.file_lock(ino));
         if let Some(size) = a.size {
             // Only a shrink can leave old bytes past the new end inside the last block.
             if size < self.check_truncate(ino, size)? {
@@ -73,6 +73,9 @@ impl Inner {
             let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
             (inode(&g, ino)?.attr(ino.0), csn)
         };
+        // Keep locks short: the force is shared with every concurrent caller (group commit),
+        // and the file lock shards would otherwise serialise other files' truncates behind it.
+        drop(w);
         self.force_if_sync(csn)?;
         Ok(attr)
     }
