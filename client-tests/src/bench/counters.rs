@@ -153,6 +153,25 @@ pub fn groups(mut iv: Vec<Interval>) -> usize {
     n
 }
 
+/// The least number of moments such that every LAYOUTCOMMIT was in flight at one of them:
+/// the fewest groups of commits that were all concurrent at once (a minimum clique cover of
+/// the interval graph, found greedily by end time). A log write can only serve commits in
+/// flight while it runs, so this is the fewest log writes any group commit could have done;
+/// [`groups`] chains overlaps and is smaller when writers run back to back.
+pub fn concurrent_sets(mut iv: Vec<Interval>) -> usize {
+    iv.sort_by_key(|i| i.1);
+    let mut n = 0;
+    let mut point: Option<Instant> = None;
+    for (s, e) in iv {
+        if point.is_some_and(|p| s <= p) {
+            continue;
+        }
+        n += 1;
+        point = Some(e);
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,7 +208,10 @@ mod tests {
             at(45, 46),
             at(41, 50),
         ];
-        assert_eq!(groups(iv), 3);
+        assert_eq!(groups(iv.clone()), 3);
         assert_eq!(groups(vec![]), 0);
+        // [0,10] and [5,20] share a moment, [15,16] needs another; [41,50] [45,46] one.
+        assert_eq!(concurrent_sets(iv), 4);
+        assert_eq!(concurrent_sets(vec![]), 0);
     }
 }

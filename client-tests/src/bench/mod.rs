@@ -268,7 +268,8 @@ pub async fn run_workload(spec: &Spec, rounds: usize, o: &Options) -> Result<Wor
                 f.record_round(out.wall, out.lats);
                 f.record_server(delta(before, after));
                 if spec.new_files && matches!(mode, Mode::Pnfsd | Mode::Sync) {
-                    f.record_groups(counters::groups(out.commits));
+                    let chains = counters::groups(out.commits.clone());
+                    f.record_groups(chains, counters::concurrent_sets(out.commits));
                 }
             }
         }
