@@ -112,7 +112,10 @@ fn tiny_run_writes_json_with_positive_figures() {
     assert!(groups[..12].iter().all(|g| g.is_nan()), "{groups:?}");
     // A chain of overlapping commits holds at least one set of commits concurrent at once.
     let sets = values(&json, "commit_sets");
-    assert!(sets[12] >= groups[12] && sets[14] >= groups[14], "{sets:?} {groups:?}");
+    assert!(
+        sets[12] >= groups[12] && sets[14] >= groups[14],
+        "{sets:?} {groups:?}"
+    );
     // `meta` on a sync export wrote the log; the log counters are per mode.
     let log_writes = values(&json, "log_writes");
     assert!(
