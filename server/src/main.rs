@@ -364,7 +364,14 @@ mod tests {
         let Some(Cmd::Serve(s)) = parse(&["serve", "--no-nvme"]).unwrap().cmd else {
             panic!()
         };
-        assert!(s.no_nvme && s.nvme_listen.is_none());
+        assert!(s.no_nvme && s.nvme_listen.is_none() && s.metrics_listen.is_none());
+        let Some(Cmd::Serve(s)) = parse(&["serve", "--metrics-listen", "127.0.0.1:9400"])
+            .unwrap()
+            .cmd
+        else {
+            panic!()
+        };
+        assert_eq!(s.metrics_listen.map(|a| a.port()), Some(9400));
         assert!(parse(&["serve", "--no-nvme", "--nvme-listen", "127.0.0.1:1"]).is_err());
     }
 }
