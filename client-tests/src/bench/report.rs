@@ -127,27 +127,24 @@ pub fn table(results: &[WorkloadResult]) -> String {
                 f.ops_per_s(),
                 percentile(&f.lat_us, 50.0),
                 percentile(&f.lat_us, 99.0),
-                match r.ratio(*m, Mode::Limit) {
-                    x if x.is_finite() => format!("{x:.2}"),
-                    _ => "-".into(),
-                }
+                shown(r.ratio(*m, Mode::Limit))
             );
         }
         if r.io_size == 0 {
             let _ = writeln!(
                 s,
-                "  sync-export ÷ async-export {:.2}",
-                r.ratio(Mode::ExportSync, Mode::ExportAsync)
+                "  sync-export ÷ async-export {}",
+                shown(r.ratio(Mode::ExportSync, Mode::ExportAsync))
             );
             server_lines(&mut s, r);
             continue;
         }
         let _ = writeln!(
             s,
-            "  pnfsd ÷ limit {:.2}   pnfsd ÷ device {:.2}   sync ÷ pnfsd {:.2}",
-            r.ratio(Mode::Pnfsd, Mode::Limit),
-            r.ratio(Mode::Pnfsd, Mode::Device),
-            r.ratio(Mode::Sync, Mode::Pnfsd)
+            "  pnfsd ÷ limit {}   pnfsd ÷ device {}   sync ÷ pnfsd {}",
+            shown(r.ratio(Mode::Pnfsd, Mode::Limit)),
+            shown(r.ratio(Mode::Pnfsd, Mode::Device)),
+            shown(r.ratio(Mode::Sync, Mode::Pnfsd))
         );
         server_lines(&mut s, r);
     }
@@ -203,6 +200,15 @@ fn server_lines(s: &mut String, r: &WorkloadResult) {
     }
     for n in &r.notes {
         let _ = writeln!(s, "  note: {n}");
+    }
+}
+
+/// A ratio for the table: two decimals, or "-" when a mode was not run (skipped).
+fn shown(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "-".into()
     }
 }
 
