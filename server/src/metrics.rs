@@ -26,6 +26,8 @@ use crate::server::Server;
 pub const MAX_HEAD: usize = 8192;
 /// A client that sends no complete request head within this is dropped.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections served at once; more are closed at accept (a scraper needs one).
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// Every counter the endpoint shows, read at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -271,11 +273,19 @@ pub async fn serve(
     srv: Arc<Server>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         tokio::select! {
             a = listener.accept() => match a {
                 Ok((sock, _)) => {
-                    tokio::spawn(one(sock, srv.clone()));
+                    // Slow or idle clients cannot pile up tasks: past the limit, close.
+                    if let Ok(permit) = slots.clone().try_acquire_owned() {
+                        let srv = srv.clone();
+                        tokio::spawn(async move {
+                            one(sock, srv).await;
+                            drop(permit);
+                        });
+                    }
                 }
                 Err(e) => {
                     tracing::warn!("metrics accept: {e}");
