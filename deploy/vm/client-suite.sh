@@ -33,7 +33,7 @@ VM_DIR=${PNFSD_VM_DIR:-/var/tmp/pnfsd-vm}
 SUMMARY=()
 rc=0
 run() { # run NAME SCENARIO VERS [extra env...]
-    local name=$1 scen=$2 vers=$3 dir log r extra=()
+    local name=$1 scen=$2 vers=$3 dir log r extra=() hb=""
     shift 3
     for e in "$@"; do extra+=(-e "$e"); done
     [[ -z ${EXPECT_PNFS:-} ]] || extra+=(-e "EXPECT_PNFS=$EXPECT_PNFS")
@@ -43,19 +43,26 @@ run() { # run NAME SCENARIO VERS [extra env...]
     VM_RUN_DIR=$dir "$HERE/run-guest.sh" -e VERS="$vers" -e NFS_PORT="$NFS_PORT" \
         -e NVME_PORT="$NVME_PORT" -e NQN="$NQN" -e EXPORT="$EXPORT" "${extra[@]}" "$scen" > "$log" 2>&1
     r=$?
-    if ((r == 0)) && [[ -n ${CAT_CMD:-} && -s $dir/out/checksums.txt ]]; then
-        while read -r sum path; do
-            got=$(bash -c "$CAT_CMD \"\$1\"" cat "$path" | sha256sum | cut -d' ' -f1)
-            if [[ $got == "$sum" ]]; then echo "CHECK host-bytes ok $path" >> "$log"
-            else echo "CHECK host-bytes FAIL $path: guest $sum host $got" >> "$log"; r=1; fi
-        done < "$dir/out/checksums.txt"
+    if ((r == 0)) && [[ -n ${CAT_CMD:-} ]]; then
+        local n=0 ok=0
+        if [[ -s $dir/out/checksums.txt ]]; then
+            while read -r sum path; do
+                n=$((n + 1))
+                got=$(set -o pipefail; bash -c "$CAT_CMD \"\$1\"" cat "$path" | sha256sum | cut -d' ' -f1) || got="(CAT_CMD failed)"
+                if [[ $got == "$sum" ]]; then echo "CHECK host-bytes ok $path $sum" >> "$log"; ok=$((ok + 1))
+                else echo "CHECK host-bytes FAIL $path: guest $sum host $got" >> "$log"; r=1; fi
+            done < "$dir/out/checksums.txt"
+        fi
+        # a scenario that passed must have left something to compare
+        ((n > 0)) || { echo "CHECK host-bytes FAIL no checksums.txt from the guest" >> "$log"; r=1; }
+        hb=" host-bytes=$ok/$n"
     fi
     if [[ -n ${CHECKSUMS_DIR:-} && -s $dir/out/checksums.txt ]]; then
         cp "$dir/out/checksums.txt" "$CHECKSUMS_DIR/$name.sha256"
     fi
-    grep -E '^(CHECK .* FAIL|RESULT)' "$log" | sed "s/^/[$name] /" >&2
-    SUMMARY+=("$(printf '%-18s %-4s %s' "$name" "$( ((r == 0)) && echo PASS || echo FAIL)" \
-        "$(grep -E '^COUNTS end' "$log" | cut -d' ' -f3-)")")
+    grep -E '^(CHECK .* FAIL|CHECK host-bytes|RESULT)' "$log" | sed "s/^/[$name] /" >&2
+    SUMMARY+=("$(printf '%-18s %-4s %s%s' "$name" "$( ((r == 0)) && echo PASS || echo FAIL)" \
+        "$(grep -E '^COUNTS end' "$log" | cut -d' ' -f3-)" "$hb")")
     ((r == 0)) || rc=1
 }
 
@@ -66,6 +73,8 @@ for layout in ${LAYOUTS:-block scsi}; do
     done
 done
 if [[ -n ${RESTART_CMD:-} ]]; then
+    # the restart scenario runs on the block layout
+    [[ -z ${SWITCH_LAYOUT_CMD:-} || ${layout:-block} == block ]] || bash -c "$SWITCH_LAYOUT_CMD block" >&2 || rc=1
     for v in ${RESTART_VERSIONS:-4.1}; do
         VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$RESTART_CMD")" run "restart-$v" "$HERE/scenarios/restart.sh" "$v"
     done
