@@ -43,7 +43,10 @@ async fn nfs_cat_prints_the_bytes_the_server_serves() {
     let out = nfs_cat(&[&addr, "d/missing"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("NOENT"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("NOENT"),
+        "{out:?}"
+    );
     // Usage errors exit 2.
     assert_eq!(nfs_cat(&[&addr]).status.code(), Some(2));
     assert_eq!(nfs_cat(&["not-an-address", "x"]).status.code(), Some(2));
