@@ -7,6 +7,7 @@
 #        [LAYOUTS="block scsi"] [VERSIONS="4.1 4.2"]
 #        [RESTART_CMD='<command; gets 1 then 2>'] [RESTART_VERSIONS="4.1"]
 #        [CAT_CMD='<command printing the bytes of export-relative path $1>']
+#        [FENCED_VERSIONS="4.2"]  (scsi-fenced.sh, after the layout runs)
 #        [EXPECT_PNFS=0|1]  (passed to the scenarios when set)
 #        deploy/vm/client-suite.sh
 #
@@ -71,6 +72,12 @@ for layout in ${LAYOUTS:-block scsi}; do
     for v in ${VERSIONS:-4.1 4.2}; do
         run "$layout-$v" "$HERE/scenarios/$layout-layout.sh" "$v"
     done
+done
+# scsi-fenced.sh: the SCSI-layout client after its registration is gone (measurements;
+# needs SWITCH_LAYOUT_CMD unless the server already offers scsi)
+for v in ${FENCED_VERSIONS:-}; do
+    [[ -z ${SWITCH_LAYOUT_CMD:-} || ${layout:-} == scsi ]] || { bash -c "$SWITCH_LAYOUT_CMD scsi" >&2 || rc=1; layout=scsi; }
+    run "scsi-fenced-$v" "$HERE/scenarios/scsi-fenced.sh" "$v"
 done
 if [[ -n ${RESTART_CMD:-} ]]; then
     # the restart scenario runs on the block layout

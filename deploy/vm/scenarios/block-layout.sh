@@ -168,7 +168,12 @@ if [[ $LAYOUT == scsi && -n $NQN ]]; then
     sed 's/^/RESV /' "$OUT/resv-report.txt" | head -n 20
     rt=$(awk '$1 == "rtype" {print $3; exit}' "$OUT/resv-report.txt")
     nreg=$(awk '$1 == "regctl" {print $3; exit}' "$OUT/resv-report.txt")
-    [[ $rt == 4 && $nreg == 2 ]]; check reservation-report $? "rtype=${rt:-?} (4 = EXCLUSIVE_ACCESS_REG_ONLY) regctl=${nreg:-?} (MDS + this host)"
+    # this host's entry (rkey precedes hostid); earlier guests of the same pnfsd may still
+    # be listed: Linux "unregisters" by Register Replace with NRKEY 0 (docs/pnfs.md)
+    hid=$(tr -d '-' < "/sys/class/nvme/${ns%n*}/hostid")
+    key=$(grep -B1 -E "hostid +: $hid" "$OUT/resv-report.txt" | awk '$1 == "rkey" {print $3}')
+    [[ $rt == 4 && ${nreg:-0} -ge 2 && -n $key && $key != 0 ]]
+    check reservation-report $? "rtype=${rt:-?} (4 = EXCLUSIVE_ACCESS_REG_ONLY) regctl=${nreg:-?} this host $hid key ${key:-none}"
 fi
 dmesg_check
 echo "--- blkmapd log ---"; cat /run/blkmapd.log 2>/dev/null
