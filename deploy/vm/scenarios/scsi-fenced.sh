@@ -11,6 +11,8 @@
 # (Reservation Register, Unregister, IEKEY - as a preempt by the MDS would),
 # checks its I/O is now refused, writes file B (O_DIRECT + fsync) and file C
 # (buffered + fsync), reads all back, and reports how the bytes travelled.
+# Asserted: the target refused the direct writes (conflict lines in dmesg),
+# the application saw no error (both dd exit 0), every byte reads back right.
 # Env: as block-layout.sh (VERS, NFS_PORT, NVME_PORT, NQN, EXPORT, FILE_MB).
 SCENARIO=${SCENARIO:-scsi-fenced-v${VERS:-4.1}}
 # shellcheck source=SCRIPTDIR/lib.sh
@@ -62,6 +64,9 @@ b3=$(wbytes)
 echo "MEASURE fenced buffered write: dd exit $rc_c, NFS WRITE bytes +$((b3 - b2)) for ${FILE_MB} MiB"
 counts "$MNT" after-fenced
 dmesg | tail -n +$((DMESG_FROM + 1)) | head -n 30 | sed 's/^/KLOG /'
+nconf=$(dmesg | tail -n +$((DMESG_FROM + 1)) | grep -c 'reservation conflict error.*WRITE')
+((nconf > 0)); check fenced-direct-writes-refused $? "$nconf reservation-conflict WRITE lines"
+((rc_b == 0 && rc_c == 0)); check fenced-writes-succeed $? "dd exit $rc_b (O_DIRECT) and $rc_c (buffered)"
 
 sync; echo 3 > /proc/sys/vm/drop_caches
 for f in a b c; do
