@@ -8,6 +8,7 @@
 #        [RESTART_CMD='<command; gets 1 then 2>'] [RESTART_VERSIONS="4.1"]
 #        [CAT_CMD='<command printing the bytes of export-relative path $1>']
 #        [FENCED_VERSIONS="4.2"]  (scsi-fenced.sh, after the layout runs)
+#        [RESTART_LAYOUT=block|scsi]  (the layout of the restart runs; default block)
 #        [EXPECT_PNFS=0|1]  (passed to the scenarios when set)
 #        deploy/vm/client-suite.sh
 #
@@ -80,10 +81,12 @@ for v in ${FENCED_VERSIONS:-}; do
     run "scsi-fenced-$v" "$HERE/scenarios/scsi-fenced.sh" "$v"
 done
 if [[ -n ${RESTART_CMD:-} ]]; then
-    # the restart scenario runs on the block layout
-    [[ -z ${SWITCH_LAYOUT_CMD:-} || ${layout:-block} == block ]] || bash -c "$SWITCH_LAYOUT_CMD block" >&2 || rc=1
+    # the restart scenario runs on RESTART_LAYOUT (block)
+    rl=${RESTART_LAYOUT:-block}
+    [[ -z ${SWITCH_LAYOUT_CMD:-} || ${layout:-block} == "$rl" ]] || bash -c "$SWITCH_LAYOUT_CMD $rl" >&2 || rc=1
+    rn=restart; [[ $rl == block ]] || rn=restart-$rl
     for v in ${RESTART_VERSIONS:-4.1}; do
-        VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$RESTART_CMD")" run "restart-$v" "$HERE/scenarios/restart.sh" "$v"
+        VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$RESTART_CMD")" run "$rn-$v" "$HERE/scenarios/restart.sh" "$v" LAYOUT="$rl"
     done
 else
     SUMMARY+=("restart            SKIP (no RESTART_CMD)")
