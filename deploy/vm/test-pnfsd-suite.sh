@@ -63,6 +63,8 @@ case \$1 in
     restart) if [[ \$2 == 1 ]]; then stop TERM; else stop KILL; fi; start ;;
     layout)
         case \$2 in block) lt='["block"]' ;; scsi) lt='["block", "scsi"]' ;; *) exit 2 ;; esac
+        # already so: no restart (each one costs a grace period)
+        grep -qxF "layout_types = \$lt" "$T/pnfsd.toml" && exit 0
         sed -i "s/^layout_types = .*/layout_types = \$lt/" "$T/pnfsd.toml"
         stop TERM; start ;;
 esac
