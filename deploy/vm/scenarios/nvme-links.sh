@@ -25,7 +25,10 @@ ns=$(nvme_namespaces | head -n1)
 [[ -n $ns ]]; check namespace $? "${ns:-none} ($(ls /sys/block | tr '\n' ' '))"
 nvme_links
 link=/dev/disk/by-id/nvme-$(cat "/sys/block/$ns/wwid")
-[[ $(readlink -f "$link") == /dev/$ns ]]; check nguid-link $? "$link -> $(readlink -f "$link")"
+[[ $(readlink -f "$link") == /dev/$ns ]]; check wwid-link $? "$link -> $(readlink -f "$link")"
+# nvmet's namespace UUID wins the wwid: no nvme-eui.<nguid>, the name the SCSI-layout
+# client would open for this NGUID (measured: nvme-uuid.<uuid> only)
+[[ ! -e /dev/disk/by-id/nvme-eui.${NGUID//-/} ]]; check no-eui-link-with-uuid $? "$(ls /dev/disk/by-id | tr '\n' ' ')"
 nvme disconnect -n "$NQN" >/dev/null
 if ((FAILED)); then echo "RESULT FAIL $SCENARIO"; exit 1; fi
 echo "RESULT PASS $SCENARIO"
