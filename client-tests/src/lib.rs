@@ -13,6 +13,7 @@
 //! operations and block-layout bodies (`pnfs`), all written from RFC 8881 / RFC 5663
 //! independently of the server's, so the tests check the server's XDR rather than share its
 //! mistakes; sessions and slots (`session`); the backchannel (`callback`); file helpers (`fs`);
+//! a whole file read through the MDS (`cat`, the core of the `nfs-cat` tool);
 //! block-layout I/O on the volume (`layout_io`); and the process harness (`harness`). It
 //! reuses only the server's XDR primitives and shared newtypes (`XdrReader`/`XdrWriter`,
 //! `Stateid`, `Bitmap`, `NfsStat`, opcode numbers).
@@ -24,6 +25,7 @@
 
 pub mod attrs;
 pub mod callback;
+pub mod cat;
 pub mod compound;
 pub mod conn;
 pub mod error;

@@ -7,6 +7,8 @@
 #        [LAYOUTS="block scsi"] [VERSIONS="4.1 4.2"]
 #        [RESTART_CMD='<command; gets 1 then 2>'] [RESTART_VERSIONS="4.1"]
 #        [CAT_CMD='<command printing the bytes of export-relative path $1>']
+#        [FENCED_VERSIONS="4.2"]  (scsi-fenced.sh, after the layout runs)
+#        [RESTART_LAYOUT=block|scsi]  (the layout of the restart runs; default block)
 #        [EXPECT_PNFS=0|1]  (passed to the scenarios when set)
 #        deploy/vm/client-suite.sh
 #
@@ -33,7 +35,7 @@ VM_DIR=${PNFSD_VM_DIR:-/var/tmp/pnfsd-vm}
 SUMMARY=()
 rc=0
 run() { # run NAME SCENARIO VERS [extra env...]
-    local name=$1 scen=$2 vers=$3 dir log r extra=()
+    local name=$1 scen=$2 vers=$3 dir log r extra=() hb=""
     shift 3
     for e in "$@"; do extra+=(-e "$e"); done
     [[ -z ${EXPECT_PNFS:-} ]] || extra+=(-e "EXPECT_PNFS=$EXPECT_PNFS")
@@ -43,19 +45,26 @@ run() { # run NAME SCENARIO VERS [extra env...]
     VM_RUN_DIR=$dir "$HERE/run-guest.sh" -e VERS="$vers" -e NFS_PORT="$NFS_PORT" \
         -e NVME_PORT="$NVME_PORT" -e NQN="$NQN" -e EXPORT="$EXPORT" "${extra[@]}" "$scen" > "$log" 2>&1
     r=$?
-    if ((r == 0)) && [[ -n ${CAT_CMD:-} && -s $dir/out/checksums.txt ]]; then
-        while read -r sum path; do
-            got=$(bash -c "$CAT_CMD \"\$1\"" cat "$path" | sha256sum | cut -d' ' -f1)
-            if [[ $got == "$sum" ]]; then echo "CHECK host-bytes ok $path" >> "$log"
-            else echo "CHECK host-bytes FAIL $path: guest $sum host $got" >> "$log"; r=1; fi
-        done < "$dir/out/checksums.txt"
+    if ((r == 0)) && [[ -n ${CAT_CMD:-} ]]; then
+        local n=0 ok=0
+        if [[ -s $dir/out/checksums.txt ]]; then
+            while read -r sum path; do
+                n=$((n + 1))
+                got=$(set -o pipefail; bash -c "$CAT_CMD \"\$1\"" cat "$path" | sha256sum | cut -d' ' -f1) || got="(CAT_CMD failed)"
+                if [[ $got == "$sum" ]]; then echo "CHECK host-bytes ok $path $sum" >> "$log"; ok=$((ok + 1))
+                else echo "CHECK host-bytes FAIL $path: guest $sum host $got" >> "$log"; r=1; fi
+            done < "$dir/out/checksums.txt"
+        fi
+        # a scenario that passed must have left something to compare
+        ((n > 0)) || { echo "CHECK host-bytes FAIL no checksums.txt from the guest" >> "$log"; r=1; }
+        hb=" host-bytes=$ok/$n"
     fi
     if [[ -n ${CHECKSUMS_DIR:-} && -s $dir/out/checksums.txt ]]; then
         cp "$dir/out/checksums.txt" "$CHECKSUMS_DIR/$name.sha256"
     fi
-    grep -E '^(CHECK .* FAIL|RESULT)' "$log" | sed "s/^/[$name] /" >&2
-    SUMMARY+=("$(printf '%-18s %-4s %s' "$name" "$( ((r == 0)) && echo PASS || echo FAIL)" \
-        "$(grep -E '^COUNTS end' "$log" | cut -d' ' -f3-)")")
+    grep -E '^(CHECK .* FAIL|CHECK host-bytes|RESULT)' "$log" | sed "s/^/[$name] /" >&2
+    SUMMARY+=("$(printf '%-18s %-4s %s%s' "$name" "$( ((r == 0)) && echo PASS || echo FAIL)" \
+        "$(grep -E '^COUNTS end' "$log" | cut -d' ' -f3-)" "$hb")")
     ((r == 0)) || rc=1
 }
 
@@ -65,9 +74,19 @@ for layout in ${LAYOUTS:-block scsi}; do
         run "$layout-$v" "$HERE/scenarios/$layout-layout.sh" "$v"
     done
 done
+# scsi-fenced.sh: the SCSI-layout client after its registration is gone (measurements;
+# needs SWITCH_LAYOUT_CMD unless the server already offers scsi)
+for v in ${FENCED_VERSIONS:-}; do
+    [[ -z ${SWITCH_LAYOUT_CMD:-} || ${layout:-} == scsi ]] || { bash -c "$SWITCH_LAYOUT_CMD scsi" >&2 || rc=1; layout=scsi; }
+    run "scsi-fenced-$v" "$HERE/scenarios/scsi-fenced.sh" "$v"
+done
 if [[ -n ${RESTART_CMD:-} ]]; then
+    # the restart scenario runs on RESTART_LAYOUT (block)
+    rl=${RESTART_LAYOUT:-block}
+    [[ -z ${SWITCH_LAYOUT_CMD:-} || ${layout:-block} == "$rl" ]] || bash -c "$SWITCH_LAYOUT_CMD $rl" >&2 || rc=1
+    rn=restart; [[ $rl == block ]] || rn=restart-$rl
     for v in ${RESTART_VERSIONS:-4.1}; do
-        VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$RESTART_CMD")" run "restart-$v" "$HERE/scenarios/restart.sh" "$v"
+        VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$RESTART_CMD")" run "$rn-$v" "$HERE/scenarios/restart.sh" "$v" LAYOUT="$rl"
     done
 else
     SUMMARY+=("restart            SKIP (no RESTART_CMD)")

@@ -8,7 +8,12 @@
 # RESTART_VERSIONS, default 4.1), EXPECT_PNFS (unset: the scenarios' default 1;
 # 0 reports the layout checks as NOTE lines, e.g. before pnfsd serves layouts),
 # VOLUME_SIZE (1G), LEASE (15 s: also the grace period after each restart),
-# TEST_DIR (pnfsd's data, log and control script; a fresh /var/tmp/pnfsd-vm/suite.*).
+# TEST_DIR (pnfsd's data, log and control script; a fresh /var/tmp/pnfsd-vm/suite.*),
+# NFS_CAT (the nfs-cat binary next to PNFSD_BIN: CAT_CMD, the host reads every file
+# whose checksum the guest reported through pnfsd's MDS and compares; NFS_CAT=none
+# skips that).
+# LAYOUTS "block scsi": the scsi runs restart pnfsd with layout_types ["block",
+# "scsi"] (SWITCH_LAYOUT_CMD); the restart scenario runs on ["block"] again.
 # Exit status: client-suite.sh's (0 only if every run passed).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -33,7 +38,9 @@ nvme_advertise = "10.0.2.2:$NVME_PORT"
 lease_seconds = ${LEASE:-15}
 layout_types = ["block"]
 EOF
-# $T/ctl start | stop SIGNAL | restart N (N = 1: SIGTERM, else SIGKILL) - used as RESTART_CMD.
+# $T/ctl start | stop SIGNAL | restart N (N = 1: SIGTERM, else SIGKILL) - used as RESTART_CMD
+#        | layout block|scsi - SWITCH_LAYOUT_CMD: restart with layout_types ["block"], or
+#          ["block", "scsi"] (the Linux client prefers SCSI when both are offered).
 cat > "$T/ctl" <<EOF
 #!/bin/bash
 set -u
@@ -54,16 +61,27 @@ case \$1 in
     start) start ;;
     stop) stop "\${2:-TERM}" ;;
     restart) if [[ \$2 == 1 ]]; then stop TERM; else stop KILL; fi; start ;;
+    layout)
+        case \$2 in block) lt='["block"]' ;; scsi) lt='["block", "scsi"]' ;; *) exit 2 ;; esac
+        # already so: no restart (each one costs a grace period)
+        grep -qxF "layout_types = \$lt" "$T/pnfsd.toml" && exit 0
+        sed -i "s/^layout_types = .*/layout_types = \$lt/" "$T/pnfsd.toml"
+        stop TERM; start ;;
 esac
 EOF
 chmod +x "$T/ctl"
 "$T/ctl" start || { cat "$T/pnfsd.log"; exit 1; }
 trap '"$T/ctl" stop TERM' EXIT
 grep -m1 "pnfsd ready" "$T/pnfsd.log"
-RESTART_ARGS=()
-[[ ${RESTART:-1} == 0 ]] || RESTART_ARGS=(RESTART_CMD="$T/ctl restart")
-env NQN="$NQN" NFS_PORT="$NFS_PORT" NVME_PORT="$NVME_PORT" LAYOUTS="${LAYOUTS:-block}" \
-    VERSIONS="${VERSIONS:-4.1 4.2}" "${RESTART_ARGS[@]}" "$HERE/client-suite.sh"
+EXTRA_ENV=()
+[[ ${RESTART:-1} == 0 ]] || EXTRA_ENV=(RESTART_CMD="$T/ctl restart")
+NFS_CAT=${NFS_CAT:-$(dirname "$BIN")/nfs-cat}
+if [[ $NFS_CAT != none ]]; then
+    [[ -x $NFS_CAT ]] || { echo "test-pnfsd-suite: no nfs-cat at $NFS_CAT (cargo build --release -p client-tests --bin nfs-cat, or NFS_CAT=none)" >&2; exit 2; }
+    EXTRA_ENV+=(CAT_CMD="$(printf '%q' "$NFS_CAT") 127.0.0.1:$NFS_PORT")
+fi
+env NQN="$NQN" SWITCH_LAYOUT_CMD="$T/ctl layout" NFS_PORT="$NFS_PORT" NVME_PORT="$NVME_PORT" LAYOUTS="${LAYOUTS:-block}" \
+    VERSIONS="${VERSIONS:-4.1 4.2}" "${EXTRA_ENV[@]}" "$HERE/client-suite.sh"
 rc=$?
 "$T/ctl" stop TERM
 trap - EXIT

@@ -10,9 +10,10 @@
 //!     count u32 = 1 | type u32 = PNFS_SCSI_VOLUME_BASE (4)
 //!     | code_set u32 | designator_type u32 | designator opaque<> | pr_key u64
 //! ```
-//! Over NVMe (RFC 9561 §2) the designator is the namespace's EUI-64 (designator type EUI-64,
-//! code set binary, 8 bytes) — Linux opens it as `/dev/disk/by-id/nvme-eui.<hex>` — and
-//! `pr_key` is the reservation key the client registers before any I/O.
+//! Over NVMe (RFC 9561 §2) the designator is the namespace's NGUID (16 bytes) or EUI-64 (8
+//! bytes), with designator type EUI-64 and code set binary — Linux opens it as
+//! `/dev/disk/by-id/nvme-eui.<hex>` — and `pr_key` is the reservation key the client
+//! registers before any I/O.
 //!
 //! Pure encode/decode: no I/O, no NFS state.
 
@@ -90,16 +91,34 @@ pub fn decode_update(body: &[u8]) -> Result<Vec<ScsiRange>, BodyError> {
         .collect())
 }
 
-/// `pnfs_scsi_deviceaddr4` with one BASE volume named by its EUI-64 (binary code set) and
-/// carrying the key the client is to register.
-pub fn eui64_deviceaddr(eui64: [u8; 8], pr_key: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40);
+/// An EUI-64-type designator: 8 bytes (an EUI-64) or 16 (an NVMe NGUID, RFC 9561 §2), so
+/// the XDR opaque never needs padding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eui64Designator {
+    Eui64([u8; 8]),
+    Nguid([u8; 16]),
+}
+
+impl Eui64Designator {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Eui64Designator::Eui64(b) => b,
+            Eui64Designator::Nguid(b) => b,
+        }
+    }
+}
+
+/// `pnfs_scsi_deviceaddr4` with one BASE volume named by an EUI-64-type designator (binary
+/// code set) and carrying the key the client is to register.
+pub fn eui64_deviceaddr(designator: Eui64Designator, pr_key: u64) -> Vec<u8> {
+    let d = designator.bytes();
+    let mut out = Vec::with_capacity(32 + d.len());
     out.extend_from_slice(&1u32.to_be_bytes());
     out.extend_from_slice(&volume_type::SCSI.to_be_bytes());
     out.extend_from_slice(&code_set::BINARY.to_be_bytes());
     out.extend_from_slice(&designator_type::EUI64.to_be_bytes());
-    out.extend_from_slice(&8u32.to_be_bytes());
-    out.extend_from_slice(&eui64);
+    out.extend_from_slice(&(d.len() as u32).to_be_bytes());
+    out.extend_from_slice(d);
     out.extend_from_slice(&pr_key.to_be_bytes());
     out
 }
@@ -239,7 +258,7 @@ mod tests {
     #[test]
     fn deviceaddr_names_the_eui64_in_binary_with_the_key() {
         let eui = [0x02, 1, 2, 3, 4, 5, 6, 0xff];
-        let b = eui64_deviceaddr(eui, 0x1122_3344_5566_7788);
+        let b = eui64_deviceaddr(Eui64Designator::Eui64(eui), 0x1122_3344_5566_7788);
         assert_eq!(b.len(), 4 * 5 + 8 + 8);
         assert_eq!(&b[4..8], &4u32.to_be_bytes()); // PNFS_SCSI_VOLUME_BASE
         assert_eq!(&b[8..12], &1u32.to_be_bytes()); // PS_CODE_SET_BINARY
@@ -258,6 +277,19 @@ mod tests {
             }]
         );
         assert!(decode_deviceaddr(&b[..b.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn deviceaddr_carries_a_16_byte_nguid() {
+        let nguid: [u8; 16] = std::array::from_fn(|i| i as u8 + 0xa0);
+        let b = eui64_deviceaddr(Eui64Designator::Nguid(nguid), 7);
+        assert_eq!(b.len(), 4 * 5 + 16 + 8);
+        assert_eq!(&b[16..20], &16u32.to_be_bytes());
+        assert_eq!(&b[20..36], &nguid);
+        let v = decode_deviceaddr(&b).unwrap();
+        assert_eq!(v[0].designator, nguid.to_vec());
+        assert_eq!(v[0].designator_type, designator_type::EUI64);
+        assert_eq!(v[0].pr_key, 7);
     }
 
     #[test]

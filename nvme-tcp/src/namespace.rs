@@ -17,16 +17,21 @@ pub struct NamespaceConfig {
 }
 
 /// The namespace identifiers reported in Identify Namespace and the descriptor list.
+///
+/// Deliberately no namespace UUID (descriptor type 3): a Linux host names the namespace by
+/// its `wwid`, which is `uuid.<UUID>` when one is reported and `eui.<NGUID>` otherwise, and
+/// udev links `/dev/disk/by-id/nvme-<wwid>`. The pNFS SCSI-layout client only ever opens
+/// `nvme-eui.<designator>`, so with a UUID no udev'd host could find the volume
+/// (docs/pnfs.md "SCSI layout: the designator").
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct NamespaceIds {
     pub nguid: [u8; 16],
     pub eui64: [u8; 8],
-    pub uuid: [u8; 16],
 }
 
 impl NamespaceIds {
-    /// Deterministic: the same UUID always gives the same identifiers. NGUID and UUID are the
-    /// volume UUID itself; the EUI-64 folds it through two CRC32Cs and marks the first octet
+    /// Deterministic: the same UUID always gives the same identifiers. The NGUID is the
+    /// volume UUID itself (never zero: a random v4 UUID); the EUI-64 folds it through two CRC32Cs and marks the first octet
     /// "locally administered" (we own no IEEE OUI).
     pub fn from_volume_uuid(u: [u8; 16]) -> Self {
         let a = crc32c::crc32c(&u);
@@ -35,11 +40,7 @@ impl NamespaceIds {
         eui64[..4].copy_from_slice(&a.to_be_bytes());
         eui64[4..].copy_from_slice(&b.to_be_bytes());
         eui64[0] = (eui64[0] & 0xFC) | 0x02;
-        NamespaceIds {
-            nguid: u,
-            eui64,
-            uuid: u,
-        }
+        NamespaceIds { nguid: u, eui64 }
     }
 }
 

@@ -207,7 +207,13 @@ async fn run(
                         srv.pnfs
                             .scsi
                             .install(Arc::new(pnfsd::nvme::TargetFencer(target.clone())));
-                        tracing::info!("SCSI layout: MDS holds EXCLUSIVE_ACCESS_REG_ONLY");
+                        // The name a udev'd Linux client opens (docs/pnfs.md "the designator").
+                        let d = pnfsd::nfs4::scsi::volume_designator(&srv);
+                        let hex: String = d.bytes().iter().map(|b| format!("{b:02x}")).collect();
+                        tracing::info!(
+                            client_device = %format!("/dev/disk/by-id/nvme-eui.{hex}"),
+                            "SCSI layout: MDS holds EXCLUSIVE_ACCESS_REG_ONLY"
+                        );
                     }
                     Err(s) => tracing::error!(?s, "SCSI layout: reservation not taken"),
                 }

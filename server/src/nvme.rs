@@ -204,12 +204,15 @@ mod tests {
         )
         .await
         .unwrap();
-        // The designator GETDEVICEINFO sends is the EUI-64 the namespace reports.
+        // The designator GETDEVICEINFO sends is the NGUID the namespace reports, and no UUID
+        // descriptor makes a Linux host's wwid something else (nfs4::scsi::volume_designator).
         let info = ini.identify_namespace(NSID).await.unwrap();
         assert_eq!(
-            info.eui64,
-            nvme_tcp::NamespaceIds::from_volume_uuid(uuid).eui64
+            info.nguid,
+            nvme_tcp::NamespaceIds::from_volume_uuid(uuid).nguid
         );
+        let descs = ini.ns_descriptors(NSID).await.unwrap();
+        assert!(descs.iter().all(|(t, _)| *t != 3), "{descs:?}");
         let conflict = |r: Result<(), nvme_tcp::Error>| match r {
             Err(nvme_tcp::Error::Status(s)) => s == Status::RESERVATION_CONFLICT,
             _ => false,

@@ -57,6 +57,14 @@ if [[ -n $NQN ]]; then
         oncs=$(nvme id-ctrl "/dev/${ns%n*}" 2>/dev/null | awk '$1 == "oncs" {print $3}')
         rescap=$(nvme id-ns "/dev/$ns" 2>/dev/null | awk '$1 == "rescap" {print $3}')
         (( (${oncs:-0} >> 5) & 1 )); check nvme-reservations $? "oncs=${oncs:-?} rescap=${rescap:-?}"
+        # The MDS holds EXCLUSIVE_ACCESS_REG_ONLY (RFC 8154 §2.4.2): until the client
+        # registers the key GETDEVICEINFO gives it, this host's I/O is refused. The kernel
+        # logs that (the partition scan at connect, and this read): expected, so
+        # dmesg_check only looks at what comes after.
+        dd if="/dev/$ns" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null
+        (($? != 0)); check unregistered-io-refused $? "direct read of /dev/$ns before the client registered"
+        echo "NOTE $(dmesg | grep -c 'reservation conflict') reservation-conflict lines before the mount (unregistered host: expected)"
+        dmesg_mark
     fi
 elif [[ $EXPECT_PNFS == 1 ]]; then
     die "NQN is not set (the layout's volume is only reachable over NVMe/TCP)"
@@ -149,6 +157,24 @@ if [[ $EXPECT_PNFS == 1 ]]; then
 else
     pnfs_checks | sed 's/^CHECK \([^ ]*\) \(ok\|FAIL\)/NOTE \1 \2/'
 fi
+if [[ $LAYOUT == scsi && -n $NQN ]]; then
+    # The client registered its key on the namespace: this host's I/O now passes the
+    # reservation, and the report shows the MDS's reservation and both registrants.
+    dd if="/dev/$ns" of=/dev/null bs=4096 count=1 iflag=direct status=none
+    check registrant-io $? "direct read of /dev/$ns after the client registered"
+    # --eds: the host uses a 128-bit Host Identifier (fabrics), so the non-extended
+    # report is refused with Host Identifier Inconsistent Format (NVMe Base 2.0 §7.6)
+    nvme resv-report "/dev/$ns" --eds > "$OUT/resv-report.txt" 2>&1
+    sed 's/^/RESV /' "$OUT/resv-report.txt" | head -n 20
+    rt=$(awk '$1 == "rtype" {print $3; exit}' "$OUT/resv-report.txt")
+    nreg=$(awk '$1 == "regctl" {print $3; exit}' "$OUT/resv-report.txt")
+    # this host's entry (rkey precedes hostid); earlier guests of the same pnfsd may still
+    # be listed: Linux "unregisters" by Register Replace with NRKEY 0 (docs/pnfs.md)
+    hid=$(tr -d '-' < "/sys/class/nvme/${ns%n*}/hostid")
+    key=$(grep -B1 -E "hostid +: $hid" "$OUT/resv-report.txt" | awk '$1 == "rkey" {print $3}')
+    [[ $rt == 4 && ${nreg:-0} -ge 2 && -n $key && $key != 0 ]]
+    check reservation-report $? "rtype=${rt:-?} (4 = EXCLUSIVE_ACCESS_REG_ONLY) regctl=${nreg:-?} this host $hid key ${key:-none}"
+fi
 dmesg_check
 echo "--- blkmapd log ---"; cat /run/blkmapd.log 2>/dev/null
 echo "--- dm tables ---"; dmsetup table 2>&1
@@ -158,6 +184,16 @@ step "cleanup"
 # bytes pnfsd serves; KEEP_FILES=0 removes them
 [[ ${KEEP_FILES:-1} == 1 ]] || rm -rf "${MNT:?}/$DIR"
 umount "$MNT"; check umount $? "$MNT"
+if [[ $LAYOUT == scsi && -n $NQN ]]; then
+    # The client unregisters its key when it frees the device (not asserted: when that
+    # happens after umount is the kernel's business).
+    sleep 1
+    if dd if="/dev/$ns" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null; then
+        echo "NOTE after umount this host is still registered"
+    else
+        echo "NOTE after umount this host's I/O is refused again (key unregistered)"
+    fi
+fi
 [[ -n $NQN ]] && nvme disconnect -n "$NQN" >/dev/null
 if ((FAILED)); then echo "RESULT FAIL $SCENARIO"; exit 1; fi
 echo "RESULT PASS $SCENARIO"

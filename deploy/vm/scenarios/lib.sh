@@ -48,22 +48,20 @@ layout_type() {
         tr ',' '\n' | sed -n 's/^[[:space:]]*pnfs=//p' | head -n1
 }
 
-# nvme_links: what udev would do for the SCSI layout. The Linux client (>= 6.11)
-# opens /dev/disk/by-id/nvme-eui.<hex> for the designator GETDEVICEINFO
-# returns; there is no udev in the guest, so make the links from sysfs
-# (eui: EUI-64, nguid: NGUID; both as lowercase hex without separators).
+# nvme_links: exactly what udev's 60-persistent-storage.rules would make, no
+# more: /dev/disk/by-id/nvme-$(cat /sys/block/<ns>/wwid). The kernel's wwid is
+# uuid.<UUID> if the namespace reports one, else eui.<NGUID hex>, else
+# eui.<EUI-64 hex>; the SCSI-layout client (>= 6.11) opens
+# /dev/disk/by-id/nvme-eui.<designator hex>. So the layout only works here if
+# the server's designator is what a udev'd host has a link for (docs/pnfs.md).
 nvme_links() {
-    local ns id f
+    local ns wwid
     mkdir -p /dev/disk/by-id
     for ns in $(nvme_namespaces); do
-        ns=/sys/block/$ns
-        for f in eui nguid; do
-            [[ -r $ns/$f ]] || continue
-            id=$(tr -d ' :\n-' < "$ns/$f")   # dash last: not a range
-            [[ -n $id && $id != 0000000000000000 && $id != 00000000000000000000000000000000 ]] || continue
-            ln -sfn "../../$(basename "$ns")" "/dev/disk/by-id/nvme-eui.$id"
-            echo "LINK /dev/disk/by-id/nvme-eui.$id -> $(basename "$ns")"
-        done
+        wwid=$(cat "/sys/block/$ns/wwid" 2>/dev/null) || continue
+        [[ -n $wwid ]] || continue
+        ln -sfn "../../$ns" "/dev/disk/by-id/nvme-$wwid"
+        echo "LINK /dev/disk/by-id/nvme-$wwid -> $ns"
     done
 }
 
@@ -103,12 +101,18 @@ wait_grace() {
     return 1
 }
 
+# dmesg_mark: dmesg_check only looks at the kernel lines after this point
+# (the SCSI layout: the partition scan at nvme connect, before the host has
+# registered a key, is refused by design - see block-layout.sh).
+DMESG_FROM=0
+dmesg_mark() { DMESG_FROM=$(dmesg | wc -l); }
+
 # dmesg_check [IGNORE_ERE]: the kernel falls back to NFS READ/WRITE silently on
 # layout trouble; these lines are the only trace in the log. IGNORE_ERE: lines
 # a scenario expects (restart.sh: "not responding" while the server is down).
 dmesg_check() {
     local bad
-    bad=$(dmesg | grep -iE 'pnfs.*(fail|error|fallback)|layout.*(fail|error)|blocklayout|bl_|blk_update_request|I/O error|nvme.*(error|timeout|reset)|dm-[0-9]+.*error|nfs.*(error|not responding)' |
+    bad=$(dmesg | tail -n +$((DMESG_FROM + 1)) | grep -iE 'pnfs.*(fail|error|fallback)|layout.*(fail|error)|blocklayout|bl_|blk_update_request|I/O error|nvme.*(error|timeout|reset)|dm-[0-9]+.*error|nfs.*(error|not responding)' |
         grep -viE 'pNFS: using block device|loaded|registered|Modules linked' |
         grep -vE "${1:-^\$}" || true)
     if [[ -n $bad ]]; then

@@ -53,6 +53,10 @@ nguid=$(tr -d ' :\n-' < "/sys/block/$ns/nguid" 2>/dev/null)
 [[ $nguid == "$VOL_UUID" ]]; check ns-nguid $? "nguid=$nguid"
 eui=$(tr -d ' :\n-' < "/sys/block/$ns/eui" 2>/dev/null)
 [[ -n $eui && $eui != 0000000000000000 ]]; check ns-eui64 $? "eui=$eui"
+# no namespace UUID, so the kernel names it by the NGUID: udev's link is then
+# nvme-eui.<nguid>, the one the SCSI-layout client opens (docs/pnfs.md)
+wwid=$(cat "/sys/block/$ns/wwid" 2>/dev/null)
+[[ $wwid == "eui.$VOL_UUID" ]]; check ns-wwid $? "wwid=$wwid"
 
 # Block 0 is pnfsd's superblock: "PNFSDSB\1" then the UUID at byte 32.
 b0=$(dd if="$DEV" bs=4096 count=1 iflag=direct 2>/dev/null | od -An -tx1 -v | tr -d ' \n')

@@ -112,16 +112,12 @@ pub(crate) fn active_list(c: &Controller, after: u32) -> Vec<u8> {
     b
 }
 
-/// Namespace Identification Descriptor list (CNS 03h): EUI-64 (type 1), NGUID (2), UUID (3),
-/// each as NIDT, NIDL, 2 reserved bytes, NID.
+/// Namespace Identification Descriptor list (CNS 03h): EUI-64 (type 1) and NGUID (2), each as
+/// NIDT, NIDL, 2 reserved bytes, NID. No UUID (type 3): see `NamespaceIds`.
 pub(crate) fn descriptors(ns: &Namespace) -> Vec<u8> {
     let mut b = vec![0u8; LEN];
     let mut o = 0;
-    for (t, id) in [
-        (1u8, &ns.ids.eui64[..]),
-        (2, &ns.ids.nguid[..]),
-        (3, &ns.ids.uuid[..]),
-    ] {
+    for (t, id) in [(1u8, &ns.ids.eui64[..]), (2, &ns.ids.nguid[..])] {
         b[o] = t;
         b[o + 1] = id.len() as u8;
         put(&mut b, o + 4, id);

@@ -43,10 +43,15 @@ impl ScsiHook {
     }
 }
 
-/// The EUI-64 the embedded target reports for the volume's namespace (Identify Namespace and
-/// the descriptor list): what Linux names `/dev/disk/by-id/nvme-eui.<hex>`.
-pub fn volume_eui64(srv: &Server) -> [u8; 8] {
-    nvme_tcp::NamespaceIds::from_volume_uuid(srv.store.volume_uuid()).eui64
+/// The designator of the volume: the NGUID the embedded target reports for its namespace
+/// (Identify Namespace bytes 104..120 and descriptor type 2), as a 16-byte EUI-64-type
+/// designator (RFC 9561 §2). A Linux host names that namespace `wwid` = `eui.<NGUID hex>`
+/// (the target reports no UUID), udev links `/dev/disk/by-id/nvme-eui.<NGUID hex>`, and the
+/// SCSI-layout client opens `nvme-eui.<designator hex>`: the same name. Linux knfsd makes
+/// the same choice (NGUID when nonzero, else the EUI-64). docs/pnfs.md "the designator".
+pub fn volume_designator(srv: &Server) -> layout::scsi::Eui64Designator {
+    let ids = nvme_tcp::NamespaceIds::from_volume_uuid(srv.store.volume_uuid());
+    layout::scsi::Eui64Designator::Nguid(ids.nguid)
 }
 
 /// The reservation key of `clientid` (unique per client, never the MDS's).

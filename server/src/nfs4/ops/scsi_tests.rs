@@ -1,5 +1,5 @@
 //! The SCSI layout (type 5, RFC 8154) through the op handlers, reusing the block-layout
-//! fixture of `pnfs_tests`: GETDEVICEINFO names the namespace's EUI-64 with a per-client key,
+//! fixture of `pnfs_tests`: GETDEVICEINFO names the namespace's NGUID with a per-client key,
 //! LAYOUTCOMMIT takes byte ranges, and fencing preempts the client's key.
 
 use super::*;
@@ -38,7 +38,7 @@ fn scsi_volume(x: &mut Ctx<'_>) -> scsi::BaseVolume {
 }
 
 #[test]
-fn getdeviceinfo_scsi_names_the_eui64_and_a_key_per_client() {
+fn getdeviceinfo_scsi_names_the_nguid_and_a_key_per_client() {
     let fx = fixture(opts());
     let (ca, cb) = (conn(1, None), conn(2, None));
     let mut a = ctx(&fx.srv, &ca);
@@ -47,10 +47,12 @@ fn getdeviceinfo_scsi_names_the_eui64_and_a_key_per_client() {
     let idb = mount(&mut b, b"b");
     let va = scsi_volume(&mut a);
     let vb = scsi_volume(&mut b);
-    // The EUI-64 the embedded target reports for the volume (Identify Namespace bytes
-    // 120..128 and descriptor type 1; checked over the wire in nvme.rs tests).
-    let eui = nvme_tcp::NamespaceIds::from_volume_uuid(fx.srv.store.volume_uuid()).eui64;
-    assert_eq!(va.designator, eui.to_vec());
+    // The NGUID the embedded target reports for the volume (Identify Namespace bytes
+    // 104..120 and descriptor type 2; checked over the wire in nvme.rs tests): a Linux
+    // host's wwid is eui.<NGUID>, the udev link the client opens.
+    let ids = nvme_tcp::NamespaceIds::from_volume_uuid(fx.srv.store.volume_uuid());
+    assert_eq!(va.designator, ids.nguid.to_vec());
+    assert_ne!(va.designator, ids.eui64.to_vec());
     assert_eq!(va.code_set, scsi::code_set::BINARY);
     assert_eq!(va.designator_type, scsi::designator_type::EUI64);
     assert_eq!(va.pr_key, scsi::client_pr_key(ida));
