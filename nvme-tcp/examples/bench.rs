@@ -113,6 +113,30 @@ async fn over_tcp(ini: Arc<Initiator>, op: Op, qd: usize, secs: f64) -> f64 {
     total as f64 / start.elapsed().as_secs_f64()
 }
 
+/// CPU time of this process (user + system, all threads) in seconds, from /proc/self/stat.
+fn cpu_secs() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // Fields after the ")" that ends comm: utime and stime are the 12th and 13th.
+    let rest = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Runs one side; returns (IOPS, CPU µs per I/O of the whole process).
+fn measured(f: impl FnOnce() -> f64, secs: f64) -> (f64, f64) {
+    let c0 = cpu_secs();
+    let iops = f();
+    let cpu = cpu_secs() - c0;
+    (iops, cpu * 1e6 / (iops * secs))
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -137,6 +161,8 @@ struct Cell {
     direct: Vec<f64>,
     tcp: Vec<f64>,
     ratio: Vec<f64>,
+    direct_cpu: Vec<f64>,
+    tcp_cpu: Vec<f64>,
 }
 
 fn cell_name(odirect: bool, op: Op, qd: usize) -> String {
@@ -226,6 +252,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     direct: Vec::new(),
                     tcp: Vec::new(),
                     ratio: Vec::new(),
+                    direct_cpu: Vec::new(),
+                    tcp_cpu: Vec::new(),
                 });
             }
         }
@@ -243,11 +271,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .ok_or("setup")?;
             let run_direct = || {
                 if tcp_only {
-                    return f64::NAN;
+                    return (f64::NAN, f64::NAN);
                 }
-                direct(&path, c.odirect, c.op, c.qd, secs)
+                measured(|| direct(&path, c.odirect, c.op, c.qd, secs), secs)
             };
-            let run_tcp = || rt.block_on(over_tcp(ini.clone(), c.op, c.qd, secs));
+            let run_tcp = || {
+                measured(
+                    || rt.block_on(over_tcp(ini.clone(), c.op, c.qd, secs)),
+                    secs,
+                )
+            };
             let (d, t) = if round % 2 == 0 {
                 let d = run_direct();
                 (d, run_tcp())
@@ -255,9 +288,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let t = run_tcp();
                 (run_direct(), t)
             };
-            c.direct.push(d);
-            c.tcp.push(t);
-            c.ratio.push(t / d);
+            c.direct.push(d.0);
+            c.tcp.push(t.0);
+            c.ratio.push(t.0 / d.0);
+            c.direct_cpu.push(d.1);
+            c.tcp_cpu.push(t.1);
         }
         eprintln!(
             "round {} of {rounds} done, load average {}",
@@ -266,8 +301,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!(
-        "{:<9} {:<6} {:>3} {:>14} {:>14} {:>7} {:>13}",
-        "cache", "op", "qd", "pread/pwrite", "nvme-tcp", "ratio", "ratio min-max"
+        "{:<9} {:<6} {:>3} {:>12} {:>12} {:>7} {:>13} {:>9}",
+        "cache", "op", "qd", "pread/pwrite", "nvme-tcp", "ratio", "ratio min-max", "cpu µs/IO"
     );
     for c in cells.iter_mut() {
         let cache = if c.odirect { "O_DIRECT" } else { "buffered" };
@@ -275,11 +310,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let lo = c.ratio.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = c.ratio.iter().copied().fold(0.0, f64::max);
         println!(
-            "{cache:<9} {name:<6} {:>3} {:>14.0} {:>14.0} {:>7.3} {lo:>6.3}-{hi:<6.3}",
+            "{cache:<9} {name:<6} {:>3} {:>12.0} {:>12.0} {:>7.3} {lo:>6.3}-{hi:<6.3} {:>4.1}/{:<4.1}",
             c.qd,
             median(&mut c.direct),
             median(&mut c.tcp),
             median(&mut c.ratio),
+            median(&mut c.direct_cpu),
+            median(&mut c.tcp_cpu),
         );
     }
     println!(

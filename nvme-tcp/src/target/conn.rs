@@ -13,7 +13,7 @@ use crate::pdu::{
     Side, Sqe, Stage,
 };
 use crate::status::Status;
-use crate::transport::{frame, spawn_writer, terminate, OutTx, PduReader, RecvError};
+use crate::transport::{frame, split, terminate, OutTx, PduReader, RecvError};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -62,8 +62,9 @@ pub(crate) async fn serve(
     let Ok(local) = stream.local_addr() else {
         return;
     };
-    let (rd, wr) = stream.into_split();
-    let tx = spawn_writer(wr);
+    let Ok((rd, tx)) = split(stream) else {
+        return;
+    };
     let rules = Rules {
         receiver: Side::Controller,
         stage: Stage::AwaitIc,
@@ -536,26 +537,27 @@ fn send_reply(
     r: Reply,
 ) {
     inflight.fetch_sub(1, Ordering::Relaxed);
-    if r.status.is_success() && !r.data.is_empty() && xfer_len > 0 {
-        let mut data = r.data;
-        data.truncate(xfer_len as usize);
-        let d = DataPdu {
-            cccid: cid,
-            ttag: 0,
-            datao: 0,
-            last: true,
-            success: false,
-            data: Bytes::from(data),
-        };
-        let _ = tx.send(frame(&Pdu::C2hData(d), dg));
-    }
-    let cqe = Cqe {
+    let cqe = Pdu::CapsuleResp(Cqe {
         dw0: r.dw0,
         dw1: r.dw1,
         sqhd: sqhd.load(Ordering::Relaxed),
         sqid: qid,
         cid,
         status: r.status,
-    };
-    let _ = tx.send(frame(&Pdu::CapsuleResp(cqe), dg));
+    });
+    if r.status.is_success() && !r.data.is_empty() && xfer_len > 0 {
+        let mut data = r.data;
+        data.truncate(xfer_len as usize);
+        let d = Pdu::C2hData(DataPdu {
+            cccid: cid,
+            ttag: 0,
+            datao: 0,
+            last: true,
+            success: false,
+            data: Bytes::from(data),
+        });
+        let _ = tx.send_pdus(&[&d, &cqe], dg);
+    } else {
+        let _ = tx.send_pdus(&[&cqe], dg);
+    }
 }
