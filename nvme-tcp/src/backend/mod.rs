@@ -7,6 +7,7 @@
 
 mod file;
 mod mem;
+mod sys;
 
 pub use file::FileBackend;
 pub use mem::MemBackend;
@@ -33,6 +34,17 @@ pub trait Backend: Send + Sync + 'static {
             len -= n as u64;
         }
         Ok(())
+    }
+    /// Reads only if that cannot block (e.g. the data is in the page cache): `None` means
+    /// "would block, call `read_at` from a thread that may". The target tries this on the
+    /// connection task first, saving a hand-off to a blocking thread per command.
+    fn try_read_at(&self, _buf: &mut [u8], _offset: u64) -> Option<io::Result<()>> {
+        None
+    }
+    /// Writes only if that cannot block (into cached pages, no flush): `None` means "use
+    /// `write_at`"; a partial write is fine to repeat in full.
+    fn try_write_at(&self, _buf: &[u8], _offset: u64) -> Option<io::Result<()>> {
+        None
     }
     /// Dataset Management "deallocate" hint. The default keeps the data: Identify Namespace
     /// reports DLFEAT = 0, so hosts assume nothing about deallocated blocks.

@@ -14,6 +14,58 @@ pub(crate) fn handle(c: &Arc<Controller>, cmd: Cmd) -> Reply {
     run(c, cmd).into()
 }
 
+/// Runs a Read or Write here, on the connection task, if the backend can do it without
+/// blocking (`Backend::try_read_at`/`try_write_at`: a page-cache hit); otherwise, or for any
+/// other command or any check that fails, gives the command back for `handle` on a thread
+/// that may block (which then also reports the errors: one path for them).
+pub(crate) fn try_inline(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Cmd> {
+    let s = &cmd.sqe;
+    let opc = IoOpc(s.opcode());
+    if opc != IoOpc::READ && opc != IoOpc::WRITE {
+        return Err(cmd);
+    }
+    let Some(ns) = c.subsys.namespaces.get(&s.nsid()) else {
+        return Err(cmd);
+    };
+    let bs = ns.backend.block_size() as u64;
+    let slba = s.cdw(10) as u64 | (s.cdw(11) as u64) << 32;
+    let nlb = (s.cdw(12) & 0xFFFF) as u64 + 1;
+    let fua = s.cdw(12) & (1 << 30) != 0;
+    let len = nlb * bs;
+    let in_range = slba
+        .checked_add(nlb)
+        .is_some_and(|end| end <= ns.backend.num_blocks());
+    if !in_range || len > MAX_TRANSFER as u64 {
+        return Err(cmd);
+    }
+    if opc == IoOpc::READ {
+        if (cmd.xfer_len as u64) < len || check(c, ns, Access::Read).is_err() {
+            return Err(cmd);
+        }
+        let mut v = vec![0u8; len as usize];
+        match ns.backend.try_read_at(&mut v, slba * bs) {
+            Some(Ok(())) => Ok(Reply::data(v)),
+            _ => Err(cmd),
+        }
+    } else {
+        // A write-through write (FUA, or WCE off) needs fdatasync: blocking path.
+        if (cmd.data.len() as u64) < len
+            || fua
+            || !lock(&c.state).wce
+            || check(c, ns, Access::Write).is_err()
+        {
+            return Err(cmd);
+        }
+        match ns
+            .backend
+            .try_write_at(&cmd.data[..len as usize], slba * bs)
+        {
+            Some(Ok(())) => Ok(Reply::ok()),
+            _ => Err(cmd),
+        }
+    }
+}
+
 fn le64(b: &[u8], o: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[o..o + 8]);

@@ -496,6 +496,14 @@ impl Queue {
             }
             return Flow::Continue;
         }
+        // A page-cache hit is served right here: no thread hand-off at all.
+        let cmd = match io::try_inline(&ctrl, cmd) {
+            Ok(r) => {
+                self.respond(cid, xfer, r);
+                return Flow::Continue;
+            }
+            Err(cmd) => cmd,
+        };
         let (tx, dg, qid, sqhd, inflight) = (
             self.tx.clone(),
             self.dg,
