@@ -31,6 +31,30 @@ fn aligned(len: usize) -> (Vec<u8>, usize) {
     (v, off)
 }
 
+/// Transfers up to this size reuse the calling thread's bounce buffer (the blocking threads
+/// that run I/O live on), instead of allocating and zeroing one per command.
+const BOUNCE_KEEP: usize = 128 * 1024;
+
+thread_local! {
+    static BOUNCE: std::cell::RefCell<(Vec<u8>, usize)> = const { std::cell::RefCell::new((Vec::new(), 0)) };
+}
+
+/// Runs `f` on an ALIGN-aligned buffer of `len` bytes (contents unspecified).
+fn with_bounce<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> T {
+    if len > BOUNCE_KEEP {
+        let (mut v, o) = aligned(len);
+        return f(&mut v[o..o + len]);
+    }
+    BOUNCE.with(|b| {
+        let mut b = b.borrow_mut();
+        if b.0.is_empty() {
+            *b = aligned(BOUNCE_KEEP);
+        }
+        let o = b.1;
+        f(&mut b.0[o..o + len])
+    })
+}
+
 impl FileBackend {
     /// Opens an existing file or block device read-write. Its size (rounded down to whole
     /// blocks) is the namespace size.
@@ -102,18 +126,20 @@ impl Backend for FileBackend {
         if !self.direct {
             return self.file.read_exact_at(buf, offset);
         }
-        let (mut v, o) = aligned(buf.len());
-        self.file.read_exact_at(&mut v[o..o + buf.len()], offset)?;
-        buf.copy_from_slice(&v[o..o + buf.len()]);
-        Ok(())
+        with_bounce(buf.len(), |b| {
+            self.file.read_exact_at(b, offset)?;
+            buf.copy_from_slice(b);
+            Ok(())
+        })
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         if !self.direct {
             return self.file.write_all_at(buf, offset);
         }
-        let (mut v, o) = aligned(buf.len());
-        v[o..o + buf.len()].copy_from_slice(buf);
-        self.file.write_all_at(&v[o..o + buf.len()], offset)
+        with_bounce(buf.len(), |b| {
+            b.copy_from_slice(buf);
+            self.file.write_all_at(b, offset)
+        })
     }
     fn try_read_at(&self, buf: &mut [u8], offset: u64) -> Option<io::Result<()>> {
         if !self.nowait_read.load(Ordering::Relaxed) {
@@ -176,6 +202,14 @@ mod tests {
             assert!(r.iter().all(|&x| x == 7));
             d.write_at(&[9u8; 4096], 0).unwrap();
             assert_eq!(std::fs::read(&p).unwrap()[0], 9);
+            // Above and below the reused bounce buffer's size, back to back.
+            let big: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
+            d.write_at(&big, 4096).unwrap();
+            d.write_at(&[3u8; 4096], 4096).unwrap();
+            let mut r = vec![0u8; big.len()];
+            d.read_at(&mut r, 4096).unwrap();
+            assert!(r[..4096].iter().all(|&x| x == 3));
+            assert_eq!(r[4096..], big[4096..]);
         }
     }
 
