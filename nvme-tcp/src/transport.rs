@@ -96,6 +96,14 @@ impl<R: AsyncRead + Unpin> PduReader<R> {
     }
 }
 
+impl<R: AsyncRead + Unpin> PduReader<tokio::io::BufReader<R>> {
+    /// Whether the next PDU is already buffered whole (reading it will not wait on the peer).
+    pub fn has_buffered_pdu(&self) -> bool {
+        let b = self.r.buffer();
+        b.len() >= COMMON_LEN && u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize <= b.len()
+    }
+}
+
 /// What the writer is asked to do.
 pub(crate) enum Out {
     Frame(Vec<u8>),
@@ -190,6 +198,22 @@ impl OutTx {
     /// flight; a lone command is better sent directly.
     pub fn send_pdus_batched(&self, pdus: &[&Pdu], dg: Digests) -> Result<(), SendClosed> {
         self.with_buf(false, |b| pdus.iter().for_each(|p| p.encode(dg, b)))
+    }
+
+    /// Appends PDUs without writing them yet: the caller has more PDUs to answer right away
+    /// and calls `flush` after the last (or a later direct send takes them along).
+    pub fn hold_pdus(&self, pdus: &[&Pdu], dg: Digests) -> Result<(), SendClosed> {
+        let mut st = lock(&self.sh.st);
+        if st.dead || st.close {
+            return Err(SendClosed);
+        }
+        pdus.iter().for_each(|p| p.encode(dg, &mut st.buf));
+        Ok(())
+    }
+
+    /// Writes whatever `hold_pdus` left in the buffer.
+    pub fn flush(&self) -> Result<(), SendClosed> {
+        self.with_buf(true, |_| {})
     }
 
     fn with_buf(&self, direct: bool, f: impl FnOnce(&mut Vec<u8>)) -> Result<(), SendClosed> {

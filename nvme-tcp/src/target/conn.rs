@@ -46,6 +46,10 @@ struct Queue {
     inflight: Arc<AtomicUsize>,
     transfers: HashMap<u16, Transfer>,
     next_ttag: u16,
+    /// The reader holds further PDUs: answers sit in the send buffer (`held`) until the
+    /// commands already received are answered, then leave in one write.
+    more: bool,
+    held: std::cell::Cell<bool>,
 }
 
 enum Flow {
@@ -125,6 +129,8 @@ pub(crate) async fn serve(
         inflight: Arc::new(AtomicUsize::new(0)),
         transfers: HashMap::new(),
         next_ttag: 0,
+        more: false,
+        held: std::cell::Cell::new(false),
     };
     q.run(&mut reader, stop).await;
     if let Some(c) = &q.ctrl {
@@ -153,22 +159,38 @@ impl Queue {
                     None => std::future::pending::<()>().await,
                 }
             };
-            let flow = tokio::select! {
-                r = reader.read() => match r {
+            let r = tokio::select! {
+                r = reader.read() => Some(r),
+                _ = dead_fut => None,
+                _ = stop.changed() => None,
+            };
+            // More commands already buffered: hold answers for one write after the last.
+            self.more = reader.has_buffered_pdu();
+            let flow = match r {
+                None => Flow::Close,
+                Some(r) => match r {
                     Ok(pdu) => self.on_pdu(pdu),
                     Err(RecvError::Fatal { fatal, header }) => {
                         tracing::debug!(?fatal, "bad PDU from host: terminating connection");
                         terminate(&self.tx, true, fatal, header);
                         Flow::Close
                     }
-                    Err(RecvError::DataDigest { pdu_type, cccid, ttag, datal }) => self.on_data_digest(pdu_type, cccid, ttag, datal),
+                    Err(RecvError::DataDigest {
+                        pdu_type,
+                        cccid,
+                        ttag,
+                        datal,
+                    }) => self.on_data_digest(pdu_type, cccid, ttag, datal),
                     Err(_) => Flow::Close,
                 },
-                _ = dead_fut => Flow::Close,
-                _ = stop.changed() => Flow::Close,
             };
             if let Flow::Close = flow {
+                let _ = self.tx.flush();
                 return;
+            }
+            if self.held.get() && !self.more {
+                self.held.set(false);
+                let _ = self.tx.flush();
             }
             if dead.is_none() {
                 dead = self.ctrl.as_ref().map(|c| c.dead_rx());
@@ -191,7 +213,9 @@ impl Queue {
     }
 
     fn respond(&self, cid: u16, xfer_len: u32, r: Reply) {
+        self.held.set(self.held.get() | self.more);
         send_reply(
+            self.more,
             &self.tx,
             self.dg,
             self.qid,
@@ -513,7 +537,7 @@ impl Queue {
         );
         let work = move || {
             let r = io::handle(&ctrl, cmd);
-            send_reply(&tx, dg, qid, &sqhd, &inflight, cid, xfer, r);
+            send_reply(false, &tx, dg, qid, &sqhd, &inflight, cid, xfer, r);
         };
         // Alone on its queue (host at QD 1), the command runs right here, with the runtime
         // told that this worker blocks (block_in_place): one thread hand-off fewer, which
@@ -533,8 +557,10 @@ impl Queue {
 
 /// C2HData (if the command produced data) then the CapsuleResp. The SUCCESS flag is never
 /// used, so every command gets a response capsule with SQHD (SQ flow control stays on).
+/// `hold`: append only (the connection task flushes after its batch).
 #[allow(clippy::too_many_arguments)]
 fn send_reply(
+    hold: bool,
     tx: &OutTx,
     dg: Digests,
     qid: u16,
@@ -564,8 +590,16 @@ fn send_reply(
             success: false,
             data: Bytes::from(data),
         });
-        let _ = tx.send_pdus(&[&d, &cqe], dg);
+        send_or_hold(tx, hold, &[&d, &cqe], dg);
     } else {
-        let _ = tx.send_pdus(&[&cqe], dg);
+        send_or_hold(tx, hold, &[&cqe], dg);
     }
+}
+
+fn send_or_hold(tx: &OutTx, hold: bool, pdus: &[&Pdu], dg: Digests) {
+    let _ = if hold {
+        tx.hold_pdus(pdus, dg)
+    } else {
+        tx.send_pdus(pdus, dg)
+    };
 }
