@@ -1,5 +1,6 @@
 //! Namespace storage (style.md rule 9): a `Backend` trait with a file/block-device and a
-//! memory implementation. Calls are blocking; the target runs them on tokio's blocking pool.
+//! memory implementation. Calls are blocking; the target runs them on tokio's blocking pool,
+//! except `try_read_at`/`try_write_at`, which must not block (`sys.rs`: RWF_NOWAIT).
 //!
 //! Write cache model (design.md §6): `write_at` may leave data in a volatile cache (the page
 //! cache for a file); `flush` makes every completed write durable, whichever controller issued

@@ -1,5 +1,7 @@
 //! NVM I/O commands: Read, Write (FUA), Flush, Write Zeroes, Dataset Management, and the four
-//! reservation commands. `handle` blocks on the backend: the connection runs it under
+//! reservation commands. The connection first offers a Read or Write to `try_inline`, which
+//! serves it on the connection task when the backend can do so without blocking (a page-cache
+//! hit); otherwise `handle` blocks on the backend: the connection runs it under
 //! `block_in_place` when it is alone on its queue, else on tokio's blocking pool, one call per
 //! command, so commands of one queue proceed concurrently.
 

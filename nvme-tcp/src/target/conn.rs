@@ -1,7 +1,9 @@
 //! One TCP connection = one queue pair of the target: ICReq/ICResp, Connect, then commands.
 //! Data from the host arrives in-capsule or after an R2T; data to the host leaves in one
-//! C2HData PDU followed by the CapsuleResp. Admin and Fabrics commands run in order on this
-//! task; I/O commands run concurrently (one task each).
+//! C2HData PDU followed by the CapsuleResp, in one write. Admin and Fabrics commands run in
+//! order on this task; I/O commands run here when they cannot block (page-cache hits,
+//! `io::try_inline`), else concurrently on blocking threads (one call each), which write their
+//! own responses. Answers to commands that arrived in one batch leave in one write.
 
 use crate::controller::{
     self, admin, io, Cmd, Controller, Outcome, Reply, Subsystem, IN_CAPSULE_DATA, MAXH2CDATA,
