@@ -167,6 +167,9 @@ impl Backend for FileBackend {
             }
         }
     }
+    fn fast_writes(&self) -> bool {
+        !self.direct
+    }
     fn flush(&self) -> io::Result<()> {
         // fdatasync: one call covers every controller's completed writes to this file.
         self.file.sync_data()

@@ -47,6 +47,13 @@ pub trait Backend: Send + Sync + 'static {
     fn try_write_at(&self, _buf: &[u8], _offset: u64) -> Option<io::Result<()>> {
         None
     }
+    /// Writes land in a cache without waiting for a device (page cache, memory): the target
+    /// then runs the writes that arrive in one batch one after another on one thread (one
+    /// hand-off and one response write for the batch) instead of one thread each. False for
+    /// O_DIRECT, where each write waits for the device and they must overlap.
+    fn fast_writes(&self) -> bool {
+        false
+    }
     /// Dataset Management "deallocate" hint. The default keeps the data: Identify Namespace
     /// reports DLFEAT = 0, so hosts assume nothing about deallocated blocks.
     fn deallocate(&self, _offset: u64, _len: u64) -> io::Result<()> {

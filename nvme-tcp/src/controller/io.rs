@@ -68,6 +68,16 @@ pub(crate) fn try_inline(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Cmd> {
     }
 }
 
+/// A Write to a backend whose writes do not wait for a device (`Backend::fast_writes`): the
+/// connection may run several such commands in a row on one blocking thread.
+pub(crate) fn batchable(c: &Controller, cmd: &Cmd) -> bool {
+    IoOpc(cmd.sqe.opcode()) == IoOpc::WRITE
+        && c.subsys
+            .namespaces
+            .get(&cmd.sqe.nsid())
+            .is_some_and(|ns| ns.backend.fast_writes())
+}
+
 fn le64(b: &[u8], o: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[o..o + 8]);

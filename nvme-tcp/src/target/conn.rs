@@ -52,6 +52,8 @@ struct Queue {
     /// commands already received are answered, then leave in one write.
     more: bool,
     held: std::cell::Cell<bool>,
+    /// Cached writes received in one batch, run together once the batch ends.
+    batch: Vec<Cmd>,
 }
 
 enum Flow {
@@ -133,6 +135,7 @@ pub(crate) async fn serve(
         next_ttag: 0,
         more: false,
         held: std::cell::Cell::new(false),
+        batch: Vec::new(),
     };
     q.run(&mut reader, stop).await;
     if let Some(c) = &q.ctrl {
@@ -189,6 +192,9 @@ impl Queue {
             if let Flow::Close = flow {
                 let _ = self.tx.flush();
                 return;
+            }
+            if !self.more && !self.batch.is_empty() {
+                self.run_batch();
             }
             if self.held.get() && !self.more {
                 self.held.set(false);
@@ -484,6 +490,31 @@ impl Queue {
         Flow::Continue
     }
 
+    /// Runs the collected cached writes one after another on one blocking thread, their
+    /// responses leaving in one write at the end (NVMe does not order commands, so any order
+    /// is correct; the writes wait for no device, so running them in a row costs nothing).
+    fn run_batch(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        let Some(ctrl) = self.ctrl.clone() else {
+            return;
+        };
+        let (tx, dg, qid, sqhd, inflight) = (
+            self.tx.clone(),
+            self.dg,
+            self.qid,
+            self.sqhd.clone(),
+            self.inflight.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            for cmd in batch {
+                let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
+                let r = io::handle(&ctrl, cmd);
+                send_reply(true, &tx, dg, qid, &sqhd, &inflight, cid, xfer, r);
+            }
+            let _ = tx.flush();
+        });
+    }
+
     fn exec(&mut self, cmd: Cmd) -> Flow {
         let Some(ctrl) = self.ctrl.clone() else {
             return Flow::Close;
@@ -530,6 +561,11 @@ impl Queue {
             }
             Err(cmd) => cmd,
         };
+        // Cached writes of one received batch: collected, run in a row (`run_batch`).
+        if (self.more || !self.batch.is_empty()) && io::batchable(&ctrl, &cmd) {
+            self.batch.push(cmd);
+            return Flow::Continue;
+        }
         let (tx, dg, qid, sqhd, inflight) = (
             self.tx.clone(),
             self.dg,
