@@ -2,7 +2,15 @@
 //! initiator on loopback, and with direct pread/pwrite on the same file, in one run; prints
 //! the ratios (issue 5 asks for ≥ 0.8 at QD32).
 //!
-//! `cargo run --release -p nvme-tcp --example bench [-- <seconds per case> [file]]`
+//! `cargo run --release -p nvme-tcp --example bench [-- <seconds per case> [rounds] [file]]`
+//!
+//! Fairness: both sides do the same thing to the same file. QD n is n threads each issuing
+//! one pread/pwrite at a time (the baseline) against n tasks each with one command in flight
+//! (nvme-tcp); both open the file the same way (page cache, or O_DIRECT on both sides); both
+//! draw uniformly random 4 KiB-aligned offsets over the whole file. Each round runs every
+//! cell once, direct and nvme-tcp back to back, alternating which goes first, so a change in
+//! machine load hits both sides alike; the table shows per-cell medians over the rounds (the
+//! ratio column is the median of the per-round ratios) and the load average.
 
 use bytes::Bytes;
 use nvme_tcp::{FileBackend, Initiator, InitiatorConfig, NamespaceConfig, Target, TargetConfig};
@@ -27,16 +35,22 @@ enum Op {
 fn direct(path: &Path, odirect: bool, op: Op, qd: usize, secs: f64) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let threads: Vec<_> = (0..qd)
-        .map(|t| {
-            let (stop, count) = (stop.clone(), count.clone());
+    let files: Vec<_> = (0..qd)
+        .map(|_| {
             let mut opts = OpenOptions::new();
             opts.read(true).write(true);
             if odirect {
                 opts.custom_flags(libc::O_DIRECT);
             }
-            let f = opts.open(path).expect("open");
+            opts.open(path).expect("open")
+        })
+        .collect();
+    let start = Instant::now();
+    let threads: Vec<_> = files
+        .into_iter()
+        .enumerate()
+        .map(|(t, f)| {
+            let (stop, count) = (stop.clone(), count.clone());
             std::thread::spawn(move || {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(t as u64);
                 // O_DIRECT needs an aligned buffer: carve one out of a larger Vec.
@@ -99,9 +113,68 @@ async fn over_tcp(ini: Arc<Initiator>, op: Op, qd: usize, secs: f64) -> f64 {
     total as f64 / start.elapsed().as_secs_f64()
 }
 
+/// CPU time of this process (user + system, all threads) in seconds, from /proc/self/stat.
+fn cpu_secs() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // Fields after the ")" that ends comm: utime and stime are the 12th and 13th.
+    let rest = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Runs one side; returns (IOPS, CPU µs per I/O of the whole process).
+fn measured(f: impl FnOnce() -> f64, secs: f64) -> (f64, f64) {
+    let c0 = cpu_secs();
+    let iops = f();
+    let cpu = cpu_secs() - c0;
+    (iops, cpu * 1e6 / (iops * secs))
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// One cell of the table: its per-round measurements.
+struct Cell {
+    odirect: bool,
+    op: Op,
+    qd: usize,
+    direct: Vec<f64>,
+    tcp: Vec<f64>,
+    ratio: Vec<f64>,
+    direct_cpu: Vec<f64>,
+    tcp_cpu: Vec<f64>,
+}
+
+fn cell_name(odirect: bool, op: Op, qd: usize) -> String {
+    let cache = if odirect { "O_DIRECT" } else { "buffered" };
+    let name = if op == Op::Read { "read" } else { "write" };
+    format!("{cache}/{name}/{qd}")
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(3.0);
+    let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(2.0);
+    let rounds: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5);
     let dir = tempfile::tempdir()?;
     let path: PathBuf = args
         .next()
@@ -124,15 +197,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let la0 = loadavg();
     println!(
-        "4 KiB random I/O, {secs} s per case, file {} ({} MiB)",
+        "4 KiB random I/O, {secs} s per case, {rounds} rounds, file {} ({} MiB), load average {la0}",
         path.display(),
         SIZE >> 20
     );
-    println!(
-        "{:<9} {:<6} {:>3} {:>14} {:>14} {:>7}",
-        "cache", "op", "qd", "pread/pwrite", "nvme-tcp", "ratio"
-    );
+    // One target + initiator per cache mode, both alive for the whole run.
+    let mut setups = Vec::new();
     for odirect in [false, true] {
         let target_ini = rt.block_on(async {
             let backend = if odirect {
@@ -158,26 +230,100 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let ini = Arc::new(Initiator::connect(target.local_addr(), icfg).await?);
             Ok::<_, nvme_tcp::Error>((target, ini))
         });
-        let (target, ini) = match target_ini {
-            Ok(x) => x,
-            Err(e) if odirect => {
-                println!("O_DIRECT not available here ({e}); skipped");
-                continue;
-            }
+        match target_ini {
+            Ok((target, ini)) => setups.push((odirect, target, ini)),
+            Err(e) if odirect => println!("O_DIRECT not available here ({e}); skipped"),
             Err(e) => return Err(e.into()),
-        };
-        let cache = if odirect { "O_DIRECT" } else { "buffered" };
+        }
+    }
+    let mut cells = Vec::new();
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let tcp_only = std::env::var("BENCH_TCP_ONLY").is_ok_and(|v| v == "1");
+    for (odirect, _, _) in &setups {
         for op in [Op::Read, Op::Write] {
             for qd in [1usize, 32] {
-                let d = direct(&path, odirect, op, qd, secs);
-                let t = rt.block_on(over_tcp(ini.clone(), op, qd, secs));
-                let name = if op == Op::Read { "read" } else { "write" };
-                println!(
-                    "{cache:<9} {name:<6} {qd:>3} {d:>14.0} {t:>14.0} {:>7.3}",
-                    t / d
-                );
+                if !cell_name(*odirect, op, qd).contains(&only) {
+                    continue;
+                }
+                cells.push(Cell {
+                    odirect: *odirect,
+                    op,
+                    qd,
+                    direct: Vec::new(),
+                    tcp: Vec::new(),
+                    ratio: Vec::new(),
+                    direct_cpu: Vec::new(),
+                    tcp_cpu: Vec::new(),
+                });
             }
         }
+    }
+    // Warm-up (page cache, thread pools, TCP windows); not counted.
+    for (_, _, ini) in &setups {
+        rt.block_on(over_tcp(ini.clone(), Op::Read, 32, secs / 4.0));
+    }
+    for round in 0..rounds {
+        for c in cells.iter_mut() {
+            let ini = setups
+                .iter()
+                .find(|s| s.0 == c.odirect)
+                .map(|s| s.2.clone())
+                .ok_or("setup")?;
+            let run_direct = || {
+                if tcp_only {
+                    return (f64::NAN, f64::NAN);
+                }
+                measured(|| direct(&path, c.odirect, c.op, c.qd, secs), secs)
+            };
+            let run_tcp = || {
+                measured(
+                    || rt.block_on(over_tcp(ini.clone(), c.op, c.qd, secs)),
+                    secs,
+                )
+            };
+            let (d, t) = if round % 2 == 0 {
+                let d = run_direct();
+                (d, run_tcp())
+            } else {
+                let t = run_tcp();
+                (run_direct(), t)
+            };
+            c.direct.push(d.0);
+            c.tcp.push(t.0);
+            c.ratio.push(t.0 / d.0);
+            c.direct_cpu.push(d.1);
+            c.tcp_cpu.push(t.1);
+        }
+        eprintln!(
+            "round {} of {rounds} done, load average {}",
+            round + 1,
+            loadavg()
+        );
+    }
+    println!(
+        "{:<9} {:<6} {:>3} {:>12} {:>12} {:>7} {:>13} {:>9}",
+        "cache", "op", "qd", "pread/pwrite", "nvme-tcp", "ratio", "ratio min-max", "cpu µs/IO"
+    );
+    for c in cells.iter_mut() {
+        let cache = if c.odirect { "O_DIRECT" } else { "buffered" };
+        let name = if c.op == Op::Read { "read" } else { "write" };
+        let lo = c.ratio.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = c.ratio.iter().copied().fold(0.0, f64::max);
+        println!(
+            "{cache:<9} {name:<6} {:>3} {:>12.0} {:>12.0} {:>7.3} {lo:>6.3}-{hi:<6.3} {:>4.1}/{:<4.1}",
+            c.qd,
+            median(&mut c.direct),
+            median(&mut c.tcp),
+            median(&mut c.ratio),
+            median(&mut c.direct_cpu),
+            median(&mut c.tcp_cpu),
+        );
+    }
+    println!(
+        "medians over {rounds} rounds; load average at start {la0}, at end {}",
+        loadavg()
+    );
+    for (_, target, _) in setups {
         target.shutdown();
     }
     Ok(())

@@ -1,13 +1,18 @@
 //! Sockets and digests (style.md rule 9): reading whole PDUs off a TCP stream with the header
-//! checked before the body is read, and one writer task per connection that batches frames.
+//! checked before the body is read, and the sending side of a connection (`OutTx`): senders
+//! write directly when the socket takes it, a writer task drains the rest in order.
 
+use crate::namespace::lock;
 use crate::pdu::{
     validate_common, DecodeError, Digests, Fatal, Pdu, PduType, Rules, TermReq, COMMON_LEN,
     TERM_MAX_DATA,
 };
-use std::io;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
 /// Why reading a PDU stopped.
 #[derive(Debug)]
@@ -91,14 +96,166 @@ impl<R: AsyncRead + Unpin> PduReader<R> {
     }
 }
 
-/// What the writer task is asked to do.
+impl<R: AsyncRead + Unpin> PduReader<tokio::io::BufReader<R>> {
+    /// Whether the next PDU is already buffered whole (reading it will not wait on the peer).
+    pub fn has_buffered_pdu(&self) -> bool {
+        let b = self.r.buffer();
+        b.len() >= COMMON_LEN && u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize <= b.len()
+    }
+}
+
+/// What the writer is asked to do.
 pub(crate) enum Out {
     Frame(Vec<u8>),
     /// Write everything queued so far, then shut the socket down.
     Close,
 }
 
-pub(crate) type OutTx = mpsc::UnboundedSender<Out>;
+/// The connection is closed (or closing): nothing more is sent.
+#[derive(Debug)]
+pub(crate) struct SendClosed;
+
+/// The sending side of a connection. Frames are appended to one buffer under a mutex and
+/// written by whoever sends while no write is pending: the caller itself, with one
+/// non-blocking write(2) on the socket (a duplicate of its descriptor), so a completion
+/// reaches the wire from the thread that produced it without waking another task. Only
+/// what the socket does not take at once (its send buffer is full) is left to the writer
+/// task, which waits for the socket to drain; while it has data pending, later frames queue
+/// behind it in the same buffer, so the bytes keep their order and coalesce into one write.
+pub(crate) struct OutTx {
+    sh: Arc<Shared>,
+}
+
+struct Shared {
+    st: Mutex<WState>,
+    /// The same socket as the writer task's half (dup(2)); non-blocking like it.
+    direct: std::net::TcpStream,
+    wake: Notify,
+}
+
+struct WState {
+    buf: Vec<u8>,
+    /// The writer task owns the socket until `buf` is empty again.
+    active: bool,
+    close: bool,
+    /// A write failed: the connection is gone.
+    dead: bool,
+    senders: usize,
+}
+
+impl Clone for OutTx {
+    fn clone(&self) -> Self {
+        lock(&self.sh.st).senders += 1;
+        OutTx {
+            sh: self.sh.clone(),
+        }
+    }
+}
+
+impl Drop for OutTx {
+    fn drop(&mut self) {
+        let mut st = lock(&self.sh.st);
+        st.senders -= 1;
+        // The last sender gone: the writer flushes what is queued and shuts the socket.
+        if st.senders == 0 && !st.active {
+            st.active = true;
+            drop(st);
+            self.sh.wake.notify_one();
+        }
+    }
+}
+
+impl OutTx {
+    pub fn send(&self, out: Out) -> Result<(), SendClosed> {
+        match out {
+            Out::Frame(f) => self.with_buf(true, |b| b.extend_from_slice(&f)),
+            Out::Close => {
+                let mut st = lock(&self.sh.st);
+                if st.dead || st.close {
+                    return Err(SendClosed);
+                }
+                st.close = true;
+                if !st.active {
+                    st.active = true;
+                    drop(st);
+                    self.sh.wake.notify_one();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Encodes PDUs straight into the send buffer (a C2HData and its CapsuleResp go out in
+    /// one write).
+    pub fn send_pdus(&self, pdus: &[&Pdu], dg: Digests) -> Result<(), SendClosed> {
+        self.with_buf(true, |b| pdus.iter().for_each(|p| p.encode(dg, b)))
+    }
+
+    /// Like `send_pdus`, but leaves the write to the writer task, which first lets the
+    /// other runnable tasks of its worker queue their PDUs (`yield_now`): commands submitted
+    /// in one burst (e.g. by the tasks one received batch of completions woke) leave in one
+    /// write instead of one each. For callers on a runtime worker with other commands in
+    /// flight; a lone command is better sent directly.
+    pub fn send_pdus_batched(&self, pdus: &[&Pdu], dg: Digests) -> Result<(), SendClosed> {
+        self.with_buf(false, |b| pdus.iter().for_each(|p| p.encode(dg, b)))
+    }
+
+    /// Appends PDUs without writing them yet: the caller has more PDUs to answer right away
+    /// and calls `flush` after the last (or a later direct send takes them along).
+    pub fn hold_pdus(&self, pdus: &[&Pdu], dg: Digests) -> Result<(), SendClosed> {
+        let mut st = lock(&self.sh.st);
+        if st.dead || st.close {
+            return Err(SendClosed);
+        }
+        pdus.iter().for_each(|p| p.encode(dg, &mut st.buf));
+        Ok(())
+    }
+
+    /// Writes whatever `hold_pdus` left in the buffer.
+    pub fn flush(&self) -> Result<(), SendClosed> {
+        self.with_buf(true, |_| {})
+    }
+
+    fn with_buf(&self, direct: bool, f: impl FnOnce(&mut Vec<u8>)) -> Result<(), SendClosed> {
+        let mut st = lock(&self.sh.st);
+        if st.dead || st.close {
+            return Err(SendClosed);
+        }
+        f(&mut st.buf);
+        if st.active {
+            return Ok(()); // the writer task will write it after what it holds
+        }
+        if !direct {
+            st.active = true;
+            drop(st);
+            self.sh.wake.notify_one();
+            return Ok(());
+        }
+        let mut done = 0;
+        while done < st.buf.len() {
+            match (&self.sh.direct).write(&st.buf[done..]) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    st.dead = true;
+                    st.buf.clear();
+                    return Err(SendClosed);
+                }
+            }
+        }
+        if done == st.buf.len() {
+            st.buf.clear();
+            return Ok(());
+        }
+        st.buf.drain(..done);
+        st.active = true;
+        drop(st);
+        self.sh.wake.notify_one();
+        Ok(())
+    }
+}
 
 /// Encodes a PDU into a frame for the writer.
 pub(crate) fn frame(p: &Pdu, dg: Digests) -> Out {
@@ -123,36 +280,56 @@ pub(crate) fn terminate(tx: &OutTx, to_host: bool, fatal: Fatal, header: Vec<u8>
     let _ = tx.send(Out::Close);
 }
 
-/// Starts the writer task: it coalesces queued frames into one write (fewer syscalls at
-/// high queue depth) and exits on `Close`, on a write error, or when all senders are gone.
-pub(crate) fn spawn_writer<W: AsyncWrite + Unpin + Send + 'static>(mut w: W) -> OutTx {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
+/// Splits a connected stream into its read half and the sender of its write half, and
+/// starts the writer task. The task writes what senders could not write directly, and on
+/// `Close`, on a write error, or when all senders are gone, shuts the socket down and exits.
+pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
+    let std = stream.into_std()?;
+    let direct = std.try_clone()?;
+    let (rd, mut wr) = TcpStream::from_std(std)?.into_split();
+    let sh = Arc::new(Shared {
+        st: Mutex::new(WState {
+            buf: Vec::with_capacity(64 * 1024),
+            active: false,
+            close: false,
+            dead: false,
+            senders: 1,
+        }),
+        direct,
+        wake: Notify::new(),
+    });
+    let task = sh.clone();
     tokio::spawn(async move {
-        let mut buf: Vec<u8> = Vec::with_capacity(256 * 1024);
-        'outer: while let Some(first) = rx.recv().await {
-            let mut close = false;
-            match first {
-                Out::Frame(f) => buf.extend_from_slice(&f),
-                Out::Close => close = true,
-            }
-            while !close && buf.len() < 1 << 20 {
-                match rx.try_recv() {
-                    Ok(Out::Frame(f)) => buf.extend_from_slice(&f),
-                    Ok(Out::Close) => close = true,
-                    Err(_) => break,
+        let mut spare: Vec<u8> = Vec::with_capacity(64 * 1024);
+        loop {
+            task.wake.notified().await;
+            // Let the worker's other runnable tasks add to the buffer first (batching).
+            tokio::task::yield_now().await;
+            loop {
+                {
+                    let mut st = lock(&task.st);
+                    if st.buf.is_empty() {
+                        if st.close || st.dead || st.senders == 0 {
+                            st.dead = true;
+                            break;
+                        }
+                        st.active = false;
+                        break;
+                    }
+                    std::mem::swap(&mut st.buf, &mut spare);
                 }
-            }
-            if !buf.is_empty() {
-                if w.write_all(&buf).await.is_err() {
-                    break 'outer;
+                if wr.write_all(&spare).await.is_err() {
+                    let mut st = lock(&task.st);
+                    st.dead = true;
+                    st.buf.clear();
                 }
-                buf.clear();
+                spare.clear();
             }
-            if close {
+            if lock(&task.st).dead {
                 break;
             }
         }
-        let _ = w.shutdown().await;
+        let _ = wr.shutdown().await;
     });
-    tx
+    Ok((rd, OutTx { sh }))
 }

@@ -51,6 +51,9 @@ impl Backend for MemBackend {
     fn flush(&self) -> io::Result<()> {
         Ok(())
     }
+    fn fast_writes(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

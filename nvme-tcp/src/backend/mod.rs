@@ -1,5 +1,6 @@
 //! Namespace storage (style.md rule 9): a `Backend` trait with a file/block-device and a
-//! memory implementation. Calls are blocking; the target runs them on tokio's blocking pool.
+//! memory implementation. Calls are blocking; the target runs them on tokio's blocking pool,
+//! except `try_read_at`/`try_write_at`, which must not block (`sys.rs`: RWF_NOWAIT).
 //!
 //! Write cache model (design.md §6): `write_at` may leave data in a volatile cache (the page
 //! cache for a file); `flush` makes every completed write durable, whichever controller issued
@@ -7,6 +8,7 @@
 
 mod file;
 mod mem;
+mod sys;
 
 pub use file::FileBackend;
 pub use mem::MemBackend;
@@ -33,6 +35,24 @@ pub trait Backend: Send + Sync + 'static {
             len -= n as u64;
         }
         Ok(())
+    }
+    /// Reads only if that cannot block (e.g. the data is in the page cache): `None` means
+    /// "would block, call `read_at` from a thread that may". The target tries this on the
+    /// connection task first, saving a hand-off to a blocking thread per command.
+    fn try_read_at(&self, _buf: &mut [u8], _offset: u64) -> Option<io::Result<()>> {
+        None
+    }
+    /// Writes only if that cannot block (into cached pages, no flush): `None` means "use
+    /// `write_at`"; a partial write is fine to repeat in full.
+    fn try_write_at(&self, _buf: &[u8], _offset: u64) -> Option<io::Result<()>> {
+        None
+    }
+    /// Writes land in a cache without waiting for a device (page cache, memory): the target
+    /// then runs the writes that arrive in one batch one after another on one thread (one
+    /// hand-off and one response write for the batch) instead of one thread each. False for
+    /// O_DIRECT, where each write waits for the device and they must overlap.
+    fn fast_writes(&self) -> bool {
+        false
     }
     /// Dataset Management "deallocate" hint. The default keeps the data: Identify Namespace
     /// reports DLFEAT = 0, so hosts assume nothing about deallocated blocks.

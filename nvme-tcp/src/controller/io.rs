@@ -1,5 +1,7 @@
 //! NVM I/O commands: Read, Write (FUA), Flush, Write Zeroes, Dataset Management, and the four
-//! reservation commands. `handle` blocks on the backend: the connection runs it under
+//! reservation commands. The connection first offers a Read or Write to `try_inline`, which
+//! serves it on the connection task when the backend can do so without blocking (a page-cache
+//! hit); otherwise `handle` blocks on the backend: the connection runs it under
 //! `block_in_place` when it is alone on its queue, else on tokio's blocking pool, one call per
 //! command, so commands of one queue proceed concurrently.
 
@@ -12,6 +14,68 @@ use std::sync::Arc;
 
 pub(crate) fn handle(c: &Arc<Controller>, cmd: Cmd) -> Reply {
     run(c, cmd).into()
+}
+
+/// Runs a Read or Write here, on the connection task, if the backend can do it without
+/// blocking (`Backend::try_read_at`/`try_write_at`: a page-cache hit); otherwise, or for any
+/// other command or any check that fails, gives the command back for `handle` on a thread
+/// that may block (which then also reports the errors: one path for them).
+pub(crate) fn try_inline(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Cmd> {
+    let s = &cmd.sqe;
+    let opc = IoOpc(s.opcode());
+    if opc != IoOpc::READ && opc != IoOpc::WRITE {
+        return Err(cmd);
+    }
+    let Some(ns) = c.subsys.namespaces.get(&s.nsid()) else {
+        return Err(cmd);
+    };
+    let bs = ns.backend.block_size() as u64;
+    let slba = s.cdw(10) as u64 | (s.cdw(11) as u64) << 32;
+    let nlb = (s.cdw(12) & 0xFFFF) as u64 + 1;
+    let fua = s.cdw(12) & (1 << 30) != 0;
+    let len = nlb * bs;
+    let in_range = slba
+        .checked_add(nlb)
+        .is_some_and(|end| end <= ns.backend.num_blocks());
+    if !in_range || len > MAX_TRANSFER as u64 {
+        return Err(cmd);
+    }
+    if opc == IoOpc::READ {
+        if (cmd.xfer_len as u64) < len || check(c, ns, Access::Read).is_err() {
+            return Err(cmd);
+        }
+        let mut v = vec![0u8; len as usize];
+        match ns.backend.try_read_at(&mut v, slba * bs) {
+            Some(Ok(())) => Ok(Reply::data(v)),
+            _ => Err(cmd),
+        }
+    } else {
+        // A write-through write (FUA, or WCE off) needs fdatasync: blocking path.
+        if (cmd.data.len() as u64) < len
+            || fua
+            || !lock(&c.state).wce
+            || check(c, ns, Access::Write).is_err()
+        {
+            return Err(cmd);
+        }
+        match ns
+            .backend
+            .try_write_at(&cmd.data[..len as usize], slba * bs)
+        {
+            Some(Ok(())) => Ok(Reply::ok()),
+            _ => Err(cmd),
+        }
+    }
+}
+
+/// A Write to a backend whose writes do not wait for a device (`Backend::fast_writes`): the
+/// connection may run several such commands in a row on one blocking thread.
+pub(crate) fn batchable(c: &Controller, cmd: &Cmd) -> bool {
+    IoOpc(cmd.sqe.opcode()) == IoOpc::WRITE
+        && c.subsys
+            .namespaces
+            .get(&cmd.sqe.nsid())
+            .is_some_and(|ns| ns.backend.fast_writes())
 }
 
 fn le64(b: &[u8], o: usize) -> u64 {

@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::namespace::lock;
 use crate::pdu::{sgl_id, Cqe, DataPdu, Digests, IcReq, Pdu, Rules, Sgl, Side, Sqe, Stage};
 use crate::status::Status;
-use crate::transport::{frame, spawn_writer, terminate, Out, OutTx, PduReader, RecvError};
+use crate::transport::{frame, split, terminate, Out, OutTx, PduReader, RecvError};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -54,6 +54,7 @@ pub(crate) struct HostQueue {
     /// Largest write sent in-capsule (from IOCCSZ; 8 KiB on the admin queue).
     pub inline_max: usize,
     sh: Arc<Shared>,
+    depth: usize,
 }
 
 /// Holds a CID while a command is outstanding (see `Drop`).
@@ -90,8 +91,7 @@ impl HostQueue {
     ) -> Result<HostQueue, Error> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        let (rd, wr) = stream.into_split();
-        let tx = spawn_writer(wr);
+        let (rd, tx) = split(stream)?;
         let rules = Rules {
             receiver: Side::Host,
             stage: Stage::AwaitIc,
@@ -152,6 +152,7 @@ impl HostQueue {
             dg,
             inline_max,
             sh,
+            depth: depth as usize,
         })
     }
 
@@ -214,9 +215,15 @@ impl HostQueue {
                 },
             );
         }
-        self.tx
-            .send(frame(&Pdu::CapsuleCmd(sqe, capsule), self.dg))
-            .map_err(|_| Error::Closed)?;
+        // Alone on the queue: straight to the socket. With others in flight: batched with
+        // the commands submitted in the same burst.
+        let pdu = [&Pdu::CapsuleCmd(sqe, capsule)];
+        let sent = if self.sh.slots.available_permits() + 1 >= self.depth {
+            self.tx.send_pdus(&pdu, self.dg)
+        } else {
+            self.tx.send_pdus_batched(&pdu, self.dg)
+        };
+        sent.map_err(|_| Error::Closed)?;
         rx.await.map_err(|_| Error::Closed)?
     }
 
@@ -336,7 +343,7 @@ async fn reader_task(
                         success: false,
                         data: data.slice(off..off + len),
                     };
-                    let _ = tx.send(frame(&Pdu::H2cData(d), dg));
+                    let _ = tx.send_pdus(&[&Pdu::H2cData(d)], dg);
                     off += len;
                 }
             }

@@ -1,7 +1,9 @@
 //! One TCP connection = one queue pair of the target: ICReq/ICResp, Connect, then commands.
 //! Data from the host arrives in-capsule or after an R2T; data to the host leaves in one
-//! C2HData PDU followed by the CapsuleResp. Admin and Fabrics commands run in order on this
-//! task; I/O commands run concurrently (one task each).
+//! C2HData PDU followed by the CapsuleResp, in one write. Admin and Fabrics commands run in
+//! order on this task; I/O commands run here when they cannot block (page-cache hits,
+//! `io::try_inline`), else concurrently on blocking threads (one call each), which write their
+//! own responses. Answers to commands that arrived in one batch leave in one write.
 
 use crate::controller::{
     self, admin, io, Cmd, Controller, Outcome, Reply, Subsystem, IN_CAPSULE_DATA, MAXH2CDATA,
@@ -13,7 +15,7 @@ use crate::pdu::{
     Side, Sqe, Stage,
 };
 use crate::status::Status;
-use crate::transport::{frame, spawn_writer, terminate, OutTx, PduReader, RecvError};
+use crate::transport::{frame, split, terminate, OutTx, PduReader, RecvError};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -46,6 +48,12 @@ struct Queue {
     inflight: Arc<AtomicUsize>,
     transfers: HashMap<u16, Transfer>,
     next_ttag: u16,
+    /// The reader holds further PDUs: answers sit in the send buffer (`held`) until the
+    /// commands already received are answered, then leave in one write.
+    more: bool,
+    held: std::cell::Cell<bool>,
+    /// Cached writes received in one batch, run together once the batch ends.
+    batch: Vec<Cmd>,
 }
 
 enum Flow {
@@ -62,8 +70,9 @@ pub(crate) async fn serve(
     let Ok(local) = stream.local_addr() else {
         return;
     };
-    let (rd, wr) = stream.into_split();
-    let tx = spawn_writer(wr);
+    let Ok((rd, tx)) = split(stream) else {
+        return;
+    };
     let rules = Rules {
         receiver: Side::Controller,
         stage: Stage::AwaitIc,
@@ -124,6 +133,9 @@ pub(crate) async fn serve(
         inflight: Arc::new(AtomicUsize::new(0)),
         transfers: HashMap::new(),
         next_ttag: 0,
+        more: false,
+        held: std::cell::Cell::new(false),
+        batch: Vec::new(),
     };
     q.run(&mut reader, stop).await;
     if let Some(c) = &q.ctrl {
@@ -152,22 +164,41 @@ impl Queue {
                     None => std::future::pending::<()>().await,
                 }
             };
-            let flow = tokio::select! {
-                r = reader.read() => match r {
+            let r = tokio::select! {
+                r = reader.read() => Some(r),
+                _ = dead_fut => None,
+                _ = stop.changed() => None,
+            };
+            // More commands already buffered: hold answers for one write after the last.
+            self.more = reader.has_buffered_pdu();
+            let flow = match r {
+                None => Flow::Close,
+                Some(r) => match r {
                     Ok(pdu) => self.on_pdu(pdu),
                     Err(RecvError::Fatal { fatal, header }) => {
                         tracing::debug!(?fatal, "bad PDU from host: terminating connection");
                         terminate(&self.tx, true, fatal, header);
                         Flow::Close
                     }
-                    Err(RecvError::DataDigest { pdu_type, cccid, ttag, datal }) => self.on_data_digest(pdu_type, cccid, ttag, datal),
+                    Err(RecvError::DataDigest {
+                        pdu_type,
+                        cccid,
+                        ttag,
+                        datal,
+                    }) => self.on_data_digest(pdu_type, cccid, ttag, datal),
                     Err(_) => Flow::Close,
                 },
-                _ = dead_fut => Flow::Close,
-                _ = stop.changed() => Flow::Close,
             };
             if let Flow::Close = flow {
+                let _ = self.tx.flush();
                 return;
+            }
+            if !self.more && !self.batch.is_empty() {
+                self.run_batch();
+            }
+            if self.held.get() && !self.more {
+                self.held.set(false);
+                let _ = self.tx.flush();
             }
             if dead.is_none() {
                 dead = self.ctrl.as_ref().map(|c| c.dead_rx());
@@ -190,7 +221,9 @@ impl Queue {
     }
 
     fn respond(&self, cid: u16, xfer_len: u32, r: Reply) {
+        self.held.set(self.held.get() | self.more);
         send_reply(
+            self.more,
             &self.tx,
             self.dg,
             self.qid,
@@ -457,6 +490,31 @@ impl Queue {
         Flow::Continue
     }
 
+    /// Runs the collected cached writes one after another on one blocking thread, their
+    /// responses leaving in one write at the end (NVMe does not order commands, so any order
+    /// is correct; the writes wait for no device, so running them in a row costs nothing).
+    fn run_batch(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        let Some(ctrl) = self.ctrl.clone() else {
+            return;
+        };
+        let (tx, dg, qid, sqhd, inflight) = (
+            self.tx.clone(),
+            self.dg,
+            self.qid,
+            self.sqhd.clone(),
+            self.inflight.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            for cmd in batch {
+                let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
+                let r = io::handle(&ctrl, cmd);
+                send_reply(true, &tx, dg, qid, &sqhd, &inflight, cid, xfer, r);
+            }
+            let _ = tx.flush();
+        });
+    }
+
     fn exec(&mut self, cmd: Cmd) -> Flow {
         let Some(ctrl) = self.ctrl.clone() else {
             return Flow::Close;
@@ -495,6 +553,19 @@ impl Queue {
             }
             return Flow::Continue;
         }
+        // A page-cache hit is served right here: no thread hand-off at all.
+        let cmd = match io::try_inline(&ctrl, cmd) {
+            Ok(r) => {
+                self.respond(cid, xfer, r);
+                return Flow::Continue;
+            }
+            Err(cmd) => cmd,
+        };
+        // Cached writes of one received batch: collected, run in a row (`run_batch`).
+        if (self.more || !self.batch.is_empty()) && io::batchable(&ctrl, &cmd) {
+            self.batch.push(cmd);
+            return Flow::Continue;
+        }
         let (tx, dg, qid, sqhd, inflight) = (
             self.tx.clone(),
             self.dg,
@@ -504,7 +575,7 @@ impl Queue {
         );
         let work = move || {
             let r = io::handle(&ctrl, cmd);
-            send_reply(&tx, dg, qid, &sqhd, &inflight, cid, xfer, r);
+            send_reply(false, &tx, dg, qid, &sqhd, &inflight, cid, xfer, r);
         };
         // Alone on its queue (host at QD 1), the command runs right here, with the runtime
         // told that this worker blocks (block_in_place): one thread hand-off fewer, which
@@ -524,8 +595,10 @@ impl Queue {
 
 /// C2HData (if the command produced data) then the CapsuleResp. The SUCCESS flag is never
 /// used, so every command gets a response capsule with SQHD (SQ flow control stays on).
+/// `hold`: append only (the connection task flushes after its batch).
 #[allow(clippy::too_many_arguments)]
 fn send_reply(
+    hold: bool,
     tx: &OutTx,
     dg: Digests,
     qid: u16,
@@ -536,26 +609,35 @@ fn send_reply(
     r: Reply,
 ) {
     inflight.fetch_sub(1, Ordering::Relaxed);
-    if r.status.is_success() && !r.data.is_empty() && xfer_len > 0 {
-        let mut data = r.data;
-        data.truncate(xfer_len as usize);
-        let d = DataPdu {
-            cccid: cid,
-            ttag: 0,
-            datao: 0,
-            last: true,
-            success: false,
-            data: Bytes::from(data),
-        };
-        let _ = tx.send(frame(&Pdu::C2hData(d), dg));
-    }
-    let cqe = Cqe {
+    let cqe = Pdu::CapsuleResp(Cqe {
         dw0: r.dw0,
         dw1: r.dw1,
         sqhd: sqhd.load(Ordering::Relaxed),
         sqid: qid,
         cid,
         status: r.status,
+    });
+    if r.status.is_success() && !r.data.is_empty() && xfer_len > 0 {
+        let mut data = r.data;
+        data.truncate(xfer_len as usize);
+        let d = Pdu::C2hData(DataPdu {
+            cccid: cid,
+            ttag: 0,
+            datao: 0,
+            last: true,
+            success: false,
+            data: Bytes::from(data),
+        });
+        send_or_hold(tx, hold, &[&d, &cqe], dg);
+    } else {
+        send_or_hold(tx, hold, &[&cqe], dg);
+    }
+}
+
+fn send_or_hold(tx: &OutTx, hold: bool, pdus: &[&Pdu], dg: Digests) {
+    let _ = if hold {
+        tx.hold_pdus(pdus, dg)
+    } else {
+        tx.send_pdus(pdus, dg)
     };
-    let _ = tx.send(frame(&Pdu::CapsuleResp(cqe), dg));
 }
