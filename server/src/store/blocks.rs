@@ -70,7 +70,7 @@ impl Inner {
             let _w = self.file_lock(ino);
             self.allocate_blocks(ino, file_block, len_blocks, None, now)?
         };
-        if let Some(csn) = csn {
+        if let Some((csn, _)) = csn {
             self.force(csn)?;
         }
         self.extents(ino, file_block, len_blocks)
