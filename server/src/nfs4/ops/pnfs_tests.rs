@@ -1006,6 +1006,10 @@ fn overwrite_commit_ratio() {
     println!("sync / datasync time ratio: {:.2}", per[1] / per[0]);
 }
 
+/// Speculative preallocation, whole runs and the trim share it too.
+#[path = "prealloc_tests.rs"]
+mod prealloc_tests;
+
 /// The SCSI layout's tests share this fixture.
 #[path = "scsi_tests.rs"]
 mod scsi_tests;
