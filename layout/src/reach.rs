@@ -75,9 +75,9 @@ pub fn run_end(segs: &[Segment], from: u64) -> u64 {
 }
 
 /// Where the extent holding block `first` starts, given the segments of a lookup of
-/// `[lo, first + 1)`: the first block of the trailing mapped segment that is contiguous on
-/// disk up to `first` (`first` if the block is a hole). Widening only inside one extent
-/// keeps the number of extents in the reply unchanged.
+/// `[lo, first + 1)`: the first block of the last segment if it is mapped (clipped at `lo`
+/// by the lookup), else `first` (a hole). Widening only inside one extent keeps the number
+/// of extents in the reply unchanged.
 pub fn run_start(segs: &[Segment], first: u64) -> u64 {
     // A lookup gives one segment per extent (the map merges neighbours that continue each
     // other on disk in the same state), so the last segment is the extent holding `first`.

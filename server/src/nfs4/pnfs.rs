@@ -337,7 +337,8 @@ impl Pnfs {
         !held && !getting
     }
 
-    fn queue_trim(&self, inos: impl IntoIterator<Item = Ino>) {
+    /// Queues files for `trim_released` to look at.
+    pub fn queue_trim(&self, inos: impl IntoIterator<Item = Ino>) {
         let mut q = self.trim_queue.lock().unwrap_or_else(|e| e.into_inner());
         q.extend(inos);
     }

@@ -159,14 +159,18 @@ fn reach(ctx: &Ctx<'_>, cid: u64, ino: Ino, mode: u32, first: u64, n: u64) -> Re
     let span = policy::MAX_SPAN_BYTES / b;
     let (lo, hi) = (
         first.saturating_sub(span),
-        first.saturating_add(span).max(first + n),
+        first.saturating_add(span).max(first.saturating_add(n)),
     );
     let free = ctx
         .srv
         .pnfs
         .conflicting(cid, ino, lo * b, hi.saturating_mul(b), mode)
         .is_empty();
-    let (lo, hi) = if free { (lo, hi) } else { (first, first + n) };
+    let (lo, hi) = if free {
+        (lo, hi)
+    } else {
+        (first, first.saturating_add(n))
+    };
     Reach {
         lo,
         hi,
@@ -180,7 +184,16 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsSt
         Err(e) => return e,
     };
     let t0 = Instant::now();
+    let rw = a.mode == iomode::RW;
     let st = status(go(ctx, a, w));
+    if st != NfsStat::OK && rw {
+        // A refusal after the allocation (TOOSMALL, a stateid race) left blocks past EOF
+        // that no grant names: trim them unless a layout holds them.
+        if let Some(fh) = ctx.current_fh {
+            ctx.srv.pnfs.queue_trim([fh.ino]);
+            crate::nfs4::pnfs::trim_released(ctx.srv);
+        }
+    }
     let m = &ctx.srv.pnfs.metrics;
     add(&m.layoutgets, 1);
     if st != NfsStat::OK {
