@@ -209,3 +209,105 @@ fn check_regular(ft: FileType) -> Result<()> {
         _ => Err(StoreError::Inval),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{fresh, mk};
+    use super::super::{NewNode, Store, StoreOptions, WrittenExtent, ROOT_INO};
+    use super::*;
+
+    const WIDE: Reach = Reach {
+        lo: 0,
+        hi: 1 << 20,
+        prealloc_max: 16384,
+    };
+
+    fn mapped(s: &Store, ino: Ino) -> u64 {
+        s.extents(ino, 0, 1 << 20)
+            .unwrap()
+            .iter()
+            .filter(|s| matches!(s, Segment::Mapped { .. }))
+            .map(|s| s.len())
+            .sum()
+    }
+
+    /// Speculation, the trim of exactly the unwritten blocks past EOF, and free + used =
+    /// total before and after a remount (the allocator is rebuilt from the extent maps).
+    #[test]
+    fn speculation_and_trim_keep_the_free_space_exact() {
+        let (_d, path, s) = fresh();
+        let f = mk(&s, ROOT_INO, "f", NewNode::Regular);
+        let total = s.fsstat().total_bytes;
+        let free0 = s.fsstat().free_bytes;
+        let m = s.map_for_layout(f.ino, 0, 16, true, WIDE).unwrap();
+        assert_eq!(m.first, 0);
+        let got: u64 = m.segs.iter().map(|x| x.len()).sum();
+        assert!(got > 16, "speculated: {got}");
+        assert_eq!(m.allocated, got);
+        assert_eq!(s.fsstat().free_bytes, free0 - got * BLOCK);
+        // Off: exactly the request.
+        let g = mk(&s, ROOT_INO, "g", NewNode::Regular);
+        let off = Reach {
+            prealloc_max: 0,
+            ..WIDE
+        };
+        assert_eq!(
+            s.map_for_layout(g.ino, 0, 16, true, off).unwrap().allocated,
+            16
+        );
+        // Commit 10 blocks (size 10 blocks - 1 byte): the trim keeps blocks 0..10.
+        let w = [WrittenExtent {
+            file_block: 0,
+            len_blocks: 10,
+            phys_block: None,
+        }];
+        s.commit_blocks(f.ino, &w, Some(10 * BLOCK - 2), None, false)
+            .unwrap();
+        assert_eq!(s.trim_eof(f.ino, &|| false).unwrap(), 0, "refused");
+        assert_eq!(s.files_past_eof().len(), 2);
+        assert_eq!(s.trim_eof(f.ino, &|| true).unwrap(), got - 10);
+        assert_eq!(mapped(&s, f.ino), 10);
+        assert_eq!(s.trim_eof(f.ino, &|| true).unwrap(), 0, "idempotent");
+        assert_eq!(s.files_past_eof(), vec![g.ino]);
+        let free = s.fsstat().free_bytes;
+        assert_eq!(free, free0 - 10 * BLOCK - 16 * BLOCK);
+        s.unmount().unwrap();
+        drop(s);
+        let s = Store::open(&path, StoreOptions::default()).unwrap();
+        assert_eq!(s.fsstat().free_bytes, free);
+        assert_eq!(s.fsstat().total_bytes, total);
+        assert_eq!(mapped(&s, f.ino), 10);
+    }
+
+    /// READ never allocates and widens over the mapped run up to EOF only; RW inside an
+    /// allocated extent returns the extent, from its start.
+    #[test]
+    fn whole_runs_for_read_and_rw() {
+        let (_d, _p, s) = fresh();
+        let f = mk(&s, ROOT_INO, "f", NewNode::Regular);
+        s.allocate(f.ino, 0, 64 * BLOCK).unwrap();
+        let r = s.map_for_layout(f.ino, 8, 1, false, WIDE).unwrap();
+        assert_eq!((r.first, r.allocated), (0, 0));
+        assert_eq!(r.segs.iter().map(|x| x.len()).sum::<u64>(), 64);
+        let past = s.map_for_layout(f.ino, 100, 1, false, WIDE).unwrap();
+        assert_eq!(past.first, 100);
+        assert_eq!(
+            past.segs,
+            vec![Segment::Hole {
+                file_block: 100,
+                len: 1
+            }]
+        );
+        let narrow = Reach {
+            lo: 8,
+            hi: 9,
+            prealloc_max: 16384,
+        };
+        let w = s.map_for_layout(f.ino, 8, 1, true, narrow).unwrap();
+        assert_eq!((w.first, w.allocated), (8, 0));
+        assert_eq!(w.segs.len(), 1);
+        let w = s.map_for_layout(f.ino, 8, 1, true, WIDE).unwrap();
+        assert_eq!(w.first, 0);
+        assert_eq!(w.segs.iter().map(|x| x.len()).sum::<u64>(), 64);
+    }
+}
