@@ -409,3 +409,32 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
         );
     }
 }
+
+#[test]
+fn committing_the_whole_layout_converts_nothing_past_the_new_eof() {
+    let fx = fixture_of(NfsOptions::default(), 64 << 20);
+    let c = conn(1, None);
+    let mut x = ctx(&fx.srv, &c);
+    mount(&mut x, b"a");
+    let (fh, sid) = create(&mut x, b"f");
+    let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
+    // Stale bytes on the volume where the speculation went.
+    for e in &g.extents {
+        fx.dev
+            .write_at(&vec![0x99; e.length as usize], e.storage_offset)
+            .unwrap();
+    }
+    // A client that commits everything it was given, having written 16 blocks.
+    assert_eq!(commit(&mut x, &g, Some(16 * B - 1)).unwrap(), Some(16 * B));
+    assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 16);
+    let grow = SetAttrs {
+        size: Some(g.length),
+        ..SetAttrs::default()
+    };
+    fx.srv.store.setattr(fh.ino, &grow).unwrap();
+    let (data, _) = fx.srv.store.read(fh.ino, 16 * B, 64 * B as u32).unwrap();
+    assert!(
+        data.iter().all(|b| *b == 0),
+        "stale bytes past the committed EOF"
+    );
+}
