@@ -270,3 +270,77 @@ async fn truncate_recalls_the_layout_over_the_backchannel() {
     assert_eq!(st, NfsStat::OK, "truncate after LAYOUTRETURN");
     assert_eq!(b.getattr_fh(&f.fh, basic()).await.unwrap().size, Some(4096));
 }
+
+/// Speculative preallocation (docs/pnfs.md "Preallocation") across a SIGKILL: an RW
+/// LAYOUTGET of 64 KiB on a new file hands out more (preallocated past EOF, unwritten); the
+/// client writes all of it but commits 64 KiB; after a SIGKILL and restart the file keeps
+/// only what was committed, the rest is trimmed once the grace period is over (the file's
+/// space_used falls back), and growing the file over it reads zeros, never those bytes.
+#[tokio::test]
+async fn sigkill_with_preallocated_blocks_exposes_nothing_and_trims_after_grace() {
+    const STEP: u64 = 64 << 10;
+    let mut srv = server();
+    let s = Session::connect(srv.addr()).await.unwrap();
+    let opts = s.options.clone();
+    let root = s.lookup_path("").await.unwrap();
+    let f = s.create_file(&root, "p", 0o644).await.unwrap();
+    let l = s.layoutget(&f, iomode::RW, 0, STEP).await.unwrap();
+    check_layout(&l, 0, extent_state::INVALID_DATA);
+    let covered: u64 = l.extents.iter().map(|e| e.length).sum();
+    assert!(
+        covered > STEP,
+        "a new file's RW layout preallocates: {covered}"
+    );
+    let vol = volume(&srv);
+    write_through_extents(&vol, &l.extents, 0, &pattern(70, covered as usize)).unwrap();
+    vol.sync_data().unwrap();
+    let first = client_tests::pnfs::BlockExtent {
+        length: STEP,
+        ..l.extents[0]
+    };
+    let size = s
+        .layoutcommit(&f, l.stateid, 0, STEP, STEP - 1, &[first])
+        .await
+        .unwrap();
+    assert_eq!(size, Some(STEP));
+    let used = |a: client_tests::attrs::Attrs| a.space_used.unwrap();
+    let mask = bitmap(&[attr::SIZE, attr::SPACE_USED]);
+    assert!(used(s.getattr_fh(&f.fh, mask.clone()).await.unwrap()) >= covered);
+
+    srv.kill().unwrap();
+    srv.restart().unwrap();
+    let s = Session::connect_with(srv.addr(), opts.clone())
+        .await
+        .unwrap();
+    let fh = s.lookup_path("p").await.unwrap();
+    let a = s.getattr_fh(&fh, mask.clone()).await.unwrap();
+    assert_eq!(a.size, Some(STEP));
+    // Once the grace period is over, the server's tick trims what lies past EOF.
+    let mut now_used = used(a);
+    for _ in 0..100 {
+        if now_used == STEP {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        now_used = used(s.getattr_fh(&fh, mask.clone()).await.unwrap());
+    }
+    assert_eq!(now_used, STEP, "blocks past EOF not trimmed after grace");
+    let anon = client_tests::fs::OpenFile {
+        fh: fh.clone(),
+        stateid: Stateid::ANONYMOUS,
+    };
+    s.run_ok(
+        Compound::new()
+            .putfh(&fh)
+            .setattr(Stateid::ANONYMOUS, SetAttrs::size(covered)),
+    )
+    .await
+    .unwrap();
+    let back = s.read_all(&anon, 0, covered as usize).await.unwrap();
+    assert_eq!(back.len() as u64, covered);
+    assert!(back[..STEP as usize] == pattern(70, covered as usize)[..STEP as usize]);
+    assert!(
+        back[STEP as usize..].iter().all(|b| *b == 0),
+        "uncommitted preallocated bytes exposed"
+    );
+}

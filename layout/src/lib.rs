@@ -10,7 +10,8 @@
 //! Owns: the on-disk superblock (`superblock`), the free-space allocator of the data area
 //! (`alloc`), per-file extent maps with written / unwritten / hole (`extent_map`), the pNFS block
 //! layout bodies and device address (`block`, RFC 5663 §2) and the LAYOUTGET / LAYOUTCOMMIT /
-//! LAYOUTRETURN rules (`policy`: ranges, extent states, maxcount, grants, commit checks), and
+//! LAYOUTRETURN rules (`policy`: ranges, extent states, maxcount, grants, commit checks; `reach`:
+//! how far a layout reaches past the request, speculative preallocation), and
 //! the SCSI layout's bodies (`scsi`, RFC 8154 §2) and commit checks (`scsi_policy`).
 //!
 //! Never: RPC, sockets, NFS XDR, or any I/O of its own — callers read and write the blocks; this
@@ -21,6 +22,7 @@ pub mod alloc;
 pub mod block;
 pub mod extent_map;
 pub mod policy;
+pub mod reach;
 pub mod scsi;
 pub mod scsi_policy;
 pub mod superblock;

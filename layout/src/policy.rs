@@ -194,6 +194,11 @@ impl Grants {
         self.ranges.is_empty()
     }
 
+    /// Whether any RW range is held.
+    pub fn has_rw(&self) -> bool {
+        self.ranges.iter().any(|r| r.2 == iomode::RW)
+    }
+
     /// Whether RW grants cover all of `[start, end)`.
     pub fn covers_rw(&self, start: u64, end: u64) -> bool {
         let mut rw: Vec<(u64, u64)> = self

@@ -138,6 +138,9 @@ pub struct Config {
     pub layoutcommit: LayoutCommitMode,
     /// Run to fence a block-layout client that does not return its layout (design.md §5).
     pub fence_command: Option<String>,
+    /// Most speculative preallocation past EOF per RW LAYOUTGET ("0" turns it off;
+    /// docs/pnfs.md "Preallocation").
+    pub layout_prealloc_max: Size,
     pub log_force_interval_seconds: u64,
     /// Transport limit on one RPC record (rpc/record.rs).
     pub max_record_size: Size,
@@ -164,6 +167,7 @@ impl Default for Config {
             layout_types: vec![LayoutTypeName::Block],
             layoutcommit: LayoutCommitMode::Datasync,
             fence_command: None,
+            layout_prealloc_max: Size(layout::reach::DEFAULT_PREALLOC_MAX_BYTES),
             log_force_interval_seconds: 30,
             max_record_size: Size(crate::rpc::record::DEFAULT_MAX_RECORD as u64),
             allow_auth_none: true,
@@ -287,6 +291,7 @@ impl Config {
             sync: self.export_sync == ExportSync::Sync,
             layoutcommit_sync: self.layoutcommit == LayoutCommitMode::Sync,
             fence_command: self.fence_command.clone(),
+            layout_prealloc_max: self.layout_prealloc_max.0,
         }
     }
 

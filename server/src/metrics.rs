@@ -138,6 +138,24 @@ pub fn render(s: &Snapshot) -> String {
     counter(c, "pnfsd_layout_fences_total", "Clients fenced.", p.fences);
     counter(
         c,
+        "pnfsd_layoutget_allocations_total",
+        "RW LAYOUTGETs that allocated blocks (each forced the log once).",
+        p.layoutget_allocations,
+    );
+    counter(
+        c,
+        "pnfsd_layoutget_allocated_blocks_total",
+        "Blocks LAYOUTGET allocated, speculative preallocation included.",
+        p.layoutget_allocated_blocks,
+    );
+    counter(
+        c,
+        "pnfsd_layout_trimmed_blocks_total",
+        "Never-committed unwritten blocks past EOF freed after the last RW layout went.",
+        p.trimmed_blocks,
+    );
+    counter(
+        c,
         "pnfsd_log_commits_total",
         "Metadata log transactions committed.",
         l.commits,
@@ -326,7 +344,9 @@ mod tests {
         s.log.forces_that_wrote = 4;
         s.log.log_writes = 5;
         s.data_flushes = (9, 31);
+        s.pnfs.trimmed_blocks = 12;
         let t = render(&s);
+        assert_eq!(value(&t, "pnfsd_layout_trimmed_blocks_total"), Some(12.0));
         assert_eq!(value(&t, "pnfsd_layoutcommits_total"), Some(40.0));
         assert_eq!(
             value(&t, "pnfsd_layoutcommit_seconds_total"),
@@ -349,7 +369,7 @@ mod tests {
             .filter(|l| !l.starts_with('#'))
             .filter_map(|l| l.split(' ').next())
             .collect();
-        assert_eq!(samples.len(), 26);
+        assert_eq!(samples.len(), 29);
         for n in &samples {
             assert!(n.ends_with("_total"), "{n}");
             assert_eq!(

@@ -19,6 +19,9 @@ pub struct NfsOptions {
     pub layoutcommit_sync: bool,
     /// Command that fences a block-layout client (design.md §5); `None`: no fencing.
     pub fence_command: Option<String>,
+    /// Most bytes of speculative preallocation past EOF one RW LAYOUTGET adds (config
+    /// `layout_prealloc_max`; 0 turns it off; layout::reach, docs/pnfs.md).
+    pub layout_prealloc_max: u64,
 }
 
 impl Default for NfsOptions {
@@ -30,6 +33,7 @@ impl Default for NfsOptions {
             sync: true,
             layoutcommit_sync: false,
             fence_command: None,
+            layout_prealloc_max: layout::reach::DEFAULT_PREALLOC_MAX_BYTES,
         }
     }
 }

@@ -171,7 +171,8 @@ pub fn recall_all(srv: &Server, fh: Fh) {
 }
 
 /// The periodic part: forgets layouts the state dropped, ends recalls whose layouts came
-/// back, and fences clients that kept a recalled layout for two lease periods.
+/// back, fences clients that kept a recalled layout for two lease periods, and trims what
+/// no layout holds past EOF any more.
 pub fn tick_at(srv: &Server, now: Instant) {
     srv.pnfs.forget(&srv.state.take_dropped_layouts());
     let limit = Duration::from_secs(2 * u64::from(srv.state.lease_seconds()));
@@ -181,6 +182,8 @@ pub fn tick_at(srv: &Server, now: Instant) {
     for (client, fh) in srv.pnfs.take_unsent_recalls() {
         send_recall(srv, client, fh);
     }
+    // Layouts dropped above (expiry, fencing) and the after-grace sweep of a restart.
+    crate::nfs4::pnfs::trim_released(srv);
 }
 
 /// Fences `client` from the volume and revokes its layouts of `ino` (design.md §5).

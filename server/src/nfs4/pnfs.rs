@@ -5,9 +5,9 @@
 //! The rules themselves are pure functions in `layout::policy`; the stateids are in
 //! `nfs4::state` (layouts.rs); the op files in `nfs4/ops/` glue them together.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,12 @@ pub struct PnfsMetrics {
     pub layoutreturns: AtomicU64,
     pub recalls_sent: AtomicU64,
     pub fences: AtomicU64,
+    /// LAYOUTGETs that allocated blocks (each forced the log once).
+    pub layoutget_allocations: AtomicU64,
+    /// Blocks those LAYOUTGETs allocated, the speculative ones included.
+    pub layoutget_allocated_blocks: AtomicU64,
+    /// Unwritten blocks past EOF freed after the last layout of a file went.
+    pub trimmed_blocks: AtomicU64,
 }
 
 /// A copy of [`PnfsMetrics`] at one moment.
@@ -56,6 +62,9 @@ pub struct PnfsCounters {
     pub layoutreturns: u64,
     pub recalls_sent: u64,
     pub fences: u64,
+    pub layoutget_allocations: u64,
+    pub layoutget_allocated_blocks: u64,
+    pub trimmed_blocks: u64,
 }
 
 fn get(a: &AtomicU64) -> u64 {
@@ -87,6 +96,9 @@ impl PnfsMetrics {
             layoutreturns: get(&self.layoutreturns),
             recalls_sent: get(&self.recalls_sent),
             fences: get(&self.fences),
+            layoutget_allocations: get(&self.layoutget_allocations),
+            layoutget_allocated_blocks: get(&self.layoutget_allocated_blocks),
+            trimmed_blocks: get(&self.trimmed_blocks),
         }
     }
 }
@@ -105,6 +117,31 @@ pub struct Pnfs {
     peers: Mutex<HashMap<u64, SocketAddr>>,
     /// The SCSI layout's fencing through the volume's reservations (nfs4::scsi).
     pub scsi: crate::nfs4::scsi::ScsiHook,
+    /// RW LAYOUTGETs between their allocation and their grant, per file: the trim past EOF
+    /// waits for them (`may_trim`).
+    getting: Mutex<HashMap<Ino, u32>>,
+    /// Files whose last RW grant went: their blocks past EOF may be trimmed (`trim_released`).
+    trim_queue: Mutex<HashSet<Ino>>,
+    /// The sweep of files with blocks past EOF after a restart's grace period was done.
+    swept: AtomicBool,
+}
+
+/// An RW LAYOUTGET in progress on a file (see `Pnfs::getting`); ends on drop.
+pub struct Getting<'a> {
+    pnfs: &'a Pnfs,
+    ino: Ino,
+}
+
+impl Drop for Getting<'_> {
+    fn drop(&mut self) {
+        let mut g = self.pnfs.getting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = g.get_mut(&self.ino) {
+            *n -= 1;
+            if *n == 0 {
+                g.remove(&self.ino);
+            }
+        }
+    }
 }
 
 impl Pnfs {
@@ -144,6 +181,7 @@ impl Pnfs {
                 m.remove(&(clientid, ino));
                 self.end_recalls(|k| *k == (clientid, ino));
             }
+            self.queue_trim([ino]);
         }
     }
 
@@ -155,13 +193,22 @@ impl Pnfs {
 
     /// Everything the client holds of one file (return-on-close, revocation, expiry).
     pub fn release_file(&self, clientid: u64, ino: Ino) {
-        self.lock().remove(&(clientid, ino));
+        if self.lock().remove(&(clientid, ino)).is_some() {
+            self.queue_trim([ino]);
+        }
         self.end_recalls(|k| *k == (clientid, ino));
     }
 
     /// LAYOUTRETURN(FSID / ALL): everything the client holds (one file system).
     pub fn release_client(&self, clientid: u64) {
-        self.lock().retain(|(c, _), _| *c != clientid);
+        let mut gone = Vec::new();
+        self.lock().retain(|(c, i), _| {
+            if *c == clientid {
+                gone.push(*i);
+            }
+            *c != clientid
+        });
+        self.queue_trim(gone);
         self.end_recalls(|k| k.0 == clientid);
     }
 
@@ -262,7 +309,65 @@ impl Pnfs {
                 m.remove(k);
             }
         }
+        self.queue_trim(dropped.iter().map(|k| k.1));
         self.end_recalls(|k| dropped.contains(k));
+    }
+}
+
+/// The trim of speculative blocks past EOF (store `trim_eof`, docs/pnfs.md "Preallocation").
+impl Pnfs {
+    /// Marks an RW LAYOUTGET of `ino` as in progress until the guard drops (after its
+    /// grant): taken before the allocation, so a trim either ran before the allocation or
+    /// sees the guard.
+    pub fn begin_get(&self, ino: Ino) -> Getting<'_> {
+        let mut g = self.getting.lock().unwrap_or_else(|e| e.into_inner());
+        *g.entry(ino).or_default() += 1;
+        Getting { pnfs: self, ino }
+    }
+
+    /// No client holds an RW layout of `ino` and none is being handed out: the unwritten
+    /// blocks past EOF are in nobody's layout (READ layouts name unwritten blocks as
+    /// NONE_DATA, without their volume offsets, so they hold none).
+    pub fn may_trim(&self, ino: Ino) -> bool {
+        let held = self
+            .lock()
+            .iter()
+            .any(|((_, i), g)| *i == ino && g.has_rw());
+        let getting = self
+            .getting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&ino);
+        !held && !getting
+    }
+
+    /// Queues files for `trim_released` to look at.
+    pub fn queue_trim(&self, inos: impl IntoIterator<Item = Ino>) {
+        let mut q = self.trim_queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.extend(inos);
+    }
+
+    fn take_trims(&self) -> Vec<Ino> {
+        let mut q = self.trim_queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.drain().collect()
+    }
+}
+
+/// Trims the files whose RW layouts went since the last call (LAYOUTRETURN, CLOSE, expiry,
+/// fencing), and once after a restart's grace period every file with blocks past EOF (a
+/// crash lost their trim; during grace a reclaiming LAYOUTCOMMIT may still need them, RFC
+/// 8881 §12.7.4). Errors are logged: a trim that fails is retried by the next return or
+/// restart, and nothing depends on it but free space.
+pub fn trim_released(srv: &crate::server::Server) {
+    let mut inos = srv.pnfs.take_trims();
+    if !srv.state.in_grace() && !srv.pnfs.swept.swap(true, Ordering::Relaxed) {
+        inos.extend(srv.store.files_past_eof());
+    }
+    for ino in inos {
+        match srv.store.trim_eof(ino, &|| srv.pnfs.may_trim(ino)) {
+            Ok(n) => add(&srv.pnfs.metrics.trimmed_blocks, n),
+            Err(e) => tracing::warn!(ino = ino.0, %e, "trim past EOF failed"),
+        }
     }
 }
 

@@ -73,7 +73,7 @@ impl Inner {
             let _w = self.file_lock(ino);
             self.allocate_blocks(ino, file_block, len_blocks, None, now)?
         };
-        if let Some(csn) = csn {
+        if let Some((csn, _)) = csn {
             self.force(csn)?;
         }
         self.extents(ino, file_block, len_blocks)
@@ -104,8 +104,20 @@ impl Inner {
             check_file(i.m.ftype)?;
             let mut m = i.m;
             let mut tx = Tx::default();
+            // Nothing past the new EOF was written (`last_byte` is the last byte the client
+            // wrote, RFC 8881 §18.42.3): a client that commits its whole layout, speculative
+            // blocks included (docs/pnfs.md "Preallocation"), must not turn blocks it never
+            // wrote into written ones, whose old bytes a later extension would expose. They
+            // stay unwritten (zeros) and the trim past EOF frees them.
+            let eof_block = last_byte
+                .map_or(m.size, |lb| lb.saturating_add(1).max(m.size))
+                .div_ceil(BLOCK);
             for w in written {
-                for s in i.ext.lookup(w.file_block, w.len_blocks) {
+                let len = w.len_blocks.min(eof_block.saturating_sub(w.file_block));
+                if len == 0 {
+                    continue;
+                }
+                for s in i.ext.lookup(w.file_block, len) {
                     if let Segment::Mapped {
                         file_block,
                         phys_block,

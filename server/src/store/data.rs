@@ -341,7 +341,7 @@ impl Inner {
         let csn = self.allocate_blocks(ino, fb, lb - fb, Some(end), Timespec::now())?;
         // Not across the force (design.md §3 group commit; the lock only orders the change).
         drop(w);
-        if let Some(csn) = csn {
+        if let Some((csn, _)) = csn {
             self.force_if_sync(csn)?;
         }
         Ok(())
@@ -349,7 +349,8 @@ impl Inner {
 
     /// Allocate unwritten blocks over the holes of `[fb, fb+n)` and grow the size to
     /// `new_size`, planning and committing under one hold of the state lock (two concurrent
-    /// callers never both fill one hole). `None` when there was nothing to do.
+    /// callers never both fill one hole). `None` when there was nothing to do; else the
+    /// commit and the blocks allocated.
     pub fn allocate_blocks(
         &self,
         ino: Ino,
@@ -357,7 +358,7 @@ impl Inner {
         n: u64,
         new_size: Option<u64>,
         now: Timespec,
-    ) -> Result<Option<metalog::Csn>> {
+    ) -> Result<Option<(metalog::Csn, u64)>> {
         // Each extent item is < 64 bytes; a fragmented volume may need one per block.
         let res = self.reserve(64 * (1 + n.min(4096)))?;
         for attempt in 0..2 {
@@ -372,7 +373,9 @@ impl Inner {
             };
             let mut m = inode(&g, ino)?.m;
             let mut tx = Tx::default();
+            let mut blocks = 0;
             for p in pieces.iter().filter(|p| p.kind == Kind::New) {
+                blocks += p.len;
                 tx.items.push(Item::ExtentSet {
                     ino: ino.0,
                     file_block: p.file_block,
@@ -390,7 +393,8 @@ impl Inner {
             }
             m.touch_c(now);
             tx.core(ino.0, &m);
-            return Ok(Some(self.commit_locked(&mut g, res, tx.items, tx.objs)?));
+            let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
+            return Ok(Some((csn, blocks)));
         }
         Err(StoreError::NoSpace)
     }

@@ -20,7 +20,9 @@
 //!
 //! Files: `inode.rs` (in-memory inodes, `State::apply` of log items), `ns.rs` (lookup, create,
 //! remove, link, readdir, readlink), `rename.rs`, `setattr.rs`, `data.rs` (READ, WRITE,
-//! COMMIT, ALLOCATE, DEALLOCATE, SEEK), `blocks.rs` (extent access for layouts), `misc.rs`
+//! COMMIT, ALLOCATE, DEALLOCATE, SEEK), `blocks.rs` (extent access for layouts),
+//! `layout_map.rs` (what a LAYOUTGET maps: speculative preallocation, whole runs, the trim
+//! past EOF), `misc.rs`
 //! (attributes, fsstat, client records), `xattr.rs` (extended attributes), `mount.rs` (mkfs, mount, unmount), `writeback.rs` +
 //! `format.rs` (dirty-object write-back and the metadata area's format), `inner.rs` (the shared
 //! core, the apply-then-commit helper, busy extents).
@@ -32,6 +34,7 @@ mod data;
 mod format;
 mod inner;
 mod inode;
+mod layout_map;
 mod misc;
 #[cfg(test)]
 mod model_tests;
@@ -49,6 +52,7 @@ use std::time::SystemTime;
 
 pub use blocks::{BlockCommit, WrittenExtent};
 pub use inner::{MountStats, OpenProbe};
+pub use layout_map::{LayoutMap, Reach};
 pub use ns::{LINK_MAX, NAME_MAX};
 pub use xattr::{XattrSet, XATTR_NAME_MAX, XATTR_SIZE_MAX};
 
@@ -510,6 +514,30 @@ impl Store {
         len_blocks: u64,
     ) -> Result<Vec<layout::Segment>> {
         self.inner.alloc_unwritten(ino, file_block, len_blocks)
+    }
+
+    /// LAYOUTGET: the blocks of `[first, +n)` widened as `reach` allows; RW allocates the
+    /// holes plus speculative blocks past EOF, durable before return (layout_map.rs).
+    pub fn map_for_layout(
+        &self,
+        ino: Ino,
+        first: u64,
+        n: u64,
+        rw: bool,
+        reach: Reach,
+    ) -> Result<LayoutMap> {
+        self.inner.map_for_layout(ino, first, n, rw, reach)
+    }
+
+    /// Frees the never-committed unwritten blocks past EOF if `may()` (evaluated under the
+    /// file's data lock) says no layout holds them; returns the blocks freed.
+    pub fn trim_eof(&self, ino: Ino, may: &dyn Fn() -> bool) -> Result<u64> {
+        self.inner.trim_eof(ino, may)
+    }
+
+    /// Files with blocks past their EOF (to trim after a restart's grace period).
+    pub fn files_past_eof(&self) -> Vec<Ino> {
+        self.inner.files_past_eof()
     }
 
     /// LAYOUTCOMMIT: convert what the client wrote, grow the size, set mtime (design.md §4).

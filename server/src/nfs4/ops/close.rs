@@ -25,6 +25,8 @@ pub fn close(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Nfs
                 ctx.srv.pnfs.release_file(cid, fh.ino);
             }
         }
+        // XFS trims post-EOF preallocation at close: here once no RW layout is left.
+        crate::nfs4::pnfs::trim_released(ctx.srv);
     }
     if last {
         // An unlinked file stays while open (REMOVE asked `file_is_open`); free it now.

@@ -13,7 +13,10 @@
 //! answers INVALID_DATA; written blocks are READ_WRITE_DATA. READ answers READ_DATA, or
 //! NONE_DATA (storage offset 0) for holes, unwritten blocks and past EOF. The returned range
 //! is block-aligned, starts at or before `offset`, reaches at least `offset + minlength`,
-//! is covered exactly by contiguous extents, and holds as many as `maxcount` allows.
+//! is covered exactly by contiguous extents, and holds as many as `maxcount` allows. It is
+//! widened over the mapped blocks around the request, and an RW LAYOUTGET that allocates
+//! past EOF preallocates more (layout::reach; docs/pnfs.md "Preallocation"), where no other
+//! client holds a conflicting layout.
 //! Stateid: the first LAYOUTGET presents an open/lock stateid and gets seqid 1; each one
 //! after presents the layout stateid and gets it bumped.
 
@@ -27,7 +30,7 @@ use crate::nfs4::pnfs::{add, add_elapsed};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
-use crate::store::FileType;
+use crate::store::{FileType, Ino, Reach};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 use layout::block::{iomode, BlockExtent};
 use layout::policy;
@@ -103,11 +106,20 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         crate::nfs4::callback::recall_file(ctx.srv, fh, &others);
         return Err(NfsStat::RECALLCONFLICT);
     }
-    let segs = if a.mode == iomode::RW {
-        ctx.srv.store.alloc_unwritten(ino, first, n)?
-    } else {
-        ctx.srv.store.extents(ino, first, n)?
-    };
+    let reach = reach(ctx, cid, ino, a.mode, first, n);
+    // An RW LAYOUTGET is in progress from before its allocation until after its grant: the
+    // trim past EOF (pnfs::trim_released) never frees what it is about to hand out.
+    let getting = (a.mode == iomode::RW).then(|| ctx.srv.pnfs.begin_get(ino));
+    let map = ctx
+        .srv
+        .store
+        .map_for_layout(ino, first, n, a.mode == iomode::RW, reach)?;
+    if map.allocated > 0 {
+        let m = &ctx.srv.pnfs.metrics;
+        add(&m.layoutget_allocations, 1);
+        add(&m.layoutget_allocated_blocks, map.allocated);
+    }
+    let segs = map.segs;
     let size = ctx.srv.store.getattr(ino)?.size;
     let ext =
         policy::extents_for(&segs, a.mode, device_id(ctx), b, size).ok_or(NfsStat::SERVERFAULT)?;
@@ -119,6 +131,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     };
     let sid = st.layout_stateid(cid, ino, &given)?;
     ctx.srv.pnfs.grant(cid, ino, lo, hi, a.mode);
+    drop(getting);
     ctx.srv.pnfs.set_peer(cid, ctx.conn.peer);
     ctx.current_stateid = Some(sid);
 
@@ -137,13 +150,50 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     Ok(())
 }
 
+/// How far past the asked blocks `[first, first + n)` this LAYOUTGET may reach (RFC 8881
+/// §18.43.3 allows a larger layout; knfsd returns whole XFS extents): up to
+/// `MAX_SPAN_BYTES` either way, but only where no other client holds a conflicting grant —
+/// widening must never cause a recall — and `layout_prealloc_max` of speculation past EOF.
+fn reach(ctx: &Ctx<'_>, cid: u64, ino: Ino, mode: u32, first: u64, n: u64) -> Reach {
+    let b = block(ctx);
+    let span = policy::MAX_SPAN_BYTES / b;
+    let (lo, hi) = (
+        first.saturating_sub(span),
+        first.saturating_add(span).max(first.saturating_add(n)),
+    );
+    let free = ctx
+        .srv
+        .pnfs
+        .conflicting(cid, ino, lo * b, hi.saturating_mul(b), mode)
+        .is_empty();
+    let (lo, hi) = if free {
+        (lo, hi)
+    } else {
+        (first, first.saturating_add(n))
+    };
+    Reach {
+        lo,
+        hi,
+        prealloc_max: ctx.srv.opts.layout_prealloc_max / b,
+    }
+}
+
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
     let a = match decode(r) {
         Ok(a) => a,
         Err(e) => return e,
     };
     let t0 = Instant::now();
+    let rw = a.mode == iomode::RW;
     let st = status(go(ctx, a, w));
+    if st != NfsStat::OK && rw {
+        // A refusal after the allocation (TOOSMALL, a stateid race) left blocks past EOF
+        // that no grant names: trim them unless a layout holds them.
+        if let Some(fh) = ctx.current_fh {
+            ctx.srv.pnfs.queue_trim([fh.ino]);
+            crate::nfs4::pnfs::trim_released(ctx.srv);
+        }
+    }
     let m = &ctx.srv.pnfs.metrics;
     add(&m.layoutgets, 1);
     if st != NfsStat::OK {

@@ -10,6 +10,8 @@
 //! comes back while the client still holds some of the file; once nothing is left the
 //! stateid is freed and none comes back. FSID and ALL return everything the client holds
 //! (we export one file system); ALL needs no current filehandle, FSID does.
+//! Once no RW layout of a file is left, its unwritten blocks past EOF are freed
+//! (`pnfs::trim_released`, docs/pnfs.md "Preallocation").
 
 use super::ns_util::{cur_attr, resolve_stateid, status};
 use super::pnfs_util::check_type;
@@ -106,5 +108,8 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
     add(&ctx.srv.pnfs.metrics.layoutreturns, 1);
-    status(go(ctx, r, w))
+    let st = status(go(ctx, r, w));
+    // The last RW layout of a file gone: its never-committed blocks past EOF are freed.
+    crate::nfs4::pnfs::trim_released(ctx.srv);
+    st
 }

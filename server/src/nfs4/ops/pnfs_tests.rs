@@ -464,6 +464,9 @@ fn layoutcommit_durability_counters() {
     let m1 = fx.srv.pnfs.metrics.snapshot();
     assert_eq!(m1.commit_log_writes - m0.commit_log_writes, 1);
     assert_eq!(m1.commit_data_flushes - m0.commit_data_flushes, 0);
+    // The whole layout was committed, but only what lies inside the new EOF is converted:
+    // the speculative blocks past it stay unwritten.
+    assert!(g.length > 4 * B, "a new file's RW layout preallocates");
     assert_eq!(m1.commit_converted_blocks, 4);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 4 * B);
     // Overwrite, same size: no log write at all, one data flush.
@@ -572,21 +575,22 @@ fn layoutcommit_refusals() {
         ..e
     };
     assert_eq!(
-        try_commit(&mut x, g.stateid, None, &[elsewhere]),
+        try_commit(&mut x, g.stateid, Some(2 * B - 1), &[elsewhere]),
         NfsStat::OK
     );
     assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 0);
     // Storage offset 0, as the Linux client sends it: the file's own unwritten blocks of
-    // the range convert.
+    // the range convert, up to the new EOF (the extent also holds speculative blocks past
+    // it, which stay unwritten).
     let linux = BlockExtent {
         storage_offset: 0,
         ..e
     };
-    assert_eq!(try_commit(&mut x, g.stateid, None, &[linux]), NfsStat::OK);
     assert_eq!(
-        fx.srv.pnfs.metrics.snapshot().commit_converted_blocks,
-        e.length / B
+        try_commit(&mut x, g.stateid, Some(2 * B - 1), &[linux]),
+        NfsStat::OK
     );
+    assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 2);
     assert_eq!(
         try_commit(&mut x, g.stateid, Some(2 * B - 1), &[e]),
         NfsStat::OK
@@ -1003,6 +1007,10 @@ fn overwrite_commit_ratio() {
     }
     println!("sync / datasync time ratio: {:.2}", per[1] / per[0]);
 }
+
+/// Speculative preallocation, whole runs and the trim share it too.
+#[path = "prealloc_tests.rs"]
+mod prealloc_tests;
 
 /// The SCSI layout's tests share this fixture.
 #[path = "scsi_tests.rs"]

@@ -135,7 +135,7 @@ fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
     for body in [
         bad(1, B),
         bad(0, B + 1),
-        bad(64 * B, B),
+        bad(1 << 30, B),
         BlockExtent::encode_list(&ext),
     ] {
         let (s, _) = scsi_commit(&mut x, lsid, 3 * B, body);

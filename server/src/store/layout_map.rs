@@ -1,0 +1,313 @@
+//! What a LAYOUTGET maps, and the trim of what it preallocated (issue "LAYOUTGET round
+//! trips"; design.md §4–5; layout::reach has the rules):
+//!
+//! - `map_for_layout`: RW allocates the holes of the request as unwritten blocks, plus
+//!   speculative unwritten blocks past EOF (`layout::reach::speculative_end`), in one
+//!   transaction made durable by one log force before the reply (design.md §4); then READ
+//!   and RW widen the returned range over the mapped run around the request, inside the
+//!   bounds the caller gives (what no other client holds).
+//! - `trim_eof`: frees the unwritten blocks past EOF, what a client was given in a layout and
+//!   never committed, once the caller says no layout of the file is held or being handed out
+//!   (XFS trims its post-EOF preallocation at close). Not forced: a trim lost in a crash
+//!   leaves unwritten blocks past EOF, which read as zeros and are trimmed again after the
+//!   grace period (`files_past_eof`); the freed blocks stay busy until the trim is durable.
+
+use layout::reach::{run_end, run_start, speculative_end};
+use layout::{ExtState, Segment};
+use metalog::Item;
+
+use super::inner::{inode, Inner};
+use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+
+/// How far one LAYOUTGET may reach, in file blocks: never before `lo` nor past `hi` (the
+/// caller leaves out what other clients hold), and at most `prealloc_max` blocks of
+/// speculative preallocation (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reach {
+    pub lo: u64,
+    pub hi: u64,
+    pub prealloc_max: u64,
+}
+
+/// The blocks a LAYOUTGET hands out: segments covering `[first, first + len)` exactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutMap {
+    pub first: u64,
+    pub segs: Vec<Segment>,
+    /// Blocks this call allocated (the asked holes and the speculation).
+    pub allocated: u64,
+}
+
+/// Extent items one trim writes at most (its log reservation); a file fragmented past EOF
+/// into more pieces is trimmed over several calls (the next return or the sweep).
+const TRIM_MAX_ITEMS: usize = 256;
+
+impl Inner {
+    /// LAYOUTGET's blocks for `[first, first + n)`: see the module comment. `rw` allocates.
+    pub fn map_for_layout(
+        &self,
+        ino: Ino,
+        first: u64,
+        n: u64,
+        rw: bool,
+        r: Reach,
+    ) -> Result<LayoutMap> {
+        let req_end = first.checked_add(n).ok_or(StoreError::FileTooBig)?;
+        let max_block = MAX_FILE_SIZE / BLOCK;
+        if n == 0 {
+            return Err(StoreError::Inval);
+        }
+        if rw && req_end > max_block {
+            return Err(StoreError::FileTooBig);
+        }
+        let mut allocated = 0;
+        if rw {
+            let w = self.file_lock(ino);
+            let (hole, spec_end) = {
+                let g = self.rd();
+                let i = inode(&g, ino)?;
+                check_regular(i.m.ftype)?;
+                let segs = i.ext.lookup(first, n);
+                let hole = segs.iter().any(|s| matches!(s, Segment::Hole { .. }));
+                // The mapped run just before the request: how much the file has grown so far
+                // (bounded lookup: more than the cap changes nothing).
+                let lo = first.saturating_sub(r.prealloc_max);
+                let back = i.ext.lookup(lo, first - lo);
+                let prev: u64 = back
+                    .iter()
+                    .rev()
+                    .take_while(|s| matches!(s, Segment::Mapped { .. }))
+                    .map(|s| s.len())
+                    .sum();
+                let end = speculative_end(
+                    first,
+                    req_end,
+                    i.m.size.div_ceil(BLOCK),
+                    prev,
+                    r.prealloc_max,
+                    g.alloc.free_blocks(),
+                );
+                (hole, end.min(r.hi.max(req_end)).min(max_block))
+            };
+            let mut csn = None;
+            if hole {
+                let now = Timespec::now();
+                let done = match self.allocate_blocks(ino, first, spec_end - first, None, now) {
+                    // The speculation is only a guess: when it does not fit, the request alone.
+                    Err(StoreError::NoSpace) if spec_end > req_end => {
+                        self.allocate_blocks(ino, first, n, None, now)?
+                    }
+                    other => other?,
+                };
+                if let Some((c, blocks)) = done {
+                    csn = Some(c);
+                    allocated = blocks;
+                }
+            }
+            drop(w);
+            // design.md §4: the allocation is durable before the reply — one force for the
+            // asked blocks and the speculation together.
+            if let Some(csn) = csn {
+                self.force(csn)?;
+            }
+        }
+        let g = self.rd();
+        let i = inode(&g, ino)?;
+        check_regular(i.m.ftype)?;
+        // READ gains nothing past EOF (NONE_DATA), so it widens only up to the file's end.
+        let hi = if rw {
+            r.hi
+        } else {
+            r.hi.min(i.m.size.div_ceil(BLOCK).max(req_end))
+        };
+        let end = if hi > req_end {
+            run_end(&i.ext.lookup(req_end, hi - req_end), req_end)
+        } else {
+            req_end
+        };
+        let start = if r.lo < first {
+            run_start(&i.ext.lookup(r.lo, first + 1 - r.lo), first).max(r.lo)
+        } else {
+            first
+        };
+        Ok(LayoutMap {
+            first: start,
+            segs: i.ext.lookup(start, end - start),
+            allocated,
+        })
+    }
+
+    /// Frees the unwritten blocks of `ino` past its EOF if `may()` — evaluated under the
+    /// file's data lock, which every allocating LAYOUTGET also takes — allows it. Returns the
+    /// blocks freed (busy until the trim is durable; never forced, see the module comment).
+    pub fn trim_eof(&self, ino: Ino, may: &dyn Fn() -> bool) -> Result<u64> {
+        let _w = self.file_lock(ino);
+        if !may() {
+            return Ok(0);
+        }
+        let res = self.reserve(64 * TRIM_MAX_ITEMS as u64)?;
+        let mut g = self.wr();
+        let Ok(i) = inode(&g, ino) else {
+            return Ok(0);
+        };
+        if i.m.ftype != FileType::Regular {
+            return Ok(0);
+        }
+        let keep = i.m.size.div_ceil(BLOCK);
+        let end = i.ext.end_block();
+        if end <= keep {
+            return Ok(0);
+        }
+        let mut items = Vec::new();
+        let mut blocks = 0;
+        for s in i.ext.lookup(keep, end - keep) {
+            if let Segment::Mapped {
+                file_block,
+                len,
+                state: ExtState::Unwritten,
+                ..
+            } = s
+            {
+                if items.len() == TRIM_MAX_ITEMS {
+                    break;
+                }
+                items.push(Item::ExtentFree {
+                    ino: ino.0,
+                    file_block,
+                    len_blocks: len,
+                });
+                blocks += len;
+            }
+        }
+        if items.is_empty() {
+            return Ok(0);
+        }
+        // Timestamps-only for the log's per-inode sequences: a later fdatasync of the file
+        // need not wait for the trim (a lost trim is redone, see the module comment).
+        self.commit_locked(&mut g, res, items, vec![Inner::tx(ino.0, true)])?;
+        Ok(blocks)
+    }
+
+    /// Files with blocks mapped past their EOF (after a restart: what crashed before its
+    /// trim, or was never returned).
+    pub fn files_past_eof(&self) -> Vec<Ino> {
+        let g = self.rd();
+        g.s.inodes
+            .iter()
+            .filter(|(_, i)| {
+                i.m.ftype == FileType::Regular && i.ext.end_block() > i.m.size.div_ceil(BLOCK)
+            })
+            .map(|(&ino, _)| Ino(ino))
+            .collect()
+    }
+}
+
+fn check_regular(ft: FileType) -> Result<()> {
+    match ft {
+        FileType::Regular => Ok(()),
+        FileType::Directory => Err(StoreError::IsDir),
+        _ => Err(StoreError::Inval),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{fresh, mk};
+    use super::super::{NewNode, Store, StoreOptions, WrittenExtent, ROOT_INO};
+    use super::*;
+
+    const WIDE: Reach = Reach {
+        lo: 0,
+        hi: 1 << 20,
+        prealloc_max: 16384,
+    };
+
+    fn mapped(s: &Store, ino: Ino) -> u64 {
+        s.extents(ino, 0, 1 << 20)
+            .unwrap()
+            .iter()
+            .filter(|s| matches!(s, Segment::Mapped { .. }))
+            .map(|s| s.len())
+            .sum()
+    }
+
+    /// Speculation, the trim of exactly the unwritten blocks past EOF, and free + used =
+    /// total before and after a remount (the allocator is rebuilt from the extent maps).
+    #[test]
+    fn speculation_and_trim_keep_the_free_space_exact() {
+        let (_d, path, s) = fresh();
+        let f = mk(&s, ROOT_INO, "f", NewNode::Regular);
+        let total = s.fsstat().total_bytes;
+        let free0 = s.fsstat().free_bytes;
+        let m = s.map_for_layout(f.ino, 0, 16, true, WIDE).unwrap();
+        assert_eq!(m.first, 0);
+        let got: u64 = m.segs.iter().map(|x| x.len()).sum();
+        assert!(got > 16, "speculated: {got}");
+        assert_eq!(m.allocated, got);
+        assert_eq!(s.fsstat().free_bytes, free0 - got * BLOCK);
+        // Off: exactly the request.
+        let g = mk(&s, ROOT_INO, "g", NewNode::Regular);
+        let off = Reach {
+            prealloc_max: 0,
+            ..WIDE
+        };
+        assert_eq!(
+            s.map_for_layout(g.ino, 0, 16, true, off).unwrap().allocated,
+            16
+        );
+        // Commit 10 blocks (size 10 blocks - 1 byte): the trim keeps blocks 0..10.
+        let w = [WrittenExtent {
+            file_block: 0,
+            len_blocks: 10,
+            phys_block: None,
+        }];
+        s.commit_blocks(f.ino, &w, Some(10 * BLOCK - 2), None, false)
+            .unwrap();
+        assert_eq!(s.trim_eof(f.ino, &|| false).unwrap(), 0, "refused");
+        assert_eq!(s.files_past_eof().len(), 2);
+        assert_eq!(s.trim_eof(f.ino, &|| true).unwrap(), got - 10);
+        assert_eq!(mapped(&s, f.ino), 10);
+        assert_eq!(s.trim_eof(f.ino, &|| true).unwrap(), 0, "idempotent");
+        assert_eq!(s.files_past_eof(), vec![g.ino]);
+        let free = s.fsstat().free_bytes;
+        assert_eq!(free, free0 - 10 * BLOCK - 16 * BLOCK);
+        s.unmount().unwrap();
+        drop(s);
+        let s = Store::open(&path, StoreOptions::default()).unwrap();
+        assert_eq!(s.fsstat().free_bytes, free);
+        assert_eq!(s.fsstat().total_bytes, total);
+        assert_eq!(mapped(&s, f.ino), 10);
+    }
+
+    /// READ never allocates and widens over the mapped run up to EOF only; RW inside an
+    /// allocated extent returns the extent, from its start.
+    #[test]
+    fn whole_runs_for_read_and_rw() {
+        let (_d, _p, s) = fresh();
+        let f = mk(&s, ROOT_INO, "f", NewNode::Regular);
+        s.allocate(f.ino, 0, 64 * BLOCK).unwrap();
+        let r = s.map_for_layout(f.ino, 8, 1, false, WIDE).unwrap();
+        assert_eq!((r.first, r.allocated), (0, 0));
+        assert_eq!(r.segs.iter().map(|x| x.len()).sum::<u64>(), 64);
+        let past = s.map_for_layout(f.ino, 100, 1, false, WIDE).unwrap();
+        assert_eq!(past.first, 100);
+        assert_eq!(
+            past.segs,
+            vec![Segment::Hole {
+                file_block: 100,
+                len: 1
+            }]
+        );
+        let narrow = Reach {
+            lo: 8,
+            hi: 9,
+            prealloc_max: 16384,
+        };
+        let w = s.map_for_layout(f.ino, 8, 1, true, narrow).unwrap();
+        assert_eq!((w.first, w.allocated), (8, 0));
+        assert_eq!(w.segs.len(), 1);
+        let w = s.map_for_layout(f.ino, 8, 1, true, WIDE).unwrap();
+        assert_eq!(w.first, 0);
+        assert_eq!(w.segs.iter().map(|x| x.len()).sum::<u64>(), 64);
+    }
+}
