@@ -15,4 +15,5 @@ pub mod nvme_volume;
 pub mod rpc;
 pub mod server;
 pub mod store;
+pub mod volume;
 pub mod xdr;

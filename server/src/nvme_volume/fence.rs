@@ -57,3 +57,38 @@ impl PrFencer for InitiatorFencer {
         .map_err(|e| e.to_string())
     }
 }
+
+/// At start, with an external volume served directly (no re-export): GETDEVICEINFO's SCSI
+/// designator becomes the namespace's own (its Identify, not the volume UUID the embedded
+/// target derives identifiers from), and when "scsi" is offered the MDS claims the
+/// namespace's reservation and fences through it.
+pub fn setup_scsi(cfg: &crate::config::Config, srv: &crate::server::Server, ext: &Arc<NvmeDev>) {
+    match ext.designator() {
+        Some(d) => {
+            let _ = srv.pnfs.volume_designator.set(d);
+        }
+        None => tracing::error!(
+            "the external namespace has neither an EUI-64 nor an NGUID: SCSI-layout clients \
+             cannot find it"
+        ),
+    }
+    if !cfg
+        .layout_types
+        .contains(&crate::config::LayoutTypeName::Scsi)
+    {
+        return;
+    }
+    match claim_for_scsi(ext) {
+        Ok(()) => {
+            srv.pnfs
+                .scsi
+                .install(Arc::new(InitiatorFencer(ext.clone())));
+            tracing::info!(
+                "SCSI layout: MDS holds EXCLUSIVE_ACCESS_REG_ONLY on the external namespace"
+            );
+        }
+        Err(e) => {
+            tracing::error!("SCSI layout: reservation on the external namespace not taken: {e}")
+        }
+    }
+}

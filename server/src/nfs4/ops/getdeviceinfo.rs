@@ -67,8 +67,8 @@ fn agreed_notifications(asked: &Bitmap) -> Bitmap {
 /// EUI-64 (binary), with the key this client is to register before its first I/O.
 fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
     let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
-    let eui = crate::nfs4::scsi::volume_eui64(ctx.srv);
-    Ok(layout::scsi::eui64_deviceaddr(eui, key))
+    let designator = crate::nfs4::scsi::volume_designator(ctx.srv);
+    Ok(layout::scsi::eui_deviceaddr(&designator, key))
 }
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
