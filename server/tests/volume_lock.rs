@@ -57,6 +57,7 @@ fn start(dir: &Path, vol: &Path) -> Child {
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("pnfsd not ready:\n{}", log.join("\n"));
 }
 
