@@ -163,6 +163,12 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
     };
     let cfg = Config::load(a.config.as_deref(), &overrides)?;
     let volume = cfg.volume_source()?;
+    if a.nvme_listen.is_some() && cfg.embedded_target().is_none() && !a.no_nvme {
+        tracing::warn!(
+            "--nvme-listen ignored: the volume is an external NVMe/TCP namespace \
+             (nvme_reexport = true exports it through the embedded target too)"
+        );
+    }
     if let VolumeSource::File(path) = &volume {
         ensure_volume(&cfg, path)?;
     }
