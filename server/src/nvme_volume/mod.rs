@@ -31,6 +31,7 @@ pub use spec::{is_nvme_url, NvmeVolumeSpec, DEFAULT_HOSTNQN, DEFAULT_PORT, SCHEM
 
 use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
@@ -61,6 +62,9 @@ pub struct NvmeDev {
     handle: tokio::runtime::Handle,
     /// `None` once `disconnect` ran: later calls fail with NotConnected.
     ini: RwLock<Option<Arc<Initiator>>>,
+    /// Set by the first connection-level failure (`is_lost`): the device then fails every
+    /// call, whichever queue it would have used (no reconnect, module comment).
+    lost: AtomicBool,
     info: NamespaceInfo,
     lba: u64,
     size: u64,
@@ -153,6 +157,7 @@ impl NvmeDev {
             rt: Some(rt),
             handle,
             ini: RwLock::new(Some(Arc::new(ini))),
+            lost: AtomicBool::new(false),
             size: info.blocks.saturating_mul(lba),
             info,
             lba,
@@ -198,18 +203,56 @@ impl NvmeDev {
     }
 
     fn initiator(&self) -> io::Result<Arc<Initiator>> {
-        self.ini
+        let ini = self
+            .ini
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "NVMe/TCP volume closed"))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "NVMe/TCP volume closed"))?;
+        if ini.is_closed() {
+            self.lost.store(true, Ordering::Release);
+        }
+        if self.lost.load(Ordering::Acquire) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!(
+                    "NVMe/TCP volume {}: connection lost (no reconnect: restart pnfsd)",
+                    self.spec
+                ),
+            ));
+        }
+        Ok(ini)
+    }
+
+    /// True once a connection-level failure was seen.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
     }
 
     fn call<T: Send + 'static>(
         &self,
         f: impl Future<Output = io::Result<T>> + Send + 'static,
     ) -> io::Result<T> {
-        run_on(&self.handle, self.spec.timeout, f)
+        let r = run_on(&self.handle, self.spec.timeout, f);
+        if let Err(e) = &r {
+            // A lost queue or a command that never answered (it may still land later):
+            // the device is no longer trustworthy, so every later call fails too. A command
+            // status (e.g. LBA out of range) leaves the connection usable.
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotConnected
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::TimedOut
+                    | io::ErrorKind::UnexpectedEof
+            ) {
+                if !self.lost.swap(true, Ordering::AcqRel) {
+                    tracing::error!("NVMe/TCP volume {}: {e}; the volume is lost", self.spec);
+                }
+            }
+        }
+        r
     }
 
     /// Whole-block read of `len` bytes at block-aligned `offset`, split at `max_xfer`.

@@ -158,7 +158,11 @@ fn a_lost_target_is_an_io_error_and_shuts_the_log_down() {
         }
     }
     assert!(!kinds.is_empty(), "flush kept succeeding after shutdown");
-    assert!(dev.write_fua(&[1; 4096], 4096).is_err());
+    // One lost queue loses the device: every later call fails, whichever queue it would use.
+    for _ in 0..4 {
+        let e = dev.write_fua(&[1; 4096], 4096).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotConnected, "{e}");
+    }
     let r = s.create(
         ROOT_INO,
         b"g",
@@ -217,4 +221,17 @@ fn usable_and_droppable_inside_another_runtime() {
         assert!(b.iter().all(|&x| x == 5));
         drop(d); // shutdown_background: no panic inside a runtime
     });
+}
+
+#[test]
+fn errors_map_to_kinds_that_say_whether_the_connection_is_gone() {
+    use nvme_tcp::{Error as E, Status};
+    let k = |e| to_io(e).kind();
+    assert_eq!(k(E::Closed), io::ErrorKind::NotConnected);
+    assert_eq!(k(E::Protocol("x".into())), io::ErrorKind::ConnectionAborted);
+    // A command status leaves the connection usable: not one of the "lost" kinds.
+    assert_eq!(k(E::Status(Status::LBA_OUT_OF_RANGE)), io::ErrorKind::Other);
+    assert_eq!(k(E::Config("x".into())), io::ErrorKind::InvalidInput);
+    let e = to_io(E::Status(Status::RESERVATION_CONFLICT)).to_string();
+    assert!(e.contains("NVMe/TCP command failed"), "{e}");
 }
