@@ -249,7 +249,15 @@ async fn run(
                         "nvme-tcp target off: the volume is the external namespace {}",
                         ext.spec()
                     );
-                    pnfsd::nvme_volume::setup_scsi(cfg, &srv, ext);
+                    let scsi = cfg
+                        .layout_types
+                        .contains(&pnfsd::config::LayoutTypeName::Scsi);
+                    let (srv, ext) = (srv.clone(), ext.clone());
+                    // Reservation commands block: not on a runtime worker.
+                    let setup = move || pnfsd::nvme_volume::setup_scsi(scsi, &srv, &ext);
+                    if tokio::task::spawn_blocking(setup).await.is_err() {
+                        tracing::error!("SCSI layout setup on the external namespace failed");
+                    }
                 }
                 None => tracing::info!("nvme-tcp target disabled"),
             }

@@ -62,7 +62,8 @@ impl PrFencer for InitiatorFencer {
 /// designator becomes the namespace's own (its Identify, not the volume UUID the embedded
 /// target derives identifiers from), and when "scsi" is offered the MDS claims the
 /// namespace's reservation and fences through it.
-pub fn setup_scsi(cfg: &crate::config::Config, srv: &crate::server::Server, ext: &Arc<NvmeDev>) {
+/// Blocking (commands on the namespace): call it from a blocking thread.
+pub fn setup_scsi(scsi_offered: bool, srv: &crate::server::Server, ext: &Arc<NvmeDev>) {
     match ext.designator() {
         Some(d) => {
             let _ = srv.pnfs.volume_designator.set(d);
@@ -72,10 +73,7 @@ pub fn setup_scsi(cfg: &crate::config::Config, srv: &crate::server::Server, ext:
              cannot find it"
         ),
     }
-    if !cfg
-        .layout_types
-        .contains(&crate::config::LayoutTypeName::Scsi)
-    {
+    if !scsi_offered {
         return;
     }
     match claim_for_scsi(ext) {

@@ -57,8 +57,8 @@ pub enum NvmeVolumeError {
 /// `metalog::BlockDev` over one namespace of an external NVMe/TCP subsystem.
 pub struct NvmeDev {
     spec: NvmeVolumeSpec,
-    /// The dedicated runtime (module comment); `None` only while dropping.
-    rt: Option<tokio::runtime::Runtime>,
+    /// The dedicated runtime (module comment).
+    _rt: RuntimeGuard,
     handle: tokio::runtime::Handle,
     /// `None` once `disconnect` ran: later calls fail with NotConnected.
     ini: RwLock<Option<Arc<Initiator>>>,
@@ -112,6 +112,8 @@ impl NvmeDev {
             .build()
             .map_err(NvmeVolumeError::Runtime)?;
         let handle = rt.handle().clone();
+        // Dropped on every return below, success or error, from any context.
+        let rt = RuntimeGuard(Some(rt));
         let url = spec.to_string();
         let cerr = |err: io::Error| NvmeVolumeError::Connect {
             url: url.clone(),
@@ -154,7 +156,7 @@ impl NvmeDev {
             (limit.min(MAX_XFER_DEFAULT) / lba as usize).clamp(1, 1 << 16) * lba as usize;
         Ok(NvmeDev {
             spec: spec.clone(),
-            rt: Some(rt),
+            _rt: rt,
             handle,
             ini: RwLock::new(Some(Arc::new(ini))),
             lost: AtomicBool::new(false),
@@ -246,10 +248,9 @@ impl NvmeDev {
                     | io::ErrorKind::BrokenPipe
                     | io::ErrorKind::TimedOut
                     | io::ErrorKind::UnexpectedEof
-            ) {
-                if !self.lost.swap(true, Ordering::AcqRel) {
-                    tracing::error!("NVMe/TCP volume {}: {e}; the volume is lost", self.spec);
-                }
+            ) && !self.lost.swap(true, Ordering::AcqRel)
+            {
+                tracing::error!("NVMe/TCP volume {}: {e}; the volume is lost", self.spec);
             }
         }
         r
@@ -393,10 +394,13 @@ impl BlockDev for NvmeDev {
     }
 }
 
-impl Drop for NvmeDev {
+/// Owns the dedicated runtime and shuts it down with `shutdown_background`, which (unlike
+/// dropping a `Runtime`) is allowed inside another runtime (tokio docs).
+struct RuntimeGuard(Option<tokio::runtime::Runtime>);
+
+impl Drop for RuntimeGuard {
     fn drop(&mut self) {
-        // Allowed from inside another runtime, unlike dropping a Runtime (tokio docs).
-        if let Some(rt) = self.rt.take() {
+        if let Some(rt) = self.0.take() {
             rt.shutdown_background();
         }
     }

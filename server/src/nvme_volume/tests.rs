@@ -220,6 +220,10 @@ fn usable_and_droppable_inside_another_runtime() {
         d.read_at(&mut b, 0).unwrap();
         assert!(b.iter().all(|&x| x == 5));
         drop(d); // shutdown_background: no panic inside a runtime
+                 // A failed connect (no namespace 2) drops its runtime inside this one too.
+        let mut bad = spec.clone();
+        bad.nsid = 2;
+        assert!(NvmeDev::connect(&bad).is_err());
     });
 }
 
