@@ -321,3 +321,36 @@ async fn scsi_layout_names_the_external_namespace_and_holds_its_reservation() {
         .unwrap();
     ini.write(1, off, block(), 4096, false).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nvme_reexport_serves_the_external_namespace_through_the_embedded_target() {
+    let ext = External::start();
+    ext.mkfs();
+    let srv = ext.serve("nvme_reexport = true\n");
+    assert!(
+        srv.log_text()
+            .contains(&format!("nvme {}", srv.nvme_addr())),
+        "{}",
+        srv.log_text()
+    );
+    // Block 0 through pnfsd's own target = block 0 of the external namespace's file.
+    let ini = Initiator::connect(
+        srv.nvme_addr(),
+        InitiatorConfig::new("nqn.2026-11.org.pnfsd:volume", "nqn.2014-08.org.example:c"),
+    )
+    .await
+    .unwrap();
+    let b0 = ini.read(1, 0, 1, 4096).await.unwrap();
+    let file = std::fs::read(&ext.path).unwrap();
+    assert_eq!(&b0[..], &file[..4096]);
+    // A write through the re-export reaches the external namespace once flushed.
+    let at = 200 << 20;
+    ini.write(1, at / BLOCK, Bytes::from(vec![0x5e; 4096]), 4096, false)
+        .await
+        .unwrap();
+    ini.flush(1).await.unwrap();
+    let file = std::fs::read(&ext.path).unwrap();
+    assert!(file[at as usize..at as usize + 4096]
+        .iter()
+        .all(|&b| b == 0x5e));
+}
