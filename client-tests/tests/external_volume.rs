@@ -354,3 +354,20 @@ async fn nvme_reexport_serves_the_external_namespace_through_the_embedded_target
         .iter()
         .all(|&b| b == 0x5e));
 }
+
+#[test]
+fn serve_refuses_an_unformatted_namespace_with_a_hint() {
+    let ext = External::start();
+    let r = PnfsdProcess::start_with(ServerOptions {
+        config_toml: Some(format!("volume = \"{}\"\n", ext.url())),
+        ..Default::default()
+    });
+    match r {
+        Err(e) => assert!(e.to_string().contains("pnfsd mkfs nvme-tcp://"), "{e}"),
+        Ok(_) => panic!("pnfsd served an unformatted namespace"),
+    }
+    // Nothing was written to it.
+    assert!(std::fs::read(&ext.path).unwrap()[..8192]
+        .iter()
+        .all(|&b| b == 0));
+}

@@ -174,6 +174,7 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
     }
     // Locked against a second daemon, or connected to the external namespace (volume.rs).
     let vol = Volume::open(&volume)?;
+    vol.check_formatted(&volume)?;
     // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme.rs).
     let dev = vol.dev.clone();
     let store = Arc::new(Store::open_dev(dev.clone(), cfg.store_options())?);

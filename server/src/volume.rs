@@ -56,6 +56,8 @@ pub enum VolumeError {
     Io { path: PathBuf, err: std::io::Error },
     #[error(transparent)]
     Nvme(#[from] NvmeVolumeError),
+    #[error("volume {0} is not formatted: run `pnfsd mkfs {0}` first")]
+    Unformatted(String),
 }
 
 /// The exclusive lock on a volume file or block device (module comment); released on drop.
@@ -130,6 +132,27 @@ impl Volume {
         }
     }
 
+    /// Refuses a volume without our superblock magic with a hint, before the store tries to
+    /// mount it (`serve` formats only a missing volume file, never an existing device or an
+    /// external namespace).
+    pub fn check_formatted(&self, src: &VolumeSource) -> Result<(), VolumeError> {
+        let mut b0 = vec![0u8; 4096];
+        if self.dev.size() < b0.len() as u64 {
+            return Err(VolumeError::Unformatted(src.to_string()));
+        }
+        self.dev
+            .read_at(&mut b0, 0)
+            .map_err(|err| VolumeError::Io {
+                path: PathBuf::from(src.to_string()),
+                err,
+            })?;
+        if layout::Superblock::looks_formatted(&b0) {
+            Ok(())
+        } else {
+            Err(VolumeError::Unformatted(src.to_string()))
+        }
+    }
+
     /// After the store unmounted: an orderly NVMe disconnect (nothing to do for a file).
     pub fn close(&self) {
         if let Some(d) = &self.nvme {
@@ -168,7 +191,14 @@ mod tests {
         assert!(matches!(e, VolumeError::Busy(_)), "{e}");
         assert!(e.to_string().contains("in use"), "{e}");
         assert!(Volume::open(&VolumeSource::File(p.clone())).is_err());
+        let e = v
+            .check_formatted(&VolumeSource::File(p.clone()))
+            .unwrap_err();
+        assert!(e.to_string().contains("pnfsd mkfs"), "{e}");
         drop(v);
+        crate::store::Store::mkfs(&p, 64 << 20, false).unwrap();
+        let src = VolumeSource::File(p.clone());
+        Volume::open(&src).unwrap().check_formatted(&src).unwrap();
         VolumeLock::acquire(&p).unwrap();
         assert!(matches!(
             VolumeLock::acquire(&dir.path().join("missing")),
