@@ -127,6 +127,13 @@ impl Drop for External {
     }
 }
 
+/// The volume UUID `pnfsd mkfs` wrote on the namespace (superblock bytes 32..48, the block
+/// layout's signature).
+fn ext_volume_uuid(ext: &External) -> [u8; 16] {
+    let b = std::fs::read(&ext.path).unwrap();
+    b[32..48].try_into().unwrap()
+}
+
 /// Writes `data` (file offset 0) through the layout's extents over NVMe/TCP, then Flush.
 async fn write_extents(ini: &Initiator, l: &BlockLayout, data: &[u8]) {
     for e in &l.extents {
@@ -295,13 +302,14 @@ async fn scsi_layout_names_the_external_namespace_and_holds_its_reservation() {
     let vols = client_tests::pnfs::decode_block_deviceaddr(body).unwrap();
     let ids = NamespaceIds::from_volume_uuid(TARGET_UUID);
     let ini = ext.client().await;
-    assert_eq!(ini.identify_namespace(1).await.unwrap().eui64, ids.eui64);
+    assert_eq!(ini.identify_namespace(1).await.unwrap().nguid, ids.nguid);
     let key = match &vols[..] {
         [BlockVolume::Scsi {
             designator, pr_key, ..
         }] => {
-            // The external namespace's EUI-64, not one derived from the volume UUID.
-            assert_eq!(designator, &ids.eui64.to_vec());
+            // The external namespace's NGUID, not one derived from the volume UUID.
+            assert_eq!(designator, &ids.nguid.to_vec());
+            assert_ne!(designator, &ext_volume_uuid(&ext).to_vec());
             *pr_key
         }
         v => panic!("expected one SCSI volume: {v:?}"),

@@ -277,6 +277,17 @@ mod tests {
     }
 
     #[test]
+    fn client_keys_are_distinct_nonzero_and_not_the_mds_key() {
+        let mut seen = std::collections::HashSet::new();
+        for c in (0..2000u64).chain([u64::MAX, 1 << 32, (7 << 32) | 1]) {
+            let k = client_pr_key(c);
+            assert!(k != 0 && k != MDS_PR_KEY);
+            assert!(seen.insert(k), "clientid {c} collides");
+            assert_eq!(client_pr_key(c), k);
+        }
+    }
+
+    #[test]
     fn deviceaddr_of_any_eui_length() {
         let eui = [0x02, 1, 2, 3, 4, 5, 6, 0xff];
         assert_eq!(eui_deviceaddr(&eui, 7), eui64_deviceaddr(eui, 7));
@@ -287,16 +298,5 @@ mod tests {
         let v = decode_deviceaddr(&b).unwrap();
         assert_eq!((v[0].designator.clone(), v[0].pr_key), (nguid, 9));
         assert_eq!(v[0].designator_type, designator_type::EUI64);
-    }
-
-    #[test]
-    fn client_keys_are_distinct_nonzero_and_not_the_mds_key() {
-        let mut seen = std::collections::HashSet::new();
-        for c in (0..2000u64).chain([u64::MAX, 1 << 32, (7 << 32) | 1]) {
-            let k = client_pr_key(c);
-            assert!(k != 0 && k != MDS_PR_KEY);
-            assert!(seen.insert(k), "clientid {c} collides");
-            assert_eq!(client_pr_key(c), k);
-        }
     }
 }

@@ -416,29 +416,6 @@ mod tests {
     }
 
     #[test]
-    fn an_external_volume_turns_the_embedded_target_off() {
-        let c = Config::default();
-        assert!(matches!(c.volume_source().unwrap(), VolumeSource::File(_)));
-        assert_eq!(c.embedded_target(), c.nvme_listen);
-        let text = "volume = \"nvme-tcp://10.1.2.3/nqn.2014-08.org.example:vol?nsid=2\"\n";
-        let c = Config::parse(text, Path::new("x")).unwrap();
-        match c.volume_source().unwrap() {
-            VolumeSource::Nvme(s) => assert_eq!((s.port, s.nsid), (4420, 2)),
-            v => panic!("{v:?}"),
-        }
-        assert_eq!(c.embedded_target(), None);
-        let c = Config::parse(&format!("{text}nvme_reexport = true\n"), Path::new("x")).unwrap();
-        assert_eq!(c.embedded_target(), c.nvme_listen);
-        assert!(c.embedded_target().is_some());
-        for bad in [
-            "volume = \"nvme-tcp://10.1.2.3/vol\"",
-            "volume = \"nvme-tcp://10.1.2.3/nqn.a?nsid=0\"",
-        ] {
-            assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
     fn the_example_file_is_the_defaults() {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml");
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
@@ -483,5 +460,28 @@ mod tests {
             }
         )
         .is_err());
+    }
+
+    #[test]
+    fn an_external_volume_turns_the_embedded_target_off() {
+        let c = Config::default();
+        assert!(matches!(c.volume_source().unwrap(), VolumeSource::File(_)));
+        assert_eq!(c.embedded_target(), c.nvme_listen);
+        let text = "volume = \"nvme-tcp://10.1.2.3/nqn.2014-08.org.example:vol?nsid=2\"\n";
+        let c = Config::parse(text, Path::new("x")).unwrap();
+        match c.volume_source().unwrap() {
+            VolumeSource::Nvme(s) => assert_eq!((s.port, s.nsid), (4420, 2)),
+            v => panic!("{v:?}"),
+        }
+        assert_eq!(c.embedded_target(), None);
+        let c = Config::parse(&format!("{text}nvme_reexport = true\n"), Path::new("x")).unwrap();
+        assert_eq!(c.embedded_target(), c.nvme_listen);
+        assert!(c.embedded_target().is_some());
+        for bad in [
+            "volume = \"nvme-tcp://10.1.2.3/vol\"",
+            "volume = \"nvme-tcp://10.1.2.3/nqn.a?nsid=0\"",
+        ] {
+            assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
+        }
     }
 }

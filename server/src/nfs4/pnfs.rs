@@ -101,8 +101,8 @@ pub struct Pnfs {
     peers: Mutex<HashMap<u64, SocketAddr>>,
     /// The SCSI layout's fencing through the volume's reservations (nfs4::scsi).
     pub scsi: crate::nfs4::scsi::ScsiHook,
-    /// The SCSI designator of an external NVMe/TCP volume (its Identify), set at start;
-    /// unset: the embedded target's EUI-64 (nfs4::scsi::volume_designator).
+    /// The SCSI designator of an external NVMe/TCP volume (its Identify: NGUID, else
+    /// EUI-64), set at start; unset: the embedded target's identifiers (GETDEVICEINFO).
     pub volume_designator: std::sync::OnceLock<Vec<u8>>,
 }
 

@@ -49,15 +49,6 @@ pub fn volume_eui64(srv: &Server) -> [u8; 8] {
     nvme_tcp::NamespaceIds::from_volume_uuid(srv.store.volume_uuid()).eui64
 }
 
-/// The designator GETDEVICEINFO names the volume by (RFC 9561 §2): an external namespace's
-/// own EUI-64 or NGUID (`crate::nvme_volume`), else the embedded target's EUI-64.
-pub fn volume_designator(srv: &Server) -> Vec<u8> {
-    match srv.pnfs.volume_designator.get() {
-        Some(d) => d.clone(),
-        None => volume_eui64(srv).to_vec(),
-    }
-}
-
 /// The reservation key of `clientid` (unique per client, never the MDS's).
 pub fn client_key(clientid: u64) -> u64 {
     layout::scsi::client_pr_key(clientid)

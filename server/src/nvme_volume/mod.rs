@@ -177,14 +177,15 @@ impl NvmeDev {
         &self.spec
     }
 
-    /// The designator a SCSI-layout client opens the namespace by (RFC 9561 §2): the
-    /// EUI-64 when the namespace has one (Linux: `/dev/disk/by-id/nvme-eui.<16 hex>`), else
-    /// the NGUID (16 bytes, same designator type); `None` if it has neither.
+    /// The designator a SCSI-layout client opens the namespace by (RFC 9561 §2, designator
+    /// type EUI-64): the NGUID when the namespace has one, else its EUI-64 — the order in
+    /// which a Linux host builds the namespace's `eui.` wwid (and knfsd's choice); `None` if
+    /// it has neither. docs/pnfs.md discusses which by-id name the client then opens.
     pub fn designator(&self) -> Option<Vec<u8>> {
-        if self.info.eui64 != [0; 8] {
-            Some(self.info.eui64.to_vec())
-        } else if self.info.nguid != [0; 16] {
+        if self.info.nguid != [0; 16] {
             Some(self.info.nguid.to_vec())
+        } else if self.info.eui64 != [0; 8] {
+            Some(self.info.eui64.to_vec())
         } else {
             None
         }

@@ -81,7 +81,8 @@ fn reads_writes_fua_flush_and_identity() {
     // The embedded-target convention: NGUID = the volume UUID, EUI-64 derived from it.
     let ids = NamespaceIds::from_volume_uuid(UUID);
     assert_eq!(d.namespace_info().nguid, UUID);
-    assert_eq!(d.designator(), Some(ids.eui64.to_vec()));
+    assert_eq!(d.namespace_info().eui64, ids.eui64);
+    assert_eq!(d.designator(), Some(UUID.to_vec()));
     // Larger than the target's MDTS (512 KiB): split into several commands.
     let big: Vec<u8> = (0..(2 << 20) + 4096).map(|i| (i * 7 % 251) as u8).collect();
     d.write_at(&big, 1 << 20).unwrap();

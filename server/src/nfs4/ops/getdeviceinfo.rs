@@ -67,8 +67,13 @@ fn agreed_notifications(asked: &Bitmap) -> Bitmap {
 /// EUI-64 (binary), with the key this client is to register before its first I/O.
 fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
     let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
-    let designator = crate::nfs4::scsi::volume_designator(ctx.srv);
-    Ok(layout::scsi::eui_deviceaddr(&designator, key))
+    // An external NVMe/TCP volume is named by its own Identify data (crate::nvme_volume,
+    // set at start), never by identifiers derived from the volume UUID.
+    if let Some(d) = ctx.srv.pnfs.volume_designator.get() {
+        return Ok(layout::scsi::eui_deviceaddr(d, key));
+    }
+    let eui = crate::nfs4::scsi::volume_eui64(ctx.srv);
+    Ok(layout::scsi::eui64_deviceaddr(eui, key))
 }
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
