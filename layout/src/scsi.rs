@@ -290,7 +290,11 @@ mod tests {
     #[test]
     fn deviceaddr_of_any_eui_length() {
         let eui = [0x02, 1, 2, 3, 4, 5, 6, 0xff];
-        assert_eq!(eui_deviceaddr(&eui, 7), eui64_deviceaddr(eui, 7));
+        let b = eui_deviceaddr(&eui, 7);
+        assert_eq!(b.len(), 4 * 5 + 8 + 8);
+        assert_eq!(&b[16..20], &8u32.to_be_bytes());
+        assert_eq!(&b[20..28], &eui);
+        assert_eq!(decode_deviceaddr(&b).unwrap()[0].designator, eui.to_vec());
         let nguid: Vec<u8> = (1..=16).collect();
         let b = eui_deviceaddr(&nguid, 9);
         assert_eq!(b.len(), 4 * 5 + 16 + 8);
