@@ -123,6 +123,22 @@ pub fn eui64_deviceaddr(designator: Eui64Designator, pr_key: u64) -> Vec<u8> {
     out
 }
 
+/// As [`eui64_deviceaddr`] for a designator of any EUI length: 8 bytes (an EUI-64) or 16 (an
+/// NVMe NGUID, which RFC 9561 §2 also carries as designator type EUI-64).
+pub fn eui_deviceaddr(designator: &[u8], pr_key: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + designator.len());
+    out.extend_from_slice(&1u32.to_be_bytes());
+    out.extend_from_slice(&volume_type::SCSI.to_be_bytes());
+    out.extend_from_slice(&code_set::BINARY.to_be_bytes());
+    out.extend_from_slice(&designator_type::EUI64.to_be_bytes());
+    out.extend_from_slice(&(designator.len() as u32).to_be_bytes());
+    out.extend_from_slice(designator);
+    // XDR opaque<>: padded to 4 bytes (8 and 16 need none).
+    out.resize(out.len() + (4 - designator.len() % 4) % 4, 0);
+    out.extend_from_slice(&pr_key.to_be_bytes());
+    out
+}
+
 /// A decoded BASE volume (tests and tools).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaseVolume {
@@ -301,5 +317,22 @@ mod tests {
             assert!(seen.insert(k), "clientid {c} collides");
             assert_eq!(client_pr_key(c), k);
         }
+    }
+
+    #[test]
+    fn deviceaddr_of_any_eui_length() {
+        let eui = [0x02, 1, 2, 3, 4, 5, 6, 0xff];
+        let b = eui_deviceaddr(&eui, 7);
+        assert_eq!(b.len(), 4 * 5 + 8 + 8);
+        assert_eq!(&b[16..20], &8u32.to_be_bytes());
+        assert_eq!(&b[20..28], &eui);
+        assert_eq!(decode_deviceaddr(&b).unwrap()[0].designator, eui.to_vec());
+        let nguid: Vec<u8> = (1..=16).collect();
+        let b = eui_deviceaddr(&nguid, 9);
+        assert_eq!(b.len(), 4 * 5 + 16 + 8);
+        assert_eq!(&b[16..20], &16u32.to_be_bytes());
+        let v = decode_deviceaddr(&b).unwrap();
+        assert_eq!((v[0].designator.clone(), v[0].pr_key), (nguid, 9));
+        assert_eq!(v[0].designator_type, designator_type::EUI64);
     }
 }

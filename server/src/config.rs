@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::rpc::RpcOptions;
 use crate::server::NfsOptions;
 use crate::store::StoreOptions;
+use crate::volume::VolumeSource;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -116,7 +117,9 @@ pub fn parse_size(s: &str) -> Result<Size, ConfigError> {
 pub struct Config {
     /// Where the embedded default volume lives.
     pub data_dir: PathBuf,
-    /// The data volume (file or block device); default `<data_dir>/volume.img`.
+    /// The data volume: a file, a block device or an external NVMe/TCP namespace
+    /// (`nvme-tcp://HOST[:PORT]/NQN[?nsid=..]`, crate::nvme_volume); default
+    /// `<data_dir>/volume.img`.
     pub volume: Option<PathBuf>,
     /// Size of a volume file created on first start.
     pub volume_size: Size,
@@ -130,6 +133,9 @@ pub struct Config {
     pub nvme_allowed_hosts: Option<Vec<String>>,
     /// Address the Discovery Log advertises (behind NAT); default: the one the host reached.
     pub nvme_advertise: Option<SocketAddr>,
+    /// With an external NVMe/TCP volume, also export it through the embedded target (off by
+    /// default: the clients connect to the external target themselves).
+    pub nvme_reexport: bool,
     pub lease_seconds: u32,
     /// Default: one lease, as knfsd does (a client reclaims within its first renewal).
     pub grace_seconds: Option<u32>,
@@ -161,6 +167,7 @@ impl Default for Config {
             nvme_nqn: "nqn.2026-11.org.pnfsd:volume".to_string(),
             nvme_allowed_hosts: None,
             nvme_advertise: None,
+            nvme_reexport: false,
             lease_seconds: 90,
             grace_seconds: None,
             export_sync: ExportSync::Sync,
@@ -265,6 +272,7 @@ impl Config {
                 "nvme_nqn {nqn:?} must start with \"nqn.\" and have at most 223 bytes"
             )));
         }
+        self.volume_source()?;
         // Below this not even a CREATE_SESSION with its channel attributes fits.
         if self.max_record_size.0 < 4096 || self.max_record_size.0 > (1 << 30) {
             return Err(ConfigError::Invalid(
@@ -279,6 +287,20 @@ impl Config {
         self.volume
             .clone()
             .unwrap_or_else(|| self.data_dir.join("volume.img"))
+    }
+
+    /// What `volume` names: a file or block device, or an external NVMe/TCP namespace.
+    pub fn volume_source(&self) -> Result<VolumeSource, ConfigError> {
+        VolumeSource::parse(&self.volume_path()).map_err(ConfigError::Invalid)
+    }
+
+    /// Where the embedded NVMe/TCP target listens, if it runs: `nvme_listen`, except that an
+    /// external volume is only re-exported when `nvme_reexport` asks for it.
+    pub fn embedded_target(&self) -> Option<SocketAddr> {
+        match self.volume_source() {
+            Ok(VolumeSource::Nvme(_)) if !self.nvme_reexport => None,
+            _ => self.nvme_listen,
+        }
     }
 
     pub fn nfs_options(&self) -> NfsOptions {
@@ -466,5 +488,28 @@ mod tests {
             }
         )
         .is_err());
+    }
+
+    #[test]
+    fn an_external_volume_turns_the_embedded_target_off() {
+        let c = Config::default();
+        assert!(matches!(c.volume_source().unwrap(), VolumeSource::File(_)));
+        assert_eq!(c.embedded_target(), c.nvme_listen);
+        let text = "volume = \"nvme-tcp://10.1.2.3/nqn.2014-08.org.example:vol?nsid=2\"\n";
+        let c = Config::parse(text, Path::new("x")).unwrap();
+        match c.volume_source().unwrap() {
+            VolumeSource::Nvme(s) => assert_eq!((s.port, s.nsid), (4420, 2)),
+            v => panic!("{v:?}"),
+        }
+        assert_eq!(c.embedded_target(), None);
+        let c = Config::parse(&format!("{text}nvme_reexport = true\n"), Path::new("x")).unwrap();
+        assert_eq!(c.embedded_target(), c.nvme_listen);
+        assert!(c.embedded_target().is_some());
+        for bad in [
+            "volume = \"nvme-tcp://10.1.2.3/vol\"",
+            "volume = \"nvme-tcp://10.1.2.3/nqn.a?nsid=0\"",
+        ] {
+            assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
+        }
     }
 }

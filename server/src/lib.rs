@@ -5,13 +5,16 @@
 //!     → store (inodes, directories, extent maps) + nfs4::state → metalog → BlockDev
 //! ```
 //! Data flows one way; lower layers know nothing of the ones above. `nvme` exports the same
-//! `BlockDev` over NVMe/TCP (crate `nvme-tcp`).
+//! `BlockDev` over NVMe/TCP (crate `nvme-tcp`);
+//! `nvme_volume` is the reverse: a `BlockDev` on an external NVMe/TCP namespace.
 pub mod config;
 pub mod fuzzing;
 pub mod metrics;
 pub mod nfs4;
 pub mod nvme;
+pub mod nvme_volume;
 pub mod rpc;
 pub mod server;
 pub mod store;
+pub mod volume;
 pub mod xdr;

@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use pnfsd::config::{parse_size, Config, Overrides};
 use pnfsd::server::Server;
 use pnfsd::store::{Store, StoreError};
+use pnfsd::volume::{Volume, VolumeLock, VolumeSource};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,7 +26,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Format a volume file (created sparse if missing) or block device.
+    /// Format a volume file (created sparse if missing), block device, or external NVMe/TCP
+    /// namespace (`nvme-tcp://HOST[:PORT]/NQN[?nsid=N]`).
     Mkfs(MkfsArgs),
     /// Serve NFS (the default when no command is given).
     Serve(ServeArgs),
@@ -78,6 +80,8 @@ enum DaemonError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Nvme(#[from] pnfsd::nvme::NvmeError),
+    #[error(transparent)]
+    Volume(#[from] pnfsd::volume::VolumeError),
     #[error("{what}: {err}")]
     Io { what: String, err: std::io::Error },
 }
@@ -113,8 +117,25 @@ fn main() -> ExitCode {
 }
 
 fn mkfs(a: &MkfsArgs) -> Result<(), DaemonError> {
-    Store::mkfs(&a.path, a.size, a.force)?;
-    tracing::info!("formatted {}", a.path.display());
+    let src = VolumeSource::parse(&a.path).map_err(pnfsd::config::ConfigError::Invalid)?;
+    match &src {
+        VolumeSource::File(path) => {
+            // Never under a running daemon (volume.rs); a missing file has no holder.
+            let _lock = path
+                .exists()
+                .then(|| VolumeLock::acquire(path))
+                .transpose()?;
+            Store::mkfs(path, a.size, a.force)?;
+        }
+        // The namespace's size is the volume's; `--size` does not apply.
+        VolumeSource::Nvme(_) => {
+            let vol = Volume::open(&src)?;
+            let r = Store::mkfs_dev(vol.dev.clone(), a.force);
+            vol.close();
+            r?;
+        }
+    }
+    tracing::info!("formatted {src}");
     Ok(())
 }
 
@@ -145,12 +166,21 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
         metrics_listen: a.metrics_listen,
     };
     let cfg = Config::load(a.config.as_deref(), &overrides)?;
-    let volume = cfg.volume_path();
-    ensure_volume(&cfg, &volume)?;
+    let volume = cfg.volume_source()?;
+    if a.nvme_listen.is_some() && cfg.embedded_target().is_none() && !a.no_nvme {
+        tracing::warn!(
+            "--nvme-listen ignored: the volume is an external NVMe/TCP namespace \
+             (nvme_reexport = true exports it through the embedded target too)"
+        );
+    }
+    if let VolumeSource::File(path) = &volume {
+        ensure_volume(&cfg, path)?;
+    }
+    // Locked against a second daemon, or connected to the external namespace (volume.rs).
+    let vol = Volume::open(&volume)?;
+    vol.check_formatted(&volume)?;
     // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme.rs).
-    let dev: Arc<dyn metalog::BlockDev> = Arc::new(
-        metalog::FileDev::open(&volume).map_err(io_err(format!("open {}", volume.display())))?,
-    );
+    let dev = vol.dev.clone();
     let store = Arc::new(Store::open_dev(dev.clone(), cfg.store_options())?);
     let opts = cfg.nfs_options();
     let srv = Arc::new(Server::new(store.clone(), opts));
@@ -159,23 +189,25 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
         .thread_name("pnfsd")
         .build()
         .map_err(io_err("tokio runtime"))?;
-    let served = rt.block_on(run(&cfg, &volume, srv.clone(), dev));
+    let served = rt.block_on(run(&cfg, &volume, srv.clone(), dev, vol.nvme.clone()));
     tracing::info!(counters = ?srv.pnfs.metrics.snapshot(), "pNFS layout counters");
     // COMPOUNDs still running on blocking threads get a moment to finish before the unmount.
     rt.shutdown_timeout(Duration::from_secs(5));
     // Whatever stopped the server, leave a clean log behind (design.md §3: next mount O(1)).
     let unmounted = store.unmount();
+    vol.close();
     served?;
     unmounted?;
-    tracing::info!("pnfsd stopped; {} unmounted cleanly", volume.display());
+    tracing::info!("pnfsd stopped; {volume} unmounted cleanly");
     Ok(())
 }
 
 async fn run(
     cfg: &Config,
-    volume: &Path,
+    volume: &VolumeSource,
     srv: Arc<Server>,
     dev: Arc<dyn metalog::BlockDev>,
+    external: Option<Arc<pnfsd::nvme_volume::NvmeDev>>,
 ) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listener = tokio::net::TcpListener::bind(cfg.listen)
@@ -186,7 +218,7 @@ async fn run(
 
     // The embedded NVMe/TCP target (issue 5): bound before "ready", stopped after NFS.
     let uuid_bytes = srv.store.volume_uuid();
-    let nvme = match cfg.nvme_listen {
+    let nvme = match cfg.embedded_target() {
         Some(addr) => {
             let tc = pnfsd::nvme::target_config(cfg, dev, uuid_bytes);
             let target = pnfsd::nvme::bind(addr, tc).await?;
@@ -195,7 +227,7 @@ async fn run(
                 target.local_addr(),
                 cfg.nvme_nqn,
                 pnfsd::nvme::NSID,
-                volume.display()
+                volume
             );
             // SCSI layout offered: the MDS holds the volume's reservation (issue 5 item 3).
             if cfg
@@ -222,7 +254,24 @@ async fn run(
             Some((target, task))
         }
         None => {
-            tracing::info!("nvme-tcp target disabled");
+            match &external {
+                Some(ext) => {
+                    tracing::info!(
+                        "nvme-tcp target off: the volume is the external namespace {}",
+                        ext.spec()
+                    );
+                    let scsi = cfg
+                        .layout_types
+                        .contains(&pnfsd::config::LayoutTypeName::Scsi);
+                    let (srv, ext) = (srv.clone(), ext.clone());
+                    // Reservation commands block: not on a runtime worker.
+                    let setup = move || pnfsd::nvme_volume::setup_scsi(scsi, &srv, &ext);
+                    if tokio::task::spawn_blocking(setup).await.is_err() {
+                        tracing::error!("SCSI layout setup on the external namespace failed");
+                    }
+                }
+                None => tracing::info!("nvme-tcp target disabled"),
+            }
             None
         }
     };
@@ -272,15 +321,16 @@ async fn run(
         stop_rx,
         Duration::from_secs(10),
     ));
-    let nvme_desc = match &nvme {
-        Some((t, _)) => format!("nvme {} nqn {}", t.local_addr(), cfg.nvme_nqn),
-        None => "nvme off".to_string(),
+    let nvme_desc = match (&nvme, &external) {
+        (Some((t, _)), _) => format!("nvme {} nqn {}", t.local_addr(), cfg.nvme_nqn),
+        (None, Some(_)) => "nvme off (external volume)".to_string(),
+        (None, None) => "nvme off".to_string(),
     };
     tracing::info!(
         "pnfsd ready: nfs {} {} volume {} uuid {}",
         cfg.listen,
         nvme_desc,
-        volume.display(),
+        volume,
         uuid
     );
     tokio::select! {

@@ -124,6 +124,9 @@ pub struct Pnfs {
     trim_queue: Mutex<HashSet<Ino>>,
     /// The sweep of files with blocks past EOF after a restart's grace period was done.
     swept: AtomicBool,
+    /// The SCSI designator of an external NVMe/TCP volume (its Identify: NGUID, else
+    /// EUI-64), set at start; unset: the embedded target's identifiers (GETDEVICEINFO).
+    pub volume_designator: std::sync::OnceLock<Vec<u8>>,
 }
 
 /// An RW LAYOUTGET in progress on a file (see `Pnfs::getting`); ends on drop.

@@ -33,7 +33,10 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
         return Err(NfsStat::NOENT);
     }
     let body = if is_scsi(ltype) {
-        scsi_body(ctx)?
+        match external_scsi_body(ctx)? {
+            Some(b) => b,
+            None => scsi_body(ctx)?,
+        }
     } else {
         let (off, uuid) = ctx.srv.store.superblock().signature();
         layout::block::simple_deviceaddr(off, &uuid)
@@ -74,4 +77,15 @@ fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
     status(go(ctx, r, w))
+}
+
+/// SCSI body for an external NVMe/TCP volume: named by its own Identify data (NGUID, else
+/// EUI-64; `crate::nvme_volume`, set at start), never by identifiers derived from the volume
+/// UUID. `None` when the volume is served by the embedded target.
+fn external_scsi_body(ctx: &Ctx<'_>) -> Result<Option<Vec<u8>>, NfsStat> {
+    let Some(d) = ctx.srv.pnfs.volume_designator.get() else {
+        return Ok(None);
+    };
+    let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
+    Ok(Some(layout::scsi::eui_deviceaddr(d, key)))
 }

@@ -1,0 +1,208 @@
+//! Opening the data volume (design.md §2): a file or block device, which the daemon locks so
+//! that a second daemon (or a `pnfsd mkfs`) cannot use it at the same time, or an external
+//! NVMe/TCP namespace reached through the initiator (`crate::nvme_volume`).
+//!
+//! The lock is an exclusive `flock` on a descriptor of the volume, held until the store has
+//! unmounted; the kernel drops it when the process dies, so a SIGKILL'd daemon never leaves
+//! a stale lock behind. A block device is also opened `O_EXCL`, which Linux refuses while the
+//! device is mounted or another exclusive opener holds it (`open(2)`). Both are advisory
+//! between cooperating programs: a tool that opens the device without either is not stopped.
+//! An external namespace is not locked here: two MDSes must not share one (a SCSI-layout
+//! MDS's reservation makes the second one's writes fail, a block-layout one is not detected).
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use metalog::BlockDev;
+
+use crate::nvme_volume::{is_nvme_url, NvmeDev, NvmeVolumeError, NvmeVolumeSpec};
+
+/// What `volume` (or `pnfsd mkfs`'s argument) names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeSource {
+    File(PathBuf),
+    Nvme(NvmeVolumeSpec),
+}
+
+impl VolumeSource {
+    pub fn parse(p: &Path) -> Result<VolumeSource, String> {
+        match p.to_str() {
+            Some(s) if is_nvme_url(s) => NvmeVolumeSpec::parse(s).map(VolumeSource::Nvme),
+            _ => Ok(VolumeSource::File(p.to_path_buf())),
+        }
+    }
+}
+
+impl fmt::Display for VolumeSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VolumeSource::File(p) => write!(f, "{}", p.display()),
+            VolumeSource::Nvme(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    #[error(
+        "volume {0} is in use by another process (a running pnfsd, or a pnfsd mkfs, holds it \
+         locked); stop it first or choose another volume"
+    )]
+    Busy(PathBuf),
+    #[error("volume {path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+    #[error(transparent)]
+    Nvme(#[from] NvmeVolumeError),
+    #[error("volume {0} is not formatted: run `pnfsd mkfs {0}` first")]
+    Unformatted(String),
+}
+
+/// The exclusive lock on a volume file or block device (module comment); released on drop.
+#[derive(Debug)]
+pub struct VolumeLock {
+    _file: File,
+}
+
+impl VolumeLock {
+    pub fn acquire(path: &Path) -> Result<VolumeLock, VolumeError> {
+        let io = |err| VolumeError::Io {
+            path: path.to_path_buf(),
+            err,
+        };
+        let mut o = OpenOptions::new();
+        o.read(true);
+        let is_blockdev = std::fs::metadata(path)
+            .map_err(io)?
+            .file_type()
+            .is_block_device();
+        if is_blockdev {
+            o.custom_flags(libc::O_EXCL);
+        }
+        let file = match o.open(path) {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                return Err(VolumeError::Busy(path.to_path_buf()))
+            }
+            Err(e) => return Err(io(e)),
+        };
+        match file.try_lock() {
+            Ok(()) => Ok(VolumeLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(VolumeError::Busy(path.to_path_buf())),
+            Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+        }
+    }
+}
+
+/// An open data volume: the device the store mounts, and what must live as long as it.
+pub struct Volume {
+    pub dev: Arc<dyn BlockDev>,
+    /// Set for an external namespace: its identity and reservations (nvme_volume).
+    pub nvme: Option<Arc<NvmeDev>>,
+    _lock: Option<VolumeLock>,
+}
+
+impl Volume {
+    /// Locks and opens a file or block device (`FileDev`, O_DIRECT where possible), or
+    /// connects to an external namespace.
+    pub fn open(src: &VolumeSource) -> Result<Volume, VolumeError> {
+        match src {
+            VolumeSource::File(path) => {
+                let lock = VolumeLock::acquire(path)?;
+                let dev = metalog::FileDev::open(path).map_err(|err| VolumeError::Io {
+                    path: path.clone(),
+                    err,
+                })?;
+                Ok(Volume {
+                    dev: Arc::new(dev),
+                    nvme: None,
+                    _lock: Some(lock),
+                })
+            }
+            VolumeSource::Nvme(spec) => {
+                let d = Arc::new(NvmeDev::connect(spec)?);
+                Ok(Volume {
+                    dev: d.clone(),
+                    nvme: Some(d),
+                    _lock: None,
+                })
+            }
+        }
+    }
+
+    /// Refuses a volume without our superblock magic with a hint, before the store tries to
+    /// mount it (`serve` formats only a missing volume file, never an existing device or an
+    /// external namespace).
+    pub fn check_formatted(&self, src: &VolumeSource) -> Result<(), VolumeError> {
+        let mut b0 = vec![0u8; 4096];
+        if self.dev.size() < b0.len() as u64 {
+            return Err(VolumeError::Unformatted(src.to_string()));
+        }
+        self.dev
+            .read_at(&mut b0, 0)
+            .map_err(|err| VolumeError::Io {
+                path: PathBuf::from(src.to_string()),
+                err,
+            })?;
+        if layout::Superblock::looks_formatted(&b0) {
+            Ok(())
+        } else {
+            Err(VolumeError::Unformatted(src.to_string()))
+        }
+    }
+
+    /// After the store unmounted: an orderly NVMe disconnect (nothing to do for a file).
+    pub fn close(&self) {
+        if let Some(d) = &self.nvme {
+            if let Err(e) = d.disconnect() {
+                tracing::warn!("NVMe/TCP volume disconnect: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources() {
+        assert_eq!(
+            VolumeSource::parse(Path::new("/srv/v.img")).unwrap(),
+            VolumeSource::File("/srv/v.img".into())
+        );
+        let n = VolumeSource::parse(Path::new("nvme-tcp://h:1/nqn.a")).unwrap();
+        assert!(matches!(&n, VolumeSource::Nvme(s) if s.port == 1 && s.subnqn == "nqn.a"));
+        assert_eq!(n.to_string(), "nvme-tcp://h:1/nqn.a?nsid=1");
+        assert!(VolumeSource::parse(Path::new("nvme-tcp://h")).is_err());
+    }
+
+    #[test]
+    fn a_locked_volume_is_busy_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v.img");
+        std::fs::File::create(&p).unwrap().set_len(1 << 20).unwrap();
+        let v = Volume::open(&VolumeSource::File(p.clone())).unwrap();
+        assert_eq!(v.dev.size(), 1 << 20);
+        // flock conflicts between open file descriptions, even in one process.
+        let e = VolumeLock::acquire(&p).unwrap_err();
+        assert!(matches!(e, VolumeError::Busy(_)), "{e}");
+        assert!(e.to_string().contains("in use"), "{e}");
+        assert!(Volume::open(&VolumeSource::File(p.clone())).is_err());
+        let e = v
+            .check_formatted(&VolumeSource::File(p.clone()))
+            .unwrap_err();
+        assert!(e.to_string().contains("pnfsd mkfs"), "{e}");
+        drop(v);
+        crate::store::Store::mkfs(&p, 64 << 20, false).unwrap();
+        let src = VolumeSource::File(p.clone());
+        Volume::open(&src).unwrap().check_formatted(&src).unwrap();
+        VolumeLock::acquire(&p).unwrap();
+        assert!(matches!(
+            VolumeLock::acquire(&dir.path().join("missing")),
+            Err(VolumeError::Io { .. })
+        ));
+    }
+}
