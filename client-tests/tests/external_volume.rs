@@ -134,13 +134,18 @@ fn ext_volume_uuid(ext: &External) -> [u8; 16] {
     b[32..48].try_into().unwrap()
 }
 
-/// Writes `data` (file offset 0) through the layout's extents over NVMe/TCP, then Flush.
+/// Writes `data` (file offset 0) through the layout's extents over NVMe/TCP, then Flush. The
+/// layout may reach past `data` (speculative preallocation, docs/pnfs.md): only the bytes of
+/// `data` are written.
 async fn write_extents(ini: &Initiator, l: &BlockLayout, data: &[u8]) {
     for e in &l.extents {
         assert_eq!(e.state, extent_state::INVALID_DATA);
+        let len = e
+            .length
+            .min((data.len() as u64).saturating_sub(e.file_offset));
         let mut off = 0u64;
-        while off < e.length {
-            let n = (e.length - off).min(256 << 10);
+        while off < len {
+            let n = (len - off).min(256 << 10);
             let src = (e.file_offset + off) as usize;
             let bytes = Bytes::copy_from_slice(&data[src..src + n as usize]);
             ini.write(
