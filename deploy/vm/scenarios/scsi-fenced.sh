@@ -50,6 +50,10 @@ check unregister $? "nvme resv-register --rrega=1 --iekey"
 dd if="/dev/$ns" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null
 (($? != 0)); check io-refused-after-unregister $? "direct read of /dev/$ns"
 dmesg_mark
+# The kernel logs I/O errors through printk_ratelimited (10 lines per 5 s): the partition scan
+# refused at connect and the read just above may have used this window up, and a fast run
+# reaches the write below inside it, so its conflict lines would be suppressed. Wait it out.
+sleep 6
 
 counts "$MNT" before-fenced
 t0=$(date +%s.%N)
