@@ -7,24 +7,6 @@
 use super::*;
 use metalog::BlockDev;
 
-/// A fixture over a volume of `size` bytes.
-fn fixture_of(opts: NfsOptions, size: u64) -> Fx {
-    let dev = Arc::new(CrashDev::new(size, 1));
-    Store::mkfs_dev(dev.clone(), false).unwrap();
-    let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
-    let state = StateManager::new(&opts, store.clone());
-    Fx {
-        dev,
-        srv: Server {
-            store,
-            state,
-            opts,
-            boot_verifier: 1,
-            pnfs: Default::default(),
-        },
-    }
-}
-
 /// LAYOUTGET as Linux asks for a write: `len` bytes at `off`, minlength one page.
 fn get_min(x: &mut Ctx<'_>, mode: u32, off: u64, len: u64, sid: Stateid) -> Got {
     let (s, body) = call(
@@ -378,14 +360,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
                 grace_seconds: if grace { 90 } else { 0 },
                 ..NfsOptions::default()
             };
-            let state = StateManager::new(&opts, store.clone());
-            let srv = Server {
-                store: store.clone(),
-                state,
-                opts,
-                boot_verifier: 2,
-                pnfs: Default::default(),
-            };
+            let srv = test_fixture::server(store.clone(), opts, 2);
             assert_eq!(srv.state.in_grace(), grace, "seed {seed}");
             callback::tick_at(&srv, Instant::now());
             let free = store.fsstat().free_bytes;
