@@ -164,8 +164,23 @@ pub fn write_through_extents(
     offset: u64,
     data: &[u8],
 ) -> Result<()> {
+    for (at, r) in write_pieces(extents, offset, data.len())? {
+        vol.write_all_at(&data[r], at)?;
+    }
+    Ok(())
+}
+
+/// `(volume byte offset, range of the data)` pieces of a write of `len` bytes at file offset
+/// `offset` through `extents`, each within one writable extent; an error if an extent is
+/// not writable or none covers a byte.
+pub fn write_pieces(
+    extents: &[BlockExtent],
+    offset: u64,
+    len: usize,
+) -> Result<Vec<(u64, std::ops::Range<usize>)>> {
+    let mut out = Vec::new();
     let mut done = 0usize;
-    while done < data.len() {
+    while done < len {
         let at = offset + done as u64;
         let e = extents
             .iter()
@@ -177,14 +192,11 @@ pub fn write_through_extents(
                 e.file_offset, e.state
             )));
         }
-        let n = ((e.file_offset + e.length - at) as usize).min(data.len() - done);
-        vol.write_all_at(
-            &data[done..done + n],
-            e.storage_offset + (at - e.file_offset),
-        )?;
+        let n = ((e.file_offset + e.length - at) as usize).min(len - done);
+        out.push((e.storage_offset + (at - e.file_offset), done..done + n));
         done += n;
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Reads `len` bytes at file offset `offset` from the volume through `extents`; holes and
@@ -259,5 +271,20 @@ mod tests {
             read_through_extents(&vol, &extents, 1000, 10).unwrap(),
             vec![0; 10]
         );
+    }
+
+    #[test]
+    fn pieces_follow_the_extents() {
+        let e = |file_offset, length, storage_offset| BlockExtent {
+            deviceid: [0; 16],
+            file_offset,
+            length,
+            storage_offset,
+            state: extent_state::READ_WRITE_DATA,
+        };
+        let ext = [e(0, 8192, 1 << 20), e(8192, 8192, 4 << 20)];
+        let p = write_pieces(&ext, 4096, 8192).unwrap();
+        assert_eq!(p, vec![((1 << 20) + 4096, 0..4096), (4 << 20, 4096..8192)]);
+        assert!(write_pieces(&ext, 12288, 8192).is_err());
     }
 }
