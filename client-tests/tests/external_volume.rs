@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use client_tests::attrs::basic;
-use client_tests::harness::{pattern, pnfsd_bin};
+use client_tests::harness::{after_grace, pattern, pnfsd_bin};
 use client_tests::layout_io::BlockLayout;
 use client_tests::ops::Op;
 use client_tests::pnfs::{extent_state, iomode, layout_type, BlockVolume, GetDeviceInfoArgs};
@@ -161,24 +161,6 @@ async fn write_extents(ini: &Initiator, l: &BlockLayout, data: &[u8]) {
         }
     }
     ini.flush(1).await.unwrap();
-}
-
-/// Runs `f` until it stops failing with GRACE (at most 30 s).
-async fn after_grace<T, F, Fut>(mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ClientError>>,
-{
-    for _ in 0..300 {
-        match f().await {
-            Err(ClientError::Nfs {
-                status: NfsStat::GRACE,
-                ..
-            }) => tokio::time::sleep(Duration::from_millis(100)).await,
-            r => return r.unwrap(),
-        }
-    }
-    panic!("still in grace after 30 s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

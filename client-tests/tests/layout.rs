@@ -9,10 +9,10 @@ use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use client_tests::attrs::{attr, basic, bitmap, SetAttrs};
-use client_tests::harness::pattern;
+use client_tests::harness::{after_grace, pattern};
 use client_tests::layout_io::{read_through_extents, write_through_extents, BlockLayout};
 use client_tests::pnfs::{extent_state, iomode, BlockVolume};
-use client_tests::{ClientError, Compound, NfsStat, PnfsdProcess, ServerOptions, Session, Stateid};
+use client_tests::{Compound, NfsStat, PnfsdProcess, ServerOptions, Session, Stateid};
 
 const BLOCK: u64 = 4096;
 const LEN: u64 = 1 << 20;
@@ -32,24 +32,6 @@ fn volume(srv: &PnfsdProcess) -> std::fs::File {
         .write(true)
         .open(srv.data_dir().join("volume.img"))
         .unwrap()
-}
-
-/// Runs `f` until it stops failing with GRACE (at most 30 s).
-async fn after_grace<T, F, Fut>(mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ClientError>>,
-{
-    for _ in 0..300 {
-        match f().await {
-            Err(ClientError::Nfs {
-                status: NfsStat::GRACE,
-                ..
-            }) => tokio::time::sleep(Duration::from_millis(100)).await,
-            r => return r.unwrap(),
-        }
-    }
-    panic!("still in grace after 30 s");
 }
 
 fn check_layout(l: &BlockLayout, offset: u64, state: u32) {
