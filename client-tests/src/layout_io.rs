@@ -9,6 +9,7 @@ use pnfsd::nfs4::types::{Bitmap, Stateid};
 use crate::compound::Compound;
 use crate::error::{ClientError, Result};
 use crate::fs::OpenFile;
+use crate::harness::after_grace;
 use crate::ops::Op;
 use crate::pnfs::{
     extent_state, iomode, layout_type, BlockExtent, BlockVolume, GetDeviceInfoArgs,
@@ -153,6 +154,26 @@ impl Session {
             .await?;
         rep.layoutreturn()
     }
+}
+
+/// After a restart of the server: `path` still holds `data` (its size, and its bytes read with
+/// the anonymous stateid, which grace does not hold back: RFC 8881 §8.4.2); then, once grace
+/// lets OPEN through, a READ layout of all of it. For tests: panics where that fails.
+pub async fn reread_after_restart(s: &Session, path: &str, data: &[u8]) -> BlockLayout {
+    let len = data.len() as u64;
+    let fh = s.lookup_path(path).await.unwrap();
+    let size = s.getattr_fh(&fh, crate::attrs::basic()).await.unwrap().size;
+    assert_eq!(size, Some(len), "{path}: size after the restart");
+    let anon = OpenFile {
+        fh: fh.clone(),
+        stateid: Stateid::ANONYMOUS,
+    };
+    assert!(
+        s.read_all(&anon, 0, data.len()).await.unwrap() == data,
+        "data lost across SIGKILL"
+    );
+    let of = after_grace(|| s.open_fh(&fh)).await;
+    after_grace(|| s.layoutget(&of, iomode::READ, 0, len)).await
 }
 
 /// Writes `data` at file offset `offset` into the volume through `extents` (which must cover

@@ -8,14 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use client_tests::attrs::basic;
-use client_tests::harness::{after_grace, pattern, pnfsd_bin};
-use client_tests::layout_io::BlockLayout;
+use client_tests::harness::{pattern, pnfsd_bin};
+use client_tests::layout_io::{reread_after_restart, BlockLayout};
 use client_tests::ops::Op;
 use client_tests::pnfs::{extent_state, iomode, layout_type, BlockVolume, GetDeviceInfoArgs};
-use client_tests::{
-    Bitmap, ClientError, Compound, NfsStat, PnfsdProcess, ServerOptions, Session, Stateid,
-};
+use client_tests::{Bitmap, ClientError, Compound, NfsStat, PnfsdProcess, ServerOptions, Session};
 use nvme_tcp::{
     FileBackend, Initiator, InitiatorConfig, NamespaceConfig, NamespaceIds, RType, Target,
     TargetConfig,
@@ -215,18 +212,7 @@ async fn layout_io_on_an_external_namespace_survives_sigkill() {
     srv.kill().unwrap();
     srv.restart().unwrap();
     let s = Session::connect_with(srv.addr(), opts).await.unwrap();
-    let fh = s.lookup_path("d/f").await.unwrap();
-    assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
-    let anon = client_tests::fs::OpenFile {
-        fh: fh.clone(),
-        stateid: Stateid::ANONYMOUS,
-    };
-    assert!(
-        s.read_all(&anon, 0, LEN as usize).await.unwrap() == data,
-        "data lost across SIGKILL"
-    );
-    let of = after_grace(|| s.open_fh(&fh)).await;
-    let l2 = after_grace(|| s.layoutget(&of, iomode::READ, 0, LEN)).await;
+    let l2 = reread_after_restart(&s, "d/f", &data).await;
     let back = ini
         .read(1, l2.extents[0].storage_offset / BLOCK, 4, 4096)
         .await;

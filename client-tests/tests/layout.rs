@@ -9,8 +9,10 @@ use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use client_tests::attrs::{attr, basic, bitmap, SetAttrs};
-use client_tests::harness::{after_grace, pattern};
-use client_tests::layout_io::{read_through_extents, write_through_extents, BlockLayout};
+use client_tests::harness::pattern;
+use client_tests::layout_io::{
+    read_through_extents, reread_after_restart, write_through_extents, BlockLayout,
+};
 use client_tests::pnfs::{extent_state, iomode, BlockVolume};
 use client_tests::{Compound, NfsStat, PnfsdProcess, ServerOptions, Session, Stateid};
 
@@ -106,18 +108,7 @@ async fn layout_write_commit_read_and_survive_sigkill() {
     let s = Session::connect_with(srv.addr(), opts.clone())
         .await
         .unwrap();
-    let fh = s.lookup_path("f").await.unwrap();
-    assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
-    let anon = client_tests::fs::OpenFile {
-        fh: fh.clone(),
-        stateid: Stateid::ANONYMOUS,
-    };
-    assert!(
-        s.read_all(&anon, 0, LEN as usize).await.unwrap() == data,
-        "data lost across SIGKILL"
-    );
-    let of = after_grace(|| s.open_fh(&fh)).await;
-    let l = after_grace(|| s.layoutget(&of, iomode::READ, 0, LEN)).await;
+    let l = reread_after_restart(&s, "f", &data).await;
     check_layout(&l, 0, extent_state::READ_DATA);
     let vol = volume(&srv);
     assert!(read_through_extents(&vol, &l.extents, 0, LEN as usize).unwrap() == data);
