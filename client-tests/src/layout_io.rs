@@ -132,6 +132,19 @@ impl Session {
         rep.layoutcommit()
     }
 
+    /// LAYOUTCOMMIT of all of `l` (a layout from file offset 0, every extent written), the
+    /// last byte written at `last_write`: what a client sends after writing through it all.
+    pub async fn layoutcommit_all(
+        &self,
+        f: &OpenFile,
+        l: &BlockLayout,
+        last_write: u64,
+    ) -> Result<Option<u64>> {
+        let covered: u64 = l.extents.iter().map(|e| e.length).sum();
+        self.layoutcommit(f, l.stateid, 0, covered, last_write, &l.extents)
+            .await
+    }
+
     /// LAYOUTRETURN of the whole file's layout.
     pub async fn layoutreturn_file(
         &self,

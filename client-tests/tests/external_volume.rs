@@ -199,11 +199,7 @@ async fn layout_io_on_an_external_namespace_survives_sigkill() {
     let ini = ext.client().await;
     let data = pattern(77, LEN as usize);
     write_extents(&ini, &l, &data).await;
-    let covered: u64 = l.extents.iter().map(|e| e.length).sum();
-    let newsize = s
-        .layoutcommit(&f, l.stateid, 0, covered, LEN - 1, &l.extents)
-        .await
-        .unwrap();
+    let newsize = s.layoutcommit_all(&f, &l, LEN - 1).await.unwrap();
     assert_eq!(newsize, Some(LEN));
     // READ through the MDS: pnfsd reads the blocks back over its own initiator.
     assert!(s.read_all(&f, 0, LEN as usize).await.unwrap() == data);

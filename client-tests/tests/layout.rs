@@ -90,11 +90,7 @@ async fn layout_write_commit_read_and_survive_sigkill() {
     let data = pattern(20, LEN as usize);
     write_through_extents(&vol, &l.extents, 0, &data).unwrap();
     vol.sync_data().unwrap();
-    let covered: u64 = l.extents.iter().map(|e| e.length).sum();
-    let newsize = s
-        .layoutcommit(&f, l.stateid, 0, covered, LEN - 1, &l.extents)
-        .await
-        .unwrap();
+    let newsize = s.layoutcommit_all(&f, &l, LEN - 1).await.unwrap();
     assert_eq!(newsize, Some(LEN));
     assert_eq!(s.getattr_fh(&f.fh, basic()).await.unwrap().size, Some(LEN));
     assert!(
@@ -193,10 +189,7 @@ async fn truncate_recalls_the_layout_over_the_backchannel() {
     let vol = volume(&srv);
     write_through_extents(&vol, &l.extents, 0, &pattern(60, LEN as usize)).unwrap();
     vol.sync_data().unwrap();
-    let covered: u64 = l.extents.iter().map(|e| e.length).sum();
-    a.layoutcommit(&f, l.stateid, 0, covered, LEN - 1, &l.extents)
-        .await
-        .unwrap();
+    a.layoutcommit_all(&f, &l, LEN - 1).await.unwrap();
 
     let truncate = Compound::new()
         .putfh(&f.fh)
