@@ -53,15 +53,7 @@ impl External {
         };
         let target = std::thread::scope(|s| {
             s.spawn(|| {
-                let t = rt
-                    .block_on(Target::bind(
-                        "127.0.0.1:0",
-                        TargetConfig::new(NQN, vec![ns]),
-                    ))
-                    .unwrap();
-                let _g = rt.enter();
-                t.spawn();
-                t
+                Target::start_on(&rt, "127.0.0.1:0", TargetConfig::new(NQN, vec![ns])).unwrap()
             })
             .join()
             .unwrap()

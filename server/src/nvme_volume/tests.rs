@@ -36,16 +36,8 @@ impl TestTarget {
             backend,
             volume_uuid: UUID,
         };
-        let target = rt
-            .block_on(Target::bind(
-                "127.0.0.1:0",
-                TargetConfig::new(NQN, vec![ns]),
-            ))
-            .unwrap();
-        {
-            let _g = rt.enter();
-            target.spawn();
-        }
+        let target =
+            Target::start_on(&rt, "127.0.0.1:0", TargetConfig::new(NQN, vec![ns])).unwrap();
         TestTarget {
             rt,
             target,
