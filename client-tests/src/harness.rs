@@ -366,6 +366,17 @@ impl PnfsdProcess {
         self.spawn()
     }
 
+    /// SIGKILL, restart on the same data, and a new session as the same client (`opts`: the
+    /// old session's owner, so the server knows it again).
+    pub async fn sigkill_and_reconnect(
+        &mut self,
+        opts: &crate::SessionOptions,
+    ) -> Result<crate::Session> {
+        self.kill()?;
+        self.restart()?;
+        crate::Session::connect_with(self.addr, opts.clone()).await
+    }
+
     /// Whether the process is still alive.
     pub fn is_running(&mut self) -> bool {
         self.child

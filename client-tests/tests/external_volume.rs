@@ -197,9 +197,7 @@ async fn layout_io_on_an_external_namespace_survives_sigkill() {
     assert!(s.read_all(&f, 0, LEN as usize).await.unwrap() == data);
 
     // Crash, then recovery of the log over NVMe/TCP on the same namespace.
-    srv.kill().unwrap();
-    srv.restart().unwrap();
-    let s = Session::connect_with(srv.addr(), opts).await.unwrap();
+    let s = srv.sigkill_and_reconnect(&opts).await.unwrap();
     let l2 = reread_after_restart(&s, "d/f", &data).await;
     let back = ini
         .read(1, l2.extents[0].storage_offset / BLOCK, 4, 4096)

@@ -99,11 +99,7 @@ async fn layout_write_commit_read_and_survive_sigkill() {
     );
     let extents_before = l.extents.clone();
 
-    srv.kill().unwrap();
-    srv.restart().unwrap();
-    let s = Session::connect_with(srv.addr(), opts.clone())
-        .await
-        .unwrap();
+    let s = srv.sigkill_and_reconnect(&opts).await.unwrap();
     let l = reread_after_restart(&s, "f", &data).await;
     check_layout(&l, 0, extent_state::READ_DATA);
     let vol = volume(&srv);
@@ -155,11 +151,7 @@ async fn sigkill_before_layoutcommit_reads_zeros_never_stale_bytes() {
     write_through_extents(&vol, &l.extents, 0, &pattern(31, LEN as usize)).unwrap();
     vol.sync_data().unwrap();
     // Crash before LAYOUTCOMMIT: the written blocks never became part of the file.
-    srv.kill().unwrap();
-    srv.restart().unwrap();
-    let s = Session::connect_with(srv.addr(), opts.clone())
-        .await
-        .unwrap();
+    let s = srv.sigkill_and_reconnect(&opts).await.unwrap();
     let fh = s.lookup_path("g").await.unwrap();
     assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
     let anon = client_tests::fs::OpenFile {
@@ -273,11 +265,7 @@ async fn sigkill_with_preallocated_blocks_exposes_nothing_and_trims_after_grace(
     let mask = bitmap(&[attr::SIZE, attr::SPACE_USED]);
     assert!(used(s.getattr_fh(&f.fh, mask.clone()).await.unwrap()) >= covered);
 
-    srv.kill().unwrap();
-    srv.restart().unwrap();
-    let s = Session::connect_with(srv.addr(), opts.clone())
-        .await
-        .unwrap();
+    let s = srv.sigkill_and_reconnect(&opts).await.unwrap();
     let fh = s.lookup_path("p").await.unwrap();
     let a = s.getattr_fh(&fh, mask.clone()).await.unwrap();
     assert_eq!(a.size, Some(STEP));
