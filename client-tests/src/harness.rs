@@ -366,6 +366,17 @@ impl PnfsdProcess {
         self.spawn()
     }
 
+    /// SIGKILL, restart on the same data, and a new session as the same client (`opts`: the
+    /// old session's owner, so the server knows it again).
+    pub async fn sigkill_and_reconnect(
+        &mut self,
+        opts: &crate::SessionOptions,
+    ) -> Result<crate::Session> {
+        self.kill()?;
+        self.restart()?;
+        crate::Session::connect_with(self.addr, opts.clone()).await
+    }
+
     /// Whether the process is still alive.
     pub fn is_running(&mut self) -> bool {
         self.child
@@ -411,6 +422,25 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+/// Runs `f` until it stops failing with GRACE (at most 30 s), as a client does after a
+/// server restart (RFC 8881 §8.4.2); panics on any other error (for tests).
+pub async fn after_grace<T, F, Fut>(mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    for _ in 0..300 {
+        match f().await {
+            Err(ClientError::Nfs {
+                status: crate::NfsStat::GRACE,
+                ..
+            }) => tokio::time::sleep(Duration::from_millis(100)).await,
+            r => return r.unwrap(),
+        }
+    }
+    panic!("still in grace after 30 s");
 }
 
 #[cfg(test)]

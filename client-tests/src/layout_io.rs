@@ -9,6 +9,7 @@ use pnfsd::nfs4::types::{Bitmap, Stateid};
 use crate::compound::Compound;
 use crate::error::{ClientError, Result};
 use crate::fs::OpenFile;
+use crate::harness::after_grace;
 use crate::ops::Op;
 use crate::pnfs::{
     extent_state, iomode, layout_type, BlockExtent, BlockVolume, GetDeviceInfoArgs,
@@ -131,6 +132,19 @@ impl Session {
         rep.layoutcommit()
     }
 
+    /// LAYOUTCOMMIT of all of `l` (a layout from file offset 0, every extent written), the
+    /// last byte written at `last_write`: what a client sends after writing through it all.
+    pub async fn layoutcommit_all(
+        &self,
+        f: &OpenFile,
+        l: &BlockLayout,
+        last_write: u64,
+    ) -> Result<Option<u64>> {
+        let covered: u64 = l.extents.iter().map(|e| e.length).sum();
+        self.layoutcommit(f, l.stateid, 0, covered, last_write, &l.extents)
+            .await
+    }
+
     /// LAYOUTRETURN of the whole file's layout.
     pub async fn layoutreturn_file(
         &self,
@@ -155,6 +169,26 @@ impl Session {
     }
 }
 
+/// After a restart of the server: `path` still holds `data` (its size, and its bytes read with
+/// the anonymous stateid, which grace does not hold back: RFC 8881 §8.4.2); then, once grace
+/// lets OPEN through, a READ layout of all of it. For tests: panics where that fails.
+pub async fn reread_after_restart(s: &Session, path: &str, data: &[u8]) -> BlockLayout {
+    let len = data.len() as u64;
+    let fh = s.lookup_path(path).await.unwrap();
+    let size = s.getattr_fh(&fh, crate::attrs::basic()).await.unwrap().size;
+    assert_eq!(size, Some(len), "{path}: size after the restart");
+    let anon = OpenFile {
+        fh: fh.clone(),
+        stateid: Stateid::ANONYMOUS,
+    };
+    assert!(
+        s.read_all(&anon, 0, data.len()).await.unwrap() == data,
+        "data lost across SIGKILL"
+    );
+    let of = after_grace(|| s.open_fh(&fh)).await;
+    after_grace(|| s.layoutget(&of, iomode::READ, 0, len)).await
+}
+
 /// Writes `data` at file offset `offset` into the volume through `extents` (which must cover
 /// the range), the way a block-layout client writes straight to the device. Does not flush:
 /// the caller decides (`File::sync_data`, as a client's fsync before LAYOUTCOMMIT).
@@ -164,8 +198,23 @@ pub fn write_through_extents(
     offset: u64,
     data: &[u8],
 ) -> Result<()> {
+    for (at, r) in write_pieces(extents, offset, data.len())? {
+        vol.write_all_at(&data[r], at)?;
+    }
+    Ok(())
+}
+
+/// `(volume byte offset, range of the data)` pieces of a write of `len` bytes at file offset
+/// `offset` through `extents`, each within one writable extent; an error if an extent is
+/// not writable or none covers a byte.
+pub fn write_pieces(
+    extents: &[BlockExtent],
+    offset: u64,
+    len: usize,
+) -> Result<Vec<(u64, std::ops::Range<usize>)>> {
+    let mut out = Vec::new();
     let mut done = 0usize;
-    while done < data.len() {
+    while done < len {
         let at = offset + done as u64;
         let e = extents
             .iter()
@@ -177,14 +226,11 @@ pub fn write_through_extents(
                 e.file_offset, e.state
             )));
         }
-        let n = ((e.file_offset + e.length - at) as usize).min(data.len() - done);
-        vol.write_all_at(
-            &data[done..done + n],
-            e.storage_offset + (at - e.file_offset),
-        )?;
+        let n = ((e.file_offset + e.length - at) as usize).min(len - done);
+        out.push((e.storage_offset + (at - e.file_offset), done..done + n));
         done += n;
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Reads `len` bytes at file offset `offset` from the volume through `extents`; holes and
@@ -259,5 +305,20 @@ mod tests {
             read_through_extents(&vol, &extents, 1000, 10).unwrap(),
             vec![0; 10]
         );
+    }
+
+    #[test]
+    fn pieces_follow_the_extents() {
+        let e = |file_offset, length, storage_offset| BlockExtent {
+            deviceid: [0; 16],
+            file_offset,
+            length,
+            storage_offset,
+            state: extent_state::READ_WRITE_DATA,
+        };
+        let ext = [e(0, 8192, 1 << 20), e(8192, 8192, 4 << 20)];
+        let p = write_pieces(&ext, 4096, 8192).unwrap();
+        assert_eq!(p, vec![((1 << 20) + 4096, 0..4096), (4 << 20, 4096..8192)]);
+        assert!(write_pieces(&ext, 12288, 8192).is_err());
     }
 }

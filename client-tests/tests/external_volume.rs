@@ -8,14 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use client_tests::attrs::basic;
 use client_tests::harness::{pattern, pnfsd_bin};
-use client_tests::layout_io::BlockLayout;
+use client_tests::layout_io::{reread_after_restart, BlockLayout};
 use client_tests::ops::Op;
 use client_tests::pnfs::{extent_state, iomode, layout_type, BlockVolume, GetDeviceInfoArgs};
-use client_tests::{
-    Bitmap, ClientError, Compound, NfsStat, PnfsdProcess, ServerOptions, Session, Stateid,
-};
+use client_tests::{Bitmap, ClientError, Compound, NfsStat, PnfsdProcess, ServerOptions, Session};
 use nvme_tcp::{
     FileBackend, Initiator, InitiatorConfig, NamespaceConfig, NamespaceIds, RType, Target,
     TargetConfig,
@@ -56,15 +53,7 @@ impl External {
         };
         let target = std::thread::scope(|s| {
             s.spawn(|| {
-                let t = rt
-                    .block_on(Target::bind(
-                        "127.0.0.1:0",
-                        TargetConfig::new(NQN, vec![ns]),
-                    ))
-                    .unwrap();
-                let _g = rt.enter();
-                t.spawn();
-                t
+                Target::start_on(&rt, "127.0.0.1:0", TargetConfig::new(NQN, vec![ns])).unwrap()
             })
             .join()
             .unwrap()
@@ -163,24 +152,6 @@ async fn write_extents(ini: &Initiator, l: &BlockLayout, data: &[u8]) {
     ini.flush(1).await.unwrap();
 }
 
-/// Runs `f` until it stops failing with GRACE (at most 30 s).
-async fn after_grace<T, F, Fut>(mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ClientError>>,
-{
-    for _ in 0..300 {
-        match f().await {
-            Err(ClientError::Nfs {
-                status: NfsStat::GRACE,
-                ..
-            }) => tokio::time::sleep(Duration::from_millis(100)).await,
-            r => return r.unwrap(),
-        }
-    }
-    panic!("still in grace after 30 s");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn layout_io_on_an_external_namespace_survives_sigkill() {
     let ext = External::start();
@@ -220,31 +191,14 @@ async fn layout_io_on_an_external_namespace_survives_sigkill() {
     let ini = ext.client().await;
     let data = pattern(77, LEN as usize);
     write_extents(&ini, &l, &data).await;
-    let covered: u64 = l.extents.iter().map(|e| e.length).sum();
-    let newsize = s
-        .layoutcommit(&f, l.stateid, 0, covered, LEN - 1, &l.extents)
-        .await
-        .unwrap();
+    let newsize = s.layoutcommit_all(&f, &l, LEN - 1).await.unwrap();
     assert_eq!(newsize, Some(LEN));
     // READ through the MDS: pnfsd reads the blocks back over its own initiator.
     assert!(s.read_all(&f, 0, LEN as usize).await.unwrap() == data);
 
     // Crash, then recovery of the log over NVMe/TCP on the same namespace.
-    srv.kill().unwrap();
-    srv.restart().unwrap();
-    let s = Session::connect_with(srv.addr(), opts).await.unwrap();
-    let fh = s.lookup_path("d/f").await.unwrap();
-    assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
-    let anon = client_tests::fs::OpenFile {
-        fh: fh.clone(),
-        stateid: Stateid::ANONYMOUS,
-    };
-    assert!(
-        s.read_all(&anon, 0, LEN as usize).await.unwrap() == data,
-        "data lost across SIGKILL"
-    );
-    let of = after_grace(|| s.open_fh(&fh)).await;
-    let l2 = after_grace(|| s.layoutget(&of, iomode::READ, 0, LEN)).await;
+    let s = srv.sigkill_and_reconnect(&opts).await.unwrap();
+    let l2 = reread_after_restart(&s, "d/f", &data).await;
     let back = ini
         .read(1, l2.extents[0].storage_offset / BLOCK, 4, 4096)
         .await;

@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use client_tests::attrs::{attr, basic, bitmap, SetAttrs};
 use client_tests::harness::pattern;
-use client_tests::layout_io::{read_through_extents, write_through_extents, BlockLayout};
+use client_tests::layout_io::{
+    read_through_extents, reread_after_restart, write_through_extents, BlockLayout,
+};
 use client_tests::pnfs::{extent_state, iomode, BlockVolume};
-use client_tests::{ClientError, Compound, NfsStat, PnfsdProcess, ServerOptions, Session, Stateid};
+use client_tests::{Compound, NfsStat, PnfsdProcess, ServerOptions, Session, Stateid};
 
 const BLOCK: u64 = 4096;
 const LEN: u64 = 1 << 20;
@@ -32,24 +34,6 @@ fn volume(srv: &PnfsdProcess) -> std::fs::File {
         .write(true)
         .open(srv.data_dir().join("volume.img"))
         .unwrap()
-}
-
-/// Runs `f` until it stops failing with GRACE (at most 30 s).
-async fn after_grace<T, F, Fut>(mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ClientError>>,
-{
-    for _ in 0..300 {
-        match f().await {
-            Err(ClientError::Nfs {
-                status: NfsStat::GRACE,
-                ..
-            }) => tokio::time::sleep(Duration::from_millis(100)).await,
-            r => return r.unwrap(),
-        }
-    }
-    panic!("still in grace after 30 s");
 }
 
 fn check_layout(l: &BlockLayout, offset: u64, state: u32) {
@@ -106,11 +90,7 @@ async fn layout_write_commit_read_and_survive_sigkill() {
     let data = pattern(20, LEN as usize);
     write_through_extents(&vol, &l.extents, 0, &data).unwrap();
     vol.sync_data().unwrap();
-    let covered: u64 = l.extents.iter().map(|e| e.length).sum();
-    let newsize = s
-        .layoutcommit(&f, l.stateid, 0, covered, LEN - 1, &l.extents)
-        .await
-        .unwrap();
+    let newsize = s.layoutcommit_all(&f, &l, LEN - 1).await.unwrap();
     assert_eq!(newsize, Some(LEN));
     assert_eq!(s.getattr_fh(&f.fh, basic()).await.unwrap().size, Some(LEN));
     assert!(
@@ -119,23 +99,8 @@ async fn layout_write_commit_read_and_survive_sigkill() {
     );
     let extents_before = l.extents.clone();
 
-    srv.kill().unwrap();
-    srv.restart().unwrap();
-    let s = Session::connect_with(srv.addr(), opts.clone())
-        .await
-        .unwrap();
-    let fh = s.lookup_path("f").await.unwrap();
-    assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
-    let anon = client_tests::fs::OpenFile {
-        fh: fh.clone(),
-        stateid: Stateid::ANONYMOUS,
-    };
-    assert!(
-        s.read_all(&anon, 0, LEN as usize).await.unwrap() == data,
-        "data lost across SIGKILL"
-    );
-    let of = after_grace(|| s.open_fh(&fh)).await;
-    let l = after_grace(|| s.layoutget(&of, iomode::READ, 0, LEN)).await;
+    let s = srv.sigkill_and_reconnect(&opts).await.unwrap();
+    let l = reread_after_restart(&s, "f", &data).await;
     check_layout(&l, 0, extent_state::READ_DATA);
     let vol = volume(&srv);
     assert!(read_through_extents(&vol, &l.extents, 0, LEN as usize).unwrap() == data);
@@ -186,11 +151,7 @@ async fn sigkill_before_layoutcommit_reads_zeros_never_stale_bytes() {
     write_through_extents(&vol, &l.extents, 0, &pattern(31, LEN as usize)).unwrap();
     vol.sync_data().unwrap();
     // Crash before LAYOUTCOMMIT: the written blocks never became part of the file.
-    srv.kill().unwrap();
-    srv.restart().unwrap();
-    let s = Session::connect_with(srv.addr(), opts.clone())
-        .await
-        .unwrap();
+    let s = srv.sigkill_and_reconnect(&opts).await.unwrap();
     let fh = s.lookup_path("g").await.unwrap();
     assert_eq!(s.getattr_fh(&fh, basic()).await.unwrap().size, Some(LEN));
     let anon = client_tests::fs::OpenFile {
@@ -220,10 +181,7 @@ async fn truncate_recalls_the_layout_over_the_backchannel() {
     let vol = volume(&srv);
     write_through_extents(&vol, &l.extents, 0, &pattern(60, LEN as usize)).unwrap();
     vol.sync_data().unwrap();
-    let covered: u64 = l.extents.iter().map(|e| e.length).sum();
-    a.layoutcommit(&f, l.stateid, 0, covered, LEN - 1, &l.extents)
-        .await
-        .unwrap();
+    a.layoutcommit_all(&f, &l, LEN - 1).await.unwrap();
 
     let truncate = Compound::new()
         .putfh(&f.fh)
@@ -307,11 +265,7 @@ async fn sigkill_with_preallocated_blocks_exposes_nothing_and_trims_after_grace(
     let mask = bitmap(&[attr::SIZE, attr::SPACE_USED]);
     assert!(used(s.getattr_fh(&f.fh, mask.clone()).await.unwrap()) >= covered);
 
-    srv.kill().unwrap();
-    srv.restart().unwrap();
-    let s = Session::connect_with(srv.addr(), opts.clone())
-        .await
-        .unwrap();
+    let s = srv.sigkill_and_reconnect(&opts).await.unwrap();
     let fh = s.lookup_path("p").await.unwrap();
     let a = s.getattr_fh(&fh, mask.clone()).await.unwrap();
     assert_eq!(a.size, Some(STEP));

@@ -111,16 +111,7 @@ impl Eui64Designator {
 /// `pnfs_scsi_deviceaddr4` with one BASE volume named by an EUI-64-type designator (binary
 /// code set) and carrying the key the client is to register.
 pub fn eui64_deviceaddr(designator: Eui64Designator, pr_key: u64) -> Vec<u8> {
-    let d = designator.bytes();
-    let mut out = Vec::with_capacity(32 + d.len());
-    out.extend_from_slice(&1u32.to_be_bytes());
-    out.extend_from_slice(&volume_type::SCSI.to_be_bytes());
-    out.extend_from_slice(&code_set::BINARY.to_be_bytes());
-    out.extend_from_slice(&designator_type::EUI64.to_be_bytes());
-    out.extend_from_slice(&(d.len() as u32).to_be_bytes());
-    out.extend_from_slice(d);
-    out.extend_from_slice(&pr_key.to_be_bytes());
-    out
+    eui_deviceaddr(designator.bytes(), pr_key)
 }
 
 /// As [`eui64_deviceaddr`] for a designator of any EUI length: 8 bytes (an EUI-64) or 16 (an

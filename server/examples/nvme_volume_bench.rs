@@ -102,16 +102,7 @@ fn main() {
         backend: Arc::new(VolumeBackend::new(exported)),
         volume_uuid: [3; 16],
     };
-    let target = rt
-        .block_on(Target::bind(
-            "127.0.0.1:0",
-            TargetConfig::new(nqn, vec![ns]),
-        ))
-        .unwrap();
-    {
-        let _g = rt.enter();
-        target.spawn();
-    }
+    let target = Target::start_on(&rt, "127.0.0.1:0", TargetConfig::new(nqn, vec![ns])).unwrap();
     let url = format!("nvme-tcp://{}/{nqn}?io_queues=2", target.local_addr());
     let nvme: Arc<dyn BlockDev> =
         Arc::new(NvmeDev::connect(&NvmeVolumeSpec::parse(&url).unwrap()).unwrap());

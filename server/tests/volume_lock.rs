@@ -61,6 +61,11 @@ fn start(dir: &Path, vol: &Path) -> Child {
     panic!("pnfsd not ready:\n{}", log.join("\n"));
 }
 
+/// `pnfsd mkfs <vol> <args>`, run to its end.
+fn mkfs(vol: &Path, args: &[&str]) -> Output {
+    pnfsd().arg("mkfs").arg(vol).args(args).output().unwrap()
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -69,12 +74,7 @@ fn stderr(o: &Output) -> String {
 fn a_second_daemon_or_mkfs_on_a_mounted_volume_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let vol = dir.path().join("v.img");
-    let o = pnfsd()
-        .arg("mkfs")
-        .arg(&vol)
-        .args(["--size", "128M"])
-        .output()
-        .unwrap();
+    let o = mkfs(&vol, &["--size", "128M"]);
     assert!(o.status.success(), "{}", stderr(&o));
 
     let mut first = start(dir.path(), &vol);
@@ -84,12 +84,7 @@ fn a_second_daemon_or_mkfs_on_a_mounted_volume_is_refused() {
         "a second daemon started on the same volume"
     );
     assert!(stderr(&o).contains("in use"), "{}", stderr(&o));
-    let o = pnfsd()
-        .arg("mkfs")
-        .arg(&vol)
-        .arg("--force")
-        .output()
-        .unwrap();
+    let o = mkfs(&vol, &["--force"]);
     assert!(
         !o.status.success(),
         "mkfs --force formatted a mounted volume"
@@ -102,11 +97,6 @@ fn a_second_daemon_or_mkfs_on_a_mounted_volume_is_refused() {
     let mut second = start(dir.path(), &vol);
     second.kill().unwrap();
     second.wait().unwrap();
-    let o = pnfsd()
-        .arg("mkfs")
-        .arg(&vol)
-        .arg("--force")
-        .output()
-        .unwrap();
+    let o = mkfs(&vol, &["--force"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }

@@ -14,7 +14,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use client_tests::pnfs::{extent_state, BlockExtent};
+use client_tests::layout_io::write_pieces;
+use client_tests::pnfs::BlockExtent;
 use client_tests::{ClientError, Result};
 use nvme_tcp::{Initiator, InitiatorConfig};
 
@@ -61,34 +62,6 @@ pub enum DataPath {
     Nvme(Arc<NvmeVol>),
 }
 
-/// `(volume byte offset, range of data)` pieces of a write at file offset `offset` through
-/// `extents`, each within one writable extent.
-pub fn pieces(
-    extents: &[BlockExtent],
-    offset: u64,
-    len: usize,
-) -> Result<Vec<(u64, std::ops::Range<usize>)>> {
-    let mut out = Vec::new();
-    let mut done = 0usize;
-    while done < len {
-        let at = offset + done as u64;
-        let e = extents
-            .iter()
-            .find(|e| e.file_offset <= at && at < e.file_offset + e.length)
-            .ok_or_else(|| ClientError::Protocol(format!("no extent covers file offset {at}")))?;
-        if e.state == extent_state::NONE_DATA || e.state == extent_state::READ_DATA {
-            return Err(ClientError::Protocol(format!(
-                "extent at {} is not writable (state {})",
-                e.file_offset, e.state
-            )));
-        }
-        let n = ((e.file_offset + e.length - at) as usize).min(len - done);
-        out.push((e.storage_offset + (at - e.file_offset), done..done + n));
-        done += n;
-    }
-    Ok(out)
-}
-
 impl DataPath {
     pub fn name(&self) -> &'static str {
         match self {
@@ -106,7 +79,7 @@ impl DataPath {
             }),
             DataPath::Nvme(v) => {
                 let mut cmds = Vec::new();
-                for (at, r) in pieces(extents, offset, data.len())? {
+                for (at, r) in write_pieces(extents, offset, data.len())? {
                     let b = u64::from(v.block);
                     if !at.is_multiple_of(b) || !(r.len() as u64).is_multiple_of(b) {
                         return Err(ClientError::Protocol(format!(
@@ -148,25 +121,5 @@ impl DataPath {
             DataPath::File(f) => Ok(tokio::task::block_in_place(|| f.sync_data())?),
             DataPath::Nvme(v) => v.init.flush(NSID).await.map_err(nvme_err),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pieces_follow_the_extents() {
-        let e = |file_offset, length, storage_offset| BlockExtent {
-            deviceid: [0; 16],
-            file_offset,
-            length,
-            storage_offset,
-            state: extent_state::READ_WRITE_DATA,
-        };
-        let ext = [e(0, 8192, 1 << 20), e(8192, 8192, 4 << 20)];
-        let p = pieces(&ext, 4096, 8192).unwrap();
-        assert_eq!(p, vec![((1 << 20) + 4096, 0..4096), (4 << 20, 4096..8192)]);
-        assert!(pieces(&ext, 12288, 8192).is_err());
     }
 }

@@ -142,30 +142,12 @@ impl Backend for FileBackend {
         })
     }
     fn try_read_at(&self, buf: &mut [u8], offset: u64) -> Option<io::Result<()>> {
-        if !self.nowait_read.load(Ordering::Relaxed) {
-            return None;
-        }
-        match pread_nowait(&self.file, buf, offset) {
-            NoWait::Done => Some(Ok(())),
-            NoWait::Retry => None,
-            NoWait::Unsupported => {
-                self.nowait_read.store(false, Ordering::Relaxed);
-                None
-            }
-        }
+        try_nowait(&self.nowait_read, || pread_nowait(&self.file, buf, offset))
     }
     fn try_write_at(&self, buf: &[u8], offset: u64) -> Option<io::Result<()>> {
-        if !self.nowait_write.load(Ordering::Relaxed) {
-            return None;
-        }
-        match pwrite_nowait(&self.file, buf, offset) {
-            NoWait::Done => Some(Ok(())),
-            NoWait::Retry => None,
-            NoWait::Unsupported => {
-                self.nowait_write.store(false, Ordering::Relaxed);
-                None
-            }
-        }
+        try_nowait(&self.nowait_write, || {
+            pwrite_nowait(&self.file, buf, offset)
+        })
     }
     fn fast_writes(&self) -> bool {
         !self.direct
@@ -173,6 +155,22 @@ impl Backend for FileBackend {
     fn flush(&self) -> io::Result<()> {
         // fdatasync: one call covers every controller's completed writes to this file.
         self.file.sync_data()
+    }
+}
+
+/// One RWF_NOWAIT attempt while `supported` holds (`None`: do it the blocking way); the first
+/// `Unsupported` answer clears `supported` for good.
+fn try_nowait(supported: &AtomicBool, op: impl FnOnce() -> NoWait) -> Option<io::Result<()>> {
+    if !supported.load(Ordering::Relaxed) {
+        return None;
+    }
+    match op() {
+        NoWait::Done => Some(Ok(())),
+        NoWait::Retry => None,
+        NoWait::Unsupported => {
+            supported.store(false, Ordering::Relaxed);
+            None
+        }
     }
 }
 

@@ -220,6 +220,17 @@ impl Queue {
         self.sqhd.store(((h + 1) % n) as u16, Ordering::Relaxed);
     }
 
+    /// What a command run off the connection task needs to answer it.
+    fn reply_to(&self) -> ReplyTo {
+        ReplyTo {
+            tx: self.tx.clone(),
+            dg: self.dg,
+            qid: self.qid,
+            sqhd: self.sqhd.clone(),
+            inflight: self.inflight.clone(),
+        }
+    }
+
     fn respond(&self, cid: u16, xfer_len: u32, r: Reply) {
         self.held.set(self.held.get() | self.more);
         send_reply(
@@ -498,20 +509,14 @@ impl Queue {
         let Some(ctrl) = self.ctrl.clone() else {
             return;
         };
-        let (tx, dg, qid, sqhd, inflight) = (
-            self.tx.clone(),
-            self.dg,
-            self.qid,
-            self.sqhd.clone(),
-            self.inflight.clone(),
-        );
+        let to = self.reply_to();
         tokio::task::spawn_blocking(move || {
             for cmd in batch {
                 let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
                 let r = io::handle(&ctrl, cmd);
-                send_reply(true, &tx, dg, qid, &sqhd, &inflight, cid, xfer, r);
+                to.send(true, cid, xfer, r);
             }
-            let _ = tx.flush();
+            let _ = to.tx.flush();
         });
     }
 
@@ -566,16 +571,10 @@ impl Queue {
             self.batch.push(cmd);
             return Flow::Continue;
         }
-        let (tx, dg, qid, sqhd, inflight) = (
-            self.tx.clone(),
-            self.dg,
-            self.qid,
-            self.sqhd.clone(),
-            self.inflight.clone(),
-        );
+        let to = self.reply_to();
         let work = move || {
             let r = io::handle(&ctrl, cmd);
-            send_reply(false, &tx, dg, qid, &sqhd, &inflight, cid, xfer, r);
+            to.send(false, cid, xfer, r);
         };
         // Alone on its queue (host at QD 1), the command runs right here, with the runtime
         // told that this worker blocks (block_in_place): one thread hand-off fewer, which
@@ -590,6 +589,32 @@ impl Queue {
             tokio::task::spawn_blocking(work);
         }
         Flow::Continue
+    }
+}
+
+/// The queue's reply path, owned by a command that runs on a blocking thread.
+struct ReplyTo {
+    tx: OutTx,
+    dg: Digests,
+    qid: u16,
+    sqhd: Arc<AtomicU16>,
+    inflight: Arc<AtomicUsize>,
+}
+
+impl ReplyTo {
+    fn send(&self, hold: bool, cid: u16, xfer_len: u32, r: Reply) {
+        let (tx, dg, qid) = (&self.tx, self.dg, self.qid);
+        send_reply(
+            hold,
+            tx,
+            dg,
+            qid,
+            &self.sqhd,
+            &self.inflight,
+            cid,
+            xfer_len,
+            r,
+        );
     }
 }
 

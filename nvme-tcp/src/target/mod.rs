@@ -172,6 +172,19 @@ impl Target {
         tokio::spawn(async move { t.run().await })
     }
 
+    /// `bind`, then `spawn` on `rt`, called from outside any runtime (a test, bench or tool
+    /// that keeps the target on a runtime of its own); returns once the listener is bound.
+    pub fn start_on(
+        rt: &tokio::runtime::Runtime,
+        addr: impl ToSocketAddrs,
+        cfg: TargetConfig,
+    ) -> Result<Target, Error> {
+        let t = rt.block_on(Target::bind(addr, cfg))?;
+        let _g = rt.enter();
+        t.spawn();
+        Ok(t)
+    }
+
     /// Stops accepting, ends every controller and closes every connection.
     pub fn shutdown(&self) {
         self.inner.stop.send_replace(true);

@@ -7,7 +7,9 @@ use metalog::BlockDev;
 use nvme_tcp::{FileBackend, NamespaceConfig, NamespaceIds, Target, TargetConfig};
 
 use super::*;
-use crate::store::{NewNode, SetAttrs, Stable, Store, StoreError, StoreOptions, ROOT_INO};
+use crate::store::{
+    Attr, DirChange, NewNode, SetAttrs, Stable, Store, StoreError, StoreOptions, ROOT_INO,
+};
 
 const NQN: &str = "nqn.2026-11.org.pnfsd:test-ext";
 const UUID: [u8; 16] = [0x42; 16];
@@ -36,16 +38,8 @@ impl TestTarget {
             backend,
             volume_uuid: UUID,
         };
-        let target = rt
-            .block_on(Target::bind(
-                "127.0.0.1:0",
-                TargetConfig::new(NQN, vec![ns]),
-            ))
-            .unwrap();
-        {
-            let _g = rt.enter();
-            target.spawn();
-        }
+        let target =
+            Target::start_on(&rt, "127.0.0.1:0", TargetConfig::new(NQN, vec![ns])).unwrap();
         TestTarget {
             rt,
             target,
@@ -119,15 +113,7 @@ fn a_store_on_the_namespace_survives_a_remount() {
         Err(StoreError::Exist)
     ));
     let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
-    let (a, _) = s
-        .create(
-            ROOT_INO,
-            b"f",
-            NewNode::Regular,
-            &SetAttrs::default(),
-            (0, 0),
-        )
-        .unwrap();
+    let (a, _) = create_file(&s, b"f").unwrap();
     let data: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
     s.write(a.ino, 100, &data, Stable::FileSync).unwrap();
     drop(s); // no unmount: the next mount recovers the log over NVMe/TCP
@@ -164,22 +150,10 @@ fn a_lost_target_is_an_io_error_and_shuts_the_log_down() {
         let e = dev.write_fua(&[1; 4096], 4096).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotConnected, "{e}");
     }
-    let r = s.create(
-        ROOT_INO,
-        b"g",
-        NewNode::Regular,
-        &SetAttrs::default(),
-        (0, 0),
-    );
+    let r = create_file(&s, b"g");
     assert!(matches!(r, Err(StoreError::Io(_))), "{r:?}");
     // Shut down: later commits fail the same way.
-    let r = s.create(
-        ROOT_INO,
-        b"h",
-        NewNode::Regular,
-        &SetAttrs::default(),
-        (0, 0),
-    );
+    let r = create_file(&s, b"h");
     assert!(r.is_err());
 }
 
@@ -239,4 +213,15 @@ fn errors_map_to_kinds_that_say_whether_the_connection_is_gone() {
     assert_eq!(k(E::Config("x".into())), io::ErrorKind::InvalidInput);
     let e = to_io(E::Status(Status::RESERVATION_CONFLICT)).to_string();
     assert!(e.contains("NVMe/TCP command failed"), "{e}");
+}
+
+/// A regular file `name` in the root, owned by root.
+fn create_file(s: &Store, name: &[u8]) -> Result<(Attr, DirChange), StoreError> {
+    s.create(
+        ROOT_INO,
+        name,
+        NewNode::Regular,
+        &SetAttrs::default(),
+        (0, 0),
+    )
 }

@@ -173,6 +173,8 @@ pub mod layoutreturn;
 #[cfg(test)]
 mod pnfs_tests;
 pub mod pnfs_util;
+#[cfg(test)]
+mod test_fixture;
 
 /// Answers NFS4ERR_NOTSUPP: an operation of the protocol that pnfsd does not offer.
 pub fn notsupp(_: &mut Ctx<'_>, _: &mut XdrReader<'_>, _: &mut XdrWriter) -> NfsStat {

@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::{
     create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
-    layoutreturn, open, reclaim_complete, sequence, Handler,
+    layoutreturn, open, reclaim_complete, sequence, test_fixture, Handler,
 };
 use crate::nfs4::callback;
 use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
-use crate::nfs4::state::StateManager;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::server::{NfsOptions, Server};
@@ -46,19 +45,21 @@ fn fixture(opts: NfsOptions) -> Fx {
 
 /// `seed` picks which unflushed writes a simulated crash keeps.
 fn fixture_seeded(opts: NfsOptions, seed: u64) -> Fx {
-    let dev = Arc::new(CrashDev::new(16 << 20, seed));
+    fixture_on(opts, 16 << 20, seed)
+}
+
+/// A fixture over a volume of `size` bytes.
+fn fixture_of(opts: NfsOptions, size: u64) -> Fx {
+    fixture_on(opts, size, 1)
+}
+
+fn fixture_on(opts: NfsOptions, size: u64, seed: u64) -> Fx {
+    let dev = Arc::new(CrashDev::new(size, seed));
     Store::mkfs_dev(dev.clone(), false).unwrap();
     let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
-    let state = StateManager::new(&opts, store.clone());
     Fx {
         dev,
-        srv: Server {
-            store,
-            state,
-            opts,
-            boot_verifier: 1,
-            pnfs: Default::default(),
-        },
+        srv: test_fixture::server(store, opts, 1),
     }
 }
 
@@ -978,14 +979,7 @@ fn overwrite_commit_ratio() {
             layoutcommit_sync: sync,
             ..NfsOptions::default()
         };
-        let state = StateManager::new(&opts, store.clone());
-        let srv = Server {
-            store,
-            state,
-            opts,
-            boot_verifier: 1,
-            pnfs: Default::default(),
-        };
+        let srv = test_fixture::server(store, opts, 1);
         let c = conn(1, None);
         let mut x = ctx(&srv, &c);
         mount(&mut x, b"a");

@@ -7,22 +7,28 @@
 use super::*;
 use metalog::BlockDev;
 
-/// A fixture over a volume of `size` bytes.
-fn fixture_of(opts: NfsOptions, size: u64) -> Fx {
-    let dev = Arc::new(CrashDev::new(size, 1));
-    Store::mkfs_dev(dev.clone(), false).unwrap();
-    let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
-    let state = StateManager::new(&opts, store.clone());
-    Fx {
-        dev,
-        srv: Server {
-            store,
-            state,
-            opts,
-            boot_verifier: 1,
-            pnfs: Default::default(),
-        },
+/// Client 1 mounted, file "f" created: its filehandle and open stateid.
+fn open_f(x: &mut Ctx<'_>) -> (Fh, Stateid) {
+    mount(x, b"a");
+    create(x, b"f")
+}
+
+/// Writes `byte` over all of `g`'s blocks on the volume, as a client writing all it was given.
+fn fill(fx: &Fx, g: &Got, byte: u8) {
+    for e in &g.extents {
+        fx.dev
+            .write_at(&vec![byte; e.length as usize], e.storage_offset)
+            .unwrap();
     }
+}
+
+/// Grows the file to `size` bytes, as another client's SETATTR would.
+fn grow(store: &Store, ino: Ino, size: u64) {
+    let attrs = SetAttrs {
+        size: Some(size),
+        ..SetAttrs::default()
+    };
+    store.setattr(ino, &attrs).unwrap();
 }
 
 /// LAYOUTGET as Linux asks for a write: `len` bytes at `off`, minlength one page.
@@ -104,8 +110,7 @@ fn write_sequentially(prealloc: u64, total: u64) -> (u64, u64, u64) {
     );
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, mut sid) = create(&mut x, b"f");
+    let (fh, mut sid) = open_f(&mut x);
     let log0 = fx.srv.store.log().counters().log_writes;
     let step = 64 << 10;
     let mut cached: Vec<Got> = Vec::new();
@@ -173,8 +178,7 @@ fn a_layoutget_inside_allocated_blocks_returns_the_whole_run() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
+    let (fh, sid) = open_f(&mut x);
     // ALLOCATE-like: a 2 MiB file of unwritten blocks, asked in the middle for one page.
     fx.srv.store.allocate(fh.ino, 0, 2 << 20).unwrap();
     let g = get_min(&mut x, iomode::RW, 1 << 20, B, sid);
@@ -229,23 +233,14 @@ fn preallocated_blocks_never_committed_read_as_zeros() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
+    let (fh, sid) = open_f(&mut x);
     let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
     assert!(g.length >= (1 << 20), "preallocated: {}", g.length);
     // The client writes everything it was given but commits only the first 64 KiB.
-    for e in &g.extents {
-        fx.dev
-            .write_at(&vec![0xab; e.length as usize], e.storage_offset)
-            .unwrap();
-    }
+    fill(&fx, &g, 0xab);
     assert_eq!(commit_range(&mut x, g.stateid, 0, 16 * B), NfsStat::OK);
     // Another client's later SETATTR grows the file over the preallocated blocks.
-    let grow = SetAttrs {
-        size: Some(g.length),
-        ..SetAttrs::default()
-    };
-    fx.srv.store.setattr(fh.ino, &grow).unwrap();
+    grow(&fx.srv.store, fh.ino, g.length);
     x.current_fh = Some(fh);
     let head = nfs_read(&mut x, sid, 0, 16 * B as u32);
     assert!(head.iter().all(|b| *b == 0xab));
@@ -275,8 +270,7 @@ fn blocks_past_eof_are_freed_after_the_last_rw_return() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
+    let (fh, sid) = open_f(&mut x);
     let free0 = fx.srv.store.fsstat().free_bytes;
     let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
     assert!(fx.srv.store.fsstat().free_bytes <= free0 - g.length);
@@ -348,15 +342,10 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
         let fx = fixture_seeded(NfsOptions::default(), seed);
         let c = conn(1, None);
         let mut x = ctx(&fx.srv, &c);
-        mount(&mut x, b"a");
-        let (fh, sid) = create(&mut x, b"f");
+        let (fh, sid) = open_f(&mut x);
         let free0 = fx.srv.store.fsstat().free_bytes;
         let g = get_min(&mut x, iomode::RW, 0, 4 * B, sid);
-        for e in &g.extents {
-            fx.dev
-                .write_at(&vec![0x77; e.length as usize], e.storage_offset)
-                .unwrap();
-        }
+        fill(&fx, &g, 0x77);
         assert_eq!(commit_range(&mut x, g.stateid, 0, 4 * B), NfsStat::OK);
         // SIGKILL: the layout is never returned.
         let after = Arc::new(fx.dev.crash());
@@ -378,14 +367,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
                 grace_seconds: if grace { 90 } else { 0 },
                 ..NfsOptions::default()
             };
-            let state = StateManager::new(&opts, store.clone());
-            let srv = Server {
-                store: store.clone(),
-                state,
-                opts,
-                boot_verifier: 2,
-                pnfs: Default::default(),
-            };
+            let srv = test_fixture::server(store.clone(), opts, 2);
             assert_eq!(srv.state.in_grace(), grace, "seed {seed}");
             callback::tick_at(&srv, Instant::now());
             let free = store.fsstat().free_bytes;
@@ -396,11 +378,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
             }
         }
         // Growing the file never shows the bytes written into the trimmed blocks.
-        let grow = SetAttrs {
-            size: Some(g.length),
-            ..SetAttrs::default()
-        };
-        store.setattr(fh.ino, &grow).unwrap();
+        grow(&store, fh.ino, g.length);
         let (data, _) = store.read(fh.ino, 0, g.length as u32).unwrap();
         assert!(data[..4 * B as usize].iter().all(|b| *b == 0x77));
         assert!(
@@ -415,23 +393,14 @@ fn committing_the_whole_layout_converts_nothing_past_the_new_eof() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
+    let (fh, sid) = open_f(&mut x);
     let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
     // Stale bytes on the volume where the speculation went.
-    for e in &g.extents {
-        fx.dev
-            .write_at(&vec![0x99; e.length as usize], e.storage_offset)
-            .unwrap();
-    }
+    fill(&fx, &g, 0x99);
     // A client that commits everything it was given, having written 16 blocks.
     assert_eq!(commit(&mut x, &g, Some(16 * B - 1)).unwrap(), Some(16 * B));
     assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 16);
-    let grow = SetAttrs {
-        size: Some(g.length),
-        ..SetAttrs::default()
-    };
-    fx.srv.store.setattr(fh.ino, &grow).unwrap();
+    grow(&fx.srv.store, fh.ino, g.length);
     let (data, _) = fx.srv.store.read(fh.ino, 16 * B, 64 * B as u32).unwrap();
     assert!(
         data.iter().all(|b| *b == 0),

@@ -10,10 +10,9 @@ use std::sync::Arc;
 use super::{
     close, create_session, delegreturn, destroy_clientid, destroy_session, exchange_id,
     free_stateid, lock, lockt, locku, open, open_downgrade, reclaim_complete, sequence,
-    test_stateid, Handler,
+    test_fixture, test_stateid, Handler,
 };
 use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
-use crate::nfs4::state::StateManager;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::server::{NfsOptions, Server};
@@ -32,23 +31,15 @@ fn fixture() -> Option<Fx> {
         let path = dir.path().join("vol.img");
         Store::mkfs(&path, 16 << 20, false).unwrap();
         let store = Arc::new(Store::open(&path, StoreOptions::default()).unwrap());
-        let opts = NfsOptions::default();
-        let state = StateManager::new(&opts, store.clone());
-        (dir, store, opts, state)
+        (dir, test_fixture::server(store, NfsOptions::default(), 1))
     });
-    let Ok((dir, store, opts, state)) = made else {
+    let Ok((dir, srv)) = made else {
         eprintln!("SKIPPED: store not implemented in this branch");
         return None;
     };
     Some(Fx {
         _dir: dir,
-        srv: Server {
-            store,
-            state,
-            opts,
-            boot_verifier: 1,
-            pnfs: Default::default(),
-        },
+        srv,
         conn: ConnInfo {
             id: 1,
             peer: SocketAddr::from(([127, 0, 0, 1], 700)),

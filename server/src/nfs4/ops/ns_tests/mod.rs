@@ -7,10 +7,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{create, getattr, putrootfh, Handler};
+use super::{create, getattr, putrootfh, test_fixture, Handler};
 use crate::nfs4::attr::file::ftype;
 use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
-use crate::nfs4::state::StateManager;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh};
 use crate::server::{NfsOptions, Server};
@@ -36,11 +35,12 @@ pub(super) fn fixture_with(sopts: StoreOptions) -> Option<Fx> {
         let path = dir.path().join("vol.img");
         Store::mkfs(&path, VOL, false).unwrap();
         let store = Arc::new(Store::open(&path, sopts).unwrap());
-        let opts = NfsOptions::default();
-        let state = StateManager::new(&opts, store.clone());
-        (dir, store, opts, state)
+        (
+            dir,
+            test_fixture::server(store, NfsOptions::default(), BOOT),
+        )
     });
-    let (dir, store, opts, state) = match made {
+    let (dir, srv) = match made {
         Ok(x) => x,
         Err(_) => {
             eprintln!("SKIPPED: store or state manager not implemented in this branch");
@@ -49,13 +49,7 @@ pub(super) fn fixture_with(sopts: StoreOptions) -> Option<Fx> {
     };
     Some(Fx {
         _dir: dir,
-        srv: Server {
-            store,
-            state,
-            opts,
-            boot_verifier: BOOT,
-            pnfs: Default::default(),
-        },
+        srv,
         conn: ConnInfo {
             id: 1,
             peer: SocketAddr::from(([127, 0, 0, 1], 700)),
