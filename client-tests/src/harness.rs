@@ -135,6 +135,8 @@ pub struct PnfsdProcess {
     addr: SocketAddr,
     nvme_addr: SocketAddr,
     log: Arc<Mutex<Vec<String>>>,
+    /// The threads copying the current run's stdout/stderr into `log`.
+    readers: Vec<std::thread::JoinHandle<()>>,
     starts: u32,
 }
 
@@ -159,6 +161,7 @@ impl PnfsdProcess {
                 addr,
                 nvme_addr: addr,
                 log: Arc::default(),
+                readers: Vec::new(),
                 starts: 0,
             });
         }
@@ -180,6 +183,7 @@ impl PnfsdProcess {
             addr: ports[0],
             nvme_addr: ports[1],
             log: Arc::default(),
+            readers: Vec::new(),
             starts: 0,
         };
         p.spawn()?;
@@ -278,7 +282,7 @@ impl PnfsdProcess {
         {
             let log = self.log.clone();
             let tx = tx.clone();
-            std::thread::spawn(move || {
+            self.readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(out).lines() {
                     let Ok(line) = line else { break };
                     let ready = line.contains("pnfsd ready");
@@ -289,7 +293,7 @@ impl PnfsdProcess {
                         let _ = tx.send(());
                     }
                 }
-            });
+            }));
         }
         drop(tx);
         self.child = Some(child);
@@ -329,6 +333,7 @@ impl PnfsdProcess {
             .ok_or_else(|| harness_err("kill: not running"))?;
         sys::signal(c.id(), sys::SIGKILL)?;
         c.wait()?;
+        self.drain_log();
         Ok(())
     }
 
@@ -343,6 +348,7 @@ impl PnfsdProcess {
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
             if let Some(st) = c.try_wait()? {
+                self.drain_log();
                 return Ok(st);
             }
             if Instant::now() > deadline {
@@ -353,6 +359,20 @@ impl PnfsdProcess {
                 )));
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// After the process exited: waits (briefly) until its last log lines are in `log`, so a
+    /// check of the log right after a stop sees them (the pipes end when the process does).
+    fn drain_log(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.readers.iter().any(|h| !h.is_finished()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for h in std::mem::take(&mut self.readers) {
+            if h.is_finished() {
+                let _ = h.join();
+            }
         }
     }
 
