@@ -18,7 +18,9 @@
 //! that REMOVE/RENAME unlinks for the last time. A recall stays pending until the client's
 //! grants of the file are gone (LAYOUTRETURN, return-on-close); after two lease periods the
 //! server fences the client — runs `fence_command <client address> <device id hex>` — and
-//! revokes its layout stateid (`tick_at`).
+//! revokes its layout stateid (`tick_at`). Layouts dropped without a return (lease expiry,
+//! client gone) fence their client the same way first (`drop_layouts`); a failed fence keeps
+//! the blocks of those files (docs/pnfs.md "Fencing").
 
 use std::time::{Duration, Instant};
 
