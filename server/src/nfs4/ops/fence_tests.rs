@@ -263,3 +263,56 @@ fn an_expired_scsi_clients_key_is_preempted_once_and_a_failed_preempt_keeps_bloc
     assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 2);
     assert_eq!(mapped(&fx.srv, fa.ino, 1 << 14), 0);
 }
+
+/// SETATTR(size) of the current file with `sid`.
+fn truncate(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, size: u64) -> NfsStat {
+    let mut w = XdrWriter::new();
+    sid.encode(&mut w);
+    let mut attrs = Bitmap::default();
+    attrs.set(crate::nfs4::attr::num::SIZE);
+    attrs.encode(&mut w);
+    let mut v = XdrWriter::new();
+    v.u64(size);
+    w.opaque(&v.buf);
+    x.current_fh = Some(fh);
+    call(x, super::super::setattr::run, &w.buf).0
+}
+
+#[test]
+fn a_truncate_after_the_state_dropped_a_layout_fences_before_freeing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, log, ok) = fence_script(dir.path());
+    let (fx, clock) = fixture_clocked(NfsOptions {
+        fence_command: Some(cmd),
+        ..NfsOptions::default()
+    });
+    let ca = conn(6, None);
+    let mut a = ctx(&fx.srv, &ca);
+    mount(&mut a, b"a");
+    let (fh, sa) = create(&mut a, b"f");
+    get(&mut a, iomode::RW, 0, 2 * B, sa).unwrap();
+    commit_size(&fx.srv, fh.ino);
+    // A's lease runs out and the state drops its layout; the tick has not run yet.
+    let past = u64::from(fx.srv.opts.lease_seconds) + COURTESY_SECONDS + 2;
+    clock.0.fetch_add(past, Ordering::Relaxed);
+    fx.srv.state.tick();
+    let cb = conn(7, None);
+    let mut b = ctx(&fx.srv, &cb);
+    mount(&mut b, b"b");
+    let (_, sb) = create(&mut b, b"f");
+    // B's truncate finds A's grants: A is fenced first; the fence fails, so nothing is freed.
+    assert_eq!(truncate(&mut b, fh, sb, 0), NfsStat::DELAY);
+    assert_eq!(lines(&log), vec![format!("127.0.0.6 {}", dev_hex(&fx.srv))]);
+    assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 2 * B);
+    assert_eq!(mapped(&fx.srv, fh.ino, 2), 2);
+    assert_eq!(truncate(&mut b, fh, sb, 0), NfsStat::DELAY);
+    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 0);
+    // The retried fence works: the truncate goes through.
+    std::fs::write(&ok, b"").unwrap();
+    let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
+    callback::tick_at(&fx.srv, Instant::now() + lease);
+    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 1);
+    assert_eq!(truncate(&mut b, fh, sb, 0), NfsStat::OK);
+    assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
+    assert_eq!(lines(&log).len(), 2);
+}
