@@ -30,6 +30,8 @@ fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
         boot_verifier: store.boot_verifier(),
     };
     let state = StateManager::with_parts(cfg, store.clone(), clock.clone());
+    // As `Server::new`: an unlinked file lives on while open.
+    store.set_open_probe(Box::new(state.open_probe()));
     let fx = Fx {
         dev,
         srv: Server {
@@ -315,4 +317,58 @@ fn a_truncate_after_the_state_dropped_a_layout_fences_before_freeing() {
     assert_eq!(truncate(&mut b, fh, sb, 0), NfsStat::OK);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
     assert_eq!(lines(&log).len(), 2);
+}
+
+/// REMOVE `name` from the root.
+fn remove(x: &mut Ctx<'_>, name: &[u8]) -> NfsStat {
+    let root = x.srv.store.getattr(ROOT_INO).unwrap();
+    x.current_fh = Some(Fh {
+        ino: root.ino,
+        generation: root.generation,
+    });
+    let mut w = XdrWriter::new();
+    w.string(name);
+    call(x, crate::nfs4::ops::remove::run, &w.buf).0
+}
+
+/// CLOSE `sid` of `fh`: whether the file still has its blocks afterwards.
+fn close_survives(x: &mut Ctx<'_>, fh: Fh, sid: Stateid) -> bool {
+    let mut w = XdrWriter::new();
+    w.u32(0);
+    sid.encode(&mut w);
+    x.current_fh = Some(fh);
+    assert_eq!(
+        call(x, crate::nfs4::ops::close::close, &w.buf).0,
+        NfsStat::OK
+    );
+    x.srv.store.extents(fh.ino, 0, 2).is_ok_and(|v| {
+        v.iter()
+            .any(|s| matches!(s, layout::Segment::Mapped { .. }))
+    })
+}
+
+#[test]
+fn an_unlinked_file_a_failed_fence_keeps_is_not_freed_at_its_last_close() {
+    let (fx, _clock) = fixture_clocked(NfsOptions::default());
+    let c = conn(8, None);
+    let mut x = ctx(&fx.srv, &c);
+    mount(&mut x, b"a");
+    let (f, sf) = create(&mut x, b"f");
+    get(&mut x, iomode::RW, 0, 2 * B, sf).unwrap();
+    let (g, sg) = create(&mut x, b"g");
+    get(&mut x, iomode::RW, 0, 2 * B, sg).unwrap();
+    // Both unlinked while open: they live on until their last CLOSE.
+    assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
+    assert_eq!(remove(&mut x, b"g"), NfsStat::OK);
+    // Another client that held a layout of `f` could not be fenced.
+    fx.srv.pnfs.keep_unfenced(99, [f.ino], Instant::now());
+    assert!(close_survives(&mut x, f, sf));
+    assert_eq!(mapped(&fx.srv, f.ino, 2), 2);
+    assert!(!close_survives(&mut x, g, sg));
+    // And while kept, REMOVE of a last link waits.
+    let (h, sh) = create(&mut x, b"h");
+    get(&mut x, iomode::RW, 0, 2 * B, sh).unwrap();
+    fx.srv.pnfs.keep_unfenced(99, [h.ino], Instant::now());
+    assert_eq!(remove(&mut x, b"h"), NfsStat::DELAY);
+    assert!(close_survives(&mut x, h, sh));
 }
