@@ -18,7 +18,7 @@ use nvme_tcp::{
     AcquireAction, Backend, NamespaceConfig, RType, RegisterAction, Target, TargetConfig,
 };
 
-use crate::nfs4::scsi::PrFencer;
+use crate::nfs4::scsi::{PrFencer, PreemptError};
 
 use crate::config::Config;
 
@@ -124,7 +124,7 @@ pub fn claim_for_scsi(target: &Target) -> Result<(), nvme_tcp::Status> {
 pub struct TargetFencer(pub Target);
 
 impl PrFencer for TargetFencer {
-    fn preempt_and_abort(&self, key: u64) -> Result<(), String> {
+    fn preempt_and_abort(&self, key: u64) -> Result<(), PreemptError> {
         self.0
             .reservation_acquire(
                 NSID,
@@ -135,7 +135,7 @@ impl PrFencer for TargetFencer {
                 key,
             )
             .map(|gone| tracing::info!(hosts = gone.len(), key, "preempted"))
-            .map_err(|s| format!("{s:?}"))
+            .map_err(crate::nfs4::scsi::preempt_status)
     }
 }
 
@@ -234,7 +234,10 @@ mod tests {
             ini.write(NSID, 11, block(), LBA_SIZE, false).await
         ));
         // Nothing left to preempt; the MDS still holds the reservation alone.
-        assert!(fencer.preempt_and_abort(key).is_err());
+        assert_eq!(
+            fencer.preempt_and_abort(key),
+            Err(PreemptError::NotRegistered)
+        );
         let (rtype, regs) = target.reservation_state(NSID).unwrap();
         assert_eq!(rtype, Some(RType::EXCLUSIVE_ACCESS_REG_ONLY));
         assert_eq!(regs.len(), 1);

@@ -18,7 +18,9 @@
 //! that REMOVE/RENAME unlinks for the last time. A recall stays pending until the client's
 //! grants of the file are gone (LAYOUTRETURN, return-on-close); after two lease periods the
 //! server fences the client — runs `fence_command <client address> <device id hex>` — and
-//! revokes its layout stateid (`tick_at`).
+//! revokes its layout stateid (`tick_at`). Layouts dropped without a return (lease expiry,
+//! client gone) fence their client the same way first (`drop_layouts`); a failed fence keeps
+//! the blocks of those files (docs/pnfs.md "Fencing").
 
 use std::time::{Duration, Instant};
 
@@ -135,8 +137,9 @@ fn send_recall(srv: &Server, c: u64, fh: Fh) {
         .find(|(cl, _)| *cl == c)
         .map(|(_, s)| s);
     let Some(sid) = sid else {
-        // No layout stateid left: nothing to recall, only stale grants.
-        srv.pnfs.release_file(c, ino);
+        // No layout stateid left (the state dropped it, the tick has not seen it yet): only
+        // grants, which go as dropped ones do — after a fence.
+        drop_layouts(srv, &[(c, ino)], Instant::now());
         return;
     };
     let slot = match srv.state.cb_begin(c) {
@@ -170,59 +173,117 @@ pub fn recall_all(srv: &Server, fh: Fh) {
     }
 }
 
-/// The periodic part: forgets layouts the state dropped, ends recalls whose layouts came
-/// back, fences clients that kept a recalled layout for two lease periods, and trims what
-/// no layout holds past EOF any more.
+/// The periodic part: fences the clients whose layouts the state dropped (expiry, courtesy
+/// purge, client gone) and forgets those layouts, ends recalls whose layouts came back,
+/// fences clients that kept a recalled layout for two lease periods, retries failed fences,
+/// and trims what no layout holds past EOF any more.
 pub fn tick_at(srv: &Server, now: Instant) {
-    srv.pnfs.forget(&srv.state.take_dropped_layouts());
-    let limit = Duration::from_secs(2 * u64::from(srv.state.lease_seconds()));
-    for (client, ino) in srv.pnfs.overdue_recalls(now, limit) {
-        fence(srv, client, ino);
+    let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
+    drop_layouts(srv, &srv.state.take_dropped_layouts(), now);
+    for (client, ino) in srv.pnfs.overdue_recalls(now, 2 * lease) {
+        fence(srv, client, ino, now);
     }
     for (client, fh) in srv.pnfs.take_unsent_recalls() {
         send_recall(srv, client, fh);
+    }
+    for client in srv.pnfs.fences_to_retry(now, lease) {
+        if fence_client(srv, client, "retry of a failed fence").is_err() {
+            srv.pnfs.keep_unfenced(client, [], now);
+        }
     }
     // Layouts dropped above (expiry, fencing) and the after-grace sweep of a restart.
     crate::nfs4::pnfs::trim_released(srv);
 }
 
-/// Fences `client` from the volume and revokes its layouts of `ino` (design.md §5).
-fn fence(srv: &Server, client: u64, ino: Ino) {
-    let dev: String = crate::nfs4::ops::pnfs_util::device_id_of(srv)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let addr = srv.pnfs.peer_of(client);
-    tracing::warn!(
-        client,
-        ino = ino.0,
-        ?addr,
-        "layout not returned after two leases: fencing"
-    );
-    if let (Some(cmd), Some(addr)) = (&srv.opts.fence_command, addr) {
-        let mut parts = cmd.split_whitespace();
-        if let Some(prog) = parts.next() {
-            let out = std::process::Command::new(prog)
-                .args(parts)
-                .arg(addr.ip().to_string())
-                .arg(&dev)
-                .status();
-            match out {
-                Ok(s) if s.success() => {}
-                Ok(s) => tracing::error!(client, %s, "fence command failed"),
-                Err(e) => tracing::error!(client, %e, "fence command did not run"),
-            }
+/// Layouts that went without a LAYOUTRETURN (lease expiry, courtesy purge, DESTROY_CLIENTID,
+/// a replaced client record, a recall that found no layout stateid): the client may be
+/// partitioned, not dead, and still write through them, so it is fenced — once — before
+/// its grants go and the blocks they named can be trimmed or truncated away (RFC 8881
+/// §12.5.5, §12.7.3; RFC 5663 §2.3.6; RFC 8154 §2.4.5). If the fence fails, those files
+/// keep their blocks (`Pnfs::kept`) until a retry succeeds.
+pub fn drop_layouts(srv: &Server, dropped: &[(u64, Ino)], now: Instant) {
+    for (client, inos) in srv.pnfs.to_fence(dropped) {
+        if fence_client(srv, client, "layouts dropped without a return").is_err() {
+            srv.pnfs.keep_unfenced(client, inos, now);
         }
     }
-    // SCSI layout (RFC 8154 §2.4.2): the volume itself refuses the client's I/O from now on.
-    crate::nfs4::scsi::fence(srv, client);
+    srv.pnfs.forget(dropped);
+}
+
+/// Fences `client` from the volume and revokes its layouts of `ino` (design.md §5).
+fn fence(srv: &Server, client: u64, ino: Ino, now: Instant) {
+    let ok = srv.pnfs.is_fenced(client)
+        || fence_client(srv, client, "layout not returned after two leases").is_ok();
+    if !ok {
+        srv.pnfs.keep_unfenced(client, [ino], now);
+    }
     for (c, sid) in srv.state.layouts_of_file(ino) {
         if c == client {
             srv.state.revoke(&sid);
         }
     }
     srv.pnfs.release_file(client, ino);
-    add(&srv.pnfs.metrics.fences, 1);
+}
+
+/// Why a fence failed (logged; the client may still reach the volume).
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    #[error("fence command: {0}")]
+    Command(String),
+    #[error("SCSI preempt: {0}")]
+    Scsi(#[from] crate::nfs4::scsi::PreemptError),
+}
+
+/// Cuts `client` off the volume: runs `fence_command <client address> <device id hex>` when
+/// one is configured, and preempts its SCSI reservation key when the SCSI hook is installed
+/// (RFC 8154 §2.4.2). Counted in `fences` and remembered (`Pnfs::is_fenced`) when it
+/// succeeded. With neither configured nothing can be done: the server trusts its clients.
+pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceError> {
+    let addr = srv.pnfs.peer_of(client);
+    tracing::warn!(client, ?addr, why, "fencing");
+    let r = run_fence_command(srv, client).and_then(|()| {
+        crate::nfs4::scsi::fence(srv, client)?;
+        Ok(())
+    });
+    match &r {
+        Ok(()) => {
+            srv.pnfs.mark_fenced(client);
+            add(&srv.pnfs.metrics.fences, 1);
+        }
+        Err(e) => tracing::error!(
+            client,
+            %e,
+            "fencing failed: the blocks of its layouts are kept, not trimmed nor freed"
+        ),
+    }
+    r
+}
+
+fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {
+    let Some(cmd) = &srv.opts.fence_command else {
+        return Ok(());
+    };
+    let Some(prog) = cmd.split_whitespace().next() else {
+        return Ok(());
+    };
+    let addr = srv
+        .pnfs
+        .peer_of(client)
+        .ok_or_else(|| FenceError::Command("the client's address is unknown".into()))?;
+    let dev: String = crate::nfs4::ops::pnfs_util::device_id_of(srv)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let out = std::process::Command::new(prog)
+        .args(cmd.split_whitespace().skip(1))
+        .arg(addr.ip().to_string())
+        .arg(&dev)
+        .status();
+    match out {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(FenceError::Command(s.to_string())),
+        Err(e) => Err(FenceError::Command(e.to_string())),
+    }
 }
 
 #[cfg(test)]

@@ -127,6 +127,12 @@ pub struct Pnfs {
     /// The SCSI designator of an external NVMe/TCP volume (its Identify: NGUID, else
     /// EUI-64), set at start; unset: the embedded target's identifiers (GETDEVICEINFO).
     pub volume_designator: std::sync::OnceLock<Vec<u8>>,
+    /// Clients fenced since their last grant: dropping more of their layouts fences no more.
+    fenced: Mutex<HashSet<u64>>,
+    /// Clients whose fencing failed → (last attempt, the files they held layouts of): those
+    /// files' blocks are neither trimmed nor truncated away until a retry succeeds (RFC 8881
+    /// §12.5.5: no reuse of storage a revoked client may still write).
+    unfenced: Mutex<HashMap<u64, (Instant, HashSet<Ino>)>>,
 }
 
 /// An RW LAYOUTGET in progress on a file (see `Pnfs::getting`); ends on drop.
@@ -154,6 +160,12 @@ impl Pnfs {
 
     /// LAYOUTGET handed `[start, end)` in `mode` to the client.
     pub fn grant(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) {
+        // A new layout after a fence: the client may have regained access (re-registered
+        // its key), so losing this layout fences it again.
+        self.fenced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&clientid);
         self.lock()
             .entry((clientid, ino))
             .or_default()
@@ -317,6 +329,72 @@ impl Pnfs {
     }
 }
 
+/// Who was fenced, and the files a failed fence keeps (callback.rs `fence_client`).
+impl Pnfs {
+    /// Whether `client` was fenced since its last grant.
+    pub fn is_fenced(&self, client: u64) -> bool {
+        let f = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
+        f.contains(&client)
+    }
+
+    /// Records that `client` no longer has access to the volume; its kept files are freed
+    /// for trimming.
+    pub fn mark_fenced(&self, client: u64) {
+        self.fenced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(client);
+        let kept = self
+            .unfenced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&client);
+        if let Some((_, inos)) = kept {
+            self.queue_trim(inos);
+        }
+    }
+
+    /// Fencing `client` failed at `now`: keeps the blocks of `inos` until it succeeds.
+    pub fn keep_unfenced(&self, client: u64, inos: impl IntoIterator<Item = Ino>, now: Instant) {
+        let mut u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
+        let e = u.entry(client).or_insert_with(|| (now, HashSet::new()));
+        e.0 = now;
+        e.1.extend(inos);
+    }
+
+    /// Whether a client that could not be fenced held a layout of `ino`: its blocks stay.
+    pub fn kept(&self, ino: Ino) -> bool {
+        let u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
+        u.values().any(|(_, inos)| inos.contains(&ino))
+    }
+
+    /// The clients whose failed fence was last tried `every` or longer before `now`.
+    pub fn fences_to_retry(&self, now: Instant, every: Duration) -> Vec<u64> {
+        let u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
+        u.iter()
+            .filter(|(_, (t, _))| now.saturating_duration_since(*t) >= every)
+            .map(|(c, _)| *c)
+            .collect()
+    }
+
+    /// Of `dropped`, the clients holding grants (what they held: READ layouts too, since
+    /// their blocks may be freed and reused) that were not fenced since, with their files.
+    pub fn to_fence(&self, dropped: &[(u64, Ino)]) -> Vec<(u64, Vec<Ino>)> {
+        let g = self.lock();
+        let mut out: Vec<(u64, Vec<Ino>)> = Vec::new();
+        for k in dropped {
+            if !g.contains_key(k) || self.is_fenced(k.0) {
+                continue;
+            }
+            match out.iter_mut().find(|(c, _)| *c == k.0) {
+                Some((_, inos)) => inos.push(k.1),
+                None => out.push((k.0, vec![k.1])),
+            }
+        }
+        out
+    }
+}
+
 /// The trim of speculative blocks past EOF (store `trim_eof`, docs/pnfs.md "Preallocation").
 impl Pnfs {
     /// Marks an RW LAYOUTGET of `ino` as in progress until the guard drops (after its
@@ -328,9 +406,10 @@ impl Pnfs {
         Getting { pnfs: self, ino }
     }
 
-    /// No client holds an RW layout of `ino` and none is being handed out: the unwritten
-    /// blocks past EOF are in nobody's layout (READ layouts name unwritten blocks as
-    /// NONE_DATA, without their volume offsets, so they hold none).
+    /// No client holds an RW layout of `ino`, none is being handed out, and no client whose
+    /// fence failed held one: the unwritten blocks past EOF are in nobody's layout (READ
+    /// layouts name unwritten blocks as NONE_DATA, without their volume offsets, so they
+    /// hold none) and nobody can still write them.
     pub fn may_trim(&self, ino: Ino) -> bool {
         let held = self
             .lock()
@@ -341,7 +420,7 @@ impl Pnfs {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains_key(&ino);
-        !held && !getting
+        !held && !getting && !self.kept(ino)
     }
 
     /// Queues files for `trim_released` to look at.

@@ -11,11 +11,34 @@ use std::sync::{Arc, OnceLock};
 
 use crate::server::Server;
 
+/// Why a preempt did not remove a registration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreemptError {
+    /// No host is registered with the key (Reservation Conflict on the preempt): under the
+    /// MDS's EXCLUSIVE_ACCESS_REG_ONLY reservation such a host can do no I/O, so it is
+    /// fenced already.
+    #[error("no registration with the key")]
+    NotRegistered,
+    /// The preempt could not be done (transport, other NVMe status): the client may still
+    /// have access.
+    #[error("preempt failed: {0}")]
+    Failed(String),
+}
+
 /// What fencing needs of the volume's reservations (implemented over `nvme_tcp::Target`).
 pub trait PrFencer: Send + Sync {
     /// PREEMPT AND ABORT the registrations with `key` (the MDS holds the reservation). The
     /// preempted host's next command is refused with Reservation Conflict.
-    fn preempt_and_abort(&self, key: u64) -> Result<(), String>;
+    fn preempt_and_abort(&self, key: u64) -> Result<(), PreemptError>;
+}
+
+/// Maps a preempt's NVMe status: Reservation Conflict means no such registrant.
+pub fn preempt_status(s: nvme_tcp::Status) -> PreemptError {
+    if s.same_code(nvme_tcp::Status::RESERVATION_CONFLICT) {
+        PreemptError::NotRegistered
+    } else {
+        PreemptError::Failed(format!("{s:?}"))
+    }
 }
 
 /// Set once at start when the SCSI layout is served over the embedded target.
@@ -60,20 +83,22 @@ pub fn client_key(clientid: u64) -> u64 {
 }
 
 /// Fencing of a SCSI-layout client: preempt-and-abort its key, when a fencer is installed.
-/// Returns whether a preempt was issued and succeeded.
-pub fn fence(srv: &Server, clientid: u64) -> bool {
+/// Ok when the client has no access to the volume afterwards (preempted, never registered,
+/// or no fencer installed); Err when the preempt failed and it may still write.
+pub fn fence(srv: &Server, clientid: u64) -> Result<(), PreemptError> {
     let Some(f) = srv.pnfs.scsi.get() else {
-        return false;
+        return Ok(());
     };
     match f.preempt_and_abort(client_key(clientid)) {
         Ok(()) => {
             tracing::warn!(clientid, "SCSI layout client preempted and aborted");
-            true
+            Ok(())
         }
-        Err(e) => {
+        Err(PreemptError::NotRegistered) => {
             // Not registered (it never did I/O, or already unregistered): nothing to fence.
-            tracing::info!(clientid, %e, "SCSI preempt of client found nothing");
-            false
+            tracing::info!(clientid, "SCSI preempt of client found nothing");
+            Ok(())
         }
+        Err(e) => Err(e),
     }
 }

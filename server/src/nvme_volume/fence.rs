@@ -9,7 +9,7 @@ use std::sync::Arc;
 use nvme_tcp::{AcquireAction, RType, RegisterAction};
 
 use super::{to_io, NvmeDev};
-use crate::nfs4::scsi::PrFencer;
+use crate::nfs4::scsi::{PrFencer, PreemptError};
 
 /// Registers the MDS key (IEKEY: whatever an earlier run of this host registered is
 /// replaced) and acquires EXCLUSIVE_ACCESS_REG_ONLY; the same holder acquiring the same type
@@ -38,23 +38,39 @@ pub fn claim_for_scsi(dev: &NvmeDev) -> std::io::Result<()> {
 pub struct InitiatorFencer(pub Arc<NvmeDev>);
 
 impl PrFencer for InitiatorFencer {
-    fn preempt_and_abort(&self, key: u64) -> Result<(), String> {
+    fn preempt_and_abort(&self, key: u64) -> Result<(), PreemptError> {
         let dev = &self.0;
-        let ini = dev.initiator().map_err(|e| e.to_string())?;
+        let ini = dev
+            .initiator()
+            .map_err(|e| PreemptError::Failed(e.to_string()))?;
         let nsid = dev.spec.nsid;
-        dev.call(async move {
-            ini.reservation_acquire(
-                nsid,
-                AcquireAction::PreemptAndAbort,
-                RType::EXCLUSIVE_ACCESS_REG_ONLY,
-                layout::scsi::MDS_PR_KEY,
-                key,
-            )
-            .await
-            .map_err(to_io)
-        })
-        .map(|()| tracing::info!(key, "preempted on the external namespace"))
-        .map_err(|e| e.to_string())
+        // The command's own status (Reservation Conflict: no such key) is an answer, not a
+        // failure of the device: keep it apart from the transport's errors.
+        let status = dev
+            .call(async move {
+                match ini
+                    .reservation_acquire(
+                        nsid,
+                        AcquireAction::PreemptAndAbort,
+                        RType::EXCLUSIVE_ACCESS_REG_ONLY,
+                        layout::scsi::MDS_PR_KEY,
+                        key,
+                    )
+                    .await
+                {
+                    Ok(()) => Ok(None),
+                    Err(nvme_tcp::Error::Status(s)) => Ok(Some(s)),
+                    Err(e) => Err(to_io(e)),
+                }
+            })
+            .map_err(|e| PreemptError::Failed(e.to_string()))?;
+        match status {
+            None => {
+                tracing::info!(key, "preempted on the external namespace");
+                Ok(())
+            }
+            Some(s) => Err(crate::nfs4::scsi::preempt_status(s)),
+        }
     }
 }
 

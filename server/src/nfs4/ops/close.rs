@@ -31,7 +31,11 @@ pub fn close(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Nfs
     if last {
         // An unlinked file stays while open (REMOVE asked `file_is_open`); free it now.
         if let Ok(a) = ctx.srv.store.getattr(fh.ino) {
-            if a.nlink == 0 {
+            if a.nlink == 0 && ctx.srv.pnfs.kept(fh.ino) {
+                // A client that could not be fenced held a layout of it and may still write
+                // its blocks: the orphan stays (freed by the next mount's orphan sweep).
+                tracing::error!(ino = fh.ino.0, "unlinked file kept: a holder is not fenced");
+            } else if a.nlink == 0 {
                 try_stat!(ctx.srv.store.release(fh.ino).map_err(NfsStat::from));
             }
         }

@@ -1009,3 +1009,7 @@ mod prealloc_tests;
 /// The SCSI layout's tests share this fixture.
 #[path = "scsi_tests.rs"]
 mod scsi_tests;
+
+/// Fencing of clients whose layouts went without a return shares it too.
+#[path = "fence_tests.rs"]
+mod fence_tests;

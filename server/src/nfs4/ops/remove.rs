@@ -27,6 +27,13 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     // The store keeps an unlinked file that is still open until its last CLOSE
     // (`Store::release`); layouts of a removed file are recalled by the layout code.
     let victim = ctx.srv.store.lookup(dir.ino, &name).ok();
+    if victim
+        .as_ref()
+        .is_some_and(|v| v.nlink <= 1 && ctx.srv.pnfs.kept(v.ino))
+    {
+        // Its blocks stay while a client that could not be fenced may write them.
+        return Err(NfsStat::DELAY);
+    }
     let (change, _unlinked) = ctx.srv.store.remove(dir.ino, &name)?;
     if let Some(v) = victim.filter(|v| v.nlink <= 1) {
         // The last link is gone: recall its layouts (issue 4 item 6).

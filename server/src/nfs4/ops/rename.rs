@@ -68,6 +68,10 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
         .as_ref()
         .filter(|t| t.nlink <= 1 && t.ftype == FileType::Regular)
         .map(super::ns_util::fh_of);
+    if victim.is_some_and(|v| ctx.srv.pnfs.kept(v.ino)) {
+        // Its blocks stay while a client that could not be fenced may write them.
+        return Err(NfsStat::DELAY);
+    }
     let (s, d, _unlinked) = store
         .rename(src.ino, &old, dst.ino, &new)
         .map_err(|e| match e {

@@ -170,7 +170,7 @@ fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
 struct Keys(Mutex<Vec<u64>>);
 
 impl PrFencer for Keys {
-    fn preempt_and_abort(&self, key: u64) -> Result<(), String> {
+    fn preempt_and_abort(&self, key: u64) -> Result<(), crate::nfs4::scsi::PreemptError> {
         self.0.lock().unwrap().push(key);
         Ok(())
     }

@@ -83,6 +83,11 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
             return Err(NfsStat::DELAY);
         }
     }
+    if sa.size.is_some_and(|s| s < a.size) && ctx.srv.pnfs.kept(a.ino) {
+        // A client whose layouts were dropped could not be fenced and may still write the
+        // file's blocks: they stay allocated until a retried fence succeeds (callback.rs).
+        return Err(NfsStat::DELAY);
+    }
     if *sa != SetAttrs::default() {
         ctx.srv.store.setattr(a.ino, sa)?;
     }
