@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::nfs4::scsi::{PrFencer, PreemptError};
-use crate::nfs4::state::{Clock, StateConfig, COURTESY_SECONDS};
+use crate::nfs4::state::{Clock, StateConfig, StateManager, COURTESY_SECONDS};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The lease clock, set by the test.
