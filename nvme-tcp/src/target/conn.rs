@@ -5,6 +5,7 @@
 //! `io::try_inline`), else concurrently on blocking threads (one call each), which write their
 //! own responses. Answers to commands that arrived in one batch leave in one write.
 
+use super::quiesce::{Busy, Gate};
 use crate::controller::{
     self, admin, io, Cmd, Controller, Outcome, Reply, Subsystem, IN_CAPSULE_DATA, MAXH2CDATA,
     MAX_TRANSFER, MQES,
@@ -54,6 +55,9 @@ struct Queue {
     held: std::cell::Cell<bool>,
     /// Cached writes received in one batch, run together once the batch ends.
     batch: Vec<Cmd>,
+    /// Closed by `Target::shutdown`: no command starts after that; each blocking call holds
+    /// a guard so `shutdown_and_wait` can wait for it.
+    gate: Arc<Gate>,
 }
 
 enum Flow {
@@ -65,6 +69,9 @@ pub(crate) async fn serve(
     stream: TcpStream,
     subsys: Arc<Subsystem>,
     mut stop: watch::Receiver<bool>,
+    gate: Arc<Gate>,
+    // Held until this connection's task ends (`Target::shutdown_and_wait`).
+    _busy: Busy,
 ) {
     let _ = stream.set_nodelay(true);
     let Ok(local) = stream.local_addr() else {
@@ -84,7 +91,8 @@ pub(crate) async fn serve(
     let mut reader = PduReader::new(BufReader::with_capacity(64 * 1024, rd), rules);
     let first = tokio::select! {
         r = reader.read() => r,
-        _ = stop.changed() => return,
+        // wait_for, not changed: a stop sent before we subscribed counts too.
+        _ = stop.wait_for(|s| *s) => return,
     };
     let dg = match first {
         Ok(Pdu::IcReq(req)) => {
@@ -136,6 +144,7 @@ pub(crate) async fn serve(
         more: false,
         held: std::cell::Cell::new(false),
         batch: Vec::new(),
+        gate,
     };
     q.run(&mut reader, stop).await;
     if let Some(c) = &q.ctrl {
@@ -167,7 +176,7 @@ impl Queue {
             let r = tokio::select! {
                 r = reader.read() => Some(r),
                 _ = dead_fut => None,
-                _ = stop.changed() => None,
+                _ = stop.wait_for(|s| *s) => None,
             };
             // More commands already buffered: hold answers for one write after the last.
             self.more = reader.has_buffered_pdu();
@@ -509,8 +518,13 @@ impl Queue {
         let Some(ctrl) = self.ctrl.clone() else {
             return;
         };
+        // Closed: the target is stopping and these writes never start (nor are answered).
+        let Some(busy) = self.gate.enter() else {
+            return;
+        };
         let to = self.reply_to();
         tokio::task::spawn_blocking(move || {
+            let _busy = busy;
             for cmd in batch {
                 let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
                 let r = io::handle(&ctrl, cmd);
@@ -524,6 +538,10 @@ impl Queue {
         let Some(ctrl) = self.ctrl.clone() else {
             return Flow::Close;
         };
+        // The target is stopping: nothing starts any more (the connection is closing anyway).
+        if self.gate.is_closed() {
+            return Flow::Close;
+        }
         let cid = cmd.sqe.cid();
         let xfer = cmd.xfer_len;
         if cmd.sqe.is_fabrics() {
@@ -571,8 +589,12 @@ impl Queue {
             self.batch.push(cmd);
             return Flow::Continue;
         }
+        let Some(busy) = self.gate.enter() else {
+            return Flow::Close;
+        };
         let to = self.reply_to();
         let work = move || {
+            let _busy = busy;
             let r = io::handle(&ctrl, cmd);
             to.send(false, cid, xfer, r);
         };

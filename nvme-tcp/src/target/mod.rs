@@ -2,6 +2,7 @@
 //! subsystem with the configured namespaces.
 
 mod conn;
+mod quiesce;
 
 use crate::controller::Subsystem;
 use crate::error::Error;
@@ -13,6 +14,7 @@ use crate::status::Status;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio::sync::watch;
 
@@ -57,6 +59,8 @@ struct Inner {
     local: SocketAddr,
     subsys: Arc<Subsystem>,
     stop: watch::Sender<bool>,
+    /// Held by every connection task and every backend call a command makes.
+    gate: Arc<quiesce::Gate>,
 }
 
 fn check_config(cfg: &TargetConfig) -> Result<(), Error> {
@@ -122,6 +126,7 @@ impl Target {
                 local,
                 subsys,
                 stop,
+                gate: Arc::default(),
             }),
         })
     }
@@ -152,8 +157,11 @@ impl Target {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((stream, peer)) => {
+                        // After `shutdown` the gate is closed: the connection is dropped.
+                        let Some(busy) = self.inner.gate.enter() else { return Ok(()) };
                         tracing::debug!(%peer, "nvme-tcp connection");
-                        tokio::spawn(conn::serve(stream, self.inner.subsys.clone(), self.inner.stop.subscribe()));
+                        let (subsys, gate) = (self.inner.subsys.clone(), self.inner.gate.clone());
+                        tokio::spawn(conn::serve(stream, subsys, self.inner.stop.subscribe(), gate, busy));
                     }
                     // Out of descriptors and the like: keep serving the connections we have.
                     Err(e) => {
@@ -185,10 +193,30 @@ impl Target {
         Ok(t)
     }
 
-    /// Stops accepting, ends every controller and closes every connection.
+    /// Stops accepting, ends every controller and closes every connection. Commands not yet
+    /// started are not executed; those running may still finish after this returns (see
+    /// `shutdown_and_wait`).
     pub fn shutdown(&self) {
+        // Gate first: from here no command starts a backend call.
+        self.inner.gate.close();
         self.inner.stop.send_replace(true);
         self.inner.subsys.kill_all();
+    }
+
+    /// `shutdown`, then waits (at most `timeout`) until every connection task has ended and
+    /// no backend call made for a command is in flight, so the backend may be closed (pnfsd
+    /// unmounts its store after this). Returns false, and logs, if the time ran out.
+    pub async fn shutdown_and_wait(&self, timeout: Duration) -> bool {
+        self.shutdown();
+        let quiet = self.inner.gate.idle(timeout).await;
+        if !quiet {
+            tracing::warn!(
+                busy = self.inner.gate.busy(),
+                ?timeout,
+                "nvme-tcp target: connections or backend I/O still running after shutdown"
+            );
+        }
+        quiet
     }
 }
 
