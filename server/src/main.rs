@@ -345,9 +345,13 @@ async fn run(
     if let Some(m) = metrics {
         let _ = m.await;
     }
-    // Before the store unmounts (serve): no NVMe I/O may reach the volume after that.
+    // Before the store unmounts (serve): no NVMe I/O may reach the volume after that, so
+    // wait for every connection and every backend call in flight (bounded: a backend call
+    // stuck in the kernel must not keep the daemon from stopping; logged if so).
     if let Some((target, task)) = nvme {
-        target.shutdown();
+        if target.shutdown_and_wait(Duration::from_secs(10)).await {
+            tracing::info!("nvme-tcp target quiet: no connection or I/O left");
+        }
         match task.await {
             Ok(Ok(())) => tracing::info!("nvme-tcp target stopped"),
             Ok(Err(e)) => tracing::error!("nvme-tcp target: {e}"),

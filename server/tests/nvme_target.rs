@@ -145,6 +145,9 @@ fn the_initiator_reads_the_superblock_and_writes_the_volume_through_pnfsd() {
     assert!(ok, "pnfsd exit status after SIGTERM:\n{log}");
     let stop = log.find("nvme-tcp target stopped").expect(&log);
     let unmount = log.find("unmounted cleanly").expect(&log);
+    // shutdown_and_wait returned in time: no connection or backend call outlived it.
+    let quiet = log.find("nvme-tcp target quiet").expect(&log);
+    assert!(quiet < unmount, "target quiet before the unmount:\n{log}");
     assert!(
         stop < unmount,
         "target stops before the store unmounts:\n{log}"
