@@ -129,6 +129,11 @@ fn lock(
     })
 }
 
+/// A first lock by `owner` under the open stateid `open`.
+fn new_locker(open: Stateid, owner: &[u8]) -> Locker<'_> {
+    Locker::New { open, owner }
+}
+
 #[test]
 fn locks_conflict_split_and_hold_the_open() {
     let e = env();
@@ -136,34 +141,10 @@ fn locks_conflict_split_and_hold_the_open() {
     let (b, _) = mount(&e, b"b");
     let oa = open(&e, a, b"o", 7, 3, 0).unwrap();
     let ob = open(&e, b, b"o", 7, 1, 0).unwrap();
-    let la = lock(
-        &e,
-        a,
-        7,
-        Locker::New {
-            open: oa,
-            owner: b"la",
-        },
-        true,
-        0,
-        100,
-    )
-    .unwrap();
+    let la = lock(&e, a, 7, new_locker(oa, b"la"), true, 0, 100).unwrap();
     assert_eq!(la.seqid, 1);
     // b's read lock over a's write lock is denied, with a's lock in the answer.
-    let d = lock(
-        &e,
-        b,
-        7,
-        Locker::New {
-            open: ob,
-            owner: b"lb",
-        },
-        false,
-        50,
-        10,
-    )
-    .unwrap_err();
+    let d = lock(&e, b, 7, new_locker(ob, b"lb"), false, 50, 10).unwrap_err();
     assert_eq!(
         d,
         LockError::Denied(Denied {
@@ -175,35 +156,12 @@ fn locks_conflict_split_and_hold_the_open() {
         })
     );
     // A write lock through a read-only open is OPENMODE.
-    let r = lock(
-        &e,
-        b,
-        7,
-        Locker::New {
-            open: ob,
-            owner: b"lb",
-        },
-        true,
-        200,
-        10,
-    );
+    let r = lock(&e, b, 7, new_locker(ob, b"lb"), true, 200, 10);
     assert_eq!(r, Err(LockError::Status(NfsStat::OPENMODE)));
     // Unlock the middle of a's lock; b can lock there now.
     let la2 = e.sm.locku(a, &la, Ino(7), 40, 59).unwrap();
     assert_eq!(la2.seqid, 2);
-    let lb = lock(
-        &e,
-        b,
-        7,
-        Locker::New {
-            open: ob,
-            owner: b"lb",
-        },
-        false,
-        45,
-        10,
-    )
-    .unwrap();
+    let lb = lock(&e, b, 7, new_locker(ob, b"lb"), false, 45, 10).unwrap();
     // LOCKT: a's owner sees b's read; b's owner does not conflict with itself.
     assert!(matches!(
         e.sm.lockt(a, b"la", Ino(7), true, 40, 50),
@@ -275,23 +233,8 @@ fn a_courtesy_clients_lock_gives_way() {
     let (b, sb) = mount(&e, b"b");
     let oa = open(&e, a, b"o", 7, 3, 0).unwrap();
     let ob = open(&e, b, b"o", 7, 3, 0).unwrap();
-    let la = lock(
-        &e,
-        a,
-        7,
-        Locker::New {
-            open: oa,
-            owner: b"la",
-        },
-        true,
-        0,
-        10,
-    )
-    .unwrap();
-    let new_b = || Locker::New {
-        open: ob,
-        owner: b"lb",
-    };
+    let la = lock(&e, a, 7, new_locker(oa, b"la"), true, 0, 10).unwrap();
+    let new_b = || new_locker(ob, b"lb");
     assert!(matches!(
         lock(&e, b, 7, new_b(), true, 5, 1),
         Err(LockError::Denied(_))
