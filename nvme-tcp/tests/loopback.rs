@@ -23,6 +23,17 @@ fn status_of<T: std::fmt::Debug>(r: Result<T, Error>) -> Status {
     }
 }
 
+/// `r` is the reservation conflict a fenced or unregistered host gets.
+#[track_caller]
+fn assert_conflict<T: std::fmt::Debug>(r: Result<T, Error>) {
+    assert_eq!(status_of(r), Status::RESERVATION_CONFLICT);
+}
+
+/// One 4 KiB block of `byte`.
+fn block(byte: u8) -> Bytes {
+    Bytes::from(vec![byte; 4096])
+}
+
 #[tokio::test]
 async fn identify_features_logs_and_properties() {
     let r = rig(1024, None).await;
@@ -249,9 +260,7 @@ async fn io_commands(digests: bool) {
     ini.flush(0xFFFF_FFFF).await.unwrap();
     // Write cache off: writes become write-through and still land.
     ini.set_features(0x06, 0).await.unwrap();
-    ini.write(1, 7, Bytes::from(vec![0x5A; 4096]), BS, false)
-        .await
-        .unwrap();
+    ini.write(1, 7, block(0x5A), BS, false).await.unwrap();
     assert_eq!(std::fs::read(&r.path).unwrap()[7 * 4096], 0x5A);
 }
 
@@ -334,54 +343,29 @@ async fn reservations_register_acquire_preempt_and_fence() {
         .await
         .unwrap();
     // A registrant may do I/O; a non-registrant may not.
-    client
-        .write(1, 0, Bytes::from(vec![1u8; 4096]), BS, false)
-        .await
-        .unwrap();
-    assert_eq!(
-        status_of(stranger.read(1, 0, 1, BS).await),
-        Status::RESERVATION_CONFLICT
-    );
-    assert_eq!(
-        status_of(
-            stranger
-                .write(1, 0, Bytes::from(vec![2u8; 4096]), BS, false)
-                .await
-        ),
-        Status::RESERVATION_CONFLICT
-    );
+    client.write(1, 0, block(1), BS, false).await.unwrap();
+    assert_conflict(stranger.read(1, 0, 1, BS).await);
+    assert_conflict(stranger.write(1, 0, block(2), BS, false).await);
     // Conflicting registrant actions are refused.
-    assert_eq!(
-        status_of(
-            client
-                .reservation_register(1, RegisterAction::Register, false, 0, 0xCCCC)
-                .await
-        ),
-        Status::RESERVATION_CONFLICT
+    assert_conflict(
+        client
+            .reservation_register(1, RegisterAction::Register, false, 0, 0xCCCC)
+            .await,
     );
-    assert_eq!(
-        status_of(
-            client
-                .reservation_acquire(1, AcquireAction::Acquire, t, kb, 0)
-                .await
-        ),
-        Status::RESERVATION_CONFLICT
+    assert_conflict(
+        client
+            .reservation_acquire(1, AcquireAction::Acquire, t, kb, 0)
+            .await,
     );
-    assert_eq!(
-        status_of(
-            client
-                .reservation_acquire(1, AcquireAction::Acquire, t, 0xDEAD, 0)
-                .await
-        ),
-        Status::RESERVATION_CONFLICT
+    assert_conflict(
+        client
+            .reservation_acquire(1, AcquireAction::Acquire, t, 0xDEAD, 0)
+            .await,
     );
-    assert_eq!(
-        status_of(
-            stranger
-                .reservation_acquire(1, AcquireAction::Preempt, t, 0, ka)
-                .await
-        ),
-        Status::RESERVATION_CONFLICT
+    assert_conflict(
+        stranger
+            .reservation_acquire(1, AcquireAction::Preempt, t, 0, ka)
+            .await,
     );
     let rep = mds.reservation_report(1).await.unwrap();
     assert_eq!(rep.rtype, 4);
@@ -392,22 +376,9 @@ async fn reservations_register_acquire_preempt_and_fence() {
     mds.reservation_acquire(1, AcquireAction::PreemptAndAbort, t, ka, kb)
         .await
         .unwrap();
-    assert_eq!(
-        status_of(
-            client
-                .write(1, 0, Bytes::from(vec![3u8; 4096]), BS, false)
-                .await
-        ),
-        Status::RESERVATION_CONFLICT
-    );
-    assert_eq!(
-        status_of(client.read(1, 0, 1, BS).await),
-        Status::RESERVATION_CONFLICT
-    );
-    assert_eq!(
-        status_of(client.flush(1).await),
-        Status::RESERVATION_CONFLICT
-    );
+    assert_conflict(client.write(1, 0, block(3), BS, false).await);
+    assert_conflict(client.read(1, 0, 1, BS).await);
+    assert_conflict(client.flush(1).await);
     assert_eq!(mds.read(1, 0, 1, BS).await.unwrap(), vec![1u8; 4096]);
     let rep = mds.reservation_report(1).await.unwrap();
     assert_eq!(rep.registrants.len(), 1);
@@ -517,35 +488,18 @@ async fn in_process_mds_fences_a_remote_client() {
     let client = Initiator::connect(r.target.local_addr(), host("c", 1))
         .await
         .unwrap();
-    assert_eq!(
-        status_of(
-            client
-                .write(1, 0, Bytes::from(vec![1u8; 4096]), BS, false)
-                .await
-        ),
-        Status::RESERVATION_CONFLICT
-    );
+    assert_conflict(client.write(1, 0, block(1), BS, false).await);
     client
         .reservation_register(1, RegisterAction::Register, false, 0, 0xC)
         .await
         .unwrap();
-    client
-        .write(1, 0, Bytes::from(vec![1u8; 4096]), BS, false)
-        .await
-        .unwrap();
+    client.write(1, 0, block(1), BS, false).await.unwrap();
     let gone = r
         .target
         .reservation_acquire(1, mds_id, AcquireAction::PreemptAndAbort, t, 0xA, 0xC)
         .unwrap();
     assert_eq!(gone.len(), 1);
-    assert_eq!(
-        status_of(
-            client
-                .write(1, 0, Bytes::from(vec![2u8; 4096]), BS, false)
-                .await
-        ),
-        Status::RESERVATION_CONFLICT
-    );
+    assert_conflict(client.write(1, 0, block(2), BS, false).await);
     let (rtype, regs) = r.target.reservation_state(1).unwrap();
     assert_eq!((rtype, regs.len()), (Some(t), 1));
     assert_eq!(
