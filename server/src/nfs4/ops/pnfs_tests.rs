@@ -142,11 +142,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> u64 {
 
 /// OPEN(CREATE, UNCHECKED) of `name` in the root for read and write: the file and its stateid.
 fn create(ctx: &mut Ctx<'_>, name: &[u8]) -> (Fh, Stateid) {
-    let root = ctx.srv.store.getattr(ROOT_INO).unwrap();
-    ctx.current_fh = Some(Fh {
-        ino: root.ino,
-        generation: root.generation,
-    });
+    ctx.current_fh = Some(root_fh(ctx.srv));
     let mut w = XdrWriter::new();
     w.u32(0);
     w.u32(3);
@@ -164,6 +160,69 @@ fn create(ctx: &mut Ctx<'_>, name: &[u8]) -> (Fh, Stateid) {
     let sid = Stateid::decode(&mut XdrReader::new(&body)).unwrap();
     let fh = ctx.current_fh.unwrap();
     (fh, sid)
+}
+
+/// The root directory's filehandle.
+fn root_fh(srv: &Server) -> Fh {
+    let root = srv.store.getattr(ROOT_INO).unwrap();
+    Fh {
+        ino: root.ino,
+        generation: root.generation,
+    }
+}
+
+/// Client "a" mounted, file "f" created: its filehandle and open stateid.
+fn open_f(x: &mut Ctx<'_>) -> (Fh, Stateid) {
+    mount(x, b"a");
+    create(x, b"f")
+}
+
+/// `open_f`, then an RW layout of `[0, len)`.
+fn open_f_rw(x: &mut Ctx<'_>, len: u64) -> (Fh, Stateid, Got) {
+    let (fh, sid) = open_f(x);
+    let g = get(x, iomode::RW, 0, len, sid).unwrap();
+    (fh, sid, g)
+}
+
+/// Writes `byte` over all of `g`'s blocks on the volume, as a client writing all it was given.
+fn fill(fx: &Fx, g: &Got, byte: u8) {
+    use metalog::BlockDev;
+    for e in &g.extents {
+        fx.dev
+            .write_at(&vec![byte; e.length as usize], e.storage_offset)
+            .unwrap();
+    }
+}
+
+/// Sets the file's size to `size` bytes, as another client's SETATTR would.
+fn grow(store: &Store, ino: Ino, size: u64) {
+    let attrs = SetAttrs {
+        size: Some(size),
+        ..SetAttrs::default()
+    };
+    store.setattr(ino, &attrs).unwrap();
+}
+
+/// SETATTR(size) of `fh` with `sid`.
+fn truncate(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, size: u64) -> NfsStat {
+    let mut w = XdrWriter::new();
+    sid.encode(&mut w);
+    let mut attrs = Bitmap::default();
+    attrs.set(crate::nfs4::attr::num::SIZE);
+    attrs.encode(&mut w);
+    let mut v = XdrWriter::new();
+    v.u64(size);
+    w.opaque(&v.buf);
+    x.current_fh = Some(fh);
+    call(x, super::setattr::run, &w.buf).0
+}
+
+/// REMOVE `name` from the root.
+fn remove(x: &mut Ctx<'_>, name: &[u8]) -> NfsStat {
+    x.current_fh = Some(root_fh(x.srv));
+    let mut w = XdrWriter::new();
+    w.string(name);
+    call(x, super::remove::run, &w.buf).0
 }
 
 struct Got {
@@ -324,10 +383,7 @@ fn getdeviceinfo_gives_the_uuid_signature_and_a_stable_id() {
     w.u32(8);
     w.u64(0);
     w.opaque_fixed(&[0; 8]);
-    x.current_fh = Some(Fh {
-        ino: ROOT_INO,
-        generation: fx.srv.store.getattr(ROOT_INO).unwrap().generation,
-    });
+    x.current_fh = Some(root_fh(&fx.srv));
     let (s, body) = call(&mut x, getdevicelist::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
@@ -349,9 +405,7 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
     let fx = fixture(NfsOptions::default());
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, open_sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 8192, open_sid).unwrap();
+    let (fh, _, g) = open_f_rw(&mut x, 8192);
     assert_eq!(g.stateid.seqid, 1);
     assert!(g
         .extents
@@ -385,8 +439,7 @@ fn layoutget_refusals() {
     let fx = fixture(NfsOptions::default());
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
+    let (fh, sid) = open_f(&mut x);
     let try_get = |x: &mut Ctx<'_>, ty, mode, len, min, max| {
         call(
             x,
@@ -422,10 +475,7 @@ fn layoutget_refusals() {
     )
     .0;
     assert!(st == NfsStat::BAD_STATEID || st == NfsStat::STALE_STATEID);
-    x.current_fh = Some(Fh {
-        ino: ROOT_INO,
-        generation: fx.srv.store.getattr(ROOT_INO).unwrap().generation,
-    });
+    x.current_fh = Some(root_fh(&fx.srv));
     assert_eq!(
         try_get(&mut x, BLOCK, iomode::RW, B, B, 4096),
         NfsStat::LAYOUTUNAVAILABLE
@@ -454,9 +504,7 @@ fn layoutcommit_durability_counters() {
     let fx = fixture(NfsOptions::default());
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 4 * B, sid).unwrap();
+    let (fh, _, g) = open_f_rw(&mut x, 4 * B);
     let m0 = fx.srv.pnfs.metrics.snapshot();
     // Converting + growing: one log force that wrote the log, so no separate data flush.
     let (size, logs, _) = counted(&fx.srv, || commit(&mut x, &g, Some(4 * B - 1)));
@@ -489,9 +537,7 @@ fn layoutcommit_sync_forces_the_log_every_time() {
     });
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (_, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let (_, _, g) = open_f_rw(&mut x, 2 * B);
     commit(&mut x, &g, Some(2 * B - 1)).unwrap();
     for _ in 0..3 {
         let (size, logs, _) = counted(&fx.srv, || commit(&mut x, &g, Some(2 * B - 1)));
@@ -509,9 +555,7 @@ fn concurrent_overwrite_commits_share_flushes() {
     let fx = fixture(NfsOptions::default());
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let (fh, _, g) = open_f_rw(&mut x, 2 * B);
     commit(&mut x, &g, Some(2 * B - 1)).unwrap();
     // A slow device cache flush, as on real hardware, so that the commits overlap.
     fx.dev.set_flush_delay(Duration::from_millis(30));
@@ -541,9 +585,7 @@ fn layoutcommit_refusals() {
     let fx = fixture(NfsOptions::default());
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let (fh, sid, g) = open_f_rw(&mut x, 2 * B);
     let e = BlockExtent {
         state: ExtentState::READ_WRITE_DATA,
         ..g.extents[0]
@@ -598,16 +640,7 @@ fn layoutcommit_refusals() {
     );
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 2 * B);
     // A range without blocks (truncated away): refused.
-    fx.srv
-        .store
-        .setattr(
-            fh.ino,
-            &SetAttrs {
-                size: Some(0),
-                ..SetAttrs::default()
-            },
-        )
-        .unwrap();
+    grow(&fx.srv.store, fh.ino, 0);
     assert_eq!(
         try_commit(&mut x, g.stateid, Some(B), &[e]),
         NfsStat::BADLAYOUT
@@ -635,9 +668,7 @@ fn layoutreturn_file_and_all() {
     let fx = fixture(NfsOptions::default());
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 4 * B, sid).unwrap();
+    let (fh, sid, g) = open_f_rw(&mut x, 4 * B);
     // Half of it: the stateid comes back bumped.
     let (s, body) = call(
         &mut x,
@@ -774,23 +805,12 @@ fn truncate_and_last_unlink_recall() {
     let bc = Arc::new(Recorder::default());
     let c = conn(1, Some(bc.clone()));
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g0 = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let (fh, sid, g0) = open_f_rw(&mut x, 2 * B);
     commit_size(&fx.srv, fh.ino);
-    let mut w = XdrWriter::new();
-    sid.encode(&mut w);
-    let mut attrs = Bitmap::default();
-    attrs.set(crate::nfs4::attr::num::SIZE);
-    attrs.encode(&mut w);
-    let mut v = XdrWriter::new();
-    v.u64(0);
-    w.opaque(&v.buf);
-    x.current_fh = Some(fh);
     // The truncate waits (DELAY) until the layouts mapping the blocks it frees are back.
-    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::DELAY);
+    assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
     assert_eq!(bc.0.lock().unwrap().len(), 1);
-    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::DELAY);
+    assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
     assert_eq!(
         bc.0.lock().unwrap().len(),
         1,
@@ -806,20 +826,12 @@ fn truncate_and_last_unlink_recall() {
     // recalls again.
     let ret = return_args(iomode::ANY, 1, Some((0, u64::MAX, g0.stateid)));
     assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
-    x.current_fh = Some(fh);
-    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::OK);
+    assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::OK);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
     let g = get(&mut x, iomode::RW, 0, B, sid).unwrap();
     assert_eq!(g.extents.len(), 1);
     assert_eq!(g.stateid.seqid, 1);
-    let root = fx.srv.store.getattr(ROOT_INO).unwrap();
-    x.current_fh = Some(Fh {
-        ino: root.ino,
-        generation: root.generation,
-    });
-    let mut w = XdrWriter::new();
-    w.string(b"f");
-    assert_eq!(call(&mut x, super::remove::run, &w.buf).0, NfsStat::OK);
+    assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
     assert_eq!(bc.0.lock().unwrap().len(), 2);
 }
 
@@ -867,25 +879,14 @@ fn close_returns_the_clients_layouts() {
 
 #[test]
 fn bytes_written_through_the_layout_read_back_after_commit() {
-    use metalog::BlockDev;
     let fx = fixture(NfsOptions::default());
     let c = conn(1, None);
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
-    for e in &g.extents {
-        fx.dev
-            .write_at(&vec![0x5a; e.length as usize], e.storage_offset)
-            .unwrap();
-    }
+    let (fh, _, g) = open_f_rw(&mut x, 2 * B);
+    fill(&fx, &g, 0x5a);
     // Before LAYOUTCOMMIT the blocks are unwritten: inside the file they read as zeros,
     // never as the bytes already on the volume.
-    let grow = SetAttrs {
-        size: Some(B + 10),
-        ..SetAttrs::default()
-    };
-    fx.srv.store.setattr(fh.ino, &grow).unwrap();
+    grow(&fx.srv.store, fh.ino, B + 10);
     let (before, _) = fx.srv.store.read(fh.ino, 0, 8192).unwrap();
     assert_eq!(before.len() as u64, B + 10);
     assert!(before.iter().all(|b| *b == 0));
@@ -901,25 +902,16 @@ fn bytes_written_through_the_layout_read_back_after_commit() {
 
 #[test]
 fn committed_layout_writes_survive_a_crash_after_the_reply() {
-    use metalog::BlockDev;
     for seed in 1..=4 {
         let fx = fixture_seeded(NfsOptions::default(), seed);
         let c = conn(1, None);
         let mut x = ctx(&fx.srv, &c);
-        mount(&mut x, b"a");
-        let (fh, sid) = create(&mut x, b"f");
-        let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
-        let fill = |v: u8| {
-            for e in &g.extents {
-                let buf = vec![v; e.length as usize];
-                fx.dev.write_at(&buf, e.storage_offset).unwrap();
-            }
-        };
+        let (fh, _, g) = open_f_rw(&mut x, 2 * B);
         // A converting commit, then an overwrite commit (data flush only): both replies
         // promise the bytes.
-        fill(0x5a);
+        fill(&fx, &g, 0x5a);
         assert_eq!(commit(&mut x, &g, Some(2 * B - 1)).unwrap(), Some(2 * B));
-        fill(0x33);
+        fill(&fx, &g, 0x33);
         assert_eq!(commit(&mut x, &g, Some(2 * B - 1)).unwrap(), None);
         let after = Arc::new(fx.dev.crash());
         let store = Store::open_dev(after, StoreOptions::default()).unwrap();
@@ -982,9 +974,7 @@ fn overwrite_commit_ratio() {
         let srv = test_fixture::server(store, opts, 1);
         let c = conn(1, None);
         let mut x = ctx(&srv, &c);
-        mount(&mut x, b"a");
-        let (_, sid) = create(&mut x, b"f");
-        let g = get(&mut x, iomode::RW, 0, 16 * B, sid).unwrap();
+        let (_, _, g) = open_f_rw(&mut x, 16 * B);
         commit(&mut x, &g, Some(16 * B - 1)).unwrap();
         let n = 200;
         let t0 = Instant::now();

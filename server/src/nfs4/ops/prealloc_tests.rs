@@ -7,30 +7,6 @@
 use super::*;
 use metalog::BlockDev;
 
-/// Client 1 mounted, file "f" created: its filehandle and open stateid.
-fn open_f(x: &mut Ctx<'_>) -> (Fh, Stateid) {
-    mount(x, b"a");
-    create(x, b"f")
-}
-
-/// Writes `byte` over all of `g`'s blocks on the volume, as a client writing all it was given.
-fn fill(fx: &Fx, g: &Got, byte: u8) {
-    for e in &g.extents {
-        fx.dev
-            .write_at(&vec![byte; e.length as usize], e.storage_offset)
-            .unwrap();
-    }
-}
-
-/// Grows the file to `size` bytes, as another client's SETATTR would.
-fn grow(store: &Store, ino: Ino, size: u64) {
-    let attrs = SetAttrs {
-        size: Some(size),
-        ..SetAttrs::default()
-    };
-    store.setattr(ino, &attrs).unwrap();
-}
-
 /// LAYOUTGET as Linux asks for a write: `len` bytes at `off`, minlength one page.
 fn get_min(x: &mut Ctx<'_>, mode: u32, off: u64, len: u64, sid: Stateid) -> Got {
     let (s, body) = call(
