@@ -41,6 +41,7 @@ fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
             boot_verifier: 1,
             pnfs: Default::default(),
         },
+        conn: conn(1, None),
     };
     (fx, clock)
 }

@@ -37,6 +37,15 @@ impl crate::rpc::Backchannel for Recorder {
 struct Fx {
     dev: Arc<CrashDev>,
     srv: Server,
+    /// Connection 1, without a backchannel: the one a single-client test talks on.
+    conn: ConnInfo,
+}
+
+impl Fx {
+    /// A context on `conn`, as client 1 before it mounts.
+    fn client(&self) -> Ctx<'_> {
+        ctx(&self.srv, &self.conn)
+    }
 }
 
 fn fixture(opts: NfsOptions) -> Fx {
@@ -60,6 +69,7 @@ fn fixture_on(opts: NfsOptions, size: u64, seed: u64) -> Fx {
     Fx {
         dev,
         srv: test_fixture::server(store, opts, 1),
+        conn: conn(1, None),
     }
 }
 
@@ -344,8 +354,7 @@ fn commit(ctx: &mut Ctx<'_>, g: &Got, last: Option<u64>) -> Result<Option<u64>, 
 #[test]
 fn getdeviceinfo_gives_the_uuid_signature_and_a_stable_id() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     mount(&mut x, b"a");
     let uuid = fx.srv.store.volume_uuid();
     let args = |dev: [u8; 16], ty: u32, max: u32| {
@@ -403,8 +412,7 @@ fn getdeviceinfo_gives_the_uuid_signature_and_a_stable_id() {
 #[test]
 fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, _, g) = open_f_rw(&mut x, 8192);
     assert_eq!(g.stateid.seqid, 1);
     assert!(g
@@ -437,8 +445,7 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
 #[test]
 fn layoutget_refusals() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, sid) = open_f(&mut x);
     let try_get = |x: &mut Ctx<'_>, ty, mode, len, min, max| {
         call(
@@ -502,8 +509,7 @@ fn counted<T>(srv: &Server, f: impl FnOnce() -> T) -> (T, u64, u64) {
 #[test]
 fn layoutcommit_durability_counters() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, _, g) = open_f_rw(&mut x, 4 * B);
     let m0 = fx.srv.pnfs.metrics.snapshot();
     // Converting + growing: one log force that wrote the log, so no separate data flush.
@@ -535,8 +541,7 @@ fn layoutcommit_sync_forces_the_log_every_time() {
         layoutcommit_sync: true,
         ..NfsOptions::default()
     });
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (_, _, g) = open_f_rw(&mut x, 2 * B);
     commit(&mut x, &g, Some(2 * B - 1)).unwrap();
     for _ in 0..3 {
@@ -553,8 +558,7 @@ fn layoutcommit_sync_forces_the_log_every_time() {
 #[test]
 fn concurrent_overwrite_commits_share_flushes() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, _, g) = open_f_rw(&mut x, 2 * B);
     commit(&mut x, &g, Some(2 * B - 1)).unwrap();
     // A slow device cache flush, as on real hardware, so that the commits overlap.
@@ -566,7 +570,7 @@ fn concurrent_overwrite_commits_share_flushes() {
         std::thread::scope(|s| {
             for _ in 0..n {
                 s.spawn(|| {
-                    let mut y = ctx(&fx.srv, &c);
+                    let mut y = fx.client();
                     y.session = session.clone();
                     y.current_fh = Some(fh);
                     bar.wait();
@@ -583,8 +587,7 @@ fn concurrent_overwrite_commits_share_flushes() {
 #[test]
 fn layoutcommit_refusals() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, sid, g) = open_f_rw(&mut x, 2 * B);
     let e = BlockExtent {
         state: ExtentState::READ_WRITE_DATA,
@@ -666,8 +669,7 @@ fn return_args(mode: u32, what: u32, file: Option<(u64, u64, Stateid)>) -> Vec<u
 #[test]
 fn layoutreturn_file_and_all() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, sid, g) = open_f_rw(&mut x, 4 * B);
     // Half of it: the stateid comes back bumped.
     let (s, body) = call(
@@ -862,8 +864,7 @@ fn commit_size(srv: &Server, ino: Ino) {
 #[test]
 fn close_returns_the_clients_layouts() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
     get(&mut x, iomode::RW, 0, B, sid).unwrap();
@@ -880,8 +881,7 @@ fn close_returns_the_clients_layouts() {
 #[test]
 fn bytes_written_through_the_layout_read_back_after_commit() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, _, g) = open_f_rw(&mut x, 2 * B);
     fill(&fx, &g, 0x5a);
     // Before LAYOUTCOMMIT the blocks are unwritten: inside the file they read as zeros,
@@ -904,8 +904,7 @@ fn bytes_written_through_the_layout_read_back_after_commit() {
 fn committed_layout_writes_survive_a_crash_after_the_reply() {
     for seed in 1..=4 {
         let fx = fixture_seeded(NfsOptions::default(), seed);
-        let c = conn(1, None);
-        let mut x = ctx(&fx.srv, &c);
+        let mut x = fx.client();
         let (fh, _, g) = open_f_rw(&mut x, 2 * B);
         // A converting commit, then an overwrite commit (data flush only): both replies
         // promise the bytes.
@@ -932,8 +931,7 @@ fn committed_layout_writes_survive_a_crash_after_the_reply() {
 #[test]
 fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
     get(&mut x, iomode::RW, 0, B, sid).unwrap();
