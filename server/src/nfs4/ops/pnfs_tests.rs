@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
-    layoutreturn, open, reclaim_complete, sequence, test_fixture, Handler,
+    layoutreturn, open, reclaim_complete, sequence, test_fixture,
 };
 use crate::nfs4::callback;
 use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
@@ -19,6 +19,7 @@ use crate::store::{Ino, SetAttrs, Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 use layout::block::{iomode, BlockExtent, ExtentState};
 use metalog::CrashDev;
+use test_fixture::{call, channel};
 
 const B: u64 = 4096;
 const BLOCK: u32 = 3;
@@ -93,23 +94,6 @@ fn ctx<'a>(srv: &'a Server, c: &'a ConnInfo) -> Ctx<'a> {
     x.minor = 1;
     x.op_count = 2;
     x
-}
-
-fn call(ctx: &mut Ctx<'_>, h: Handler, args: &[u8]) -> (NfsStat, Vec<u8>) {
-    let mut r = XdrReader::new(args);
-    let mut w = XdrWriter::new();
-    let st = h(ctx, &mut r, &mut w);
-    if st == NfsStat::OK {
-        assert_eq!(r.remaining(), 0, "arguments left unread");
-    }
-    (st, w.buf)
-}
-
-fn channel(w: &mut XdrWriter) {
-    for v in [0, 1 << 20, 1 << 20, 8192, 16, 8] {
-        w.u32(v);
-    }
-    w.u32(0);
 }
 
 /// EXCHANGE_ID, CREATE_SESSION (with the backchannel on this connection), SEQUENCE,

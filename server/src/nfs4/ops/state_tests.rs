@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::{
     close, create_session, delegreturn, destroy_clientid, destroy_session, exchange_id,
     free_stateid, lock, lockt, locku, open, open_downgrade, reclaim_complete, sequence,
-    test_fixture, test_stateid, Handler,
+    test_fixture, test_stateid,
 };
 use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
 use crate::nfs4::status::NfsStat;
@@ -18,6 +18,7 @@ use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::server::{NfsOptions, Server};
 use crate::store::{Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
+use test_fixture::{call, channel};
 
 struct Fx {
     _dir: tempfile::TempDir,
@@ -71,23 +72,6 @@ impl Fx {
             cached_reply: None,
         }
     }
-}
-
-fn call(ctx: &mut Ctx<'_>, h: Handler, args: &[u8]) -> (NfsStat, Vec<u8>) {
-    let mut r = XdrReader::new(args);
-    let mut w = XdrWriter::new();
-    let st = h(ctx, &mut r, &mut w);
-    if st == NfsStat::OK {
-        assert_eq!(r.remaining(), 0, "arguments left unread");
-    }
-    (st, w.buf)
-}
-
-fn channel(w: &mut XdrWriter) {
-    for v in [0, 1 << 20, 1 << 20, 8192, 16, 8] {
-        w.u32(v);
-    }
-    w.u32(0);
 }
 
 /// EXCHANGE_ID + CREATE_SESSION + SEQUENCE through the handlers; leaves `ctx` in the session.
