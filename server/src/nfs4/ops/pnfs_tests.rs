@@ -19,7 +19,7 @@ use crate::store::{Ino, SetAttrs, Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 use layout::block::{iomode, BlockExtent, ExtentState};
 use metalog::CrashDev;
-use test_fixture::{call, channel};
+use test_fixture::{call, seq_args, session_args};
 
 const B: u64 = 4096;
 const BLOCK: u32 = 3;
@@ -110,25 +110,12 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> u64 {
     let mut r = XdrReader::new(&body);
     let clientid = r.u64().unwrap();
     let seq = r.u32().unwrap();
-    let mut w = XdrWriter::new();
-    w.u64(clientid);
-    w.u32(seq);
-    w.u32(0x2);
-    channel(&mut w);
-    channel(&mut w);
-    w.u32(0x4000_0000);
-    w.u32(1);
-    w.u32(0);
-    let (s, body) = call(ctx, create_session::create_session, &w.buf);
+    let args = session_args(clientid, seq);
+    let (s, body) = call(ctx, create_session::create_session, &args);
     assert_eq!(s, NfsStat::OK);
     let sid: [u8; 16] = XdrReader::new(&body).array().unwrap();
-    let mut w = XdrWriter::new();
-    w.opaque_fixed(&sid);
-    w.u32(1);
-    w.u32(0);
-    w.u32(7);
-    w.bool(false);
-    assert_eq!(call(ctx, sequence::sequence, &w.buf).0, NfsStat::OK);
+    let seq_ok = call(ctx, sequence::sequence, &seq_args(sid, 1, 0, false)).0;
+    assert_eq!(seq_ok, NfsStat::OK);
     let rc = call(ctx, reclaim_complete::reclaim_complete, &[0; 4]).0;
     assert_eq!(rc, NfsStat::OK);
     clientid
