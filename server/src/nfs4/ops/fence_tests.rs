@@ -41,6 +41,7 @@ fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
             boot_verifier: 1,
             pnfs: Default::default(),
         },
+        conn: conn(1, None),
     };
     (fx, clock)
 }
@@ -266,20 +267,6 @@ fn an_expired_scsi_clients_key_is_preempted_once_and_a_failed_preempt_keeps_bloc
     assert_eq!(mapped(&fx.srv, fa.ino, 1 << 14), 0);
 }
 
-/// SETATTR(size) of the current file with `sid`.
-fn truncate(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, size: u64) -> NfsStat {
-    let mut w = XdrWriter::new();
-    sid.encode(&mut w);
-    let mut attrs = Bitmap::default();
-    attrs.set(crate::nfs4::attr::num::SIZE);
-    attrs.encode(&mut w);
-    let mut v = XdrWriter::new();
-    v.u64(size);
-    w.opaque(&v.buf);
-    x.current_fh = Some(fh);
-    call(x, super::super::setattr::run, &w.buf).0
-}
-
 #[test]
 fn a_truncate_after_the_state_dropped_a_layout_fences_before_freeing() {
     let dir = tempfile::tempdir().unwrap();
@@ -317,18 +304,6 @@ fn a_truncate_after_the_state_dropped_a_layout_fences_before_freeing() {
     assert_eq!(truncate(&mut b, fh, sb, 0), NfsStat::OK);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
     assert_eq!(lines(&log).len(), 2);
-}
-
-/// REMOVE `name` from the root.
-fn remove(x: &mut Ctx<'_>, name: &[u8]) -> NfsStat {
-    let root = x.srv.store.getattr(ROOT_INO).unwrap();
-    x.current_fh = Some(Fh {
-        ino: root.ino,
-        generation: root.generation,
-    });
-    let mut w = XdrWriter::new();
-    w.string(name);
-    call(x, crate::nfs4::ops::remove::run, &w.buf).0
 }
 
 /// CLOSE `sid` of `fh`: whether the file still has its blocks afterwards.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
-    layoutreturn, open, reclaim_complete, sequence, test_fixture, Handler,
+    layoutreturn, open, reclaim_complete, sequence, test_fixture,
 };
 use crate::nfs4::callback;
 use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
@@ -19,6 +19,7 @@ use crate::store::{Ino, SetAttrs, Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 use layout::block::{iomode, BlockExtent, ExtentState};
 use metalog::CrashDev;
+use test_fixture::{call, seq_args, session_args};
 
 const B: u64 = 4096;
 const BLOCK: u32 = 3;
@@ -37,6 +38,15 @@ impl crate::rpc::Backchannel for Recorder {
 struct Fx {
     dev: Arc<CrashDev>,
     srv: Server,
+    /// Connection 1, without a backchannel: the one a single-client test talks on.
+    conn: ConnInfo,
+}
+
+impl Fx {
+    /// A context on `conn`, as client 1 before it mounts.
+    fn client(&self) -> Ctx<'_> {
+        ctx(&self.srv, &self.conn)
+    }
 }
 
 fn fixture(opts: NfsOptions) -> Fx {
@@ -60,6 +70,7 @@ fn fixture_on(opts: NfsOptions, size: u64, seed: u64) -> Fx {
     Fx {
         dev,
         srv: test_fixture::server(store, opts, 1),
+        conn: conn(1, None),
     }
 }
 
@@ -85,23 +96,6 @@ fn ctx<'a>(srv: &'a Server, c: &'a ConnInfo) -> Ctx<'a> {
     x
 }
 
-fn call(ctx: &mut Ctx<'_>, h: Handler, args: &[u8]) -> (NfsStat, Vec<u8>) {
-    let mut r = XdrReader::new(args);
-    let mut w = XdrWriter::new();
-    let st = h(ctx, &mut r, &mut w);
-    if st == NfsStat::OK {
-        assert_eq!(r.remaining(), 0, "arguments left unread");
-    }
-    (st, w.buf)
-}
-
-fn channel(w: &mut XdrWriter) {
-    for v in [0, 1 << 20, 1 << 20, 8192, 16, 8] {
-        w.u32(v);
-    }
-    w.u32(0);
-}
-
 /// EXCHANGE_ID, CREATE_SESSION (with the backchannel on this connection), SEQUENCE,
 /// RECLAIM_COMPLETE.
 fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> u64 {
@@ -116,25 +110,12 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> u64 {
     let mut r = XdrReader::new(&body);
     let clientid = r.u64().unwrap();
     let seq = r.u32().unwrap();
-    let mut w = XdrWriter::new();
-    w.u64(clientid);
-    w.u32(seq);
-    w.u32(0x2);
-    channel(&mut w);
-    channel(&mut w);
-    w.u32(0x4000_0000);
-    w.u32(1);
-    w.u32(0);
-    let (s, body) = call(ctx, create_session::create_session, &w.buf);
+    let args = session_args(clientid, seq);
+    let (s, body) = call(ctx, create_session::create_session, &args);
     assert_eq!(s, NfsStat::OK);
     let sid: [u8; 16] = XdrReader::new(&body).array().unwrap();
-    let mut w = XdrWriter::new();
-    w.opaque_fixed(&sid);
-    w.u32(1);
-    w.u32(0);
-    w.u32(7);
-    w.bool(false);
-    assert_eq!(call(ctx, sequence::sequence, &w.buf).0, NfsStat::OK);
+    let seq_ok = call(ctx, sequence::sequence, &seq_args(sid, 1, 0, false)).0;
+    assert_eq!(seq_ok, NfsStat::OK);
     let rc = call(ctx, reclaim_complete::reclaim_complete, &[0; 4]).0;
     assert_eq!(rc, NfsStat::OK);
     clientid
@@ -142,11 +123,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> u64 {
 
 /// OPEN(CREATE, UNCHECKED) of `name` in the root for read and write: the file and its stateid.
 fn create(ctx: &mut Ctx<'_>, name: &[u8]) -> (Fh, Stateid) {
-    let root = ctx.srv.store.getattr(ROOT_INO).unwrap();
-    ctx.current_fh = Some(Fh {
-        ino: root.ino,
-        generation: root.generation,
-    });
+    ctx.current_fh = Some(root_fh(ctx.srv));
     let mut w = XdrWriter::new();
     w.u32(0);
     w.u32(3);
@@ -164,6 +141,69 @@ fn create(ctx: &mut Ctx<'_>, name: &[u8]) -> (Fh, Stateid) {
     let sid = Stateid::decode(&mut XdrReader::new(&body)).unwrap();
     let fh = ctx.current_fh.unwrap();
     (fh, sid)
+}
+
+/// The root directory's filehandle.
+fn root_fh(srv: &Server) -> Fh {
+    let root = srv.store.getattr(ROOT_INO).unwrap();
+    Fh {
+        ino: root.ino,
+        generation: root.generation,
+    }
+}
+
+/// Client "a" mounted, file "f" created: its filehandle and open stateid.
+fn open_f(x: &mut Ctx<'_>) -> (Fh, Stateid) {
+    mount(x, b"a");
+    create(x, b"f")
+}
+
+/// `open_f`, then an RW layout of `[0, len)`.
+fn open_f_rw(x: &mut Ctx<'_>, len: u64) -> (Fh, Stateid, Got) {
+    let (fh, sid) = open_f(x);
+    let g = get(x, iomode::RW, 0, len, sid).unwrap();
+    (fh, sid, g)
+}
+
+/// Writes `byte` over all of `g`'s blocks on the volume, as a client writing all it was given.
+fn fill(fx: &Fx, g: &Got, byte: u8) {
+    use metalog::BlockDev;
+    for e in &g.extents {
+        fx.dev
+            .write_at(&vec![byte; e.length as usize], e.storage_offset)
+            .unwrap();
+    }
+}
+
+/// Sets the file's size to `size` bytes, as another client's SETATTR would.
+fn grow(store: &Store, ino: Ino, size: u64) {
+    let attrs = SetAttrs {
+        size: Some(size),
+        ..SetAttrs::default()
+    };
+    store.setattr(ino, &attrs).unwrap();
+}
+
+/// SETATTR(size) of `fh` with `sid`.
+fn truncate(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, size: u64) -> NfsStat {
+    let mut w = XdrWriter::new();
+    sid.encode(&mut w);
+    let mut attrs = Bitmap::default();
+    attrs.set(crate::nfs4::attr::num::SIZE);
+    attrs.encode(&mut w);
+    let mut v = XdrWriter::new();
+    v.u64(size);
+    w.opaque(&v.buf);
+    x.current_fh = Some(fh);
+    call(x, super::setattr::run, &w.buf).0
+}
+
+/// REMOVE `name` from the root.
+fn remove(x: &mut Ctx<'_>, name: &[u8]) -> NfsStat {
+    x.current_fh = Some(root_fh(x.srv));
+    let mut w = XdrWriter::new();
+    w.string(name);
+    call(x, super::remove::run, &w.buf).0
 }
 
 struct Got {
@@ -285,8 +325,7 @@ fn commit(ctx: &mut Ctx<'_>, g: &Got, last: Option<u64>) -> Result<Option<u64>, 
 #[test]
 fn getdeviceinfo_gives_the_uuid_signature_and_a_stable_id() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     mount(&mut x, b"a");
     let uuid = fx.srv.store.volume_uuid();
     let args = |dev: [u8; 16], ty: u32, max: u32| {
@@ -324,10 +363,7 @@ fn getdeviceinfo_gives_the_uuid_signature_and_a_stable_id() {
     w.u32(8);
     w.u64(0);
     w.opaque_fixed(&[0; 8]);
-    x.current_fh = Some(Fh {
-        ino: ROOT_INO,
-        generation: fx.srv.store.getattr(ROOT_INO).unwrap().generation,
-    });
+    x.current_fh = Some(root_fh(&fx.srv));
     let (s, body) = call(&mut x, getdevicelist::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
@@ -347,11 +383,8 @@ fn getdeviceinfo_gives_the_uuid_signature_and_a_stable_id() {
 #[test]
 fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, open_sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 8192, open_sid).unwrap();
+    let mut x = fx.client();
+    let (fh, _, g) = open_f_rw(&mut x, 8192);
     assert_eq!(g.stateid.seqid, 1);
     assert!(g
         .extents
@@ -383,10 +416,8 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
 #[test]
 fn layoutget_refusals() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
+    let mut x = fx.client();
+    let (fh, sid) = open_f(&mut x);
     let try_get = |x: &mut Ctx<'_>, ty, mode, len, min, max| {
         call(
             x,
@@ -422,10 +453,7 @@ fn layoutget_refusals() {
     )
     .0;
     assert!(st == NfsStat::BAD_STATEID || st == NfsStat::STALE_STATEID);
-    x.current_fh = Some(Fh {
-        ino: ROOT_INO,
-        generation: fx.srv.store.getattr(ROOT_INO).unwrap().generation,
-    });
+    x.current_fh = Some(root_fh(&fx.srv));
     assert_eq!(
         try_get(&mut x, BLOCK, iomode::RW, B, B, 4096),
         NfsStat::LAYOUTUNAVAILABLE
@@ -452,11 +480,8 @@ fn counted<T>(srv: &Server, f: impl FnOnce() -> T) -> (T, u64, u64) {
 #[test]
 fn layoutcommit_durability_counters() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 4 * B, sid).unwrap();
+    let mut x = fx.client();
+    let (fh, _, g) = open_f_rw(&mut x, 4 * B);
     let m0 = fx.srv.pnfs.metrics.snapshot();
     // Converting + growing: one log force that wrote the log, so no separate data flush.
     let (size, logs, _) = counted(&fx.srv, || commit(&mut x, &g, Some(4 * B - 1)));
@@ -487,11 +512,8 @@ fn layoutcommit_sync_forces_the_log_every_time() {
         layoutcommit_sync: true,
         ..NfsOptions::default()
     });
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (_, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let mut x = fx.client();
+    let (_, _, g) = open_f_rw(&mut x, 2 * B);
     commit(&mut x, &g, Some(2 * B - 1)).unwrap();
     for _ in 0..3 {
         let (size, logs, _) = counted(&fx.srv, || commit(&mut x, &g, Some(2 * B - 1)));
@@ -507,11 +529,8 @@ fn layoutcommit_sync_forces_the_log_every_time() {
 #[test]
 fn concurrent_overwrite_commits_share_flushes() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let mut x = fx.client();
+    let (fh, _, g) = open_f_rw(&mut x, 2 * B);
     commit(&mut x, &g, Some(2 * B - 1)).unwrap();
     // A slow device cache flush, as on real hardware, so that the commits overlap.
     fx.dev.set_flush_delay(Duration::from_millis(30));
@@ -522,7 +541,7 @@ fn concurrent_overwrite_commits_share_flushes() {
         std::thread::scope(|s| {
             for _ in 0..n {
                 s.spawn(|| {
-                    let mut y = ctx(&fx.srv, &c);
+                    let mut y = fx.client();
                     y.session = session.clone();
                     y.current_fh = Some(fh);
                     bar.wait();
@@ -539,11 +558,8 @@ fn concurrent_overwrite_commits_share_flushes() {
 #[test]
 fn layoutcommit_refusals() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let mut x = fx.client();
+    let (fh, sid, g) = open_f_rw(&mut x, 2 * B);
     let e = BlockExtent {
         state: ExtentState::READ_WRITE_DATA,
         ..g.extents[0]
@@ -598,16 +614,7 @@ fn layoutcommit_refusals() {
     );
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 2 * B);
     // A range without blocks (truncated away): refused.
-    fx.srv
-        .store
-        .setattr(
-            fh.ino,
-            &SetAttrs {
-                size: Some(0),
-                ..SetAttrs::default()
-            },
-        )
-        .unwrap();
+    grow(&fx.srv.store, fh.ino, 0);
     assert_eq!(
         try_commit(&mut x, g.stateid, Some(B), &[e]),
         NfsStat::BADLAYOUT
@@ -633,11 +640,8 @@ fn return_args(mode: u32, what: u32, file: Option<(u64, u64, Stateid)>) -> Vec<u
 #[test]
 fn layoutreturn_file_and_all() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 4 * B, sid).unwrap();
+    let mut x = fx.client();
+    let (fh, sid, g) = open_f_rw(&mut x, 4 * B);
     // Half of it: the stateid comes back bumped.
     let (s, body) = call(
         &mut x,
@@ -774,23 +778,12 @@ fn truncate_and_last_unlink_recall() {
     let bc = Arc::new(Recorder::default());
     let c = conn(1, Some(bc.clone()));
     let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g0 = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let (fh, sid, g0) = open_f_rw(&mut x, 2 * B);
     commit_size(&fx.srv, fh.ino);
-    let mut w = XdrWriter::new();
-    sid.encode(&mut w);
-    let mut attrs = Bitmap::default();
-    attrs.set(crate::nfs4::attr::num::SIZE);
-    attrs.encode(&mut w);
-    let mut v = XdrWriter::new();
-    v.u64(0);
-    w.opaque(&v.buf);
-    x.current_fh = Some(fh);
     // The truncate waits (DELAY) until the layouts mapping the blocks it frees are back.
-    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::DELAY);
+    assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
     assert_eq!(bc.0.lock().unwrap().len(), 1);
-    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::DELAY);
+    assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
     assert_eq!(
         bc.0.lock().unwrap().len(),
         1,
@@ -806,20 +799,12 @@ fn truncate_and_last_unlink_recall() {
     // recalls again.
     let ret = return_args(iomode::ANY, 1, Some((0, u64::MAX, g0.stateid)));
     assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
-    x.current_fh = Some(fh);
-    assert_eq!(call(&mut x, super::setattr::run, &w.buf).0, NfsStat::OK);
+    assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::OK);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
     let g = get(&mut x, iomode::RW, 0, B, sid).unwrap();
     assert_eq!(g.extents.len(), 1);
     assert_eq!(g.stateid.seqid, 1);
-    let root = fx.srv.store.getattr(ROOT_INO).unwrap();
-    x.current_fh = Some(Fh {
-        ino: root.ino,
-        generation: root.generation,
-    });
-    let mut w = XdrWriter::new();
-    w.string(b"f");
-    assert_eq!(call(&mut x, super::remove::run, &w.buf).0, NfsStat::OK);
+    assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
     assert_eq!(bc.0.lock().unwrap().len(), 2);
 }
 
@@ -850,8 +835,7 @@ fn commit_size(srv: &Server, ino: Ino) {
 #[test]
 fn close_returns_the_clients_layouts() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
     get(&mut x, iomode::RW, 0, B, sid).unwrap();
@@ -867,25 +851,13 @@ fn close_returns_the_clients_layouts() {
 
 #[test]
 fn bytes_written_through_the_layout_read_back_after_commit() {
-    use metalog::BlockDev;
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
-    mount(&mut x, b"a");
-    let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
-    for e in &g.extents {
-        fx.dev
-            .write_at(&vec![0x5a; e.length as usize], e.storage_offset)
-            .unwrap();
-    }
+    let mut x = fx.client();
+    let (fh, _, g) = open_f_rw(&mut x, 2 * B);
+    fill(&fx, &g, 0x5a);
     // Before LAYOUTCOMMIT the blocks are unwritten: inside the file they read as zeros,
     // never as the bytes already on the volume.
-    let grow = SetAttrs {
-        size: Some(B + 10),
-        ..SetAttrs::default()
-    };
-    fx.srv.store.setattr(fh.ino, &grow).unwrap();
+    grow(&fx.srv.store, fh.ino, B + 10);
     let (before, _) = fx.srv.store.read(fh.ino, 0, 8192).unwrap();
     assert_eq!(before.len() as u64, B + 10);
     assert!(before.iter().all(|b| *b == 0));
@@ -901,25 +873,15 @@ fn bytes_written_through_the_layout_read_back_after_commit() {
 
 #[test]
 fn committed_layout_writes_survive_a_crash_after_the_reply() {
-    use metalog::BlockDev;
     for seed in 1..=4 {
         let fx = fixture_seeded(NfsOptions::default(), seed);
-        let c = conn(1, None);
-        let mut x = ctx(&fx.srv, &c);
-        mount(&mut x, b"a");
-        let (fh, sid) = create(&mut x, b"f");
-        let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
-        let fill = |v: u8| {
-            for e in &g.extents {
-                let buf = vec![v; e.length as usize];
-                fx.dev.write_at(&buf, e.storage_offset).unwrap();
-            }
-        };
+        let mut x = fx.client();
+        let (fh, _, g) = open_f_rw(&mut x, 2 * B);
         // A converting commit, then an overwrite commit (data flush only): both replies
         // promise the bytes.
-        fill(0x5a);
+        fill(&fx, &g, 0x5a);
         assert_eq!(commit(&mut x, &g, Some(2 * B - 1)).unwrap(), Some(2 * B));
-        fill(0x33);
+        fill(&fx, &g, 0x33);
         assert_eq!(commit(&mut x, &g, Some(2 * B - 1)).unwrap(), None);
         let after = Arc::new(fx.dev.crash());
         let store = Store::open_dev(after, StoreOptions::default()).unwrap();
@@ -940,8 +902,7 @@ fn committed_layout_writes_survive_a_crash_after_the_reply() {
 #[test]
 fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     let fx = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
     get(&mut x, iomode::RW, 0, B, sid).unwrap();
@@ -982,9 +943,7 @@ fn overwrite_commit_ratio() {
         let srv = test_fixture::server(store, opts, 1);
         let c = conn(1, None);
         let mut x = ctx(&srv, &c);
-        mount(&mut x, b"a");
-        let (_, sid) = create(&mut x, b"f");
-        let g = get(&mut x, iomode::RW, 0, 16 * B, sid).unwrap();
+        let (_, _, g) = open_f_rw(&mut x, 16 * B);
         commit(&mut x, &g, Some(16 * B - 1)).unwrap();
         let n = 200;
         let t0 = Instant::now();

@@ -7,30 +7,6 @@
 use super::*;
 use metalog::BlockDev;
 
-/// Client 1 mounted, file "f" created: its filehandle and open stateid.
-fn open_f(x: &mut Ctx<'_>) -> (Fh, Stateid) {
-    mount(x, b"a");
-    create(x, b"f")
-}
-
-/// Writes `byte` over all of `g`'s blocks on the volume, as a client writing all it was given.
-fn fill(fx: &Fx, g: &Got, byte: u8) {
-    for e in &g.extents {
-        fx.dev
-            .write_at(&vec![byte; e.length as usize], e.storage_offset)
-            .unwrap();
-    }
-}
-
-/// Grows the file to `size` bytes, as another client's SETATTR would.
-fn grow(store: &Store, ino: Ino, size: u64) {
-    let attrs = SetAttrs {
-        size: Some(size),
-        ..SetAttrs::default()
-    };
-    store.setattr(ino, &attrs).unwrap();
-}
-
 /// LAYOUTGET as Linux asks for a write: `len` bytes at `off`, minlength one page.
 fn get_min(x: &mut Ctx<'_>, mode: u32, off: u64, len: u64, sid: Stateid) -> Got {
     let (s, body) = call(
@@ -108,8 +84,7 @@ fn write_sequentially(prealloc: u64, total: u64) -> (u64, u64, u64) {
         },
         64 << 20,
     );
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, mut sid) = open_f(&mut x);
     let log0 = fx.srv.store.log().counters().log_writes;
     let step = 64 << 10;
@@ -176,8 +151,7 @@ fn sequential_64k_writes_need_few_layoutgets_and_log_forces() {
 #[test]
 fn a_layoutget_inside_allocated_blocks_returns_the_whole_run() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, sid) = open_f(&mut x);
     // ALLOCATE-like: a 2 MiB file of unwritten blocks, asked in the middle for one page.
     fx.srv.store.allocate(fh.ino, 0, 2 << 20).unwrap();
@@ -231,8 +205,7 @@ fn nfs_read(x: &mut Ctx<'_>, sid: Stateid, off: u64, count: u32) -> Vec<u8> {
 #[test]
 fn preallocated_blocks_never_committed_read_as_zeros() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, sid) = open_f(&mut x);
     let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
     assert!(g.length >= (1 << 20), "preallocated: {}", g.length);
@@ -268,8 +241,7 @@ fn return_all_of(x: &mut Ctx<'_>, sid: Stateid, mode: u32) -> NfsStat {
 #[test]
 fn blocks_past_eof_are_freed_after_the_last_rw_return() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, sid) = open_f(&mut x);
     let free0 = fx.srv.store.fsstat().free_bytes;
     let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
@@ -306,8 +278,7 @@ fn blocks_past_eof_are_freed_after_the_last_rw_return() {
 #[test]
 fn close_trims_and_a_layoutget_in_progress_is_never_trimmed() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
     let free0 = fx.srv.store.fsstat().free_bytes;
@@ -340,8 +311,7 @@ fn close_trims_and_a_layoutget_in_progress_is_never_trimmed() {
 fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grace() {
     for seed in 1..=3 {
         let fx = fixture_seeded(NfsOptions::default(), seed);
-        let c = conn(1, None);
-        let mut x = ctx(&fx.srv, &c);
+        let mut x = fx.client();
         let (fh, sid) = open_f(&mut x);
         let free0 = fx.srv.store.fsstat().free_bytes;
         let g = get_min(&mut x, iomode::RW, 0, 4 * B, sid);
@@ -391,8 +361,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
 #[test]
 fn committing_the_whole_layout_converts_nothing_past_the_new_eof() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     let (fh, sid) = open_f(&mut x);
     let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
     // Stale bytes on the volume where the speculation went.

@@ -65,8 +65,7 @@ fn getdeviceinfo_scsi_names_the_nguid_and_a_key_per_client() {
     assert_eq!(&body[4..8], &40u32.to_be_bytes());
     // Not offered: refused.
     let fx2 = fixture(NfsOptions::default());
-    let c = conn(1, None);
-    let mut x = ctx(&fx2.srv, &c);
+    let mut x = fx2.client();
     mount(&mut x, b"a");
     assert_eq!(devinfo(&mut x, SCSI).0, NfsStat::UNKNOWN_LAYOUTTYPE);
 }
@@ -107,8 +106,7 @@ fn scsi_commit(x: &mut Ctx<'_>, sid: Stateid, len: u64, body: Vec<u8>) -> (NfsSt
 #[test]
 fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
     let fx = fixture(opts());
-    let c = conn(1, None);
-    let mut x = ctx(&fx.srv, &c);
+    let mut x = fx.client();
     mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
     let (lsid, ext) = scsi_get(&mut x, iomode::RW, 3 * B, sid);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::{
     close, create_session, delegreturn, destroy_clientid, destroy_session, exchange_id,
     free_stateid, lock, lockt, locku, open, open_downgrade, reclaim_complete, sequence,
-    test_fixture, test_stateid, Handler,
+    test_fixture, test_stateid,
 };
 use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
 use crate::nfs4::status::NfsStat;
@@ -18,6 +18,7 @@ use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::server::{NfsOptions, Server};
 use crate::store::{Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
+use test_fixture::{call, seq_args, session_args};
 
 struct Fx {
     _dir: tempfile::TempDir,
@@ -73,23 +74,6 @@ impl Fx {
     }
 }
 
-fn call(ctx: &mut Ctx<'_>, h: Handler, args: &[u8]) -> (NfsStat, Vec<u8>) {
-    let mut r = XdrReader::new(args);
-    let mut w = XdrWriter::new();
-    let st = h(ctx, &mut r, &mut w);
-    if st == NfsStat::OK {
-        assert_eq!(r.remaining(), 0, "arguments left unread");
-    }
-    (st, w.buf)
-}
-
-fn channel(w: &mut XdrWriter) {
-    for v in [0, 1 << 20, 1 << 20, 8192, 16, 8] {
-        w.u32(v);
-    }
-    w.u32(0);
-}
-
 /// EXCHANGE_ID + CREATE_SESSION + SEQUENCE through the handlers; leaves `ctx` in the session.
 fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     let mut w = XdrWriter::new();
@@ -111,16 +95,8 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     assert_eq!(r.opaque(1024).unwrap(), b"pnfsd");
     assert_eq!(r.array_len(1, 4).unwrap(), 1);
 
-    let mut w = XdrWriter::new();
-    w.u64(clientid);
-    w.u32(seq);
-    w.u32(0x2);
-    channel(&mut w);
-    channel(&mut w);
-    w.u32(0x4000_0000);
-    w.u32(1);
-    w.u32(0); // AUTH_NONE
-    let (s, body) = call(ctx, create_session::create_session, &w.buf);
+    let args = session_args(clientid, seq);
+    let (s, body) = call(ctx, create_session::create_session, &args);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     let sid: [u8; 16] = r.array().unwrap();
@@ -139,16 +115,6 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
 
 fn reclaim_complete(ctx: &mut Ctx<'_>) -> NfsStat {
     call(ctx, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]).0
-}
-
-fn seq_args(sid: [u8; 16], seqid: u32, slot: u32, cache: bool) -> Vec<u8> {
-    let mut w = XdrWriter::new();
-    w.opaque_fixed(&sid);
-    w.u32(seqid);
-    w.u32(slot);
-    w.u32(7);
-    w.bool(cache);
-    w.buf
 }
 
 /// OPEN4args: CLAIM_NULL `name`, with `how` = None (no create) or Some(createmode).
