@@ -6,6 +6,7 @@ use pnfsd::nfs4::types::{Bitmap, Stateid};
 use crate::attrs::{basic, Attrs, SetAttrs};
 use crate::compound::Compound;
 use crate::error::{ClientError, Result};
+use crate::harness::PnfsdProcess;
 use crate::ops::{share, CreateHow, OpenArgs, OpenClaim, Stable};
 use crate::results::DirEntry;
 use crate::session::Session;
@@ -17,7 +18,25 @@ pub struct OpenFile {
     pub stateid: Stateid,
 }
 
+/// A fresh server, a session on it, and the root directory's filehandle: the opening of most
+/// tests. Keep the process alive (bind it) for as long as the session is used.
+pub async fn server_and_root() -> Result<(PnfsdProcess, Session, Vec<u8>)> {
+    let srv = PnfsdProcess::start()?;
+    let s = Session::connect(srv.addr()).await?;
+    let root = s.lookup_path("").await?;
+    Ok((srv, s, root))
+}
+
 impl Session {
+    /// OPEN arguments to create `name` (UNCHECKED4, no attributes) for reading and writing.
+    pub fn create_args(&self, name: &str) -> OpenArgs {
+        self.open_args(
+            share::ACCESS_BOTH,
+            Some(CreateHow::Unchecked(Default::default())),
+            OpenClaim::Null(name.as_bytes().to_vec()),
+        )
+    }
+
     /// OPEN arguments for this session's client with a fixed owner.
     pub fn open_args(&self, access: u32, create: Option<CreateHow>, claim: OpenClaim) -> OpenArgs {
         OpenArgs {

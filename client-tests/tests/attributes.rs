@@ -3,7 +3,7 @@
 //! are ATTRNOTSUPP, and VERIFY / NVERIFY compare.
 
 use client_tests::attrs::{attr, basic, bitmap, SetAttrs};
-use client_tests::fs::OpenFile;
+use client_tests::fs::{server_and_root, OpenFile};
 use client_tests::ops::Op;
 use client_tests::{Bitmap, Compound, NfsStat, PnfsdProcess, Session, Stateid};
 use pnfsd::nfs4::ops::opnum;
@@ -30,9 +30,7 @@ fn setattr_raw(mask: &Bitmap, vals: &[u8]) -> Op {
 
 /// A fresh server, a session, and an empty 0644 file `name` in the root directory.
 async fn server_with_file(name: &str) -> (PnfsdProcess, Session, OpenFile) {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, name, 0o644).await.unwrap();
     (srv, s, f)
 }

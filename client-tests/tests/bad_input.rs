@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use client_tests::fs::server_and_root;
 use client_tests::ops::Op;
 use client_tests::rpc::{self, Cred};
 use client_tests::{ClientError, Compound, Connection, NfsStat, PnfsdProcess, RpcError, Session};
@@ -247,9 +248,7 @@ async fn fragmented_and_pipelined_records() {
 /// §2.10.6.4, §18.46.3), the connection kept.
 #[tokio::test]
 async fn request_bigger_than_the_channel_is_req_too_big() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "big", 0o644).await.unwrap();
     let max = s.created.fore.maxrequestsize as usize;
     let data = vec![7u8; max + 4096];

@@ -2,15 +2,14 @@
 //! operation), and the special file types of CREATE.
 
 use client_tests::attrs::{attr, basic, bitmap, ftype, SetAttrs};
+use client_tests::fs::server_and_root;
 use client_tests::ops::{share, CreateKind, Op, OpenClaim, Stable};
 use client_tests::{Compound, NfsStat, PnfsdProcess, Session, Stateid};
 use pnfsd::nfs4::ops::opnum;
 use pnfsd::xdr::XdrWriter;
 
 async fn setup() -> (PnfsdProcess, Session, Vec<u8>) {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (srv, s, root) = server_and_root().await.unwrap();
     (srv, s, root)
 }
 

@@ -3,14 +3,13 @@
 //! same slot and sequence id is a false retry; a sequence id out of step is misordered.
 
 use client_tests::attrs::basic;
+use client_tests::fs::server_and_root;
 use client_tests::ops::{Op, SequenceArgs};
 use client_tests::{Compound, NfsStat, PnfsdProcess, Session};
 
 #[tokio::test]
 async fn retry_is_answered_from_the_cache_with_the_same_bytes() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
 
     let mut slot = s.take_slot().await.unwrap();
     let c = Compound::new()
@@ -74,9 +73,7 @@ async fn retry_is_answered_from_the_cache_with_the_same_bytes() {
 
 #[tokio::test]
 async fn retry_of_an_uncached_reply() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let slot = s.take_slot().await.unwrap();
     let c = Compound::new().putfh(&root).mkdir("nc", 0o755);
     let first = s.send_on(&slot, &c, false).await.unwrap().ok().unwrap();
@@ -144,9 +141,7 @@ async fn slot_and_session_errors() {
 /// retry is still answered from the reply cache (RFC 8881 §2.10.6.1, §2.10.6.2).
 #[tokio::test]
 async fn retry_on_a_new_connection_after_the_old_one_broke() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (srv, s, root) = server_and_root().await.unwrap();
     let slot = s.take_slot().await.unwrap();
     let c = Compound::new().putfh(&root).mkdir("across", 0o755).getfh();
     let first = s.send_on(&slot, &c, true).await.unwrap().ok().unwrap();
