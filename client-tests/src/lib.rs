@@ -28,6 +28,7 @@ pub mod callback;
 pub mod cat;
 pub mod compound;
 pub mod conn;
+pub mod crash;
 pub mod error;
 pub mod fs;
 pub mod harness;

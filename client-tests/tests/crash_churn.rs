@@ -6,9 +6,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use client_tests::attrs::{attr, bitmap};
+use client_tests::crash::{kill_under_load, restart_as, wait_for};
 use client_tests::{Compound, PnfsdProcess, Session};
 
 /// The last acknowledged step of item `(writer, i)`.
@@ -57,24 +57,12 @@ async fn sigkill_during_namespace_churn() {
             Ok::<_, client_tests::ClientError>(())
         }));
     }
-    for _ in 0..6000 {
-        if acked.lock().unwrap().len() >= 120 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(acked.lock().unwrap().len() >= 120, "too slow");
-    srv.kill().unwrap();
-    for t in tasks {
-        assert!(t.await.unwrap().is_err());
-    }
+    let n = wait_for(120, || acked.lock().unwrap().len()).await;
+    assert!(n >= 120, "too slow");
+    kill_under_load(&mut srv, tasks).await;
     let acked = acked.lock().unwrap().clone();
 
-    srv.restart().unwrap();
-    let mut back = Vec::new();
-    for o in owners {
-        back.push(Session::connect_with(srv.addr(), o).await.unwrap());
-    }
+    let back = restart_as(&mut srv, owners).await;
     let s = &back[0];
     let root = s.lookup_path("").await.unwrap();
     let entries = s

@@ -276,6 +276,7 @@ async fn populate_then_verify_without_restart() {
 /// (FILE_SYNC) was acknowledged before the kill is there afterwards with its data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
+    use client_tests::crash::{kill_under_load, restart_as, wait_for};
     use std::sync::{Arc, Mutex};
     let mut srv = PnfsdProcess::start().unwrap();
     let acked: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
@@ -300,29 +301,16 @@ async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
         }));
     }
     // Let them run until 60 files are acknowledged, then crash mid-flight.
-    for _ in 0..6000 {
-        if acked.lock().unwrap().len() >= 60 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    let n_before_kill = acked.lock().unwrap().len();
+    let n_before_kill = wait_for(60, || acked.lock().unwrap().len()).await;
     assert!(
         n_before_kill >= 60,
         "only {n_before_kill} files acknowledged in 60 s"
     );
-    srv.kill().unwrap();
-    for t in tasks {
-        // Each writer stops with an error once the server is gone.
-        assert!(t.await.unwrap().is_err());
-    }
+    // Each writer stops with an error once the server is gone.
+    kill_under_load(&mut srv, tasks).await;
     let acked = acked.lock().unwrap().clone();
 
-    srv.restart().unwrap();
-    let mut back = Vec::new();
-    for o in owners {
-        back.push(Session::connect_with(srv.addr(), o).await.unwrap());
-    }
+    let back = restart_as(&mut srv, owners).await;
     let s = &back[0];
     let root = s.lookup_path("").await.unwrap();
     let names = s.list(&root).await.unwrap();
