@@ -92,49 +92,22 @@ async fn slot_and_session_errors() {
     let srv = PnfsdProcess::start().unwrap();
     let s = Session::connect(srv.addr()).await.unwrap();
     let n = s.slot_count();
-    let seq = |slotid: u32, sequenceid: u32, highest: u32| {
-        Op::Sequence(SequenceArgs {
-            sessionid: s.sessionid,
-            sequenceid,
-            slotid,
-            highest_slotid: highest,
-            cachethis: false,
-        })
+    let seq = |sessionid: [u8; 16], slotid: u32, sequenceid: u32, highest: u32| {
+        Compound::new().op(Op::Sequence(SequenceArgs::uncached(
+            sessionid, slotid, sequenceid, highest,
+        )))
     };
     // A slot beyond the table → BADSLOT (§18.46.3).
-    let rep = s
-        .conn
-        .compound(1, &Compound::new().op(seq(n, 1, n)))
-        .await
-        .unwrap();
-    assert_eq!(rep.status, NfsStat::BADSLOT);
+    let st = s.conn.status(&seq(s.sessionid, n, 1, n)).await.unwrap();
+    assert_eq!(st, NfsStat::BADSLOT);
     // An unknown session → BADSESSION.
-    let rep = s
-        .conn
-        .compound(
-            1,
-            &Compound::new().op(Op::Sequence(SequenceArgs {
-                sessionid: [0xab; 16],
-                sequenceid: 1,
-                slotid: 0,
-                highest_slotid: 0,
-                cachethis: false,
-            })),
-        )
-        .await
-        .unwrap();
-    assert_eq!(rep.status, NfsStat::BADSESSION);
+    let st = s.conn.status(&seq([0xab; 16], 0, 1, 0)).await.unwrap();
+    assert_eq!(st, NfsStat::BADSESSION);
     // A fresh slot starts at seqid 1: 5 is misordered.
     let slot = s.take_slot().await.unwrap();
-    let rep = s
-        .conn
-        .compound(
-            1,
-            &Compound::new().op(seq(slot.slotid, slot.seqid + 4, n - 1)),
-        )
-        .await
-        .unwrap();
-    assert_eq!(rep.status, NfsStat::SEQ_MISORDERED);
+    let misordered = seq(s.sessionid, slot.slotid, slot.seqid + 4, n - 1);
+    let st = s.conn.status(&misordered).await.unwrap();
+    assert_eq!(st, NfsStat::SEQ_MISORDERED);
 }
 
 /// A client whose connection broke resends on a new connection (bound to the session): the

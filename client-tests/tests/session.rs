@@ -91,20 +91,12 @@ async fn session_setup_sequence_and_teardown() {
     let sid = s.sessionid;
     s.destroy().await.unwrap();
     // The destroyed session is gone.
-    let rep = conn
-        .compound(
-            1,
-            &Compound::new().op(Op::Sequence(client_tests::ops::SequenceArgs {
-                sessionid: sid,
-                sequenceid: 2,
-                slotid: 0,
-                highest_slotid: 0,
-                cachethis: false,
-            })),
-        )
+    let seq = client_tests::ops::SequenceArgs::uncached(sid, 0, 2, 0);
+    let st = conn
+        .status(&Compound::new().op(Op::Sequence(seq)))
         .await
         .unwrap();
-    assert_eq!(rep.status, NfsStat::BADSESSION);
+    assert_eq!(st, NfsStat::BADSESSION);
 }
 
 #[tokio::test]
@@ -306,18 +298,15 @@ async fn a_second_connection_binds_to_the_session() {
         b => panic!("{b:?}"),
     }
     // An unknown session → BADSESSION.
-    let rep = conn2
-        .compound(
-            1,
-            &Compound::new().op(Op::BindConnToSession {
-                sessionid: [0x77; 16],
-                dir: 3,
-                rdma: false,
-            }),
-        )
+    let st = conn2
+        .status(&Compound::new().op(Op::BindConnToSession {
+            sessionid: [0x77; 16],
+            dir: 3,
+            rdma: false,
+        }))
         .await
         .unwrap();
-    assert_eq!(rep.status, NfsStat::BADSESSION);
+    assert_eq!(st, NfsStat::BADSESSION);
 }
 
 /// EXCHANGE_ID and CREATE_SESSION argument checks and the CREATE_SESSION replay rule
