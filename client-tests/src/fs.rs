@@ -55,6 +55,18 @@ impl Session {
         self.run_ok(Compound::new().walk(path).getfh()).await?.fh()
     }
 
+    /// The filehandle of `dir`'s parent: LOOKUPP (RFC 8881 §18.14), sent raw as it has no
+    /// arguments.
+    pub async fn parent_of(&self, dir: &[u8]) -> Result<Vec<u8>> {
+        let lookupp = crate::ops::Op::Raw {
+            opnum: pnfsd::nfs4::ops::opnum::LOOKUPP,
+            body: vec![],
+        };
+        self.run_ok(Compound::new().putfh(dir).op(lookupp).getfh())
+            .await?
+            .fh()
+    }
+
     pub async fn getattr_fh(&self, fh: &[u8], mask: Bitmap) -> Result<Attrs> {
         Ok(self
             .run_ok(Compound::new().putfh(fh).getattr(mask))

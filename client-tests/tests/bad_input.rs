@@ -31,6 +31,32 @@ fn badxdr_or_garbage(r: Result<client_tests::Reply, ClientError>) -> String {
     }
 }
 
+/// Sends `c` in the session (the slot settled whatever came back), expects BADXDR or
+/// GARBAGE_ARGS, and checks that the session still works.
+async fn in_session_badxdr(s: &Session, c: &Compound) {
+    let mut slot = s.take_slot().await.unwrap();
+    let r = s.send_on(&slot, c, false).await;
+    if let Ok(rep) = &r {
+        slot.settle(rep);
+    }
+    badxdr_or_garbage(r);
+    drop(slot);
+    still_alive(s).await;
+}
+
+/// Sends raw COMPOUND4args outside the session, expects BADXDR or GARBAGE_ARGS (returned, to
+/// name it), and checks that the session still works.
+async fn raw_badxdr(s: &Session, args: &[u8]) -> String {
+    let r = s
+        .conn
+        .compound_bytes(args)
+        .await
+        .and_then(client_tests::Reply::decode);
+    let got = badxdr_or_garbage(r);
+    still_alive(s).await;
+    got
+}
+
 #[tokio::test]
 async fn too_many_ops() {
     let srv = PnfsdProcess::start().unwrap();
@@ -60,14 +86,8 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
     let mut w = XdrWriter::new();
     w.u32(100);
     w.u32(0x41414141);
-    let r = s
-        .conn
-        .compound_bytes(&w.buf)
-        .await
-        .and_then(client_tests::Reply::decode);
-    let got = badxdr_or_garbage(r);
+    let got = raw_badxdr(&s, &w.buf).await;
     eprintln!("truncated tag → {got}");
-    still_alive(&s).await;
 
     // 2. An operation count far larger than the bytes that follow.
     let mut w = XdrWriter::new();
@@ -75,16 +95,9 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
     w.u32(1);
     w.u32(0x7fff_ffff);
     w.u32(opnum::PUTROOTFH);
-    let r = s
-        .conn
-        .compound_bytes(&w.buf)
-        .await
-        .and_then(client_tests::Reply::decode);
-    badxdr_or_garbage(r);
-    still_alive(&s).await;
+    raw_badxdr(&s, &w.buf).await;
 
     // 3. Inside a session: PUTFH whose length runs past the end.
-    let mut slot = s.take_slot().await.unwrap();
     let mut body = XdrWriter::new();
     body.u32(4000);
     body.u32(1);
@@ -92,27 +105,14 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
         opnum: opnum::PUTFH,
         body: body.buf,
     });
-    let r = s.send_on(&slot, &c, false).await;
-    if let Ok(rep) = &r {
-        slot.settle(rep);
-    }
-    badxdr_or_garbage(r);
-    drop(slot);
-    still_alive(&s).await;
+    in_session_badxdr(&s, &c).await;
 
     // 4. A bool that is neither 0 nor 1 (RECLAIM_COMPLETE's rca_one_fs).
-    let mut slot = s.take_slot().await.unwrap();
     let c = Compound::new().op(Op::Raw {
         opnum: opnum::RECLAIM_COMPLETE,
         body: vec![0, 0, 0, 7],
     });
-    let r = s.send_on(&slot, &c, false).await;
-    if let Ok(rep) = &r {
-        slot.settle(rep);
-    }
-    badxdr_or_garbage(r);
-    drop(slot);
-    still_alive(&s).await;
+    in_session_badxdr(&s, &c).await;
 
     // 5. Trailing garbage after a complete COMPOUND.
     let mut args = Compound::new().putrootfh().encode(1);
