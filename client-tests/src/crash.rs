@@ -3,6 +3,7 @@
 //! (design.md §4: on a sync export an acknowledged change survives). Like
 //! `harness::after_grace`, these panic on failure: they exist only for tests.
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -10,6 +11,27 @@ use tokio::task::JoinHandle;
 use crate::error::Result;
 use crate::harness::PnfsdProcess;
 use crate::session::{Session, SessionOptions};
+
+/// Connects `n` clients to `srv` and runs `work(t, session)` for client `t` in its own task;
+/// returns their owners (to come back as them after a crash) and the tasks.
+pub async fn spawn_clients<F, Fut>(
+    srv: &PnfsdProcess,
+    n: u64,
+    work: F,
+) -> (Vec<SessionOptions>, Vec<JoinHandle<Result<()>>>)
+where
+    F: Fn(u64, Session) -> Fut,
+    Fut: Future<Output = Result<()>> + Send + 'static,
+{
+    let mut owners = Vec::new();
+    let mut tasks = Vec::new();
+    for t in 0..n {
+        let s = Session::connect(srv.addr()).await.unwrap();
+        owners.push(s.options.clone());
+        tasks.push(tokio::spawn(work(t, s)));
+    }
+    (owners, tasks)
+}
 
 /// Waits (at most 60 s) until `count()` reaches `n`; returns the last count, which the caller
 /// checks.

@@ -276,17 +276,13 @@ async fn populate_then_verify_without_restart() {
 /// (FILE_SYNC) was acknowledged before the kill is there afterwards with its data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
-    use client_tests::crash::{kill_under_load, restart_as, wait_for};
+    use client_tests::crash::{kill_under_load, restart_as, spawn_clients, wait_for};
     use std::sync::{Arc, Mutex};
     let mut srv = PnfsdProcess::start().unwrap();
     let acked: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
-    let mut tasks = Vec::new();
-    let mut owners = Vec::new();
-    for t in 0..4u64 {
-        let s = Session::connect(srv.addr()).await.unwrap();
-        owners.push(s.options.clone());
+    let (owners, tasks) = spawn_clients(&srv, 4, |t, s| {
         let acked = acked.clone();
-        tasks.push(tokio::spawn(async move {
+        async move {
             let root = s.lookup_path("").await?;
             for i in 0..10_000u64 {
                 let name = format!("w{t}-{i}");
@@ -297,9 +293,10 @@ async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
                 acked.lock().unwrap().push((name, seed));
                 s.close_file(&f).await?;
             }
-            Ok::<_, client_tests::ClientError>(())
-        }));
-    }
+            Ok(())
+        }
+    })
+    .await;
     // Let them run until 60 files are acknowledged, then crash mid-flight.
     let n_before_kill = wait_for(60, || acked.lock().unwrap().len()).await;
     assert!(
