@@ -122,14 +122,7 @@ async fn retry_on_a_new_connection_after_the_old_one_broke() {
 
     let conn2 = client_tests::Connection::connect(srv.addr()).await.unwrap();
     conn2
-        .compound(
-            1,
-            &Compound::new().op(Op::BindConnToSession {
-                sessionid: s.sessionid,
-                dir: 3,
-                rdma: false,
-            }),
-        )
+        .compound(1, &Compound::new().op(Op::bind_conn(s.sessionid, 3)))
         .await
         .unwrap()
         .ok()

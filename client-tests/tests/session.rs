@@ -248,11 +248,7 @@ async fn a_second_connection_binds_to_the_session() {
     let rep = conn2
         .compound(
             1,
-            &Compound::new().op(Op::BindConnToSession {
-                sessionid: s.sessionid,
-                dir: 3, // CDFC4_FORE_OR_BOTH
-                rdma: false,
-            }),
+            &Compound::new().op(Op::bind_conn(s.sessionid, 3)), // CDFC4_FORE_OR_BOTH
         )
         .await
         .unwrap()
@@ -299,11 +295,7 @@ async fn a_second_connection_binds_to_the_session() {
     }
     // An unknown session → BADSESSION.
     let st = conn2
-        .status(&Compound::new().op(Op::BindConnToSession {
-            sessionid: [0x77; 16],
-            dir: 3,
-            rdma: false,
-        }))
+        .status(&Compound::new().op(Op::bind_conn([0x77; 16], 3)))
         .await
         .unwrap();
     assert_eq!(st, NfsStat::BADSESSION);
@@ -365,13 +357,7 @@ async fn backchannel_loss_is_reported_until_rebound() {
     let srv = PnfsdProcess::start().unwrap();
     let s = Session::connect(srv.addr()).await.unwrap();
     let conn2 = Connection::connect(srv.addr()).await.unwrap();
-    let bind = |dir: u32| {
-        Compound::new().op(Op::BindConnToSession {
-            sessionid: s.sessionid,
-            dir,
-            rdma: false,
-        })
-    };
+    let bind = |dir: u32| Compound::new().op(Op::bind_conn(s.sessionid, dir));
     conn2.compound(1, &bind(1)).await.unwrap().ok().unwrap(); // CDFC4_FORE
     s.conn.close().await.unwrap();
 
