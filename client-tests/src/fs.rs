@@ -21,10 +21,16 @@ pub struct OpenFile {
 /// A fresh server, a session on it, and the root directory's filehandle: the opening of most
 /// tests. Keep the process alive (bind it) for as long as the session is used.
 pub async fn server_and_root() -> Result<(PnfsdProcess, Session, Vec<u8>)> {
-    let srv = PnfsdProcess::start()?;
-    let s = Session::connect(srv.addr()).await?;
+    let (srv, s) = server_and_session().await?;
     let root = s.lookup_path("").await?;
     Ok((srv, s, root))
+}
+
+/// A fresh server and a session on it (keep the process bound while the session is used).
+pub async fn server_and_session() -> Result<(PnfsdProcess, Session)> {
+    let srv = PnfsdProcess::start()?;
+    let s = Session::connect(srv.addr()).await?;
+    Ok((srv, s))
 }
 
 impl Session {

@@ -3,7 +3,7 @@
 //! are ATTRNOTSUPP, and VERIFY / NVERIFY compare.
 
 use client_tests::attrs::{attr, basic, bitmap, SetAttrs};
-use client_tests::fs::{server_and_root, OpenFile};
+use client_tests::fs::{server_and_root, server_and_session, OpenFile};
 use client_tests::ops::Op;
 use client_tests::{Bitmap, Compound, NfsStat, PnfsdProcess, Session, Stateid};
 use pnfsd::nfs4::ops::opnum;
@@ -48,8 +48,7 @@ async fn assert_unchanged(s: &Session, f: &OpenFile) {
 
 #[tokio::test]
 async fn getattr_leaves_out_what_it_does_not_know() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let rep = s
         .run_ok(
             Compound::new()

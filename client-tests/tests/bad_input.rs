@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use client_tests::fs::server_and_root;
+use client_tests::fs::{server_and_root, server_and_session};
 use client_tests::ops::Op;
 use client_tests::rpc::{self, Cred};
 use client_tests::{ClientError, Compound, Connection, NfsStat, PnfsdProcess, RpcError, Session};
@@ -59,8 +59,7 @@ async fn raw_badxdr(s: &Session, args: &[u8]) -> String {
 
 #[tokio::test]
 async fn too_many_ops() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let max = s.created.fore.maxoperations;
     // SEQUENCE + (max - 1) ops is allowed...
     let ok = (1..max).fold(Compound::new(), |c, _| c.putrootfh());
@@ -79,8 +78,7 @@ async fn too_many_ops() {
 
 #[tokio::test]
 async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
 
     // 1. Arguments that end inside the tag.
     let mut w = XdrWriter::new();
@@ -136,8 +134,7 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
 
 #[tokio::test]
 async fn unknown_operation_is_op_illegal() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     for op in [9999u32, 1, 2, 76] {
         let rep = s
             .run(Compound::new().putrootfh().op(Op::Raw {

@@ -3,9 +3,9 @@
 //! same slot and sequence id is a false retry; a sequence id out of step is misordered.
 
 use client_tests::attrs::basic;
-use client_tests::fs::server_and_root;
+use client_tests::fs::{server_and_root, server_and_session};
 use client_tests::ops::{Op, SequenceArgs};
-use client_tests::{Compound, NfsStat, PnfsdProcess, Session};
+use client_tests::{Compound, NfsStat};
 
 #[tokio::test]
 async fn retry_is_answered_from_the_cache_with_the_same_bytes() {
@@ -89,8 +89,7 @@ async fn retry_of_an_uncached_reply() {
 
 #[tokio::test]
 async fn slot_and_session_errors() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let n = s.slot_count();
     let seq = |sessionid: [u8; 16], slotid: u32, sequenceid: u32, highest: u32| {
         Compound::new().op(Op::Sequence(SequenceArgs::uncached(

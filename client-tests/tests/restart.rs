@@ -6,6 +6,7 @@
 //! §8.4.2), so READ with the anonymous stateid is not held back with NFS4ERR_GRACE.
 
 use client_tests::attrs::{basic, ftype, SetAttrs};
+use client_tests::fs::server_and_session;
 use client_tests::harness::pattern;
 use client_tests::ops::Stable;
 use client_tests::{Compound, PnfsdProcess, Session, Stateid};
@@ -266,8 +267,7 @@ async fn sigkill_while_idle_on_a_fresh_volume() {
 /// when the tests above fail.
 #[tokio::test]
 async fn populate_then_verify_without_restart() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let e = populate(&s).await;
     verify(&s, &e).await;
 }

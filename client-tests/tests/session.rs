@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use client_tests::attrs::{attr, basic, bitmap};
+use client_tests::fs::server_and_session;
 use client_tests::ops::{exchgid_flag, session_flag, Op};
 use client_tests::{Compound, Connection, NfsStat, PnfsdProcess, Session, SessionOptions};
 use pnfsd::nfs4::ops::opnum;
@@ -161,8 +162,7 @@ async fn minor_version_2_session_works() {
 
 #[tokio::test]
 async fn root_attributes_a_linux_client_asks_for() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let mask = bitmap(&[
         attr::SUPPORTED_ATTRS,
         attr::TYPE,
@@ -242,8 +242,7 @@ async fn concurrent_compounds_use_the_slot_table() {
 /// its COMPOUNDs; ACCESS answers on it.
 #[tokio::test]
 async fn a_second_connection_binds_to_the_session() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (srv, s) = server_and_session().await.unwrap();
     let conn2 = Connection::connect(srv.addr()).await.unwrap();
     let rep = conn2
         .compound(
@@ -354,8 +353,7 @@ async fn exchange_id_and_create_session_rules() {
 /// channel again (BIND_CONN_TO_SESSION with CDFC4_BACK_OR_BOTH).
 #[tokio::test]
 async fn backchannel_loss_is_reported_until_rebound() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (srv, s) = server_and_session().await.unwrap();
     let conn2 = Connection::connect(srv.addr()).await.unwrap();
     let bind = |dir: u32| Compound::new().op(Op::bind_conn(s.sessionid, dir));
     conn2.compound(1, &bind(1)).await.unwrap().ok().unwrap(); // CDFC4_FORE
