@@ -157,6 +157,11 @@ impl Connection {
     pub async fn compound(&self, minor: u32, c: &Compound) -> Result<Reply> {
         Reply::decode(self.compound_bytes(&c.encode(minor)).await?)
     }
+
+    /// The status of a v4.1 `compound` outside any session: for tests that expect an error.
+    pub async fn status(&self, c: &Compound) -> Result<crate::NfsStat> {
+        Ok(self.compound(1, c).await?.status)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

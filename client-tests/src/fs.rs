@@ -6,6 +6,7 @@ use pnfsd::nfs4::types::{Bitmap, Stateid};
 use crate::attrs::{basic, Attrs, SetAttrs};
 use crate::compound::Compound;
 use crate::error::{ClientError, Result};
+use crate::harness::PnfsdProcess;
 use crate::ops::{share, CreateHow, OpenArgs, OpenClaim, Stable};
 use crate::results::DirEntry;
 use crate::session::Session;
@@ -17,7 +18,31 @@ pub struct OpenFile {
     pub stateid: Stateid,
 }
 
+/// A fresh server, a session on it, and the root directory's filehandle: the opening of most
+/// tests. Keep the process alive (bind it) for as long as the session is used.
+pub async fn server_and_root() -> Result<(PnfsdProcess, Session, Vec<u8>)> {
+    let (srv, s) = server_and_session().await?;
+    let root = s.lookup_path("").await?;
+    Ok((srv, s, root))
+}
+
+/// A fresh server and a session on it (keep the process bound while the session is used).
+pub async fn server_and_session() -> Result<(PnfsdProcess, Session)> {
+    let srv = PnfsdProcess::start()?;
+    let s = Session::connect(srv.addr()).await?;
+    Ok((srv, s))
+}
+
 impl Session {
+    /// OPEN arguments to create `name` (UNCHECKED4, no attributes) for reading and writing.
+    pub fn create_args(&self, name: &str) -> OpenArgs {
+        self.open_args(
+            share::ACCESS_BOTH,
+            Some(CreateHow::Unchecked(Default::default())),
+            OpenClaim::Null(name.as_bytes().to_vec()),
+        )
+    }
+
     /// OPEN arguments for this session's client with a fixed owner.
     pub fn open_args(&self, access: u32, create: Option<CreateHow>, claim: OpenClaim) -> OpenArgs {
         OpenArgs {
@@ -34,6 +59,18 @@ impl Session {
     /// The filehandle of `path` (relative to the root; "" is the root).
     pub async fn lookup_path(&self, path: &str) -> Result<Vec<u8>> {
         self.run_ok(Compound::new().walk(path).getfh()).await?.fh()
+    }
+
+    /// The filehandle of `dir`'s parent: LOOKUPP (RFC 8881 §18.14), sent raw as it has no
+    /// arguments.
+    pub async fn parent_of(&self, dir: &[u8]) -> Result<Vec<u8>> {
+        let lookupp = crate::ops::Op::Raw {
+            opnum: pnfsd::nfs4::ops::opnum::LOOKUPP,
+            body: vec![],
+        };
+        self.run_ok(Compound::new().putfh(dir).op(lookupp).getfh())
+            .await?
+            .fh()
     }
 
     pub async fn getattr_fh(&self, fh: &[u8], mask: Bitmap) -> Result<Attrs> {

@@ -14,7 +14,8 @@
 //! independently of the server's, so the tests check the server's XDR rather than share its
 //! mistakes; sessions and slots (`session`); the backchannel (`callback`); file helpers (`fs`);
 //! a whole file read through the MDS (`cat`, the core of the `nfs-cat` tool);
-//! block-layout I/O on the volume (`layout_io`); and the process harness (`harness`). It
+//! block-layout I/O on the volume (`layout_io`); the process harness (`harness`) and the
+//! crash-under-load plumbing of the SIGKILL tests (`crash`). It
 //! reuses only the server's XDR primitives and shared newtypes (`XdrReader`/`XdrWriter`,
 //! `Stateid`, `Bitmap`, `NfsStat`, opcode numbers).
 //!
@@ -28,6 +29,7 @@ pub mod callback;
 pub mod cat;
 pub mod compound;
 pub mod conn;
+pub mod crash;
 pub mod error;
 pub mod fs;
 pub mod harness;

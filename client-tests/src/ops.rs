@@ -141,6 +141,16 @@ pub enum Op {
 }
 
 impl Op {
+    /// BIND_CONN_TO_SESSION of this connection to `sessionid` in direction `dir`
+    /// (`channel_dir_from_client4`, RFC 8881 §18.34), without RDMA.
+    pub fn bind_conn(sessionid: [u8; 16], dir: u32) -> Op {
+        Op::BindConnToSession {
+            sessionid,
+            dir,
+            rdma: false,
+        }
+    }
+
     pub fn opnum(&self) -> u32 {
         use opnum::*;
         match self {

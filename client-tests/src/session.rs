@@ -307,6 +307,11 @@ impl Session {
         self.run(c).await?.ok()
     }
 
+    /// `run`, keeping only the compound's status: for tests that expect a given error.
+    pub async fn status(&self, c: Compound) -> Result<NfsStat> {
+        Ok(self.run(c).await?.status)
+    }
+
     /// DESTROY_SESSION then DESTROY_CLIENTID (each alone, outside the session, as §18.37 and
     /// §18.50 allow).
     pub async fn destroy(self) -> Result<()> {

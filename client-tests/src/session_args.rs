@@ -15,6 +15,19 @@ pub struct SequenceArgs {
     pub cachethis: bool,
 }
 
+impl SequenceArgs {
+    /// SEQUENCE on `slotid` of `sessionid` without reply caching: what tests of its errors send.
+    pub fn uncached(sessionid: [u8; 16], slotid: u32, sequenceid: u32, highest: u32) -> Self {
+        SequenceArgs {
+            sessionid,
+            sequenceid,
+            slotid,
+            highest_slotid: highest,
+            cachethis: false,
+        }
+    }
+}
+
 /// EXCHGID4_FLAG_* (RFC 8881 §18.35).
 pub mod exchgid_flag {
     pub const SUPP_MOVED_REFER: u32 = 0x1;

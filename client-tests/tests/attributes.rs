@@ -3,6 +3,7 @@
 //! are ATTRNOTSUPP, and VERIFY / NVERIFY compare.
 
 use client_tests::attrs::{attr, basic, bitmap, SetAttrs};
+use client_tests::fs::{server_and_root, server_and_session, OpenFile};
 use client_tests::ops::Op;
 use client_tests::{Bitmap, Compound, NfsStat, PnfsdProcess, Session, Stateid};
 use pnfsd::nfs4::ops::opnum;
@@ -27,10 +28,27 @@ fn setattr_raw(mask: &Bitmap, vals: &[u8]) -> Op {
     }
 }
 
+/// A fresh server, a session, and an empty 0644 file `name` in the root directory.
+async fn server_with_file(name: &str) -> (PnfsdProcess, Session, OpenFile) {
+    let (srv, s, root) = server_and_root().await.unwrap();
+    let f = s.create_file(&root, name, 0o644).await.unwrap();
+    (srv, s, f)
+}
+
+/// The status of PUTFH(`f`) + `op`.
+async fn status_on(s: &Session, f: &OpenFile, op: Op) -> NfsStat {
+    s.status(Compound::new().putfh(&f.fh).op(op)).await.unwrap()
+}
+
+/// `f` still has size 0 and mode 0644: a refused SETATTR changed nothing.
+async fn assert_unchanged(s: &Session, f: &OpenFile) {
+    let a = s.getattr_fh(&f.fh, basic()).await.unwrap();
+    assert_eq!((a.size, a.mode.map(|m| m & 0o7777)), (Some(0), Some(0o644)));
+}
+
 #[tokio::test]
 async fn getattr_leaves_out_what_it_does_not_know() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let rep = s
         .run_ok(
             Compound::new()
@@ -60,21 +78,15 @@ async fn getattr_leaves_out_what_it_does_not_know() {
 
 #[tokio::test]
 async fn setattr_rules() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
-    let f = s.create_file(&root, "f", 0o644).await.unwrap();
+    let (_srv, s, f) = server_with_file("f").await;
 
     // A read-only attribute (type) → INVAL (§18.30.4).
-    let st = s
-        .run(
-            Compound::new()
-                .putfh(&f.fh)
-                .op(setattr_raw(&bitmap(&[attr::TYPE]), &1u32.to_be_bytes())),
-        )
-        .await
-        .unwrap()
-        .status;
+    let st = status_on(
+        &s,
+        &f,
+        setattr_raw(&bitmap(&[attr::TYPE]), &1u32.to_be_bytes()),
+    )
+    .await;
     assert_eq!(st, NfsStat::INVAL, "SETATTR of type → {}", st.name());
     // An attribute the server does not support (acl, 12, an empty ACL) → ATTRNOTSUPP, unless
     // it is supported.
@@ -87,15 +99,7 @@ async fn setattr_rules() {
         .await
         .unwrap();
     if !rep.attrs().unwrap().supported.clone().unwrap().is_set(12) {
-        let st = s
-            .run(
-                Compound::new()
-                    .putfh(&f.fh)
-                    .op(setattr_raw(&bitmap(&[12]), &0u32.to_be_bytes())),
-            )
-            .await
-            .unwrap()
-            .status;
+        let st = status_on(&s, &f, setattr_raw(&bitmap(&[12]), &0u32.to_be_bytes())).await;
         assert_eq!(
             st,
             NfsStat::ATTRNOTSUPP,
@@ -104,108 +108,58 @@ async fn setattr_rules() {
         );
     }
     // Nothing of the above changed the file.
-    let a = s.getattr_fh(&f.fh, basic()).await.unwrap();
-    assert_eq!((a.size, a.mode.map(|m| m & 0o7777)), (Some(0), Some(0o644)));
+    assert_unchanged(&s, &f).await;
     // A mode with bits beyond 07777 → INVAL.
     let st = s
-        .run(
+        .status(
             Compound::new()
                 .putfh(&f.fh)
                 .setattr(Stateid::ANONYMOUS, SetAttrs::mode(0o170644)),
         )
         .await
-        .unwrap()
-        .status;
+        .unwrap();
     assert_eq!(st, NfsStat::INVAL, "mode 0170644 → {}", st.name());
 }
 
 #[tokio::test]
 async fn verify_and_nverify() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
-    let f = s.create_file(&root, "f", 0o644).await.unwrap();
+    let (_srv, s, f) = server_with_file("f").await;
     let size0 = fattr(&bitmap(&[attr::SIZE]), &0u64.to_be_bytes());
     let size9 = fattr(&bitmap(&[attr::SIZE]), &9u64.to_be_bytes());
-    let verify = |v: &[u8]| Op::Raw {
-        opnum: opnum::VERIFY,
-        body: v.to_vec(),
-    };
-    let nverify = |v: &[u8]| Op::Raw {
-        opnum: opnum::NVERIFY,
-        body: v.to_vec(),
-    };
-    assert_eq!(
-        s.run(Compound::new().putfh(&f.fh).op(verify(&size0)))
-            .await
-            .unwrap()
-            .status,
-        NfsStat::OK
-    );
-    assert_eq!(
-        s.run(Compound::new().putfh(&f.fh).op(verify(&size9)))
-            .await
-            .unwrap()
-            .status,
-        NfsStat::NOT_SAME
-    );
-    assert_eq!(
-        s.run(Compound::new().putfh(&f.fh).op(nverify(&size0)))
-            .await
-            .unwrap()
-            .status,
-        NfsStat::SAME
-    );
-    assert_eq!(
-        s.run(Compound::new().putfh(&f.fh).op(nverify(&size9)))
-            .await
-            .unwrap()
-            .status,
-        NfsStat::OK
-    );
+    let cases = [
+        (opnum::VERIFY, &size0, NfsStat::OK),
+        (opnum::VERIFY, &size9, NfsStat::NOT_SAME),
+        (opnum::NVERIFY, &size0, NfsStat::SAME),
+        (opnum::NVERIFY, &size9, NfsStat::OK),
+    ];
+    for (op, vals, want) in cases {
+        let body = vals.clone();
+        let st = status_on(&s, &f, Op::Raw { opnum: op, body }).await;
+        assert_eq!(st, want, "op {op} → {}", st.name());
+    }
 }
 
 /// SETATTR4res carries `attrsset` whatever the status (RFC 8881 §18.30.2), also when the
 /// arguments do not decode.
 #[tokio::test]
 async fn setattr_with_a_malformed_attrlist_is_badxdr_with_attrsset() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
-    let f = s.create_file(&root, "f", 0o644).await.unwrap();
+    let (_srv, s, f) = server_with_file("f").await;
     // Values shorter than the mask says → BADXDR; longer → BADXDR too (attrlist4 must be
     // consumed exactly).
-    let st = s
-        .run(
-            Compound::new()
-                .putfh(&f.fh)
-                .op(setattr_raw(&bitmap(&[attr::SIZE, attr::MODE]), &[0; 8])),
-        )
-        .await
-        .unwrap()
-        .status;
+    let short = setattr_raw(&bitmap(&[attr::SIZE, attr::MODE]), &[0; 8]);
+    let st = status_on(&s, &f, short).await;
     assert_eq!(st, NfsStat::BADXDR, "short attrlist4 → {}", st.name());
-    let st = s
-        .run(Compound::new().putfh(&f.fh).op(setattr_raw(
-            &bitmap(&[attr::MODE]),
-            &[0, 0, 1, 0xa4, 0, 0, 0, 0],
-        )))
-        .await
-        .unwrap()
-        .status;
+    let long = setattr_raw(&bitmap(&[attr::MODE]), &[0, 0, 1, 0xa4, 0, 0, 0, 0]);
+    let st = status_on(&s, &f, long).await;
     assert_eq!(st, NfsStat::BADXDR, "long attrlist4 → {}", st.name());
-    let a = s.getattr_fh(&f.fh, basic()).await.unwrap();
-    assert_eq!((a.size, a.mode.map(|m| m & 0o7777)), (Some(0), Some(0o644)));
+    assert_unchanged(&s, &f).await;
 }
 
 /// SETATTR of times (settime4: SET_TO_CLIENT_TIME4 with a value, SET_TO_SERVER_TIME4).
 #[tokio::test]
 async fn setattr_times() {
     use client_tests::attrs::{SetTime, Time};
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
-    let f = s.create_file(&root, "t", 0o644).await.unwrap();
+    let (_srv, s, f) = server_with_file("t").await;
     let t = Time {
         sec: 1_000_000_000,
         nsec: 123_456_789,

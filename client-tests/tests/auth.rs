@@ -21,6 +21,18 @@ async fn session_as(addr: std::net::SocketAddr, uid: u32, gid: u32) -> Session {
         .unwrap()
 }
 
+/// `who` running `c` is refused with ACCESS (RFC 8881 §15.1.6.1); `what` names the attempt.
+async fn assert_denied(who: &Session, c: Compound, what: &str) {
+    let st = who.status(c).await.unwrap();
+    assert_eq!(st, NfsStat::ACCESS, "{what} → {}", st.name());
+}
+
+/// The `which` (owner or group) attribute names id 1000: the bare number or `1000@domain`.
+fn assert_is_1000(which: &str, got: Option<&[u8]>) {
+    let s = String::from_utf8_lossy(got.unwrap_or_default()).into_owned();
+    assert!(s == "1000" || s.starts_with("1000@"), "{which} {s:?}");
+}
+
 #[tokio::test]
 async fn owners_and_directory_permissions() {
     let srv = PnfsdProcess::start().unwrap();
@@ -31,28 +43,18 @@ async fn owners_and_directory_permissions() {
 
     let user = session_as(srv.addr(), 1000, 1000).await;
     // Not the owner, no write bit for others → ACCESS (RFC 8881 §15.1.6.1).
-    let st = user
-        .run(Compound::new().putfh(&private).mkdir("x", 0o755))
-        .await
-        .unwrap()
-        .status;
-    assert_eq!(
-        st,
-        NfsStat::ACCESS,
-        "uid 1000 creating in a root 0755 directory → {}",
-        st.name()
-    );
-    let st = user
-        .run(Compound::new().putfh(&root).remove("private"))
-        .await
-        .unwrap()
-        .status;
-    assert_eq!(
-        st,
-        NfsStat::ACCESS,
-        "uid 1000 removing from the root directory → {}",
-        st.name()
-    );
+    assert_denied(
+        &user,
+        Compound::new().putfh(&private).mkdir("x", 0o755),
+        "uid 1000 creating in a root 0755 directory",
+    )
+    .await;
+    assert_denied(
+        &user,
+        Compound::new().putfh(&root).remove("private"),
+        "uid 1000 removing from the root directory",
+    )
+    .await;
     // In a 0777 directory it may, and the new directory is its own.
     let rep = user
         .run_ok(
@@ -64,30 +66,17 @@ async fn owners_and_directory_permissions() {
         .await
         .unwrap();
     let a = rep.attrs().unwrap();
-    let owner = String::from_utf8_lossy(a.owner.as_deref().unwrap_or_default()).into_owned();
-    let group = String::from_utf8_lossy(a.owner_group.as_deref().unwrap_or_default()).into_owned();
-    assert!(
-        owner == "1000" || owner.starts_with("1000@"),
-        "owner {owner:?}"
-    );
-    assert!(
-        group == "1000" || group.starts_with("1000@"),
-        "group {group:?}"
-    );
+    assert_is_1000("owner", a.owner.as_deref());
+    assert_is_1000("group", a.owner_group.as_deref());
     // Another user cannot create inside the 0700 directory of uid 1000.
     let other = session_as(srv.addr(), 1001, 1001).await;
     let mine = user.lookup_path("public/mine").await.unwrap();
-    let st = other
-        .run(Compound::new().putfh(&mine).mkdir("y", 0o755))
-        .await
-        .unwrap()
-        .status;
-    assert_eq!(
-        st,
-        NfsStat::ACCESS,
-        "uid 1001 creating in uid 1000's 0700 directory → {}",
-        st.name()
-    );
+    assert_denied(
+        &other,
+        Compound::new().putfh(&mine).mkdir("y", 0o755),
+        "uid 1001 creating in uid 1000's 0700 directory",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -111,43 +100,26 @@ async fn file_permissions_on_open_and_io() {
         None,
         OpenClaim::Null(b"secret".to_vec()),
     );
-    let st = other
-        .run(Compound::new().putfh(&public).open(args))
-        .await
-        .unwrap()
-        .status;
-    assert_eq!(
-        st,
-        NfsStat::ACCESS,
-        "uid 1001 opening a 0600 file of uid 1000 → {}",
-        st.name()
-    );
-    let st = other
-        .run(Compound::new().putfh(&f.fh).read(Stateid::ANONYMOUS, 0, 10))
-        .await
-        .unwrap()
-        .status;
-    assert_eq!(
-        st,
-        NfsStat::ACCESS,
-        "anonymous READ of a 0600 file of another uid → {}",
-        st.name()
-    );
-    let st = other
-        .run(
-            Compound::new()
-                .putfh(&f.fh)
-                .write(Stateid::ANONYMOUS, 0, Stable::FileSync, b"x"),
-        )
-        .await
-        .unwrap()
-        .status;
-    assert_eq!(
-        st,
-        NfsStat::ACCESS,
-        "anonymous WRITE to a 0600 file of another uid → {}",
-        st.name()
-    );
+    assert_denied(
+        &other,
+        Compound::new().putfh(&public).open(args),
+        "uid 1001 opening a 0600 file of uid 1000",
+    )
+    .await;
+    assert_denied(
+        &other,
+        Compound::new().putfh(&f.fh).read(Stateid::ANONYMOUS, 0, 10),
+        "anonymous READ of a 0600 file of another uid",
+    )
+    .await;
+    assert_denied(
+        &other,
+        Compound::new()
+            .putfh(&f.fh)
+            .write(Stateid::ANONYMOUS, 0, Stable::FileSync, b"x"),
+        "anonymous WRITE to a 0600 file of another uid",
+    )
+    .await;
     // root may (no root squashing is configured).
     let rep = root_s
         .run_ok(

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use client_tests::fs::{server_and_root, server_and_session};
 use client_tests::ops::Op;
 use client_tests::rpc::{self, Cred};
 use client_tests::{ClientError, Compound, Connection, NfsStat, PnfsdProcess, RpcError, Session};
@@ -30,10 +31,35 @@ fn badxdr_or_garbage(r: Result<client_tests::Reply, ClientError>) -> String {
     }
 }
 
+/// Sends `c` in the session (the slot settled whatever came back), expects BADXDR or
+/// GARBAGE_ARGS, and checks that the session still works.
+async fn in_session_badxdr(s: &Session, c: &Compound) {
+    let mut slot = s.take_slot().await.unwrap();
+    let r = s.send_on(&slot, c, false).await;
+    if let Ok(rep) = &r {
+        slot.settle(rep);
+    }
+    badxdr_or_garbage(r);
+    drop(slot);
+    still_alive(s).await;
+}
+
+/// Sends raw COMPOUND4args outside the session, expects BADXDR or GARBAGE_ARGS (returned, to
+/// name it), and checks that the session still works.
+async fn raw_badxdr(s: &Session, args: &[u8]) -> String {
+    let r = s
+        .conn
+        .compound_bytes(args)
+        .await
+        .and_then(client_tests::Reply::decode);
+    let got = badxdr_or_garbage(r);
+    still_alive(s).await;
+    got
+}
+
 #[tokio::test]
 async fn too_many_ops() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let max = s.created.fore.maxoperations;
     // SEQUENCE + (max - 1) ops is allowed...
     let ok = (1..max).fold(Compound::new(), |c, _| c.putrootfh());
@@ -52,21 +78,14 @@ async fn too_many_ops() {
 
 #[tokio::test]
 async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
 
     // 1. Arguments that end inside the tag.
     let mut w = XdrWriter::new();
     w.u32(100);
     w.u32(0x41414141);
-    let r = s
-        .conn
-        .compound_bytes(&w.buf)
-        .await
-        .and_then(client_tests::Reply::decode);
-    let got = badxdr_or_garbage(r);
+    let got = raw_badxdr(&s, &w.buf).await;
     eprintln!("truncated tag → {got}");
-    still_alive(&s).await;
 
     // 2. An operation count far larger than the bytes that follow.
     let mut w = XdrWriter::new();
@@ -74,16 +93,9 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
     w.u32(1);
     w.u32(0x7fff_ffff);
     w.u32(opnum::PUTROOTFH);
-    let r = s
-        .conn
-        .compound_bytes(&w.buf)
-        .await
-        .and_then(client_tests::Reply::decode);
-    badxdr_or_garbage(r);
-    still_alive(&s).await;
+    raw_badxdr(&s, &w.buf).await;
 
     // 3. Inside a session: PUTFH whose length runs past the end.
-    let mut slot = s.take_slot().await.unwrap();
     let mut body = XdrWriter::new();
     body.u32(4000);
     body.u32(1);
@@ -91,27 +103,14 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
         opnum: opnum::PUTFH,
         body: body.buf,
     });
-    let r = s.send_on(&slot, &c, false).await;
-    if let Ok(rep) = &r {
-        slot.settle(rep);
-    }
-    badxdr_or_garbage(r);
-    drop(slot);
-    still_alive(&s).await;
+    in_session_badxdr(&s, &c).await;
 
     // 4. A bool that is neither 0 nor 1 (RECLAIM_COMPLETE's rca_one_fs).
-    let mut slot = s.take_slot().await.unwrap();
     let c = Compound::new().op(Op::Raw {
         opnum: opnum::RECLAIM_COMPLETE,
         body: vec![0, 0, 0, 7],
     });
-    let r = s.send_on(&slot, &c, false).await;
-    if let Ok(rep) = &r {
-        slot.settle(rep);
-    }
-    badxdr_or_garbage(r);
-    drop(slot);
-    still_alive(&s).await;
+    in_session_badxdr(&s, &c).await;
 
     // 5. Trailing garbage after a complete COMPOUND.
     let mut args = Compound::new().putrootfh().encode(1);
@@ -135,8 +134,7 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
 
 #[tokio::test]
 async fn unknown_operation_is_op_illegal() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     for op in [9999u32, 1, 2, 76] {
         let rep = s
             .run(Compound::new().putrootfh().op(Op::Raw {
@@ -247,9 +245,7 @@ async fn fragmented_and_pipelined_records() {
 /// §2.10.6.4, §18.46.3), the connection kept.
 #[tokio::test]
 async fn request_bigger_than_the_channel_is_req_too_big() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "big", 0o644).await.unwrap();
     let max = s.created.fore.maxrequestsize as usize;
     let data = vec![7u8; max + 4096];

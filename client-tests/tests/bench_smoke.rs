@@ -4,6 +4,28 @@
 
 use std::process::Command;
 
+/// Runs `pnfs-bench <args> --json <tmp> <tail>`, checks that it succeeded, and returns its
+/// stdout and the JSON it wrote.
+fn bench(args: &[&str], tail: &[&str]) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bench.json");
+    let run = Command::new(env!("CARGO_BIN_EXE_pnfs-bench"))
+        .args(args)
+        .arg("--json")
+        .arg(&out)
+        .args(tail)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "pnfs-bench failed:\n{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    (stdout, std::fs::read_to_string(&out).unwrap())
+}
+
 /// The number after `"key": ` at every occurrence of `key` in `json`.
 fn values(json: &str, key: &str) -> Vec<f64> {
     let pat = format!("\"{key}\": ");
@@ -20,22 +42,8 @@ fn values(json: &str, key: &str) -> Vec<f64> {
 
 #[test]
 fn tiny_run_writes_json_with_positive_figures() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("bench.json");
-    let run = Command::new(env!("CARGO_BIN_EXE_pnfs-bench"))
-        .args(["--rounds", "1", "--scale", "64", "--json"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "pnfs-bench failed:\n{}\n{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&run.stdout);
+    let (stdout, json) = bench(&["--rounds", "1", "--scale", "64"], &[]);
     assert!(stdout.contains("pnfsd ÷ limit"), "no table: {stdout}");
-    let json = std::fs::read_to_string(&out).unwrap();
     for w in [
         "overwrite-1",
         "overwrite-4",
@@ -137,25 +145,21 @@ fn running_server_over_nvme() {
     let log = p.log_text();
     let at = log.find("metrics on http://").unwrap() + "metrics on http://".len();
     let metrics = log[at..].split('/').next().unwrap().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("bench.json");
-    let run = Command::new(env!("CARGO_BIN_EXE_pnfs-bench"))
-        .args(["--rounds", "1", "--scale", "64", "--nvme", "--server"])
-        .arg(p.addr().to_string())
-        .arg("--nvme-addr")
-        .arg(p.nvme_addr().to_string())
-        .args(["--metrics", &metrics, "--json"])
-        .arg(&out)
-        .args(["overwrite-1", "meta-1"])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "pnfs-bench failed:\n{}\n{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let json = std::fs::read_to_string(&out).unwrap();
+    let (addr, nvme_addr) = (p.addr().to_string(), p.nvme_addr().to_string());
+    let args = [
+        "--rounds",
+        "1",
+        "--scale",
+        "64",
+        "--nvme",
+        "--server",
+        &addr,
+        "--nvme-addr",
+        &nvme_addr,
+        "--metrics",
+        &metrics,
+    ];
+    let (_, json) = bench(&args, &["overwrite-1", "meta-1"]);
     assert!(!json.contains("\"sync\": {") && !json.contains("\"async-export\": {"));
     assert!(json.contains("sync skipped") && json.contains("async-export skipped"));
     assert!(json.contains("NVMe/TCP Write"), "{json}");

@@ -6,10 +6,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use client_tests::attrs::{attr, bitmap};
-use client_tests::{Compound, PnfsdProcess, Session};
+use client_tests::crash::{kill_under_load, restart_as, spawn_clients, wait_for};
+use client_tests::{Compound, PnfsdProcess};
 
 /// The last acknowledged step of item `(writer, i)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,13 +27,9 @@ fn names(t: u64, i: u64) -> (String, String) {
 async fn sigkill_during_namespace_churn() {
     let mut srv = PnfsdProcess::start().unwrap();
     let acked: Arc<Mutex<HashMap<(u64, u64), Step>>> = Arc::default();
-    let mut owners = Vec::new();
-    let mut tasks = Vec::new();
-    for t in 0..4u64 {
-        let s = Session::connect(srv.addr()).await.unwrap();
-        owners.push(s.options.clone());
+    let (owners, tasks) = spawn_clients(&srv, 4, |t, s| {
         let acked = acked.clone();
-        tasks.push(tokio::spawn(async move {
+        async move {
             let root = s.lookup_path("").await?;
             for i in 0..100_000u64 {
                 let (c, r) = names(t, i);
@@ -54,27 +50,16 @@ async fn sigkill_during_namespace_churn() {
                     acked.lock().unwrap().insert((t, i), Step::Removed);
                 }
             }
-            Ok::<_, client_tests::ClientError>(())
-        }));
-    }
-    for _ in 0..6000 {
-        if acked.lock().unwrap().len() >= 120 {
-            break;
+            Ok(())
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(acked.lock().unwrap().len() >= 120, "too slow");
-    srv.kill().unwrap();
-    for t in tasks {
-        assert!(t.await.unwrap().is_err());
-    }
+    })
+    .await;
+    let n = wait_for(120, || acked.lock().unwrap().len()).await;
+    assert!(n >= 120, "too slow");
+    kill_under_load(&mut srv, tasks).await;
     let acked = acked.lock().unwrap().clone();
 
-    srv.restart().unwrap();
-    let mut back = Vec::new();
-    for o in owners {
-        back.push(Session::connect_with(srv.addr(), o).await.unwrap());
-    }
+    let back = restart_as(&mut srv, owners).await;
     let s = &back[0];
     let root = s.lookup_path("").await.unwrap();
     let entries = s

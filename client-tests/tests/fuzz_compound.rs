@@ -5,7 +5,7 @@
 
 use client_tests::attrs::basic;
 use client_tests::harness::pattern;
-use client_tests::ops::{share, CreateHow, OpenClaim, Stable};
+use client_tests::ops::Stable;
 use client_tests::{ClientError, Compound, PnfsdProcess, Reply, RpcError, Session, Stateid};
 
 #[tokio::test]
@@ -17,11 +17,7 @@ async fn mutated_compounds_are_answered() {
     s.write_all(&f, 0, b"some bytes", Stable::FileSync)
         .await
         .unwrap();
-    let open = s.open_args(
-        share::ACCESS_BOTH,
-        Some(CreateHow::Unchecked(Default::default())),
-        OpenClaim::Null(b"fz".to_vec()),
-    );
+    let open = s.create_args("fz");
     let base = Compound::new()
         .putfh(&root)
         .lookup("target")

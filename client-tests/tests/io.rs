@@ -4,15 +4,14 @@
 use std::sync::Arc;
 
 use client_tests::attrs::basic;
+use client_tests::fs::server_and_root;
 use client_tests::harness::pattern;
 use client_tests::ops::Stable;
 use client_tests::{Compound, NfsStat, PnfsdProcess, Session};
 
 #[tokio::test]
 async fn sparse_write_far_out() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "sparse", 0o644).await.unwrap();
     let far = 5u64 << 30; // 5 GiB: far beyond what is allocated, and not aligned below
     let data = pattern(40, 5000);
@@ -43,9 +42,7 @@ async fn sparse_write_far_out() {
 
 #[tokio::test]
 async fn offsets_past_the_largest_file_are_refused() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "f", 0o644).await.unwrap();
     let rep = s
         .run(Compound::new().putfh(&f.fh).write(
@@ -118,9 +115,7 @@ async fn concurrent_writers_on_one_file() {
 
 #[tokio::test]
 async fn reply_too_big_to_cache() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "f", 0o644).await.unwrap();
     let cached_max = s.created.fore.maxresponsesize_cached as usize;
     let len = (cached_max + 8192).min(s.max_io());

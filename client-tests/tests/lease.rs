@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use client_tests::ops::{share, CreateHow, OpenClaim};
+use client_tests::ops::{share, OpenClaim};
 use client_tests::{Compound, NfsStat, PnfsdProcess, ServerOptions, Session};
 
 const DENY_WRITE: u32 = 2;
@@ -19,11 +19,7 @@ async fn renewal_keeps_state_and_an_expired_client_yields_to_a_conflict() {
     let a = Session::connect(srv.addr()).await.unwrap();
     let b = Session::connect(srv.addr()).await.unwrap();
     let root = a.lookup_path("").await.unwrap();
-    let args = a.open_args(
-        share::ACCESS_BOTH,
-        Some(CreateHow::Unchecked(Default::default())),
-        OpenClaim::Null(b"x".to_vec()),
-    );
+    let args = a.create_args("x");
     let rep = a
         .run_ok(Compound::new().putfh(&root).open(args).getfh())
         .await

@@ -2,14 +2,13 @@
 //! readdir, plus the error cases a client relies on (RFC 8881 §18).
 
 use client_tests::attrs::{attr, basic, bitmap, ftype, SetAttrs};
+use client_tests::fs::server_and_root;
 use client_tests::harness::pattern;
 use client_tests::ops::{share, CreateHow, OpenClaim, Stable};
 use client_tests::{Compound, NfsStat, PnfsdProcess, Session, Stateid};
 
 async fn setup() -> (PnfsdProcess, Session, Vec<u8>) {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (srv, s, root) = server_and_root().await.unwrap();
     (srv, s, root)
 }
 

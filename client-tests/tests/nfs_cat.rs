@@ -4,9 +4,9 @@
 
 use std::process::{Command, Output};
 
+use client_tests::fs::server_and_root;
 use client_tests::harness::pattern;
 use client_tests::ops::Stable;
-use client_tests::{PnfsdProcess, Session};
 
 fn nfs_cat(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nfs-cat"))
@@ -17,9 +17,7 @@ fn nfs_cat(args: &[&str]) -> Output {
 
 #[tokio::test]
 async fn nfs_cat_prints_the_bytes_the_server_serves() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (srv, s, root) = server_and_root().await.unwrap();
     let dir = s.mkdir(&root, "d", 0o755).await.unwrap();
     // Bigger than one READ (max_io), not a multiple of anything.
     let data = pattern(7, 3 * s.max_io() + 12345);

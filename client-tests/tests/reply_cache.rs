@@ -3,14 +3,13 @@
 //! same slot and sequence id is a false retry; a sequence id out of step is misordered.
 
 use client_tests::attrs::basic;
+use client_tests::fs::{server_and_root, server_and_session};
 use client_tests::ops::{Op, SequenceArgs};
-use client_tests::{Compound, NfsStat, PnfsdProcess, Session};
+use client_tests::{Compound, NfsStat};
 
 #[tokio::test]
 async fn retry_is_answered_from_the_cache_with_the_same_bytes() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
 
     let mut slot = s.take_slot().await.unwrap();
     let c = Compound::new()
@@ -74,9 +73,7 @@ async fn retry_is_answered_from_the_cache_with_the_same_bytes() {
 
 #[tokio::test]
 async fn retry_of_an_uncached_reply() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let slot = s.take_slot().await.unwrap();
     let c = Compound::new().putfh(&root).mkdir("nc", 0o755);
     let first = s.send_on(&slot, &c, false).await.unwrap().ok().unwrap();
@@ -92,61 +89,31 @@ async fn retry_of_an_uncached_reply() {
 
 #[tokio::test]
 async fn slot_and_session_errors() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let n = s.slot_count();
-    let seq = |slotid: u32, sequenceid: u32, highest: u32| {
-        Op::Sequence(SequenceArgs {
-            sessionid: s.sessionid,
-            sequenceid,
-            slotid,
-            highest_slotid: highest,
-            cachethis: false,
-        })
+    let seq = |sessionid: [u8; 16], slotid: u32, sequenceid: u32, highest: u32| {
+        Compound::new().op(Op::Sequence(SequenceArgs::uncached(
+            sessionid, slotid, sequenceid, highest,
+        )))
     };
     // A slot beyond the table → BADSLOT (§18.46.3).
-    let rep = s
-        .conn
-        .compound(1, &Compound::new().op(seq(n, 1, n)))
-        .await
-        .unwrap();
-    assert_eq!(rep.status, NfsStat::BADSLOT);
+    let st = s.conn.status(&seq(s.sessionid, n, 1, n)).await.unwrap();
+    assert_eq!(st, NfsStat::BADSLOT);
     // An unknown session → BADSESSION.
-    let rep = s
-        .conn
-        .compound(
-            1,
-            &Compound::new().op(Op::Sequence(SequenceArgs {
-                sessionid: [0xab; 16],
-                sequenceid: 1,
-                slotid: 0,
-                highest_slotid: 0,
-                cachethis: false,
-            })),
-        )
-        .await
-        .unwrap();
-    assert_eq!(rep.status, NfsStat::BADSESSION);
+    let st = s.conn.status(&seq([0xab; 16], 0, 1, 0)).await.unwrap();
+    assert_eq!(st, NfsStat::BADSESSION);
     // A fresh slot starts at seqid 1: 5 is misordered.
     let slot = s.take_slot().await.unwrap();
-    let rep = s
-        .conn
-        .compound(
-            1,
-            &Compound::new().op(seq(slot.slotid, slot.seqid + 4, n - 1)),
-        )
-        .await
-        .unwrap();
-    assert_eq!(rep.status, NfsStat::SEQ_MISORDERED);
+    let misordered = seq(s.sessionid, slot.slotid, slot.seqid + 4, n - 1);
+    let st = s.conn.status(&misordered).await.unwrap();
+    assert_eq!(st, NfsStat::SEQ_MISORDERED);
 }
 
 /// A client whose connection broke resends on a new connection (bound to the session): the
 /// retry is still answered from the reply cache (RFC 8881 §2.10.6.1, §2.10.6.2).
 #[tokio::test]
 async fn retry_on_a_new_connection_after_the_old_one_broke() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (srv, s, root) = server_and_root().await.unwrap();
     let slot = s.take_slot().await.unwrap();
     let c = Compound::new().putfh(&root).mkdir("across", 0o755).getfh();
     let first = s.send_on(&slot, &c, true).await.unwrap().ok().unwrap();
@@ -154,14 +121,7 @@ async fn retry_on_a_new_connection_after_the_old_one_broke() {
 
     let conn2 = client_tests::Connection::connect(srv.addr()).await.unwrap();
     conn2
-        .compound(
-            1,
-            &Compound::new().op(Op::BindConnToSession {
-                sessionid: s.sessionid,
-                dir: 3,
-                rdma: false,
-            }),
-        )
+        .compound(1, &Compound::new().op(Op::bind_conn(s.sessionid, 3)))
         .await
         .unwrap()
         .ok()

@@ -6,6 +6,7 @@
 //! §8.4.2), so READ with the anonymous stateid is not held back with NFS4ERR_GRACE.
 
 use client_tests::attrs::{basic, ftype, SetAttrs};
+use client_tests::fs::server_and_session;
 use client_tests::harness::pattern;
 use client_tests::ops::Stable;
 use client_tests::{Compound, PnfsdProcess, Session, Stateid};
@@ -266,8 +267,7 @@ async fn sigkill_while_idle_on_a_fresh_volume() {
 /// when the tests above fail.
 #[tokio::test]
 async fn populate_then_verify_without_restart() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let e = populate(&s).await;
     verify(&s, &e).await;
 }
@@ -276,16 +276,13 @@ async fn populate_then_verify_without_restart() {
 /// (FILE_SYNC) was acknowledged before the kill is there afterwards with its data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
+    use client_tests::crash::{kill_under_load, restart_as, spawn_clients, wait_for};
     use std::sync::{Arc, Mutex};
     let mut srv = PnfsdProcess::start().unwrap();
     let acked: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
-    let mut tasks = Vec::new();
-    let mut owners = Vec::new();
-    for t in 0..4u64 {
-        let s = Session::connect(srv.addr()).await.unwrap();
-        owners.push(s.options.clone());
+    let (owners, tasks) = spawn_clients(&srv, 4, |t, s| {
         let acked = acked.clone();
-        tasks.push(tokio::spawn(async move {
+        async move {
             let root = s.lookup_path("").await?;
             for i in 0..10_000u64 {
                 let name = format!("w{t}-{i}");
@@ -296,33 +293,21 @@ async fn sigkill_during_concurrent_creates_keeps_every_acknowledged_file() {
                 acked.lock().unwrap().push((name, seed));
                 s.close_file(&f).await?;
             }
-            Ok::<_, client_tests::ClientError>(())
-        }));
-    }
-    // Let them run until 60 files are acknowledged, then crash mid-flight.
-    for _ in 0..6000 {
-        if acked.lock().unwrap().len() >= 60 {
-            break;
+            Ok(())
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    let n_before_kill = acked.lock().unwrap().len();
+    })
+    .await;
+    // Let them run until 60 files are acknowledged, then crash mid-flight.
+    let n_before_kill = wait_for(60, || acked.lock().unwrap().len()).await;
     assert!(
         n_before_kill >= 60,
         "only {n_before_kill} files acknowledged in 60 s"
     );
-    srv.kill().unwrap();
-    for t in tasks {
-        // Each writer stops with an error once the server is gone.
-        assert!(t.await.unwrap().is_err());
-    }
+    // Each writer stops with an error once the server is gone.
+    kill_under_load(&mut srv, tasks).await;
     let acked = acked.lock().unwrap().clone();
 
-    srv.restart().unwrap();
-    let mut back = Vec::new();
-    for o in owners {
-        back.push(Session::connect_with(srv.addr(), o).await.unwrap());
-    }
+    let back = restart_as(&mut srv, owners).await;
     let s = &back[0];
     let root = s.lookup_path("").await.unwrap();
     let names = s.list(&root).await.unwrap();

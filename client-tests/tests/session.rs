@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use client_tests::attrs::{attr, basic, bitmap};
+use client_tests::fs::server_and_session;
 use client_tests::ops::{exchgid_flag, session_flag, Op};
 use client_tests::{Compound, Connection, NfsStat, PnfsdProcess, Session, SessionOptions};
 use pnfsd::nfs4::ops::opnum;
@@ -91,20 +92,12 @@ async fn session_setup_sequence_and_teardown() {
     let sid = s.sessionid;
     s.destroy().await.unwrap();
     // The destroyed session is gone.
-    let rep = conn
-        .compound(
-            1,
-            &Compound::new().op(Op::Sequence(client_tests::ops::SequenceArgs {
-                sessionid: sid,
-                sequenceid: 2,
-                slotid: 0,
-                highest_slotid: 0,
-                cachethis: false,
-            })),
-        )
+    let seq = client_tests::ops::SequenceArgs::uncached(sid, 0, 2, 0);
+    let st = conn
+        .status(&Compound::new().op(Op::Sequence(seq)))
         .await
         .unwrap();
-    assert_eq!(rep.status, NfsStat::BADSESSION);
+    assert_eq!(st, NfsStat::BADSESSION);
 }
 
 #[tokio::test]
@@ -169,8 +162,7 @@ async fn minor_version_2_session_works() {
 
 #[tokio::test]
 async fn root_attributes_a_linux_client_asks_for() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (_srv, s) = server_and_session().await.unwrap();
     let mask = bitmap(&[
         attr::SUPPORTED_ATTRS,
         attr::TYPE,
@@ -250,17 +242,12 @@ async fn concurrent_compounds_use_the_slot_table() {
 /// its COMPOUNDs; ACCESS answers on it.
 #[tokio::test]
 async fn a_second_connection_binds_to_the_session() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (srv, s) = server_and_session().await.unwrap();
     let conn2 = Connection::connect(srv.addr()).await.unwrap();
     let rep = conn2
         .compound(
             1,
-            &Compound::new().op(Op::BindConnToSession {
-                sessionid: s.sessionid,
-                dir: 3, // CDFC4_FORE_OR_BOTH
-                rdma: false,
-            }),
+            &Compound::new().op(Op::bind_conn(s.sessionid, 3)), // CDFC4_FORE_OR_BOTH
         )
         .await
         .unwrap()
@@ -306,18 +293,11 @@ async fn a_second_connection_binds_to_the_session() {
         b => panic!("{b:?}"),
     }
     // An unknown session → BADSESSION.
-    let rep = conn2
-        .compound(
-            1,
-            &Compound::new().op(Op::BindConnToSession {
-                sessionid: [0x77; 16],
-                dir: 3,
-                rdma: false,
-            }),
-        )
+    let st = conn2
+        .status(&Compound::new().op(Op::bind_conn([0x77; 16], 3)))
         .await
         .unwrap();
-    assert_eq!(rep.status, NfsStat::BADSESSION);
+    assert_eq!(st, NfsStat::BADSESSION);
 }
 
 /// EXCHANGE_ID and CREATE_SESSION argument checks and the CREATE_SESSION replay rule
@@ -373,16 +353,9 @@ async fn exchange_id_and_create_session_rules() {
 /// channel again (BIND_CONN_TO_SESSION with CDFC4_BACK_OR_BOTH).
 #[tokio::test]
 async fn backchannel_loss_is_reported_until_rebound() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
+    let (srv, s) = server_and_session().await.unwrap();
     let conn2 = Connection::connect(srv.addr()).await.unwrap();
-    let bind = |dir: u32| {
-        Compound::new().op(Op::BindConnToSession {
-            sessionid: s.sessionid,
-            dir,
-            rdma: false,
-        })
-    };
+    let bind = |dir: u32| Compound::new().op(Op::bind_conn(s.sessionid, dir));
     conn2.compound(1, &bind(1)).await.unwrap().ok().unwrap(); // CDFC4_FORE
     s.conn.close().await.unwrap();
 

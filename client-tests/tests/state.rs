@@ -2,14 +2,13 @@
 //! §18.16, §18.2), and two clients sharing the namespace.
 
 use client_tests::attrs::basic;
-use client_tests::ops::{share, CreateHow, OpenClaim, Stable};
+use client_tests::fs::server_and_root;
+use client_tests::ops::{share, OpenClaim, Stable};
 use client_tests::{Compound, NfsStat, PnfsdProcess, Session, Stateid};
 
 #[tokio::test]
 async fn stateids_of_open_and_close() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "f", 0o644).await.unwrap();
     assert_ne!(
         f.stateid.other, [0; 12],
@@ -89,16 +88,10 @@ async fn stateids_of_open_and_close() {
 
 #[tokio::test]
 async fn current_stateid_flows_from_open_to_write_and_close() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     // OPEN(create) + WRITE(current stateid) + CLOSE(current stateid) in one COMPOUND
     // (RFC 8881 §16.2.3.1.2): what a client does for a small new file.
-    let args = s.open_args(
-        share::ACCESS_BOTH,
-        Some(CreateHow::Unchecked(Default::default())),
-        OpenClaim::Null(b"one-shot".to_vec()),
-    );
+    let args = s.create_args("one-shot");
     let rep = s
         .run_ok(
             Compound::new()
@@ -167,9 +160,7 @@ async fn test_stateid_and_free_stateid() {
     use client_tests::results::OpRes;
     use pnfsd::nfs4::ops::opnum;
     use pnfsd::xdr::{Xdr, XdrReader, XdrWriter};
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "f", 0o644).await.unwrap();
     let forged = Stateid {
         seqid: 1,
@@ -228,15 +219,9 @@ async fn test_stateid_and_free_stateid() {
 /// REMOVE, and the handle goes stale once the last open is closed.
 #[tokio::test]
 async fn removed_while_open() {
-    use client_tests::ops::{share, CreateHow, OpenClaim, Stable};
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
-    let args = s.open_args(
-        share::ACCESS_BOTH,
-        Some(CreateHow::Unchecked(Default::default())),
-        OpenClaim::Null(b"doomed".to_vec()),
-    );
+    use client_tests::ops::Stable;
+    let (_srv, s, root) = server_and_root().await.unwrap();
+    let args = s.create_args("doomed");
     let rep = s
         .run_ok(Compound::new().putfh(&root).open(args).getfh())
         .await

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use client_tests::attrs::{attr, basic, bitmap};
+use client_tests::fs::server_and_root;
 use client_tests::harness::pattern;
 use client_tests::ops::{Op, Stable};
 use client_tests::results::OpRes;
@@ -143,9 +144,7 @@ async fn seek_deallocate_allocate() {
 
 #[tokio::test]
 async fn v42_operations_are_not_in_v41() {
-    let srv = PnfsdProcess::start().unwrap();
-    let s = Session::connect(srv.addr()).await.unwrap();
-    let root = s.lookup_path("").await.unwrap();
+    let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "f", 0o644).await.unwrap();
     for op in [opnum::ALLOCATE, opnum::DEALLOCATE] {
         let st = s
