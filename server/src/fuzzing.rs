@@ -4,13 +4,14 @@
 
 use bytes::BytesMut;
 
-use crate::nfs4::compound::{run_compound, OpEnv, OpMeta, RpcSizes};
+use crate::nfs4::compound::{run_compound, OpEnv, OpMeta};
 use crate::nfs4::ops;
 use crate::nfs4::state::SessionSlotRef;
 use crate::nfs4::status::NfsStat;
 use crate::rpc::auth::AuthPolicy;
 use crate::rpc::program::{classify, Action};
 use crate::rpc::record::RecordReader;
+use crate::rpc::RpcSizes;
 use crate::xdr::{XdrReader, XdrWriter};
 
 /// A byte stream as a connection reads it: record marking, then each record through the RPC

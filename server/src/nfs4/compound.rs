@@ -7,40 +7,15 @@
 //! is generic over [`OpEnv`] so those rules are tested with fake operations; [`process`]
 //! runs it over the real table and hands SEQUENCE'd replies to the reply cache.
 
-use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
 
 use crate::nfs4::ops::{self, opnum};
 use crate::nfs4::state::SessionSlotRef;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
+use crate::rpc::{ConnInfo, Cred, RpcSizes};
 use crate::server::Server;
 use crate::xdr::{XdrError, XdrReader, XdrWriter};
-
-/// AUTH_SYS credentials of the request (AUTH_NONE maps to nobody).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cred {
-    pub flavor: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub gids: Vec<u32>,
-    pub machine: Vec<u8>,
-}
-
-impl Cred {
-    pub const NOBODY: u32 = 65534;
-}
-
-/// The connection a request came on: its peer and its id, so that CREATE_SESSION and
-/// BIND_CONN_TO_SESSION can bind it (and use it for the backchannel).
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    pub id: u64,
-    pub peer: SocketAddr,
-    /// Sends a CB_COMPOUND on this connection's backchannel (set by the transport).
-    pub backchannel: Option<Arc<dyn crate::rpc::Backchannel>>,
-}
 
 /// State that lives for one COMPOUND (RFC 8881 §16.2.3).
 pub struct Ctx<'a> {
@@ -80,16 +55,6 @@ impl<'a> Ctx<'a> {
             cached_reply: None,
         }
     }
-}
-
-/// Sizes the transport knows: session limits count the RPC headers (RFC 8881 §18.36.3,
-/// `ca_maxrequestsize` / `ca_maxresponsesize` "including the RPC headers").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RpcSizes {
-    /// The whole RPC call (the record without its marks).
-    pub request_len: usize,
-    /// What the RPC reply header adds in front of the COMPOUND4res.
-    pub reply_header_len: usize,
 }
 
 /// Minor versions served (RFC 8881 §16.2.3: others → NFS4ERR_MINOR_VERS_MISMATCH).

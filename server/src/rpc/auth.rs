@@ -6,7 +6,6 @@
 //! policy refusal we have: AUTH_NONE on COMPOUND when the configuration forbids it (the NULL
 //! procedure takes any known flavor, RFC 5531 §12.1).
 
-use crate::nfs4::compound::Cred;
 use crate::rpc::msg::{flavor, AuthStat, Call, OpaqueAuth};
 use crate::xdr::XdrReader;
 
@@ -14,6 +13,20 @@ use crate::xdr::XdrReader;
 const MAX_MACHINE_NAME: usize = 255;
 /// `authsys_parms.gids<16>`.
 const MAX_GIDS: usize = 16;
+
+/// AUTH_SYS credentials of the request (AUTH_NONE maps to nobody).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cred {
+    pub flavor: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub gids: Vec<u32>,
+    pub machine: Vec<u8>,
+}
+
+impl Cred {
+    pub const NOBODY: u32 = 65534;
+}
 
 /// What the configuration allows.
 #[derive(Debug, Clone, Copy)]

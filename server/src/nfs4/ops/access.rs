@@ -5,8 +5,9 @@
 //! knfsd and local file systems do the same).
 
 use super::ns_util::{cur_attr, status};
-use crate::nfs4::compound::{Cred, Ctx};
+use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
+use crate::rpc::Cred;
 use crate::store::{Attr, FileType};
 use crate::xdr::{XdrReader, XdrWriter};
 

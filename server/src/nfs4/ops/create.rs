@@ -8,9 +8,10 @@ use super::ns_util::{
 };
 use crate::nfs4::attr::decode_fattr_minor;
 use crate::nfs4::attr::file::ftype;
-use crate::nfs4::compound::{Cred, Ctx};
+use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
+use crate::rpc::Cred;
 use crate::store::{NewNode, SetAttrs};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 

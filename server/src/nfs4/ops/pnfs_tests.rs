@@ -11,9 +11,10 @@ use super::{
     layoutreturn, open, reclaim_complete, sequence, test_fixture,
 };
 use crate::nfs4::callback;
-use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
+use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
+use crate::rpc::{ConnInfo, Cred};
 use crate::server::{NfsOptions, Server};
 use crate::store::{Ino, SetAttrs, Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};

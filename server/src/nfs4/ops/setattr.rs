@@ -4,10 +4,11 @@
 use super::access::{require, ACCESS4_MODIFY};
 use super::ns_util::{check_stateid, cur_attr, require_regular};
 use crate::nfs4::attr::{decode_fattr_minor, fs::MAX_FILE_SIZE};
-use crate::nfs4::compound::{Cred, Ctx};
+use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Stateid};
+use crate::rpc::Cred;
 use crate::store::{Attr, SetAttrs, SetTime};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 

@@ -12,9 +12,10 @@ use super::{
     free_stateid, lock, lockt, locku, open, open_downgrade, reclaim_complete, sequence,
     test_fixture, test_stateid,
 };
-use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
+use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
+use crate::rpc::{ConnInfo, Cred};
 use crate::server::{NfsOptions, Server};
 use crate::store::{Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};

@@ -2,11 +2,12 @@
 //! the current stateid (RFC 8881 §16.2.3.1.2), owners, callback security parameters, and the
 //! file-type rules of OPEN/LOCK. No policy: that is in `nfs4::state`.
 
-use crate::nfs4::compound::{Cred, Ctx};
+use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::Principal;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Stateid, NFS4_OPAQUE_LIMIT};
 use crate::rpc::CbCred;
+use crate::rpc::Cred;
 use crate::store::{Attr, FileType, Ino};
 use crate::xdr::{XdrReader, XdrResult};
 

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use super::{create, getattr, putrootfh, test_fixture, Handler};
 use crate::nfs4::attr::file::ftype;
-use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
+use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh};
+use crate::rpc::{ConnInfo, Cred};
 use crate::server::{NfsOptions, Server};
 use crate::store::{Ino, NewNode, SetAttrs, Store, StoreOptions};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
