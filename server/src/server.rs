@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::nfs4::state::StateManager;
+use crate::nfs4::state::{StateConfig, StateManager};
 use crate::store::Store;
 
 /// The part of the configuration the NFS layer uses (the rest is in `config.rs`).
@@ -22,6 +22,17 @@ pub struct NfsOptions {
     /// Most bytes of speculative preallocation past EOF one RW LAYOUTGET adds (config
     /// `layout_prealloc_max`; 0 turns it off; layout::reach, docs/pnfs.md).
     pub layout_prealloc_max: u64,
+}
+
+impl NfsOptions {
+    /// What the state layer needs of the options (it knows nothing of the rest).
+    pub fn state_config(&self, boot_verifier: u64) -> StateConfig {
+        StateConfig {
+            lease_seconds: self.lease_seconds,
+            grace_seconds: self.grace_seconds,
+            boot_verifier,
+        }
+    }
 }
 
 impl Default for NfsOptions {
@@ -53,7 +64,7 @@ impl Server {
     /// state whether a file is open before it frees an unlinked file (RFC 8881 §9.1.4.3 … the
     /// file lives on until its last CLOSE).
     pub fn new(store: Arc<Store>, opts: NfsOptions) -> Server {
-        let state = StateManager::new(&opts, store.clone());
+        let state = StateManager::new(opts.state_config(store.boot_verifier()), store.clone());
         store.set_open_probe(Box::new(state.open_probe()));
         Server {
             boot_verifier: store.boot_verifier(),

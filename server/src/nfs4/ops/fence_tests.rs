@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::nfs4::scsi::{PrFencer, PreemptError};
-use crate::nfs4::state::{Clock, StateConfig, StateManager, COURTESY_SECONDS};
+use crate::nfs4::state::{Clock, StateManager, COURTESY_SECONDS};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The lease clock, set by the test.
@@ -24,11 +24,7 @@ fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
     Store::mkfs_dev(dev.clone(), false).unwrap();
     let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
     let clock = Arc::new(FakeClock::default());
-    let cfg = StateConfig {
-        lease_seconds: opts.lease_seconds,
-        grace_seconds: opts.grace_seconds,
-        boot_verifier: store.boot_verifier(),
-    };
+    let cfg = opts.state_config(store.boot_verifier());
     let state = StateManager::with_parts(cfg, store.clone(), clock.clone());
     // As `Server::new`: an unlinked file lives on while open.
     store.set_open_probe(Box::new(state.open_probe()));
@@ -93,7 +89,7 @@ fn mapped(srv: &Server, ino: Ino, n: u64) -> u64 {
 }
 
 fn dev_hex(srv: &Server) -> String {
-    crate::nfs4::ops::pnfs_util::device_id_of(srv)
+    crate::nfs4::pnfs::device_id(&srv.store)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

@@ -16,7 +16,7 @@ use crate::xdr::{XdrReader, XdrWriter};
 /// Unlike `Server::new` it wires no open probe into the store: the op tests check the
 /// handlers, not unlinked-while-open files.
 pub(super) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) -> Server {
-    let state = StateManager::new(&opts, store.clone());
+    let state = StateManager::new(opts.state_config(store.boot_verifier()), store.clone());
     Server {
         store,
         state,

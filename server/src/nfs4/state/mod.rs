@@ -150,15 +150,7 @@ pub(crate) struct Inner {
 impl StateManager {
     /// Reads the client records the store kept (for reclaim during grace) and starts the
     /// grace period if there were any.
-    pub fn new(
-        opts: &crate::server::NfsOptions,
-        store: std::sync::Arc<crate::store::Store>,
-    ) -> StateManager {
-        let cfg = StateConfig {
-            lease_seconds: opts.lease_seconds,
-            grace_seconds: opts.grace_seconds,
-            boot_verifier: store.boot_verifier(),
-        };
+    pub fn new(cfg: StateConfig, store: std::sync::Arc<crate::store::Store>) -> StateManager {
         let clock = Arc::new(MonotonicClock(std::time::Instant::now()));
         StateManager::with_parts(cfg, store, clock)
     }
