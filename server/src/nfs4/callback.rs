@@ -270,7 +270,7 @@ fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {
         .pnfs
         .peer_of(client)
         .ok_or_else(|| FenceError::Command("the client's address is unknown".into()))?;
-    let dev: String = crate::nfs4::ops::pnfs_util::device_id_of(srv)
+    let dev: String = crate::nfs4::pnfs::device_id(&srv.store)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();

@@ -71,6 +71,13 @@ fn get(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
 
+/// The device id of the volume, which every layout, GETDEVICEINFO answer and fence command
+/// names: derived from the volume UUID (`layout::block::device_id`), so it is stable across
+/// restarts and valid before any LAYOUTGET.
+pub fn device_id(store: &crate::store::Store) -> [u8; 16] {
+    layout::block::device_id(store.volume_uuid())
+}
+
 pub fn add(a: &AtomicU64, n: u64) {
     a.fetch_add(n, Ordering::Relaxed);
 }

@@ -18,11 +18,7 @@ pub fn check_type(ctx: &Ctx<'_>, t: u32) -> Result<(), NfsStat> {
 
 /// The device id of the volume (derived from its UUID: stable across restarts).
 pub fn device_id(ctx: &Ctx<'_>) -> [u8; 16] {
-    device_id_of(ctx.srv)
-}
-
-pub fn device_id_of(srv: &crate::server::Server) -> [u8; 16] {
-    layout::block::device_id(srv.store.volume_uuid())
+    crate::nfs4::pnfs::device_id(&ctx.srv.store)
 }
 
 /// The layout block size in bytes (`layout_blksize`).
