@@ -39,10 +39,14 @@ pub fn compound_args(data: &[u8]) {
             })
         }
         fn begin(&mut self, _: u32, _: usize) {}
-        fn run(&mut self, op: u32, _: usize, r: &mut XdrReader<'_>, _: &mut XdrWriter) -> NfsStat {
-            let Ok(v) = r.u32() else {
-                return NfsStat::BADXDR;
-            };
+        fn run(
+            &mut self,
+            op: u32,
+            _: usize,
+            r: &mut XdrReader<'_>,
+            _: &mut XdrWriter,
+        ) -> Result<(), NfsStat> {
+            let v = r.u32()?;
             match op {
                 ops::opnum::SEQUENCE => {
                     self.0 = Some(SessionSlotRef {
@@ -60,7 +64,10 @@ pub fn compound_args(data: &[u8]) {
                 ops::opnum::PUTROOTFH => self.1 = true,
                 _ => {}
             }
-            NfsStat(v % 3)
+            match v % 3 {
+                0 => Ok(()),
+                st => Err(NfsStat(st)),
+            }
         }
         fn has_current_fh(&self) -> bool {
             self.1

@@ -102,7 +102,7 @@ pub trait OpEnv {
         index: usize,
         r: &mut XdrReader<'_>,
         w: &mut XdrWriter,
-    ) -> NfsStat;
+    ) -> Result<(), NfsStat>;
     fn has_current_fh(&self) -> bool;
     fn session(&self) -> Option<&SessionSlotRef>;
     fn take_cached_reply(&mut self) -> Option<Vec<u8>>;
@@ -195,13 +195,15 @@ pub fn run_compound<E: OpEnv>(
         let st_at = w.reserve_u32();
         let body_at = w.len();
         let run = catch_unwind(AssertUnwindSafe(|| env.run(op, i, &mut r, &mut w)));
+        // The one place where a handler's result becomes the op's status.
         let st = match run {
+            Ok(Ok(())) => NfsStat::OK,
             // An operation whose arguments do not decode has no result body.
-            Ok(NfsStat::BADXDR) => {
+            Ok(Err(NfsStat::BADXDR)) => {
                 w.buf.truncate(body_at);
                 NfsStat::BADXDR
             }
-            Ok(st) => st,
+            Ok(Err(st)) => st,
             Err(_) => {
                 tracing::error!(op, "operation panicked; answering NFS4ERR_SERVERFAULT");
                 w.buf.truncate(body_at);
@@ -319,11 +321,17 @@ impl OpEnv for Ctx<'_> {
         self.op_count = op_count;
     }
 
-    fn run(&mut self, op: u32, index: usize, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    fn run(
+        &mut self,
+        op: u32,
+        index: usize,
+        r: &mut XdrReader<'_>,
+        w: &mut XdrWriter,
+    ) -> Result<(), NfsStat> {
         self.op_index = index;
         match ops::lookup(op) {
             Some(d) => (d.handler)(self, r, w),
-            None => NfsStat::OP_ILLEGAL,
+            None => Err(NfsStat::OP_ILLEGAL),
         }
     }
 

@@ -27,7 +27,13 @@ impl OpEnv for Fake {
     fn begin(&mut self, minor: u32, _: usize) {
         self.minor = minor;
     }
-    fn run(&mut self, op: u32, _: usize, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    fn run(
+        &mut self,
+        op: u32,
+        _: usize,
+        r: &mut XdrReader<'_>,
+        w: &mut XdrWriter,
+    ) -> Result<(), NfsStat> {
         self.ran.push(op);
         match op {
             SEQUENCE => {
@@ -35,7 +41,7 @@ impl OpEnv for Fake {
                 for x in &mut v {
                     match r.u32() {
                         Ok(n) => *x = n,
-                        Err(_) => return NfsStat::BADXDR,
+                        Err(_) => return Err(NfsStat::BADXDR),
                     }
                 }
                 self.session = Some(SessionSlotRef {
@@ -53,25 +59,25 @@ impl OpEnv for Fake {
                     self.cached = Some(b"CACHED".to_vec());
                 }
                 w.u32(0x5e9);
-                NfsStat::OK
+                Ok(())
             }
             PUTROOTFH => {
                 self.fh = true;
-                NfsStat::OK
+                Ok(())
             }
             GETATTR => match r.u32() {
                 Ok(n) => {
                     w.buf.resize(w.buf.len() + n as usize, 0xaa);
-                    NfsStat::OK
+                    Ok(())
                 }
-                Err(_) => NfsStat::BADXDR,
+                Err(_) => Err(NfsStat::BADXDR),
             },
             LINK => panic!("fake operation panics"),
             READLINK => {
                 w.u32(1);
-                NfsStat::BADXDR
+                Err(NfsStat::BADXDR)
             }
-            _ => NfsStat::OK,
+            _ => Ok(()),
         }
     }
     fn has_current_fh(&self) -> bool {

@@ -4,7 +4,7 @@
 //! Root may read and write anything, and execute what has an execute bit (common practice:
 //! knfsd and local file systems do the same).
 
-use super::ns_util::{cur_attr, status};
+use super::ns_util::cur_attr;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::rpc::Cred;
@@ -117,22 +117,19 @@ pub fn check_sticky(cred: &Cred, dir: &Attr, victim: &Attr) -> Result<(), NfsSta
 
 /// ACCESS4res: `supported` are the asked bits we can judge for this type of object,
 /// `access` those of them that are granted.
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let asked = match r.u32() {
-        Ok(v) => v,
-        Err(e) => return e.into(),
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let asked = r.u32()?;
+    let a = cur_attr(ctx)?;
+    let meaningful = if a.ftype == FileType::Directory {
+        DIR_BITS
+    } else {
+        FILE_BITS
     };
-    status(cur_attr(ctx).map(|a| {
-        let meaningful = if a.ftype == FileType::Directory {
-            DIR_BITS
-        } else {
-            FILE_BITS
-        };
-        let xa = if ctx.minor >= 2 { XA_BITS } else { 0 };
-        let supported = asked & (meaningful | xa);
-        w.u32(supported);
-        w.u32(with_xattr_bits(allowed(&ctx.cred, &a)) & supported);
-    }))
+    let xa = if ctx.minor >= 2 { XA_BITS } else { 0 };
+    let supported = asked & (meaningful | xa);
+    w.u32(supported);
+    w.u32(with_xattr_bits(allowed(&ctx.cred, &a)) & supported);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! ALLOCATE (RFC 7862 §15.1): reserves blocks (unwritten extents) for a range of a regular
 //! file; the size grows to cover it.
 
-use super::ns_util::{check_stateid, cur_attr, require_regular, status};
+use super::ns_util::{check_stateid, cur_attr, require_regular};
 use crate::nfs4::attr::fs::MAX_FILE_SIZE;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::IoAccess;
@@ -41,15 +41,11 @@ pub fn prepare(ctx: &Ctx<'_>, args: &RangeArgs) -> Result<crate::store::Ino, Nfs
     }
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode_range(r)?;
     let ino = prepare(ctx, &args)?;
     ctx.srv.store.allocate(ino, args.offset, args.length)?;
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use super::access::require_dir_write;
 use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, fh_of, require_dir, status,
+    check_new_name, cur_attr, decode_component, encode_change_info, fh_of, require_dir,
 };
 use crate::nfs4::attr::decode_fattr_minor;
 use crate::nfs4::attr::file::ftype;
@@ -83,7 +83,7 @@ pub fn check_owner(cred: &Cred, sa: &SetAttrs) -> Result<(), NfsStat> {
     Ok(())
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r, ctx.minor)?;
     let dir = cur_attr(ctx)?;
     require_dir(&dir)?;
@@ -104,10 +104,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     encode_change_info(w, &change);
     args.mask.encode(w);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

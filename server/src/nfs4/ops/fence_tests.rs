@@ -308,10 +308,7 @@ fn close_survives(x: &mut Ctx<'_>, fh: Fh, sid: Stateid) -> bool {
     w.u32(0);
     sid.encode(&mut w);
     x.current_fh = Some(fh);
-    assert_eq!(
-        call(x, crate::nfs4::ops::close::close, &w.buf).0,
-        NfsStat::OK
-    );
+    assert_eq!(call(x, crate::nfs4::ops::close::run, &w.buf).0, NfsStat::OK);
     x.srv.store.extents(fh.ino, 0, 2).is_ok_and(|v| {
         v.iter()
             .any(|s| matches!(s, layout::Segment::Mapped { .. }))

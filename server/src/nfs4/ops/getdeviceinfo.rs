@@ -15,7 +15,6 @@
 //! (drops it with its last layout, then re-sends GETDEVICEINFO and re-runs blkmapd for the
 //! next one) unless the answer equals what it asked for. `maxcount` 0 means no limit.
 
-use super::ns_util::status;
 use super::pnfs_util::{check_type, device_id, is_scsi};
 use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
@@ -23,7 +22,7 @@ use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let devid: [u8; 16] = r.array()?;
     let ltype = r.u32()?;
     let maxcount = r.u32()?;
@@ -73,10 +72,6 @@ fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
     let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
     let d = crate::nfs4::scsi::volume_designator(ctx.srv);
     Ok(layout::scsi::eui64_deviceaddr(d, key))
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 /// SCSI body for an external NVMe/TCP volume: named by its own Identify data (NGUID, else

@@ -7,13 +7,12 @@
 //! Cookie 0 lists the device (next cookie 1, eof); cookie 1 lists nothing more; any other
 //! cookie is BAD_COOKIE. The verifier is all zeros (the list never changes).
 
-use super::ns_util::status;
 use super::pnfs_util::{check_type, device_id};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let ltype = r.u32()?;
     let maxdevices = r.u32()?;
     let cookie = r.u64()?;
@@ -35,8 +34,4 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     }
     w.bool(true);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

@@ -21,7 +21,7 @@
 
 use std::time::Instant;
 
-use super::ns_util::{cur_attr, resolve_stateid, status};
+use super::ns_util::{cur_attr, resolve_stateid};
 use super::pnfs_util::{block, check_type, device_id, is_scsi};
 use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
@@ -197,19 +197,16 @@ fn scsi_extents(
         .collect())
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let a = match decode(r) {
-        Ok(a) => a,
-        Err(e) => return e,
-    };
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let a = decode(r)?;
     let t0 = Instant::now();
-    let st = status(go(ctx, a, w));
+    let res = go(ctx, a, w);
     let m = &ctx.srv.pnfs.metrics;
     add(&m.layoutcommits, 1);
-    if st != NfsStat::OK {
+    if let Err(st) = res {
         add(&m.layoutcommit_errors, 1);
         tracing::debug!(status = st.name(), "LAYOUTCOMMIT refused");
     }
     add_elapsed(&m.layoutcommit_ns, t0);
-    st
+    res
 }

@@ -22,7 +22,7 @@
 
 use std::time::Instant;
 
-use super::ns_util::{cur_attr, resolve_stateid, status};
+use super::ns_util::{cur_attr, resolve_stateid};
 use super::pnfs_util::{block, check_type, device_id, is_scsi};
 use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
@@ -178,15 +178,12 @@ fn reach(ctx: &Ctx<'_>, cid: u64, ino: Ino, mode: u32, first: u64, n: u64) -> Re
     }
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let a = match decode(r) {
-        Ok(a) => a,
-        Err(e) => return e,
-    };
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let a = decode(r)?;
     let t0 = Instant::now();
     let rw = a.mode == iomode::RW;
-    let st = status(go(ctx, a, w));
-    if st != NfsStat::OK && rw {
+    let res = go(ctx, a, w);
+    if res.is_err() && rw {
         // A refusal after the allocation (TOOSMALL, a stateid race) left blocks past EOF
         // that no grant names: trim them unless a layout holds them.
         if let Some(fh) = ctx.current_fh {
@@ -196,10 +193,10 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsSt
     }
     let m = &ctx.srv.pnfs.metrics;
     add(&m.layoutgets, 1);
-    if st != NfsStat::OK {
+    if let Err(st) = res {
         add(&m.layoutget_errors, 1);
         tracing::debug!(status = st.name(), "LAYOUTGET refused");
     }
     add_elapsed(&m.layoutget_ns, t0);
-    st
+    res
 }

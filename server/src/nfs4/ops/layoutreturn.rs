@@ -13,7 +13,7 @@
 //! Once no RW layout of a file is left, its unwritten blocks past EOF are freed
 //! (`pnfs::trim_released`, docs/pnfs.md "Preallocation").
 
-use super::ns_util::{cur_attr, resolve_stateid, status};
+use super::ns_util::{cur_attr, resolve_stateid};
 use super::pnfs_util::check_type;
 use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
@@ -106,10 +106,10 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     Ok(())
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     add(&ctx.srv.pnfs.metrics.layoutreturns, 1);
-    let st = status(go(ctx, r, w));
+    let res = go(ctx, r, w);
     // The last RW layout of a file gone: its never-committed blocks past EOF are freed.
     crate::nfs4::pnfs::trim_released(ctx.srv);
-    st
+    res
 }

@@ -3,14 +3,14 @@
 
 use super::access::require_dir_write;
 use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr, status,
+    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr,
 };
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::store::FileType;
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let name = decode_component(r)?;
     let file = saved_attr(ctx)?;
     let dir = cur_attr(ctx)?;
@@ -23,8 +23,4 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     let change = ctx.srv.store.link(file.ino, dir.ino, &name)?;
     encode_change_info(w, &change);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

@@ -2,13 +2,13 @@
 //! root of the export there is none (NOENT).
 
 use super::access::{require, ACCESS4_LOOKUP};
-use super::ns_util::{cur_attr, fh_of, status};
+use super::ns_util::{cur_attr, fh_of};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::store::{FileType, ROOT_INO};
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     let dir = cur_attr(ctx)?;
     match dir.ftype {
         FileType::Directory => {}
@@ -22,8 +22,4 @@ fn go(ctx: &mut Ctx<'_>) -> Result<(), NfsStat> {
     let parent = ctx.srv.store.getattr(dir.parent)?;
     ctx.current_fh = Some(fh_of(&parent));
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx))
 }

@@ -9,7 +9,7 @@ use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-pub type Handler = fn(&mut Ctx<'_>, &mut XdrReader<'_>, &mut XdrWriter) -> NfsStat;
+pub type Handler = fn(&mut Ctx<'_>, &mut XdrReader<'_>, &mut XdrWriter) -> Result<(), NfsStat>;
 
 /// What the dispatcher needs to know about an operation.
 #[derive(Clone, Copy)]
@@ -177,8 +177,8 @@ pub mod pnfs_util;
 mod test_fixture;
 
 /// Answers NFS4ERR_NOTSUPP: an operation of the protocol that pnfsd does not offer.
-pub fn notsupp(_: &mut Ctx<'_>, _: &mut XdrReader<'_>, _: &mut XdrWriter) -> NfsStat {
-    NfsStat::NOTSUPP
+pub fn notsupp(_: &mut Ctx<'_>, _: &mut XdrReader<'_>, _: &mut XdrWriter) -> Result<(), NfsStat> {
+    Err(NfsStat::NOTSUPP)
 }
 
 const fn op(name: &'static str, handler: Handler, min_minor: u32, needs_fh: bool) -> OpDesc {
@@ -195,48 +195,23 @@ pub fn lookup(opnum: u32) -> Option<OpDesc> {
     use opnum::*;
     Some(match opnum {
         // ---- session and state operations (sessions/state work) ----
-        EXCHANGE_ID => op("EXCHANGE_ID", exchange_id::exchange_id, 1, false),
-        CREATE_SESSION => op("CREATE_SESSION", create_session::create_session, 1, false),
-        DESTROY_SESSION => op(
-            "DESTROY_SESSION",
-            destroy_session::destroy_session,
-            1,
-            false,
-        ),
-        DESTROY_CLIENTID => op(
-            "DESTROY_CLIENTID",
-            destroy_clientid::destroy_clientid,
-            1,
-            false,
-        ),
-        SEQUENCE => op("SEQUENCE", sequence::sequence, 1, false),
-        BIND_CONN_TO_SESSION => op(
-            "BIND_CONN_TO_SESSION",
-            bind_conn_to_session::bind_conn_to_session,
-            1,
-            false,
-        ),
-        BACKCHANNEL_CTL => op(
-            "BACKCHANNEL_CTL",
-            backchannel_ctl::backchannel_ctl,
-            1,
-            false,
-        ),
-        RECLAIM_COMPLETE => op(
-            "RECLAIM_COMPLETE",
-            reclaim_complete::reclaim_complete,
-            1,
-            false,
-        ),
-        OPEN => op("OPEN", open::open, 0, true),
-        OPEN_DOWNGRADE => op("OPEN_DOWNGRADE", open_downgrade::open_downgrade, 0, true),
-        CLOSE => op("CLOSE", close::close, 0, true),
-        LOCK => op("LOCK", lock::lock, 0, true),
-        LOCKT => op("LOCKT", lockt::lockt, 0, true),
-        LOCKU => op("LOCKU", locku::locku, 0, true),
-        TEST_STATEID => op("TEST_STATEID", test_stateid::test_stateid, 1, false),
-        FREE_STATEID => op("FREE_STATEID", free_stateid::free_stateid, 1, false),
-        DELEGRETURN => op("DELEGRETURN", delegreturn::delegreturn, 0, true),
+        EXCHANGE_ID => op("EXCHANGE_ID", exchange_id::run, 1, false),
+        CREATE_SESSION => op("CREATE_SESSION", create_session::run, 1, false),
+        DESTROY_SESSION => op("DESTROY_SESSION", destroy_session::run, 1, false),
+        DESTROY_CLIENTID => op("DESTROY_CLIENTID", destroy_clientid::run, 1, false),
+        SEQUENCE => op("SEQUENCE", sequence::run, 1, false),
+        BIND_CONN_TO_SESSION => op("BIND_CONN_TO_SESSION", bind_conn_to_session::run, 1, false),
+        BACKCHANNEL_CTL => op("BACKCHANNEL_CTL", backchannel_ctl::run, 1, false),
+        RECLAIM_COMPLETE => op("RECLAIM_COMPLETE", reclaim_complete::run, 1, false),
+        OPEN => op("OPEN", open::run, 0, true),
+        OPEN_DOWNGRADE => op("OPEN_DOWNGRADE", open_downgrade::run, 0, true),
+        CLOSE => op("CLOSE", close::run, 0, true),
+        LOCK => op("LOCK", lock::run, 0, true),
+        LOCKT => op("LOCKT", lockt::run, 0, true),
+        LOCKU => op("LOCKU", locku::run, 0, true),
+        TEST_STATEID => op("TEST_STATEID", test_stateid::run, 1, false),
+        FREE_STATEID => op("FREE_STATEID", free_stateid::run, 1, false),
+        DELEGRETURN => op("DELEGRETURN", delegreturn::run, 0, true),
         // No delegations: DELEGPURGE is NOTSUPP (RFC 8881 §18.5.3, no CLAIM_DELEGATE_PREV),
         // and so are WANT_DELEGATION and GET_DIR_DELEGATION.
         DELEGPURGE => op("DELEGPURGE", notsupp, 0, false),

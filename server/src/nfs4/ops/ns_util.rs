@@ -155,14 +155,6 @@ pub fn check_stateid(
     }
 }
 
-/// The status of an operation whose result body (if any) was written on success.
-pub fn status(r: Result<(), NfsStat>) -> NfsStat {
-    match r {
-        Ok(()) => NfsStat::OK,
-        Err(s) => s,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

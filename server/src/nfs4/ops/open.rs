@@ -3,7 +3,7 @@
 //! verifier kept in atime/mtime (§18.16.3). Delegations (recall of conflicting ones, the
 //! offer in the reply) are in open_deleg.rs.
 
-use super::state_util::{clientid, current_attr, decode_owner, may_access, regular, try_stat};
+use super::state_util::{clientid, current_attr, decode_owner, may_access, regular};
 use crate::nfs4::attr;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::{OpenReq, ShareAccess};
@@ -117,33 +117,33 @@ struct Target {
     created: bool,
 }
 
-pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let args = try_stat!(OpenArgs::decode(r, ctx.minor));
-    let cid = try_stat!(clientid(ctx));
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let args = OpenArgs::decode(r, ctx.minor)?;
+    let cid = clientid(ctx)?;
     if args.share_access & !(0xff | WANT_MASK | WANT_SIGNAL_PUSH) != 0
         || args.share_access & WANT_MASK > WANT_CANCEL
     {
-        return NfsStat::INVAL;
+        return Err(NfsStat::INVAL);
     }
-    let share = try_stat!(ShareAccess::new(args.share_access & 0xff, args.share_deny));
+    let share = ShareAccess::new(args.share_access & 0xff, args.share_deny)?;
     let reclaim = matches!(args.claim, Claim::Previous(_));
-    try_stat!(ctx.srv.state.check_open_reclaim(cid, reclaim));
-    let t = try_stat!(find_or_create(ctx, &args, share));
-    let ino = try_stat!(regular(&t.attr, NfsStat::WRONG_TYPE));
+    ctx.srv.state.check_open_reclaim(cid, reclaim)?;
+    let t = find_or_create(ctx, &args, share)?;
+    let ino = regular(&t.attr, NfsStat::WRONG_TYPE)?;
     if !t.created && !may_access(ctx, &t.attr, share.access & 1 != 0, share.access & 2 != 0) {
-        return NfsStat::ACCESS;
+        return Err(NfsStat::ACCESS);
     }
     let fh = Fh {
         ino,
         generation: t.attr.generation,
     };
-    try_stat!(open_deleg::break_conflicts(ctx, cid, fh, share.access));
-    let sid = try_stat!(ctx.srv.state.open(&OpenReq {
+    open_deleg::break_conflicts(ctx, cid, fh, share.access)?;
+    let sid = ctx.srv.state.open(&OpenReq {
         clientid: cid,
         owner: &args.owner,
         ino,
         share,
-    }));
+    })?;
     let mut attrset = t.attrset;
     if let Some(CreateHow::Unchecked(_, set)) = &args.create {
         // UNCHECKED4 over an existing file applies the size (the O_TRUNC of a create).
@@ -152,7 +152,10 @@ pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
                 size: set.size,
                 ..SetAttrs::default()
             };
-            try_stat!(ctx.srv.store.setattr(ino, &truncate).map_err(NfsStat::from));
+            ctx.srv
+                .store
+                .setattr(ino, &truncate)
+                .map_err(NfsStat::from)?;
             attrset.set(SIZE);
         }
     }
@@ -170,7 +173,7 @@ pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
     w.u32(OPEN4_RESULT_LOCKTYPE_POSIX);
     attrset.encode(w);
     open_deleg::encode(w, &offer);
-    NfsStat::OK
+    Ok(())
 }
 
 fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<Target, NfsStat> {

@@ -106,18 +106,18 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> u64 {
     w.u32(0);
     w.u32(0);
     w.u32(0);
-    let (s, body) = call(ctx, exchange_id::exchange_id, &w.buf);
+    let (s, body) = call(ctx, exchange_id::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     let clientid = r.u64().unwrap();
     let seq = r.u32().unwrap();
     let args = session_args(clientid, seq);
-    let (s, body) = call(ctx, create_session::create_session, &args);
+    let (s, body) = call(ctx, create_session::run, &args);
     assert_eq!(s, NfsStat::OK);
     let sid: [u8; 16] = XdrReader::new(&body).array().unwrap();
-    let seq_ok = call(ctx, sequence::sequence, &seq_args(sid, 1, 0, false)).0;
+    let seq_ok = call(ctx, sequence::run, &seq_args(sid, 1, 0, false)).0;
     assert_eq!(seq_ok, NfsStat::OK);
-    let rc = call(ctx, reclaim_complete::reclaim_complete, &[0; 4]).0;
+    let rc = call(ctx, reclaim_complete::run, &[0; 4]).0;
     assert_eq!(rc, NfsStat::OK);
     clientid
 }
@@ -137,7 +137,7 @@ fn create(ctx: &mut Ctx<'_>, name: &[u8]) -> (Fh, Stateid) {
     w.opaque(b"");
     w.u32(0);
     w.string(name);
-    let (s, body) = call(ctx, open::open, &w.buf);
+    let (s, body) = call(ctx, open::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let sid = Stateid::decode(&mut XdrReader::new(&body)).unwrap();
     let fh = ctx.current_fh.unwrap();
@@ -845,7 +845,7 @@ fn close_returns_the_clients_layouts() {
     w.u32(0);
     sid.encode(&mut w);
     x.current_fh = Some(fh);
-    assert_eq!(call(&mut x, super::close::close, &w.buf).0, NfsStat::OK);
+    assert_eq!(call(&mut x, super::close::run, &w.buf).0, NfsStat::OK);
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
     assert!(fx.srv.pnfs.grants_of(cid, fh.ino).is_empty());
 }

@@ -301,7 +301,7 @@ fn close_trims_and_a_layoutget_in_progress_is_never_trimmed() {
     sid.encode(&mut w);
     x.current_fh = Some(fh);
     assert_eq!(
-        call(&mut x, crate::nfs4::ops::close::close, &w.buf).0,
+        call(&mut x, crate::nfs4::ops::close::run, &w.buf).0,
         NfsStat::OK
     );
     assert_eq!(fx.srv.store.fsstat().free_bytes, free0);

@@ -1,7 +1,7 @@
 //! READ (RFC 8881 §18.22) through the server: the store reads written extents from the data
 //! volume and gives zeros for holes and unwritten extents (design.md §2).
 
-use super::ns_util::{check_stateid, cur_attr, require_regular, status};
+use super::ns_util::{check_stateid, cur_attr, require_regular};
 use crate::nfs4::attr::fs::MAX_IO;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::IoAccess;
@@ -28,7 +28,7 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<ReadArgs, NfsStat> {
 /// Room the COMPOUND reply needs besides the data (headers, SEQUENCE, PUTFH, READ4resok).
 const REPLY_HEADROOM: u32 = 512;
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r)?;
     let a = cur_attr(ctx)?;
     require_regular(&a)?;
@@ -43,10 +43,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     w.bool(eof);
     w.opaque(&data);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

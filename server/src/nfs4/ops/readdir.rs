@@ -3,7 +3,7 @@
 
 use super::access::{require, ACCESS4_READ};
 use super::getattr::check_readable;
-use super::ns_util::{cur_attr, is_dot, require_dir, status};
+use super::ns_util::{cur_attr, is_dot, require_dir};
 use crate::nfs4::attr::{encode_fattr, with_env};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
@@ -74,7 +74,7 @@ pub fn encode_entries(
     taken
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r)?;
     let dir = cur_attr(ctx)?;
     require_dir(&dir)?;
@@ -125,10 +125,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     w.bool(false);
     w.bool(rd.eof && taken == entries.len());
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

@@ -2,14 +2,12 @@
 //! empty directory).
 
 use super::access::{check_sticky, require_dir_write};
-use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, status,
-};
+use super::ns_util::{check_new_name, cur_attr, decode_component, encode_change_info, require_dir};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let name = decode_component(r)?;
     let dir = cur_attr(ctx)?;
     require_dir(&dir)?;
@@ -41,8 +39,4 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     }
     encode_change_info(w, &change);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

@@ -3,7 +3,7 @@
 
 use super::access::{check_sticky, require_dir_write};
 use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr, status,
+    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr,
 };
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
@@ -17,7 +17,7 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<(Vec<u8>, Vec<u8>), NfsStat> {
     Ok((old, new))
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let (old, new) = decode(r)?;
     let src = saved_attr(ctx)?;
     let dst = cur_attr(ctx)?;
@@ -86,10 +86,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     encode_change_info(w, &s);
     encode_change_info(w, &d);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

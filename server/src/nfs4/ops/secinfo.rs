@@ -3,7 +3,7 @@
 //! (§2.6.3.1.1.8): a following operation that needs one gets NOFILEHANDLE.
 
 use super::access::{require, ACCESS4_LOOKUP};
-use super::ns_util::{check_name, cur_attr, decode_component, require_dir, status};
+use super::ns_util::{check_name, cur_attr, decode_component, require_dir};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
@@ -19,7 +19,7 @@ pub fn encode_flavors(w: &mut XdrWriter) {
     w.u32(AUTH_NONE);
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let name = decode_component(r)?;
     let dir = cur_attr(ctx)?;
     require_dir(&dir)?;
@@ -29,10 +29,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     encode_flavors(w);
     ctx.current_fh = None;
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! SEEK (RFC 7862 §15.11): the next data or hole at or after an offset. Past the end of
 //! the file, or no data before it, is NXIO.
 
-use super::ns_util::{check_stateid, cur_attr, require_regular, status};
+use super::ns_util::{check_stateid, cur_attr, require_regular};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
@@ -24,7 +24,7 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<(Stateid, u64, SeekWhat), NfsStat
     Ok((sid, offset, what))
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let (sid, offset, what) = decode(r)?;
     let a = cur_attr(ctx)?;
     require_regular(&a)?;
@@ -34,10 +34,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     w.bool(eof);
     w.u64(at);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

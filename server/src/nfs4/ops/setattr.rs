@@ -95,16 +95,16 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
     Ok(())
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let res = decode(r, ctx.minor).and_then(|args| go(ctx, &args).map(|()| args.mask));
     match res {
         Ok(mask) => {
             mask.encode(w);
-            NfsStat::OK
+            Ok(())
         }
         Err(s) => {
             Bitmap::default().encode(w);
-            s
+            Err(s)
         }
     }
 }

@@ -83,7 +83,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     w.u32(0);
     w.u32(0); // SP4_NONE
     w.u32(0); // no impl id
-    let (s, body) = call(ctx, exchange_id::exchange_id, &w.buf);
+    let (s, body) = call(ctx, exchange_id::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     let clientid = r.u64().unwrap();
@@ -97,7 +97,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     assert_eq!(r.array_len(1, 4).unwrap(), 1);
 
     let args = session_args(clientid, seq);
-    let (s, body) = call(ctx, create_session::create_session, &args);
+    let (s, body) = call(ctx, create_session::run, &args);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     let sid: [u8; 16] = r.array().unwrap();
@@ -107,7 +107,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     assert_eq!(body.len(), 16 + 8 + 2 * 28);
 
     ctx.op_count = 2;
-    let (s, body) = call(ctx, sequence::sequence, &seq_args(sid, 1, 0, true));
+    let (s, body) = call(ctx, sequence::run, &seq_args(sid, 1, 0, true));
     assert_eq!(s, NfsStat::OK);
     assert_eq!(body.len(), 16 + 5 * 4);
     assert_eq!(ctx.session.as_ref().map(|s| s.clientid), Some(clientid));
@@ -115,7 +115,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
 }
 
 fn reclaim_complete(ctx: &mut Ctx<'_>) -> NfsStat {
-    call(ctx, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]).0
+    call(ctx, reclaim_complete::run, &[0, 0, 0, 0]).0
 }
 
 /// OPEN4args: CLAIM_NULL `name`, with `how` = None (no create) or Some(createmode).
@@ -155,7 +155,7 @@ fn root_fh(fx: &Fx) -> Fh {
 
 fn do_open(ctx: &mut Ctx<'_>, dir: Fh, args: &[u8]) -> Result<(Stateid, Vec<u8>), NfsStat> {
     ctx.current_fh = Some(dir);
-    let (s, body) = call(ctx, open::open, args);
+    let (s, body) = call(ctx, open::run, args);
     if s != NfsStat::OK {
         return Err(s);
     }
@@ -174,15 +174,15 @@ fn session_setup_replay_and_teardown() {
     // A retry is answered from the cache.
     let mut c2 = fx.ctx();
     c2.op_count = 2;
-    let (s, _) = call(&mut c2, sequence::sequence, &seq_args(sid, 1, 0, true));
+    let (s, _) = call(&mut c2, sequence::run, &seq_args(sid, 1, 0, true));
     assert_eq!(s, NfsStat::OK);
     assert_eq!(c2.cached_reply.as_deref(), Some(&b"the reply"[..]));
     // ... unless it is another request.
-    let (s, _) = call(&mut c2, sequence::sequence, &seq_args(sid, 1, 0, false));
+    let (s, _) = call(&mut c2, sequence::run, &seq_args(sid, 1, 0, false));
     assert_eq!(s, NfsStat::SEQ_FALSE_RETRY);
-    let (s, _) = call(&mut c2, sequence::sequence, &seq_args(sid, 5, 0, true));
+    let (s, _) = call(&mut c2, sequence::run, &seq_args(sid, 5, 0, true));
     assert_eq!(s, NfsStat::SEQ_MISORDERED);
-    let (s, _) = call(&mut c2, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]);
+    let (s, _) = call(&mut c2, reclaim_complete::run, &[0, 0, 0, 0]);
     assert_eq!(s, NfsStat::OP_NOT_IN_SESSION);
     assert_eq!(reclaim_complete(&mut ctx), NfsStat::OK);
     assert_eq!(reclaim_complete(&mut ctx), NfsStat::COMPLETE_ALREADY);
@@ -190,17 +190,17 @@ fn session_setup_replay_and_teardown() {
     w.u64(clientid);
     let mut bare = fx.ctx();
     assert_eq!(
-        call(&mut bare, destroy_clientid::destroy_clientid, &w.buf).0,
+        call(&mut bare, destroy_clientid::run, &w.buf).0,
         NfsStat::CLIENTID_BUSY
     );
     let mut ds = XdrWriter::new();
     ds.opaque_fixed(&sid);
     assert_eq!(
-        call(&mut bare, destroy_session::destroy_session, &ds.buf).0,
+        call(&mut bare, destroy_session::run, &ds.buf).0,
         NfsStat::OK
     );
     assert_eq!(
-        call(&mut bare, destroy_clientid::destroy_clientid, &w.buf).0,
+        call(&mut bare, destroy_clientid::run, &w.buf).0,
         NfsStat::OK
     );
     // Unsupported state protection and flags.
@@ -210,10 +210,7 @@ fn session_setup_replay_and_teardown() {
     w.u32(0x100_0000);
     w.u32(0);
     w.u32(0);
-    assert_eq!(
-        call(&mut bare, exchange_id::exchange_id, &w.buf).0,
-        NfsStat::INVAL
-    );
+    assert_eq!(call(&mut bare, exchange_id::run, &w.buf).0, NfsStat::INVAL);
 }
 
 #[test]
@@ -284,7 +281,7 @@ fn open_create_modes_lock_and_close() {
     w.u32(0);
     w.u64(0);
     w.opaque(b"lo");
-    let (s, body) = call(&mut ctx, lock::lock, &w.buf);
+    let (s, body) = call(&mut ctx, lock::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let lsid = Stateid::decode(&mut XdrReader::new(&body)).unwrap();
     assert_eq!(lsid.seqid, 1);
@@ -295,7 +292,7 @@ fn open_create_modes_lock_and_close() {
     w.u64(1);
     w.u64(0);
     w.opaque(b"other");
-    let (s, body) = call(&mut ctx, lockt::lockt, &w.buf);
+    let (s, body) = call(&mut ctx, lockt::run, &w.buf);
     assert_eq!(s, NfsStat::DENIED);
     let mut r = XdrReader::new(&body);
     assert_eq!((r.u64().unwrap(), r.u64().unwrap()), (0, 100));
@@ -308,7 +305,7 @@ fn open_create_modes_lock_and_close() {
     s1.encode(&mut w);
     let close_old = w.buf;
     assert_eq!(
-        call(&mut ctx, close::close, &close_old).0,
+        call(&mut ctx, close::run, &close_old).0,
         NfsStat::OLD_STATEID
     );
     let mut w = XdrWriter::new();
@@ -316,7 +313,7 @@ fn open_create_modes_lock_and_close() {
     Stateid { seqid: 0, ..s2 }.encode(&mut w);
     let close_now = w.buf;
     assert_eq!(
-        call(&mut ctx, close::close, &close_now).0,
+        call(&mut ctx, close::run, &close_now).0,
         NfsStat::LOCKS_HELD
     );
     let mut w = XdrWriter::new();
@@ -325,7 +322,7 @@ fn open_create_modes_lock_and_close() {
     lsid.encode(&mut w);
     w.u64(0);
     w.u64(u64::MAX);
-    let (s, body) = call(&mut ctx, locku::locku, &w.buf);
+    let (s, body) = call(&mut ctx, locku::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     assert_eq!(
         Stateid::decode(&mut XdrReader::new(&body)).unwrap().seqid,
@@ -334,7 +331,7 @@ fn open_create_modes_lock_and_close() {
     // TEST_STATEID of the open, the lock and a made-up one.
     let mut w = XdrWriter::new();
     w.vec(&[s2, lsid, Stateid::BYPASS]);
-    let (s, body) = call(&mut ctx, test_stateid::test_stateid, &w.buf);
+    let (s, body) = call(&mut ctx, test_stateid::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     assert_eq!(r.u32().unwrap(), 3);
@@ -351,10 +348,10 @@ fn open_create_modes_lock_and_close() {
         w.buf
     };
     assert_eq!(
-        call(&mut ctx, open_downgrade::open_downgrade, &downgrade(1)).0,
+        call(&mut ctx, open_downgrade::run, &downgrade(1)).0,
         NfsStat::INVAL
     );
-    let (s, body) = call(&mut ctx, open_downgrade::open_downgrade, &downgrade(0));
+    let (s, body) = call(&mut ctx, open_downgrade::run, &downgrade(0));
     assert_eq!(s, NfsStat::OK);
     assert_eq!(
         Stateid::decode(&mut XdrReader::new(&body)).unwrap().seqid,
@@ -363,16 +360,13 @@ fn open_create_modes_lock_and_close() {
     let mut w = XdrWriter::new();
     s3.encode(&mut w);
     assert_eq!(
-        call(&mut ctx, delegreturn::delegreturn, &w.buf).0,
+        call(&mut ctx, delegreturn::run, &w.buf).0,
         NfsStat::BAD_STATEID
     );
     let mut w = XdrWriter::new();
     Stateid { seqid: 0, ..lsid }.encode(&mut w);
-    assert_eq!(
-        call(&mut ctx, free_stateid::free_stateid, &w.buf).0,
-        NfsStat::OK
-    );
-    let (s, body) = call(&mut ctx, close::close, &close_now);
+    assert_eq!(call(&mut ctx, free_stateid::run, &w.buf).0, NfsStat::OK);
+    let (s, body) = call(&mut ctx, close::run, &close_now);
     assert_eq!(s, NfsStat::OK);
     assert_eq!(
         Stateid::decode(&mut XdrReader::new(&body)).unwrap(),
@@ -388,7 +382,7 @@ fn open_create_modes_lock_and_close() {
     w.opaque(b"o1");
     w.u32(0);
     w.u32(4); // CLAIM_FH
-    assert_eq!(call(&mut ctx, open::open, &w.buf).0, NfsStat::ISDIR);
+    assert_eq!(call(&mut ctx, open::run, &w.buf).0, NfsStat::ISDIR);
 }
 
 #[test]
@@ -429,9 +423,6 @@ fn remove_of_a_delegated_file_waits_for_its_return() {
     a.current_fh = Some(fh);
     let mut r = XdrWriter::new();
     d.encode(&mut r);
-    assert_eq!(
-        call(&mut a, delegreturn::delegreturn, &r.buf).0,
-        NfsStat::OK
-    );
+    assert_eq!(call(&mut a, delegreturn::run, &r.buf).0, NfsStat::OK);
     assert_eq!(call(&mut b, super::remove::run, &w.buf).0, NfsStat::OK);
 }

@@ -11,28 +11,6 @@ use crate::rpc::Cred;
 use crate::store::{Attr, FileType, Ino};
 use crate::xdr::{XdrReader, XdrResult};
 
-/// Decodes with `?`-style early return of NFS4ERR_BADXDR from a handler.
-macro_rules! decode_or_badxdr {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(e) => return crate::nfs4::status::NfsStat::from(e),
-        }
-    };
-}
-pub(crate) use decode_or_badxdr;
-
-/// Early return of an `NfsStat` error from a handler.
-macro_rules! try_stat {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(e) => return e,
-        }
-    };
-}
-pub(crate) use try_stat;
-
 /// The principal of the request: who owns client records (RFC 8881 §2.4).
 pub fn principal(ctx: &Ctx<'_>) -> Principal {
     Principal {

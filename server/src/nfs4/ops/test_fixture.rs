@@ -31,7 +31,10 @@ pub(super) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) ->
 pub(super) fn call(ctx: &mut Ctx<'_>, h: Handler, args: &[u8]) -> (NfsStat, Vec<u8>) {
     let mut r = XdrReader::new(args);
     let mut w = XdrWriter::new();
-    let st = h(ctx, &mut r, &mut w);
+    let st = match h(ctx, &mut r, &mut w) {
+        Ok(()) => NfsStat::OK,
+        Err(s) => s,
+    };
     if st == NfsStat::OK {
         assert_eq!(r.remaining(), 0, "arguments left unread");
     }

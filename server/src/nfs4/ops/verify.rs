@@ -33,11 +33,11 @@ pub fn compare(ctx: &Ctx<'_>, r: &mut XdrReader<'_>) -> Result<bool, NfsStat> {
     with_env(ctx, |env| compare_with(env, &a, r))
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     match compare(ctx, r) {
-        Ok(true) => NfsStat::OK,
-        Ok(false) => NfsStat::NOT_SAME,
-        Err(s) => s,
+        Ok(true) => Ok(()),
+        Ok(false) => Err(NfsStat::NOT_SAME),
+        Err(s) => Err(s),
     }
 }
 

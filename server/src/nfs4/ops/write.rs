@@ -2,7 +2,7 @@
 //! when we answer; `writeverf` is the boot verifier, so a client that wrote UNSTABLE data
 //! before a restart sees a new verifier at COMMIT and writes again (§18.32.3, design.md §4).
 
-use super::ns_util::{check_stateid, cur_attr, require_regular, status};
+use super::ns_util::{check_stateid, cur_attr, require_regular};
 use crate::nfs4::attr::fs::MAX_FILE_SIZE;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::IoAccess;
@@ -61,7 +61,7 @@ pub fn write_verifier(ctx: &Ctx<'_>) -> [u8; 8] {
     ctx.srv.boot_verifier.to_be_bytes()
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r)?;
     let a = cur_attr(ctx)?;
     require_regular(&a)?;
@@ -82,10 +82,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     w.u32(stable_to_wire(committed));
     w.opaque_fixed(&write_verifier(ctx));
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

@@ -392,11 +392,8 @@ impl StateManager {
     // ---- delegations (delegs.rs) ----
 
     /// DELEGRETURN of the delegation of `ino` the stateid names.
-    pub fn delegreturn(&self, clientid: u64, stateid: &Stateid, ino: Ino) -> NfsStat {
-        match self.with(|i, _| i.delegreturn(clientid, stateid, ino)) {
-            Ok(()) => NfsStat::OK,
-            Err(e) => e,
-        }
+    pub fn delegreturn(&self, clientid: u64, stateid: &Stateid, ino: Ino) -> Result<(), NfsStat> {
+        self.with(|i, _| i.delegreturn(clientid, stateid, ino))
     }
 
     /// A read (`write == false`) or write delegation of `ino` if none conflicts.
