@@ -9,7 +9,8 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::nfs4::ops::{self, opnum};
+use crate::nfs4::opcode::NfsOp;
+use crate::nfs4::ops::{self, OpFlags};
 use crate::nfs4::state::SessionSlotRef;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
@@ -62,43 +63,16 @@ pub const MINOR_VERSIONS: std::ops::RangeInclusive<u32> = 1..=2;
 /// Bound on the COMPOUND tag (knfsd takes 128; a longer one is GARBAGE_ARGS).
 pub const MAX_TAG: usize = 1024;
 
-/// NFSv4.0 operations that 4.1 made obsolete: NFS4ERR_NOTSUPP (RFC 8881 §18 table 12).
-const MINOR0_ONLY: [u32; 5] = [
-    opnum::OPEN_CONFIRM,
-    opnum::RENEW,
-    opnum::SETCLIENTID,
-    opnum::SETCLIENTID_CONFIRM,
-    opnum::RELEASE_LOCKOWNER,
-];
-
-/// Operations that may start a COMPOUND without SEQUENCE (RFC 8881 §18.46.3); outside a
-/// session each must be the only operation (§18.34.3, §18.35.3, §18.36.3, §18.37.3,
-/// §18.50.3).
-const SESSIONLESS: [u32; 5] = [
-    opnum::EXCHANGE_ID,
-    opnum::CREATE_SESSION,
-    opnum::DESTROY_SESSION,
-    opnum::BIND_CONN_TO_SESSION,
-    opnum::DESTROY_CLIENTID,
-];
-
-/// What the dispatcher reads from the table about an operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OpMeta {
-    pub name: &'static str,
-    pub min_minor: u32,
-    pub needs_fh: bool,
-}
-
 /// The operations and per-COMPOUND state the dispatcher drives.
 pub trait OpEnv {
-    fn meta(&self, opnum: u32) -> Option<OpMeta>;
+    /// What the table says of `op`; `None` if it is no operation.
+    fn meta(&self, op: NfsOp) -> Option<OpFlags>;
     /// Called once the header is decoded, before any operation runs.
     fn begin(&mut self, minor: u32, op_count: usize);
     /// Runs operation `index`: decodes its arguments from `r`, writes its result body.
     fn run(
         &mut self,
-        opnum: u32,
+        op: NfsOp,
         index: usize,
         r: &mut XdrReader<'_>,
         w: &mut XdrWriter,
@@ -120,10 +94,19 @@ pub struct Outcome {
 }
 
 /// Writes one result without a body in place of whatever op `at` wrote.
-fn put_result(w: &mut XdrWriter, at: usize, op: u32, st: NfsStat) {
+fn put_result(w: &mut XdrWriter, at: usize, op: NfsOp, st: NfsStat) {
     w.buf.truncate(at);
-    w.u32(op);
+    w.u32(op.0);
     w.u32(st.0);
+    always_body(w, op);
+}
+
+/// SETATTR4res carries `attrsset` whatever the status (RFC 8881 §18.30.2): a SETATTR the
+/// dispatcher refuses, or whose body was dropped, answers the empty bitmap.
+fn always_body(w: &mut XdrWriter, op: NfsOp) {
+    if op == NfsOp::SETATTR {
+        w.u32(0);
+    }
 }
 
 /// Decodes COMPOUND4args from `args` and runs the operations. `Err` when the header itself
@@ -170,20 +153,20 @@ pub fn run_compound<E: OpEnv>(
     for i in 0..count {
         let at = w.len();
         done = i + 1;
-        let Ok(op) = r.u32() else {
-            put_result(&mut w, at, opnum::ILLEGAL, NfsStat::BADXDR);
+        let Ok(op) = r.u32().map(NfsOp) else {
+            put_result(&mut w, at, NfsOp::ILLEGAL, NfsStat::BADXDR);
             status = NfsStat::BADXDR;
             break;
         };
         if let Some(st) = precheck(env, minor, count, i, op, &sizes) {
             tracing::debug!(
                 index = i,
-                op,
+                op = op.0,
                 status = st.name(),
                 "op refused by the dispatcher"
             );
             let shown = if st == NfsStat::OP_ILLEGAL {
-                opnum::ILLEGAL
+                NfsOp::ILLEGAL
             } else {
                 op
             };
@@ -191,7 +174,7 @@ pub fn run_compound<E: OpEnv>(
             status = st;
             break;
         }
-        w.u32(op);
+        w.u32(op.0);
         let st_at = w.reserve_u32();
         let body_at = w.len();
         let run = catch_unwind(AssertUnwindSafe(|| env.run(op, i, &mut r, &mut w)));
@@ -205,23 +188,23 @@ pub fn run_compound<E: OpEnv>(
             }
             Ok(Err(st)) => st,
             Err(_) => {
-                tracing::error!(op, "operation panicked; answering NFS4ERR_SERVERFAULT");
+                tracing::error!(
+                    op = op.name(),
+                    "operation panicked; answering NFS4ERR_SERVERFAULT"
+                );
                 w.buf.truncate(body_at);
                 NfsStat::SERVERFAULT
             }
         };
-        // SETATTR4res carries `attrsset` whatever the status (RFC 8881 §18.30.2): after a
-        // truncated body it is the empty bitmap.
-        if op == opnum::SETATTR && w.len() == body_at {
-            w.u32(0);
+        if w.len() == body_at {
+            always_body(&mut w, op);
         }
         w.patch_u32(st_at, st.0);
         if tracing::enabled!(tracing::Level::DEBUG) {
-            let name = env.meta(op).map_or("?", |m| m.name);
-            tracing::debug!(index = i, op = name, status = st.name(), "op done");
+            tracing::debug!(index = i, op = op.name(), status = st.name(), "op done");
         }
         status = st;
-        if i == 0 && op == opnum::SEQUENCE && st == NfsStat::OK {
+        if i == 0 && op == NfsOp::SEQUENCE && st == NfsStat::OK {
             if let Some(cached) = env.take_cached_reply() {
                 return Ok(Outcome {
                     reply: cached,
@@ -243,15 +226,22 @@ pub fn run_compound<E: OpEnv>(
     finish(w, status, done, slot)
 }
 
-/// The checks made before operation `i` runs; `Some(status)` stops the COMPOUND there.
+/// The checks made before operation `i` runs, in this order; `Some(status)` stops the
+/// COMPOUND there.
 fn precheck<E: OpEnv>(
     env: &E,
     minor: u32,
     count: usize,
     i: usize,
-    op: u32,
+    op: NfsOp,
     sizes: &RpcSizes,
 ) -> Option<NfsStat> {
+    // An opcode that is no operation of this minor version is OP_ILLEGAL before anything
+    // else is checked about it (RFC 8881 §15.1.3.4, §16.2.3), the session's limits included.
+    let legal = NfsOp::last_of_minor(minor).is_some_and(|last| op <= last);
+    let Some(f) = env.meta(op).filter(|f| legal && f.min_minor <= minor) else {
+        return Some(NfsStat::OP_ILLEGAL);
+    };
     // Session limits, enforced on the operation after SEQUENCE so that SEQUENCE's own result
     // (and the slot it took) stand and the retry of this request gets the same answer.
     if i == 1 {
@@ -264,32 +254,24 @@ fn precheck<E: OpEnv>(
             }
         }
     }
-    let last = opnum::LAST_OF_MINOR
-        .get(minor as usize)
-        .copied()
-        .unwrap_or(0);
-    let meta = match env.meta(op) {
-        Some(m) if op <= last && m.min_minor <= minor => m,
-        _ => return Some(NfsStat::OP_ILLEGAL),
-    };
     if i == 0 {
-        if op != opnum::SEQUENCE {
-            if !SESSIONLESS.contains(&op) {
+        if op != NfsOp::SEQUENCE {
+            if !f.sessionless {
                 return Some(NfsStat::OP_NOT_IN_SESSION);
             }
             if count != 1 {
                 return Some(NfsStat::NOT_ONLY_OP);
             }
         }
-    } else if op == opnum::SEQUENCE {
+    } else if op == NfsOp::SEQUENCE {
         return Some(NfsStat::SEQUENCE_POS);
-    } else if op == opnum::BIND_CONN_TO_SESSION {
+    } else if f.solo {
         return Some(NfsStat::NOT_ONLY_OP);
     }
-    if MINOR0_ONLY.contains(&op) {
+    if f.v40_only {
         return Some(NfsStat::NOTSUPP);
     }
-    if meta.needs_fh && !env.has_current_fh() {
+    if f.needs_fh && !env.has_current_fh() {
         return Some(NfsStat::NOFILEHANDLE);
     }
     None
@@ -308,12 +290,8 @@ fn reply_over_limit(s: Option<&SessionSlotRef>, len: usize) -> Option<NfsStat> {
 }
 
 impl OpEnv for Ctx<'_> {
-    fn meta(&self, op: u32) -> Option<OpMeta> {
-        ops::lookup(op).map(|d| OpMeta {
-            name: d.name,
-            min_minor: d.min_minor,
-            needs_fh: d.needs_fh,
-        })
+    fn meta(&self, op: NfsOp) -> Option<OpFlags> {
+        ops::lookup(op).map(|d| d.flags)
     }
 
     fn begin(&mut self, minor: u32, op_count: usize) {
@@ -323,7 +301,7 @@ impl OpEnv for Ctx<'_> {
 
     fn run(
         &mut self,
-        op: u32,
+        op: NfsOp,
         index: usize,
         r: &mut XdrReader<'_>,
         w: &mut XdrWriter,
