@@ -2,6 +2,7 @@
 pub mod attr;
 pub mod callback;
 pub mod compound;
+pub mod helpers;
 pub mod opcode;
 pub mod ops;
 pub mod pnfs;

@@ -1,7 +1,7 @@
 //! XDR types shared by several operations (RFC 8881 §3, RFC 5662). Types used by one
 //! operation only live in that operation's file.
 
-use crate::store::{Ino, Timespec};
+use crate::store::{DirChange, Ino, Timespec};
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrResult, XdrWriter};
 
 pub const NFS4_FHSIZE: usize = 128;
@@ -40,6 +40,11 @@ impl Stateid {
         seqid: u32::MAX,
         other: [0; 12],
     };
+
+    /// The anonymous or the READ bypass stateid: I/O without an open (RFC 8881 §8.2.3).
+    pub fn is_anonymous_or_bypass(&self) -> bool {
+        *self == Stateid::ANONYMOUS || *self == Stateid::BYPASS
+    }
 }
 
 impl Xdr for Stateid {
@@ -113,6 +118,13 @@ impl Xdr for Timespec {
         }
         Ok(Timespec { sec, nsec })
     }
+}
+
+/// `change_info4`: the store changes a directory under its lock, so `atomic` is true.
+pub fn encode_change_info(w: &mut XdrWriter, c: &DirChange) {
+    w.bool(true);
+    w.u64(c.before);
+    w.u64(c.after);
 }
 
 /// Our filehandle (`nfs_fh4` contents): magic, inode number and generation.

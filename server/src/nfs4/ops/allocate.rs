@@ -1,9 +1,10 @@
 //! ALLOCATE (RFC 7862 §15.1): reserves blocks (unwritten extents) for a range of a regular
 //! file; the size grows to cover it.
 
-use super::ns_util::{check_stateid, cur_attr, require_regular};
 use crate::nfs4::attr::fs::MAX_FILE_SIZE;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -29,8 +30,8 @@ pub fn decode_range(r: &mut XdrReader<'_>) -> Result<RangeArgs, NfsStat> {
 /// file is FBIG; a zero length or a wrapping range is INVAL (RFC 7862 §15.1.3, §15.4.3).
 pub fn prepare(ctx: &Ctx<'_>, args: &RangeArgs) -> Result<crate::store::Ino, NfsStat> {
     let a = cur_attr(ctx)?;
-    require_regular(&a)?;
-    check_stateid(ctx, &args.stateid, &a, IoAccess::Write)?;
+    require_regular(&a, NotRegular::IO)?;
+    check_io_stateid(ctx, args.stateid, &a, IoAccess::Write)?;
     if args.length == 0 {
         return Err(NfsStat::INVAL);
     }

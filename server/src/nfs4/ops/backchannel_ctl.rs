@@ -1,8 +1,8 @@
 //! BACKCHANNEL_CTL (RFC 8881 §18.33): a new callback program (and security parameters)
 //! for the COMPOUND's session.
 
-use super::state_util::decode_cb_sec;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::decode_cb_sec;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 

@@ -1,8 +1,9 @@
 //! CLOSE (RFC 8881 §18.2): ends an open; answers the special invalid stateid (§18.2.4).
 //! When the last open of an unlinked file goes, the store frees it.
 
-use super::state_util::{clientid, resolve_stateid};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};

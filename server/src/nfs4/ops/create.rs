@@ -2,14 +2,14 @@
 //! current directory; the new object becomes the current filehandle. Regular files are
 //! made by OPEN (NF4REG → BADTYPE).
 
-use super::access::require_dir_write;
-use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, fh_of, require_dir,
-};
 use crate::nfs4::attr::decode_fattr_minor;
 use crate::nfs4::attr::file::ftype;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir};
+use crate::nfs4::helpers::name::{check_new_name, decode_component};
+use crate::nfs4::helpers::perm::require_dir_write;
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::nfs4::types::Bitmap;
 use crate::rpc::Cred;
 use crate::store::{NewNode, SetAttrs};

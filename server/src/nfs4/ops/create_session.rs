@@ -2,8 +2,8 @@
 //! channel attributes are negotiated in `nfs4::state::session`. With
 //! CREATE_SESSION4_FLAG_CONN_BACK_CHAN the fore connection also carries the backchannel.
 
-use super::state_util::{decode_cb_sec, principal};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::{decode_cb_sec, principal};
 use crate::nfs4::state::{ChannelAttrs, CreateSessionReq};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrResult, XdrWriter};

@@ -1,9 +1,10 @@
 //! DELEGRETURN (RFC 8881 §18.6): gives back the delegation of the current file that the
 //! stateid names (delegations: state/delegs.rs).
 
-use super::ns_util::cur_fh;
-use super::state_util::{clientid, resolve_stateid};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::cur_fh;
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{XdrReader, XdrWriter};

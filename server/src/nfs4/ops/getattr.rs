@@ -1,8 +1,8 @@
 //! GETATTR (RFC 8881 §18.7): the requested attributes we support, in a `fattr4`.
 
-use super::ns_util::cur_attr;
 use crate::nfs4::attr::{encode_attrs, is_write_only};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};

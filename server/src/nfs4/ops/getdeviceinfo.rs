@@ -15,9 +15,9 @@
 //! (drops it with its last layout, then re-sends GETDEVICEINFO and re-runs blkmapd for the
 //! next one) unless the answer equals what it asked for. `maxcount` 0 means no limit.
 
-use super::pnfs_util::{check_type, device_id, is_scsi};
-use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::layout::{check_type, device_id, is_scsi};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};

@@ -21,14 +21,15 @@
 
 use std::time::Instant;
 
-use super::ns_util::{cur_attr, resolve_stateid};
-use super::pnfs_util::{block, check_type, device_id, is_scsi};
-use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::layout::{block, check_type, device_id, is_scsi};
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::pnfs::{add, add_elapsed};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
-use crate::store::{FileType, Timespec, WrittenExtent, MAX_FILE_SIZE};
+use crate::store::{Timespec, WrittenExtent, MAX_FILE_SIZE};
 use crate::xdr::{XdrReader, XdrWriter};
 use layout::block::BlockExtent;
 use layout::extent_map::Segment;
@@ -81,9 +82,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
 fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     check_type(ctx, a.layout_type)?;
     let attr = cur_attr(ctx)?;
-    if attr.ftype != FileType::Regular {
-        return Err(NfsStat::INVAL);
-    }
+    require_regular(&attr, NotRegular::LAYOUTCOMMIT)?;
     let grace = ctx.srv.state.in_grace();
     if a.reclaim && !grace {
         return Err(NfsStat::NO_GRACE);
@@ -96,7 +95,10 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let grants = if a.reclaim {
         None
     } else {
-        let sid = resolve_stateid(ctx, &a.stateid)?.ok_or(NfsStat::BADLAYOUT)?;
+        let sid = resolve_stateid(ctx, a.stateid)?;
+        if sid.is_anonymous_or_bypass() {
+            return Err(NfsStat::BADLAYOUT);
+        }
         ctx.srv
             .state
             .check_layout(cid, ino, &sid)

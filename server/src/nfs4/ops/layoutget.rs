@@ -22,15 +22,16 @@
 
 use std::time::Instant;
 
-use super::ns_util::{cur_attr, resolve_stateid};
-use super::pnfs_util::{block, check_type, device_id, is_scsi};
-use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::layout::{block, check_type, device_id, is_scsi};
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::pnfs::{add, add_elapsed};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
-use crate::store::{FileType, Ino, Reach};
+use crate::store::{Ino, Reach};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 use layout::block::{iomode, BlockExtent};
 use layout::policy;
@@ -66,15 +67,16 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     check_type(ctx, a.layout_type)?;
     policy::check_get(a.mode, a.offset, a.length, a.minlength)?;
     let attr = cur_attr(ctx)?;
-    if attr.ftype != FileType::Regular {
-        return Err(NfsStat::LAYOUTUNAVAILABLE);
-    }
+    require_regular(&attr, NotRegular::LAYOUTGET)?;
     if ctx.srv.state.in_grace() {
         return Err(NfsStat::GRACE);
     }
     let cid = clientid(ctx)?;
     let ino = attr.ino;
-    let given = resolve_stateid(ctx, &a.stateid)?.ok_or(NfsStat::BAD_STATEID)?;
+    let given = resolve_stateid(ctx, a.stateid)?;
+    if given.is_anonymous_or_bypass() {
+        return Err(NfsStat::BAD_STATEID);
+    }
     // Check the stateid before allocating anything; it is bumped only once all went well.
     let access = if a.mode == iomode::RW {
         IoAccess::Write

@@ -13,10 +13,11 @@
 //! Once no RW layout of a file is left, its unwritten blocks past EOF are freed
 //! (`pnfs::trim_released`, docs/pnfs.md "Preallocation").
 
-use super::ns_util::{cur_attr, resolve_stateid};
-use super::pnfs_util::check_type;
-use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::cur_attr;
+use crate::nfs4::helpers::layout::check_type;
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::pnfs::add;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -79,7 +80,10 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
             if length == 0 {
                 return Err(NfsStat::INVAL);
             }
-            let sid = resolve_stateid(ctx, &stateid)?.ok_or(NfsStat::BAD_STATEID)?;
+            let sid = resolve_stateid(ctx, stateid)?;
+            if sid.is_anonymous_or_bypass() {
+                return Err(NfsStat::BAD_STATEID);
+            }
             let empty = ctx.srv.pnfs.would_empty(cid, ino, offset, end, mode);
             let new = ctx.srv.state.layout_return(cid, ino, &sid, empty)?;
             ctx.srv.pnfs.release(cid, ino, offset, end, mode);

@@ -1,12 +1,12 @@
 //! LINK (RFC 8881 §18.9): a new name `newname` in the current directory for the file of
 //! the saved filehandle. Directories cannot be linked (ISDIR).
 
-use super::access::require_dir_write;
-use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr,
-};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_dir, saved_attr};
+use crate::nfs4::helpers::name::{check_new_name, decode_component};
+use crate::nfs4::helpers::perm::require_dir_write;
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::store::FileType;
 use crate::xdr::{XdrReader, XdrWriter};
 

@@ -1,14 +1,24 @@
 //! LOCK (RFC 8881 §18.10): byte-range locks through a new lock-owner (with its open
 //! stateid) or an existing one (its lock stateid). Conflicts answer DENIED with the holder.
 
-use super::state_util::{
-    clientid, current_attr, decode_owner, lock_is_write, regular, resolve_stateid,
-};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::{clientid, decode_owner};
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::state::{range_of, Denied, LockError, LockReq, Locker};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
+
+/// `nfs_lock_type4`: READ_LT 1, WRITE_LT 2, READW_LT 3, WRITEW_LT 4 → is it a write lock.
+/// We never block, so the W forms are the same as the others (the client polls).
+pub fn lock_is_write(locktype: u32) -> Result<bool, NfsStat> {
+    match locktype {
+        1 | 3 => Ok(false),
+        2 | 4 => Ok(true),
+        _ => Err(NfsStat::INVAL),
+    }
+}
 
 /// `LOCK4denied`, shared with LOCKT.
 pub fn encode_denied(d: &Denied, w: &mut XdrWriter) {
@@ -50,7 +60,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let write = lock_is_write(locktype)?;
     let (start, end) = range_of(offset, length)?;
     let cid = clientid(ctx)?;
-    let ino = current_attr(ctx).and_then(|a| regular(&a, NfsStat::INVAL))?;
+    let ino = require_regular(&cur_attr(ctx)?, NotRegular::LOCK)?;
     let sid = resolve_stateid(ctx, sid)?;
     let locker = match &owner {
         Some(owner) => Locker::New { open: sid, owner },
@@ -78,6 +88,14 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lock_types() {
+        assert_eq!(lock_is_write(1), Ok(false));
+        assert_eq!(lock_is_write(4), Ok(true));
+        assert_eq!(lock_is_write(0), Err(NfsStat::INVAL));
+        assert_eq!(lock_is_write(5), Err(NfsStat::INVAL));
+    }
 
     #[test]
     fn denied_body() {

@@ -1,8 +1,10 @@
 //! LOCKT (RFC 8881 §18.11): tests for a conflicting lock without creating state.
 
 use super::lock::lock_error;
-use super::state_util::{clientid, current_attr, decode_owner, lock_is_write, regular};
+use super::lock::lock_is_write;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::{clientid, decode_owner};
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::state::range_of;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
@@ -15,7 +17,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let write = lock_is_write(locktype)?;
     let (start, end) = range_of(offset, length)?;
     let cid = clientid(ctx)?;
-    let ino = current_attr(ctx).and_then(|a| regular(&a, NfsStat::INVAL))?;
+    let ino = require_regular(&cur_attr(ctx)?, NotRegular::LOCK)?;
     // Locks of before the restart may not have been reclaimed yet (RFC 8881 §8.4.2).
     if ctx.srv.state.in_grace() {
         return Err(NfsStat::GRACE);

@@ -1,7 +1,10 @@
 //! LOCKU (RFC 8881 §18.12): releases a range of the lock-owner's locks (splitting them).
 
-use super::state_util::{clientid, current_attr, lock_is_write, regular, resolve_stateid};
+use super::lock::lock_is_write;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::state::range_of;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -16,7 +19,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     lock_is_write(locktype)?;
     let (start, end) = range_of(offset, length)?;
     let cid = clientid(ctx)?;
-    let ino = current_attr(ctx).and_then(|a| regular(&a, NfsStat::INVAL))?;
+    let ino = require_regular(&cur_attr(ctx)?, NotRegular::LOCK)?;
     let sid = resolve_stateid(ctx, sid)?;
     let new = ctx.srv.state.locku(cid, &sid, ino, start, end)?;
     ctx.current_stateid = Some(new);

@@ -1,18 +1,21 @@
 //! OPEN (RFC 8881 §18.16): CLAIM_NULL (by name, with create), CLAIM_FH and CLAIM_PREVIOUS
 //! (reclaim in grace); UNCHECKED4, GUARDED4, EXCLUSIVE4 and EXCLUSIVE4_1 creates, the
 //! verifier kept in atime/mtime (§18.16.3). Delegations (recall of conflicting ones, the
-//! offer in the reply) are in open_deleg.rs.
+//! offer in the reply) are in helpers/deleg.rs.
 
-use super::state_util::{clientid, current_attr, decode_owner, may_access, regular};
 use crate::nfs4::attr;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::{clientid, decode_owner};
+use crate::nfs4::helpers::deleg;
+use crate::nfs4::helpers::deleg::{WANT_CANCEL, WANT_MASK};
+use crate::nfs4::helpers::fh::{cur_attr, require_lookup_dir, require_regular, NotRegular};
+use crate::nfs4::helpers::perm::{require, share_access_bits, ACCESS4_MODIFY};
 use crate::nfs4::state::{OpenReq, ShareAccess};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::store::{Attr, DirChange, FileType, NewNode, SetAttrs, SetTime, StoreError, Timespec};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
-use super::open_deleg::{self, WANT_CANCEL, WANT_MASK};
 /// OPEN4_SHARE_ACCESS_WANT_*_PUSH_DELEG bits (RFC 8881 §18.16.1).
 const WANT_SIGNAL_PUSH: u32 = 0x3_0000;
 /// `open_delegation_type4` NONE (a CLAIM_PREVIOUS of no delegation).
@@ -129,15 +132,15 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let reclaim = matches!(args.claim, Claim::Previous(_));
     ctx.srv.state.check_open_reclaim(cid, reclaim)?;
     let t = find_or_create(ctx, &args, share)?;
-    let ino = regular(&t.attr, NfsStat::WRONG_TYPE)?;
-    if !t.created && !may_access(ctx, &t.attr, share.access & 1 != 0, share.access & 2 != 0) {
-        return Err(NfsStat::ACCESS);
+    let ino = require_regular(&t.attr, NotRegular::OPEN)?;
+    if !t.created {
+        require(&ctx.cred, &t.attr, share_access_bits(&share))?;
     }
     let fh = Fh {
         ino,
         generation: t.attr.generation,
     };
-    open_deleg::break_conflicts(ctx, cid, fh, share.access)?;
+    deleg::break_conflicts(ctx, cid, fh, share.access)?;
     let sid = ctx.srv.state.open(&OpenReq {
         clientid: cid,
         owner: &args.owner,
@@ -161,7 +164,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     }
     ctx.current_fh = Some(fh);
     ctx.current_stateid = Some(sid);
-    let offer = open_deleg::offer(ctx, cid, fh, args.share_access);
+    let offer = deleg::offer(ctx, cid, fh, args.share_access);
     sid.encode(w);
     let c = t.cinfo.unwrap_or(DirChange {
         before: 0,
@@ -172,12 +175,12 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     w.u64(c.after);
     w.u32(OPEN4_RESULT_LOCKTYPE_POSIX);
     attrset.encode(w);
-    open_deleg::encode(w, &offer);
+    deleg::encode(w, &offer);
     Ok(())
 }
 
 fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<Target, NfsStat> {
-    let cur = current_attr(ctx)?;
+    let cur = cur_attr(ctx)?;
     let name = match &args.claim {
         Claim::Null(name) => name,
         Claim::Fh | Claim::Previous(_) => {
@@ -201,11 +204,7 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
         Claim::DelegateCur => return Err(NfsStat::BAD_STATEID),
         Claim::DelegatePrev => return Err(NfsStat::NOTSUPP),
     };
-    match cur.ftype {
-        FileType::Directory => {}
-        FileType::Symlink => return Err(NfsStat::SYMLINK),
-        _ => return Err(NfsStat::NOTDIR),
-    }
+    require_lookup_dir(&cur)?;
     if name.is_empty() {
         return Err(NfsStat::INVAL);
     }
@@ -252,9 +251,7 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
         set.atime = Some(SetTime::Client(a));
         set.mtime = Some(SetTime::Client(m));
     }
-    if !may_access(ctx, &cur, false, true) {
-        return Err(NfsStat::ACCESS);
-    }
+    require(&ctx.cred, &cur, ACCESS4_MODIFY)?;
     match store.create(dir, name, NewNode::Regular, &set, cred) {
         Ok((attr, cinfo)) => {
             let mut attrset = mask;

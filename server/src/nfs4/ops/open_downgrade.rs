@@ -1,7 +1,8 @@
 //! OPEN_DOWNGRADE (RFC 8881 §18.18): narrows an open's access/deny to a mode it had.
 
-use super::state_util::{clientid, resolve_stateid};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;

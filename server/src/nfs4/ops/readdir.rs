@@ -1,11 +1,12 @@
 //! READDIR (RFC 8881 §18.23): entries of the current directory after `cookie`, each with
 //! the requested attributes, within the client's `maxcount` (and `dircount`) bytes.
 
-use super::access::{require, ACCESS4_READ};
 use super::getattr::check_readable;
-use super::ns_util::{cur_attr, is_dot, require_dir};
 use crate::nfs4::attr::{encode_fattr, with_env};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_dir};
+use crate::nfs4::helpers::name::is_dot;
+use crate::nfs4::helpers::perm::{require, ACCESS4_READ};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, NFS4_VERIFIER_SIZE};
 use crate::store::DirEntry;

@@ -1,8 +1,8 @@
 //! READLINK (RFC 8881 §18.24): the target of the current symbolic link (INVAL for any
 //! other type).
 
-use super::ns_util::cur_attr;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::store::FileType;
 use crate::xdr::{XdrReader, XdrWriter};

@@ -1,10 +1,13 @@
 //! REMOVE (RFC 8881 §18.25): removes a name from the current directory (a file's link or an
 //! empty directory).
 
-use super::access::{check_sticky, require_dir_write};
-use super::ns_util::{check_new_name, cur_attr, decode_component, encode_change_info, require_dir};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::deleg;
+use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir};
+use crate::nfs4::helpers::name::{check_new_name, decode_component};
+use crate::nfs4::helpers::perm::{check_sticky, require_dir_write};
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::xdr::{XdrReader, XdrWriter};
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
@@ -21,7 +24,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let victim = ctx.srv.store.lookup(dir.ino, &name)?;
     check_sticky(&ctx.cred, &dir, &victim)?;
     // Removing a delegated file's name recalls the delegation first (RFC 8881 §10.4.4).
-    super::open_deleg::break_for_change(ctx, &victim)?;
+    deleg::break_for_change(ctx, &victim)?;
     // The store keeps an unlinked file that is still open until its last CLOSE
     // (`Store::release`); layouts of a removed file are recalled by the layout code.
     let victim = ctx.srv.store.lookup(dir.ino, &name).ok();
@@ -35,7 +38,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let (change, _unlinked) = ctx.srv.store.remove(dir.ino, &name)?;
     if let Some(v) = victim.filter(|v| v.nlink <= 1) {
         // The last link is gone: recall its layouts (issue 4 item 6).
-        crate::nfs4::callback::recall_all(ctx.srv, super::ns_util::fh_of(&v));
+        crate::nfs4::callback::recall_all(ctx.srv, fh_of(&v));
     }
     encode_change_info(w, &change);
     Ok(())

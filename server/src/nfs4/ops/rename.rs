@@ -1,12 +1,12 @@
 //! RENAME (RFC 8881 §18.26): `oldname` in the saved directory becomes `newname` in the
 //! current directory. pnfsd has one file system, so XDEV never happens.
 
-use super::access::{check_sticky, require_dir_write};
-use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr,
-};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir, saved_attr};
+use crate::nfs4::helpers::name::{check_new_name, decode_component};
+use crate::nfs4::helpers::perm::{check_sticky, require_dir_write};
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::store::{DirChange, FileType, StoreError};
 use crate::xdr::{XdrReader, XdrWriter};
 
@@ -67,7 +67,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let victim = target
         .as_ref()
         .filter(|t| t.nlink <= 1 && t.ftype == FileType::Regular)
-        .map(super::ns_util::fh_of);
+        .map(fh_of);
     if victim.is_some_and(|v| ctx.srv.pnfs.kept(v.ino)) {
         // Its blocks stay while a client that could not be fenced may write them.
         return Err(NfsStat::DELAY);

@@ -2,9 +2,10 @@
 //! pnfsd offers AUTH_SYS and AUTH_NONE. On success the current filehandle is consumed
 //! (§2.6.3.1.1.8): a following operation that needs one gets NOFILEHANDLE.
 
-use super::access::{require, ACCESS4_LOOKUP};
-use super::ns_util::{check_name, cur_attr, decode_component, require_dir};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_dir};
+use crate::nfs4::helpers::name::{check_name, decode_component};
+use crate::nfs4::helpers::perm::{require, ACCESS4_LOOKUP};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 

@@ -1,9 +1,9 @@
 //! SECINFO_NO_NAME (RFC 8881 §18.45): the flavors for the current filehandle or its parent.
 //! Like SECINFO it consumes the current filehandle.
 
-use super::ns_util::cur_attr;
 use super::secinfo::encode_flavors;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::store::{FileType, ROOT_INO};
 use crate::xdr::{XdrError, XdrReader, XdrWriter};

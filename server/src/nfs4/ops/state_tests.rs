@@ -419,7 +419,7 @@ fn remove_of_a_delegated_file_waits_for_its_return() {
         assert_eq!(call(&mut b, super::remove::run, &w.buf).0, NfsStat::DELAY);
     }
     // The holder's own changes do not.
-    assert!(super::open_deleg::break_for_change(&a, &f).is_ok());
+    assert!(crate::nfs4::helpers::deleg::break_for_change(&a, &f).is_ok());
     a.current_fh = Some(fh);
     let mut r = XdrWriter::new();
     d.encode(&mut r);

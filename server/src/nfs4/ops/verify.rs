@@ -1,11 +1,11 @@
 //! VERIFY (RFC 8881 §18.31): OK if the given attribute values are those of the current
 //! object, NOT_SAME otherwise. NVERIFY shares `compare`.
 
-use super::ns_util::cur_attr;
 use crate::nfs4::attr::{
     decode_raw, encode_values, is_supported, is_write_only, num, with_env, AttrEnv,
 };
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::store::Attr;
 use crate::xdr::{XdrReader, XdrWriter};

@@ -2,9 +2,10 @@
 //! when we answer; `writeverf` is the boot verifier, so a client that wrote UNSTABLE data
 //! before a restart sees a new verifier at COMMIT and writes again (§18.32.3, design.md §4).
 
-use super::ns_util::{check_stateid, cur_attr, require_regular};
 use crate::nfs4::attr::fs::MAX_FILE_SIZE;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -64,8 +65,8 @@ pub fn write_verifier(ctx: &Ctx<'_>) -> [u8; 8] {
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r)?;
     let a = cur_attr(ctx)?;
-    require_regular(&a)?;
-    check_stateid(ctx, &args.stateid, &a, IoAccess::Write)?;
+    require_regular(&a, NotRegular::IO)?;
+    check_io_stateid(ctx, args.stateid, &a, IoAccess::Write)?;
     let end = args.offset.checked_add(args.data.len() as u64);
     if !matches!(end, Some(e) if e <= MAX_FILE_SIZE) {
         return Err(NfsStat::FBIG);

@@ -172,13 +172,16 @@ fn access_by_mode_and_credential() {
         let mut r = XdrReader::new(&body);
         (r.u32().unwrap(), r.u32().unwrap())
     };
-    let file_bits = access::ACCESS4_READ
-        | access::ACCESS4_MODIFY
-        | access::ACCESS4_EXTEND
-        | access::ACCESS4_EXECUTE;
+    let file_bits = crate::nfs4::helpers::perm::ACCESS4_READ
+        | crate::nfs4::helpers::perm::ACCESS4_MODIFY
+        | crate::nfs4::helpers::perm::ACCESS4_EXTEND
+        | crate::nfs4::helpers::perm::ACCESS4_EXECUTE;
     assert_eq!(
         ask(&mut ctx),
-        (file_bits, file_bits & !access::ACCESS4_EXECUTE)
+        (
+            file_bits,
+            file_bits & !crate::nfs4::helpers::perm::ACCESS4_EXECUTE
+        )
     );
     ctx.cred = cred(1000, 1000);
     assert_eq!(ask(&mut ctx), (file_bits, 0));

@@ -7,6 +7,8 @@
 
 use crate::nfs4::callback;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::fh_of;
 use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
@@ -54,8 +56,8 @@ pub fn break_for_change(ctx: &Ctx<'_>, a: &Attr) -> Result<(), NfsStat> {
         return Ok(());
     }
     // No session (not possible past SEQUENCE): no client of ours is excluded.
-    let cid = super::state_util::clientid(ctx).unwrap_or(u64::MAX);
-    break_conflicts(ctx, cid, super::ns_util::fh_of(a), ShareAccess::WRITE)
+    let cid = clientid(ctx).unwrap_or(u64::MAX);
+    break_conflicts(ctx, cid, fh_of(a), ShareAccess::WRITE)
 }
 
 /// What the reply offers: a delegation if asked for and possible.
