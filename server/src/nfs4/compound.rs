@@ -58,6 +58,21 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// Room the rest of a COMPOUND reply takes besides one large result (RPC and COMPOUND
+/// headers, SEQUENCE, PUTFH): READ and READDIR fit their result in the session's
+/// `ca_maxresponsesize` less this.
+pub const REPLY_HEADROOM: usize = 512;
+
+impl Ctx<'_> {
+    /// The most bytes one result may take in this COMPOUND's reply (no bound outside a
+    /// session).
+    pub fn result_room(&self) -> usize {
+        self.session.as_ref().map_or(usize::MAX, |s| {
+            (s.max_response_size as usize).saturating_sub(REPLY_HEADROOM)
+        })
+    }
+}
+
 /// Minor versions served (RFC 8881 §16.2.3: others → NFS4ERR_MINOR_VERS_MISMATCH).
 pub const MINOR_VERSIONS: std::ops::RangeInclusive<u32> = 1..=2;
 /// Bound on the COMPOUND tag (knfsd takes 128; a longer one is GARBAGE_ARGS).

@@ -8,8 +8,6 @@ pub const NFS4_FHSIZE: usize = 128;
 pub const NFS4_VERIFIER_SIZE: usize = 8;
 pub const NFS4_OTHER_SIZE: usize = 12;
 pub const NFS4_SESSIONID_SIZE: usize = 16;
-/// Bound on names and other strings a client sends (a name is also bounded by the store).
-pub const MAX_NAME: usize = 1024;
 /// Bound on opaque owner/ids a client sends (RFC 8881 NFS4_OPAQUE_LIMIT).
 pub const NFS4_OPAQUE_LIMIT: usize = 1024;
 

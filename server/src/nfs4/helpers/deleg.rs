@@ -23,8 +23,8 @@ pub const WANT_WRITE_DELEG: u32 = 0x200;
 pub const WANT_ANY_DELEG: u32 = 0x300;
 pub const WANT_NO_DELEG: u32 = 0x400;
 pub const WANT_CANCEL: u32 = 0x500;
-/// `open_delegation_type4`.
-const OPEN_DELEGATE_NONE: u32 = 0;
+/// `open_delegation_type4` (NONE is also what a CLAIM_PREVIOUS of no delegation names).
+pub const OPEN_DELEGATE_NONE: u32 = 0;
 const OPEN_DELEGATE_READ: u32 = 1;
 const OPEN_DELEGATE_WRITE: u32 = 2;
 const OPEN_DELEGATE_NONE_EXT: u32 = 3;

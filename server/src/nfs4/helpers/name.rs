@@ -2,9 +2,8 @@
 //! attribute keys (`xattrkey4`, RFC 8276 §3.2). Their length bounds are the store's, which
 //! enforces them.
 
-use crate::nfs4::attr::fs::MAX_NAME;
 use crate::nfs4::status::NfsStat;
-use crate::store::XATTR_NAME_MAX;
+use crate::store::{NAME_MAX, XATTR_NAME_MAX};
 use crate::xdr::XdrReader;
 
 /// A `component4` read from the wire. Its length is checked by `check_name`, so the decode
@@ -15,13 +14,13 @@ pub fn decode_component(r: &mut XdrReader<'_>) -> Result<Vec<u8>, NfsStat> {
 }
 
 /// Rules for a name that is looked up or created (RFC 8881 §14.2, §18.4.3): empty → INVAL,
-/// longer than `maxname` → NAMETOOLONG, not UTF-8 (or a noncharacter) → INVAL, a '/' or
+/// longer than the store's `NAME_MAX` (what `maxname` advertises) → NAMETOOLONG, not UTF-8 (or a noncharacter) → INVAL, a '/' or
 /// NUL → BADCHAR.
 pub fn check_name(name: &[u8]) -> Result<(), NfsStat> {
     if name.is_empty() {
         return Err(NfsStat::INVAL);
     }
-    if name.len() > MAX_NAME as usize {
+    if name.len() > NAME_MAX {
         return Err(NfsStat::NAMETOOLONG);
     }
     // U+FFFE and U+FFFF are not characters (ISO 10646): invalid in a utf8str too.

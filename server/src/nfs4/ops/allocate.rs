@@ -1,13 +1,13 @@
 //! ALLOCATE (RFC 7862 §15.1): reserves blocks (unwritten extents) for a range of a regular
 //! file; the size grows to cover it.
 
-use crate::nfs4::attr::fs::MAX_FILE_SIZE;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
+use crate::store;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 /// `ALLOCATE4args` and `DEALLOCATE4args`: stateid, offset, length.
@@ -28,7 +28,7 @@ pub fn decode_range(r: &mut XdrReader<'_>) -> Result<RangeArgs, NfsStat> {
 
 /// The checks ALLOCATE and DEALLOCATE share; returns the inode. A range past the largest
 /// file is FBIG; a zero length or a wrapping range is INVAL (RFC 7862 §15.1.3, §15.4.3).
-pub fn prepare(ctx: &Ctx<'_>, args: &RangeArgs) -> Result<crate::store::Ino, NfsStat> {
+pub fn prepare(ctx: &Ctx<'_>, args: &RangeArgs) -> Result<store::Ino, NfsStat> {
     let a = cur_attr(ctx)?;
     require_regular(&a, NotRegular::IO)?;
     check_io_stateid(ctx, args.stateid, &a, IoAccess::Write)?;
@@ -37,7 +37,7 @@ pub fn prepare(ctx: &Ctx<'_>, args: &RangeArgs) -> Result<crate::store::Ino, Nfs
     }
     match args.offset.checked_add(args.length) {
         None => Err(NfsStat::INVAL),
-        Some(end) if end > MAX_FILE_SIZE => Err(NfsStat::FBIG),
+        Some(end) if end > store::MAX_FILE_SIZE => Err(NfsStat::FBIG),
         Some(_) => Ok(a.ino),
     }
 }

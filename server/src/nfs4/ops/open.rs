@@ -3,12 +3,13 @@
 //! verifier kept in atime/mtime (§18.16.3). Delegations (recall of conflicting ones, the
 //! offer in the reply) are in helpers/deleg.rs.
 
-use crate::nfs4::attr;
+use crate::nfs4::attr::{self, num};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::{clientid, decode_owner};
 use crate::nfs4::helpers::deleg;
-use crate::nfs4::helpers::deleg::{WANT_CANCEL, WANT_MASK};
+use crate::nfs4::helpers::deleg::{OPEN_DELEGATE_NONE, WANT_CANCEL, WANT_MASK};
 use crate::nfs4::helpers::fh::{cur_attr, require_lookup_dir, require_regular, NotRegular};
+use crate::nfs4::helpers::name::{check_name, decode_component};
 use crate::nfs4::helpers::perm::{require, share_access_bits, ACCESS4_MODIFY};
 use crate::nfs4::state::{OpenReq, ShareAccess};
 use crate::nfs4::status::NfsStat;
@@ -18,19 +19,8 @@ use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 /// OPEN4_SHARE_ACCESS_WANT_*_PUSH_DELEG bits (RFC 8881 §18.16.1).
 const WANT_SIGNAL_PUSH: u32 = 0x3_0000;
-/// `open_delegation_type4` NONE (a CLAIM_PREVIOUS of no delegation).
-const OPEN_DELEGATE_NONE: u32 = 0;
 /// OPEN4_RESULT_LOCKTYPE_POSIX: our byte-range locks behave as POSIX ones.
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
-/// Attribute numbers OPEN itself names (RFC 8881 §5.6–5.7).
-const SIZE: u32 = 4;
-const TIME_ACCESS: u32 = 47;
-const TIME_ACCESS_SET: u32 = 48;
-const TIME_MODIFY: u32 = 53;
-const TIME_MODIFY_SET: u32 = 54;
-/// Largest name we accept off the wire before the store judges it (NAMETOOLONG).
-const MAX_COMPONENT: usize = 8192;
-
 pub enum CreateHow {
     Unchecked(Bitmap, SetAttrs),
     Guarded(Bitmap, SetAttrs),
@@ -83,15 +73,15 @@ impl OpenArgs {
             _ => return Err(NfsStat::BADXDR),
         };
         let claim = match r.u32()? {
-            0 => Claim::Null(r.opaque_vec(MAX_COMPONENT)?),
+            0 => Claim::Null(decode_component(r)?),
             1 => Claim::Previous(r.u32()?),
             2 => {
                 let _deleg: Stateid = r.read()?;
-                let _name = r.opaque(MAX_COMPONENT)?;
+                let _name = decode_component(r)?;
                 Claim::DelegateCur
             }
             3 => {
-                let _name = r.opaque(MAX_COMPONENT)?;
+                let _name = decode_component(r)?;
                 Claim::DelegatePrev
             }
             4 => Claim::Fh,
@@ -159,7 +149,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
                 .store
                 .setattr(ino, &truncate)
                 .map_err(NfsStat::from)?;
-            attrset.set(SIZE);
+            attrset.set(num::SIZE);
         }
     }
     ctx.current_fh = Some(fh);
@@ -205,12 +195,7 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
         Claim::DelegatePrev => return Err(NfsStat::NOTSUPP),
     };
     require_lookup_dir(&cur)?;
-    if name.is_empty() {
-        return Err(NfsStat::INVAL);
-    }
-    if std::str::from_utf8(name).is_err() {
-        return Err(NfsStat::INVAL);
-    }
+    check_name(name)?;
     let store = &ctx.srv.store;
     let dir = cur.ino;
     let unchanged = |a: Attr| Target {
@@ -238,8 +223,8 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
             // §18.16.3: only `suppattr_exclcreat` attributes, and not the ones that hold
             // the verifier.
             if attr::intersect(m, &attr::suppattr_exclcreat()) != *m
-                || m.is_set(TIME_ACCESS_SET)
-                || m.is_set(TIME_MODIFY_SET)
+                || m.is_set(num::TIME_ACCESS_SET)
+                || m.is_set(num::TIME_MODIFY_SET)
             {
                 return Err(NfsStat::INVAL);
             }
@@ -256,8 +241,8 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
         Ok((attr, cinfo)) => {
             let mut attrset = mask;
             if verf.is_some() {
-                attrset.set(TIME_ACCESS);
-                attrset.set(TIME_MODIFY);
+                attrset.set(num::TIME_ACCESS);
+                attrset.set(num::TIME_MODIFY);
             }
             Ok(Target {
                 attr,
@@ -277,8 +262,8 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
                     if a.ftype == FileType::Regular && a.atime == at && a.mtime == mt {
                         let mut t = unchanged(a);
                         t.attrset = m.clone();
-                        t.attrset.set(TIME_ACCESS);
-                        t.attrset.set(TIME_MODIFY);
+                        t.attrset.set(num::TIME_ACCESS);
+                        t.attrset.set(num::TIME_MODIFY);
                         t.created = true;
                         Ok(t)
                     } else {

@@ -35,9 +35,6 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<ReaddirArgs, NfsStat> {
 /// Bytes of `READDIR4resok` around the entries: cookieverf, the final "no next entry" and
 /// `eof`.
 const RESOK_OVERHEAD: usize = NFS4_VERIFIER_SIZE + 4 + 4;
-/// Room the COMPOUND reply needs besides this result (RPC and COMPOUND headers, SEQUENCE,
-/// PUTFH): the reply must fit the session's `ca_maxresponsesize`.
-const REPLY_HEADROOM: usize = 512;
 /// How many entries one READDIR asks of the store at most.
 const MAX_BATCH: usize = 4096;
 /// The smallest entry: value-follows, cookie, a 1-byte name, an empty fattr4.
@@ -85,10 +82,8 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         return Err(NfsStat::BAD_COOKIE);
     }
     require(&ctx.cred, &dir, ACCESS4_READ)?;
-    let mut maxcount = args.maxcount as usize;
-    if let Some(s) = &ctx.session {
-        maxcount = maxcount.min((s.max_response_size as usize).saturating_sub(REPLY_HEADROOM));
-    }
+    // The reply must fit the session's `ca_maxresponsesize`.
+    let maxcount = (args.maxcount as usize).min(ctx.result_room());
     if maxcount < RESOK_OVERHEAD + MIN_ENTRY {
         return Err(NfsStat::TOOSMALL);
     }

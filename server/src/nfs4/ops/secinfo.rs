@@ -7,17 +7,15 @@ use crate::nfs4::helpers::fh::{cur_attr, require_dir};
 use crate::nfs4::helpers::name::{check_name, decode_component};
 use crate::nfs4::helpers::perm::{require, ACCESS4_LOOKUP};
 use crate::nfs4::status::NfsStat;
+use crate::rpc::msg::flavor;
 use crate::xdr::{XdrReader, XdrWriter};
-
-const AUTH_NONE: u32 = 0;
-const AUTH_SYS: u32 = 1;
 
 /// `SECINFO4resok`: the flavors in order of preference (no RPCSEC_GSS, so no
 /// `rpcsec_gss_info` bodies).
 pub fn encode_flavors(w: &mut XdrWriter) {
     w.u32(2);
-    w.u32(AUTH_SYS);
-    w.u32(AUTH_NONE);
+    w.u32(flavor::AUTH_SYS);
+    w.u32(flavor::AUTH_NONE);
 }
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
@@ -42,7 +40,10 @@ mod tests {
         encode_flavors(&mut w);
         let mut r = XdrReader::new(&w.buf);
         assert_eq!(r.u32().unwrap(), 2);
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (AUTH_SYS, AUTH_NONE));
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap()),
+            (flavor::AUTH_SYS, flavor::AUTH_NONE)
+        );
         r.finish().unwrap();
     }
 }

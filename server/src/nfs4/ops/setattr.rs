@@ -1,7 +1,7 @@
 //! SETATTR (RFC 8881 §18.30). The result always carries `attrsset`: the attributes set on
 //! success, none on failure (the store applies all of them or none).
 
-use crate::nfs4::attr::{decode_fattr_minor, fs::MAX_FILE_SIZE};
+use crate::nfs4::attr::decode_fattr_minor;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::deleg;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, NotRegular};
@@ -11,7 +11,7 @@ use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Stateid};
 use crate::rpc::Cred;
-use crate::store::{Attr, SetAttrs, SetTime};
+use crate::store::{Attr, SetAttrs, SetTime, MAX_FILE_SIZE};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 /// `SETATTR4args`.

@@ -49,7 +49,7 @@ pub use delegs::Recall;
 pub use files::{OpenReq, ShareAccess};
 pub use lock::{range_of, LockRange};
 pub use locks::{Denied, LockError, LockReq, Locker};
-pub use session::ChannelAttrs;
+pub use session::{ChannelAttrs, MAX_IO};
 pub use sessions::CbSlot;
 pub use stateid::is_special;
 
