@@ -64,6 +64,12 @@ impl fmt::Debug for NfsOp {
     }
 }
 
+impl fmt::Display for NfsOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
