@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use layout::block::LayoutType;
+
 use crate::nfs4::state::{StateConfig, StateManager};
 use crate::store::Store;
 
@@ -11,8 +13,8 @@ use crate::store::Store;
 pub struct NfsOptions {
     pub lease_seconds: u32,
     pub grace_seconds: u32,
-    /// pNFS layout types offered in `fs_layout_types` (BLOCK_VOLUME = 3, SCSI = 5).
-    pub layout_types: Vec<u32>,
+    /// pNFS layout types offered in `fs_layout_types` (BLOCK_VOLUME, SCSI).
+    pub layout_types: Vec<LayoutType>,
     /// `sync` export (design.md §4).
     pub sync: bool,
     /// `layoutcommit = "sync"`: every LAYOUTCOMMIT forces the log, as XFS does (design.md §4).
@@ -40,7 +42,7 @@ impl Default for NfsOptions {
         NfsOptions {
             lease_seconds: 90,
             grace_seconds: 90,
-            layout_types: vec![3],
+            layout_types: vec![LayoutType::BLOCK_VOLUME],
             sync: true,
             layoutcommit_sync: false,
             fence_command: None,

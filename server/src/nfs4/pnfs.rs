@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use layout::block::IoMode;
 use layout::policy::Grants;
 
 use crate::nfs4::types::Fh;
@@ -166,7 +167,7 @@ impl Pnfs {
     }
 
     /// LAYOUTGET handed `[start, end)` in `mode` to the client.
-    pub fn grant(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) {
+    pub fn grant(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: IoMode) {
         // A new layout after a fence: the client may have regained access (re-registered
         // its key), so losing this layout fences it again.
         self.fenced
@@ -188,14 +189,14 @@ impl Pnfs {
     }
 
     /// What would remain after returning `[start, end)` in `mode`: whether nothing would.
-    pub fn would_empty(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) -> bool {
+    pub fn would_empty(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: IoMode) -> bool {
         let mut g = self.grants_of(clientid, ino);
         g.remove(start, end, mode);
         g.is_empty()
     }
 
     /// LAYOUTRETURN(FILE) of `[start, end)` in `mode`.
-    pub fn release(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) {
+    pub fn release(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: IoMode) {
         let mut m = self.lock();
         if let Some(g) = m.get_mut(&(clientid, ino)) {
             g.remove(start, end, mode);
@@ -242,7 +243,7 @@ impl Pnfs {
         ino: Ino,
         start: u64,
         end: u64,
-        mode: u32,
+        mode: IoMode,
     ) -> Vec<u64> {
         self.lock()
             .iter()
@@ -463,24 +464,24 @@ pub fn trim_released(srv: &crate::server::Server) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use layout::block::iomode;
+    use layout::block::IoMode;
 
     #[test]
     fn grants_follow_gets_and_returns() {
         let p = Pnfs::default();
         let f = Ino(7);
-        p.grant(1, f, 0, 8192, iomode::RW);
-        p.grant(2, f, 0, 4096, iomode::READ);
+        p.grant(1, f, 0, 8192, IoMode::RW);
+        p.grant(2, f, 0, 4096, IoMode::READ);
         assert!(p.grants_of(1, f).covers_rw(0, 8192));
-        assert_eq!(p.conflicting(2, f, 0, 4096, iomode::READ), vec![1]);
-        assert!(p.conflicting(1, f, 0, 4096, iomode::READ).is_empty());
-        assert!(!p.would_empty(1, f, 0, 4096, iomode::RW));
-        assert!(p.would_empty(1, f, 0, 8192, iomode::ANY));
-        p.release(1, f, 0, 8192, iomode::RW);
+        assert_eq!(p.conflicting(2, f, 0, 4096, IoMode::READ), vec![1]);
+        assert!(p.conflicting(1, f, 0, 4096, IoMode::READ).is_empty());
+        assert!(!p.would_empty(1, f, 0, 4096, IoMode::RW));
+        assert!(p.would_empty(1, f, 0, 8192, IoMode::ANY));
+        p.release(1, f, 0, 8192, IoMode::RW);
         assert!(p.grants_of(1, f).is_empty());
         p.release_client(2);
         assert!(p.grants_of(2, f).is_empty());
-        p.grant(3, f, 0, 1, iomode::RW);
+        p.grant(3, f, 0, 1, IoMode::RW);
         p.forget(&[(3, f)]);
         assert!(p.grants_of(3, f).is_empty());
     }

@@ -57,7 +57,7 @@ pub fn encode(env: &AttrEnv<'_>, st: &mut Option<FsStat>, bit: u32, w: &mut XdrW
         num::FS_LAYOUT_TYPES => {
             w.u32(env.layout_types.len() as u32);
             for t in env.layout_types {
-                w.u32(*t);
+                w.u32(t.0);
             }
         }
         num::LAYOUT_BLKSIZE | num::LAYOUT_ALIGNMENT => w.u32(env.block_size),

@@ -2,13 +2,13 @@
 
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
-use layout::block::layout_type;
+use layout::block::LayoutType;
 
 /// The layout types this server implements bodies for (block: RFC 5663; SCSI: RFC 8154).
-const IMPLEMENTED: [u32; 2] = [layout_type::BLOCK_VOLUME, layout_type::SCSI];
+const IMPLEMENTED: [LayoutType; 2] = [LayoutType::BLOCK_VOLUME, LayoutType::SCSI];
 
 /// NFS4ERR_UNKNOWN_LAYOUTTYPE unless `t` is offered (`layout_types` config) and implemented.
-pub fn check_type(ctx: &Ctx<'_>, t: u32) -> Result<(), NfsStat> {
+pub fn check_type(ctx: &Ctx<'_>, t: LayoutType) -> Result<(), NfsStat> {
     if ctx.srv.opts.layout_types.contains(&t) && IMPLEMENTED.contains(&t) {
         Ok(())
     } else {
@@ -24,9 +24,4 @@ pub fn device_id(ctx: &Ctx<'_>) -> [u8; 16] {
 /// The layout block size in bytes (`layout_blksize`).
 pub fn block(ctx: &Ctx<'_>) -> u64 {
     u64::from(ctx.srv.store.block_size())
-}
-
-/// Whether `t` is the SCSI layout (the ops dispatch their bodies on it).
-pub fn is_scsi(t: u32) -> bool {
-    t == layout_type::SCSI
 }

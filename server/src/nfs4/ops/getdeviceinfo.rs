@@ -17,21 +17,22 @@
 
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::layout::{check_type, device_id, is_scsi};
+use crate::nfs4::helpers::layout::{check_type, device_id};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
+use layout::block::LayoutType;
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let devid: [u8; 16] = r.array()?;
-    let ltype = r.u32()?;
+    let ltype = LayoutType(r.u32()?);
     let maxcount = r.u32()?;
     let notify = Bitmap::decode(r)?;
     check_type(ctx, ltype)?;
     if devid != device_id(ctx) {
         return Err(NfsStat::NOENT);
     }
-    let body = if is_scsi(ltype) {
+    let body = if ltype == LayoutType::SCSI {
         match external_scsi_body(ctx)? {
             Some(b) => b,
             None => scsi_body(ctx)?,
@@ -45,7 +46,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         w.u32(needed as u32);
         return Err(NfsStat::TOOSMALL);
     }
-    w.u32(ltype);
+    w.u32(ltype.0);
     w.opaque(&body);
     agreed_notifications(&notify).encode(w);
     Ok(())

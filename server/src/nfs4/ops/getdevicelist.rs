@@ -11,9 +11,10 @@ use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::layout::{check_type, device_id};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
+use layout::block::LayoutType;
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
-    let ltype = r.u32()?;
+    let ltype = LayoutType(r.u32()?);
     let maxdevices = r.u32()?;
     let cookie = r.u64()?;
     let _verf: [u8; 8] = r.array()?;

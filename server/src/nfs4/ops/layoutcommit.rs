@@ -24,14 +24,14 @@ use std::time::Instant;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
-use crate::nfs4::helpers::layout::{block, check_type, device_id, is_scsi};
+use crate::nfs4::helpers::layout::{block, check_type, device_id};
 use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::pnfs::{add, add_elapsed};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::store::{Timespec, WrittenExtent, MAX_FILE_SIZE};
 use crate::xdr::{XdrReader, XdrWriter};
-use layout::block::BlockExtent;
+use layout::block::{BlockExtent, LayoutType};
 use layout::extent_map::Segment;
 use layout::policy::{self, CommitExtent, Grants};
 use layout::scsi_policy;
@@ -46,7 +46,7 @@ struct Args {
     stateid: Stateid,
     last_byte: Option<u64>,
     mtime: Option<Timespec>,
-    layout_type: u32,
+    layout_type: LayoutType,
     body: Vec<u8>,
 }
 
@@ -73,7 +73,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
         stateid,
         last_byte,
         mtime,
-        layout_type: r.u32()?,
+        layout_type: LayoutType(r.u32()?),
         body: r.opaque_vec(MAX_BODY)?,
     })
 }
@@ -109,7 +109,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         Some(ctx.srv.pnfs.grants_of(cid, ino))
     };
     let b = block(ctx);
-    let checked = if is_scsi(a.layout_type) {
+    let checked = if a.layout_type == LayoutType::SCSI {
         scsi_extents(ctx, &a, grants.as_ref())?
     } else {
         let ext = BlockExtent::decode_list(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;

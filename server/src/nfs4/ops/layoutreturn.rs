@@ -22,7 +22,7 @@ use crate::nfs4::pnfs::add;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
-use layout::block::iomode;
+use layout::block::{IoMode, LayoutType};
 
 const RETURN_FILE: u32 = 1;
 const RETURN_FSID: u32 = 2;
@@ -38,10 +38,10 @@ enum What {
     All,
 }
 
-fn decode(r: &mut XdrReader<'_>) -> Result<(u32, u32, What), NfsStat> {
+fn decode(r: &mut XdrReader<'_>) -> Result<(LayoutType, IoMode, What), NfsStat> {
     let _reclaim = r.bool()?;
-    let ltype = r.u32()?;
-    let mode = r.u32()?;
+    let ltype = LayoutType(r.u32()?);
+    let mode = IoMode(r.u32()?);
     let what = match r.u32()? {
         RETURN_FILE => {
             let offset = r.u64()?;
@@ -65,7 +65,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<(u32, u32, What), NfsStat> {
 fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let (ltype, mode, what) = decode(r)?;
     check_type(ctx, ltype)?;
-    if !(iomode::READ..=iomode::ANY).contains(&mode) {
+    if !(IoMode::READ.0..=IoMode::ANY.0).contains(&mode.0) {
         return Err(NfsStat::INVAL);
     }
     let cid = clientid(ctx)?;

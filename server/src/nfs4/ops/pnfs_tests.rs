@@ -18,7 +18,7 @@ use crate::rpc::{ConnInfo, Cred};
 use crate::server::{NfsOptions, Server};
 use crate::store::{Ino, SetAttrs, Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
-use layout::block::{iomode, BlockExtent, ExtentState};
+use layout::block::{BlockExtent, ExtentState, IoMode, LayoutType};
 use metalog::CrashDev;
 use test_fixture::{call, seq_args, session_args};
 
@@ -162,7 +162,7 @@ fn open_f(x: &mut Ctx<'_>) -> (Fh, Stateid) {
 /// `open_f`, then an RW layout of `[0, len)`.
 fn open_f_rw(x: &mut Ctx<'_>, len: u64) -> (Fh, Stateid, Got) {
     let (fh, sid) = open_f(x);
-    let g = get(x, iomode::RW, 0, len, sid).unwrap();
+    let g = get(x, IoMode::RW.0, 0, len, sid).unwrap();
     (fh, sid, g)
 }
 
@@ -395,10 +395,10 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
     // Durable before the reply: nothing of the inode is waiting in the log.
     assert_eq!(fx.srv.store.log().object_seqs(fh.ino.0).1, None);
     // The next LAYOUTGET presents the layout stateid and gets it bumped.
-    let g2 = get(&mut x, iomode::RW, 8192, 8192, g.stateid).unwrap();
+    let g2 = get(&mut x, IoMode::RW.0, 8192, 8192, g.stateid).unwrap();
     assert_eq!(g2.stateid.seqid, 2);
     // READ over unwritten blocks and past EOF: NONE_DATA at storage offset 0.
-    let r = get(&mut x, iomode::READ, 0, 32768, g2.stateid).unwrap();
+    let r = get(&mut x, IoMode::READ.0, 0, 32768, g2.stateid).unwrap();
     assert_eq!(r.stateid.seqid, 3);
     assert!(r
         .extents
@@ -406,10 +406,10 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
         .all(|e| e.state == ExtentState::NONE_DATA && e.storage_offset == 0));
     // Overwriting committed blocks: READ_WRITE_DATA, READ_DATA.
     commit(&mut x, &g, Some(8191)).unwrap();
-    let g3 = get(&mut x, iomode::RW, 0, 8192, r.stateid).unwrap();
+    let g3 = get(&mut x, IoMode::RW.0, 0, 8192, r.stateid).unwrap();
     assert_eq!(g3.extents[0].state, ExtentState::READ_WRITE_DATA);
     assert_eq!(g3.extents[0].storage_offset, g.extents[0].storage_offset);
-    let r2 = get(&mut x, iomode::READ, 0, 8192, g3.stateid).unwrap();
+    let r2 = get(&mut x, IoMode::READ.0, 0, 8192, g3.stateid).unwrap();
     assert_eq!(r2.extents[0].state, ExtentState::READ_DATA);
     assert_eq!(fx.srv.pnfs.metrics.snapshot().layoutgets, 5);
 }
@@ -428,19 +428,19 @@ fn layoutget_refusals() {
         .0
     };
     assert_eq!(
-        try_get(&mut x, 1, iomode::RW, B, B, 4096),
+        try_get(&mut x, 1, IoMode::RW.0, B, B, 4096),
         NfsStat::UNKNOWN_LAYOUTTYPE
     );
     assert_eq!(
-        try_get(&mut x, BLOCK, iomode::ANY, B, B, 4096),
+        try_get(&mut x, BLOCK, IoMode::ANY.0, B, B, 4096),
         NfsStat::BADIOMODE
     );
     assert_eq!(
-        try_get(&mut x, BLOCK, iomode::RW, B, 2 * B, 4096),
+        try_get(&mut x, BLOCK, IoMode::RW.0, B, 2 * B, 4096),
         NfsStat::INVAL
     );
     assert_eq!(
-        try_get(&mut x, BLOCK, iomode::RW, B, B, 60),
+        try_get(&mut x, BLOCK, IoMode::RW.0, B, B, 60),
         NfsStat::TOOSMALL
     );
     let bad = Stateid {
@@ -450,13 +450,13 @@ fn layoutget_refusals() {
     let st = call(
         &mut x,
         layoutget::run,
-        &layoutget_args(BLOCK, iomode::RW, 0, B, B, bad, 4096),
+        &layoutget_args(BLOCK, IoMode::RW.0, 0, B, B, bad, 4096),
     )
     .0;
     assert!(st == NfsStat::BAD_STATEID || st == NfsStat::STALE_STATEID);
     x.current_fh = Some(root_fh(&fx.srv));
     assert_eq!(
-        try_get(&mut x, BLOCK, iomode::RW, B, B, 4096),
+        try_get(&mut x, BLOCK, IoMode::RW.0, B, B, 4096),
         NfsStat::LAYOUTUNAVAILABLE
     );
     x.current_fh = Some(fh);
@@ -647,7 +647,7 @@ fn layoutreturn_file_and_all() {
     let (s, body) = call(
         &mut x,
         layoutreturn::run,
-        &return_args(iomode::RW, 1, Some((0, 2 * B, g.stateid))),
+        &return_args(IoMode::RW.0, 1, Some((0, 2 * B, g.stateid))),
     );
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
@@ -677,7 +677,7 @@ fn layoutreturn_file_and_all() {
     let st = call(
         &mut x,
         layoutreturn::run,
-        &return_args(iomode::RW, 1, Some((0, 4 * B, newer))),
+        &return_args(IoMode::RW.0, 1, Some((0, 4 * B, newer))),
     )
     .0;
     assert_eq!(st, NfsStat::BAD_STATEID);
@@ -685,16 +685,16 @@ fn layoutreturn_file_and_all() {
     let (s, body) = call(
         &mut x,
         layoutreturn::run,
-        &return_args(iomode::ANY, 1, Some((0, u64::MAX, s2))),
+        &return_args(IoMode::ANY.0, 1, Some((0, u64::MAX, s2))),
     );
     assert_eq!((s, body), (NfsStat::OK, vec![0, 0, 0, 0]));
     // ALL needs no filehandle.
-    get(&mut x, iomode::READ, 0, B, sid).unwrap();
+    get(&mut x, IoMode::READ.0, 0, B, sid).unwrap();
     x.current_fh = None;
     let (s, body) = call(
         &mut x,
         layoutreturn::run,
-        &return_args(iomode::ANY, 3, None),
+        &return_args(IoMode::ANY.0, 3, None),
     );
     assert_eq!((s, body), (NfsStat::OK, vec![0, 0, 0, 0]));
     assert!(fx
@@ -729,10 +729,10 @@ fn conflicting_layoutget_recalls_then_fences() {
     mount(&mut a, b"a");
     mount(&mut b, b"b");
     let (fh, sa) = create(&mut a, b"f");
-    let ga = get(&mut a, iomode::RW, 0, 2 * B, sa).unwrap();
+    let ga = get(&mut a, IoMode::RW.0, 0, 2 * B, sa).unwrap();
     let (_, sb) = create(&mut b, b"f");
     assert_eq!(
-        get(&mut b, iomode::READ, 0, B, sb).err(),
+        get(&mut b, IoMode::READ.0, 0, B, sb).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
     {
@@ -745,7 +745,7 @@ fn conflicting_layoutget_recalls_then_fences() {
     }
     // While the recall is pending: RECALLCONFLICT again, and no second recall.
     assert_eq!(
-        get(&mut b, iomode::READ, 0, B, sb).err(),
+        get(&mut b, IoMode::READ.0, 0, B, sb).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
     assert_eq!(bc_a.0.lock().unwrap().len(), 1);
@@ -770,7 +770,7 @@ fn conflicting_layoutget_recalls_then_fences() {
         commit(&mut a, &ga, None).err(),
         Some(NfsStat::ADMIN_REVOKED)
     );
-    assert!(get(&mut b, iomode::READ, 0, B, sb).is_ok());
+    assert!(get(&mut b, IoMode::READ.0, 0, B, sb).is_ok());
 }
 
 #[test]
@@ -793,16 +793,16 @@ fn truncate_and_last_unlink_recall() {
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 2 * B);
     // Until it returns the layout the client gets no new one.
     assert_eq!(
-        get(&mut x, iomode::RW, 0, B, g0.stateid).err(),
+        get(&mut x, IoMode::RW.0, 0, B, g0.stateid).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
     // The client returns it: the truncate goes through; a new layout, then the last unlink
     // recalls again.
-    let ret = return_args(iomode::ANY, 1, Some((0, u64::MAX, g0.stateid)));
+    let ret = return_args(IoMode::ANY.0, 1, Some((0, u64::MAX, g0.stateid)));
     assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
     assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::OK);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
-    let g = get(&mut x, iomode::RW, 0, B, sid).unwrap();
+    let g = get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     assert_eq!(g.extents.len(), 1);
     assert_eq!(g.stateid.seqid, 1);
     assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
@@ -839,7 +839,7 @@ fn close_returns_the_clients_layouts() {
     let mut x = fx.client();
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
-    get(&mut x, iomode::RW, 0, B, sid).unwrap();
+    get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     assert_eq!(fx.srv.state.layouts_of_file(fh.ino).len(), 1);
     let mut w = XdrWriter::new();
     w.u32(0);
@@ -906,7 +906,7 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     let mut x = fx.client();
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
-    get(&mut x, iomode::RW, 0, B, sid).unwrap();
+    get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     // No backchannel: nothing sent, the recall stays pending and is queued for the tick.
     callback::recall_all(&fx.srv, fh);
     assert!(fx.srv.pnfs.recall_pending(cid, fh.ino));

@@ -11,7 +11,7 @@ const SCSI: u32 = 5;
 
 fn opts() -> NfsOptions {
     NfsOptions {
-        layout_types: vec![3, 5],
+        layout_types: vec![LayoutType::BLOCK_VOLUME, LayoutType::SCSI],
         ..NfsOptions::default()
     }
 }
@@ -109,7 +109,7 @@ fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
     let mut x = fx.client();
     mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
-    let (lsid, ext) = scsi_get(&mut x, iomode::RW, 3 * B, sid);
+    let (lsid, ext) = scsi_get(&mut x, IoMode::RW.0, 3 * B, sid);
     assert!(ext.iter().all(|e| e.state == ExtentState::INVALID_DATA));
     let unwritten = |srv: &Server| {
         srv.store
@@ -159,7 +159,7 @@ fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
     assert_eq!(unwritten(&fx.srv), 0);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 3 * B);
     // A READ layout now says the blocks hold data.
-    let (_, ext) = scsi_get(&mut x, iomode::READ, 3 * B, lsid);
+    let (_, ext) = scsi_get(&mut x, IoMode::READ.0, 3 * B, lsid);
     assert!(ext.iter().all(|e| e.state == ExtentState::READ_DATA));
 }
 
@@ -186,12 +186,12 @@ fn overdue_recall_preempts_the_scsi_clients_key() {
     let ida = mount(&mut a, b"a");
     mount(&mut b, b"b");
     let (_, sa) = create(&mut a, b"f");
-    scsi_get(&mut a, iomode::RW, 2 * B, sa);
+    scsi_get(&mut a, IoMode::RW.0, 2 * B, sa);
     let (_, sb) = create(&mut b, b"f");
     let (s, _) = call(
         &mut b,
         layoutget::run,
-        &layoutget_args(SCSI, iomode::READ, 0, B, B, sb, 0xffff),
+        &layoutget_args(SCSI, IoMode::READ.0, 0, B, B, sb, 0xffff),
     );
     assert_eq!(s, NfsStat::RECALLCONFLICT);
     callback::tick_at(&fx.srv, Instant::now());

@@ -88,7 +88,7 @@ mod tests {
         let env = AttrEnv {
             minor: 1,
             lease_seconds: 90,
-            layout_types: &[3],
+            layout_types: &[layout::block::LayoutType::BLOCK_VOLUME],
             volume_uuid: [1; 16],
             block_size: 4096,
             fsstat: &f,
