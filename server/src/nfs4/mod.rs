@@ -10,3 +10,6 @@ pub mod scsi;
 pub mod state;
 pub mod status;
 pub mod types;
+
+#[cfg(test)]
+mod tests;

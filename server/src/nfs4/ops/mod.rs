@@ -87,8 +87,6 @@ pub mod open;
 pub mod open_downgrade;
 pub mod reclaim_complete;
 pub mod sequence;
-#[cfg(test)]
-mod state_tests;
 pub mod test_stateid;
 
 // ---- modules: namespace and I/O operations (namespace work) ----
@@ -102,8 +100,6 @@ pub mod getfh;
 pub mod link;
 pub mod lookup;
 pub mod lookupp;
-#[cfg(test)]
-mod ns_tests;
 pub mod nverify;
 pub mod putfh;
 pub mod putpubfh;
@@ -134,10 +130,6 @@ pub mod getdevicelist;
 pub mod layoutcommit;
 pub mod layoutget;
 pub mod layoutreturn;
-#[cfg(test)]
-mod pnfs_tests;
-#[cfg(test)]
-mod test_fixture;
 
 /// Answers NFS4ERR_NOTSUPP: an operation of the protocol that pnfsd does not offer.
 pub fn notsupp(_: &mut Ctx<'_>, _: &mut XdrReader<'_>, _: &mut XdrWriter) -> Result<(), NfsStat> {

@@ -6,12 +6,13 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{
-    create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
-    layoutreturn, open, reclaim_complete, sequence, test_fixture,
-};
+use super::fixture::{call, seq_args, session_args};
 use crate::nfs4::callback;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::ops::{
+    create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
+    layoutreturn, open, reclaim_complete, sequence,
+};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::rpc::{ConnInfo, Cred};
@@ -20,7 +21,6 @@ use crate::store::{Ino, SetAttrs, Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 use layout::block::{BlockExtent, ExtentState, IoMode, LayoutType};
 use metalog::CrashDev;
-use test_fixture::{call, seq_args, session_args};
 
 const B: u64 = 4096;
 const BLOCK: u32 = 3;
@@ -70,7 +70,7 @@ fn fixture_on(opts: NfsOptions, size: u64, seed: u64) -> Fx {
     let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
     Fx {
         dev,
-        srv: test_fixture::server(store, opts, 1),
+        srv: super::fixture::server(store, opts, 1),
         conn: conn(1, None),
     }
 }
@@ -196,7 +196,7 @@ fn truncate(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, size: u64) -> NfsStat {
     v.u64(size);
     w.opaque(&v.buf);
     x.current_fh = Some(fh);
-    call(x, super::setattr::run, &w.buf).0
+    call(x, crate::nfs4::ops::setattr::run, &w.buf).0
 }
 
 /// REMOVE `name` from the root.
@@ -204,7 +204,7 @@ fn remove(x: &mut Ctx<'_>, name: &[u8]) -> NfsStat {
     x.current_fh = Some(root_fh(x.srv));
     let mut w = XdrWriter::new();
     w.string(name);
-    call(x, super::remove::run, &w.buf).0
+    call(x, crate::nfs4::ops::remove::run, &w.buf).0
 }
 
 struct Got {
@@ -845,7 +845,10 @@ fn close_returns_the_clients_layouts() {
     w.u32(0);
     sid.encode(&mut w);
     x.current_fh = Some(fh);
-    assert_eq!(call(&mut x, super::close::run, &w.buf).0, NfsStat::OK);
+    assert_eq!(
+        call(&mut x, crate::nfs4::ops::close::run, &w.buf).0,
+        NfsStat::OK
+    );
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
     assert!(fx.srv.pnfs.grants_of(cid, fh.ino).is_empty());
 }
@@ -941,7 +944,7 @@ fn overwrite_commit_ratio() {
             layoutcommit_sync: sync,
             ..NfsOptions::default()
         };
-        let srv = test_fixture::server(store, opts, 1);
+        let srv = super::fixture::server(store, opts, 1);
         let c = conn(1, None);
         let mut x = ctx(&srv, &c);
         let (_, _, g) = open_f_rw(&mut x, 16 * B);
@@ -963,13 +966,10 @@ fn overwrite_commit_ratio() {
 }
 
 /// Speculative preallocation, whole runs and the trim share it too.
-#[path = "prealloc_tests.rs"]
-mod prealloc_tests;
+mod prealloc;
 
 /// The SCSI layout's tests share this fixture.
-#[path = "scsi_tests.rs"]
-mod scsi_tests;
+mod scsi;
 
 /// Fencing of clients whose layouts went without a return shares it too.
-#[path = "fence_tests.rs"]
-mod fence_tests;
+mod fence;

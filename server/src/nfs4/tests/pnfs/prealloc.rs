@@ -340,7 +340,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
                 grace_seconds: if grace { 90 } else { 0 },
                 ..NfsOptions::default()
             };
-            let srv = test_fixture::server(store.clone(), opts, 2);
+            let srv = crate::nfs4::tests::fixture::server(store.clone(), opts, 2);
             assert_eq!(srv.state.in_grace(), grace, "seed {seed}");
             callback::tick_at(&srv, Instant::now());
             let free = store.fsstat().free_bytes;

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use super::Handler;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::ops::Handler;
 use crate::nfs4::state::StateManager;
 use crate::nfs4::status::NfsStat;
 use crate::server::{NfsOptions, Server};
@@ -15,7 +15,7 @@ use crate::xdr::{XdrReader, XdrWriter};
 /// A server over `store` with a fixed `boot_verifier` (a test that restarts picks another).
 /// Unlike `Server::new` it wires no open probe into the store: the op tests check the
 /// handlers, not unlinked-while-open files.
-pub(super) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) -> Server {
+pub(crate) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) -> Server {
     let state = StateManager::new(opts.state_config(store.boot_verifier()), store.clone());
     Server {
         store,
@@ -28,7 +28,7 @@ pub(super) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) ->
 
 /// Runs handler `h` on `args`: its status and reply body. An OK handler reads all its
 /// arguments.
-pub(super) fn call(ctx: &mut Ctx<'_>, h: Handler, args: &[u8]) -> (NfsStat, Vec<u8>) {
+pub(crate) fn call(ctx: &mut Ctx<'_>, h: Handler, args: &[u8]) -> (NfsStat, Vec<u8>) {
     let mut r = XdrReader::new(args);
     let mut w = XdrWriter::new();
     let st = match h(ctx, &mut r, &mut w) {
@@ -52,7 +52,7 @@ fn channel(w: &mut XdrWriter) {
 
 /// CREATE_SESSION arguments for `clientid` at sequence `seq`: the backchannel asked
 /// (CONN_BACK_CHAN), both channels as `channel`, callback program 0x4000_0000, AUTH_NONE.
-pub(super) fn session_args(clientid: u64, seq: u32) -> Vec<u8> {
+pub(crate) fn session_args(clientid: u64, seq: u32) -> Vec<u8> {
     let mut w = XdrWriter::new();
     w.u64(clientid);
     w.u32(seq);
@@ -66,7 +66,7 @@ pub(super) fn session_args(clientid: u64, seq: u32) -> Vec<u8> {
 }
 
 /// SEQUENCE arguments: session `sid`, `seqid` on `slot`, highest slot 7, `cache` this reply.
-pub(super) fn seq_args(sid: [u8; 16], seqid: u32, slot: u32, cache: bool) -> Vec<u8> {
+pub(crate) fn seq_args(sid: [u8; 16], seqid: u32, slot: u32, cache: bool) -> Vec<u8> {
     let mut w = XdrWriter::new();
     w.opaque_fixed(&sid);
     w.u32(seqid);

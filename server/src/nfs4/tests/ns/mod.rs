@@ -7,9 +7,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{create, getattr, putrootfh, test_fixture, Handler};
 use crate::nfs4::attr::file::ftype;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::ops::{create, getattr, putrootfh, Handler};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh};
 use crate::rpc::{ConnInfo, Cred};
@@ -38,7 +38,7 @@ pub(super) fn fixture_with(sopts: StoreOptions) -> Option<Fx> {
         let store = Arc::new(Store::open(&path, sopts).unwrap());
         (
             dir,
-            test_fixture::server(store, NfsOptions::default(), BOOT),
+            super::fixture::server(store, NfsOptions::default(), BOOT),
         )
     });
     let (dir, srv) = match made {

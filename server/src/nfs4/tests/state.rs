@@ -7,19 +7,19 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{
+use super::fixture::{call, seq_args, session_args};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::ops::{
     close, create_session, delegreturn, destroy_clientid, destroy_session, exchange_id,
     free_stateid, lock, lockt, locku, open, open_downgrade, reclaim_complete, sequence,
-    test_fixture, test_stateid,
+    test_stateid,
 };
-use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::rpc::{ConnInfo, Cred};
 use crate::server::{NfsOptions, Server};
 use crate::store::{Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
-use test_fixture::{call, seq_args, session_args};
 
 struct Fx {
     _dir: tempfile::TempDir,
@@ -33,7 +33,7 @@ fn fixture() -> Option<Fx> {
         let path = dir.path().join("vol.img");
         Store::mkfs(&path, 16 << 20, false).unwrap();
         let store = Arc::new(Store::open(&path, StoreOptions::default()).unwrap());
-        (dir, test_fixture::server(store, NfsOptions::default(), 1))
+        (dir, super::fixture::server(store, NfsOptions::default(), 1))
     });
     let Ok((dir, srv)) = made else {
         eprintln!("SKIPPED: store not implemented in this branch");
@@ -416,7 +416,10 @@ fn remove_of_a_delegated_file_waits_for_its_return() {
             ino: ROOT_INO,
             generation: fx.srv.store.getattr(ROOT_INO).unwrap().generation,
         });
-        assert_eq!(call(&mut b, super::remove::run, &w.buf).0, NfsStat::DELAY);
+        assert_eq!(
+            call(&mut b, crate::nfs4::ops::remove::run, &w.buf).0,
+            NfsStat::DELAY
+        );
     }
     // The holder's own changes do not.
     assert!(crate::nfs4::helpers::deleg::break_for_change(&a, &f).is_ok());
@@ -424,5 +427,8 @@ fn remove_of_a_delegated_file_waits_for_its_return() {
     let mut r = XdrWriter::new();
     d.encode(&mut r);
     assert_eq!(call(&mut a, delegreturn::run, &r.buf).0, NfsStat::OK);
-    assert_eq!(call(&mut b, super::remove::run, &w.buf).0, NfsStat::OK);
+    assert_eq!(
+        call(&mut b, crate::nfs4::ops::remove::run, &w.buf).0,
+        NfsStat::OK
+    );
 }
