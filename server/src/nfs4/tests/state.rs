@@ -1,13 +1,7 @@
 //! The session and state operations through their handlers, over a real store on a
-//! temporary volume: the XDR of each argument and result, and the state they make.
-//!
-//! They need the store. Until it is implemented in the branch being tested (`todo!()`
-//! bodies), each test reports SKIPPED on stderr and returns.
+//! simulated volume: the XDR of each argument and result, and the state they make.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use super::fixture::{call, seq_args, session_args};
+use super::fixture::{call, seq_args, session_args, Fx};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::ops::{
     close, create_session, delegreturn, destroy_clientid, destroy_session, exchange_id,
@@ -16,64 +10,9 @@ use crate::nfs4::ops::{
 };
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
-use crate::rpc::{ConnInfo, Cred};
-use crate::server::{NfsOptions, Server};
-use crate::store::{Store, StoreOptions, ROOT_INO};
+use crate::server::NfsOptions;
+use crate::store::ROOT_INO;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
-
-struct Fx {
-    _dir: tempfile::TempDir,
-    srv: Server,
-    conn: ConnInfo,
-}
-
-fn fixture() -> Option<Fx> {
-    let made = std::panic::catch_unwind(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("vol.img");
-        Store::mkfs(&path, 16 << 20, false).unwrap();
-        let store = Arc::new(Store::open(&path, StoreOptions::default()).unwrap());
-        (dir, super::fixture::server(store, NfsOptions::default(), 1))
-    });
-    let Ok((dir, srv)) = made else {
-        eprintln!("SKIPPED: store not implemented in this branch");
-        return None;
-    };
-    Some(Fx {
-        _dir: dir,
-        srv,
-        conn: ConnInfo {
-            id: 1,
-            peer: SocketAddr::from(([127, 0, 0, 1], 700)),
-            backchannel: None,
-        },
-    })
-}
-
-impl Fx {
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            srv: &self.srv,
-            conn: &self.conn,
-            minor: 1,
-            cred: Cred {
-                flavor: 1,
-                uid: 0,
-                gid: 0,
-                gids: vec![],
-                machine: b"t".to_vec(),
-            },
-            current_fh: None,
-            saved_fh: None,
-            current_stateid: None,
-            saved_stateid: None,
-            session: None,
-            op_index: 0,
-            op_count: 1,
-            cached_reply: None,
-        }
-    }
-}
 
 /// EXCHANGE_ID + CREATE_SESSION + SEQUENCE through the handlers; leaves `ctx` in the session.
 fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
@@ -166,13 +105,13 @@ fn do_open(ctx: &mut Ctx<'_>, dir: Fh, args: &[u8]) -> Result<(Stateid, Vec<u8>)
 
 #[test]
 fn session_setup_replay_and_teardown() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = Fx::new(NfsOptions::default());
+    let mut ctx = fx.ctx(1);
     let (clientid, sid) = mount(&mut ctx, b"client-a");
     let slot = ctx.session.clone().unwrap();
     fx.srv.state.slot_done(&slot, b"the reply");
     // A retry is answered from the cache.
-    let mut c2 = fx.ctx();
+    let mut c2 = fx.ctx(1);
     c2.op_count = 2;
     let (s, _) = call(&mut c2, sequence::run, &seq_args(sid, 1, 0, true));
     assert_eq!(s, NfsStat::OK);
@@ -188,7 +127,7 @@ fn session_setup_replay_and_teardown() {
     assert_eq!(reclaim_complete(&mut ctx), NfsStat::COMPLETE_ALREADY);
     let mut w = XdrWriter::new();
     w.u64(clientid);
-    let mut bare = fx.ctx();
+    let mut bare = fx.ctx(1);
     assert_eq!(
         call(&mut bare, destroy_clientid::run, &w.buf).0,
         NfsStat::CLIENTID_BUSY
@@ -215,8 +154,8 @@ fn session_setup_replay_and_teardown() {
 
 #[test]
 fn open_create_modes_lock_and_close() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = Fx::new(NfsOptions::default());
+    let mut ctx = fx.ctx(1);
     mount(&mut ctx, b"client-b");
     let root = root_fh(&fx);
     // Before the client's RECLAIM_COMPLETE a new open waits (RFC 8881 §18.51.3).
@@ -387,10 +326,10 @@ fn open_create_modes_lock_and_close() {
 
 #[test]
 fn remove_of_a_delegated_file_waits_for_its_return() {
-    let Some(fx) = fixture() else { return };
-    let mut a = fx.ctx();
+    let fx = Fx::new(NfsOptions::default());
+    let mut a = fx.ctx(1);
     let (ca, _) = mount(&mut a, b"deleg-a");
-    let mut b = fx.ctx();
+    let mut b = fx.ctx(1);
     mount(&mut b, b"deleg-b");
     let (f, _) = fx
         .srv

@@ -2,11 +2,10 @@
 //! in a real session: layout bodies and rules, the LAYOUTCOMMIT durability counters of
 //! design.md §4 (issue 4 "Must show"), returns, recalls and fencing.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use super::fixture::{call, seq_args, session_args};
+use super::fixture::{call, seq_args, session_args, Fx, VOL};
 use crate::nfs4::callback;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::ops::{
@@ -15,7 +14,7 @@ use crate::nfs4::ops::{
 };
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
-use crate::rpc::{ConnInfo, Cred};
+use crate::rpc::ConnInfo;
 use crate::server::{NfsOptions, Server};
 use crate::store::{Ino, SetAttrs, Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
@@ -36,13 +35,6 @@ impl crate::rpc::Backchannel for Recorder {
     }
 }
 
-struct Fx {
-    dev: Arc<CrashDev>,
-    srv: Server,
-    /// Connection 1, without a backchannel: the one a single-client test talks on.
-    conn: ConnInfo,
-}
-
 impl Fx {
     /// A context on `conn`, as client 1 before it mounts.
     fn client(&self) -> Ctx<'_> {
@@ -51,48 +43,27 @@ impl Fx {
 }
 
 fn fixture(opts: NfsOptions) -> Fx {
-    fixture_seeded(opts, 1)
+    Fx::new(opts)
 }
 
 /// `seed` picks which unflushed writes a simulated crash keeps.
 fn fixture_seeded(opts: NfsOptions, seed: u64) -> Fx {
-    fixture_on(opts, 16 << 20, seed)
+    Fx::on(opts, VOL, seed, StoreOptions::default(), 1)
 }
 
 /// A fixture over a volume of `size` bytes.
 fn fixture_of(opts: NfsOptions, size: u64) -> Fx {
-    fixture_on(opts, size, 1)
+    Fx::on(opts, size, 1, StoreOptions::default(), 1)
 }
 
-fn fixture_on(opts: NfsOptions, size: u64, seed: u64) -> Fx {
-    let dev = Arc::new(CrashDev::new(size, seed));
-    Store::mkfs_dev(dev.clone(), false).unwrap();
-    let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
-    Fx {
-        dev,
-        srv: super::fixture::server(store, opts, 1),
-        conn: conn(1, None),
-    }
-}
-
+/// Connection `id`, with the recording backchannel if given.
 fn conn(id: u64, bc: Option<Arc<Recorder>>) -> ConnInfo {
-    ConnInfo {
-        id,
-        peer: SocketAddr::from(([127, 0, 0, id as u8], 700)),
-        backchannel: bc.map(|b| b as Arc<dyn crate::rpc::Backchannel>),
-    }
+    super::fixture::conn(id, bc.map(|b| b as Arc<dyn crate::rpc::Backchannel>))
 }
 
+/// A context at minor version 1 for the operation after SEQUENCE of a COMPOUND.
 fn ctx<'a>(srv: &'a Server, c: &'a ConnInfo) -> Ctx<'a> {
-    let cred = Cred {
-        flavor: 1,
-        uid: 0,
-        gid: 0,
-        gids: vec![],
-        machine: b"t".to_vec(),
-    };
-    let mut x = Ctx::new(srv, c, cred);
-    x.minor = 1;
+    let mut x = super::fixture::ctx(srv, c, 1);
     x.op_count = 2;
     x
 }
