@@ -12,8 +12,8 @@
 #        [EXPECT_PNFS=0|1]  (passed to the scenarios when set)
 #        [CRASH_CMD='<command; gets the signal list and restart number i>']
 #        [CRASH_LAYOUTS="block scsi"] [CRASH_VERSIONS="4.1 4.2"]
-#        [CRASH_SIGNALS="KILL KILL,KILL TERM"]  (crash-write.sh, issue 18: one run per
-#          layout and version, one restart per word, KILL,KILL = two in a row)
+#        [CRASH_SIGNALS="KILL KILL+KILL TERM"]  (crash-write.sh, issue 18: one run per
+#          layout and version, one restart per word, KILL+KILL = two in a row)
 #        [METRICS_PORT=<the server's metrics port>]  (crash-write.sh reads its counters)
 #        deploy/vm/client-suite.sh
 #
@@ -73,7 +73,7 @@ run() { # run NAME SCENARIO VERS [extra env...]
     # crash-write.sh: seconds from each restart to the first LAYOUTCOMMIT answered OK, and
     # what the client sent after the first restart
     local fc ar
-    fc=$(sed -n 's/^FIRST_COMMIT restart=[0-9]* signal=\([^ ]*\) seconds=\([^ ]*\).*/\1:\2s/p' "$log" | paste -sd, -)
+    fc=$(sed -n 's/^FIRST_COMMIT restart=[0-9]* signal=\([^ ]*\) seconds=\([^ ]*\).*/\1:\2/p' "$log" | paste -sd/ -)
     ar=$(grep -m1 '^AFTER_RESTART' "$log" | cut -d' ' -f2-)
     SUMMARY+=("$(printf '%-18s %-4s %s%s%s%s' "$name" "$( ((r == 0)) && echo PASS || echo FAIL)" \
         "$(grep -E '^COUNTS end' "$log" | cut -d' ' -f3-)" "$hb" "${fc:+ first_commit=$fc}" "${ar:+ after_restart: $ar}")")
@@ -105,14 +105,14 @@ else
 fi
 # crash-write.sh: the server dies while fio writes through the layout (issue 18)
 if [[ -n ${CRASH_CMD:-} ]]; then
-    sigs=${CRASH_SIGNALS:-KILL KILL,KILL TERM}
+    sigs=${CRASH_SIGNALS:-KILL KILL+KILL TERM}
     n=$(wc -w <<< "$sigs")
     for cl in ${CRASH_LAYOUTS-block scsi}; do
         [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD $cl" >&2 || rc=1
         for v in ${CRASH_VERSIONS:-4.1 4.2}; do
             VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$CRASH_CMD $(printf '%q' "$sigs")")" \
                 run "crash-$cl-$v" "$HERE/scenarios/crash-write.sh" "$v" LAYOUT="$cl" \
-                RESTARTS="$n" CRASH_SIGNALS="${sigs// /+}"
+                RESTARTS="$n" CRASH_SIGNALS="${sigs// //}"
         done
     done
 fi

@@ -43,7 +43,7 @@ EOF
 # $T/ctl start | stop SIGNAL | restart N (N = 1: SIGTERM, else SIGKILL) - used as RESTART_CMD
 #        | layout block|scsi - SWITCH_LAYOUT_CMD: restart with layout_types ["block"], or
 #          ["block", "scsi"] (the Linux client prefers SCSI when both are offered)
-#        | crash "SIGS..." I - CRASH_CMD: restart I of the list SIGS (KILL, TERM, or KILL,KILL:
+#        | crash "SIGS..." I - CRASH_CMD: restart I of the list SIGS (KILL, TERM, or KILL+KILL:
 #          two restarts in a row, the second 2 s after the first start, while the client is
 #          still recovering), then wait until pnfsd has answered a LAYOUTCOMMIT with OK
 #          (its metrics: layoutcommits - errors > 0) and print FIRST_COMMIT with the time.
@@ -78,22 +78,21 @@ PY
 crash() {
     local list=(\$1) sigs ss k t0 t1 now
     sigs=\${list[\$((\$2 - 1))]:-KILL}
-    IFS=, read -ra ss <<< "\$sigs"
+    IFS=+ read -ra ss <<< "\$sigs"
     t0=\$(date +%s%N)
     for ((k = 0; k < \${#ss[@]}; k++)); do
         ((k == 0)) || sleep 2      # the next restart in a row: the client is mid-recovery
         stop "\${ss[k]}"; start || return 1
         t1=\$(date +%s%N)
     done
-    for ((i = 0; i < 600; i++)); do
+    while (( \$(date +%s%N) - t1 < 120000000000 )); do
         if (( \$(commits_ok) > 0 )); then
             now=\$(date +%s%N)
             awk -v r="\$2" -v s="\$sigs" -v a=\$((now - t0)) -v b=\$((now - t1)) \\
                 'BEGIN { printf "FIRST_COMMIT restart=%s signal=%s seconds=%.1f after_ready=%.1f\\n", r, s, a / 1e9, b / 1e9 }'
-
             return 0
         fi
-        sleep 0.2
+        sleep 0.1
     done
     echo "FIRST_COMMIT restart=\$2 signal=\$sigs seconds=none (no LAYOUTCOMMIT answered OK within 120 s of the restart)"
     return 1

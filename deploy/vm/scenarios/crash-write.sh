@@ -17,8 +17,8 @@
 #
 # Env: VERS (4.1), NFS_PORT (2049), EXPORT (/), NQN, NVME_PORT (4420),
 #      LAYOUT (block|scsi), EXPECT_PNFS (1), RESTARTS (1), CRASH_SIGNALS
-#      (informative: what the host sends), FIO_SIZE (24m), FIO_BS (64k),
-#      CRASH_EVERY_MB (4: ask for restart i once fio has written i * this),
+#      (informative: what the host sends), FIO_SIZE (64m), FIO_BS (64k),
+#      (each restart is asked for once fio has written an even share of what is left),
 #      METRICS_PORT (pnfsd's metrics endpoint on the host, for its own
 #      LAYOUTCOMMIT counters since the last restart; unset: skipped),
 #      STORM_FACTOR (4: LAYOUTCOMMITs after the first restart may be at most
@@ -35,16 +35,15 @@ NVME_PORT=${NVME_PORT:-4420}
 LAYOUT=${LAYOUT:-block}
 EXPECT_PNFS=${EXPECT_PNFS:-1}
 RESTARTS=${RESTARTS:-1}
-FIO_SIZE=${FIO_SIZE:-24m}
+FIO_SIZE=${FIO_SIZE:-64m}
 FIO_BS=${FIO_BS:-64k}
-CRASH_EVERY_MB=${CRASH_EVERY_MB:-4}
 STORM_FACTOR=${STORM_FACTOR:-4}
 FIO_DEADLINE=${FIO_DEADLINE:-420}
 MNT=/mnt
 OUT=/host/out
 DIR=pnfsd-vm-crash-$(date +%s)-$RANDOM
 F=$MNT/$DIR/crash.bin
-echo "CONFIG scenario=$SCENARIO kernel=$(uname -r) vers=$VERS layout=$LAYOUT restarts=$RESTARTS signals=${CRASH_SIGNALS:-?} fio_size=$FIO_SIZE fio_bs=$FIO_BS crash_every_mb=$CRASH_EVERY_MB dir=$DIR"
+echo "CONFIG scenario=$SCENARIO kernel=$(uname -r) vers=$VERS layout=$LAYOUT restarts=$RESTARTS signals=${CRASH_SIGNALS:-?} fio_size=$FIO_SIZE fio_bs=$FIO_BS dir=$DIR"
 
 if [[ -n $NQN ]]; then
     nvme_attach "$NVME_PORT" "$NQN" || die "nvme connect"
@@ -76,7 +75,9 @@ else:
     print("?")
 PY
 }
-fsize() { stat -c %s "$F" 2>/dev/null || echo 0; }
+# (a stat of a file with writes in flight waits for them: bounded, so a client stuck in
+# recovery cannot hang the scenario; "?" then)
+fsize() { timeout -s KILL 10 stat -c %s "$F" 2>/dev/null || echo "?"; }
 snap() { local c; c=$(counts "$MNT" "$1"); echo "$c"; echo "$c" >> /tmp/counts; }
 
 bs=$(numfmt --from=iec "${FIO_BS^^}")
@@ -94,8 +95,13 @@ t_fio=$(date +%s)
 
 at_restart=()          # the file's size when the guest asked for restart i
 for ((i = 1; i <= RESTARTS; i++)); do
-    want=$((i * CRASH_EVERY_MB * 1048576))
-    while (( $(fsize) < want )); do
+    # the rest of the file is split evenly among the restarts still to come, so each one
+    # lands while fio writes (the recovery before it took an unknown part of the run)
+    now=$(fsize); [[ $now == "?" ]] && now=0
+    want=$((now + (total - now) / (RESTARTS - i + 2)))
+    while :; do
+        sz=$(fsize)
+        [[ $sz == "?" ]] || (( sz < want )) || break
         kill -0 $fio_pid 2>/dev/null || break
         (( $(date +%s) - t_fio < FIO_DEADLINE )) || break
         sleep 0.2
@@ -103,9 +109,9 @@ for ((i = 1; i <= RESTARTS; i++)); do
     if ! kill -0 $fio_pid 2>/dev/null; then
         check restart-$i 1 "fio ended before restart $i (at $(fsize) bytes)"; break
     fi
-    at_restart[i]=$(fsize)
+    at_restart[i]=$sz
     snap before-restart-$i
-    step "asking the host for restart $i at $(fsize) bytes"
+    step "asking the host for restart $i at $sz bytes"
     touch "$OUT/restart-ready-$i"
     # the host answers once the server has accepted a LAYOUTCOMMIT again (or gave up)
     while [[ ! -e /host/restart-done-$i ]]; do

@@ -81,9 +81,8 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     } else {
         IoAccess::Read
     };
+    crate::nfs4::pnfs::check_get_stateid(ctx.srv, cid, ino, &given, access)?;
     let st = &ctx.srv.state;
-    st.check_layout(cid, ino, &given)
-        .or_else(|_| st.check_io(Some(cid), &given, ino, access))?;
 
     let b = block(ctx);
     let (first, n) = policy::get_range(a.offset, a.length, a.minlength, b);
