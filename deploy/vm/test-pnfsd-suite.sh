@@ -14,6 +14,10 @@
 # skips that).
 # LAYOUTS "block scsi": the scsi runs restart pnfsd with layout_types ["block",
 # "scsi"] (SWITCH_LAYOUT_CMD); the restart scenario runs on ["block"] again.
+# LAYOUTS= (empty) skips the layout runs. CRASH=1|0 (1: crash-write.sh for
+# CRASH_LAYOUTS x CRASH_VERSIONS, default "block scsi" x "4.1 4.2", restarts
+# CRASH_SIGNALS "KILL KILL+KILL TERM": `ctl crash`, issue 18). NFS_PORT: the NFS
+# port (default a free one; fix it to capture the traffic with tshark).
 # Exit status: client-suite.sh's (0 only if every run passed).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
