@@ -18,7 +18,7 @@ fn opts() -> NfsOptions {
 
 fn devinfo(x: &mut Ctx<'_>, ty: u32) -> (NfsStat, Vec<u8>) {
     let mut w = XdrWriter::new();
-    w.opaque_fixed(&x.srv.store.volume_uuid());
+    w.opaque_fixed(&super::pnfs_util::device_id_for(x, ty));
     w.u32(ty);
     w.u32(4096);
     Bitmap::default().encode(&mut w);
