@@ -110,6 +110,8 @@ if [[ -n ${CRASH_CMD:-} ]]; then
     for cl in ${CRASH_LAYOUTS-block scsi}; do
         [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD $cl" >&2 || rc=1
         for v in ${CRASH_VERSIONS:-4.1 4.2}; do
+            # SCSI: no LAYOUTCOMMIT comes after a restart (known limit): wait 20 s, not 120
+            CRASH_COMMIT_WAIT=$([[ $cl == scsi ]] && echo 20 || echo 120) \
             VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$CRASH_CMD $(printf '%q' "$sigs")")" \
                 run "crash-$cl-$v" "$HERE/scenarios/crash-write.sh" "$v" LAYOUT="$cl" \
                 RESTARTS="$n" CRASH_SIGNALS="${sigs// //}"

@@ -89,7 +89,7 @@ crash() {
         stop "\${ss[k]}"; start || return 1
         t1=\$(date +%s%N)
     done
-    while (( \$(date +%s%N) - t1 < 120000000000 )); do
+    while (( \$(date +%s%N) - t1 < \${CRASH_COMMIT_WAIT:-120} * 1000000000 )); do
         if (( \$(commits_ok) > 0 )); then
             now=\$(date +%s%N)
             awk -v r="\$2" -v s="\$sigs" -v a=\$((now - t0)) -v b=\$((now - t1)) \\
@@ -98,7 +98,7 @@ crash() {
         fi
         sleep 0.1
     done
-    echo "FIRST_COMMIT restart=\$2 signal=\$sigs seconds=none (no LAYOUTCOMMIT answered OK within 120 s of the restart)"
+    echo "FIRST_COMMIT restart=\$2 signal=\$sigs seconds=none (no LAYOUTCOMMIT answered OK within \${CRASH_COMMIT_WAIT:-120} s of the restart)"
     return 1
 }
 case \$1 in
