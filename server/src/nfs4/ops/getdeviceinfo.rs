@@ -17,7 +17,7 @@
 
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::layout::{check_type, device_id};
+use crate::nfs4::helpers::layout::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
@@ -29,7 +29,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let maxcount = r.u32()?;
     let notify = Bitmap::decode(r)?;
     check_type(ctx, ltype)?;
-    if devid != device_id(ctx) {
+    if devid != device_id_for(ctx, ltype) {
         return Err(NfsStat::NOENT);
     }
     let body = if ltype == LayoutType::SCSI {

@@ -8,7 +8,7 @@
 //! cookie is BAD_COOKIE. The verifier is all zeros (the list never changes).
 
 use crate::nfs4::compound::Ctx;
-use crate::nfs4::helpers::layout::{check_type, device_id};
+use crate::nfs4::helpers::layout::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 use layout::block::LayoutType;
@@ -23,7 +23,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         return Err(NfsStat::TOOSMALL);
     }
     let list: &[[u8; 16]] = match cookie {
-        0 => &[device_id(ctx)],
+        0 => &[device_id_for(ctx, ltype)],
         1 => &[],
         _ => return Err(NfsStat::BAD_COOKIE),
     };

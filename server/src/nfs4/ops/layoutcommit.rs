@@ -14,7 +14,10 @@
 //! written must lie in `[offset, offset + length)` (INVAL); extents outside the client's
 //! RW grants, misaligned, of another device or not READ_WRITE_DATA are BADLAYOUT; a
 //! committed range where the file has no block at all is refused (BADLAYOUT: the layout
-//! is stale, e.g. after a truncate). `reclaim` is only valid in the grace period.
+//! is stale, e.g. after a truncate). After a restart (`pnfs::commit_grants`, docs/pnfs.md
+//! "After a restart"): a reclaim, or a layout stateid of the previous instance while its
+//! layouts may still commit, converts the file's own unwritten blocks of the range; other
+//! commits wait for the grace period (GRACE); a dead layout is BADLAYOUT.
 //! Durability is the store's `commit_blocks` (design.md §4 contract; `layoutcommit =
 //! "sync"` forces the log every time). Extents whose storage offset is not where the file
 //! owns the block are not converted (never another file's block).
@@ -26,7 +29,7 @@ use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::layout::{block, check_type, device_id};
 use crate::nfs4::helpers::stateid::resolve_stateid;
-use crate::nfs4::pnfs::{add, add_elapsed};
+use crate::nfs4::pnfs::{add, add_elapsed, commit_grants};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::store::{Timespec, WrittenExtent, MAX_FILE_SIZE};
@@ -83,31 +86,19 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     check_type(ctx, a.layout_type)?;
     let attr = cur_attr(ctx)?;
     require_regular(&attr, NotRegular::LAYOUTCOMMIT)?;
-    let grace = ctx.srv.state.in_grace();
-    if a.reclaim && !grace {
-        return Err(NfsStat::NO_GRACE);
-    }
-    if !a.reclaim && grace {
-        return Err(NfsStat::GRACE);
-    }
     let cid = clientid(ctx)?;
     let ino = attr.ino;
-    let grants = if a.reclaim {
-        None
+    let sid = if a.reclaim {
+        a.stateid
     } else {
         let sid = resolve_stateid(ctx, a.stateid)?;
         if sid.is_anonymous_or_bypass() {
             return Err(NfsStat::BADLAYOUT);
         }
-        ctx.srv
-            .state
-            .check_layout(cid, ino, &sid)
-            .map_err(|e| match e {
-                NfsStat::BAD_STATEID => NfsStat::BADLAYOUT,
-                e => e,
-            })?;
-        Some(ctx.srv.pnfs.grants_of(cid, ino))
+        sid
     };
+    let range = (a.offset, a.offset.saturating_add(a.length));
+    let grants = commit_grants(ctx.srv, cid, ino, a.reclaim, &sid, range)?;
     let b = block(ctx);
     let checked = if a.layout_type == LayoutType::SCSI {
         scsi_extents(ctx, &a, grants.as_ref())?
