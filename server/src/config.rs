@@ -1,11 +1,18 @@
-//! The daemon's configuration: a TOML file (`deploy/pnfsd.toml` is the annotated example),
-//! then command-line flags over it. Every key has a default, so no file is needed.
+//! The daemon's configuration: a TOML file (`deploy/pnfsd.toml` is the annotated, packaged
+//! file: `/etc/pnfsd/pnfsd.toml`), then command-line flags over it. Every key has a default,
+//! so no file is needed.
+//!
+//! Paths in a file are relative to the file's own directory, never to the daemon's current
+//! directory (issue 12: `cd / && pnfsd serve --config …` must not format a fresh volume
+//! elsewhere); flags are relative to the current directory, as for any command.
+//! SIGHUP re-reads the file: [`reload_plan`] says which changed keys apply at once
+//! ([`RELOADABLE`]) and which need a restart.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::rpc::RpcOptions;
 use crate::server::NfsOptions;
@@ -28,7 +35,7 @@ pub enum ConfigError {
 }
 
 /// `export_sync`: design.md §4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ExportSync {
     #[default]
@@ -37,7 +44,7 @@ pub enum ExportSync {
 }
 
 /// `layoutcommit`: design.md §4 ("sync" reproduces XFS forcing the log on every LAYOUTCOMMIT).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LayoutCommitMode {
     #[default]
@@ -46,7 +53,7 @@ pub enum LayoutCommitMode {
 }
 
 /// A layout type offered in `fs_layout_types` (design.md §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LayoutTypeName {
     Block,
@@ -64,7 +71,8 @@ impl LayoutTypeName {
 }
 
 /// A size written as bytes (`8589934592`) or with a suffix (`"8G"`, `"512M"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
 pub struct Size(pub u64);
 
 impl<'de> Deserialize<'de> for Size {
@@ -112,7 +120,8 @@ pub fn parse_size(s: &str) -> Result<Size, ConfigError> {
 }
 
 /// The file's keys. Unknown keys are an error (a typo must not silently fall back).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `Serialize` only to compare two configurations key by key on SIGHUP ([`reload_plan`]).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Where the embedded default volume lives.
@@ -129,8 +138,12 @@ pub struct Config {
     pub nvme_listen: Option<SocketAddr>,
     /// Subsystem NQN of the target.
     pub nvme_nqn: String,
-    /// Host NQNs the target admits; unset admits any host.
+    /// Host NQNs the target admits; unset admits any host, which a listener off the loopback
+    /// accepts only with `nvme_allow_any_host` ([`Config::validate`]).
     pub nvme_allowed_hosts: Option<Vec<String>>,
+    /// Admit any host NQN on a listener reachable beyond this machine (off: as nvmet, a
+    /// reachable target admits no host that is not named).
+    pub nvme_allow_any_host: bool,
     /// Address the Discovery Log advertises (behind NAT); default: the one the host reached.
     pub nvme_advertise: Option<SocketAddr>,
     /// With an external NVMe/TCP volume, also export it through the embedded target (off by
@@ -154,6 +167,9 @@ pub struct Config {
     pub allow_auth_none: bool,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
     pub metrics_listen: Option<SocketAddr>,
+    /// What the daemon logs, as a `tracing` filter (`"info"`, `"debug"`,
+    /// `"info,pnfsd::nfs4=debug"`); `RUST_LOG`, when set, overrides it. SIGHUP reloads it.
+    pub log_level: String,
 }
 
 impl Default for Config {
@@ -166,6 +182,7 @@ impl Default for Config {
             nvme_listen: Some(SocketAddr::from(([127, 0, 0, 1], 4420))),
             nvme_nqn: "nqn.2026-11.org.pnfsd:volume".to_string(),
             nvme_allowed_hosts: None,
+            nvme_allow_any_host: false,
             nvme_advertise: None,
             nvme_reexport: false,
             lease_seconds: 90,
@@ -179,8 +196,49 @@ impl Default for Config {
             max_record_size: Size(crate::rpc::record::DEFAULT_MAX_RECORD as u64),
             allow_auth_none: true,
             metrics_listen: None,
+            log_level: "info".to_string(),
         }
     }
+}
+
+/// The keys SIGHUP applies to the running daemon (issue 12 Deliver 2). Every other changed
+/// key is named as needing a restart. Exports and client rules join this list when they
+/// exist; whatever is listed here, [`Config::apply_reloadable`] must copy.
+pub const RELOADABLE: &[&str] = &["log_level"];
+
+/// What a SIGHUP's new configuration changes, key by key (TOML names).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReloadPlan {
+    /// Reloadable keys that changed: `(key, old value, new value)`.
+    pub apply: Vec<(String, String, String)>,
+    /// Changed keys that take effect only after a restart.
+    pub restart: Vec<String>,
+}
+
+/// Compares the running configuration with a newly loaded one. Keys are enumerated through
+/// `Serialize`, so a key added to [`Config`] is never silently ignored by a reload.
+pub fn reload_plan(running: &Config, new: &Config) -> Result<ReloadPlan, ConfigError> {
+    let table = |c: &Config| match toml::Value::try_from(c) {
+        Ok(toml::Value::Table(t)) => Ok(t),
+        Ok(_) => Err(ConfigError::Invalid("configuration is not a table".into())),
+        Err(e) => Err(ConfigError::Invalid(format!("cannot compare configurations: {e}"))),
+    };
+    let (a, b) = (table(running)?, table(new)?);
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let show = |v: Option<&toml::Value>| v.map_or("unset".to_string(), |v| v.to_string());
+    let mut plan = ReloadPlan::default();
+    for k in keys {
+        let (old, new) = (a.get(k), b.get(k));
+        if old == new {
+            continue;
+        }
+        if RELOADABLE.contains(&k.as_str()) {
+            plan.apply.push((k.clone(), show(old), show(new)));
+        } else {
+            plan.restart.push(k.clone());
+        }
+    }
+    Ok(plan)
 }
 
 /// The `serve` flags that override the file.
@@ -218,7 +276,8 @@ impl Config {
         Ok(c)
     }
 
-    /// The file (or the defaults when `path` is `None`) with the flags applied.
+    /// The file (or the defaults when `path` is `None`) with the flags applied; the file's
+    /// relative paths are resolved against its directory (module comment).
     pub fn load(path: Option<&Path>, o: &Overrides) -> Result<Config, ConfigError> {
         let mut c = match path {
             Some(p) => {
@@ -226,13 +285,37 @@ impl Config {
                     path: p.to_path_buf(),
                     err,
                 })?;
-                Config::parse(&text, p)?
+                let mut c = Config::parse(&text, p)?;
+                let abs = std::path::absolute(p).map_err(|err| ConfigError::Read {
+                    path: p.to_path_buf(),
+                    err,
+                })?;
+                c.resolve_paths(abs.parent().unwrap_or(Path::new("/")));
+                c
             }
             None => Config::default(),
         };
         c.apply(o);
         c.validate()?;
         Ok(c)
+    }
+
+    /// `data_dir` and a `volume` path that are relative become relative to `dir` (the config
+    /// file's directory). An NVMe/TCP URL is not a path.
+    fn resolve_paths(&mut self, dir: &Path) {
+        if self.data_dir.is_relative() {
+            self.data_dir = dir.join(&self.data_dir);
+        }
+        if let Some(v) = &self.volume {
+            if v.is_relative() && !v.to_str().is_some_and(crate::nvme_volume::is_nvme_url) {
+                self.volume = Some(dir.join(v));
+            }
+        }
+    }
+
+    /// Takes the [`RELOADABLE`] keys of `new` (a SIGHUP); everything else stays as started.
+    pub fn apply_reloadable(&mut self, new: &Config) {
+        self.log_level = new.log_level.clone();
     }
 
     pub fn apply(&mut self, o: &Overrides) {
@@ -279,7 +362,70 @@ impl Config {
                 "max_record_size must be between 4K and 1G".into(),
             ));
         }
-        Ok(())
+        self.log_filter()?;
+        self.check_nvme_access()
+    }
+
+    /// Issue 12: any host that reaches the target can read and write the whole volume, so a
+    /// listener beyond the loopback must say whom it admits (nvmet, likewise, admits no host
+    /// that is not named unless `attr_allow_any_host` is set).
+    fn check_nvme_access(&self) -> Result<(), ConfigError> {
+        let Some(addr) = self.embedded_target() else {
+            return Ok(());
+        };
+        match (&self.nvme_allowed_hosts, self.nvme_allow_any_host) {
+            (Some(_), true) => Err(ConfigError::Invalid(
+                "nvme_allowed_hosts and nvme_allow_any_host = true contradict each other: \
+                 keep one"
+                    .into(),
+            )),
+            (None, false) if !addr.ip().is_loopback() => Err(ConfigError::Invalid(format!(
+                "nvme_listen {addr} is reachable from other hosts, and every host that \
+                 connects could read and overwrite the whole volume: list the hosts' NQNs \
+                 (their /etc/nvme/hostnqn) in nvme_allowed_hosts = [\"nqn...\"], or set \
+                 nvme_allow_any_host = true on a trusted network"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// `log_level` as a filter (checked at load, so a typo fails the start or the reload).
+    pub fn log_filter(&self) -> Result<tracing_subscriber::EnvFilter, ConfigError> {
+        tracing_subscriber::EnvFilter::builder()
+            .parse(&self.log_level)
+            .map_err(|e| ConfigError::Invalid(format!("log_level {:?}: {e}", self.log_level)))
+    }
+
+    /// Issue 12: NFS reachable from other hosts while the data path is not (or the other way
+    /// round) is legal, but remote clients then silently do all their I/O through the MDS
+    /// (or reach a target they cannot use): worth a warning at start.
+    pub fn reachability_warnings(&self) -> Vec<String> {
+        let nfs_remote = !self.listen.ip().is_loopback();
+        let data = match self.volume_source() {
+            Ok(VolumeSource::Nvme(_)) if self.embedded_target().is_none() => None,
+            _ => Some(self.nvme_listen),
+        };
+        let mut w = Vec::new();
+        match data {
+            Some(None) if nfs_remote => w.push(format!(
+                "NFS listens on {} but the NVMe/TCP target is off: remote clients get no \
+                 layout device and do all their I/O through the MDS",
+                self.listen
+            )),
+            Some(Some(n)) if nfs_remote && n.ip().is_loopback() => w.push(format!(
+                "NFS listens on {} but the NVMe/TCP target only on {n}: remote clients \
+                 cannot reach the volume and silently fall back to NFS READ/WRITE through \
+                 the MDS (set nvme_listen to an address they reach, docs/admin-guide.md)",
+                self.listen
+            )),
+            Some(Some(n)) if !nfs_remote && !n.ip().is_loopback() => w.push(format!(
+                "the NVMe/TCP target listens on {n} but NFS only on {}: remote hosts can \
+                 reach the volume but cannot mount it",
+                self.listen
+            )),
+            _ => {}
+        }
+        w
     }
 
     /// The volume path: `volume`, or `<data_dir>/volume.img`.
