@@ -221,7 +221,9 @@ pub fn reload_plan(running: &Config, new: &Config) -> Result<ReloadPlan, ConfigE
     let table = |c: &Config| match toml::Value::try_from(c) {
         Ok(toml::Value::Table(t)) => Ok(t),
         Ok(_) => Err(ConfigError::Invalid("configuration is not a table".into())),
-        Err(e) => Err(ConfigError::Invalid(format!("cannot compare configurations: {e}"))),
+        Err(e) => Err(ConfigError::Invalid(format!(
+            "cannot compare configurations: {e}"
+        ))),
     };
     let (a, b) = (table(running)?, table(new)?);
     let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
@@ -505,6 +507,7 @@ mod tests {
             volume_size = "16G"
             listen = "0.0.0.0:2049"
             nvme_listen = "0.0.0.0:4420"
+            nvme_allow_any_host = true
             nvme_nqn = "nqn.test:vol"
             lease_seconds = 30
             grace_seconds = 45
@@ -588,11 +591,176 @@ mod tests {
         assert_eq!(c.metrics_listen.map(|a| a.port()), Some(9401));
     }
 
+    /// The packaged file (/etc/pnfsd/pnfsd.toml) is the built-in defaults but for where the
+    /// data lives.
     #[test]
-    fn the_example_file_is_the_defaults() {
+    fn the_packaged_file_is_the_defaults_with_data_under_var_lib() {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml");
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
-        assert_eq!(c, Config::default());
+        assert_eq!(c.volume_path(), PathBuf::from("/var/lib/pnfsd/volume.img"));
+        let mut d = Config::default();
+        d.data_dir = "/var/lib/pnfsd".into();
+        assert_eq!(c, d);
+    }
+
+    /// Issue 12: `cd / && pnfsd serve --config DIR/c.toml` with `data_dir = "data"` used
+    /// /data; the file's directory is meant. Flags stay relative to the current directory.
+    #[test]
+    fn relative_paths_in_a_file_are_relative_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "data_dir = \"data\"\n").unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.volume_path(), dir.path().join("data/volume.img"));
+        std::fs::write(&p, "volume = \"../v.img\"\n").unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.volume_path(), dir.path().join("../v.img"));
+        std::fs::write(&p, "volume = \"nvme-tcp://h/nqn.a\"\ndata_dir = \"/abs\"\n").unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.volume_path(), PathBuf::from("nvme-tcp://h/nqn.a"));
+        assert_eq!(c.data_dir, PathBuf::from("/abs"));
+        let o = Overrides {
+            data_dir: Some("rel".into()),
+            ..Overrides::default()
+        };
+        assert_eq!(
+            Config::load(Some(&p), &o).unwrap().data_dir,
+            PathBuf::from("rel")
+        );
+        // A relative path to the file itself works from the current directory.
+        let cwd = std::env::current_dir().unwrap();
+        let rel = pathdiff(&p, &cwd);
+        std::fs::write(&p, "data_dir = \"data\"\n").unwrap();
+        let c = Config::load(Some(&rel), &Overrides::default()).unwrap();
+        assert_eq!(c.data_dir, cwd.join(rel.parent().unwrap()).join("data"));
+    }
+
+    /// `target` relative to `base` through `..` components (both absolute).
+    fn pathdiff(target: &Path, base: &Path) -> PathBuf {
+        let mut up = PathBuf::new();
+        for _ in base.components().skip(1) {
+            up.push("..");
+        }
+        up.join(target.strip_prefix("/").unwrap())
+    }
+
+    /// Issue 12 Deliver 4: a target reachable from other hosts must say whom it admits.
+    #[test]
+    fn an_nvme_listener_off_the_loopback_needs_allowed_hosts() {
+        let e = Config::parse("nvme_listen = \"0.0.0.0:4420\"", Path::new("x")).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.contains("0.0.0.0:4420")
+                && m.contains("nvme_allowed_hosts")
+                && m.contains("nvme_allow_any_host"),
+            "{m}"
+        );
+        assert!(Config::parse("nvme_listen = \"[::]:4420\"", Path::new("x")).is_err());
+        for ok in [
+            "nvme_listen = \"0.0.0.0:4420\"\nnvme_allowed_hosts = [\"nqn.2014-08.org.nvmexpress:uuid:1\"]",
+            "nvme_listen = \"0.0.0.0:4420\"\nnvme_allow_any_host = true",
+            "nvme_listen = \"0.0.0.0:4420\"\nnvme_allowed_hosts = []",
+            "nvme_listen = \"127.0.0.1:4420\"",
+            "nvme_listen = \"[::1]:4420\"",
+            "nvme_listen = \"off\"",
+            // An external volume without re-export: the target does not run.
+            "nvme_listen = \"0.0.0.0:4420\"\nvolume = \"nvme-tcp://h/nqn.a\"",
+        ] {
+            Config::parse(ok, Path::new("x")).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        assert!(Config::parse(
+            "nvme_allowed_hosts = [\"nqn.a\"]\nnvme_allow_any_host = true",
+            Path::new("x")
+        )
+        .is_err());
+        // A flag moves the listener: checked after the flags too.
+        let o = Overrides {
+            nvme_listen: Some("0.0.0.0:4420".parse().unwrap()),
+            ..Overrides::default()
+        };
+        assert!(Config::load(None, &o).is_err());
+    }
+
+    #[test]
+    fn nfs_and_nvme_reachability_that_differ_are_warned_about() {
+        let warn = |t: &str| {
+            Config::parse(t, Path::new("x"))
+                .unwrap()
+                .reachability_warnings()
+        };
+        assert!(warn("").is_empty());
+        let w = warn("listen = \"0.0.0.0:2049\"");
+        assert!(w.len() == 1 && w[0].contains("fall back"), "{w:?}");
+        let w = warn("listen = \"0.0.0.0:2049\"\nnvme_listen = \"off\"");
+        assert!(w.len() == 1 && w[0].contains("off"), "{w:?}");
+        let w = warn("nvme_listen = \"0.0.0.0:4420\"\nnvme_allow_any_host = true");
+        assert!(w.len() == 1 && w[0].contains("cannot mount"), "{w:?}");
+        assert!(warn(
+            "listen = \"0.0.0.0:2049\"\nnvme_listen = \"0.0.0.0:4420\"\nnvme_allow_any_host = true"
+        )
+        .is_empty());
+        // An external volume: its target is not ours to judge.
+        assert!(warn("listen = \"0.0.0.0:2049\"\nvolume = \"nvme-tcp://h/nqn.a\"").is_empty());
+    }
+
+    /// Issue 12 Deliver 2: SIGHUP applies log_level and names every other changed key.
+    #[test]
+    fn a_reload_applies_log_level_and_names_the_rest() {
+        let old = Config::default();
+        let new = Config::parse(
+            "log_level = \"debug\"\nlisten = \"127.0.0.1:3049\"\nnvme_listen = \"off\"\n\
+             metrics_listen = \"127.0.0.1:9400\"\nlayout_types = [\"block\", \"scsi\"]",
+            Path::new("x"),
+        )
+        .unwrap();
+        let plan = reload_plan(&old, &new).unwrap();
+        assert_eq!(
+            plan.apply,
+            vec![(
+                "log_level".to_string(),
+                "\"info\"".to_string(),
+                "\"debug\"".to_string()
+            )]
+        );
+        assert_eq!(
+            plan.restart,
+            vec!["layout_types", "listen", "metrics_listen", "nvme_listen"]
+        );
+        assert_eq!(reload_plan(&old, &old).unwrap(), ReloadPlan::default());
+        // Once applied, the reloadable keys no longer differ; the others still do.
+        let mut running = old.clone();
+        running.apply_reloadable(&new);
+        let again = reload_plan(&running, &new).unwrap();
+        assert!(again.apply.is_empty(), "{again:?}");
+        assert_eq!(again.restart, plan.restart);
+        // Every key of the file takes part (a new key cannot be silently ignored).
+        let keys = match toml::Value::try_from(Config {
+            volume: Some("/v".into()),
+            grace_seconds: Some(1),
+            nvme_allowed_hosts: Some(vec![]),
+            nvme_advertise: Some("127.0.0.1:1".parse().unwrap()),
+            fence_command: Some("f".into()),
+            metrics_listen: Some("127.0.0.1:1".parse().unwrap()),
+            ..Config::default()
+        })
+        .unwrap()
+        {
+            toml::Value::Table(t) => t.len(),
+            v => panic!("{v:?}"),
+        };
+        let example = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml"),
+        )
+        .unwrap();
+        let documented = example
+            .lines()
+            .filter_map(|l| l.trim_start_matches("# ").split_once(" = "))
+            .filter(|(k, _)| !k.contains(' ') && !k.is_empty())
+            .map(|(k, _)| k)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        assert_eq!(keys, documented, "deploy/pnfsd.toml documents every key");
+        assert!(Config::parse("log_level = \"info,[\"", Path::new("x")).is_err());
     }
 
     #[test]

@@ -48,20 +48,24 @@ struct Cli {
 enum Cmd {
     /// Format a volume: a file (created sparse if missing), a block device, or an external
     /// NVMe/TCP namespace.
-    #[command(long_about = "Format a volume for pnfsd: a file (created sparse if missing), a \
+    #[command(
+        long_about = "Format a volume for pnfsd: a file (created sparse if missing), a \
         block device, or an external NVMe/TCP namespace (nvme-tcp://HOST[:PORT]/NQN[?nsid=N]).\n\n\
         mkfs refuses a volume that a running pnfsd (or another mkfs) holds, even with \
         --force; and, without --force, one that holds a pnfsd volume or anything blkid -p \
         recognises (a file system, a partition table, RAID or LVM metadata, swap). A path \
-        under /dev must be an existing block device.")]
+        under /dev must be an existing block device."
+    )]
     Mkfs(MkfsArgs),
     /// Serve NFS and the NVMe/TCP target (the default when no command is given).
-    #[command(long_about = "Serve NFSv4.1/4.2 and the embedded NVMe/TCP target until \
+    #[command(
+        long_about = "Serve NFSv4.1/4.2 and the embedded NVMe/TCP target until \
         SIGTERM or SIGINT, then unmount the volume cleanly. A missing volume file is created \
         and formatted (never under /dev); an existing one must already be formatted.\n\n\
         SIGHUP re-reads the configuration file: log_level applies at once, every other \
         changed key is logged as needing a restart. Under systemd (Type=notify) the daemon \
-        reports READY=1 once it serves, with the ready line as STATUS, and STOPPING=1.")]
+        reports READY=1 once it serves, with the ready line as STATUS, and STOPPING=1."
+    )]
     Serve(ServeArgs),
     /// Print the man pages (roff), or write pnfsd.1, pnfsd-serve.1, ... into a directory.
     Man {
@@ -187,7 +191,9 @@ struct Logging {
 
 impl Logging {
     fn init() -> Logging {
-        let env = std::env::var("RUST_LOG").ok().filter(|s| !s.trim().is_empty());
+        let env = std::env::var("RUST_LOG")
+            .ok()
+            .filter(|s| !s.trim().is_empty());
         let filter = env
             .as_deref()
             .and_then(|s| EnvFilter::try_new(s).ok())
@@ -320,7 +326,10 @@ struct FreshVolume {
 impl FreshVolume {
     fn remove(self) {
         match std::fs::remove_file(&self.file) {
-            Ok(()) => tracing::info!("removed {} (made by this failed start)", self.file.display()),
+            Ok(()) => tracing::info!(
+                "removed {} (made by this failed start)",
+                self.file.display()
+            ),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!("cannot remove {}: {e}", self.file.display()),
         }
@@ -528,7 +537,9 @@ fn serve_volume(
     reloader: Reloader<'_>,
     fresh: &mut Option<FreshVolume>,
 ) -> Result<(), DaemonError> {
-    notify(&[sd_notify::NotifyState::Status(&format!("mounting {volume}"))]);
+    notify(&[sd_notify::NotifyState::Status(&format!(
+        "mounting {volume}"
+    ))]);
     // Locked against a second daemon, or connected to the external namespace (volume.rs).
     let vol = Volume::open(volume)?;
     vol.check_formatted(volume)?;

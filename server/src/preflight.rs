@@ -223,10 +223,8 @@ impl ProbeImage {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let path = std::env::temp_dir().join(format!(
-            "pnfsd-probe-{}-{stamp}.img",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("pnfsd-probe-{}-{stamp}.img", std::process::id()));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -262,7 +260,10 @@ mod tests {
     fn dev_paths_must_be_block_devices() {
         let e = check_volume_path(Path::new("/dev/nvme9n9x-does-not-exist")).unwrap_err();
         assert!(matches!(e, PreflightError::NoDevice(_)), "{e}");
-        assert!(e.to_string().contains("/dev/nvme9n9x-does-not-exist"), "{e}");
+        assert!(
+            e.to_string().contains("/dev/nvme9n9x-does-not-exist"),
+            "{e}"
+        );
         let e = check_volume_path(Path::new("/dev/null")).unwrap_err();
         assert!(matches!(e, PreflightError::NotBlockDevice(_)), "{e}");
         // The same directory reached through `..` is still /dev.
@@ -276,7 +277,10 @@ mod tests {
     fn signatures_on_a_file_and_on_a_device_are_found() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("v.img");
-        std::fs::File::create(&p).unwrap().set_len(64 << 20).unwrap();
+        std::fs::File::create(&p)
+            .unwrap()
+            .set_len(64 << 20)
+            .unwrap();
         check_unused_path(&p).unwrap();
         let dev = metalog::FileDev::open(&p).unwrap();
         check_unused_dev(&dev, "dev").unwrap();

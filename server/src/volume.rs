@@ -243,4 +243,41 @@ mod tests {
             Err(VolumeError::Io { .. })
         ));
     }
+
+    /// Issue 12: a volume file resized after mkfs is refused with its sizes and a remedy;
+    /// less than a block more is not a resize.
+    #[test]
+    fn a_volume_resized_after_mkfs_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v.img");
+        let size = 64u64 << 20;
+        crate::store::Store::mkfs(&p, size, false).unwrap();
+        let src = VolumeSource::File(p.clone());
+        let resize = |len| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_len(len)
+                .unwrap()
+        };
+        for len in [size + 4096, size + (1 << 30), size - 4096] {
+            resize(len);
+            let e = Volume::open(&src)
+                .unwrap()
+                .check_formatted(&src)
+                .unwrap_err();
+            let m = e.to_string();
+            assert!(matches!(e, VolumeError::SizeMismatch { .. }), "{m}");
+            assert!(
+                m.contains(&len.to_string())
+                    && m.contains(&format!("truncate -s {size} {}", p.display())),
+                "{m}"
+            );
+        }
+        resize(size + 100);
+        Volume::open(&src).unwrap().check_formatted(&src).unwrap();
+        resize(size);
+        Volume::open(&src).unwrap().check_formatted(&src).unwrap();
+    }
 }
