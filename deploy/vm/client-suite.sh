@@ -10,6 +10,7 @@
 #        [FENCED_VERSIONS="4.2"]  (scsi-fenced.sh, after the layout runs)
 #        [RESTART_LAYOUT=block|scsi]  (the layout of the restart runs; default block)
 #        [EXPECT_PNFS=0|1]  (passed to the scenarios when set)
+#        [GUIDE=1]  (admin-guide.sh: docs/admin-guide.md's client commands, last)
 #        deploy/vm/client-suite.sh
 #
 # - LAYOUTS: the layout the server offers for each run; the server must be
@@ -90,6 +91,12 @@ if [[ -n ${RESTART_CMD:-} ]]; then
     done
 else
     SUMMARY+=("restart            SKIP (no RESTART_CMD)")
+fi
+
+# admin-guide.sh: the client commands of docs/admin-guide.md, from its text (block layout)
+if [[ ${GUIDE:-0} == 1 ]]; then
+    [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD block" >&2 || rc=1
+    VM_FILES="$HERE/../../docs/admin-guide.md" run admin-guide "$HERE/scenarios/admin-guide.sh" 4.2
 fi
 
 echo
