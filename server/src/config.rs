@@ -598,8 +598,10 @@ mod tests {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml");
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
         assert_eq!(c.volume_path(), PathBuf::from("/var/lib/pnfsd/volume.img"));
-        let mut d = Config::default();
-        d.data_dir = "/var/lib/pnfsd".into();
+        let d = Config {
+            data_dir: "/var/lib/pnfsd".into(),
+            ..Config::default()
+        };
         assert_eq!(c, d);
     }
 
