@@ -303,14 +303,21 @@ impl Config {
     }
 
     /// `data_dir` and a `volume` path that are relative become relative to `dir` (the config
-    /// file's directory). An NVMe/TCP URL is not a path.
+    /// file's directory); so does the default `./pnfsd-data` of a file that sets no data_dir.
+    /// An NVMe/TCP URL is not a path.
     fn resolve_paths(&mut self, dir: &Path) {
+        let under = |p: &Path| -> PathBuf {
+            let rel = p
+                .components()
+                .filter(|c| *c != std::path::Component::CurDir);
+            dir.join(rel.collect::<PathBuf>())
+        };
         if self.data_dir.is_relative() {
-            self.data_dir = dir.join(&self.data_dir);
+            self.data_dir = under(&self.data_dir);
         }
         if let Some(v) = &self.volume {
             if v.is_relative() && !v.to_str().is_some_and(crate::nvme_volume::is_nvme_url) {
-                self.volume = Some(dir.join(v));
+                self.volume = Some(under(v));
             }
         }
     }
@@ -614,6 +621,9 @@ mod tests {
         std::fs::write(&p, "data_dir = \"data\"\n").unwrap();
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
         assert_eq!(c.volume_path(), dir.path().join("data/volume.img"));
+        std::fs::write(&p, "lease_seconds = 30\n").unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.volume_path(), dir.path().join("pnfsd-data/volume.img"));
         std::fs::write(&p, "volume = \"../v.img\"\n").unwrap();
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
         assert_eq!(c.volume_path(), dir.path().join("../v.img"));
