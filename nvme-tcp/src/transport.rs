@@ -9,6 +9,7 @@ use crate::pdu::{
 };
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
@@ -34,51 +35,78 @@ pub(crate) enum RecvError {
     },
 }
 
+/// Reads whole PDUs off a stream through its own buffer: one `read` takes whatever has
+/// arrived (often many PDUs at queue depth > 1), and the PDUs are then parsed out of the
+/// buffer without further syscalls. `read` is cancel-safe (all state is in the buffer), so a
+/// connection can wait for a PDU and for I/O completions in one `select!`.
 pub(crate) struct PduReader<R> {
     r: R,
     pub rules: Rules,
-    buf: Vec<u8>,
+    buf: BytesMut,
 }
+
+/// Free space asked of each `read` (and the buffer's initial size).
+const RECV_CHUNK: usize = 256 * 1024;
 
 impl<R: AsyncRead + Unpin> PduReader<R> {
     pub fn new(r: R, rules: Rules) -> Self {
         PduReader {
             r,
             rules,
-            buf: Vec::with_capacity(16 * 1024),
+            buf: BytesMut::with_capacity(RECV_CHUNK),
         }
     }
 
     pub async fn read(&mut self) -> Result<Pdu, RecvError> {
-        let mut ch = [0u8; COMMON_LEN];
-        let mut got = 0;
-        while got < COMMON_LEN {
-            match self.r.read(&mut ch[got..]).await {
-                Ok(0) if got == 0 => return Err(RecvError::Closed),
+        loop {
+            if let Some(r) = self.parse() {
+                return r;
+            }
+            if self.buf.capacity() - self.buf.len() < RECV_CHUNK / 4 {
+                self.buf.reserve(RECV_CHUNK);
+            }
+            match self.r.read_buf(&mut self.buf).await {
+                Ok(0) if self.buf.is_empty() => return Err(RecvError::Closed),
                 Ok(0) => return Err(RecvError::Io(io::ErrorKind::UnexpectedEof.into())),
-                Ok(n) => got += n,
+                Ok(_) => {}
                 Err(e) => return Err(RecvError::Io(e)),
             }
         }
-        // PLEN is trusted only after the common header passed (it bounds the allocation).
-        let h = validate_common(&ch, &self.rules).map_err(|fatal| RecvError::Fatal {
-            fatal,
-            header: ch.to_vec(),
-        })?;
+    }
+
+    /// Whether the next PDU is already buffered whole (reading it will not wait on the peer).
+    pub fn has_buffered_pdu(&self) -> bool {
+        let b = &self.buf[..];
+        b.len() >= COMMON_LEN && u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize <= b.len()
+    }
+
+    /// The next PDU if the buffer holds it whole (`None`: read more).
+    fn parse(&mut self) -> Option<Result<Pdu, RecvError>> {
+        if self.buf.len() < COMMON_LEN {
+            return None;
+        }
+        // PLEN is trusted only after the common header passed (it bounds the buffer).
+        let h = match validate_common(&self.buf[..COMMON_LEN], &self.rules) {
+            Ok(h) => h,
+            Err(fatal) => {
+                return Some(Err(RecvError::Fatal {
+                    fatal,
+                    header: self.buf[..COMMON_LEN].to_vec(),
+                }))
+            }
+        };
         let plen = h.plen as usize;
-        self.buf.clear();
-        self.buf.extend_from_slice(&ch);
-        self.buf.resize(plen, 0);
-        self.r
-            .read_exact(&mut self.buf[COMMON_LEN..])
-            .await
-            .map_err(RecvError::Io)?;
-        Pdu::decode(&self.buf, &self.rules).map_err(|e| match e {
+        if self.buf.len() < plen {
+            self.buf.reserve(plen - self.buf.len());
+            return None;
+        }
+        let pdu = self.buf.split_to(plen);
+        Some(Pdu::decode(&pdu, &self.rules).map_err(|e| match e {
             DecodeError::Fatal(fatal) => {
-                let n = (h.hlen as usize).min(TERM_MAX_DATA).min(self.buf.len());
+                let n = (h.hlen as usize).min(TERM_MAX_DATA).min(pdu.len());
                 RecvError::Fatal {
                     fatal,
-                    header: self.buf[..n].to_vec(),
+                    header: pdu[..n].to_vec(),
                 }
             }
             DecodeError::DataDigest {
@@ -92,15 +120,7 @@ impl<R: AsyncRead + Unpin> PduReader<R> {
                 ttag,
                 datal,
             },
-        })
-    }
-}
-
-impl<R: AsyncRead + Unpin> PduReader<tokio::io::BufReader<R>> {
-    /// Whether the next PDU is already buffered whole (reading it will not wait on the peer).
-    pub fn has_buffered_pdu(&self) -> bool {
-        let b = self.r.buffer();
-        b.len() >= COMMON_LEN && u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize <= b.len()
+        }))
     }
 }
 

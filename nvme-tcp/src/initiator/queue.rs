@@ -99,7 +99,7 @@ impl HostQueue {
             max_capsule_data: 0,
             max_data_pdu: super::MAX_C2H,
         };
-        let mut reader = PduReader::new(tokio::io::BufReader::with_capacity(64 * 1024, rd), rules);
+        let mut reader = PduReader::new(rd, rules);
         // MAXR2T is 0's based: one outstanding R2T per command.
         let req = IcReq {
             pfv: 0,
@@ -252,7 +252,7 @@ fn fail_all(sh: &Shared, err: impl Fn() -> Error) {
 }
 
 async fn reader_task(
-    mut reader: PduReader<tokio::io::BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    mut reader: PduReader<tokio::net::tcp::OwnedReadHalf>,
     sh: Arc<Shared>,
     tx: OutTx,
     dg: Digests,

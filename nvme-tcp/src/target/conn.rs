@@ -6,6 +6,7 @@
 //! own responses. Answers to commands that arrived in one batch leave in one write.
 
 use super::quiesce::{Busy, Gate};
+use super::ring::{Done, Ring};
 use crate::controller::{
     self, admin, io, Cmd, Controller, Outcome, Reply, Subsystem, IN_CAPSULE_DATA, MAXH2CDATA,
     MAX_TRANSFER, MQES,
@@ -22,7 +23,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::io::BufReader;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -55,6 +55,10 @@ struct Queue {
     held: std::cell::Cell<bool>,
     /// Cached writes received in one batch, run together once the batch ends.
     batch: Vec<Cmd>,
+    /// The I/O queue's io_uring (`ring.rs`), made at Connect; `None` on the admin queue and
+    /// where the kernel refuses io_uring.
+    ring: Option<Ring>,
+    done: Vec<Done>,
     /// Closed by `Target::shutdown`: no command starts after that; each blocking call holds
     /// a guard so `shutdown_and_wait` can wait for it.
     gate: Arc<Gate>,
@@ -87,8 +91,7 @@ pub(crate) async fn serve(
         max_capsule_data: IN_CAPSULE_DATA,
         max_data_pdu: MAXH2CDATA,
     };
-    // Buffered: a PDU's header and body usually arrive in one read(2), not two.
-    let mut reader = PduReader::new(BufReader::with_capacity(64 * 1024, rd), rules);
+    let mut reader = PduReader::new(rd, rules);
     let first = tokio::select! {
         r = reader.read() => r,
         // wait_for, not changed: a stop sent before we subscribed counts too.
@@ -144,6 +147,8 @@ pub(crate) async fn serve(
         more: false,
         held: std::cell::Cell::new(false),
         batch: Vec::new(),
+        ring: None,
+        done: Vec::new(),
         gate,
     };
     q.run(&mut reader, stop).await;
@@ -160,7 +165,7 @@ pub(crate) async fn serve(
 impl Queue {
     async fn run(
         &mut self,
-        reader: &mut PduReader<BufReader<OwnedReadHalf>>,
+        reader: &mut PduReader<OwnedReadHalf>,
         mut stop: watch::Receiver<bool>,
     ) {
         let mut dead: Option<watch::Receiver<bool>> = None;
@@ -173,8 +178,15 @@ impl Queue {
                     None => std::future::pending::<()>().await,
                 }
             };
+            let ring_ready = async {
+                match self.ring.as_mut() {
+                    Some(r) => r.ready().await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
             let r = tokio::select! {
-                r = reader.read() => Some(r),
+                r = reader.read() => Some(Some(r)),
+                _ = ring_ready => Some(None),
                 _ = dead_fut => None,
                 _ = stop.wait_for(|s| *s) => None,
             };
@@ -182,7 +194,9 @@ impl Queue {
             self.more = reader.has_buffered_pdu();
             let flow = match r {
                 None => Flow::Close,
-                Some(r) => match r {
+                // Completions are waiting: reaped (and answered) below.
+                Some(None) => Flow::Continue,
+                Some(Some(r)) => match r {
                     Ok(pdu) => self.on_pdu(pdu),
                     Err(RecvError::Fatal { fatal, header }) => {
                         tracing::debug!(?fatal, "bad PDU from host: terminating connection");
@@ -204,6 +218,11 @@ impl Queue {
             }
             if !self.more && !self.batch.is_empty() {
                 self.run_batch();
+            }
+            // The batch's I/O leaves in one io_uring_enter; page-cache hits complete inside it
+            // and are answered with the rest, in the one write below.
+            if !self.more {
+                self.ring_submit_and_reap();
             }
             if self.held.get() && !self.more {
                 self.held.set(false);
@@ -238,6 +257,22 @@ impl Queue {
             sqhd: self.sqhd.clone(),
             inflight: self.inflight.clone(),
         }
+    }
+
+    /// Like `respond`, but always held for the loop's write (completions reaped in a batch).
+    fn respond_held(&self, cid: u16, xfer_len: u32, r: Reply) {
+        self.held.set(true);
+        send_reply(
+            true,
+            &self.tx,
+            self.dg,
+            self.qid,
+            &self.sqhd,
+            &self.inflight,
+            cid,
+            xfer_len,
+            r,
+        );
     }
 
     fn respond(&self, cid: u16, xfer_len: u32, r: Reply) {
@@ -497,6 +532,9 @@ impl Queue {
                 self.sqsize = c.sqsize;
                 self.ctrl = Some(c.ctrl);
                 self.sqhd.store(1 % (self.sqsize + 1), Ordering::Relaxed);
+                if self.qid != 0 {
+                    self.ring = Ring::new();
+                }
                 // Success: CNTLID in dw0 bits 15:0, AUTHREQ (bits 31:16) = 0.
                 self.respond(cid, 0, Reply::dw0(cntlid as u32));
             }
@@ -534,6 +572,32 @@ impl Queue {
         });
     }
 
+    /// Submits what the batch queued on the ring and answers every completion waiting
+    /// (held: they leave in the loop's one write). A short or failed transfer is run again on
+    /// the blocking path, which reports its status.
+    fn ring_submit_and_reap(&mut self) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        if let Err(e) = ring.submit() {
+            tracing::warn!(error = %e, "io_uring submit failed");
+        }
+        let mut done = std::mem::take(&mut self.done);
+        ring.reap(|d| done.push(d));
+        for d in done.drain(..) {
+            match d {
+                Done::Read(cmd, data) => self.respond_held(cmd.sqe.cid(), cmd.xfer_len, Reply::data(data)),
+                Done::Write(cmd) => self.respond_held(cmd.sqe.cid(), 0, Reply::ok()),
+                Done::Retry(cmd) => {
+                    if let Some(ctrl) = self.ctrl.clone() {
+                        let _ = self.blocking(ctrl, cmd);
+                    }
+                }
+            }
+        }
+        self.done = done;
+    }
+
     fn exec(&mut self, cmd: Cmd) -> Flow {
         let Some(ctrl) = self.ctrl.clone() else {
             return Flow::Close;
@@ -552,7 +616,7 @@ impl Queue {
                         status: Status::SUCCESS,
                         dw0: v as u32,
                         dw1: (v >> 32) as u32,
-                        data: Vec::new(),
+                        data: Bytes::new(),
                     },
                     Err(st) => Reply::err(st),
                 },
@@ -576,6 +640,22 @@ impl Queue {
             }
             return Flow::Continue;
         }
+        // A plain Read or Write on a file: queued on the ring, submitted with the batch.
+        let cmd = match self.ring.as_mut() {
+            Some(ring) => match io::prepare_rw(&ctrl, cmd) {
+                Ok(rw) => {
+                    let Some(busy) = self.gate.enter() else {
+                        return Flow::Close;
+                    };
+                    match ring.push(rw, busy) {
+                        Ok(()) => return Flow::Continue,
+                        Err((rw, _)) => rw.cmd,
+                    }
+                }
+                Err(cmd) => cmd,
+            },
+            None => cmd,
+        };
         // A page-cache hit is served right here: no thread hand-off at all.
         let cmd = match io::try_inline(&ctrl, cmd) {
             Ok(r) => {
@@ -589,6 +669,13 @@ impl Queue {
             self.batch.push(cmd);
             return Flow::Continue;
         }
+        self.blocking(ctrl, cmd)
+    }
+
+    /// Runs `cmd` where it may block: under `block_in_place` when it is alone on its queue,
+    /// else on tokio's blocking pool; the thread sends the answer itself.
+    fn blocking(&mut self, ctrl: Arc<Controller>, cmd: Cmd) -> Flow {
+        let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
         let Some(busy) = self.gate.enter() else {
             return Flow::Close;
         };
