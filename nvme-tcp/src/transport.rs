@@ -100,8 +100,8 @@ impl<R: AsyncRead + Unpin> PduReader<R> {
             self.buf.reserve(plen - self.buf.len());
             return None;
         }
-        let pdu = self.buf.split_to(plen);
-        Some(Pdu::decode(&pdu, &self.rules).map_err(|e| match e {
+        let pdu = self.buf.split_to(plen).freeze();
+        Some(Pdu::decode_shared(&pdu, &self.rules).map_err(|e| match e {
             DecodeError::Fatal(fatal) => {
                 let n = (h.hlen as usize).min(TERM_MAX_DATA).min(pdu.len());
                 RecvError::Fatal {

@@ -64,6 +64,10 @@ struct Queue {
     gate: Arc<Gate>,
 }
 
+/// How long a command alone on its queue is waited for inside `io_uring_enter` before the
+/// connection goes back to the reactor (`Ring::submit_and_wait_one`).
+const ALONE_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
+
 enum Flow {
     Continue,
     Close,
@@ -579,7 +583,16 @@ impl Queue {
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
-        if let Err(e) = ring.submit() {
+        // Alone: the one command in flight on this queue, just queued.
+        let alone = ring.inflight() == 1
+            && ring.queued() == 1
+            && self.inflight.load(Ordering::Relaxed) == 1;
+        let r = if alone {
+            ring.submit_and_wait_one(ALONE_WAIT)
+        } else {
+            ring.submit()
+        };
+        if let Err(e) = r {
             tracing::warn!(error = %e, "io_uring submit failed");
         }
         let mut done = std::mem::take(&mut self.done);

@@ -89,6 +89,11 @@ impl Ring {
         self.inflight
     }
 
+    /// Queued since the last submit.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
     /// Queues `rw` (submitted by the next `submit`). Gives it back when the ring is full.
     pub fn push(&mut self, rw: Rw, busy: Busy) -> Result<(), (Rw, Busy)> {
         if self.ring.get_mut().submission().is_full() {
@@ -162,6 +167,23 @@ impl Ring {
             return Ok(());
         }
         self.ring.get_ref().submit()?;
+        self.queued = 0;
+        Ok(())
+    }
+
+    /// Submits and waits, at most `limit`, for one completion: for a command alone on its
+    /// queue (a host at QD 1), whose answer nothing else can share, going back to the
+    /// reactor first would add its wake-up to the latency. The bound keeps a slow device
+    /// from holding the worker thread.
+    pub fn submit_and_wait_one(&mut self, limit: std::time::Duration) -> io::Result<()> {
+        let ts = types::Timespec::from(limit);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        match self.ring.get_ref().submitter().submit_with_args(1, &args) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
         self.queued = 0;
         Ok(())
     }
