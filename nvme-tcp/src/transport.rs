@@ -35,43 +35,47 @@ pub(crate) enum RecvError {
     },
 }
 
-/// Reads whole PDUs off a stream through its own buffer: one `read` takes whatever has
-/// arrived (often many PDUs at queue depth > 1), and the PDUs are then parsed out of the
-/// buffer without further syscalls. `read` is cancel-safe (all state is in the buffer), so a
-/// connection can wait for a PDU and for I/O completions in one `select!`.
-pub(crate) struct PduReader<R> {
-    r: R,
+/// The receive buffer of a connection and the PDU parser over it: one receive takes whatever
+/// has arrived (often many PDUs at queue depth > 1), and the PDUs are then parsed out of the
+/// buffer without further syscalls. Data of a PDU (in-capsule, H2C/C2HData) is a slice of
+/// the buffer, not a copy.
+pub(crate) struct PduBuf {
     pub rules: Rules,
     buf: BytesMut,
 }
 
-/// Free space asked of each `read` (and the buffer's initial size).
-const RECV_CHUNK: usize = 256 * 1024;
+/// Free space asked of each receive (and the buffer's initial size).
+pub(crate) const RECV_CHUNK: usize = 256 * 1024;
 
-impl<R: AsyncRead + Unpin> PduReader<R> {
-    pub fn new(r: R, rules: Rules) -> Self {
-        PduReader {
-            r,
+impl PduBuf {
+    pub fn new(rules: Rules) -> Self {
+        PduBuf {
             rules,
             buf: BytesMut::with_capacity(RECV_CHUNK),
         }
     }
 
-    pub async fn read(&mut self) -> Result<Pdu, RecvError> {
-        loop {
-            if let Some(r) = self.parse() {
-                return r;
-            }
-            if self.buf.capacity() - self.buf.len() < RECV_CHUNK / 4 {
-                self.buf.reserve(RECV_CHUNK);
-            }
-            match self.r.read_buf(&mut self.buf).await {
-                Ok(0) if self.buf.is_empty() => return Err(RecvError::Closed),
-                Ok(0) => return Err(RecvError::Io(io::ErrorKind::UnexpectedEof.into())),
-                Ok(_) => {}
-                Err(e) => return Err(RecvError::Io(e)),
-            }
+    /// Makes room for a receive (at least a quarter of RECV_CHUNK free).
+    fn reserve(&mut self) {
+        if self.buf.capacity() - self.buf.len() < RECV_CHUNK / 4 {
+            self.buf.reserve(RECV_CHUNK);
         }
+    }
+
+    /// The buffer itself, for a receive that writes into its spare capacity directly
+    /// (`target/ring.rs`), after `reserve`.
+    pub fn raw(&mut self) -> &mut BytesMut {
+        self.reserve();
+        &mut self.buf
+    }
+
+    /// The buffer as it is (a receive into it has completed: nothing may move it first).
+    pub fn raw_as_is(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
     }
 
     /// Whether the next PDU is already buffered whole (reading it will not wait on the peer).
@@ -80,8 +84,8 @@ impl<R: AsyncRead + Unpin> PduReader<R> {
         b.len() >= COMMON_LEN && u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize <= b.len()
     }
 
-    /// The next PDU if the buffer holds it whole (`None`: read more).
-    fn parse(&mut self) -> Option<Result<Pdu, RecvError>> {
+    /// The next PDU if the buffer holds it whole (`None`: receive more).
+    pub fn parse(&mut self) -> Option<Result<Pdu, RecvError>> {
         if self.buf.len() < COMMON_LEN {
             return None;
         }
@@ -121,6 +125,46 @@ impl<R: AsyncRead + Unpin> PduReader<R> {
                 datal,
             },
         }))
+    }
+}
+
+/// A `PduBuf` filled from an async stream. `read` is cancel-safe (all state is in the
+/// buffer), so a connection can wait for a PDU and for I/O completions in one `select!`.
+pub(crate) struct PduReader<R> {
+    r: R,
+    pub b: PduBuf,
+}
+
+impl<R: AsyncRead + Unpin> PduReader<R> {
+    pub fn new(r: R, rules: Rules) -> Self {
+        PduReader {
+            r,
+            b: PduBuf::new(rules),
+        }
+    }
+
+    pub async fn read(&mut self) -> Result<Pdu, RecvError> {
+        loop {
+            if let Some(r) = self.b.parse() {
+                return r;
+            }
+            self.b.reserve();
+            match self.r.read_buf(&mut self.b.buf).await {
+                Ok(0) if self.b.buf.is_empty() => return Err(RecvError::Closed),
+                Ok(0) => return Err(RecvError::Io(io::ErrorKind::UnexpectedEof.into())),
+                Ok(_) => {}
+                Err(e) => return Err(RecvError::Io(e)),
+            }
+        }
+    }
+
+    pub fn has_buffered_pdu(&self) -> bool {
+        self.b.has_buffered_pdu()
+    }
+
+    /// The stream and the buffer (a connection that moves to its own thread takes both).
+    pub fn into_parts(self) -> (R, PduBuf) {
+        (self.r, self.b)
     }
 }
 

@@ -135,8 +135,8 @@ impl HostQueue {
                 resp.digests, resp.cpda
             )));
         }
-        reader.rules.stage = Stage::Ready;
-        reader.rules.digests = dg;
+        reader.b.rules.stage = Stage::Ready;
+        reader.b.rules.digests = dg;
         let sh = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
             free: Mutex::new((0..depth).rev().collect()),

@@ -17,10 +17,11 @@ use crate::pdu::{
     Side, Sqe, Stage,
 };
 use crate::status::Status;
-use crate::transport::{frame, split, terminate, OutTx, PduReader, RecvError};
+use crate::transport::{frame, split, terminate, OutTx, PduBuf, PduReader, RecvError};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::net::tcp::OwnedReadHalf;
@@ -38,6 +39,10 @@ struct Transfer {
 
 struct Queue {
     subsys: Arc<Subsystem>,
+    /// The runtime the target runs on (the blocking pool, from the queue's own thread too).
+    rt: tokio::runtime::Handle,
+    /// Runs on its own thread (`run_thread`): blocking there is fine.
+    threaded: bool,
     tx: OutTx,
     dg: Digests,
     local: SocketAddr,
@@ -85,6 +90,14 @@ pub(crate) async fn serve(
     let Ok(local) = stream.local_addr() else {
         return;
     };
+    // A descriptor of our own on the socket: shutting it down ends a queue thread's receive.
+    let Ok(watcher) = stream
+        .into_std()
+        .and_then(|s| Ok((s.try_clone()?, TcpStream::from_std(s)?)))
+    else {
+        return;
+    };
+    let (watcher, stream) = watcher;
     let Ok((rd, tx)) = split(stream) else {
         return;
     };
@@ -134,10 +147,12 @@ pub(crate) async fn serve(
         maxh2cdata: MAXH2CDATA,
     };
     let _ = tx.send(frame(&Pdu::IcResp(resp), dg));
-    reader.rules.stage = Stage::Ready;
-    reader.rules.digests = dg;
+    reader.b.rules.stage = Stage::Ready;
+    reader.b.rules.digests = dg;
     let mut q = Queue {
         subsys,
+        rt: tokio::runtime::Handle::current(),
+        threaded: false,
         tx,
         dg,
         local,
@@ -155,7 +170,21 @@ pub(crate) async fn serve(
         done: Vec::new(),
         gate,
     };
-    q.run(&mut reader, stop).await;
+    // With io_uring the queue runs on a thread of its own (`run_thread`), which blocks in
+    // io_uring_enter for the socket and the file alike; without, on this task (`run`).
+    let q = match Ring::new() {
+        Some(ring) => {
+            q.ring = Some(ring);
+            match q.spawn_thread(reader, watcher, stop).await {
+                Some(q) => q,
+                None => return,
+            }
+        }
+        None => {
+            q.run(&mut reader, stop).await;
+            q
+        }
+    };
     if let Some(c) = &q.ctrl {
         if q.qid == 0 {
             // The admin queue carries the association: losing it ends the controller.
@@ -167,6 +196,157 @@ pub(crate) async fn serve(
 }
 
 impl Queue {
+    /// Moves the queue to a thread of its own and waits for it to end; meanwhile a stop of
+    /// the target or the death of the controller shuts the socket down, which ends the
+    /// thread's receive. Gives the queue back (`None` if the thread could not start or
+    /// panicked).
+    async fn spawn_thread(
+        mut self,
+        reader: PduReader<OwnedReadHalf>,
+        watcher: std::net::TcpStream,
+        mut stop: watch::Receiver<bool>,
+    ) -> Option<Queue> {
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let (dead_tx, dead_rx) = tokio::sync::oneshot::channel::<watch::Receiver<bool>>();
+        self.threaded = true;
+        let spawned = std::thread::Builder::new()
+            .name("nvme-tcp-queue".into())
+            .spawn(move || {
+                // In the runtime's context: controllers spawn their keep-alive timers.
+                let rt = self.rt.clone();
+                let _rt = rt.enter();
+                let (rd, mut buf) = reader.into_parts();
+                self.run_thread(&rd, &mut buf, dead_tx);
+                drop(rd);
+                let _ = done_tx.send(self);
+            });
+        if spawned.is_err() {
+            tracing::warn!("nvme-tcp: cannot start a queue thread");
+            return None;
+        }
+        let dead = async {
+            match dead_rx.await {
+                Ok(mut rx) => {
+                    let _ = rx.wait_for(|d| *d).await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::pin!(done_rx);
+        tokio::select! {
+            q = &mut done_rx => return q.ok(),
+            _ = dead => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+        let _ = watcher.shutdown(std::net::Shutdown::Both);
+        done_rx.await.ok()
+    }
+
+    /// The queue on its own thread: one io_uring for the socket receive and the file I/O,
+    /// one blocking `io_uring_enter` per round, everything received parsed and executed,
+    /// every answer of the round in one write.
+    fn run_thread(
+        &mut self,
+        rd: &OwnedReadHalf,
+        buf: &mut PduBuf,
+        dead_tx: tokio::sync::oneshot::Sender<watch::Receiver<bool>>,
+    ) {
+        let fd = rd.as_ref().as_raw_fd();
+        let mut dead_tx = Some(dead_tx);
+        let mut done = Vec::new();
+        'conn: loop {
+            // PDUs already buffered (the first ones may have come with the ICReq).
+            let mut closed = false;
+            loop {
+                let Some(r) = buf.parse() else { break };
+                self.more = buf.has_buffered_pdu();
+                if let Flow::Close = self.on_received(r) {
+                    break 'conn;
+                }
+            }
+            self.more = false;
+            if !self.batch.is_empty() {
+                self.run_batch();
+            }
+            if self.held.get() {
+                self.held.set(false);
+                let _ = self.tx.flush();
+            }
+            if dead_tx.is_some() {
+                if let Some(c) = &self.ctrl {
+                    if let Some(tx) = dead_tx.take() {
+                        let _ = tx.send(c.dead_rx());
+                    }
+                }
+            }
+            let Some(ring) = self.ring.as_mut() else { break };
+            if ring.push_recv(fd, buf).is_err() || ring.wait().is_err() {
+                break;
+            }
+            ring.reap(|d| done.push(d));
+            for d in done.drain(..) {
+                match d {
+                    Done::Recv(n) if n > 0 => {
+                        if let Some(ring) = self.ring.as_mut() {
+                            ring.recv_done(buf, n as usize);
+                        }
+                    }
+                    Done::Recv(_) => closed = true,
+                    d => self.on_done(d),
+                }
+            }
+            if closed {
+                // End of stream (or the socket was shut down): answer what is complete.
+                while let Some(r) = buf.parse() {
+                    if let Flow::Close = self.on_received(r) {
+                        break;
+                    }
+                }
+                break;
+            }
+        }
+        let _ = self.tx.flush();
+        if let Some(mut ring) = self.ring.take() {
+            ring.end_recv(fd);
+        }
+    }
+
+    /// One parsed PDU (or the receive error in its place).
+    fn on_received(&mut self, r: Result<Pdu, RecvError>) -> Flow {
+        match r {
+            Ok(pdu) => self.on_pdu(pdu),
+            Err(RecvError::Fatal { fatal, header }) => {
+                tracing::debug!(?fatal, "bad PDU from host: terminating connection");
+                terminate(&self.tx, true, fatal, header);
+                Flow::Close
+            }
+            Err(RecvError::DataDigest {
+                pdu_type,
+                cccid,
+                ttag,
+                datal,
+            }) => self.on_data_digest(pdu_type, cccid, ttag, datal),
+            Err(_) => Flow::Close,
+        }
+    }
+
+    /// A file operation the ring completed: its answer is held for the round's write; a
+    /// short or failed one runs again on the blocking path (which reports its status).
+    fn on_done(&mut self, d: Done) {
+        match d {
+            Done::Read(cmd, data) => {
+                self.respond_held(cmd.sqe.cid(), cmd.xfer_len, Reply::data(data))
+            }
+            Done::Write(cmd) => self.respond_held(cmd.sqe.cid(), 0, Reply::ok()),
+            Done::Retry(cmd) => {
+                if let Some(ctrl) = self.ctrl.clone() {
+                    let _ = self.blocking(ctrl, cmd);
+                }
+            }
+            Done::Recv(_) => {}
+        }
+    }
+
     async fn run(
         &mut self,
         reader: &mut PduReader<OwnedReadHalf>,
@@ -536,7 +716,7 @@ impl Queue {
                 self.sqsize = c.sqsize;
                 self.ctrl = Some(c.ctrl);
                 self.sqhd.store(1 % (self.sqsize + 1), Ordering::Relaxed);
-                if self.qid != 0 {
+                if self.qid != 0 && self.ring.is_none() && !self.threaded {
                     self.ring = Ring::new();
                 }
                 // Success: CNTLID in dw0 bits 15:0, AUTHREQ (bits 31:16) = 0.
@@ -565,7 +745,7 @@ impl Queue {
             return;
         };
         let to = self.reply_to();
-        tokio::task::spawn_blocking(move || {
+        self.rt.spawn_blocking(move || {
             let _busy = busy;
             for cmd in batch {
                 let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
@@ -598,15 +778,7 @@ impl Queue {
         let mut done = std::mem::take(&mut self.done);
         ring.reap(|d| done.push(d));
         for d in done.drain(..) {
-            match d {
-                Done::Read(cmd, data) => self.respond_held(cmd.sqe.cid(), cmd.xfer_len, Reply::data(data)),
-                Done::Write(cmd) => self.respond_held(cmd.sqe.cid(), 0, Reply::ok()),
-                Done::Retry(cmd) => {
-                    if let Some(ctrl) = self.ctrl.clone() {
-                        let _ = self.blocking(ctrl, cmd);
-                    }
-                }
-            }
+            self.on_done(d);
         }
         self.done = done;
     }
@@ -703,12 +875,14 @@ impl Queue {
         // measured 2-3x more QD 1 IOPS. With others in flight each goes to the blocking pool
         // so they proceed concurrently and the queue keeps reading.
         let alone = self.inflight.load(Ordering::Relaxed) <= 1;
-        let multi = tokio::runtime::Handle::current().runtime_flavor()
-            == tokio::runtime::RuntimeFlavor::MultiThread;
-        if alone && multi {
+        if alone && self.threaded && !self.more {
+            // The queue's own thread may block (nothing else is waiting to be read).
+            work();
+        } else if alone && self.rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        {
             tokio::task::block_in_place(work);
         } else {
-            tokio::task::spawn_blocking(work);
+            self.rt.spawn_blocking(work);
         }
         Flow::Continue
     }

@@ -18,6 +18,7 @@
 use super::quiesce::Busy;
 use crate::controller::io::Rw;
 use crate::controller::Cmd;
+use crate::transport::PduBuf;
 use bytes::Bytes;
 use io_uring::{opcode, types, IoUring};
 use std::io;
@@ -38,8 +39,14 @@ struct Op {
     _busy: Busy,
 }
 
+/// user_data of the connection's socket receive (file operations use their slot index).
+const RECV: u64 = u64::MAX;
+
 /// What a reaped operation gave.
 pub(crate) enum Done {
+    /// The socket receive completed: bytes received, 0 at end of stream, or -errno.
+    /// `recv_done` accounts the bytes in the buffer.
+    Recv(i32),
     /// A Read's data, ready for its C2HData.
     Read(Cmd, Bytes),
     Write(Cmd),
@@ -55,6 +62,8 @@ pub(crate) struct Ring {
     /// Pushed and not yet submitted.
     queued: usize,
     inflight: usize,
+    /// A receive is armed: the length of the spare space it was given.
+    recv_len: Option<usize>,
 }
 
 impl Ring {
@@ -82,6 +91,7 @@ impl Ring {
             free: Vec::new(),
             queued: 0,
             inflight: 0,
+            recv_len: None,
         })
     }
 
@@ -161,6 +171,57 @@ impl Ring {
         Ok(())
     }
 
+    /// Arms a receive on socket `fd` into the spare capacity of `buf` (one at a time).
+    pub fn push_recv(&mut self, fd: std::os::fd::RawFd, buf: &mut PduBuf) -> io::Result<()> {
+        if self.recv_len.is_some() {
+            return Ok(());
+        }
+        let b = buf.raw();
+        let spare = b.spare_capacity_mut();
+        let (ptr, len) = (spare.as_mut_ptr().cast::<u8>(), spare.len());
+        let entry = opcode::Recv::new(types::Fd(fd), ptr, len as u32)
+            .build()
+            .user_data(RECV);
+        if self.ring.get_mut().submission().is_full() {
+            self.submit()?;
+        }
+        // SAFETY: the kernel writes into the spare capacity of `buf` until this receive's
+        // completion is reaped; the connection does not touch `buf` before that
+        // (`recv_done`), and shuts the socket down and drains the ring before it drops
+        // `buf` (`drain`, the connection thread's exit).
+        unsafe { self.ring.get_mut().submission().push(&entry) }
+            .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        self.recv_len = Some(len);
+        self.queued += 1;
+        self.inflight += 1;
+        Ok(())
+    }
+
+    /// Accounts the `n` bytes a completed receive (`Done::Recv(n)`, n > 0) put into `buf`.
+    pub fn recv_done(&mut self, buf: &mut PduBuf, n: usize) {
+        let Some(len) = self.recv_len.take() else {
+            return;
+        };
+        let b = buf.raw_as_is();
+        // SAFETY: the kernel initialized the first `n` bytes of the spare capacity it was
+        // given (its length was `len`, so min(n, len) is within it), and nothing moved or
+        // touched `buf` since the receive was armed.
+        unsafe { b.set_len(b.len() + n.min(len)) }
+    }
+
+    /// Submits what is queued and waits for at least one completion (the connection
+    /// thread's only blocking call).
+    pub fn wait(&mut self) -> io::Result<()> {
+        match self.ring.get_ref().submit_and_wait(1) {
+            Ok(_) => {
+                self.queued = 0;
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Submits everything queued, without waiting.
     pub fn submit(&mut self) -> io::Result<()> {
         if self.queued == 0 {
@@ -192,9 +253,18 @@ impl Ring {
     pub fn reap(&mut self, mut f: impl FnMut(Done)) {
         let mut done = Vec::new();
         for cqe in self.ring.get_mut().completion() {
-            done.push((cqe.user_data() as usize, cqe.result()));
+            done.push((cqe.user_data(), cqe.result()));
         }
-        for (idx, res) in done {
+        for (ud, res) in done {
+            if ud == RECV {
+                self.inflight -= 1;
+                if res <= 0 {
+                    self.recv_len = None;
+                }
+                f(Done::Recv(res));
+                continue;
+            }
+            let idx = ud as usize;
             let Some(op) = self.ops.get_mut(idx).and_then(Option::take) else {
                 continue;
             };
@@ -231,8 +301,9 @@ impl Ring {
     }
 
     /// Blocks until nothing is in flight (the connection is ending: the kernel must be done
-    /// with every buffer before they are freed).
-    fn drain(&mut self) {
+    /// with every buffer before they are freed). An armed receive must be ended first (the
+    /// socket shut down).
+    pub fn drain(&mut self) {
         let _ = self.submit();
         while self.inflight > 0 {
             if let Err(e) = self.ring.get_ref().submit_and_wait(1) {
@@ -245,6 +316,18 @@ impl Ring {
             }
             self.reap(|_| {});
         }
+    }
+}
+
+impl Ring {
+    /// Ends the connection's armed receive (shuts the socket's reading side down, so it
+    /// completes) and waits for everything in flight.
+    pub fn end_recv(&mut self, fd: std::os::fd::RawFd) {
+        if self.recv_len.is_some() {
+            // SAFETY: shutdown(2) on a descriptor the caller holds open; no memory involved.
+            unsafe { libc::shutdown(fd, libc::SHUT_RD) };
+        }
+        self.drain();
     }
 }
 
