@@ -74,10 +74,6 @@ impl PduBuf {
         &mut self.buf
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
-    }
-
     /// Whether the next PDU is already buffered whole (reading it will not wait on the peer).
     pub fn has_buffered_pdu(&self) -> bool {
         let b = &self.buf[..];

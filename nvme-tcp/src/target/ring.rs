@@ -64,6 +64,8 @@ pub(crate) struct Ring {
     inflight: usize,
     /// A receive is armed: the length of the spare space it was given.
     recv_len: Option<usize>,
+    /// Reaped (user_data, result) pairs, kept to reuse the allocation.
+    cqes: Vec<(u64, i32)>,
 }
 
 impl Ring {
@@ -92,6 +94,7 @@ impl Ring {
             queued: 0,
             inflight: 0,
             recv_len: None,
+            cqes: Vec::new(),
         })
     }
 
@@ -146,6 +149,13 @@ impl Ring {
                 .build(),
         }
         .user_data(idx as u64);
+        let mut rw = rw;
+        if rw.direct && rw.write.is_some() {
+            // Copied: release the capsule's bytes now, so the receive buffer they are a
+            // slice of can be reused instead of reallocated while the write is in flight.
+            rw.write = Some(Bytes::new());
+            rw.cmd.data = Bytes::new();
+        }
         self.ops[idx] = Some(Op {
             rw,
             buf,
@@ -251,11 +261,9 @@ impl Ring {
 
     /// Hands every completion waiting to `f`.
     pub fn reap(&mut self, mut f: impl FnMut(Done)) {
-        let mut done = Vec::new();
-        for cqe in self.ring.get_mut().completion() {
-            done.push((cqe.user_data(), cqe.result()));
-        }
-        for (ud, res) in done {
+        let mut done = std::mem::take(&mut self.cqes);
+        done.extend(self.ring.get_mut().completion().map(|c| (c.user_data(), c.result())));
+        for (ud, res) in done.drain(..) {
             if ud == RECV {
                 self.inflight -= 1;
                 if res <= 0 {
@@ -275,13 +283,20 @@ impl Ring {
             } = op;
             let ok = res >= 0 && res as usize == rw.len;
             let len = rw.len;
-            let cmd = rw.cmd;
-            f(match (ok, rw.write.is_some()) {
+            let mut cmd = rw.cmd;
+            let write = rw.write.is_some();
+            f(match (ok, write) {
+                (false, true) if rw.direct => {
+                    // The capsule's bytes were released at `push`: the aligned copy holds them.
+                    cmd.data = Bytes::from(buf).slice(start..start + len);
+                    Done::Retry(cmd)
+                }
                 (false, _) => Done::Retry(cmd),
                 (true, true) => Done::Write(cmd),
                 (true, false) => Done::Read(cmd, Bytes::from(buf).slice(start..start + len)),
             });
         }
+        self.cqes = done;
     }
 
     /// Waits until completions are waiting (cancel-safe).
