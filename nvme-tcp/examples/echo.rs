@@ -7,8 +7,8 @@
 //!
 //! `cargo run --release -p nvme-tcp --example echo [-- <seconds per case> [rounds]]`
 //!
-//! Sizes (no digests): a Read is a 72-byte CapsuleCmd answered by a 24-byte C2HData header
-//! + the data + a 16-byte CapsuleResp; a Write of ≤ 8 KiB is a CapsuleCmd carrying the data
+//! Sizes (no digests): a Read is a 72-byte CapsuleCmd answered by a 24-byte C2HData header,
+//! the data and a 16-byte CapsuleResp; a Write of ≤ 8 KiB is a CapsuleCmd carrying the data
 //! in-capsule, answered by a CapsuleResp. (A 128 KiB write really takes an R2T round trip;
 //! the echo sends it in-capsule: the floor is a lower bound.) `bench.rs` runs the same
 //! cells through this module (`#[path]`) in its own interleaved rounds.
@@ -114,7 +114,10 @@ fn main() {
     let secs: f64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let rounds: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(3);
     println!("loopback echo, {secs} s per case, medians of {rounds} rounds");
-    println!("{:<6} {:>7} {:>4} {:>12} {:>10}", "op", "size", "qd", "exchanges/s", "µs/exch");
+    println!(
+        "{:<6} {:>7} {:>4} {:>12} {:>10}",
+        "op", "size", "qd", "exchanges/s", "µs/exch"
+    );
     for write in [false, true] {
         for len in [4096usize, 128 * 1024] {
             for qd in [1usize, 32, 128] {
@@ -123,7 +126,11 @@ fn main() {
                 v.sort_by(|a, b| a.total_cmp(b));
                 let m = v[v.len() / 2];
                 let op = if write { "write" } else { "read" };
-                println!("{op:<6} {:>6}K {qd:>4} {m:>12.0} {:>10.1}", len / 1024, 1e6 / m);
+                println!(
+                    "{op:<6} {:>6}K {qd:>4} {m:>12.0} {:>10.1}",
+                    len / 1024,
+                    1e6 / m
+                );
             }
         }
     }

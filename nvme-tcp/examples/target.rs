@@ -43,7 +43,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
         }
-        target.shutdown_and_wait(std::time::Duration::from_secs(5)).await;
+        target
+            .shutdown_and_wait(std::time::Duration::from_secs(5))
+            .await;
         Ok::<_, Box<dyn std::error::Error>>(())
     })
 }

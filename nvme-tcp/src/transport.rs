@@ -7,9 +7,9 @@ use crate::pdu::{
     validate_common, DecodeError, Digests, Fatal, Pdu, PduType, Rules, TermReq, COMMON_LEN,
     TERM_MAX_DATA,
 };
+use bytes::BytesMut;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
-use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;

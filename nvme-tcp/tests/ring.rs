@@ -152,7 +152,10 @@ async fn short_or_failed_ring_transfers_go_to_the_blocking_path() {
     // A write the blocking path cannot do either: the backend's error status, and the
     // connection keeps serving.
     backend.fail_writes.store(true, Ordering::Relaxed);
-    match ini.write(1, 0, Bytes::from(vec![1u8; BS as usize]), BS, false).await {
+    match ini
+        .write(1, 0, Bytes::from(vec![1u8; BS as usize]), BS, false)
+        .await
+    {
         Err(Error::Status(s)) => assert_eq!(s, Status::WRITE_FAULT),
         other => panic!("expected WRITE_FAULT, got {other:?}"),
     }

@@ -279,7 +279,9 @@ impl Queue {
                     }
                 }
             }
-            let Some(ring) = self.ring.as_mut() else { break };
+            let Some(ring) = self.ring.as_mut() else {
+                break;
+            };
             if ring.push_recv(fd, buf).is_err() || ring.wait().is_err() {
                 break;
             }
@@ -834,7 +836,7 @@ impl Queue {
                     };
                     match ring.push(rw, busy) {
                         Ok(()) => return Flow::Continue,
-                        Err((rw, _)) => rw.cmd,
+                        Err(cmd) => cmd,
                     }
                 }
                 Err(cmd) => cmd,
@@ -878,8 +880,7 @@ impl Queue {
         if alone && self.threaded && !self.more {
             // The queue's own thread may block (nothing else is waiting to be read).
             work();
-        } else if alone && self.rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-        {
+        } else if alone && self.rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
             tokio::task::block_in_place(work);
         } else {
             self.rt.spawn_blocking(work);
@@ -947,7 +948,7 @@ fn send_reply(
             datao: 0,
             last: true,
             success: false,
-            data: Bytes::from(data),
+            data,
         });
         send_or_hold(tx, hold, &[&d, &cqe], dg);
     } else {

@@ -85,8 +85,7 @@ impl Ring {
         // SAFETY: the AsyncFd owns the IoUring, whose descriptor stays open and the same
         // until the AsyncFd (and with it the IoUring) is dropped.
         let ring =
-            unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
-                .ok()?;
+            unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }.ok()?;
         Some(Ring {
             ring,
             ops: Vec::new(),
@@ -107,12 +106,13 @@ impl Ring {
         self.queued
     }
 
-    /// Queues `rw` (submitted by the next `submit`). Gives it back when the ring is full.
-    pub fn push(&mut self, rw: Rw, busy: Busy) -> Result<(), (Rw, Busy)> {
-        if self.ring.get_mut().submission().is_full() {
-            if self.submit().is_err() || self.ring.get_mut().submission().is_full() {
-                return Err((rw, busy));
-            }
+    /// Queues `rw` (submitted by the next `submit`). Gives its command back when the ring
+    /// is full.
+    pub fn push(&mut self, rw: Rw, busy: Busy) -> Result<(), Cmd> {
+        if self.ring.get_mut().submission().is_full()
+            && (self.submit().is_err() || self.ring.get_mut().submission().is_full())
+        {
+            return Err(rw.cmd);
         }
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -172,7 +172,7 @@ impl Ring {
             let op = self.ops[idx].take();
             self.free.push(idx);
             return match op {
-                Some(op) => Err((op.rw, op._busy)),
+                Some(op) => Err(op.rw.cmd),
                 None => Ok(()),
             };
         }
@@ -262,7 +262,12 @@ impl Ring {
     /// Hands every completion waiting to `f`.
     pub fn reap(&mut self, mut f: impl FnMut(Done)) {
         let mut done = std::mem::take(&mut self.cqes);
-        done.extend(self.ring.get_mut().completion().map(|c| (c.user_data(), c.result())));
+        done.extend(
+            self.ring
+                .get_mut()
+                .completion()
+                .map(|c| (c.user_data(), c.result())),
+        );
         for (ud, res) in done.drain(..) {
             if ud == RECV {
                 self.inflight -= 1;
@@ -278,9 +283,7 @@ impl Ring {
             };
             self.free.push(idx);
             self.inflight -= 1;
-            let Op {
-                rw, buf, start, ..
-            } = op;
+            let Op { rw, buf, start, .. } = op;
             let ok = res >= 0 && res as usize == rw.len;
             let len = rw.len;
             let mut cmd = rw.cmd;
