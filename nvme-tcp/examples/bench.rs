@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release -p nvme-tcp --example bench [-- <seconds per case> [rounds] [file]]`
 //! `BENCH_ONLY=O_DIRECT/read/4K/32` (a substring of the cell names) narrows it down;
-//! `BENCH_TCP_ONLY=1` skips the baselines (for `perf`).
+//! `BENCH_TCP_ONLY=1` skips the baselines and `BENCH_NO_WARMUP=1` the warm-up (for `perf`).
 //!
 //! Fairness: both sides do the same thing to the same file. QD n is n threads each issuing
 //! one pread/pwrite at a time (the baseline) against n tasks each with one command in flight
@@ -303,9 +303,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    // Warm-up (page cache, thread pools, TCP windows); not counted.
-    for (_, _, ini) in &setups {
-        rt.block_on(over_tcp(ini.clone(), Op::Read, 4096, 32, secs / 4.0));
+    // Warm-up (page cache, thread pools, TCP windows); not counted. BENCH_NO_WARMUP=1 skips
+    // it (for counting syscalls per I/O with `perf stat`).
+    if std::env::var("BENCH_NO_WARMUP").map_or(true, |v| v != "1") {
+        for (_, _, ini) in &setups {
+            rt.block_on(over_tcp(ini.clone(), Op::Read, 4096, 32, secs / 4.0));
+        }
     }
     for round in 0..rounds {
         for c in cells.iter_mut() {

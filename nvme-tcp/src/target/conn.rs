@@ -32,6 +32,8 @@ use tokio::sync::watch;
 struct Transfer {
     sqe: Sqe,
     buf: Vec<u8>,
+    /// The transfer came whole in one H2CData: its data, not copied into `buf`.
+    whole: Option<Bytes>,
     len: usize,
     /// A data digest failed: finish the transfer, then fail the command.
     failed: bool,
@@ -594,7 +596,8 @@ impl Queue {
             ttag,
             Transfer {
                 sqe,
-                buf: Vec::with_capacity(len),
+                buf: Vec::new(),
+                whole: None,
                 len,
                 failed: false,
             },
@@ -627,7 +630,8 @@ impl Queue {
             terminate(&self.tx, true, Fatal::field(8), hdr());
             return Flow::Close;
         }
-        if d.datao as usize != t.buf.len() || t.buf.len() + d.data.len() > t.len {
+        let got = t.whole.as_ref().map_or(t.buf.len(), |w| w.len());
+        if d.datao as usize != got || got + d.data.len() > t.len {
             terminate(
                 &self.tx,
                 true,
@@ -639,8 +643,20 @@ impl Queue {
             );
             return Flow::Close;
         }
-        t.buf.extend_from_slice(&d.data);
-        let done = t.buf.len() == t.len;
+        // One H2CData with the whole transfer (the usual case up to MAXH2CDATA): its bytes
+        // are used as they are, a slice of the receive buffer; else they are gathered.
+        let whole = t.buf.is_empty() && t.whole.is_none() && d.data.len() == t.len;
+        if whole {
+            t.whole = Some(d.data.clone());
+        } else {
+            t.buf.reserve(t.len - t.buf.len());
+            if let Some(w) = t.whole.take() {
+                t.buf.extend_from_slice(&w);
+            }
+            t.buf.extend_from_slice(&d.data);
+        }
+        let got = t.whole.as_ref().map_or(t.buf.len(), |w| w.len());
+        let done = got == t.len;
         // LAST_PDU marks the final PDU of the transfer an R2T solicited: exactly the end.
         if done != d.last {
             terminate(&self.tx, true, Fatal::field(1), hdr());
@@ -656,9 +672,10 @@ impl Queue {
             self.respond(t.sqe.cid(), 0, Reply::err(Status::TRANSIENT_TRANSPORT));
             return Flow::Continue;
         }
+        let data = t.whole.unwrap_or_else(|| Bytes::from(t.buf));
         self.exec(Cmd {
             sqe: t.sqe,
-            data: Bytes::from(t.buf),
+            data,
             xfer_len: 0,
         })
     }
