@@ -1,9 +1,9 @@
 //! NVM I/O commands: Read, Write (FUA), Flush, Write Zeroes, Dataset Management, and the four
-//! reservation commands. The connection first offers a Read or Write to `try_inline`, which
-//! serves it on the connection task when the backend can do so without blocking (a page-cache
-//! hit); otherwise `handle` blocks on the backend: the connection runs it under
-//! `block_in_place` when it is alone on its queue, else on tokio's blocking pool, one call per
-//! command, so commands of one queue proceed concurrently.
+//! reservation commands. A plain Read or Write that passes every check without blocking
+//! (`plain`, which includes the per-command `access` check) goes to the queue's io_uring
+//! (`prepare_rw`, when the backend offers its file) or is served inline by `try_inline` (a
+//! page-cache hit); everything else, and any of those that fails, goes through `handle`, which
+//! blocks on the backend and reports the failing check or I/O error.
 
 use super::{Cmd, Controller, Reply, MAX_TRANSFER};
 use crate::namespace::{lock, Namespace};

@@ -1,9 +1,12 @@
 //! One TCP connection = one queue pair of the target: ICReq/ICResp, Connect, then commands.
 //! Data from the host arrives in-capsule or after an R2T; data to the host leaves in one
-//! C2HData PDU followed by the CapsuleResp, in one write. Admin and Fabrics commands run in
-//! order on this task; I/O commands run here when they cannot block (page-cache hits,
-//! `io::try_inline`), else concurrently on blocking threads (one call each), which write their
-//! own responses. Answers to commands that arrived in one batch leave in one write.
+//! C2HData PDU followed by the CapsuleResp, in one write. With io_uring (`ring.rs`) the queue
+//! runs on a thread of its own (`run_thread`): one `io_uring_enter` per round waits for the
+//! socket receive and the file Reads/Writes alike, and every answer of the round leaves in
+//! one write. Without it (`run`, a tokio task) page-cache hits are served inline
+//! (`io::try_inline`) and the rest runs on blocking threads, which write their own answers.
+//! Admin and Fabrics commands run in order on the queue either way (docs/nvme-tcp.md "I/O
+//! path").
 
 use super::quiesce::{Busy, Gate};
 use super::ring::{Done, Ring};
@@ -62,8 +65,9 @@ struct Queue {
     held: std::cell::Cell<bool>,
     /// Cached writes received in one batch, run together once the batch ends.
     batch: Vec<Cmd>,
-    /// The I/O queue's io_uring (`ring.rs`), made at Connect; `None` on the admin queue and
-    /// where the kernel refuses io_uring.
+    /// The queue's io_uring (`ring.rs`): made before the queue moves to its thread; on the
+    /// task path (`run`) made at an I/O queue's Connect if io_uring became available; `None`
+    /// where the kernel refuses it.
     ring: Option<Ring>,
     done: Vec<Done>,
     /// Closed by `Target::shutdown`: no command starts after that; each blocking call holds
