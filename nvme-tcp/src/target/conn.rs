@@ -849,7 +849,11 @@ impl Queue {
             return Flow::Continue;
         }
         // A plain Read or Write on a file: queued on the ring, submitted with the batch.
-        let cmd = match self.ring.as_mut() {
+        // Alone on its queue thread (a host at QD 1): nothing can share the round, so the
+        // command runs right here on the blocking path, as a blocking server would (an
+        // O_DIRECT write through the ring measured 250 against 4300 per second here).
+        let alone = self.threaded && !self.more && self.inflight.load(Ordering::Relaxed) <= 1;
+        let cmd = match self.ring.as_mut().filter(|_| !alone) {
             Some(ring) => match io::prepare_rw(&ctrl, cmd) {
                 Ok(rw) => {
                     let Some(busy) = self.gate.enter() else {
