@@ -142,6 +142,10 @@ impl BlockDev for FileDev {
     fn size(&self) -> u64 {
         self.size
     }
+    fn raw_file(&self) -> Option<(std::os::fd::RawFd, bool)> {
+        use std::os::fd::AsRawFd;
+        Some((self.file.as_raw_fd(), self.direct))
+    }
 }
 
 #[cfg(test)]
