@@ -15,6 +15,7 @@
 #        [CRASH_SIGNALS="KILL KILL+KILL TERM"]  (crash-write.sh, issue 18: one run per
 #          layout and version, one restart per word, KILL+KILL = two in a row)
 #        [METRICS_PORT=<the server's metrics port>]  (crash-write.sh reads its counters)
+#        [GUIDE=1]  (admin-guide.sh: docs/admin-guide.md's client commands, last)
 #        deploy/vm/client-suite.sh
 #
 # - LAYOUTS: the layout the server offers for each run; the server must be
@@ -117,6 +118,12 @@ if [[ -n ${CRASH_CMD:-} ]]; then
                 RESTARTS="$n" CRASH_SIGNALS="${sigs// //}"
         done
     done
+fi
+
+# admin-guide.sh: the client commands of docs/admin-guide.md, from its text (block layout)
+if [[ ${GUIDE:-0} == 1 ]]; then
+    [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD block" >&2 || rc=1
+    VM_FILES="$HERE/../../docs/admin-guide.md" run admin-guide "$HERE/scenarios/admin-guide.sh" 4.2
 fi
 
 echo

@@ -127,7 +127,7 @@ if [[ $NFS_CAT != none ]]; then
     EXTRA_ENV+=(CAT_CMD="$(printf '%q' "$NFS_CAT") 127.0.0.1:$NFS_PORT")
 fi
 env NQN="$NQN" METRICS_PORT="$METRICS_PORT" SWITCH_LAYOUT_CMD="$T/ctl layout" NFS_PORT="$NFS_PORT" NVME_PORT="$NVME_PORT" LAYOUTS="${LAYOUTS-block}" \
-    VERSIONS="${VERSIONS:-4.1 4.2}" "${EXTRA_ENV[@]}" "$HERE/client-suite.sh"
+    VERSIONS="${VERSIONS:-4.1 4.2}" GUIDE="${GUIDE:-0}" "${EXTRA_ENV[@]}" "$HERE/client-suite.sh"
 rc=$?
 "$T/ctl" stop TERM
 trap - EXIT
