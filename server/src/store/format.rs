@@ -7,7 +7,9 @@
 //!   0 magic "PNCK" | 4 version 1 | 8 seq | 16 csn covered | 24 root block | 32 root level
 //!   33 has root | 40 next inode number | 48 inodes | 56 tree nodes
 //!   64 free-space list (BlobRef) | 88 client records (BlobRef) | 508 CRC32C (seeded with slot)
-//! BlobRef: start block u64 | blocks u32 | bytes u32 | CRC32C u32 | pad u32
+//! BlobRef: first block u64 | blocks u32 | bytes u32 | CRC32C u32 (of the bytes) | pad u32
+//! blob block: next block u64 (0: the last) | up to 4088 bytes of the blob (a chain, so a blob
+//! needs no contiguous space on a fragmented volume)
 //! free-space list blob: (start u64, len u64)* — the free extents as of the checkpoint
 //! client records blob: count u32, then (key_len u32, key, value_len u32, value)*
 //! ```
@@ -47,10 +49,25 @@ impl BlobRef {
             crc: u32le(b, 16),
         }
     }
-    /// The blocks it occupies, if any.
-    pub fn extent(&self) -> Option<(u64, u64)> {
-        (self.blocks > 0).then_some((self.start, self.blocks as u64))
+}
+
+/// Bytes of a blob per block (after the next-block pointer).
+pub const BLOB_PAYLOAD: usize = BLOCK as usize - 8;
+
+/// The blocks of a blob chain over `blocks`, holding `bytes`.
+pub fn encode_blob(bytes: &[u8], blocks: &[u64]) -> Vec<Vec<u8>> {
+    let mut out = Vec::with_capacity(blocks.len());
+    let mut chunks = bytes.chunks(BLOB_PAYLOAD);
+    for (i, _) in blocks.iter().enumerate() {
+        let mut b = vec![0u8; BLOCK as usize];
+        let next = blocks.get(i + 1).copied().unwrap_or(0);
+        b[0..8].copy_from_slice(&next.to_le_bytes());
+        if let Some(c) = chunks.next() {
+            b[8..8 + c.len()].copy_from_slice(c);
+        }
+        out.push(b);
     }
+    out
 }
 
 /// One checkpoint: what the tree on disk covers.
@@ -133,6 +150,11 @@ fn u64le(b: &[u8], o: usize) -> u64 {
 pub fn extent_ok(file_block: u64, phys_block: u64, len: u64) -> bool {
     const LIMIT: u64 = 1 << 62;
     len > 0 && file_block < LIMIT && phys_block < LIMIT && len < LIMIT
+}
+
+/// The next-block pointer of a blob block.
+pub fn blob_next(b: &[u8]) -> u64 {
+    u64le(b, 0)
 }
 
 pub fn encode_free_list(ext: impl Iterator<Item = (u64, u64)>) -> Vec<u8> {

@@ -80,9 +80,8 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
     // that very list. Slot 0 is zeroed (a `--force` over an old volume).
     zero_region(&*dev, g.meta_start, g.meta_blocks)?;
     let list = format::encode_free_list(std::iter::once((g.data_start + 1, g.data_blocks - 1)));
-    let mut buf = list.clone();
-    buf.resize(BLOCK as usize, 0);
-    dev.write_at(&buf, g.data_start * BLOCK)?;
+    let blob = format::encode_blob(&list, &[g.data_start]);
+    dev.write_at(&blob[0], g.data_start * BLOCK)?;
     let ck = Checkpoint {
         seq: 1,
         csn: 0,
@@ -143,17 +142,18 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
     let reads = Arc::new(AtomicU64::new(0));
     let ck = read_checkpoint(&*dev, &g)?;
     let mut alloc = Allocator::new_full(g.data_start, g.data_blocks);
-    let list = format::decode_free_list(&read_blob(&*dev, &ck.free)?).map_err(StoreError::Io)?;
+    let (list, free_blocks) = read_blob(&*dev, &ck.free)?;
+    let list = format::decode_free_list(&list).map_err(StoreError::Io)?;
     for (s, l) in list {
         alloc
             .free(s, l)
             .map_err(|e| StoreError::Io(format!("free-space list: {e}")))?;
     }
-    let clients: BTreeMap<Vec<u8>, Vec<u8>> =
-        format::decode_clients(&read_blob(&*dev, &ck.clients)?)
-            .map_err(StoreError::Io)?
-            .into_iter()
-            .collect();
+    let (cbytes, clients_blocks) = read_blob(&*dev, &ck.clients)?;
+    let clients: BTreeMap<Vec<u8>, Vec<u8>> = format::decode_clients(&cbytes)
+        .map_err(StoreError::Io)?
+        .into_iter()
+        .collect();
     if ck.clients.blocks == 0 && !clients.is_empty() {
         return Err(StoreError::Io("client records without a blob".into()));
     }
@@ -233,6 +233,8 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         core: RwLock::new(core),
         wb: Mutex::new(Wb {
             ck,
+            free_blocks,
+            clients_blocks,
             runs: 0,
             objects_written: 0,
         }),

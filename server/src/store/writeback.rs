@@ -37,8 +37,10 @@ const WRITE_BATCH: usize = 256;
 
 /// Write-back state: serialized by its own mutex (taken before the state lock).
 pub struct Wb {
-    /// The checkpoint on disk.
+    /// The checkpoint on disk, and the blocks of its two blobs (freed by the next one).
     pub ck: Checkpoint,
+    pub free_blocks: Vec<u64>,
+    pub clients_blocks: Vec<u64>,
     /// Counters: write-backs done, tree nodes written.
     pub runs: u64,
     pub objects_written: u64,
@@ -145,6 +147,8 @@ struct Snapshot {
 /// What steps 2–4 made.
 struct Made {
     ck: Checkpoint,
+    free_blocks: Vec<u64>,
+    clients_blocks: Vec<u64>,
     /// Blocks to give back once the checkpoint is in (replaced nodes, old blobs).
     release: Vec<(u64, u64)>,
     written: u64,
@@ -212,7 +216,7 @@ impl Inner {
             pending: Vec::new(),
             written: 0,
         };
-        let made = self.write_checkpoint(&wb.ck, snap, &mut sink);
+        let made = self.write_checkpoint(&wb, snap, &mut sink);
         let mut g = self.wr();
         g.kv.frozen = None;
         g.wb_hold = None;
@@ -227,6 +231,8 @@ impl Inner {
                 g.kv.root = m.ck.root;
                 self.tree_nodes.store(m.ck.nodes, Ordering::Relaxed);
                 wb.ck = m.ck;
+                wb.free_blocks = m.free_blocks;
+                wb.clients_blocks = m.clients_blocks;
                 wb.runs += 1;
                 wb.objects_written += m.written;
                 Ok(Csn(m.ck.csn))
@@ -265,10 +271,11 @@ impl Inner {
 
     fn write_checkpoint(
         &self,
-        old: &Checkpoint,
+        wb: &Wb,
         snap: Snapshot,
         sink: &mut Sink<'_>,
     ) -> Result<Made, StoreError> {
+        let old = &wb.ck;
         // 2. write-ahead: the log covers C before any tree reflecting it lands.
         self.force(snap.c)?;
         // 3. the new tree
@@ -278,28 +285,39 @@ impl Inner {
         let mut free = snap.free;
         let mut release: Vec<(u64, u64)> = sink.replaced.iter().map(|&b| (b, 1)).collect();
         // 4. blobs: client records (kept from the old checkpoint if unchanged), free space.
-        let clients = match snap.clients {
+        let (clients, clients_blocks) = match snap.clients {
             Some(bytes) => {
-                let r = self.write_blob(sink, &bytes)?;
-                release.extend(old.clients.extent());
-                r
+                let n = bytes.len().div_ceil(format::BLOB_PAYLOAD).max(1) as u64;
+                let blocks = self.alloc_blocks(sink, n)?;
+                let r = self.write_blob(&bytes, &blocks)?;
+                release.extend(wb.clients_blocks.iter().map(|&b| (b, 1)));
+                (r, blocks)
             }
-            None => old.clients,
+            None => (old.clients, wb.clients_blocks.clone()),
         };
-        release.extend(old.free.extent());
+        release.extend(wb.free_blocks.iter().map(|&b| (b, 1)));
         for &(s, l) in &sink.taken {
             free.set_used(s, l).map_err(|e| StoreError::Io(e.to_string()))?;
         }
         for &(s, l) in &release {
             free.set_free(s, l).map_err(|e| StoreError::Io(e.to_string()))?;
         }
-        // The list's own blocks: taken from the allocator, so they are free in `free` and
-        // taking them there splits at most one extent.
-        let room = (free.extent_count() as u64 + 2) * 16;
-        let (fs, fl) = self.alloc_blob(sink, room.div_ceil(BLOCK))?;
-        free.set_used(fs, fl).map_err(|e| StoreError::Io(e.to_string()))?;
+        // The list's own blocks come from the allocator (free in `free` too); taking each
+        // may split one extent, so take until the list fits.
+        let mut list_blocks: Vec<u64> = Vec::new();
+        loop {
+            let need = ((free.extent_count() + 1) * 16).div_ceil(format::BLOB_PAYLOAD).max(1);
+            if list_blocks.len() >= need {
+                break;
+            }
+            let more = self.alloc_blocks(sink, (need - list_blocks.len()) as u64)?;
+            for &b in &more {
+                free.set_used(b, 1).map_err(|e| StoreError::Io(e.to_string()))?;
+            }
+            list_blocks.extend(more);
+        }
         let list = format::encode_free_list(free.free_extents());
-        let free_ref = self.write_blob_at(fs, fl, &list)?;
+        let free_ref = self.write_blob(&list, &list_blocks)?;
         self.dev.flush()?;
         let nodes = (old.nodes + sink.written).saturating_sub(sink.replaced.len() as u64);
         let ck = Checkpoint {
@@ -323,64 +341,76 @@ impl Inner {
         }
         Ok(Made {
             ck,
+            free_blocks: list_blocks,
+            clients_blocks,
             release,
             written: sink.written,
         })
     }
 
-    fn alloc_blob(&self, sink: &mut Sink<'_>, blocks: u64) -> Result<(u64, u64), StoreError> {
-        let blocks = blocks.max(1);
+    /// `n` blocks for a blob, contiguous where the allocator has them.
+    fn alloc_blocks(&self, sink: &mut Sink<'_>, n: u64) -> Result<Vec<u64>, StoreError> {
+        let mut out = Vec::new();
         let mut g = self.wr();
-        match g.alloc.alloc(0, blocks) {
-            Some((s, l)) if l == blocks => {
-                sink.taken.push((s, l));
-                Ok((s, l))
-            }
-            Some((s, l)) => {
-                let _ = g.alloc.free(s, l);
-                Err(StoreError::NoSpace)
-            }
-            None => Err(StoreError::NoSpace),
+        while (out.len() as u64) < n {
+            let goal = out.last().map_or(0, |&b| b + 1);
+            let Some((s, l)) = g.alloc.alloc(goal, n - out.len() as u64) else {
+                return Err(StoreError::NoSpace);
+            };
+            sink.taken.push((s, l));
+            out.extend(s..s + l);
         }
+        Ok(out)
     }
 
-    fn write_blob(&self, sink: &mut Sink<'_>, bytes: &[u8]) -> Result<BlobRef, StoreError> {
-        let n = (bytes.len() as u64).div_ceil(BLOCK).max(1);
-        let (s, l) = self.alloc_blob(sink, n)?;
-        self.write_blob_at(s, l, bytes)
-    }
-
-    fn write_blob_at(&self, start: u64, blocks: u64, bytes: &[u8]) -> Result<BlobRef, StoreError> {
-        if bytes.len() as u64 > blocks * BLOCK {
+    fn write_blob(&self, bytes: &[u8], blocks: &[u64]) -> Result<BlobRef, StoreError> {
+        if bytes.len() > blocks.len() * format::BLOB_PAYLOAD {
             return Err(StoreError::Io("blob larger than its blocks".into()));
         }
-        let mut buf = bytes.to_vec();
-        buf.resize((blocks * BLOCK) as usize, 0);
-        self.dev.write_at(&buf, start * BLOCK)?;
+        for (b, buf) in blocks.iter().zip(format::encode_blob(bytes, blocks)) {
+            self.dev.write_at(&buf, b * BLOCK)?;
+        }
         Ok(BlobRef {
-            start,
-            blocks: blocks as u32,
+            start: blocks.first().copied().unwrap_or(0),
+            blocks: blocks.len() as u32,
             bytes: bytes.len() as u32,
             crc: crc32c::crc32c(bytes),
         })
     }
 }
 
-/// Read a blob a checkpoint names.
-pub fn read_blob(dev: &dyn metalog::BlockDev, r: &BlobRef) -> Result<Vec<u8>, StoreError> {
+/// Read a blob a checkpoint names: its bytes and its blocks.
+pub fn read_blob(
+    dev: &dyn metalog::BlockDev,
+    r: &BlobRef,
+) -> Result<(Vec<u8>, Vec<u64>), StoreError> {
+    let mut out = Vec::new();
+    let mut blocks = Vec::new();
     if r.blocks == 0 {
-        return Ok(Vec::new());
+        return Ok((out, blocks));
     }
-    if r.bytes as u64 > r.blocks as u64 * BLOCK || r.blocks > 1 << 20 {
+    if r.bytes as u64 > r.blocks as u64 * format::BLOB_PAYLOAD as u64 {
         return Err(StoreError::Io("checkpoint names a bad blob".into()));
     }
-    let mut buf = vec![0u8; (r.blocks as u64 * BLOCK) as usize];
-    dev.read_at(&mut buf, r.start * BLOCK)?;
-    buf.truncate(r.bytes as usize);
-    if crc32c::crc32c(&buf) != r.crc {
+    let mut at = r.start;
+    let mut buf = vec![0u8; BLOCK as usize];
+    for i in 0..r.blocks {
+        if at == 0 || at * BLOCK >= dev.size() {
+            return Err(StoreError::Io("checkpoint blob: broken chain".into()));
+        }
+        dev.read_at(&mut buf, at * BLOCK)?;
+        blocks.push(at);
+        out.extend_from_slice(&buf[8..]);
+        at = format::blob_next(&buf);
+        if i + 1 == r.blocks && at != 0 {
+            return Err(StoreError::Io("checkpoint blob: chain too long".into()));
+        }
+    }
+    out.truncate(r.bytes as usize);
+    if crc32c::crc32c(&out) != r.crc {
         return Err(StoreError::Io("checkpoint blob: bad checksum".into()));
     }
-    Ok(buf)
+    Ok((out, blocks))
 }
 
 impl Writeback for Inner {
