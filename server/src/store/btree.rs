@@ -301,21 +301,32 @@ pub fn all_blocks(r: &dyn NodeRead, root: Option<Root>) -> Result<Vec<u64>, Stor
 }
 
 /// Merge `changes` into the tree at `root`, copy-on-write; returns the new root (None: the
-/// tree is empty) and how many nodes were written.
+/// tree is empty) and how many keys starting with byte `kind` it added (less those it
+/// removed): the checkpoint's inode count follows its tree exactly.
 pub fn merge(
     w: &mut dyn NodeWrite,
     root: Option<Root>,
     changes: &Changes,
-) -> Result<Option<Root>, StoreError> {
+    kind: u8,
+) -> Result<(Option<Root>, i64), StoreError> {
     let ch: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = changes.iter().collect();
-    let (mut entries, mut level) = match root {
-        None => (apply_leaf(Vec::new(), &ch), 0),
+    let mut delta = 0i64;
+    let (entries, level) = match root {
+        None => (apply_leaf(Vec::new(), &ch, kind, &mut delta), 0),
         Some(r) => {
             let p = w.node(r.block, r.level)?;
             w.replaced(r.block);
-            (merge_node(w, &p, &ch)?, r.level)
+            (merge_node(w, &p, &ch, kind, &mut delta)?, r.level)
         }
     };
+    Ok((finish_root(w, entries, level)?, delta))
+}
+
+fn finish_root(
+    w: &mut dyn NodeWrite,
+    mut entries: Vec<(Vec<u8>, Vec<u8>)>,
+    mut level: u8,
+) -> Result<Option<Root>, StoreError> {
     loop {
         if entries.is_empty() {
             return Ok(None);
@@ -358,6 +369,8 @@ fn child_of(v: &[u8]) -> u64 {
 fn apply_leaf(
     old: Vec<(Vec<u8>, Vec<u8>)>,
     ch: &[(&Vec<u8>, &Option<Vec<u8>>)],
+    kind: u8,
+    delta: &mut i64,
 ) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut out = Vec::with_capacity(old.len() + ch.len());
     let mut old = old.into_iter().peekable();
@@ -365,8 +378,12 @@ fn apply_leaf(
         while old.peek().is_some_and(|(ok, _)| ok < *k) {
             out.extend(old.next());
         }
-        if old.peek().is_some_and(|(ok, _)| ok == *k) {
+        let had = old.peek().is_some_and(|(ok, _)| ok == *k);
+        if had {
             old.next();
+        }
+        if k.first() == Some(&kind) {
+            *delta += v.is_some() as i64 - had as i64;
         }
         if let Some(v) = v {
             out.push(((*k).clone(), v.clone()));
@@ -383,15 +400,19 @@ fn merge_node(
     w: &mut dyn NodeWrite,
     p: &Page,
     ch: &[(&Vec<u8>, &Option<Vec<u8>>)],
+    kind: u8,
+    delta: &mut i64,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
     if p.level() == 0 {
-        return Ok(apply_leaf(p.entries(), ch));
+        return Ok(apply_leaf(p.entries(), ch, kind, delta));
     }
     let n = p.count();
     let lvl = p.level() - 1;
     let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut acc: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut acc_dirty = false;
+    // Whether the last entry of `out` is an unchanged child (one a small run may absorb).
+    let mut last_unchanged = false;
     let mut rest = ch;
     for i in 0..n {
         // Changes for child i: keys below child i+1's first key (child 0 also takes the
@@ -408,7 +429,7 @@ fn merge_node(
         if !mine.is_empty() {
             let c = w.node(blk, lvl)?;
             w.replaced(blk);
-            acc.extend(merge_node(w, &c, mine)?);
+            acc.extend(merge_node(w, &c, mine, kind, delta)?);
             acc_dirty = true;
             continue;
         }
@@ -419,11 +440,13 @@ fn merge_node(
             acc.extend(c.entries());
             continue;
         }
+        // (out's last entry becomes this unchanged child, whatever the flush pushed.)
         flush(w, lvl, &mut acc, &mut out, &mut acc_dirty)?;
         out.push((p.key(i).to_vec(), p.val(i).to_vec()));
+        last_unchanged = true;
     }
-    if acc_dirty && acc_bytes(&acc) < PAGE / 4 {
-        // Small at the end: take the unchanged neighbour on the left, if there is one.
+    if acc_dirty && acc_bytes(&acc) < PAGE / 4 && last_unchanged {
+        // Small at the end: take the unchanged neighbour on the left.
         if let Some((_, v)) = out.last() {
             let blk = child_of(v);
             let c = w.node(blk, lvl)?;
@@ -575,7 +598,7 @@ mod tests {
                 ch.insert(key(k), Some(vec![round as u8; 40]));
                 model.insert(key(k), vec![round as u8; 40]);
             }
-            root = merge(&mut m, root, &ch).unwrap();
+            root = merge(&mut m, root, &ch, 0).unwrap().0;
         }
         assert!(root.unwrap().level >= 1, "{root:?}");
         assert_eq!(scan(&m, root), model.clone().into_iter().collect::<Vec<_>>());
@@ -590,7 +613,7 @@ mod tests {
         assert!(bytes / live.len() > PAGE / 3, "{} nodes for {bytes} bytes", live.len());
         // Delete everything: the tree empties completely.
         let ch: Changes = model.keys().map(|k| (k.clone(), None)).collect();
-        root = merge(&mut m, root, &ch).unwrap();
+        root = merge(&mut m, root, &ch, 0).unwrap().0;
         assert_eq!(root, None);
         assert!(scan(&m, root).is_empty());
     }
@@ -599,7 +622,7 @@ mod tests {
     fn get_and_seek_between_keys() {
         let mut m = Mem::default();
         let ch: Changes = (0..2000u64).map(|i| (key(i * 2), Some(key(i)))).collect();
-        let root = merge(&mut m, None, &ch).unwrap();
+        let root = merge(&mut m, None, &ch, 0).unwrap().0;
         assert_eq!(get(&m, root, &key(10)).unwrap(), Some(key(5)));
         assert_eq!(get(&m, root, &key(11)).unwrap(), None);
         let mut c = Cursor::seek(&m, root, &key(1999)).unwrap();
@@ -612,7 +635,7 @@ mod tests {
     fn corrupt_nodes_are_refused() {
         let mut m = Mem::default();
         let ch: Changes = (0..10u64).map(|i| (key(i), Some(vec![1]))).collect();
-        let root = merge(&mut m, None, &ch).unwrap().unwrap();
+        let root = merge(&mut m, None, &ch, 0).unwrap().0.unwrap();
         let good = m.nodes[&root.block].bytes().to_vec();
         assert!(Page::parse(good.clone(), root.block, Some(0)).is_ok());
         assert!(Page::parse(good.clone(), root.block + 1, Some(0)).is_err(), "moved");
@@ -631,6 +654,7 @@ mod tests {
             proptest::collection::vec((0u64..3000, proptest::option::of(0usize..200)), 1..400), 1..8)) {
             let mut m = Mem::default();
             let mut root = None;
+            let mut count = 0i64;
             let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
             for b in batches {
                 let mut ch = Changes::new();
@@ -642,7 +666,10 @@ mod tests {
                     };
                     ch.insert(key(k), v);
                 }
-                root = merge(&mut m, root, &ch).unwrap();
+                let (r, d) = merge(&mut m, root, &ch, 0).unwrap();
+                root = r;
+                count += d;
+                prop_assert_eq!(count, model.len() as i64, "keys counted");
                 prop_assert_eq!(scan(&m, root), model.clone().into_iter().collect::<Vec<_>>());
                 let live = all_blocks(&m, root).unwrap();
                 prop_assert_eq!(live.len() + m.replaced.len(), m.written);

@@ -179,6 +179,7 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
     let load_ms = t0.elapsed().as_millis() as u64;
     let t1 = Instant::now();
     let mut replayed = 0u64;
+    let covered = ck.csn;
     let mut last_note = Instant::now();
     let flush = Arc::new(FlushSeq::new(dev.clone()));
     let lopts = LogOptions {
@@ -194,6 +195,11 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         flush.clone(),
         lopts,
         &mut |csn, item| {
+            // The tree holds every commit up to the CSN its checkpoint covers: skip those.
+            // Replaying them could free blocks the tree's own nodes took since (writeback.rs).
+            if csn.0 <= covered {
+                return Ok(());
+            }
             replayed += 1;
             if last_note.elapsed() >= PROGRESS_EVERY {
                 last_note = Instant::now();

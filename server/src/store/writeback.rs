@@ -5,9 +5,10 @@
 //!
 //! 1. Under the state lock: `C = last_committed()` (lowered by one while that checkpoint is
 //!    open, see below), the live changes become the frozen set, and the logical free space
-//!    (allocator + reserved + busy) is copied. Blocks freed from now on stay busy until step 5
-//!    (`Core::wb_hold`): they are still in use in the frozen state, so no node of this
-//!    write-back and no later replay may see them as free.
+//!    (allocator + reserved + busy) is copied. Blocks freed by anything after the previous
+//!    checkpoint's CSN stay busy until step 5 (`Core::wb_hold`): a mount replays exactly
+//!    those items (it skips what a checkpoint covers), and an item that frees a block must
+//!    never be replayed over a tree whose nodes took that block.
 //! 2. `force_seq(C)`: the log holds what the new tree holds before it lands (write-ahead).
 //! 3. No lock: merge the frozen changes into the tree; new nodes go to blocks taken from the
 //!    allocator (free in the frozen state too), old ones are only listed.
@@ -17,6 +18,11 @@
 //!    checkpoint and the log, which still holds everything after its CSN.
 //! 5. Under the state lock: the new root is in, the frozen set is dropped, replaced nodes
 //!    and old blobs go back to the allocator (and out of the cache).
+//!
+//! When free space is short (a volume filled with files, then emptied), steps 3–5 run in
+//! parts, each merging one key range of the frozen set with the space the previous part gave
+//! back; all parts but the last keep the old covered CSN, so a crash between them replays
+//! the same items over a tree that holds part of them, which converges (state.rs).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -54,12 +60,16 @@ struct Sink<'a> {
     /// Every block handed out for new nodes (to count as used, or to give back on failure).
     taken: Vec<(u64, u64)>,
     replaced: Vec<u64>,
-    pending: Vec<(u64, Page)>,
+    /// Written nodes not yet on the device (a merge may read one back: a collapsing root).
+    pending: Vec<(u64, Arc<Page>)>,
     written: u64,
 }
 
 impl NodeRead for Sink<'_> {
     fn node(&self, block: u64, level: u8) -> Result<Arc<Page>, StoreError> {
+        if let Some((_, p)) = self.pending.iter().rev().find(|(b, _)| *b == block) {
+            return Ok(p.clone());
+        }
         self.rd.node(block, level)
     }
 }
@@ -81,7 +91,7 @@ impl NodeWrite for Sink<'_> {
     }
 
     fn write(&mut self, block: u64, page: Page) -> Result<(), StoreError> {
-        self.pending.push((block, page));
+        self.pending.push((block, Arc::new(page)));
         self.written += 1;
         if self.pending.len() >= WRITE_BATCH {
             self.flush_writes()?;
@@ -114,7 +124,7 @@ impl Sink<'_> {
             i = j;
         }
         for (b, pg) in p {
-            self.inner.cache.insert(b, Arc::new(pg));
+            self.inner.cache.insert(b, pg);
         }
         Ok(())
     }
@@ -161,6 +171,7 @@ impl Inner {
         // Close and force what is committed now, so that the C read under the lock below is
         // usually a closed, durable checkpoint.
         self.force(self.log.last_committed())?;
+        let old_csn = wb.ck.csn;
         let snap = {
             let mut g = self.wr();
             let c = self.log.last_committed();
@@ -180,7 +191,7 @@ impl Inner {
             let frozen = Arc::new(std::mem::take(&mut g.kv.live));
             g.kv.live_bytes = 0;
             g.kv.frozen = Some(frozen.clone());
-            g.wb_hold = Some(c.0);
+            g.wb_hold = Some(old_csn);
             let mut free = g.alloc.clone();
             let held: Vec<(u64, u64)> = g
                 .reserved
@@ -207,39 +218,20 @@ impl Inner {
         };
         let had_clients = snap.clients.is_some();
         let frozen = snap.frozen.clone();
-        let mut sink = Sink {
-            inner: self,
-            rd: self.rd().kv.rd.clone(),
-            run: (0, 0),
-            taken: Vec::new(),
-            replaced: Vec::new(),
-            pending: Vec::new(),
-            written: 0,
-        };
-        let made = self.write_checkpoint(&wb, snap, &mut sink);
+        let rd = self.rd().kv.rd.clone();
+        let r = self.write_parts(&mut wb, snap, rd);
         let mut g = self.wr();
         g.kv.frozen = None;
         g.wb_hold = None;
-        let out = match made {
-            Ok(m) => {
-                for &(s, l) in &m.release {
-                    let _ = g.alloc.free(s, l);
-                    for b in s..s + l {
-                        self.cache.evict(b);
-                    }
-                }
-                g.kv.root = m.ck.root;
-                self.tree_nodes.store(m.ck.nodes, Ordering::Relaxed);
-                wb.ck = m.ck;
-                wb.free_blocks = m.free_blocks;
-                wb.clients_blocks = m.clients_blocks;
+        let out = match r {
+            Ok(()) => {
                 wb.runs += 1;
-                wb.objects_written += m.written;
-                Ok(Csn(m.ck.csn))
+                Ok(Csn(wb.ck.csn))
             }
             Err(e) => {
-                // The old checkpoint stays; the frozen changes go back under the live ones
-                // (which are newer), the blocks taken for nodes back to the allocator.
+                // The last checkpoint stays; the frozen changes go back under the live ones
+                // (which are newer): what a part already merged is merged again next time,
+                // to the same result.
                 for (k, v) in frozen.iter() {
                     if !g.kv.live.contains_key(k) {
                         let cost = super::kv::change_cost(k, v);
@@ -248,19 +240,7 @@ impl Inner {
                     }
                 }
                 g.clients_dirty |= had_clients;
-                drop(g);
-                sink.finish();
-                let mut g = self.wr();
-                for &(s, l) in &sink.taken {
-                    let _ = g.alloc.free(s, l);
-                    for b in s..s + l {
-                        self.cache.evict(b);
-                    }
-                }
-                self.pending_bytes.store(g.kv.live_bytes, Ordering::Relaxed);
-                drop(g);
-                self.wb_done.notify_all();
-                return Err(e);
+                Err(e)
             }
         };
         self.pending_bytes.store(g.kv.live_bytes, Ordering::Relaxed);
@@ -269,23 +249,100 @@ impl Inner {
         out
     }
 
+    /// Steps 2–5, in as many parts as free space asks for (module comment).
+    fn write_parts(&self, wb: &mut Wb, snap: Snapshot, rd: Reader) -> Result<(), StoreError> {
+        // 2. write-ahead: the log covers C before any tree reflecting it lands.
+        self.force(snap.c)?;
+        let mut free = snap.free;
+        let mut clients = snap.clients;
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            // A part: as many changes as half the free space can take new nodes for.
+            let room = self.rd().alloc.free_blocks().saturating_sub(32) / 2;
+            let per = (room as usize).max(16);
+            let mut part = Changes::new();
+            let range = match &from {
+                None => snap.frozen.range::<Vec<u8>, _>(..),
+                Some(k) => snap.frozen.range::<Vec<u8>, _>(k.clone()..),
+            };
+            let mut next = None;
+            for (k, v) in range {
+                if part.len() >= per {
+                    next = Some(k.clone());
+                    break;
+                }
+                part.insert(k.clone(), v.clone());
+            }
+            let last = next.is_none();
+            let mut sink = Sink {
+                inner: self,
+                rd: rd.clone(),
+                run: (0, 0),
+                taken: Vec::new(),
+                replaced: Vec::new(),
+                pending: Vec::new(),
+                written: 0,
+            };
+            let csn = if last { snap.c.0 } else { wb.ck.csn };
+            let made = self.write_checkpoint(wb, &part, &mut free, csn, clients.take(), snap.next_ino, &mut sink);
+            let mut g = self.wr();
+            match made {
+                Ok(m) => {
+                    for &(s, l) in &m.release {
+                        let _ = g.alloc.free(s, l);
+                        for b in s..s + l {
+                            self.cache.evict(b);
+                        }
+                    }
+                    g.kv.root = m.ck.root;
+                    self.tree_nodes.store(m.ck.nodes, Ordering::Relaxed);
+                    wb.ck = m.ck;
+                    wb.free_blocks = m.free_blocks;
+                    wb.clients_blocks = m.clients_blocks;
+                    wb.objects_written += m.written;
+                }
+                Err(e) => {
+                    drop(g);
+                    sink.finish();
+                    let mut g = self.wr();
+                    for &(s, l) in &sink.taken {
+                        let _ = g.alloc.free(s, l);
+                        for b in s..s + l {
+                            self.cache.evict(b);
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+            drop(g);
+            match next {
+                Some(k) => from = Some(k),
+                None => break,
+            }
+        }
+        debug_assert!(wb.ck.files == snap.files || self.failed.load(Ordering::Relaxed));
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn write_checkpoint(
         &self,
         wb: &Wb,
-        snap: Snapshot,
+        changes: &Changes,
+        free: &mut Allocator,
+        csn: u64,
+        clients_bytes: Option<Vec<u8>>,
+        next_ino: u64,
         sink: &mut Sink<'_>,
     ) -> Result<Made, StoreError> {
         let old = &wb.ck;
-        // 2. write-ahead: the log covers C before any tree reflecting it lands.
-        self.force(snap.c)?;
         // 3. the new tree
-        let root = btree::merge(sink, snap.root, &snap.frozen)?;
+        let (root, added) = btree::merge(sink, old.root, changes, super::keys::K_INODE)?;
         sink.flush_writes()?;
         sink.finish();
-        let mut free = snap.free;
         let mut release: Vec<(u64, u64)> = sink.replaced.iter().map(|&b| (b, 1)).collect();
         // 4. blobs: client records (kept from the old checkpoint if unchanged), free space.
-        let (clients, clients_blocks) = match snap.clients {
+        let (clients, clients_blocks) = match clients_bytes {
             Some(bytes) => {
                 let n = bytes.len().div_ceil(format::BLOB_PAYLOAD).max(1) as u64;
                 let blocks = self.alloc_blocks(sink, n)?;
@@ -322,10 +379,10 @@ impl Inner {
         let nodes = (old.nodes + sink.written).saturating_sub(sink.replaced.len() as u64);
         let ck = Checkpoint {
             seq: old.seq + 1,
-            csn: snap.c.0,
+            csn,
             root,
-            next_ino: snap.next_ino,
-            files: snap.files,
+            next_ino,
+            files: (old.files as i64 + added).max(0) as u64,
             nodes,
             free: free_ref,
             clients,
