@@ -129,8 +129,9 @@ impl Progress {
     }
 }
 
-/// `count` files named `{prefix}{k}` in `dirs` by all `sess`, in parallel; each session takes
-/// every C-th file.
+/// `count` files named `{prefix}{k}` in `dirs` by all `sess`, in parallel, as an untar
+/// would: the files of one directory are made one after the other, each session filling
+/// its own directories (session i takes directories i, i + C, ...).
 async fn create_files(
     sess: &[Arc<Session>],
     dirs: Arc<Vec<Vec<u8>>>,
@@ -139,17 +140,33 @@ async fn create_files(
     progress: Arc<Progress>,
 ) -> Result<()> {
     let c = sess.len() as u64;
+    let nd = dirs.len() as u64;
     let mut tasks = Vec::new();
     for (i, s) in sess.iter().enumerate() {
-        let (s, dirs, progress, prefix) = (s.clone(), dirs.clone(), progress.clone(), prefix.to_string());
+        let (s, dirs, progress, prefix) = (
+            s.clone(),
+            dirs.clone(),
+            progress.clone(),
+            prefix.to_string(),
+        );
         tasks.push(tokio::spawn(async move {
-            let mut k = i as u64;
-            while k < count {
-                let d = &dirs[(k % dirs.len() as u64) as usize];
+            // One directory: every session in it (files k ≡ i mod C); several: each
+            // session its own directories, filled one by one (file k in directory k / per).
+            let per = count.div_ceil(nd);
+            let mine: Box<dyn Iterator<Item = u64> + Send> = if nd == 1 {
+                Box::new((i as u64..count).step_by(c as usize))
+            } else {
+                Box::new(
+                    (i as u64..nd)
+                        .step_by(c as usize)
+                        .flat_map(move |d| (d * per..((d + 1) * per).min(count))),
+                )
+            };
+            for k in mine {
+                let d = &dirs[(k / per).min(nd - 1) as usize];
                 let f = s.create_file(d, &format!("{prefix}{k}"), 0o644).await?;
                 s.close_file(&f).await?;
                 progress.tick();
-                k += c;
             }
             Ok::<(), ClientError>(())
         }));

@@ -269,10 +269,11 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
     };
     let _ = inner.mount_stats.set(stats);
     let files = inner.rd().files;
+    let ck = inner.wb.lock().unwrap_or_else(|e| e.into_inner()).ck;
     tracing::info!(
         "store mounted: {files} inodes, checkpoint {} (log CSN {}), {} metadata blocks read, {replayed} log items replayed, {} ms",
-        inner.wb.lock().unwrap_or_else(|e| e.into_inner()).ck.seq,
-        inner.wb.lock().unwrap_or_else(|e| e.into_inner()).ck.csn,
+        ck.seq,
+        ck.csn,
         stats.blocks_read,
         t0.elapsed().as_millis()
     );

@@ -410,3 +410,59 @@ fn clean_unmount_and_reopen_keeps_everything() {
     }
     s.unmount().unwrap();
 }
+
+/// Issue 11 "Must show", figures (not a timing test): `cargo test --release -p pnfsd --lib
+/// capacity_figures -- --ignored --nocapture`. The default 8 GiB volume takes 2,000,000 empty
+/// files and a 1 GiB one 200,000 (in 1,000-entry directories), with room to spare; prints
+/// the on-disk metadata per file and what `fsstat` says is left.
+#[test]
+#[ignore]
+fn capacity_figures() {
+    for (size, n) in [(1u64 << 30, 200_000u64), (8 << 30, 2_000_000)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vol.img");
+        Store::mkfs(&path, size, false).unwrap();
+        let opts = StoreOptions {
+            sync: false,
+            ..StoreOptions::default()
+        };
+        let s = Store::open(&path, opts.clone()).unwrap();
+        let st0 = s.fsstat();
+        let t = std::time::Instant::now();
+        let mut d = ROOT_INO;
+        for i in 0..n {
+            if i % 1000 == 0 {
+                d = mk(&s, ROOT_INO, &format!("d{}", i / 1000), NewNode::Directory).ino;
+            }
+            mk(&s, d, &format!("file-{i}"), NewNode::Regular);
+        }
+        let secs = t.elapsed().as_secs_f64();
+        s.unmount().unwrap();
+        drop(s);
+        let s = Store::open(&path, opts).unwrap();
+        let st = s.fsstat();
+        let used = st0.free_bytes - st.free_bytes;
+        let (nodes, _, _) = s.metadata_usage();
+        println!(
+            "{} GiB volume: {n} files in {secs:.1} s ({:.0}/s in-process); metadata {:.1} MiB \
+             ({} tree nodes), {:.0} bytes per file; fsstat: {} files, {} more would fit; clean \
+             mount read {} blocks",
+            size >> 30,
+            n as f64 / secs,
+            used as f64 / (1 << 20) as f64,
+            nodes,
+            used as f64 / n as f64,
+            st.total_files - st.free_files,
+            st.free_files,
+            s.mount_stats().blocks_read
+        );
+        assert!(st.free_files > 0);
+        assert_eq!(
+            s.lookup(Ino(s.lookup(ROOT_INO, format!("d{}", (n - 1) / 1000).as_bytes()).unwrap().ino.0), format!("file-{}", n - 1).as_bytes())
+                .unwrap()
+                .ftype,
+            FileType::Regular
+        );
+        s.unmount().unwrap();
+    }
+}

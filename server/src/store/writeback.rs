@@ -30,7 +30,7 @@ use std::sync::Arc;
 use layout::Allocator;
 use metalog::{Csn, Writeback};
 
-use super::btree::{self, Changes, NodeRead, NodeWrite, Page, Root};
+use super::btree::{self, Changes, NodeRead, NodeWrite, Page};
 use super::format::{self, BlobRef, Checkpoint};
 use super::inner::Inner;
 use super::kv::Reader;
@@ -147,7 +147,6 @@ impl Sink<'_> {
 struct Snapshot {
     c: Csn,
     frozen: Arc<Changes>,
-    root: Option<Root>,
     free: Allocator,
     next_ino: u64,
     files: u64,
@@ -209,7 +208,6 @@ impl Inner {
             Snapshot {
                 c,
                 frozen,
-                root: g.kv.root,
                 free,
                 next_ino: g.next_ino,
                 files: g.files,
@@ -260,19 +258,24 @@ impl Inner {
             // A part: as many changes as half the free space can take new nodes for.
             let room = self.rd().alloc.free_blocks().saturating_sub(32) / 2;
             let per = (room as usize).max(16);
+            // Usually one part: the frozen set itself, not a copy of it.
             let mut part = Changes::new();
-            let range = match &from {
-                None => snap.frozen.range::<Vec<u8>, _>(..),
-                Some(k) => snap.frozen.range::<Vec<u8>, _>(k.clone()..),
-            };
             let mut next = None;
-            for (k, v) in range {
-                if part.len() >= per {
-                    next = Some(k.clone());
-                    break;
+            if from.is_some() || snap.frozen.len() > per {
+                let range = match &from {
+                    None => snap.frozen.range::<Vec<u8>, _>(..),
+                    Some(k) => snap.frozen.range::<Vec<u8>, _>(k.clone()..),
+                };
+                for (k, v) in range {
+                    if part.len() >= per {
+                        next = Some(k.clone());
+                        break;
+                    }
+                    part.insert(k.clone(), v.clone());
                 }
-                part.insert(k.clone(), v.clone());
             }
+            let whole = from.is_none() && next.is_none();
+            let changes: &Changes = if whole { &snap.frozen } else { &part };
             let last = next.is_none();
             let mut sink = Sink {
                 inner: self,
@@ -284,7 +287,15 @@ impl Inner {
                 written: 0,
             };
             let csn = if last { snap.c.0 } else { wb.ck.csn };
-            let made = self.write_checkpoint(wb, &part, &mut free, csn, clients.take(), snap.next_ino, &mut sink);
+            let made = self.write_checkpoint(
+                wb,
+                changes,
+                &mut free,
+                csn,
+                clients.take(),
+                snap.next_ino,
+                &mut sink,
+            );
             let mut g = self.wr();
             match made {
                 Ok(m) => {
