@@ -266,7 +266,10 @@ mod tests {
         a.set_used(40, 1).unwrap();
         a.set_used(42, 1).unwrap();
         assert_eq!(a.set_used(39, 5).unwrap(), 3);
-        assert_eq!(a.free_extents().collect::<Vec<_>>(), vec![(0, 39), (44, 56)]);
+        assert_eq!(
+            a.free_extents().collect::<Vec<_>>(),
+            vec![(0, 39), (44, 56)]
+        );
         assert!(a.set_used(99, 5).is_err());
     }
 

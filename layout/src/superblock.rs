@@ -302,7 +302,9 @@ mod tests {
         put_u32(&mut b, OFF_CRC, crc);
         let e = Superblock::decode(&b).unwrap_err();
         assert_eq!(e, SuperblockError::OldFormat(1));
-        assert!(e.to_string().contains("formatted by an older pnfsd: run pnfsd mkfs"));
+        assert!(e
+            .to_string()
+            .contains("formatted by an older pnfsd: run pnfsd mkfs"));
     }
 
     #[test]

@@ -113,7 +113,10 @@ pub(crate) fn recover_scan(
     replay: &mut ReplayFn<'_>,
 ) -> Result<Recovered, LogError> {
     let size = g.area_len;
-    tracing::info!("log recovery: the log was not unmounted cleanly, scanning {} KiB", size >> 10);
+    tracing::info!(
+        "log recovery: the log was not unmounted cleanly, scanning {} KiB",
+        size >> 10
+    );
     let mut area = vec![0u8; size as usize];
     g.dev.read_at(&mut area, g.area_off)?;
     let mut valid: BTreeMap<u64, Rec> = BTreeMap::new();

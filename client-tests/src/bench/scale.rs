@@ -105,7 +105,7 @@ impl Progress {
     }
     fn tick(&self) {
         let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % STEP == 0 {
+        if n.is_multiple_of(STEP) {
             let t = self.t0.elapsed().as_secs_f64();
             if let Ok(mut m) = self.marks.lock() {
                 m.push((n, t));
@@ -159,7 +159,7 @@ async fn create_files(
                 Box::new(
                     (i as u64..nd)
                         .step_by(c as usize)
-                        .flat_map(move |d| (d * per..((d + 1) * per).min(count))),
+                        .flat_map(move |d| d * per..((d + 1) * per).min(count)),
                 )
             };
             for k in mine {
@@ -232,7 +232,9 @@ async fn op_latency(
 
 fn meta_bytes(p: &PnfsdProcess, log_bytes: u64) -> u64 {
     let img = p.data_dir().join("volume.img");
-    let alloc = std::fs::metadata(img).map(|m| m.blocks() * 512).unwrap_or(0);
+    let alloc = std::fs::metadata(img)
+        .map(|m| m.blocks() * 512)
+        .unwrap_or(0);
     alloc.saturating_sub(log_bytes)
 }
 
@@ -247,7 +249,13 @@ fn timed_restart(p: &mut PnfsdProcess) -> Result<(f64, String)> {
         .lines()
         .skip(before)
         .find(|l| l.contains("store mounted"))
-        .map(|l| l.split("store mounted:").nth(1).unwrap_or(l).trim().to_string())
+        .map(|l| {
+            l.split("store mounted:")
+                .nth(1)
+                .unwrap_or(l)
+                .trim()
+                .to_string()
+        })
         .unwrap_or_default();
     Ok((secs, mounted))
 }
@@ -256,10 +264,8 @@ fn timed_restart(p: &mut PnfsdProcess) -> Result<(f64, String)> {
 /// a fresh server of `bin` (None: this pnfsd).
 async fn create_rate(a: &ScaleArgs, bin: Option<&std::path::Path>) -> Result<f64> {
     let opts = ServerOptions {
-        config_toml: Some(format!(
-            "volume_size = \"8G\"\ngrace_seconds = 1\nlease_seconds = 10\n"
-        )),
-        extra_args: vec!["--no-nvme".into()],
+        config_toml: Some("volume_size = \"8G\"\ngrace_seconds = 1\nlease_seconds = 10\n".into()),
+        extra_args: Vec::new(),
     };
     let p = match bin {
         Some(b) => PnfsdProcess::start_with_bin(b.to_path_buf(), opts)?,
@@ -285,7 +291,7 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     let log_bytes = (vol_bytes / 64).clamp(4 << 20, 256 << 20);
     let mut p = PnfsdProcess::start_with(ServerOptions {
         config_toml: Some(config(a)),
-        extra_args: vec!["--no-nvme".into()],
+        extra_args: Vec::new(),
     })?;
     let pid = p.pid().ok_or_else(|| harness("no pid"))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -300,8 +306,22 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     let big = s0.mkdir(&root, "big", 0o755).await?;
     let small = s0.mkdir(&root, "small", 0o755).await?;
     let t = Instant::now();
-    create_files(&sess, Arc::new(vec![small.clone()]), "s", 100, Progress::new()).await?;
-    create_files(&sess, Arc::new(vec![big.clone()]), "b", a.big, Progress::new()).await?;
+    create_files(
+        &sess,
+        Arc::new(vec![small.clone()]),
+        "s",
+        100,
+        Progress::new(),
+    )
+    .await?;
+    create_files(
+        &sess,
+        Arc::new(vec![big.clone()]),
+        "b",
+        a.big,
+        Progress::new(),
+    )
+    .await?;
     let big_secs = t.elapsed().as_secs_f64();
     let prog = Progress::new();
     let t = Instant::now();
@@ -309,7 +329,6 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     let files_secs = t.elapsed().as_secs_f64();
     let (first, last) = prog.rates(a.window);
     let total_files = a.files + a.big + 100;
-    let meta = meta_bytes(&p, log_bytes);
     // Latency: big vs small, interleaved rounds.
     let big_names: Vec<String> = (0..a.big.min(100_000)).map(|k| format!("b{k}")).collect();
     let small_names: Vec<String> = (0..100).map(|k| format!("s{k}")).collect();
@@ -328,14 +347,17 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     };
     let (lb, ls) = (m3(&lat_big), m3(&lat_small));
     let t = Instant::now();
-    let ents = s0.readdir_all(&big, bitmap(&[attr::TYPE, attr::FILEID])).await?;
+    let ents = s0
+        .readdir_all(&big, bitmap(&[attr::TYPE, attr::FILEID]))
+        .await?;
     let readdir_secs = t.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let rss_peak = sampler.join().unwrap_or(0);
     drop(sess);
     drop(s0);
-    // SIGTERM restart.
+    // SIGTERM restart; the unmount wrote everything back, so the volume holds it all.
     p.terminate()?;
+    let meta = meta_bytes(&p, log_bytes);
     let (term_ready, term_mount) = timed_restart(&mut p)?;
     // A burst of creates, then SIGKILL: the log holds what the write-back has not taken.
     let sess = sessions(p.addr(), a.sessions).await?;

@@ -108,7 +108,9 @@ fn parse_scale(mut it: impl Iterator<Item = String>) -> Result<bench::scale::Sca
             "--volume-size" => a.volume_size = val("--volume-size")?,
             "--cache" => a.cache = val("--cache")?,
             "--baseline" => a.baseline = Some(PathBuf::from(val("--baseline")?)),
-            "--baseline-files" => a.baseline_files = num("--baseline-files", val("--baseline-files")?)?,
+            "--baseline-files" => {
+                a.baseline_files = num("--baseline-files", val("--baseline-files")?)?
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other}")),
         }

@@ -34,6 +34,9 @@ const _: () = assert!(3 * (MAX_KEY + MAX_VAL + 6) <= PAGE - HEADER);
 /// A sorted batch of changes: `Some` puts, `None` deletes.
 pub type Changes = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
+/// One (key, value) entry of a node.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
 /// A tree root: block and level (0: the root is a leaf).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Root {
@@ -203,7 +206,11 @@ pub trait NodeWrite: NodeRead {
 }
 
 /// The value at `key`.
-pub fn get(r: &dyn NodeRead, root: Option<Root>, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+pub fn get(
+    r: &dyn NodeRead,
+    root: Option<Root>,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, StoreError> {
     let Some(root) = root else { return Ok(None) };
     let mut p = r.node(root.block, root.level)?;
     while p.level() > 0 {
@@ -243,7 +250,7 @@ impl Cursor {
     }
 
     /// The next entry (key, value), or None at the end of the tree.
-    pub fn next(&mut self, r: &dyn NodeRead) -> Result<Option<(Vec<u8>, Vec<u8>)>, StoreError> {
+    pub fn next(&mut self, r: &dyn NodeRead) -> Result<Option<Entry>, StoreError> {
         loop {
             let Some((p, i)) = self.stack.last_mut() else {
                 return Ok(None);
@@ -402,7 +409,7 @@ fn merge_node(
     ch: &[(&Vec<u8>, &Option<Vec<u8>>)],
     kind: u8,
     delta: &mut i64,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+) -> Result<Vec<Entry>, StoreError> {
     if p.level() == 0 {
         return Ok(apply_leaf(p.entries(), ch, kind, delta));
     }
@@ -485,7 +492,7 @@ fn pack(
     w: &mut dyn NodeWrite,
     level: u8,
     entries: Vec<(Vec<u8>, Vec<u8>)>,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+) -> Result<Vec<Entry>, StoreError> {
     let cap = PAGE - HEADER;
     let mut groups: Vec<Vec<(Vec<u8>, Vec<u8>)>> = Vec::new();
     let mut cur = Vec::new();
@@ -601,7 +608,10 @@ mod tests {
             root = merge(&mut m, root, &ch, 0).unwrap().0;
         }
         assert!(root.unwrap().level >= 1, "{root:?}");
-        assert_eq!(scan(&m, root), model.clone().into_iter().collect::<Vec<_>>());
+        assert_eq!(
+            scan(&m, root),
+            model.clone().into_iter().collect::<Vec<_>>()
+        );
         // Every live node is reachable exactly once; every replaced one is not reachable.
         let live = all_blocks(&m, root).unwrap();
         let set: std::collections::HashSet<_> = live.iter().copied().collect();
@@ -610,7 +620,11 @@ mod tests {
         assert_eq!(live.len() + m.replaced.len(), m.written);
         // Fill is reasonable: model bytes / live nodes.
         let bytes: usize = model.iter().map(|(k, v)| entry_cost(k, v)).sum();
-        assert!(bytes / live.len() > PAGE / 3, "{} nodes for {bytes} bytes", live.len());
+        assert!(
+            bytes / live.len() > PAGE / 3,
+            "{} nodes for {bytes} bytes",
+            live.len()
+        );
         // Delete everything: the tree empties completely.
         let ch: Changes = model.keys().map(|k| (k.clone(), None)).collect();
         root = merge(&mut m, root, &ch, 0).unwrap().0;
@@ -638,8 +652,14 @@ mod tests {
         let root = merge(&mut m, None, &ch, 0).unwrap().0.unwrap();
         let good = m.nodes[&root.block].bytes().to_vec();
         assert!(Page::parse(good.clone(), root.block, Some(0)).is_ok());
-        assert!(Page::parse(good.clone(), root.block + 1, Some(0)).is_err(), "moved");
-        assert!(Page::parse(good.clone(), root.block, Some(1)).is_err(), "level");
+        assert!(
+            Page::parse(good.clone(), root.block + 1, Some(0)).is_err(),
+            "moved"
+        );
+        assert!(
+            Page::parse(good.clone(), root.block, Some(1)).is_err(),
+            "level"
+        );
         let mut bad = good.clone();
         bad[PAGE - 3] ^= 1;
         assert!(Page::parse(bad, root.block, Some(0)).is_err(), "bit flip");

@@ -41,9 +41,15 @@ pub(super) fn fsck(s: &Store) {
     for (k, v) in g.kv.collect(&[K_DIRENT], &[K_DIRENT + 1]).unwrap() {
         let (dir, cookie) = (be64(&k, 1), be64(&k, 9));
         let (child, name) = decode_dirent(&v).unwrap();
-        assert_eq!(inodes[&dir].ftype, FileType::Directory, "entry in non-dir {dir}");
+        assert_eq!(
+            inodes[&dir].ftype,
+            FileType::Directory,
+            "entry in non-dir {dir}"
+        );
         assert_eq!(cookie & !(COOKIE_SLOTS - 1), cookie_base(g.hash_key, name));
-        let c = inodes.get(&child).unwrap_or_else(|| panic!("dangling {child}"));
+        let c = inodes
+            .get(&child)
+            .unwrap_or_else(|| panic!("dangling {child}"));
         if c.ftype == FileType::Directory {
             assert_eq!(c.parent, dir, "parent of dir {child}");
             *subdirs.entry(dir).or_default() += 1;
@@ -62,15 +68,31 @@ pub(super) fn fsck(s: &Store) {
     let mut file_blocks = 0;
     for (&ino, m) in &inodes {
         if m.ftype == FileType::Directory {
-            assert_eq!(m.nlink, 2 + subdirs.get(&ino).copied().unwrap_or(0), "dir {ino}");
+            assert_eq!(
+                m.nlink,
+                2 + subdirs.get(&ino).copied().unwrap_or(0),
+                "dir {ino}"
+            );
         } else {
-            assert_eq!(m.nlink, links.get(&ino).copied().unwrap_or(0), "nlink of {ino}");
+            assert_eq!(
+                m.nlink,
+                links.get(&ino).copied().unwrap_or(0),
+                "nlink of {ino}"
+            );
         }
-        assert_eq!(m.nblocks, per_ino.get(&ino).copied().unwrap_or(0), "nblocks of {ino}");
+        assert_eq!(
+            m.nblocks,
+            per_ino.get(&ino).copied().unwrap_or(0),
+            "nblocks of {ino}"
+        );
         file_blocks += m.nblocks;
     }
     for (k, _) in g.kv.collect(&[K_ORPHAN], &[K_ORPHAN + 1]).unwrap() {
-        assert_eq!(inodes[&be64(&k, 1)].nlink, 0, "orphan record of a linked inode");
+        assert_eq!(
+            inodes[&be64(&k, 1)].nlink,
+            0,
+            "orphan record of a linked inode"
+        );
     }
     let nodes = super::btree::all_blocks(&g.kv.rd, g.kv.root).unwrap();
     assert_eq!(nodes.len() as u64, wb.ck.nodes, "tree node count");
@@ -81,10 +103,18 @@ pub(super) fn fsck(s: &Store) {
     owned.extend(g.reserved.iter().map(|(&p, &l)| (p, l, "reserved".into())));
     owned.sort();
     for w in owned.windows(2) {
-        assert!(w[0].0 + w[0].1 <= w[1].0, "owned twice: {:?} and {:?}", w[0], w[1]);
+        assert!(
+            w[0].0 + w[0].1 <= w[1].0,
+            "owned twice: {:?} and {:?}",
+            w[0],
+            w[1]
+        );
     }
     for (p, l, who) in &owned {
-        assert!(!g.alloc.is_free(*p, 1) && !g.alloc.is_free(p + l - 1, 1), "{who} {p}+{l} is free");
+        assert!(
+            !g.alloc.is_free(*p, 1) && !g.alloc.is_free(p + l - 1, 1),
+            "{who} {p}+{l} is free"
+        );
     }
     let total: u64 = owned.iter().map(|o| o.1).sum();
     assert_eq!(g.alloc.used_blocks(), total, "{file_blocks} file blocks");
@@ -311,7 +341,9 @@ fn freed_blocks_wait_for_durability_and_for_io_in_flight() {
         .unwrap();
     let cb = phys_blocks(&s, c.ino);
     // Reusable again: given to c, or free (the metadata reserve keeps a few blocks back).
-    assert!(old.iter().all(|p| cb.contains(p) || s.inner.rd().alloc.is_free(*p, 1)));
+    assert!(old
+        .iter()
+        .all(|p| cb.contains(p) || s.inner.rd().alloc.is_free(*p, 1)));
     assert_eq!(s.fsstat().free_bytes, 0);
     let r = s.write(a.ino, 0, b"x", Stable::Unstable);
     assert_eq!(r.unwrap_err(), StoreError::NoSpace);
@@ -665,7 +697,10 @@ fn fill_with_files_until_nospace_then_remove_all() {
         st0.free_files
     );
     let st = s.fsstat();
-    assert!(st.free_files < st0.free_files / 50 + 10, "{st:?} after {n} of {st0:?}");
+    assert!(
+        st.free_files < st0.free_files / 50 + 10,
+        "{st:?} after {n} of {st0:?}"
+    );
     fsck(&s);
     s.unmount().unwrap();
     drop(s);
@@ -724,4 +759,3 @@ fn unstable_write_never_exposes_another_files_old_bytes_after_a_crash() {
         drop(s);
     }
 }
-

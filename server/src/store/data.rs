@@ -300,7 +300,10 @@ impl Inner {
             let fb = offset / BLOCK;
             (
                 i.size,
-                (end, extents::lookup(&g.kv, ino.0, fb, end.div_ceil(BLOCK) - fb)?),
+                (
+                    end,
+                    extents::lookup(&g.kv, ino.0, fb, end.div_ceil(BLOCK) - fb)?,
+                ),
             )
         };
         let (end, segs) = segs;
@@ -321,11 +324,10 @@ impl Inner {
                     continue;
                 }
                 let dev_off = phys_block * BLOCK + (ss - file_block * BLOCK);
-                self.dev
-                    .read_at(
-                        &mut out[(ss - offset) as usize..(se - offset) as usize],
-                        dev_off,
-                    )?;
+                self.dev.read_at(
+                    &mut out[(ss - offset) as usize..(se - offset) as usize],
+                    dev_off,
+                )?;
             }
         }
         Ok((out, end >= size))

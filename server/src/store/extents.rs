@@ -124,7 +124,14 @@ pub fn punch(kv: &mut Kv, ino: u64, fb: u64, len: u64) -> R<Vec<(u64, u64)>> {
 }
 
 /// Map `[fb, fb + len)` to `phys..` in `state` (a blind set); returns what it displaced.
-pub fn set(kv: &mut Kv, ino: u64, fb: u64, len: u64, phys: u64, state: ExtState) -> R<Vec<(u64, u64)>> {
+pub fn set(
+    kv: &mut Kv,
+    ino: u64,
+    fb: u64,
+    len: u64,
+    phys: u64,
+    state: ExtState,
+) -> R<Vec<(u64, u64)>> {
     if len == 0 {
         return Ok(Vec::new());
     }
@@ -207,7 +214,12 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            (0u64..60, 0u64..8, 1u64..12, any::<bool>()).prop_map(|(f, p, l, w)| Op::Set(f, p * 16, l, w)),
+            (0u64..60, 0u64..8, 1u64..12, any::<bool>()).prop_map(|(f, p, l, w)| Op::Set(
+                f,
+                p * 16,
+                l,
+                w
+            )),
             (0u64..60, 1u64..20).prop_map(|(f, l)| Op::Convert(f, l)),
             (0u64..60, 1u64..20).prop_map(|(f, l)| Op::Punch(f, l)),
         ]

@@ -167,7 +167,7 @@ pub fn encode_free_list(ext: impl Iterator<Item = (u64, u64)>) -> Vec<u8> {
 }
 
 pub fn decode_free_list(b: &[u8]) -> Result<Vec<(u64, u64)>, String> {
-    if b.len() % 16 != 0 {
+    if !b.len().is_multiple_of(16) {
         return Err("free-space list: bad length".into());
     }
     Ok(b.chunks(16).map(|c| (u64le(c, 0), u64le(c, 8))).collect())
@@ -250,11 +250,17 @@ mod tests {
     #[test]
     fn blobs_round_trip() {
         let l = vec![(5, 6), (100, 1 << 40)];
-        assert_eq!(decode_free_list(&encode_free_list(l.clone().into_iter())).unwrap(), l);
-        let k = vec![b"k".to_vec()];
-        let v = vec![b"value".to_vec()];
+        assert_eq!(
+            decode_free_list(&encode_free_list(l.clone().into_iter())).unwrap(),
+            l
+        );
+        let k = [b"k".to_vec()];
+        let v = [b"value".to_vec()];
         let b = encode_clients(k.iter().zip(v.iter()));
-        assert_eq!(decode_clients(&b).unwrap(), vec![(k[0].clone(), v[0].clone())]);
+        assert_eq!(
+            decode_clients(&b).unwrap(),
+            vec![(k[0].clone(), v[0].clone())]
+        );
         assert!(decode_clients(&b[..b.len() - 1]).is_err());
     }
 }

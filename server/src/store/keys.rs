@@ -267,7 +267,7 @@ mod tests {
         assert_ne!(a, cookie_base(hash_key(b"fedcba9876543210"), b"name"));
         for i in 0..1000u32 {
             let c = cookie_base(k, &i.to_le_bytes());
-            assert!(c >= 256 && c < 1 << 63 && c % COOKIE_SLOTS == 0);
+            assert!((256..1 << 63).contains(&c) && c.is_multiple_of(COOKIE_SLOTS));
         }
     }
 }

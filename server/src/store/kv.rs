@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use metalog::BlockDev;
 
-use super::btree::{self, Changes, Cursor, NodeRead, Page, Root};
+use super::btree::{self, Changes, Cursor, Entry, NodeRead, Page, Root};
 use super::cache::PageCache;
 use super::{StoreError, BLOCK};
 
@@ -49,6 +49,9 @@ impl NodeRead for Reader {
 pub fn change_cost(k: &[u8], v: &Option<Vec<u8>>) -> u64 {
     (k.len() + v.as_ref().map_or(0, |v| v.len()) + 96) as u64
 }
+
+/// What `Kv::scan` calls for each entry: `Ok(false)` stops.
+pub type ScanFn<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError> + 'a;
 
 pub struct Kv {
     pub live: Changes,
@@ -97,12 +100,7 @@ impl Kv {
 
     /// Calls `f(key, value)` for every entry in `[from, to)` in key order until it returns
     /// `Ok(false)`.
-    pub fn scan(
-        &self,
-        from: &[u8],
-        to: &[u8],
-        f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
-    ) -> Result<(), StoreError> {
+    pub fn scan(&self, from: &[u8], to: &[u8], f: &mut ScanFn<'_>) -> Result<(), StoreError> {
         if from >= to {
             return Ok(());
         }
@@ -153,7 +151,7 @@ impl Kv {
     }
 
     /// The first entry in `[from, to)`.
-    pub fn first(&self, from: &[u8], to: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, StoreError> {
+    pub fn first(&self, from: &[u8], to: &[u8]) -> Result<Option<Entry>, StoreError> {
         let mut out = None;
         self.scan(from, to, &mut |k, v| {
             out = Some((k.to_vec(), v.to_vec()));
@@ -163,7 +161,7 @@ impl Kv {
     }
 
     /// Every entry in `[from, to)`.
-    pub fn collect(&self, from: &[u8], to: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    pub fn collect(&self, from: &[u8], to: &[u8]) -> Result<Vec<Entry>, StoreError> {
         let mut out = Vec::new();
         self.scan(from, to, &mut |k, v| {
             out.push((k.to_vec(), v.to_vec()));

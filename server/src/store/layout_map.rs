@@ -123,12 +123,19 @@ impl Inner {
             r.hi.min(i.size.div_ceil(BLOCK).max(req_end))
         };
         let end = if hi > req_end {
-            run_end(&extents::lookup(&g.kv, ino.0, req_end, hi - req_end)?, req_end)
+            run_end(
+                &extents::lookup(&g.kv, ino.0, req_end, hi - req_end)?,
+                req_end,
+            )
         } else {
             req_end
         };
         let start = if r.lo < first {
-            run_start(&extents::lookup(&g.kv, ino.0, r.lo, first + 1 - r.lo)?, first).max(r.lo)
+            run_start(
+                &extents::lookup(&g.kv, ino.0, r.lo, first + 1 - r.lo)?,
+                first,
+            )
+            .max(r.lo)
         } else {
             first
         };
@@ -158,13 +165,12 @@ impl Inner {
         let keep = i.size.div_ceil(BLOCK);
         let mut items = Vec::new();
         let mut blocks = 0;
-        let mut more = false;
         for e in extents::overlapping(&g.kv, ino.0, keep, u64::MAX)? {
             if e.state != ExtState::Unwritten {
                 continue;
             }
+            // The rest goes at the next trim (the next return or the sweep).
             if items.len() == TRIM_MAX_ITEMS {
-                more = true;
                 break;
             }
             let s = e.start.max(keep);
@@ -181,7 +187,6 @@ impl Inner {
             self.unmark_eofblocks(ino, res)?;
             return Ok(0);
         }
-        let _ = more; // the rest goes at the next trim (the next return or the sweep)
         // Timestamps-only for the log's per-inode sequences: a later fdatasync of the file
         // need not wait for the trim (a lost trim is redone, see the module comment).
         self.commit_locked(&mut g, res, items, vec![Inner::tx(ino.0, true)])?;
@@ -209,9 +214,13 @@ impl Inner {
                 return out;
             };
             for ino in batch {
-                let past = g.meta(ino).ok().filter(|m| m.ftype == FileType::Regular).map(|m| {
-                    extents::any_from(&g.kv, ino, m.size.div_ceil(BLOCK)).unwrap_or(false)
-                });
+                let past = g
+                    .meta(ino)
+                    .ok()
+                    .filter(|m| m.ftype == FileType::Regular)
+                    .map(|m| {
+                        extents::any_from(&g.kv, ino, m.size.div_ceil(BLOCK)).unwrap_or(false)
+                    });
                 if past == Some(true) {
                     out.push(Ino(ino));
                 }

@@ -534,7 +534,13 @@ impl Store {
     /// What the metadata takes: (tree nodes on disk, bytes of changes not yet written
     /// back, pages in the cache).
     pub fn metadata_usage(&self) -> (u64, u64, usize) {
-        let nodes = self.inner.wb.lock().unwrap_or_else(|e| e.into_inner()).ck.nodes;
+        let nodes = self
+            .inner
+            .wb
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ck
+            .nodes;
         (
             nodes,
             self.inner

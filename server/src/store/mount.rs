@@ -157,7 +157,10 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
     if ck.clients.blocks == 0 && !clients.is_empty() {
         return Err(StoreError::Io("client records without a blob".into()));
     }
-    reads.fetch_add(3 + ck.free.blocks as u64 + ck.clients.blocks as u64, Ordering::Relaxed);
+    reads.fetch_add(
+        3 + ck.free.blocks as u64 + ck.clients.blocks as u64,
+        Ordering::Relaxed,
+    );
     let cache = Arc::new(PageCache::new(opts.metadata_cache));
     let rd = Reader {
         dev: dev.clone(),

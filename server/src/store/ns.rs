@@ -393,7 +393,7 @@ impl Inner {
     /// Whether a new inode fits: its records, and the metadata reserve a write-back needs.
     pub fn room_for_inode(&self) -> bool {
         let g = self.rd();
-        g.alloc.free_blocks() >= self.meta_reserve(&g) + 1
+        g.alloc.free_blocks() > self.meta_reserve(&g)
     }
 
     /// Blocks always kept back for write-back (`fsstat` leaves them out): slack for the
@@ -408,7 +408,9 @@ impl Inner {
     /// because of it, they write back first (which brings it down to the base).
     pub fn meta_reserve(&self, g: &Core) -> u64 {
         let changes = (g.kv.live.len() + g.kv.frozen.as_ref().map_or(0, |f| f.len())) as u64;
-        let bytes = self.pending_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        let bytes = self
+            .pending_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
         let nodes = self.tree_nodes.load(std::sync::atomic::Ordering::Relaxed);
         let dirty = changes.min(nodes + bytes / 1024 + 1);
         self.base_reserve(g) + 2 * dirty

@@ -16,13 +16,13 @@ use metalog::Item;
 
 use super::extents;
 use super::inode::{
-    ftype_from_u8, from_ts, key_ino, xattr_key_split, Meta, OPAQUE_CLIENT, OPAQUE_SYMLINK,
+    from_ts, ftype_from_u8, key_ino, xattr_key_split, Meta, OPAQUE_CLIENT, OPAQUE_SYMLINK,
     OPAQUE_XATTR,
 };
 use super::keys::{
-    self, cookie_base, decode_dirent, decode_inode, encode_dirent, encode_inode, ino_end,
-    ino_key, pair_key, xattr_chunk_key, xattr_name, xattr_prefix, COOKIE_SLOTS, K_DIRENT,
-    K_EOFB, K_INODE, K_ORPHAN, K_XATTR, XATTR_CHUNK,
+    self, cookie_base, decode_dirent, decode_inode, encode_dirent, encode_inode, ino_end, ino_key,
+    pair_key, xattr_chunk_key, xattr_name, xattr_prefix, COOKIE_SLOTS, K_DIRENT, K_EOFB, K_INODE,
+    K_ORPHAN, K_XATTR, XATTR_CHUNK,
 };
 use super::kv::Kv;
 use super::{FileType, StoreError, BLOCK, ROOT_INO};
@@ -65,6 +65,9 @@ pub struct Core {
     /// Keyed hash of directory entry names (keys.rs `cookie_base`).
     pub hash_key: (u64, u64),
 }
+
+/// A directory entry as `dir_scan` returns it: (cookie, name, child).
+pub type DirEnt = (u64, Vec<u8>, u64);
 
 /// What one applied item did to free space.
 #[derive(Debug, Default)]
@@ -145,7 +148,7 @@ impl Core {
 
     /// Entries of `dir` with cookies above `after`: (cookie, name, child), at most `max`;
     /// and whether that was the last of them.
-    pub fn dir_scan(&self, dir: u64, after: u64, max: usize) -> R<(Vec<(u64, Vec<u8>, u64)>, bool)> {
+    pub fn dir_scan(&self, dir: u64, after: u64, max: usize) -> R<(Vec<DirEnt>, bool)> {
         let mut out = Vec::new();
         let mut eof = true;
         self.kv.scan(
@@ -197,24 +200,29 @@ impl Core {
     /// Names of the extended attributes of `ino`, in byte order.
     pub fn xattr_names(&self, ino: u64) -> R<Vec<Vec<u8>>> {
         let mut out: Vec<Vec<u8>> = Vec::new();
-        self.kv.scan(&ino_key(K_XATTR, ino), &ino_end(K_XATTR, ino), &mut |k, _| {
-            if let Some(n) = xattr_name(k) {
-                if out.last().is_none_or(|l| l.as_slice() != n) {
-                    out.push(n.to_vec());
+        self.kv.scan(
+            &ino_key(K_XATTR, ino),
+            &ino_end(K_XATTR, ino),
+            &mut |k, _| {
+                if let Some(n) = xattr_name(k) {
+                    if out.last().is_none_or(|l| l.as_slice() != n) {
+                        out.push(n.to_vec());
+                    }
                 }
-            }
-            Ok(true)
-        })?;
+                Ok(true)
+            },
+        )?;
         Ok(out)
     }
 
     /// Inode numbers recorded under `kind` (orphans, eofblocks), from `from`, at most `max`.
     pub fn marked(&self, kind: u8, from: u64, max: usize) -> R<Vec<u64>> {
         let mut out = Vec::new();
-        self.kv.scan(&ino_key(kind, from), &[kind + 1], &mut |k, _| {
-            out.push(keys::be64(k, 1));
-            Ok(out.len() < max)
-        })?;
+        self.kv
+            .scan(&ino_key(kind, from), &[kind + 1], &mut |k, _| {
+                out.push(keys::be64(k, 1));
+                Ok(out.len() < max)
+            })?;
         Ok(out)
     }
 
@@ -241,7 +249,10 @@ impl Core {
             self.kv.del(pair_key(keys::K_EXTENT, ino, e.end));
             freed.push((e.phys, e.end - e.start));
         }
-        for (k, _) in self.kv.collect(&ino_key(K_XATTR, ino), &ino_end(K_XATTR, ino))? {
+        for (k, _) in self
+            .kv
+            .collect(&ino_key(K_XATTR, ino), &ino_end(K_XATTR, ino))?
+        {
             self.kv.del(k);
         }
         self.mark(K_ORPHAN, ino, false)?;
@@ -250,6 +261,7 @@ impl Core {
     }
 
     /// Apply one item (see the module comment).
+    #[allow(clippy::collapsible_match)] // one arm per item kind reads better
     pub fn apply(&mut self, item: &Item) -> R<Applied> {
         let mut out = Applied::default();
         match item {
@@ -340,7 +352,14 @@ impl Core {
                     } else {
                         ExtState::Written
                     };
-                    let d = extents::set(&mut self.kv, *ino, *file_block, *len_blocks, *phys_block, st)?;
+                    let d = extents::set(
+                        &mut self.kv,
+                        *ino,
+                        *file_block,
+                        *len_blocks,
+                        *phys_block,
+                        st,
+                    )?;
                     let gone: u64 = d.iter().map(|x| x.1).sum();
                     m.nblocks = (m.nblocks + len_blocks).saturating_sub(gone);
                     // A replay may set an extent that is already there: its own blocks are
@@ -384,7 +403,10 @@ impl Core {
                 ino,
                 cookie,
             } => {
-                if self.meta_opt(*dir)?.is_some_and(|m| m.ftype == FileType::Directory) {
+                if self
+                    .meta_opt(*dir)?
+                    .is_some_and(|m| m.ftype == FileType::Directory)
+                {
                     if let Some((_, c)) = self.dir_lookup(*dir, name)? {
                         if c != *cookie {
                             self.kv.del(pair_key(K_DIRENT, *dir, c));

@@ -140,9 +140,18 @@ fn readdir_cookies_are_stable_and_resumable() {
     // Cookies are hash positions: below 256 none is ever handed out; any other resumes
     // after its position (an entry removed meanwhile does not invalidate it).
     for bad in [1, 2, 5, 255] {
-        assert_eq!(s.readdir(ROOT_INO, bad, 10).unwrap_err(), StoreError::BadCookie);
+        assert_eq!(
+            s.readdir(ROOT_INO, bad, 10).unwrap_err(),
+            StoreError::BadCookie
+        );
     }
-    let last = s.readdir(ROOT_INO, 0, 100).unwrap().entries.last().unwrap().cookie;
+    let last = s
+        .readdir(ROOT_INO, 0, 100)
+        .unwrap()
+        .entries
+        .last()
+        .unwrap()
+        .cookie;
     let past = s.readdir(ROOT_INO, last, 10).unwrap();
     assert!(past.eof && past.entries.is_empty());
     let f = s.lookup(ROOT_INO, &rest.entries[0].name).unwrap();
@@ -458,9 +467,16 @@ fn capacity_figures() {
         );
         assert!(st.free_files > 0);
         assert_eq!(
-            s.lookup(Ino(s.lookup(ROOT_INO, format!("d{}", (n - 1) / 1000).as_bytes()).unwrap().ino.0), format!("file-{}", n - 1).as_bytes())
-                .unwrap()
-                .ftype,
+            s.lookup(
+                Ino(s
+                    .lookup(ROOT_INO, format!("d{}", (n - 1) / 1000).as_bytes())
+                    .unwrap()
+                    .ino
+                    .0),
+                format!("file-{}", n - 1).as_bytes()
+            )
+            .unwrap()
+            .ftype,
             FileType::Regular
         );
         s.unmount().unwrap();

@@ -199,7 +199,8 @@ impl Inner {
                 .chain(g.busy.iter().map(|b| (b.phys, b.len)))
                 .collect();
             for (s, l) in held {
-                free.set_free(s, l).map_err(|e| StoreError::Io(e.to_string()))?;
+                free.set_free(s, l)
+                    .map_err(|e| StoreError::Io(e.to_string()))?;
             }
             let clients = g
                 .clients_dirty
@@ -365,22 +366,27 @@ impl Inner {
         };
         release.extend(wb.free_blocks.iter().map(|&b| (b, 1)));
         for &(s, l) in &sink.taken {
-            free.set_used(s, l).map_err(|e| StoreError::Io(e.to_string()))?;
+            free.set_used(s, l)
+                .map_err(|e| StoreError::Io(e.to_string()))?;
         }
         for &(s, l) in &release {
-            free.set_free(s, l).map_err(|e| StoreError::Io(e.to_string()))?;
+            free.set_free(s, l)
+                .map_err(|e| StoreError::Io(e.to_string()))?;
         }
         // The list's own blocks come from the allocator (free in `free` too); taking each
         // may split one extent, so take until the list fits.
         let mut list_blocks: Vec<u64> = Vec::new();
         loop {
-            let need = ((free.extent_count() + 1) * 16).div_ceil(format::BLOB_PAYLOAD).max(1);
+            let need = ((free.extent_count() + 1) * 16)
+                .div_ceil(format::BLOB_PAYLOAD)
+                .max(1);
             if list_blocks.len() >= need {
                 break;
             }
             let more = self.alloc_blocks(sink, (need - list_blocks.len()) as u64)?;
             for &b in &more {
-                free.set_used(b, 1).map_err(|e| StoreError::Io(e.to_string()))?;
+                free.set_used(b, 1)
+                    .map_err(|e| StoreError::Io(e.to_string()))?;
             }
             list_blocks.extend(more);
         }
@@ -486,4 +492,3 @@ impl Writeback for Inner {
         self.write_back_now().map_err(|e| e.to_string())
     }
 }
-
