@@ -3,6 +3,7 @@
 
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::cur_fh;
 use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -13,9 +14,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let sid: Stateid = r.read()?;
     let cid = clientid(ctx)?;
     let sid = resolve_stateid(ctx, sid)?;
-    let Some(fh) = ctx.current_fh else {
-        return Err(NfsStat::NOFILEHANDLE);
-    };
+    let fh = cur_fh(ctx)?;
     let last = ctx.srv.state.close(cid, &sid, fh.ino)?;
     if !ctx.srv.state.client_has_open(cid, fh.ino) {
         // Return-on-close (LAYOUTGET answers `logr_return_on_close` true, RFC 8881

@@ -2,6 +2,7 @@
 
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::cur_fh;
 use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;
@@ -15,9 +16,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let deny = r.u32()?;
     let cid = clientid(ctx)?;
     let sid = resolve_stateid(ctx, sid)?;
-    let Some(fh) = ctx.current_fh else {
-        return Err(NfsStat::NOFILEHANDLE);
-    };
+    let fh = cur_fh(ctx)?;
     // Want flags mean nothing here (§18.18.3): only the access and deny bits.
     let share = ShareAccess::new(access, deny)?;
     let new = ctx.srv.state.open_downgrade(cid, &sid, fh.ino, share)?;
