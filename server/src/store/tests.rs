@@ -560,3 +560,85 @@ fn readdir_cookies_survive_concurrent_changes_and_a_restart() {
     super::crash_tests::fsck(&s);
     s.unmount().unwrap();
 }
+
+fn rss_mib() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |f: &str| -> f64 {
+        s.lines()
+            .find(|l| l.starts_with(f))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    kib("VmRSS:") / 1024.0
+}
+
+/// Figures, not a test: `cargo test --release -p pnfsd --lib memory_figures -- --ignored
+/// --nocapture` (FILES, CACHE_MIB). The process's RSS against `metadata_cache` while one
+/// directory fills, then while it is read whole, page by page as READDIR does.
+#[test]
+#[ignore]
+fn memory_figures() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let n = env("FILES", 400_000);
+    let cache = env("CACHE_MIB", 64) << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vol.img");
+    Store::mkfs(&path, 8 << 30, false).unwrap();
+    let opts = StoreOptions {
+        sync: false,
+        metadata_cache: cache,
+        ..StoreOptions::default()
+    };
+    let s = Store::open(&path, opts).unwrap();
+    let r0 = rss_mib();
+    let d = mk(&s, ROOT_INO, "big", NewNode::Directory).ino;
+    let mut peak: f64 = 0.0;
+    let mut rates = Vec::new();
+    let mut t = std::time::Instant::now();
+    for i in 0..n {
+        mk(&s, d, &format!("entry-{i}"), NewNode::Regular);
+        if i % 20_000 == 0 {
+            peak = peak.max(rss_mib());
+        }
+        if (i + 1) % 100_000 == 0 {
+            rates.push(100_000.0 / t.elapsed().as_secs_f64());
+            t = std::time::Instant::now();
+        }
+    }
+    let r: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+    println!("creates/s per 100,000 (in-process, async): {}", r.join(" "));
+    let (nodes, pending, pages) = s.metadata_usage();
+    println!(
+        "cache {} MiB: RSS {r0:.0} MiB empty; {n} creates: peak {peak:.0} MiB, now {:.0} MiB ({pages} cached pages = {:.0} MiB, {:.1} MiB pending, {nodes} nodes)",
+        cache >> 20,
+        rss_mib(),
+        pages as f64 * 4.1 / 1024.0,
+        pending as f64 / 1048576.0
+    );
+    let mut cookie = 0;
+    let mut seen = 0;
+    let mut peak2: f64 = 0.0;
+    loop {
+        let r = s.readdir(d, cookie, 292).unwrap();
+        seen += r.entries.len();
+        if seen % 50_000 < 292 {
+            peak2 = peak2.max(rss_mib());
+        }
+        match r.entries.last() {
+            Some(e) if !r.eof => cookie = e.cookie,
+            _ => break,
+        }
+    }
+    let (_, _, pages) = s.metadata_usage();
+    println!(
+        "  READDIR of {seen}: peak {peak2:.0} MiB, now {:.0} MiB ({pages} cached pages)",
+        rss_mib()
+    );
+    s.unmount().unwrap();
+}
