@@ -283,8 +283,7 @@ pub struct StoreOptions {
     pub log_force_interval: std::time::Duration,
     /// Bytes of metadata kept in memory (config `metadata_cache`, issue 11 item 2): changes
     /// not yet written back start a write-back at an eighth and make committers wait at a
-    /// quarter; the page cache of tree nodes gets the other three quarters (mount.rs
-    /// `budget`).
+    /// quarter; the page cache of tree nodes gets half (mount.rs `budget`).
     pub metadata_cache: u64,
 }
 
