@@ -1,4 +1,5 @@
-//! The listener: accepts connections and serves each on its own tasks until shutdown.
+//! The listener: accepts connections and serves each on its own tasks until shutdown, within
+//! the connection cap (limits.rs).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::rpc::conn::serve_connection;
+use crate::rpc::limits::Shared;
 use crate::rpc::{Program, RpcOptions};
 
 /// Connection ids are unique for the life of the process (the state layer binds them to
@@ -17,6 +19,11 @@ static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Accepts connections on `listener` until `shutdown` turns true, then stops accepting,
 /// lets every connection answer what it already started (up to `drain`), and returns.
+///
+/// At `max_connections`, or when the process is out of file descriptors, the connection
+/// idle the longest with no session is closed to make room (knfsd does the same with its
+/// oldest temporary socket, `svc_check_conn_limits`); with none to close, the new one is
+/// refused. Either way one line per 10 s is logged, not one per connection.
 pub async fn serve<P: Program>(
     listener: TcpListener,
     prog: Arc<P>,
@@ -24,8 +31,10 @@ pub async fn serve<P: Program>(
     mut shutdown: watch::Receiver<bool>,
     drain: Duration,
 ) {
+    let shared = Arc::new(Shared::new(opts.max_blocking));
     let opts = Arc::new(opts);
     let mut conns = JoinSet::new();
+    let has_session = |id| prog.connection_in_session(id);
     loop {
         if *shutdown.borrow() {
             break;
@@ -33,13 +42,44 @@ pub async fn serve<P: Program>(
         tokio::select! {
             acc = listener.accept() => match acc {
                 Ok((stream, peer)) => {
+                    if shared.connections() >= opts.max_connections
+                        && shared.evict_one(has_session).is_none()
+                    {
+                        if let Some(n) = shared.log_refused.allow() {
+                            tracing::warn!(
+                                %peer,
+                                max_connections = opts.max_connections,
+                                similar_not_logged = n,
+                                "connection refused: every connection is busy or has a session"
+                            );
+                        }
+                        drop(stream);
+                        continue;
+                    }
                     let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(conn = id, %peer, "connection accepted");
-                    conns.spawn(serve_connection(stream, id, peer, prog.clone(), opts.clone(), shutdown.clone()));
+                    conns.spawn(serve_connection(
+                        stream,
+                        id,
+                        peer,
+                        prog.clone(),
+                        opts.clone(),
+                        shared.clone(),
+                        shutdown.clone(),
+                    ));
                 }
-                // Out of file descriptors and the like: back off instead of spinning.
+                // Out of file descriptors and the like: make room if an idle connection
+                // can go, and back off instead of spinning.
                 Err(e) => {
-                    tracing::warn!("accept failed: {e}");
+                    let evicted = shared.evict_one(has_session);
+                    if let Some(n) = shared.log_accept.allow() {
+                        tracing::warn!(
+                            connections = shared.connections(),
+                            closing_idle = ?evicted,
+                            similar_not_logged = n,
+                            "accept failed: {e}"
+                        );
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
