@@ -229,6 +229,11 @@ impl<P> Clone for ConnCtx<P> {
 /// queue at most once, so when every thread is busy the connections take turns.
 async fn dispatch<P: Program>(mut jobs: mpsc::UnboundedReceiver<Job>, cx: ConnCtx<P>) {
     while let Some(job) = jobs.recv().await {
+        // No new reply while every byte of the budget waits for the peer: the requests
+        // already read wait here as a few hundred bytes each, not as replies.
+        if cx.budget.is_spent() && !cx.budget.wait_for_room().await {
+            return;
+        }
         let Some(thread) = cx.shared.blocking_permit().await else {
             return;
         };
@@ -245,17 +250,18 @@ async fn run_job<P: Program>(job: Job, thread: OwnedSemaphorePermit, cx: ConnCtx
         inflight,
     } = job;
     let (prog, conn) = (cx.prog.clone(), cx.conn.clone());
-    let work = tokio::task::spawn_blocking(move || {
-        let res = prog.compound(&conn, cred, &args, sizes);
-        // The thread is free for another connection before this reply waits for room.
-        drop(thread);
-        res
-    });
-    let reply = match work.await {
+    let res = cx
+        .shared
+        .pool
+        .run(move || prog.compound(&conn, cred, &args, sizes))
+        .await;
+    // The turn is over before this reply waits for room.
+    drop(thread);
+    let reply = match res {
         Ok(Ok(res)) => program::compound_reply(xid, Ok(&res)),
         Ok(Err(_)) => program::compound_reply(xid, Err(AcceptError::GarbageArgs)),
         // The program panicked outside the dispatcher's own guard.
-        Err(_) => program::compound_reply(xid, Err(AcceptError::SystemErr)),
+        Err(()) => program::compound_reply(xid, Err(AcceptError::SystemErr)),
     };
     if let Some(charge) = cx.budget.take(reply.len()).await {
         let _ = cx.tx.send(Outgoing { rec: reply, charge }).await;

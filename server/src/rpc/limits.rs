@@ -7,11 +7,12 @@
 //! `nfs-abuse` (client-tests/src/bin/).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every map here stays consistent if a holder panicked.
@@ -112,12 +113,16 @@ impl ConnTrack {
 /// State shared by every connection of one listener.
 #[derive(Debug)]
 pub struct Shared {
-    /// COMPOUNDs running on blocking threads, all connections together. Tokio's semaphore
-    /// is FIFO, and each connection waits for at most one permit at a time (conn.rs), so
-    /// when the pool is full the connections take turns: a busy connection cannot make a
-    /// quiet one wait behind all of its requests.
+    /// Turns on the COMPOUND threads, all connections together. Tokio's semaphore is FIFO,
+    /// and each connection waits for at most one permit at a time (conn.rs), so when every
+    /// thread is busy the connections take turns: a busy connection cannot make a quiet one
+    /// wait behind all of its requests.
     pub blocking: Arc<Semaphore>,
     pub max_blocking: usize,
+    /// The threads COMPOUNDs run on: exactly `max_blocking` at most. Not tokio's blocking
+    /// pool, which starts a thread whenever none is idle at the instant of a call (up to
+    /// 512): permits handed from one COMPOUND to the next made it grow to twice the bound.
+    pub pool: BlockingPool,
     started: Instant,
     conns: Mutex<HashMap<u64, Arc<ConnTrack>>>,
     /// Refused oversize records, failed accepts, refused connections: one line per
@@ -136,6 +141,7 @@ impl Shared {
         Shared {
             blocking: Arc::new(Semaphore::new(max_blocking)),
             max_blocking,
+            pool: BlockingPool::new(max_blocking),
             started: Instant::now(),
             conns: Mutex::new(HashMap::new()),
             log_oversize: RateLimit::new(LOG_INTERVAL),
@@ -203,6 +209,96 @@ impl Shared {
     /// Takes a blocking-thread permit (FIFO among connections).
     pub async fn blocking_permit(&self) -> Option<OwnedSemaphorePermit> {
         self.blocking.clone().acquire_owned().await.ok()
+    }
+}
+
+type Task = Box<dyn FnOnce() + Send>;
+
+/// A fixed set of threads, started as they are first needed, that run closures in order.
+#[derive(Debug)]
+pub struct BlockingPool {
+    tx: Mutex<std_mpsc::Sender<Task>>,
+    rx: Arc<Mutex<std_mpsc::Receiver<Task>>>,
+    max: usize,
+    spawned: AtomicUsize,
+    /// Closures queued or running.
+    busy: Arc<AtomicUsize>,
+}
+
+impl BlockingPool {
+    pub fn new(max: usize) -> BlockingPool {
+        let (tx, rx) = std_mpsc::channel();
+        BlockingPool {
+            tx: Mutex::new(tx),
+            rx: Arc::new(Mutex::new(rx)),
+            max: max.max(1),
+            spawned: AtomicUsize::new(0),
+            busy: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Runs `f` on a pool thread; the result, or `Err` if it panicked.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ()> {
+        let (done, result) = oneshot::channel();
+        let busy = self.busy.clone();
+        let outstanding = busy.fetch_add(1, Ordering::SeqCst) + 1;
+        let task: Task = Box::new(move || {
+            let r = catch_unwind(AssertUnwindSafe(f)).map_err(|_| ());
+            busy.fetch_sub(1, Ordering::SeqCst);
+            let _ = done.send(r);
+        });
+        // A thread for every closure queued or running (up to the bound): none waits behind
+        // a long one while the pool could have started another.
+        if outstanding > self.spawned.load(Ordering::SeqCst) {
+            self.spawn_worker();
+        }
+        if lock(&self.tx).send(task).is_err() {
+            self.busy.fetch_sub(1, Ordering::SeqCst);
+            return Err(());
+        }
+        result.await.unwrap_or(Err(()))
+    }
+
+    fn spawn_worker(&self) {
+        let n = self.spawned.fetch_add(1, Ordering::SeqCst);
+        if n >= self.max {
+            self.spawned.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        let rx = self.rx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("pnfsd-nfs".into())
+            .spawn(move || loop {
+                let task = lock(&rx).recv();
+                match task {
+                    Ok(t) => t(),
+                    Err(_) => return,
+                }
+            });
+        if spawned.is_err() {
+            // Out of threads: the ones already running take the work.
+            self.spawned.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Threads started so far.
+    pub fn threads(&self) -> usize {
+        self.spawned.load(Ordering::SeqCst)
+    }
+
+    /// Waits (at most `limit`) until nothing is queued or running.
+    pub async fn wait_idle(&self, limit: Duration) -> bool {
+        let t0 = Instant::now();
+        while self.busy.load(Ordering::SeqCst) > 0 {
+            if t0.elapsed() >= limit {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
     }
 }
 
@@ -303,6 +399,34 @@ mod tests {
         assert_eq!(s.evict_one(in_session), None);
         s.unregister(2);
         assert_eq!(s.connections(), 4);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_pool_never_starts_more_threads_than_its_bound() {
+        let pool = Arc::new(BlockingPool::new(3));
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let mut all = Vec::new();
+        for i in 0..40 {
+            let (pool, running, most) = (pool.clone(), running.clone(), most.clone());
+            all.push(tokio::spawn(async move {
+                pool.run(move || {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(2));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    i
+                })
+                .await
+            }));
+        }
+        for (i, t) in all.into_iter().enumerate() {
+            assert_eq!(t.await.unwrap(), Ok(i));
+        }
+        assert!(pool.threads() <= 3 && most.load(Ordering::SeqCst) <= 3);
+        assert_eq!(pool.run(|| panic!("a panicking closure")).await, Err::<(), ()>(()));
+        assert_eq!(pool.run(|| 7).await, Ok(7), "a panic does not take a thread away");
+        assert!(pool.wait_idle(Duration::from_secs(1)).await);
     }
 
     fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {

@@ -93,6 +93,10 @@ pub async fn serve<P: Program>(
     if tokio::time::timeout(drain, all_done).await.is_err() {
         tracing::warn!("connections still busy after {drain:?}; abandoning them");
         conns.abort_all();
+        // COMPOUNDs already running get a moment more before the caller unmounts the store.
+        if !shared.pool.wait_idle(Duration::from_secs(5)).await {
+            tracing::warn!("COMPOUNDs still running after the drain");
+        }
     }
 }
 
