@@ -71,7 +71,11 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
 
 fn stats(pid: Option<u32>) -> String {
     match pid.map(abuse::proc_stats) {
-        Some(Ok(s)) => format!("rss {:.1} MB threads {}", s.rss_kib as f64 / 1024.0, s.threads),
+        Some(Ok(s)) => format!(
+            "rss {:.1} MB threads {}",
+            s.rss_kib as f64 / 1024.0,
+            s.threads
+        ),
         _ => "rss ? threads ?".into(),
     }
 }
@@ -117,7 +121,11 @@ async fn unread(a: &Args, addr: std::net::SocketAddr) -> Result<(), String> {
             abused_med.as_secs_f64() / idle_med.as_secs_f64(),
             flood.sent.load(std::sync::atomic::Ordering::Relaxed),
             flood.request_len,
-            if stalled.is_some() { "stalled" } else { "still read" },
+            if stalled.is_some() {
+                "stalled"
+            } else {
+                "still read"
+            },
             t0.elapsed().as_secs_f64(),
             abuse::loadavg()
         );

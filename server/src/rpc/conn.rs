@@ -30,6 +30,9 @@ pub const CB_VERSION: u32 = 1;
 /// bounded by the reply budget, `RpcOptions::max_reply_queued`).
 const REPLY_QUEUE: usize = 1024;
 
+/// Requests up to this size are copied out of the read buffer (see `serve_connection`).
+const SMALL_REQUEST: usize = 16 << 10;
+
 type Waiter = std_mpsc::SyncSender<Result<Bytes, msg::ReplyError>>;
 
 /// The backchannel of one connection.
@@ -364,10 +367,17 @@ pub async fn serve_connection<P: Program>(
                     let Ok(permit) = inflight.clone().acquire_owned().await else {
                         break 'conn;
                     };
+                    // A small request is copied: a slice would pin the whole read buffer it
+                    // came in (64 KiB or more) while it waits for a thread or for room.
+                    let args = if rec.len() <= SMALL_REQUEST {
+                        Bytes::copy_from_slice(args)
+                    } else {
+                        rec.slice_ref(args)
+                    };
                     let job = Job {
                         xid,
                         cred,
-                        args: rec.slice_ref(args),
+                        args,
                         sizes: RpcSizes {
                             request_len: rec.len(),
                             reply_header_len: msg::SUCCESS_HEADER_LEN,

@@ -424,8 +424,15 @@ mod tests {
             assert_eq!(t.await.unwrap(), Ok(i));
         }
         assert!(pool.threads() <= 3 && most.load(Ordering::SeqCst) <= 3);
-        assert_eq!(pool.run(|| panic!("a panicking closure")).await, Err::<(), ()>(()));
-        assert_eq!(pool.run(|| 7).await, Ok(7), "a panic does not take a thread away");
+        assert_eq!(
+            pool.run(|| panic!("a panicking closure")).await,
+            Err::<(), ()>(())
+        );
+        assert_eq!(
+            pool.run(|| 7).await,
+            Ok(7),
+            "a panic does not take a thread away"
+        );
         assert!(pool.wait_idle(Duration::from_secs(1)).await);
     }
 

@@ -17,6 +17,9 @@ use crate::rpc::{Program, RpcOptions};
 /// sessions).
 static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Idle connections closed per failed accept when out of file descriptors.
+const EVICT_BATCH: usize = 16;
+
 /// Accepts connections on `listener` until `shutdown` turns true, then stops accepting,
 /// lets every connection answer what it already started (up to `drain`), and returns.
 ///
@@ -71,16 +74,21 @@ pub async fn serve<P: Program>(
                 // Out of file descriptors and the like: make room if an idle connection
                 // can go, and back off instead of spinning.
                 Err(e) => {
-                    let evicted = shared.evict_one(has_session);
+                    // Several at once: the backlog may hold more idle peers ahead of the
+                    // client that needs the room.
+                    let evicted = (0..EVICT_BATCH)
+                        .map_while(|_| shared.evict_one(has_session))
+                        .count();
                     if let Some(n) = shared.log_accept.allow() {
                         tracing::warn!(
                             connections = shared.connections(),
-                            closing_idle = ?evicted,
+                            closing_idle = evicted,
                             similar_not_logged = n,
                             "accept failed: {e}"
                         );
                     }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let pause = if evicted > 0 { 10 } else { 100 };
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
