@@ -122,7 +122,9 @@ pub fn compound_ops(data: &[u8]) {
 }
 
 /// Inputs one rig serves before it is rebuilt.
-pub const RIG_RUNS: u32 = 5000;
+pub const RIG_RUNS: u32 = 20_000;
+/// The rig's volume.
+const RIG_VOLUME: u64 = 16 << 20;
 
 static RIG: Mutex<Option<Rig>> = Mutex::new(None);
 
@@ -148,11 +150,18 @@ struct OpResult {
 impl Rig {
     fn new() -> Option<Rig> {
         use crate::store::{Store, StoreOptions};
-        let dev = Arc::new(metalog::CrashDev::new(16 << 20, 1));
+        let dev = Arc::new(metalog::CrashDev::new(RIG_VOLUME, 1));
         Store::mkfs_dev(dev.clone(), false).ok()?;
-        let store = Arc::new(Store::open_dev(dev, StoreOptions::default()).ok()?);
+        // An async export: nothing is forced per operation (the fuzzer looks for decoding
+        // and handler faults, not durability; the crash tests cover that).
+        let sopts = StoreOptions {
+            sync: false,
+            ..StoreOptions::default()
+        };
+        let store = Arc::new(Store::open_dev(dev, sopts).ok()?);
         let opts = crate::server::NfsOptions {
             grace_seconds: 0,
+            sync: false,
             ..Default::default()
         };
         let mut r = Rig {
