@@ -101,7 +101,20 @@ pub struct MountStats {
 /// ≤ 400 bytes with names) plus two record headers of metalog's bound (`tx_bound`).
 const RESERVE_BASE: u64 = 8 * 400 + 2 * (4096 + 512);
 
-pub fn io_err(e: impl std::fmt::Display) -> StoreError {
+/// The store's one conversion of a device or log error. ENOSPC — from the device, or the
+/// log shut down by it — is `NoSpace` (NFS4ERR_NOSPC, issue 17); anything else is `Io`.
+pub fn io_err<E: std::fmt::Display + 'static>(e: E) -> StoreError {
+    let any = &e as &dyn std::any::Any;
+    let enospc = any
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.raw_os_error() == Some(libc::ENOSPC))
+        || matches!(
+            any.downcast_ref::<metalog::LogError>(),
+            Some(metalog::LogError::NoDeviceSpace(_))
+        );
+    if enospc {
+        return StoreError::NoSpace;
+    }
     StoreError::Io(e.to_string())
 }
 
