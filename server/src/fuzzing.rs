@@ -177,6 +177,19 @@ impl Rig {
         };
         let (clientid, seq) = r.exchange_id()?;
         r.sessionid = r.create_session(clientid, seq)?;
+        // Nothing to reclaim: without this every OPEN and CREATE answers GRACE.
+        let mut w = seeds::compound_head(1, 2);
+        w.u32(ops::opnum::SEQUENCE);
+        w.opaque_fixed(&r.sessionid);
+        w.u32(r.seqid);
+        w.u32(0);
+        w.u32(0);
+        w.bool(false);
+        w.u32(ops::opnum::RECLAIM_COMPLETE);
+        w.bool(false);
+        let ok = r.call(&w.buf)?;
+        (ok.status == NfsStat::OK).then_some(())?;
+        r.seqid += 1;
         Some(r)
     }
 
