@@ -58,9 +58,10 @@ impl WatchedDev {
                 device = %self.name,
                 op,
                 offset,
-                "storage failure: {line}: {what}; the metadata log shuts down and changes are \
-                 refused (NFS4ERR_{}) until the device is healed and pnfsd restarted; everything \
-                 acknowledged before is on the device",
+                "storage failure: {line}: {what}; what needs the device fails with NFS4ERR_{} \
+                 and a failed log write or flush shuts the metadata log down, refusing every \
+                 change (pnfsd_log_shut_down) until the device is healed and pnfsd restarted; \
+                 everything acknowledged before is on the device",
                 if enospc { "NOSPC" } else { "IO" }
             );
             *self.first.lock().unwrap_or_else(|e| e.into_inner()) = Some(line);
