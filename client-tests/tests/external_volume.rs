@@ -247,8 +247,20 @@ async fn scsi_layout_names_the_external_namespace_and_holds_its_reservation() {
     let root = s.lookup_path("").await.unwrap();
     let f = s.create_file(&root, "f", 0o644).await.unwrap();
     let l = s.layoutget(&f, iomode::RW, 0, 8192).await.unwrap();
+    // The SCSI layout's device id (new at every start: docs/pnfs.md "After a restart").
+    let list = s
+        .run_ok(Compound::new().putfh(&root).op(Op::GetDeviceList(
+            client_tests::pnfs::GetDeviceListArgs {
+                layout_type: layout_type::SCSI,
+                maxdevices: 4,
+                cookie: 0,
+                verf: [0; 8],
+            },
+        )))
+        .await
+        .unwrap();
     let args = GetDeviceInfoArgs {
-        deviceid: l.extents[0].deviceid,
+        deviceid: list.devicelist().unwrap().deviceids[0],
         layout_type: layout_type::SCSI,
         maxcount: 4096,
         notify: Bitmap::default(),

@@ -10,6 +10,12 @@
 #        [FENCED_VERSIONS="4.2"]  (scsi-fenced.sh, after the layout runs)
 #        [RESTART_LAYOUT=block|scsi]  (the layout of the restart runs; default block)
 #        [EXPECT_PNFS=0|1]  (passed to the scenarios when set)
+#        [CRASH_CMD='<command; gets the signal list and restart number i>']
+#        [CRASH_LAYOUTS="block scsi"] [CRASH_VERSIONS="4.1 4.2"]
+#        [CRASH_SIGNALS="KILL KILL+KILL TERM"]  (crash-write.sh, issue 18: one run per
+#          layout and version, one restart per word, KILL+KILL = two in a row)
+#        [METRICS_PORT=<the server's metrics port>]  (crash-write.sh reads its counters)
+#        [GUIDE=1]  (admin-guide.sh: docs/admin-guide.md's client commands, last)
 #        deploy/vm/client-suite.sh
 #
 # - LAYOUTS: the layout the server offers for each run; the server must be
@@ -30,6 +36,7 @@ NFS_PORT=${NFS_PORT:-2049}
 NVME_PORT=${NVME_PORT:-4420}
 EXPORT=${EXPORT:-/}
 VM_DIR=${PNFSD_VM_DIR:-/var/tmp/pnfsd-vm}
+mkdir -p "$VM_DIR/runs"
 
 "$HERE/build-guest.sh" >/dev/null || exit 125
 SUMMARY=()
@@ -39,6 +46,7 @@ run() { # run NAME SCENARIO VERS [extra env...]
     shift 3
     for e in "$@"; do extra+=(-e "$e"); done
     [[ -z ${EXPECT_PNFS:-} ]] || extra+=(-e "EXPECT_PNFS=$EXPECT_PNFS")
+    [[ -z ${METRICS_PORT:-} ]] || extra+=(-e "METRICS_PORT=$METRICS_PORT")
     dir=$VM_DIR/runs/$(date +%Y%m%d-%H%M%S)-suite-$name-$$
     log=$dir.log
     echo "[suite] $name: $dir" >&2
@@ -63,12 +71,17 @@ run() { # run NAME SCENARIO VERS [extra env...]
         cp "$dir/out/checksums.txt" "$CHECKSUMS_DIR/$name.sha256"
     fi
     grep -E '^(CHECK .* FAIL|CHECK host-bytes|RESULT)' "$log" | sed "s/^/[$name] /" >&2
-    SUMMARY+=("$(printf '%-18s %-4s %s%s' "$name" "$( ((r == 0)) && echo PASS || echo FAIL)" \
-        "$(grep -E '^COUNTS end' "$log" | cut -d' ' -f3-)" "$hb")")
+    # crash-write.sh: seconds from each restart to the first LAYOUTCOMMIT answered OK, and
+    # what the client sent after the first restart
+    local fc ar
+    fc=$(sed -n 's/^FIRST_COMMIT restart=[0-9]* signal=\([^ ]*\) seconds=\([^ ]*\).*/\1:\2/p' "$log" | paste -sd/ -)
+    ar=$(grep -m1 '^AFTER_RESTART' "$log" | cut -d' ' -f2-)
+    SUMMARY+=("$(printf '%-18s %-4s %s%s%s%s' "$name" "$( ((r == 0)) && echo PASS || echo FAIL)" \
+        "$(grep -E '^COUNTS end' "$log" | cut -d' ' -f3-)" "$hb" "${fc:+ first_commit=$fc}" "${ar:+ after_restart: $ar}")")
     ((r == 0)) || rc=1
 }
 
-for layout in ${LAYOUTS:-block scsi}; do
+for layout in ${LAYOUTS-block scsi}; do
     [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD $layout" >&2 || rc=1
     for v in ${VERSIONS:-4.1 4.2}; do
         run "$layout-$v" "$HERE/scenarios/$layout-layout.sh" "$v"
@@ -90,6 +103,27 @@ if [[ -n ${RESTART_CMD:-} ]]; then
     done
 else
     SUMMARY+=("restart            SKIP (no RESTART_CMD)")
+fi
+# crash-write.sh: the server dies while fio writes through the layout (issue 18)
+if [[ -n ${CRASH_CMD:-} ]]; then
+    sigs=${CRASH_SIGNALS:-KILL KILL+KILL TERM}
+    n=$(wc -w <<< "$sigs")
+    for cl in ${CRASH_LAYOUTS-block scsi}; do
+        [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD $cl" >&2 || rc=1
+        for v in ${CRASH_VERSIONS:-4.1 4.2}; do
+            # SCSI: no LAYOUTCOMMIT comes after a restart (known limit): wait 20 s, not 120
+            CRASH_COMMIT_WAIT=$([[ $cl == scsi ]] && echo 20 || echo 120) \
+            VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$CRASH_CMD $(printf '%q' "$sigs")")" \
+                run "crash-$cl-$v" "$HERE/scenarios/crash-write.sh" "$v" LAYOUT="$cl" \
+                RESTARTS="$n" CRASH_SIGNALS="${sigs// //}"
+        done
+    done
+fi
+
+# admin-guide.sh: the client commands of docs/admin-guide.md, from its text (block layout)
+if [[ ${GUIDE:-0} == 1 ]]; then
+    [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD block" >&2 || rc=1
+    VM_FILES="$HERE/../../docs/admin-guide.md" run admin-guide "$HERE/scenarios/admin-guide.sh" 4.2
 fi
 
 echo

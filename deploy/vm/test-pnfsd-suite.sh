@@ -14,6 +14,10 @@
 # skips that).
 # LAYOUTS "block scsi": the scsi runs restart pnfsd with layout_types ["block",
 # "scsi"] (SWITCH_LAYOUT_CMD); the restart scenario runs on ["block"] again.
+# LAYOUTS= (empty) skips the layout runs. CRASH=1|0 (1: crash-write.sh for
+# CRASH_LAYOUTS x CRASH_VERSIONS, default "block scsi" x "4.1 4.2", restarts
+# CRASH_SIGNALS "KILL KILL+KILL TERM": `ctl crash`, issue 18). NFS_PORT: the NFS
+# port (default a free one; fix it to capture the traffic with tshark).
 # Exit status: client-suite.sh's (0 only if every run passed).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -26,8 +30,9 @@ T=${TEST_DIR:-$(mktemp -d "$VM_DIR/suite.XXXXXX")}
 mkdir -p "$T"
 NQN=nqn.2026-11.org.pnfsd:vm-suite
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-NFS_PORT=$(free_port)
+NFS_PORT=${NFS_PORT:-$(free_port)}
 NVME_PORT=$(free_port)
+METRICS_PORT=$(free_port)
 cat > "$T/pnfsd.toml" <<EOF
 data_dir = "$T/data"
 volume_size = "${VOLUME_SIZE:-1G}"
@@ -37,10 +42,15 @@ nvme_nqn = "$NQN"
 nvme_advertise = "10.0.2.2:$NVME_PORT"
 lease_seconds = ${LEASE:-15}
 layout_types = ["block"]
+metrics_listen = "127.0.0.1:$METRICS_PORT"
 EOF
 # $T/ctl start | stop SIGNAL | restart N (N = 1: SIGTERM, else SIGKILL) - used as RESTART_CMD
 #        | layout block|scsi - SWITCH_LAYOUT_CMD: restart with layout_types ["block"], or
-#          ["block", "scsi"] (the Linux client prefers SCSI when both are offered).
+#          ["block", "scsi"] (the Linux client prefers SCSI when both are offered)
+#        | crash "SIGS..." I - CRASH_CMD: restart I of the list SIGS (KILL, TERM, or KILL+KILL:
+#          two restarts in a row, the second 2 s after the first start, while the client is
+#          still recovering), then wait until pnfsd has answered a LAYOUTCOMMIT with OK
+#          (its metrics: layoutcommits - errors > 0) and print FIRST_COMMIT with the time.
 cat > "$T/ctl" <<EOF
 #!/bin/bash
 set -u
@@ -57,6 +67,40 @@ start() {
     return 1
 }
 stop() { p=\$(cat "$T/pid"); kill -"\$1" "\$p"; while kill -0 "\$p" 2>/dev/null; do sleep 0.1; done; }
+# LAYOUTCOMMITs answered OK since pnfsd started (its counters start at 0)
+commits_ok() {
+    python3 - <<'PY' 2>/dev/null || echo 0
+import urllib.request
+m = {}
+for l in urllib.request.urlopen("http://127.0.0.1:$METRICS_PORT/metrics", timeout=5).read().decode().splitlines():
+    if l and not l.startswith("#"):
+        k, v = l.split(" ")[:2]
+        m[k] = float(v)
+print(int(m.get("pnfsd_layoutcommits_total", 0) - m.get("pnfsd_layoutcommit_errors_total", 0)))
+PY
+}
+crash() {
+    local list=(\$1) sigs ss k t0 t1 now
+    sigs=\${list[\$((\$2 - 1))]:-KILL}
+    IFS=+ read -ra ss <<< "\$sigs"
+    t0=\$(date +%s%N)
+    for ((k = 0; k < \${#ss[@]}; k++)); do
+        ((k == 0)) || sleep 2      # the next restart in a row: the client is mid-recovery
+        stop "\${ss[k]}"; start || return 1
+        t1=\$(date +%s%N)
+    done
+    while (( \$(date +%s%N) - t1 < \${CRASH_COMMIT_WAIT:-120} * 1000000000 )); do
+        if (( \$(commits_ok) > 0 )); then
+            now=\$(date +%s%N)
+            awk -v r="\$2" -v s="\$sigs" -v a=\$((now - t0)) -v b=\$((now - t1)) \\
+                'BEGIN { printf "FIRST_COMMIT restart=%s signal=%s seconds=%.1f after_ready=%.1f\\n", r, s, a / 1e9, b / 1e9 }'
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "FIRST_COMMIT restart=\$2 signal=\$sigs seconds=none (no LAYOUTCOMMIT answered OK within \${CRASH_COMMIT_WAIT:-120} s of the restart)"
+    return 1
+}
 case \$1 in
     start) start ;;
     stop) stop "\${2:-TERM}" ;;
@@ -67,6 +111,7 @@ case \$1 in
         grep -qxF "layout_types = \$lt" "$T/pnfsd.toml" && exit 0
         sed -i "s/^layout_types = .*/layout_types = \$lt/" "$T/pnfsd.toml"
         stop TERM; start ;;
+    crash) crash "\$2" "\$3" ;;
 esac
 EOF
 chmod +x "$T/ctl"
@@ -75,13 +120,14 @@ trap '"$T/ctl" stop TERM' EXIT
 grep -m1 "pnfsd ready" "$T/pnfsd.log"
 EXTRA_ENV=()
 [[ ${RESTART:-1} == 0 ]] || EXTRA_ENV=(RESTART_CMD="$T/ctl restart")
+[[ ${CRASH:-1} == 0 ]] || EXTRA_ENV+=(CRASH_CMD="$T/ctl crash")
 NFS_CAT=${NFS_CAT:-$(dirname "$BIN")/nfs-cat}
 if [[ $NFS_CAT != none ]]; then
     [[ -x $NFS_CAT ]] || { echo "test-pnfsd-suite: no nfs-cat at $NFS_CAT (cargo build --release -p client-tests --bin nfs-cat, or NFS_CAT=none)" >&2; exit 2; }
     EXTRA_ENV+=(CAT_CMD="$(printf '%q' "$NFS_CAT") 127.0.0.1:$NFS_PORT")
 fi
-env NQN="$NQN" SWITCH_LAYOUT_CMD="$T/ctl layout" NFS_PORT="$NFS_PORT" NVME_PORT="$NVME_PORT" LAYOUTS="${LAYOUTS:-block}" \
-    VERSIONS="${VERSIONS:-4.1 4.2}" "${EXTRA_ENV[@]}" "$HERE/client-suite.sh"
+env NQN="$NQN" METRICS_PORT="$METRICS_PORT" SWITCH_LAYOUT_CMD="$T/ctl layout" NFS_PORT="$NFS_PORT" NVME_PORT="$NVME_PORT" LAYOUTS="${LAYOUTS-block}" \
+    VERSIONS="${VERSIONS:-4.1 4.2}" GUIDE="${GUIDE:-0}" "${EXTRA_ENV[@]}" "$HERE/client-suite.sh"
 rc=$?
 "$T/ctl" stop TERM
 trap - EXIT

@@ -29,7 +29,7 @@ impl Geometry {
         len: u64,
         uuid: [u8; 16],
     ) -> Result<Geometry, LogError> {
-        if offset % 512 != 0 || len % BLOCK != 0 || len < BLOCK + MIN_AREA {
+        if !offset.is_multiple_of(512) || !len.is_multiple_of(BLOCK) || len < BLOCK + MIN_AREA {
             return Err(LogError::Invalid(format!(
                 "log region [{offset}, +{len}): offset must be 512-aligned, length a multiple of 4096 and >= {}",
                 BLOCK + MIN_AREA

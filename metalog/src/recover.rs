@@ -51,7 +51,7 @@ fn read_record(g: &Geometry, lsn: u64) -> Result<Option<Rec>, LogError> {
         return Ok(None);
     };
     let len = h.rec_len as u64;
-    if len < BLOCK || len > g.max_rec() || len % BLOCK != 0 {
+    if len < BLOCK || len > g.max_rec() || !len.is_multiple_of(BLOCK) {
         return Ok(None);
     }
     let mut rec = vec![0u8; len as usize];
@@ -121,7 +121,11 @@ pub(crate) fn recover_scan(
         let b = &area[pos as usize..];
         if let Some(h) = RecordHeader::parse(b) {
             let len = h.rec_len as u64;
-            if h.lsn % size == pos && len >= BLOCK && len <= g.max_rec() && len % BLOCK == 0 {
+            if h.lsn % size == pos
+                && len >= BLOCK
+                && len <= g.max_rec()
+                && len.is_multiple_of(BLOCK)
+            {
                 let mut rec = vec![0u8; len as usize];
                 let first = ((size - pos) as usize).min(rec.len());
                 rec[..first].copy_from_slice(&area[pos as usize..pos as usize + first]);

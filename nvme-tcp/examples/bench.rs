@@ -1,16 +1,22 @@
-//! 4 KiB random read and write IOPS at queue depth 1 and 32: through the NVMe/TCP target and
-//! initiator on loopback, and with direct pread/pwrite on the same file, in one run; prints
-//! the ratios (issue 5 asks for ≥ 0.8 at QD32).
+//! Random read and write IOPS and CPU per I/O at queue depth 1, 32 and 128, 4 KiB and
+//! 128 KiB: through the NVMe/TCP target and initiator on loopback, against pread/pwrite on the
+//! same file (page cache, and O_DIRECT), and against the loopback echo floor (`echo.rs`: the
+//! same PDU sizes and nothing else), in one interleaved run (issue 14 item 3).
 //!
 //! `cargo run --release -p nvme-tcp --example bench [-- <seconds per case> [rounds] [file]]`
+//! `BENCH_ONLY=O_DIRECT/read/4K/32` (a substring of the cell names) narrows it down;
+//! `BENCH_TCP_ONLY=1` skips the baselines and `BENCH_NO_WARMUP=1` the warm-up (for `perf`).
 //!
 //! Fairness: both sides do the same thing to the same file. QD n is n threads each issuing
 //! one pread/pwrite at a time (the baseline) against n tasks each with one command in flight
 //! (nvme-tcp); both open the file the same way (page cache, or O_DIRECT on both sides); both
-//! draw uniformly random 4 KiB-aligned offsets over the whole file. Each round runs every
-//! cell once, direct and nvme-tcp back to back, alternating which goes first, so a change in
-//! machine load hits both sides alike; the table shows per-cell medians over the rounds (the
-//! ratio column is the median of the per-round ratios) and the load average.
+//! draw uniformly random size-aligned offsets over the whole file. Each round runs every
+//! cell once, the three sides back to back, rotating which goes first, so a change in
+//! machine load hits them alike; the table shows per-cell medians over the rounds (the
+//! ratio columns are medians of the per-round ratios) and the load average.
+
+#[path = "echo.rs"]
+mod echo;
 
 use bytes::Bytes;
 use nvme_tcp::{FileBackend, Initiator, InitiatorConfig, NamespaceConfig, Target, TargetConfig};
@@ -22,9 +28,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// LBA size of the namespace.
 const BS: u64 = 4096;
 const SIZE: u64 = 256 << 20;
-const BLOCKS: u64 = SIZE / BS;
+const SIZES: [u64; 2] = [4096, 128 * 1024];
+const QDS: [usize; 3] = [1, 32, 128];
 
 #[derive(Clone, Copy, PartialEq)]
 enum Op {
@@ -32,7 +40,7 @@ enum Op {
     Write,
 }
 
-fn direct(path: &Path, odirect: bool, op: Op, qd: usize, secs: f64) -> f64 {
+fn direct(path: &Path, odirect: bool, op: Op, len: u64, qd: usize, secs: f64) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
     let files: Vec<_> = (0..qd)
@@ -54,13 +62,13 @@ fn direct(path: &Path, odirect: bool, op: Op, qd: usize, secs: f64) -> f64 {
             std::thread::spawn(move || {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(t as u64);
                 // O_DIRECT needs an aligned buffer: carve one out of a larger Vec.
-                let mut backing = vec![0u8; 2 * BS as usize];
+                let mut backing = vec![0u8; (len + BS) as usize];
                 let o = backing.as_ptr().align_offset(BS as usize);
-                let buf = &mut backing[o..o + BS as usize];
+                let buf = &mut backing[o..o + len as usize];
                 rng.fill(&mut buf[..]);
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    let off = rng.gen_range(0..BLOCKS) * BS;
+                    let off = rng.gen_range(0..SIZE / len) * len;
                     match op {
                         Op::Read => f.read_exact_at(buf, off).expect("pread"),
                         Op::Write => f.write_all_at(buf, off).expect("pwrite"),
@@ -79,20 +87,21 @@ fn direct(path: &Path, odirect: bool, op: Op, qd: usize, secs: f64) -> f64 {
     count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
 }
 
-async fn over_tcp(ini: Arc<Initiator>, op: Op, qd: usize, secs: f64) -> f64 {
+async fn over_tcp(ini: Arc<Initiator>, op: Op, len: u64, qd: usize, secs: f64) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
+    let nlb = (len / BS) as u32;
     let tasks: Vec<_> = (0..qd)
         .map(|t| {
             let (ini, stop) = (ini.clone(), stop.clone());
             tokio::spawn(async move {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(1000 + t as u64);
-                let data = Bytes::from((0..BS).map(|_| rng.gen()).collect::<Vec<u8>>());
+                let data = Bytes::from((0..len).map(|_| rng.gen()).collect::<Vec<u8>>());
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let lba = rng.gen_range(0..BLOCKS);
+                    let lba = rng.gen_range(0..SIZE / len) * nlb as u64;
                     match op {
-                        Op::Read => drop(ini.read(1, lba, 1, BS as u32).await.expect("read")),
+                        Op::Read => drop(ini.read(1, lba, nlb, BS as u32).await.expect("read")),
                         Op::Write => ini
                             .write(1, lba, data.clone(), BS as u32, false)
                             .await
@@ -111,6 +120,19 @@ async fn over_tcp(ini: Arc<Initiator>, op: Op, qd: usize, secs: f64) -> f64 {
         total += t.await.expect("task");
     }
     total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Drops the file's pages from the page cache (written back first), so the O_DIRECT cells
+/// start alike on both sides: an O_DIRECT write over a cached page must invalidate it, which
+/// io_uring cannot do without blocking (it hands the write to a kernel worker thread) and
+/// pwrite does inline. The buffered cells, run before in each round, fill the cache.
+fn drop_cache(path: &Path) {
+    if let Ok(f) = std::fs::File::open(path) {
+        use std::os::fd::AsRawFd;
+        let _ = f.sync_data();
+        // SAFETY: posix_fadvise on a descriptor we hold open; it touches no memory of ours.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
 }
 
 /// CPU time of this process (user + system, all threads) in seconds, from /proc/self/stat.
@@ -146,6 +168,9 @@ fn loadavg() -> String {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
     if n % 2 == 1 {
         v[n / 2]
     } else {
@@ -153,28 +178,44 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// One side's per-round (IOPS, CPU µs per I/O).
+#[derive(Default)]
+struct Side {
+    iops: Vec<f64>,
+    cpu: Vec<f64>,
+}
+
+impl Side {
+    fn push(&mut self, m: (f64, f64)) {
+        self.iops.push(m.0);
+        self.cpu.push(m.1);
+    }
+}
+
 /// One cell of the table: its per-round measurements.
 struct Cell {
     odirect: bool,
     op: Op,
+    len: u64,
     qd: usize,
-    direct: Vec<f64>,
-    tcp: Vec<f64>,
+    direct: Side,
+    tcp: Side,
+    echo: Side,
+    /// nvme-tcp IOPS / pread-pwrite IOPS, and / echo IOPS, per round.
     ratio: Vec<f64>,
-    direct_cpu: Vec<f64>,
-    tcp_cpu: Vec<f64>,
+    ratio_echo: Vec<f64>,
 }
 
-fn cell_name(odirect: bool, op: Op, qd: usize) -> String {
+fn cell_name(odirect: bool, op: Op, len: u64, qd: usize) -> String {
     let cache = if odirect { "O_DIRECT" } else { "buffered" };
     let name = if op == Op::Read { "read" } else { "write" };
-    format!("{cache}/{name}/{qd}")
+    format!("{cache}/{name}/{}K/{qd}", len / 1024)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(2.0);
-    let rounds: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5);
+    let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1.0);
+    let rounds: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(3);
     let dir = tempfile::tempdir()?;
     let path: PathBuf = args
         .next()
@@ -199,7 +240,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let la0 = loadavg();
     println!(
-        "4 KiB random I/O, {secs} s per case, {rounds} rounds, file {} ({} MiB), load average {la0}",
+        "random I/O, {secs} s per case, {rounds} rounds, file {} ({} MiB), load average {la0}",
         path.display(),
         SIZE >> 20
     );
@@ -225,8 +266,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let target = Target::bind("127.0.0.1:0", cfg).await?;
             target.spawn();
             let mut icfg = InitiatorConfig::new(nqn, "nqn.2014-08.org.nvmexpress:uuid:bench");
+            // QD 128 fits: 2 queues of 64 (commands go round robin).
             icfg.io_queues = 2;
-            icfg.queue_depth = 32;
+            icfg.queue_depth = 64;
             let ini = Arc::new(Initiator::connect(target.local_addr(), icfg).await?);
             Ok::<_, nvme_tcp::Error>((target, ini))
         });
@@ -241,26 +283,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tcp_only = std::env::var("BENCH_TCP_ONLY").is_ok_and(|v| v == "1");
     for (odirect, _, _) in &setups {
         for op in [Op::Read, Op::Write] {
-            for qd in [1usize, 32] {
-                if !cell_name(*odirect, op, qd).contains(&only) {
-                    continue;
+            for len in SIZES {
+                for qd in QDS {
+                    if !cell_name(*odirect, op, len, qd).contains(&only) {
+                        continue;
+                    }
+                    cells.push(Cell {
+                        odirect: *odirect,
+                        op,
+                        len,
+                        qd,
+                        direct: Side::default(),
+                        tcp: Side::default(),
+                        echo: Side::default(),
+                        ratio: Vec::new(),
+                        ratio_echo: Vec::new(),
+                    });
                 }
-                cells.push(Cell {
-                    odirect: *odirect,
-                    op,
-                    qd,
-                    direct: Vec::new(),
-                    tcp: Vec::new(),
-                    ratio: Vec::new(),
-                    direct_cpu: Vec::new(),
-                    tcp_cpu: Vec::new(),
-                });
             }
         }
     }
-    // Warm-up (page cache, thread pools, TCP windows); not counted.
-    for (_, _, ini) in &setups {
-        rt.block_on(over_tcp(ini.clone(), Op::Read, 32, secs / 4.0));
+    // Warm-up (page cache, thread pools, TCP windows); not counted. BENCH_NO_WARMUP=1 skips
+    // it (for counting syscalls per I/O with `perf stat`).
+    if std::env::var("BENCH_NO_WARMUP").map_or(true, |v| v != "1") {
+        for (_, _, ini) in &setups {
+            rt.block_on(over_tcp(ini.clone(), Op::Read, 4096, 32, secs / 4.0));
+        }
     }
     for round in 0..rounds {
         for c in cells.iter_mut() {
@@ -269,30 +317,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .find(|s| s.0 == c.odirect)
                 .map(|s| s.2.clone())
                 .ok_or("setup")?;
-            let run_direct = || {
-                if tcp_only {
-                    return (f64::NAN, f64::NAN);
+            let (odirect, op, len, qd) = (c.odirect, c.op, c.len, c.qd);
+            let mut sides: [(u8, (f64, f64)); 3] = [(0, (f64::NAN, f64::NAN)); 3];
+            for (i, side) in sides.iter_mut().enumerate() {
+                // Rotate which side goes first from round to round.
+                let which = ((i + round) % 3) as u8;
+                side.0 = which;
+                if tcp_only && which != 1 {
+                    continue;
                 }
-                measured(|| direct(&path, c.odirect, c.op, c.qd, secs), secs)
-            };
-            let run_tcp = || {
-                measured(
-                    || rt.block_on(over_tcp(ini.clone(), c.op, c.qd, secs)),
-                    secs,
-                )
-            };
-            let (d, t) = if round % 2 == 0 {
-                let d = run_direct();
-                (d, run_tcp())
-            } else {
-                let t = run_tcp();
-                (run_direct(), t)
-            };
-            c.direct.push(d.0);
-            c.tcp.push(t.0);
-            c.ratio.push(t.0 / d.0);
-            c.direct_cpu.push(d.1);
-            c.tcp_cpu.push(t.1);
+                if odirect {
+                    drop_cache(&path);
+                }
+                side.1 = match which {
+                    0 => measured(|| direct(&path, odirect, op, len, qd, secs), secs),
+                    1 => measured(
+                        || rt.block_on(over_tcp(ini.clone(), op, len, qd, secs)),
+                        secs,
+                    ),
+                    _ => {
+                        let (req, resp) = echo::sizes(op == Op::Write, len as usize);
+                        measured(|| echo::run(qd, req, resp, secs), secs)
+                    }
+                };
+            }
+            sides.sort_by_key(|s| s.0);
+            c.direct.push(sides[0].1);
+            c.tcp.push(sides[1].1);
+            c.echo.push(sides[2].1);
+            c.ratio.push(sides[1].1 .0 / sides[0].1 .0);
+            c.ratio_echo.push(sides[1].1 .0 / sides[2].1 .0);
         }
         eprintln!(
             "round {} of {rounds} done, load average {}",
@@ -301,8 +355,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!(
-        "{:<9} {:<6} {:>3} {:>12} {:>12} {:>7} {:>13} {:>9}",
-        "cache", "op", "qd", "pread/pwrite", "nvme-tcp", "ratio", "ratio min-max", "cpu µs/IO"
+        "{:<9} {:<6} {:>5} {:>3} {:>10} {:>10} {:>10} {:>6} {:>11} {:>6} {:>17}",
+        "cache",
+        "op",
+        "size",
+        "qd",
+        "pread/wr",
+        "nvme-tcp",
+        "echo",
+        "ratio",
+        "min-max",
+        "/echo",
+        "cpu µs/IO p/n/e"
     );
     for c in cells.iter_mut() {
         let cache = if c.odirect { "O_DIRECT" } else { "buffered" };
@@ -310,17 +374,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let lo = c.ratio.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = c.ratio.iter().copied().fold(0.0, f64::max);
         println!(
-            "{cache:<9} {name:<6} {:>3} {:>12.0} {:>12.0} {:>7.3} {lo:>6.3}-{hi:<6.3} {:>4.1}/{:<4.1}",
+            "{cache:<9} {name:<6} {:>4}K {:>3} {:>10.0} {:>10.0} {:>10.0} {:>6.3} {lo:>5.2}-{hi:<5.2} {:>6.3} {:>5.1}/{:>5.1}/{:>5.1}",
+            c.len / 1024,
             c.qd,
-            median(&mut c.direct),
-            median(&mut c.tcp),
+            median(&mut c.direct.iops),
+            median(&mut c.tcp.iops),
+            median(&mut c.echo.iops),
             median(&mut c.ratio),
-            median(&mut c.direct_cpu),
-            median(&mut c.tcp_cpu),
+            median(&mut c.ratio_echo),
+            median(&mut c.direct.cpu),
+            median(&mut c.tcp.cpu),
+            median(&mut c.echo.cpu),
         );
     }
     println!(
-        "medians over {rounds} rounds; load average at start {la0}, at end {}",
+        "medians over {rounds} rounds; QD 1 latency ratio to the echo floor = 1 / the /echo \
+         column; load average at start {la0}, at end {}",
         loadavg()
     );
     for (_, target, _) in setups {

@@ -36,8 +36,8 @@ pub fn pdu_stream(data: &[u8]) {
         let mut reader = PduReader::new(data, rules);
         match reader.read().await {
             Ok(Pdu::IcReq(req)) => {
-                reader.rules.stage = Stage::Ready;
-                reader.rules.digests = req.digests;
+                reader.b.rules.stage = Stage::Ready;
+                reader.b.rules.digests = req.digests;
             }
             _ => return,
         }

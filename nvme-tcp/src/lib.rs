@@ -31,7 +31,7 @@ pub mod status;
 mod target;
 mod transport;
 
-pub use backend::{Backend, FileBackend, MemBackend};
+pub use backend::{Backend, FileBackend, IoFile, MemBackend};
 pub use controller::DISCOVERY_NQN;
 pub use error::Error;
 pub use initiator::{discover, DiscoveryEntry, Initiator, InitiatorConfig, NamespaceInfo};

@@ -7,6 +7,7 @@ use crate::pdu::{
     validate_common, DecodeError, Digests, Fatal, Pdu, PduType, Rules, TermReq, COMMON_LEN,
     TERM_MAX_DATA,
 };
+use bytes::BytesMut;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -34,51 +35,78 @@ pub(crate) enum RecvError {
     },
 }
 
-pub(crate) struct PduReader<R> {
-    r: R,
+/// The receive buffer of a connection and the PDU parser over it: one receive takes whatever
+/// has arrived (often many PDUs at queue depth > 1), and the PDUs are then parsed out of the
+/// buffer without further syscalls. Data of a PDU (in-capsule, H2C/C2HData) is a slice of
+/// the buffer, not a copy.
+pub(crate) struct PduBuf {
     pub rules: Rules,
-    buf: Vec<u8>,
+    buf: BytesMut,
 }
 
-impl<R: AsyncRead + Unpin> PduReader<R> {
-    pub fn new(r: R, rules: Rules) -> Self {
-        PduReader {
-            r,
+/// Free space asked of each receive (and the buffer's initial size).
+pub(crate) const RECV_CHUNK: usize = 256 * 1024;
+
+impl PduBuf {
+    pub fn new(rules: Rules) -> Self {
+        PduBuf {
             rules,
-            buf: Vec::with_capacity(16 * 1024),
+            buf: BytesMut::with_capacity(RECV_CHUNK),
         }
     }
 
-    pub async fn read(&mut self) -> Result<Pdu, RecvError> {
-        let mut ch = [0u8; COMMON_LEN];
-        let mut got = 0;
-        while got < COMMON_LEN {
-            match self.r.read(&mut ch[got..]).await {
-                Ok(0) if got == 0 => return Err(RecvError::Closed),
-                Ok(0) => return Err(RecvError::Io(io::ErrorKind::UnexpectedEof.into())),
-                Ok(n) => got += n,
-                Err(e) => return Err(RecvError::Io(e)),
-            }
+    /// Makes room for a receive (at least a quarter of RECV_CHUNK free).
+    fn reserve(&mut self) {
+        if self.buf.capacity() - self.buf.len() < RECV_CHUNK / 4 {
+            self.buf.reserve(RECV_CHUNK);
         }
-        // PLEN is trusted only after the common header passed (it bounds the allocation).
-        let h = validate_common(&ch, &self.rules).map_err(|fatal| RecvError::Fatal {
-            fatal,
-            header: ch.to_vec(),
-        })?;
+    }
+
+    /// The buffer itself, for a receive that writes into its spare capacity directly
+    /// (`target/ring.rs`), after `reserve`.
+    pub fn raw(&mut self) -> &mut BytesMut {
+        self.reserve();
+        &mut self.buf
+    }
+
+    /// The buffer as it is (a receive into it has completed: nothing may move it first).
+    pub fn raw_as_is(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// Whether the next PDU is already buffered whole (reading it will not wait on the peer).
+    pub fn has_buffered_pdu(&self) -> bool {
+        let b = &self.buf[..];
+        b.len() >= COMMON_LEN && u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize <= b.len()
+    }
+
+    /// The next PDU if the buffer holds it whole (`None`: receive more).
+    pub fn parse(&mut self) -> Option<Result<Pdu, RecvError>> {
+        if self.buf.len() < COMMON_LEN {
+            return None;
+        }
+        // PLEN is trusted only after the common header passed (it bounds the buffer).
+        let h = match validate_common(&self.buf[..COMMON_LEN], &self.rules) {
+            Ok(h) => h,
+            Err(fatal) => {
+                return Some(Err(RecvError::Fatal {
+                    fatal,
+                    header: self.buf[..COMMON_LEN].to_vec(),
+                }))
+            }
+        };
         let plen = h.plen as usize;
-        self.buf.clear();
-        self.buf.extend_from_slice(&ch);
-        self.buf.resize(plen, 0);
-        self.r
-            .read_exact(&mut self.buf[COMMON_LEN..])
-            .await
-            .map_err(RecvError::Io)?;
-        Pdu::decode(&self.buf, &self.rules).map_err(|e| match e {
+        if self.buf.len() < plen {
+            self.buf.reserve(plen - self.buf.len());
+            return None;
+        }
+        let pdu = self.buf.split_to(plen).freeze();
+        Some(Pdu::decode_shared(&pdu, &self.rules).map_err(|e| match e {
             DecodeError::Fatal(fatal) => {
-                let n = (h.hlen as usize).min(TERM_MAX_DATA).min(self.buf.len());
+                let n = (h.hlen as usize).min(TERM_MAX_DATA).min(pdu.len());
                 RecvError::Fatal {
                     fatal,
-                    header: self.buf[..n].to_vec(),
+                    header: pdu[..n].to_vec(),
                 }
             }
             DecodeError::DataDigest {
@@ -92,15 +120,47 @@ impl<R: AsyncRead + Unpin> PduReader<R> {
                 ttag,
                 datal,
             },
-        })
+        }))
     }
 }
 
-impl<R: AsyncRead + Unpin> PduReader<tokio::io::BufReader<R>> {
-    /// Whether the next PDU is already buffered whole (reading it will not wait on the peer).
+/// A `PduBuf` filled from an async stream. `read` is cancel-safe (all state is in the
+/// buffer), so a connection can wait for a PDU and for I/O completions in one `select!`.
+pub(crate) struct PduReader<R> {
+    r: R,
+    pub b: PduBuf,
+}
+
+impl<R: AsyncRead + Unpin> PduReader<R> {
+    pub fn new(r: R, rules: Rules) -> Self {
+        PduReader {
+            r,
+            b: PduBuf::new(rules),
+        }
+    }
+
+    pub async fn read(&mut self) -> Result<Pdu, RecvError> {
+        loop {
+            if let Some(r) = self.b.parse() {
+                return r;
+            }
+            self.b.reserve();
+            match self.r.read_buf(&mut self.b.buf).await {
+                Ok(0) if self.b.buf.is_empty() => return Err(RecvError::Closed),
+                Ok(0) => return Err(RecvError::Io(io::ErrorKind::UnexpectedEof.into())),
+                Ok(_) => {}
+                Err(e) => return Err(RecvError::Io(e)),
+            }
+        }
+    }
+
     pub fn has_buffered_pdu(&self) -> bool {
-        let b = self.r.buffer();
-        b.len() >= COMMON_LEN && u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize <= b.len()
+        self.b.has_buffered_pdu()
+    }
+
+    /// The stream and the buffer (a connection that moves to its own thread takes both).
+    pub fn into_parts(self) -> (R, PduBuf) {
+        (self.r, self.b)
     }
 }
 

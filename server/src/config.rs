@@ -1,11 +1,18 @@
-//! The daemon's configuration: a TOML file (`deploy/pnfsd.toml` is the annotated example),
-//! then command-line flags over it. Every key has a default, so no file is needed.
+//! The daemon's configuration: a TOML file (`deploy/pnfsd.toml` is the annotated, packaged
+//! file: `/etc/pnfsd/pnfsd.toml`), then command-line flags over it. Every key has a default,
+//! so no file is needed.
+//!
+//! Paths in a file are relative to the file's own directory, never to the daemon's current
+//! directory (issue 12: `cd / && pnfsd serve --config …` must not format a fresh volume
+//! elsewhere); flags are relative to the current directory, as for any command.
+//! SIGHUP re-reads the file: [`reload_plan`] says which changed keys apply at once
+//! ([`RELOADABLE`]) and which need a restart.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::rpc::RpcOptions;
 use crate::server::NfsOptions;
@@ -28,7 +35,7 @@ pub enum ConfigError {
 }
 
 /// `export_sync`: design.md §4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ExportSync {
     #[default]
@@ -37,7 +44,7 @@ pub enum ExportSync {
 }
 
 /// `layoutcommit`: design.md §4 ("sync" reproduces XFS forcing the log on every LAYOUTCOMMIT).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LayoutCommitMode {
     #[default]
@@ -46,7 +53,7 @@ pub enum LayoutCommitMode {
 }
 
 /// A layout type offered in `fs_layout_types` (design.md §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LayoutTypeName {
     Block,
@@ -64,7 +71,8 @@ impl LayoutTypeName {
 }
 
 /// A size written as bytes (`8589934592`) or with a suffix (`"8G"`, `"512M"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
 pub struct Size(pub u64);
 
 impl<'de> Deserialize<'de> for Size {
@@ -112,7 +120,8 @@ pub fn parse_size(s: &str) -> Result<Size, ConfigError> {
 }
 
 /// The file's keys. Unknown keys are an error (a typo must not silently fall back).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `Serialize` only to compare two configurations key by key on SIGHUP ([`reload_plan`]).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Where the embedded default volume lives.
@@ -129,8 +138,12 @@ pub struct Config {
     pub nvme_listen: Option<SocketAddr>,
     /// Subsystem NQN of the target.
     pub nvme_nqn: String,
-    /// Host NQNs the target admits; unset admits any host.
+    /// Host NQNs the target admits; unset admits any host, which a listener off the loopback
+    /// accepts only with `nvme_allow_any_host` ([`Config::validate`]).
     pub nvme_allowed_hosts: Option<Vec<String>>,
+    /// Admit any host NQN on a listener reachable beyond this machine (off: as nvmet, a
+    /// reachable target admits no host that is not named).
+    pub nvme_allow_any_host: bool,
     /// Address the Discovery Log advertises (behind NAT); default: the one the host reached.
     pub nvme_advertise: Option<SocketAddr>,
     /// With an external NVMe/TCP volume, also export it through the embedded target (off by
@@ -158,6 +171,9 @@ pub struct Config {
     pub idle_timeout_seconds: u64,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
     pub metrics_listen: Option<SocketAddr>,
+    /// What the daemon logs, as a `tracing` filter (`"info"`, `"debug"`,
+    /// `"info,pnfsd::nfs4=debug"`); `RUST_LOG`, when set, overrides it. SIGHUP reloads it.
+    pub log_level: String,
 }
 
 impl Default for Config {
@@ -170,6 +186,7 @@ impl Default for Config {
             nvme_listen: Some(SocketAddr::from(([127, 0, 0, 1], 4420))),
             nvme_nqn: "nqn.2026-11.org.pnfsd:volume".to_string(),
             nvme_allowed_hosts: None,
+            nvme_allow_any_host: false,
             nvme_advertise: None,
             nvme_reexport: false,
             lease_seconds: 90,
@@ -185,8 +202,51 @@ impl Default for Config {
             max_connections: crate::rpc::DEFAULT_MAX_CONNECTIONS,
             idle_timeout_seconds: crate::rpc::DEFAULT_IDLE_TIMEOUT.as_secs(),
             metrics_listen: None,
+            log_level: "info".to_string(),
         }
     }
+}
+
+/// The keys SIGHUP applies to the running daemon (issue 12 Deliver 2). Every other changed
+/// key is named as needing a restart. Exports and client rules join this list when they
+/// exist; whatever is listed here, [`Config::apply_reloadable`] must copy.
+pub const RELOADABLE: &[&str] = &["log_level"];
+
+/// What a SIGHUP's new configuration changes, key by key (TOML names).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReloadPlan {
+    /// Reloadable keys that changed: `(key, old value, new value)`.
+    pub apply: Vec<(String, String, String)>,
+    /// Changed keys that take effect only after a restart.
+    pub restart: Vec<String>,
+}
+
+/// Compares the running configuration with a newly loaded one. Keys are enumerated through
+/// `Serialize`, so a key added to [`Config`] is never silently ignored by a reload.
+pub fn reload_plan(running: &Config, new: &Config) -> Result<ReloadPlan, ConfigError> {
+    let table = |c: &Config| match toml::Value::try_from(c) {
+        Ok(toml::Value::Table(t)) => Ok(t),
+        Ok(_) => Err(ConfigError::Invalid("configuration is not a table".into())),
+        Err(e) => Err(ConfigError::Invalid(format!(
+            "cannot compare configurations: {e}"
+        ))),
+    };
+    let (a, b) = (table(running)?, table(new)?);
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let show = |v: Option<&toml::Value>| v.map_or("unset".to_string(), |v| v.to_string());
+    let mut plan = ReloadPlan::default();
+    for k in keys {
+        let (old, new) = (a.get(k), b.get(k));
+        if old == new {
+            continue;
+        }
+        if RELOADABLE.contains(&k.as_str()) {
+            plan.apply.push((k.clone(), show(old), show(new)));
+        } else {
+            plan.restart.push(k.clone());
+        }
+    }
+    Ok(plan)
 }
 
 /// The `serve` flags that override the file.
@@ -224,7 +284,8 @@ impl Config {
         Ok(c)
     }
 
-    /// The file (or the defaults when `path` is `None`) with the flags applied.
+    /// The file (or the defaults when `path` is `None`) with the flags applied; the file's
+    /// relative paths are resolved against its directory (module comment).
     pub fn load(path: Option<&Path>, o: &Overrides) -> Result<Config, ConfigError> {
         let mut c = match path {
             Some(p) => {
@@ -232,13 +293,44 @@ impl Config {
                     path: p.to_path_buf(),
                     err,
                 })?;
-                Config::parse(&text, p)?
+                let mut c = Config::parse(&text, p)?;
+                let abs = std::path::absolute(p).map_err(|err| ConfigError::Read {
+                    path: p.to_path_buf(),
+                    err,
+                })?;
+                c.resolve_paths(abs.parent().unwrap_or(Path::new("/")));
+                c
             }
             None => Config::default(),
         };
         c.apply(o);
         c.validate()?;
         Ok(c)
+    }
+
+    /// `data_dir` and a `volume` path that are relative become relative to `dir` (the config
+    /// file's directory); so does the default `./pnfsd-data` of a file that sets no data_dir.
+    /// An NVMe/TCP URL is not a path.
+    fn resolve_paths(&mut self, dir: &Path) {
+        let under = |p: &Path| -> PathBuf {
+            let rel = p
+                .components()
+                .filter(|c| *c != std::path::Component::CurDir);
+            dir.join(rel.collect::<PathBuf>())
+        };
+        if self.data_dir.is_relative() {
+            self.data_dir = under(&self.data_dir);
+        }
+        if let Some(v) = &self.volume {
+            if v.is_relative() && !v.to_str().is_some_and(crate::nvme_volume::is_nvme_url) {
+                self.volume = Some(under(v));
+            }
+        }
+    }
+
+    /// Takes the [`RELOADABLE`] keys of `new` (a SIGHUP); everything else stays as started.
+    pub fn apply_reloadable(&mut self, new: &Config) {
+        self.log_level = new.log_level.clone();
     }
 
     pub fn apply(&mut self, o: &Overrides) {
@@ -290,7 +382,70 @@ impl Config {
                 "max_connections and idle_timeout_seconds must be > 0".into(),
             ));
         }
-        Ok(())
+        self.log_filter()?;
+        self.check_nvme_access()
+    }
+
+    /// Issue 12: any host that reaches the target can read and write the whole volume, so a
+    /// listener beyond the loopback must say whom it admits (nvmet, likewise, admits no host
+    /// that is not named unless `attr_allow_any_host` is set).
+    fn check_nvme_access(&self) -> Result<(), ConfigError> {
+        let Some(addr) = self.embedded_target() else {
+            return Ok(());
+        };
+        match (&self.nvme_allowed_hosts, self.nvme_allow_any_host) {
+            (Some(_), true) => Err(ConfigError::Invalid(
+                "nvme_allowed_hosts and nvme_allow_any_host = true contradict each other: \
+                 keep one"
+                    .into(),
+            )),
+            (None, false) if !addr.ip().is_loopback() => Err(ConfigError::Invalid(format!(
+                "nvme_listen {addr} is reachable from other hosts, and every host that \
+                 connects could read and overwrite the whole volume: list the hosts' NQNs \
+                 (their /etc/nvme/hostnqn) in nvme_allowed_hosts = [\"nqn...\"], or set \
+                 nvme_allow_any_host = true on a trusted network"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// `log_level` as a filter (checked at load, so a typo fails the start or the reload).
+    pub fn log_filter(&self) -> Result<tracing_subscriber::EnvFilter, ConfigError> {
+        tracing_subscriber::EnvFilter::builder()
+            .parse(&self.log_level)
+            .map_err(|e| ConfigError::Invalid(format!("log_level {:?}: {e}", self.log_level)))
+    }
+
+    /// Issue 12: NFS reachable from other hosts while the data path is not (or the other way
+    /// round) is legal, but remote clients then silently do all their I/O through the MDS
+    /// (or reach a target they cannot use): worth a warning at start.
+    pub fn reachability_warnings(&self) -> Vec<String> {
+        let nfs_remote = !self.listen.ip().is_loopback();
+        let data = match self.volume_source() {
+            Ok(VolumeSource::Nvme(_)) if self.embedded_target().is_none() => None,
+            _ => Some(self.nvme_listen),
+        };
+        let mut w = Vec::new();
+        match data {
+            Some(None) if nfs_remote => w.push(format!(
+                "NFS listens on {} but the NVMe/TCP target is off: remote clients get no \
+                 layout device and do all their I/O through the MDS",
+                self.listen
+            )),
+            Some(Some(n)) if nfs_remote && n.ip().is_loopback() => w.push(format!(
+                "NFS listens on {} but the NVMe/TCP target only on {n}: remote clients \
+                 cannot reach the volume and silently fall back to NFS READ/WRITE through \
+                 the MDS (set nvme_listen to an address they reach, docs/admin-guide.md)",
+                self.listen
+            )),
+            Some(Some(n)) if !nfs_remote && !n.ip().is_loopback() => w.push(format!(
+                "the NVMe/TCP target listens on {n} but NFS only on {}: remote hosts can \
+                 reach the volume but cannot mount it",
+                self.listen
+            )),
+            _ => {}
+        }
+        w
     }
 
     /// The volume path: `volume`, or `<data_dir>/volume.img`.
@@ -372,6 +527,7 @@ mod tests {
             volume_size = "16G"
             listen = "0.0.0.0:2049"
             nvme_listen = "0.0.0.0:4420"
+            nvme_allow_any_host = true
             nvme_nqn = "nqn.test:vol"
             lease_seconds = 30
             grace_seconds = 45
@@ -463,11 +619,181 @@ mod tests {
         assert_eq!(c.metrics_listen.map(|a| a.port()), Some(9401));
     }
 
+    /// The packaged file (/etc/pnfsd/pnfsd.toml) is the built-in defaults but for where the
+    /// data lives.
     #[test]
-    fn the_example_file_is_the_defaults() {
+    fn the_packaged_file_is_the_defaults_with_data_under_var_lib() {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml");
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
-        assert_eq!(c, Config::default());
+        assert_eq!(c.volume_path(), PathBuf::from("/var/lib/pnfsd/volume.img"));
+        let d = Config {
+            data_dir: "/var/lib/pnfsd".into(),
+            ..Config::default()
+        };
+        assert_eq!(c, d);
+    }
+
+    /// Issue 12: `cd / && pnfsd serve --config DIR/c.toml` with `data_dir = "data"` used
+    /// /data; the file's directory is meant. Flags stay relative to the current directory.
+    #[test]
+    fn relative_paths_in_a_file_are_relative_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "data_dir = \"data\"\n").unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.volume_path(), dir.path().join("data/volume.img"));
+        std::fs::write(&p, "lease_seconds = 30\n").unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.volume_path(), dir.path().join("pnfsd-data/volume.img"));
+        std::fs::write(&p, "volume = \"../v.img\"\n").unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.volume_path(), dir.path().join("../v.img"));
+        std::fs::write(&p, "volume = \"nvme-tcp://h/nqn.a\"\ndata_dir = \"/abs\"\n").unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.volume_path(), PathBuf::from("nvme-tcp://h/nqn.a"));
+        assert_eq!(c.data_dir, PathBuf::from("/abs"));
+        let o = Overrides {
+            data_dir: Some("rel".into()),
+            ..Overrides::default()
+        };
+        assert_eq!(
+            Config::load(Some(&p), &o).unwrap().data_dir,
+            PathBuf::from("rel")
+        );
+        // A relative path to the file itself works from the current directory.
+        let cwd = std::env::current_dir().unwrap();
+        let rel = pathdiff(&p, &cwd);
+        std::fs::write(&p, "data_dir = \"data\"\n").unwrap();
+        let c = Config::load(Some(&rel), &Overrides::default()).unwrap();
+        assert_eq!(c.data_dir, cwd.join(rel.parent().unwrap()).join("data"));
+    }
+
+    /// `target` relative to `base` through `..` components (both absolute).
+    fn pathdiff(target: &Path, base: &Path) -> PathBuf {
+        let mut up = PathBuf::new();
+        for _ in base.components().skip(1) {
+            up.push("..");
+        }
+        up.join(target.strip_prefix("/").unwrap())
+    }
+
+    /// Issue 12 Deliver 4: a target reachable from other hosts must say whom it admits.
+    #[test]
+    fn an_nvme_listener_off_the_loopback_needs_allowed_hosts() {
+        let e = Config::parse("nvme_listen = \"0.0.0.0:4420\"", Path::new("x")).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.contains("0.0.0.0:4420")
+                && m.contains("nvme_allowed_hosts")
+                && m.contains("nvme_allow_any_host"),
+            "{m}"
+        );
+        assert!(Config::parse("nvme_listen = \"[::]:4420\"", Path::new("x")).is_err());
+        for ok in [
+            "nvme_listen = \"0.0.0.0:4420\"\nnvme_allowed_hosts = [\"nqn.2014-08.org.nvmexpress:uuid:1\"]",
+            "nvme_listen = \"0.0.0.0:4420\"\nnvme_allow_any_host = true",
+            "nvme_listen = \"0.0.0.0:4420\"\nnvme_allowed_hosts = []",
+            "nvme_listen = \"127.0.0.1:4420\"",
+            "nvme_listen = \"[::1]:4420\"",
+            "nvme_listen = \"off\"",
+            // An external volume without re-export: the target does not run.
+            "nvme_listen = \"0.0.0.0:4420\"\nvolume = \"nvme-tcp://h/nqn.a\"",
+        ] {
+            Config::parse(ok, Path::new("x")).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        assert!(Config::parse(
+            "nvme_allowed_hosts = [\"nqn.a\"]\nnvme_allow_any_host = true",
+            Path::new("x")
+        )
+        .is_err());
+        // A flag moves the listener: checked after the flags too.
+        let o = Overrides {
+            nvme_listen: Some("0.0.0.0:4420".parse().unwrap()),
+            ..Overrides::default()
+        };
+        assert!(Config::load(None, &o).is_err());
+    }
+
+    #[test]
+    fn nfs_and_nvme_reachability_that_differ_are_warned_about() {
+        let warn = |t: &str| {
+            Config::parse(t, Path::new("x"))
+                .unwrap()
+                .reachability_warnings()
+        };
+        assert!(warn("").is_empty());
+        let w = warn("listen = \"0.0.0.0:2049\"");
+        assert!(w.len() == 1 && w[0].contains("fall back"), "{w:?}");
+        let w = warn("listen = \"0.0.0.0:2049\"\nnvme_listen = \"off\"");
+        assert!(w.len() == 1 && w[0].contains("off"), "{w:?}");
+        let w = warn("nvme_listen = \"0.0.0.0:4420\"\nnvme_allow_any_host = true");
+        assert!(w.len() == 1 && w[0].contains("cannot mount"), "{w:?}");
+        assert!(warn(
+            "listen = \"0.0.0.0:2049\"\nnvme_listen = \"0.0.0.0:4420\"\nnvme_allow_any_host = true"
+        )
+        .is_empty());
+        // An external volume: its target is not ours to judge.
+        assert!(warn("listen = \"0.0.0.0:2049\"\nvolume = \"nvme-tcp://h/nqn.a\"").is_empty());
+    }
+
+    /// Issue 12 Deliver 2: SIGHUP applies log_level and names every other changed key.
+    #[test]
+    fn a_reload_applies_log_level_and_names_the_rest() {
+        let old = Config::default();
+        let new = Config::parse(
+            "log_level = \"debug\"\nlisten = \"127.0.0.1:3049\"\nnvme_listen = \"off\"\n\
+             metrics_listen = \"127.0.0.1:9400\"\nlayout_types = [\"block\", \"scsi\"]",
+            Path::new("x"),
+        )
+        .unwrap();
+        let plan = reload_plan(&old, &new).unwrap();
+        assert_eq!(
+            plan.apply,
+            vec![(
+                "log_level".to_string(),
+                "\"info\"".to_string(),
+                "\"debug\"".to_string()
+            )]
+        );
+        assert_eq!(
+            plan.restart,
+            vec!["layout_types", "listen", "metrics_listen", "nvme_listen"]
+        );
+        assert_eq!(reload_plan(&old, &old).unwrap(), ReloadPlan::default());
+        // Once applied, the reloadable keys no longer differ; the others still do.
+        let mut running = old.clone();
+        running.apply_reloadable(&new);
+        let again = reload_plan(&running, &new).unwrap();
+        assert!(again.apply.is_empty(), "{again:?}");
+        assert_eq!(again.restart, plan.restart);
+        // Every key of the file takes part (a new key cannot be silently ignored).
+        let keys = match toml::Value::try_from(Config {
+            volume: Some("/v".into()),
+            grace_seconds: Some(1),
+            nvme_allowed_hosts: Some(vec![]),
+            nvme_advertise: Some("127.0.0.1:1".parse().unwrap()),
+            fence_command: Some("f".into()),
+            metrics_listen: Some("127.0.0.1:1".parse().unwrap()),
+            ..Config::default()
+        })
+        .unwrap()
+        {
+            toml::Value::Table(t) => t.len(),
+            v => panic!("{v:?}"),
+        };
+        let example = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml"),
+        )
+        .unwrap();
+        let documented = example
+            .lines()
+            .filter_map(|l| l.trim_start_matches("# ").split_once(" = "))
+            .filter(|(k, _)| !k.contains(' ') && !k.is_empty())
+            .map(|(k, _)| k)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        assert_eq!(keys, documented, "deploy/pnfsd.toml documents every key");
+        assert!(Config::parse("log_level = \"info,[\"", Path::new("x")).is_err());
     }
 
     #[test]

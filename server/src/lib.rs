@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod nfs4;
 pub mod nvme;
 pub mod nvme_volume;
+pub mod preflight;
 pub mod rpc;
 pub mod server;
 pub mod store;

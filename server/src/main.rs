@@ -1,5 +1,10 @@
 //! The `pnfsd` binary: `mkfs` formats a volume, `serve` (the default) runs the metadata
-//! server until SIGTERM/SIGINT, then unmounts the store cleanly.
+//! server until SIGTERM/SIGINT, then unmounts the store cleanly; SIGHUP reloads what can
+//! change without a restart. `man` and `completions` print what clap generates from the
+//! definitions below (issue 12: one source for `--help`, the man pages and completions).
+//!
+//! Fatal errors go to stderr as `pnfsd: error: …` whatever `RUST_LOG` says; a start that
+//! fails removes the volume file (and the directories) it created.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -7,17 +12,32 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-use pnfsd::config::{parse_size, Config, Overrides};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use pnfsd::config::{parse_size, reload_plan, Config, Overrides};
+use pnfsd::preflight::{self, PreflightError};
 use pnfsd::server::Server;
 use pnfsd::store::{Store, StoreError};
 use pnfsd::volume::{Volume, VolumeLock, VolumeSource};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter, Registry};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "pnfsd",
     version,
-    about = "pNFS block-layout metadata server (NFSv4.1/4.2)"
+    about = "pNFS metadata server for NFSv4.1/4.2 (block and SCSI layouts) with an embedded \
+             NVMe/TCP target",
+    long_about = "pnfsd is a pNFS metadata server for NFSv4.1/4.2. It keeps all metadata of \
+        one data volume (a file, a block device or an external NVMe/TCP namespace) in an \
+        XFS-like log and hands Linux clients block layouts (RFC 5663) or SCSI layouts over \
+        NVMe (RFC 8154, RFC 9561), so they read and write file data directly on the volume, \
+        which its embedded NVMe/TCP target exports.\n\n\
+        With no command, `pnfsd` is `pnfsd serve`: it formats ./pnfsd-data/volume.img if \
+        missing and serves NFS on 127.0.0.1:2049 and NVMe/TCP on 127.0.0.1:4420. The packaged \
+        configuration is /etc/pnfsd/pnfsd.toml (`pnfsd serve --config /etc/pnfsd/pnfsd.toml`, \
+        as the systemd unit runs it); docs/admin-guide.md takes a Linux client from \
+        `nvme connect` to a pNFS mount."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,46 +46,94 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Format a volume file (created sparse if missing), block device, or external NVMe/TCP
-    /// namespace (`nvme-tcp://HOST[:PORT]/NQN[?nsid=N]`).
+    /// Format a volume: a file (created sparse if missing), a block device, or an external
+    /// NVMe/TCP namespace.
+    #[command(
+        long_about = "Format a volume for pnfsd: a file (created sparse if missing), a \
+        block device, or an external NVMe/TCP namespace (nvme-tcp://HOST[:PORT]/NQN[?nsid=N]).\n\n\
+        mkfs refuses a volume that a running pnfsd (or another mkfs) holds, even with \
+        --force; and, without --force, one that holds a pnfsd volume or anything blkid -p \
+        recognises (a file system, a partition table, RAID or LVM metadata, swap). A path \
+        under /dev must be an existing block device."
+    )]
     Mkfs(MkfsArgs),
-    /// Serve NFS (the default when no command is given).
+    /// Serve NFS and the NVMe/TCP target (the default when no command is given).
+    #[command(
+        long_about = "Serve NFSv4.1/4.2 and the embedded NVMe/TCP target until \
+        SIGTERM or SIGINT, then unmount the volume cleanly. A missing volume file is created \
+        and formatted (never under /dev); an existing one must already be formatted.\n\n\
+        SIGHUP re-reads the configuration file: log_level applies at once, every other \
+        changed key is logged as needing a restart. Under systemd (Type=notify) the daemon \
+        reports READY=1 once it serves, with the ready line as STATUS, and STOPPING=1."
+    )]
     Serve(ServeArgs),
+    /// Print the man pages (roff), or write pnfsd.1, pnfsd-serve.1, ... into a directory.
+    Man {
+        /// Directory to write one page per command into; stdout (pnfsd.1 only) if absent.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]
 struct MkfsArgs {
+    /// The volume: a file, a block device, or nvme-tcp://HOST[:PORT]/NQN[?nsid=N].
+    #[arg(value_name = "VOLUME")]
     path: PathBuf,
-    /// Size of a volume file to create, e.g. 8G (ignored for an existing block device).
+    /// Size of a volume file to create or grow, e.g. 8G (a block device or namespace keeps
+    /// its own size).
     #[arg(long, default_value = "8G", value_parser = size_arg)]
     size: u64,
-    /// Overwrite a formatted volume.
+    /// Format even if the volume holds a file system, a partition table or a pnfsd volume
+    /// (destroys it). A volume that a running pnfsd holds is refused all the same.
     #[arg(long)]
     force: bool,
 }
 
 #[derive(Debug, Args, Default)]
 struct ServeArgs {
-    /// TOML configuration (deploy/pnfsd.toml shows every key); flags override it.
-    #[arg(long)]
+    /// TOML configuration (deploy/pnfsd.toml shows every key; packaged as
+    /// /etc/pnfsd/pnfsd.toml); its relative paths are relative to its own directory. Flags
+    /// override it.
+    #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Directory of the embedded default volume (`<DIR>/volume.img`).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// NFS address, default 127.0.0.1:2049.
-    #[arg(long)]
+    #[arg(long, value_name = "ADDR:PORT")]
     listen: Option<SocketAddr>,
-    /// Embedded NVMe/TCP target address, default 127.0.0.1:4420.
-    #[arg(long, conflicts_with = "no_nvme")]
+    /// Embedded NVMe/TCP target address, default 127.0.0.1:4420 (off the loopback it needs
+    /// nvme_allowed_hosts or nvme_allow_any_host in the configuration).
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with = "no_nvme")]
     nvme_listen: Option<SocketAddr>,
     /// Do not start the embedded NVMe/TCP target.
     #[arg(long)]
     no_nvme: bool,
-    #[arg(long)]
+    /// NFSv4 lease time in seconds (RFC 8881 §8.3), default 90.
+    #[arg(long, value_name = "SECONDS")]
     lease_seconds: Option<u32>,
     /// Serve Prometheus metrics (`GET /metrics`) on this address; off by default.
-    #[arg(long)]
+    #[arg(long, value_name = "ADDR:PORT")]
     metrics_listen: Option<SocketAddr>,
+}
+
+impl ServeArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            data_dir: self.data_dir.clone(),
+            listen: self.listen,
+            nvme_listen: self.nvme_listen,
+            no_nvme: self.no_nvme,
+            lease_seconds: self.lease_seconds,
+            metrics_listen: self.metrics_listen,
+        }
+    }
 }
 
 fn size_arg(s: &str) -> Result<u64, String> {
@@ -76,14 +144,38 @@ fn size_arg(s: &str) -> Result<u64, String> {
 enum DaemonError {
     #[error(transparent)]
     Config(#[from] pnfsd::config::ConfigError),
-    #[error("store: {0}")]
-    Store(#[from] StoreError),
+    #[error("configuration {path}: {err}")]
+    ConfigFile {
+        path: PathBuf,
+        err: pnfsd::config::ConfigError,
+    },
+    #[error("cannot format {target}: {err}")]
+    Mkfs { target: String, err: StoreError },
+    #[error("cannot mount {volume}: {err}")]
+    Mount { volume: String, err: StoreError },
+    #[error("unmount of {volume}: {err}")]
+    Unmount { volume: String, err: StoreError },
     #[error(transparent)]
     Nvme(#[from] pnfsd::nvme::NvmeError),
     #[error(transparent)]
     Volume(#[from] pnfsd::volume::VolumeError),
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
     #[error("{what}: {err}")]
     Io { what: String, err: std::io::Error },
+}
+
+/// A configuration error, naming the file when the message does not already.
+fn config_err(path: Option<&Path>, err: pnfsd::config::ConfigError) -> DaemonError {
+    match path {
+        Some(path) if matches!(err, pnfsd::config::ConfigError::Invalid(_)) => {
+            DaemonError::ConfigFile {
+                path: path.to_path_buf(),
+                err,
+            }
+        }
+        _ => err.into(),
+    }
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
@@ -91,46 +183,130 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError
     move |err| DaemonError::Io { what, err }
 }
 
+/// The log filter, reloadable on SIGHUP; `RUST_LOG`, when set, overrides `log_level`.
+struct Logging {
+    handle: reload::Handle<EnvFilter, Registry>,
+    env: Option<String>,
+}
+
+impl Logging {
+    fn init() -> Logging {
+        let env = std::env::var("RUST_LOG")
+            .ok()
+            .filter(|s| !s.trim().is_empty());
+        let filter = env
+            .as_deref()
+            .and_then(|s| EnvFilter::try_new(s).ok())
+            .unwrap_or_else(|| EnvFilter::new("info"));
+        let (filter, handle) = reload::Layer::new(filter);
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    // Plain text when the log goes to a file or a pipe (test harnesses grep it).
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+            )
+            .init();
+        Logging { handle, env }
+    }
+
+    /// Applies the configuration's `log_level`, unless `RUST_LOG` overrides it.
+    fn apply(&self, cfg: &Config) -> Result<(), pnfsd::config::ConfigError> {
+        if self.env.is_none() {
+            let f = cfg.log_filter()?;
+            if let Err(e) = self.handle.reload(f) {
+                tracing::error!("log_level {:?} not applied: {e}", cfg.log_level);
+            }
+        }
+        Ok(())
+    }
+}
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Plain text when the log goes to a file or a pipe (test harnesses grep it).
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let log = Logging::init();
     let cli = Cli::parse();
     let res = match cli.cmd {
         Some(Cmd::Mkfs(a)) => mkfs(&a),
-        Some(Cmd::Serve(a)) => serve(&a),
-        None => serve(&ServeArgs::default()),
+        Some(Cmd::Serve(a)) => serve(&a, &log),
+        Some(Cmd::Man { dir }) => man(dir.as_deref()),
+        Some(Cmd::Completions { shell }) => {
+            clap_complete::generate(shell, &mut Cli::command(), "pnfsd", &mut std::io::stdout());
+            Ok(())
+        }
+        None => serve(&ServeArgs::default(), &log),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e}");
+            // Not through tracing: RUST_LOG=off must not hide why the command failed.
+            eprintln!("pnfsd: error: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
+fn man(dir: Option<&Path>) -> Result<(), DaemonError> {
+    match dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(io_err(format!("create {}", d.display())))?;
+            clap_mangen::generate_to(Cli::command(), d)
+                .map_err(io_err(format!("write man pages into {}", d.display())))
+        }
+        None => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map_err(io_err("stdout")),
+    }
+}
+
 fn mkfs(a: &MkfsArgs) -> Result<(), DaemonError> {
     let src = VolumeSource::parse(&a.path).map_err(pnfsd::config::ConfigError::Invalid)?;
+    let mkfs_err = |err| DaemonError::Mkfs {
+        target: src.to_string(),
+        err,
+    };
     match &src {
         VolumeSource::File(path) => {
-            // Never under a running daemon (volume.rs); a missing file has no holder.
-            let _lock = path
-                .exists()
-                .then(|| VolumeLock::acquire(path))
-                .transpose()?;
-            Store::mkfs(path, a.size, a.force)?;
+            preflight::check_volume_path(path)?;
+            if path.exists() {
+                // Never under a running daemon (volume.rs), --force or not.
+                let _lock = VolumeLock::acquire(path)?;
+                if !a.force {
+                    preflight::check_unused_path(path)?;
+                }
+                Store::mkfs(path, a.size, a.force).map_err(mkfs_err)?;
+            } else {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    if !dir.is_dir() {
+                        return Err(DaemonError::Io {
+                            what: format!("create {}", path.display()),
+                            err: std::io::Error::new(
+                                std::io::ErrorKind::NotFound,
+                                format!("no directory {}", dir.display()),
+                            ),
+                        });
+                    }
+                }
+                // A file made here and not formatted is removed again (no half-made volume).
+                let fresh = FreshVolume {
+                    file: path.clone(),
+                    dirs: Vec::new(),
+                };
+                if let Err(e) = Store::mkfs(path, a.size, false) {
+                    fresh.remove();
+                    return Err(mkfs_err(e));
+                }
+            }
         }
         // The namespace's size is the volume's; `--size` does not apply.
         VolumeSource::Nvme(_) => {
             let vol = Volume::open(&src)?;
-            let r = Store::mkfs_dev(vol.dev.clone(), a.force);
+            let r = match a.force {
+                true => Ok(()),
+                false => preflight::check_unused_dev(&*vol.dev, &src.to_string()),
+            }
+            .map_err(DaemonError::from)
+            .and_then(|()| Store::mkfs_dev(vol.dev.clone(), a.force).map_err(mkfs_err));
             vol.close();
             r?;
         }
@@ -139,33 +315,182 @@ fn mkfs(a: &MkfsArgs) -> Result<(), DaemonError> {
     Ok(())
 }
 
-/// Formats the volume file on first start (the embedded default of issue 3).
-fn ensure_volume(cfg: &Config, volume: &Path) -> Result<(), DaemonError> {
-    if volume.exists() {
-        return Ok(());
+/// What `serve` created on this start: removed again if the start fails (issue 12).
+#[derive(Debug)]
+struct FreshVolume {
+    file: PathBuf,
+    /// Directories made for it, deepest first.
+    dirs: Vec<PathBuf>,
+}
+
+impl FreshVolume {
+    fn remove(self) {
+        match std::fs::remove_file(&self.file) {
+            Ok(()) => tracing::info!(
+                "removed {} (made by this failed start)",
+                self.file.display()
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!("cannot remove {}: {e}", self.file.display()),
+        }
+        for d in &self.dirs {
+            let _ = std::fs::remove_dir(d);
+        }
     }
+}
+
+/// Formats the volume file on first start (the embedded default of issue 3); `Some` if it
+/// was made now.
+fn ensure_volume(cfg: &Config, volume: &Path) -> Result<Option<FreshVolume>, DaemonError> {
+    preflight::check_volume_path(volume)?;
+    if volume.exists() {
+        return Ok(None);
+    }
+    let mut fresh = FreshVolume {
+        file: volume.to_path_buf(),
+        dirs: Vec::new(),
+    };
     if let Some(dir) = volume.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fresh.dirs = dir
+            .ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
         std::fs::create_dir_all(dir).map_err(io_err(format!("create {}", dir.display())))?;
     }
-    Store::mkfs(volume, cfg.volume_size.0, false)?;
+    if let Err(err) = Store::mkfs(volume, cfg.volume_size.0, false) {
+        fresh.remove();
+        return Err(DaemonError::Mkfs {
+            target: volume.display().to_string(),
+            err,
+        });
+    }
     tracing::info!(
         "formatted {} ({} bytes)",
         volume.display(),
         cfg.volume_size.0
     );
-    Ok(())
+    Ok(Some(fresh))
 }
 
-fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
-    let overrides = Overrides {
-        data_dir: a.data_dir.clone(),
-        listen: a.listen,
-        nvme_listen: a.nvme_listen,
-        no_nvme: a.no_nvme,
-        lease_seconds: a.lease_seconds,
-        metrics_listen: a.metrics_listen,
+/// systemd readiness (Type=notify, deploy/pnfsd.service); a no-op without NOTIFY_SOCKET.
+fn notify(states: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::warn!("sd_notify: {e}");
+    }
+}
+
+/// The signals `serve` handles, registered before anything else so that none of them kills
+/// the daemon mid-start (a SIGTERM during the mount stops it cleanly once it is up).
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn register(rt: &tokio::runtime::Runtime) -> Result<Signals, DaemonError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let _rt = rt.enter();
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).map_err(io_err("SIGTERM handler"))?,
+            int: signal(SignalKind::interrupt()).map_err(io_err("SIGINT handler"))?,
+            hup: signal(SignalKind::hangup()).map_err(io_err("SIGHUP handler"))?,
+        })
+    }
+}
+
+/// What a SIGHUP reloads: the file `serve` started from, with the same flags over it.
+struct Reloader<'a> {
+    path: Option<&'a Path>,
+    overrides: Overrides,
+    log: &'a Logging,
+    running: Config,
+}
+
+impl Reloader<'_> {
+    fn reload(&mut self) {
+        let Some(path) = self.path else {
+            tracing::info!("SIGHUP: no configuration file (--config): nothing to reload");
+            return;
+        };
+        let new = match Config::load(Some(path), &self.overrides) {
+            Ok(c) => c,
+            Err(e) => {
+                let e = config_err(Some(path), e);
+                tracing::error!("SIGHUP: {e}; the running configuration stays");
+                return;
+            }
+        };
+        let plan = match reload_plan(&self.running, &new) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!("SIGHUP: {e}; the running configuration stays");
+                return;
+            }
+        };
+        for (key, old, new_v) in &plan.apply {
+            if key == "log_level" && self.log.env.is_some() {
+                tracing::warn!("SIGHUP: {key} {old} -> {new_v} not applied: RUST_LOG overrides it");
+                continue;
+            }
+            tracing::info!("SIGHUP: {key} {old} -> {new_v}");
+        }
+        if let Err(e) = self.log.apply(&new) {
+            tracing::error!("SIGHUP: {e}");
+        }
+        if !plan.restart.is_empty() {
+            tracing::warn!(
+                "SIGHUP: changed in {} but applied only after a restart: {}",
+                path.display(),
+                plan.restart.join(", ")
+            );
+        }
+        if plan.apply.is_empty() && plan.restart.is_empty() {
+            tracing::info!("SIGHUP: {} reloaded, nothing changed", path.display());
+        }
+        self.running.apply_reloadable(&new);
+    }
+}
+
+/// The sockets, bound before the volume is formatted or mounted: a busy or bad address
+/// fails the start before it changes anything on disk.
+struct Listeners {
+    nfs: tokio::net::TcpListener,
+    metrics: Option<tokio::net::TcpListener>,
+}
+
+async fn bind_listeners(cfg: &Config) -> Result<Listeners, DaemonError> {
+    let nfs = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(io_err(format!("listen on {}", cfg.listen)))?;
+    // The target binds once the volume is open (it needs the device); a trial bind now
+    // reports a taken port before a fresh volume is formatted.
+    if let Some(addr) = cfg.embedded_target() {
+        match std::net::TcpListener::bind(addr) {
+            Ok(l) => drop(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                return Err(pnfsd::nvme::NvmeError::AddrInUse { addr }.into())
+            }
+            Err(e) => return Err(io_err(format!("NVMe/TCP target on {addr}"))(e)),
+        }
+    }
+    let metrics = match cfg.metrics_listen {
+        Some(addr) => Some(
+            pnfsd::metrics::bind(addr)
+                .await
+                .map_err(io_err(format!("metrics listen on {addr}")))?,
+        ),
+        None => None,
     };
-    let cfg = Config::load(a.config.as_deref(), &overrides)?;
+    Ok(Listeners { nfs, metrics })
+}
+
+fn serve(a: &ServeArgs, log: &Logging) -> Result<(), DaemonError> {
+    let overrides = a.overrides();
+    let cfg = Config::load(a.config.as_deref(), &overrides)
+        .map_err(|err| config_err(a.config.as_deref(), err))?;
+    log.apply(&cfg)?;
     let volume = cfg.volume_source()?;
     if a.nvme_listen.is_some() && cfg.embedded_target().is_none() && !a.no_nvme {
         tracing::warn!(
@@ -173,23 +498,72 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
              (nvme_reexport = true exports it through the embedded target too)"
         );
     }
-    if let VolumeSource::File(path) = &volume {
-        ensure_volume(&cfg, path)?;
+    for w in cfg.reachability_warnings() {
+        tracing::warn!("{w}");
     }
-    // Locked against a second daemon, or connected to the external namespace (volume.rs).
-    let vol = Volume::open(&volume)?;
-    vol.check_formatted(&volume)?;
-    // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme.rs).
-    let dev = vol.dev.clone();
-    let store = Arc::new(Store::open_dev(dev.clone(), cfg.store_options())?);
-    let opts = cfg.nfs_options();
-    let srv = Arc::new(Server::new(store.clone(), opts));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("pnfsd")
         .build()
         .map_err(io_err("tokio runtime"))?;
-    let served = rt.block_on(run(&cfg, &volume, srv.clone(), dev, vol.nvme.clone()));
+    let signals = Signals::register(&rt)?;
+    let listeners = rt.block_on(bind_listeners(&cfg))?;
+    let mut fresh = match &volume {
+        VolumeSource::File(path) => ensure_volume(&cfg, path)?,
+        VolumeSource::Nvme(_) => None,
+    };
+    let reloader = Reloader {
+        path: a.config.as_deref(),
+        overrides,
+        log,
+        running: cfg.clone(),
+    };
+    let res = serve_volume(&cfg, &volume, rt, listeners, signals, reloader, &mut fresh);
+    // Failed before it served: what this start created goes (issue 12).
+    if let (Err(_), Some(f)) = (&res, fresh.take()) {
+        f.remove();
+    }
+    res
+}
+
+/// Opens and mounts the volume, serves until a stop signal, unmounts. `fresh` is taken (the
+/// volume is kept) once the daemon is ready.
+fn serve_volume(
+    cfg: &Config,
+    volume: &VolumeSource,
+    rt: tokio::runtime::Runtime,
+    listeners: Listeners,
+    signals: Signals,
+    reloader: Reloader<'_>,
+    fresh: &mut Option<FreshVolume>,
+) -> Result<(), DaemonError> {
+    notify(&[sd_notify::NotifyState::Status(&format!(
+        "mounting {volume}"
+    ))]);
+    // Locked against a second daemon, or connected to the external namespace (volume.rs).
+    let vol = Volume::open(volume)?;
+    vol.check_formatted(volume)?;
+    // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme.rs).
+    let dev = vol.dev.clone();
+    let store = Arc::new(
+        Store::open_dev(dev.clone(), cfg.store_options()).map_err(|err| DaemonError::Mount {
+            volume: volume.to_string(),
+            err,
+        })?,
+    );
+    let opts = cfg.nfs_options();
+    let srv = Arc::new(Server::new(store.clone(), opts));
+    let served = rt.block_on(run(
+        cfg,
+        volume,
+        srv.clone(),
+        dev,
+        vol.nvme.clone(),
+        listeners,
+        signals,
+        reloader,
+        fresh,
+    ));
     tracing::info!(counters = ?srv.pnfs.metrics.snapshot(), "pNFS layout counters");
     // COMPOUNDs still running on blocking threads get a moment to finish before the unmount.
     rt.shutdown_timeout(Duration::from_secs(5));
@@ -197,24 +571,30 @@ fn serve(a: &ServeArgs) -> Result<(), DaemonError> {
     let unmounted = store.unmount();
     vol.close();
     served?;
-    unmounted?;
+    unmounted.map_err(|err| DaemonError::Unmount {
+        volume: volume.to_string(),
+        err,
+    })?;
     tracing::info!("pnfsd stopped; {volume} unmounted cleanly");
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run(
     cfg: &Config,
     volume: &VolumeSource,
     srv: Arc<Server>,
     dev: Arc<dyn metalog::BlockDev>,
     external: Option<Arc<pnfsd::nvme_volume::NvmeDev>>,
+    listeners: Listeners,
+    mut signals: Signals,
+    mut reloader: Reloader<'_>,
+    fresh: &mut Option<FreshVolume>,
 ) -> Result<(), DaemonError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
-        .map_err(io_err(format!("listen on {}", cfg.listen)))?;
-    let mut term = signal(SignalKind::terminate()).map_err(io_err("SIGTERM handler"))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(io_err("SIGINT handler"))?;
+    let Listeners {
+        nfs: listener,
+        metrics: metrics_listener,
+    } = listeners;
 
     // The embedded NVMe/TCP target (issue 5): bound before "ready", stopped after NFS.
     let uuid_bytes = srv.store.volume_uuid();
@@ -298,11 +678,8 @@ async fn run(
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // The operator's counters (issue 7), bound before "ready" so a bad address fails the start.
-    let metrics = match cfg.metrics_listen {
-        Some(addr) => {
-            let l = pnfsd::metrics::bind(addr)
-                .await
-                .map_err(io_err(format!("metrics listen on {addr}")))?;
+    let metrics = match metrics_listener {
+        Some(l) => {
             let local = l.local_addr().map_err(io_err("metrics address"))?;
             tracing::info!("metrics on http://{local}/metrics");
             Some(tokio::spawn(pnfsd::metrics::serve(
@@ -326,17 +703,42 @@ async fn run(
         (None, Some(_)) => "nvme off (external volume)".to_string(),
         (None, None) => "nvme off".to_string(),
     };
-    tracing::info!(
+    let ready = format!(
         "pnfsd ready: nfs {} {} volume {} uuid {}",
-        cfg.listen,
-        nvme_desc,
-        volume,
-        uuid
+        cfg.listen, nvme_desc, volume, uuid
     );
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
-        _ = int.recv() => tracing::info!("SIGINT: stopping"),
+    tracing::info!("{ready}");
+    // Served: the volume is the daemon's now, whatever happens next.
+    fresh.take();
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&ready),
+    ]);
+    loop {
+        tokio::select! {
+            _ = signals.term.recv() => {
+                tracing::info!("SIGTERM: stopping");
+                break;
+            }
+            _ = signals.int.recv() => {
+                tracing::info!("SIGINT: stopping");
+                break;
+            }
+            _ = signals.hup.recv() => {
+                notify(&[sd_notify::NotifyState::Reloading]);
+                // A small file read and a comparison: short enough for this worker.
+                reloader.reload();
+                notify(&[
+                    sd_notify::NotifyState::Ready,
+                    sd_notify::NotifyState::Status(&ready),
+                ]);
+            }
+        }
     }
+    notify(&[
+        sd_notify::NotifyState::Stopping,
+        sd_notify::NotifyState::Status("stopping: unmounting the volume"),
+    ]);
     let _ = stop_tx.send(true);
     if nfs.await.is_err() {
         tracing::error!("NFS listener task failed");

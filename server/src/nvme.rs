@@ -73,6 +73,12 @@ impl Backend for VolumeBackend {
         // The same fdatasync the store's flushes issue (module comment).
         self.dev.flush()
     }
+    fn io_file(&self) -> Option<nvme_tcp::IoFile> {
+        // The target's io_uring reads and writes the same descriptor (docs/nvme-tcp.md).
+        self.dev
+            .raw_file()
+            .map(|(fd, direct)| nvme_tcp::IoFile { fd, direct })
+    }
 }
 
 /// The target configuration for `cfg`: the volume as namespace 1, identifiers from its UUID.

@@ -58,6 +58,21 @@ pub enum VolumeError {
     Nvme(#[from] NvmeVolumeError),
     #[error("volume {0} is not formatted: run `pnfsd mkfs {0}` first")]
     Unformatted(String),
+    #[error("volume {0}: the superblock cannot be read: {1}")]
+    BadSuperblock(String, layout::SuperblockError),
+    /// Issue 12: a volume file that was truncated, or grown by hand, is not mounted: a
+    /// smaller one lost blocks the metadata may point at; pnfsd does not grow a volume.
+    #[error(
+        "volume {volume} is {actual} bytes but its superblock says {expected} bytes: it was \
+         resized after mkfs. pnfsd neither shrinks nor grows a volume: give it back its size \
+         ({hint}), or reformat it (`pnfsd mkfs --force`, which destroys its contents)"
+    )]
+    SizeMismatch {
+        volume: String,
+        actual: u64,
+        expected: u64,
+        hint: String,
+    },
 }
 
 /// The exclusive lock on a volume file or block device (module comment); released on drop.
@@ -149,11 +164,34 @@ impl Volume {
                 path: PathBuf::from(src.to_string()),
                 err,
             })?;
-        if layout::Superblock::looks_formatted(&b0) {
-            Ok(())
-        } else {
-            Err(VolumeError::Unformatted(src.to_string()))
+        if !layout::Superblock::looks_formatted(&b0) {
+            return Err(VolumeError::Unformatted(src.to_string()));
         }
+        let sb = layout::Superblock::decode(&b0)
+            .map_err(|e| VolumeError::BadSuperblock(src.to_string(), e))?;
+        let bs = layout::BLOCK_SIZE as u64;
+        let (actual, expected) = (self.dev.size(), sb.geometry.total_blocks * bs);
+        // mkfs uses the whole blocks of the volume, so a tail of less than a block is not a
+        // resize (a device whose size is not a multiple of 4096).
+        if actual / bs != sb.geometry.total_blocks {
+            let hint = match src {
+                VolumeSource::File(p) if actual < expected => {
+                    format!("truncate -s {expected} {}", p.display())
+                }
+                VolumeSource::File(p) => format!(
+                    "truncate -s {expected} {}, if nothing was written past that",
+                    p.display()
+                ),
+                VolumeSource::Nvme(_) => format!("resize the namespace to {expected} bytes"),
+            };
+            return Err(VolumeError::SizeMismatch {
+                volume: src.to_string(),
+                actual,
+                expected,
+                hint,
+            });
+        }
+        Ok(())
     }
 
     /// After the store unmounted: an orderly NVMe disconnect (nothing to do for a file).
@@ -207,5 +245,42 @@ mod tests {
             VolumeLock::acquire(&dir.path().join("missing")),
             Err(VolumeError::Io { .. })
         ));
+    }
+
+    /// Issue 12: a volume file resized after mkfs is refused with its sizes and a remedy;
+    /// less than a block more is not a resize.
+    #[test]
+    fn a_volume_resized_after_mkfs_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v.img");
+        let size = 64u64 << 20;
+        crate::store::Store::mkfs(&p, size, false).unwrap();
+        let src = VolumeSource::File(p.clone());
+        let resize = |len| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_len(len)
+                .unwrap()
+        };
+        for len in [size + 4096, size + (1 << 30), size - 4096] {
+            resize(len);
+            let e = Volume::open(&src)
+                .unwrap()
+                .check_formatted(&src)
+                .unwrap_err();
+            let m = e.to_string();
+            assert!(matches!(e, VolumeError::SizeMismatch { .. }), "{m}");
+            assert!(
+                m.contains(&len.to_string())
+                    && m.contains(&format!("truncate -s {size} {}", p.display())),
+                "{m}"
+            );
+        }
+        resize(size + 100);
+        Volume::open(&src).unwrap().check_formatted(&src).unwrap();
+        resize(size);
+        Volume::open(&src).unwrap().check_formatted(&src).unwrap();
     }
 }

@@ -164,7 +164,7 @@ fn a_taken_nvme_port_fails_with_the_port_and_the_flag() {
     let held = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = held.local_addr().unwrap();
     let mut d = Daemon::start(dir.path(), free_port(), taken);
-    let line = d.wait_for("ERROR");
+    let line = d.wait_for("pnfsd: error:");
     assert!(
         line.contains(&taken.to_string()) && line.contains("--nvme-listen"),
         "{line}"

@@ -48,7 +48,7 @@ impl FileDev {
     }
 
     fn aligned(buf_len: usize, offset: u64) -> bool {
-        buf_len % ALIGN == 0 && offset % ALIGN as u64 == 0
+        buf_len.is_multiple_of(ALIGN) && offset.is_multiple_of(ALIGN as u64)
     }
 
     /// Read into an aligned bounce buffer covering whole blocks.
@@ -141,6 +141,10 @@ impl BlockDev for FileDev {
 
     fn size(&self) -> u64 {
         self.size
+    }
+    fn raw_file(&self) -> Option<(std::os::fd::RawFd, bool)> {
+        use std::os::fd::AsRawFd;
+        Some((self.file.as_raw_fd(), self.direct))
     }
 }
 

@@ -26,6 +26,12 @@ pub trait BlockDev: Send + Sync + 'static {
     fn flush(&self) -> std::io::Result<()>;
     /// Size in bytes.
     fn size(&self) -> u64;
+    /// The open file behind the device and whether it is O_DIRECT, for a caller that does its
+    /// own asynchronous I/O on it (the embedded NVMe/TCP target's io_uring, server/src/nvme.rs);
+    /// valid while the device lives. `None` (the default): only the methods above.
+    fn raw_file(&self) -> Option<(std::os::fd::RawFd, bool)> {
+        None
+    }
 }
 
 pub(crate) fn check_range(off: u64, len: usize, size: u64) -> std::io::Result<()> {

@@ -112,7 +112,7 @@ fn read_slots(img: &[u8]) -> State {
         for (i, v) in st.iter_mut().enumerate() {
             *v = u64::from_le_bytes(b[16 + 8 * i..24 + 8 * i].try_into().unwrap());
         }
-        if best.as_ref().map_or(true, |(q, _)| seq > *q) {
+        if best.as_ref().is_none_or(|(q, _)| seq > *q) {
             let csn = u64::from_le_bytes(b[8..16].try_into().unwrap());
             TRACE.with(|t| *t.borrow_mut() = format!("slot seq {seq} csn {csn}; replayed"));
             best = Some((seq, st));

@@ -5,6 +5,7 @@ use super::sys::{pread_nowait, pwrite_nowait, NoWait};
 use super::Backend;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,6 +152,12 @@ impl Backend for FileBackend {
     }
     fn fast_writes(&self) -> bool {
         !self.direct
+    }
+    fn io_file(&self) -> Option<super::IoFile> {
+        Some(super::IoFile {
+            fd: self.file.as_raw_fd(),
+            direct: self.direct,
+        })
     }
     fn flush(&self) -> io::Result<()> {
         // fdatasync: one call covers every controller's completed writes to this file.

@@ -14,6 +14,17 @@ pub use file::FileBackend;
 pub use mem::MemBackend;
 
 use std::io;
+use std::os::fd::RawFd;
+
+/// The open file behind a namespace, for the target's io_uring engine (`target/ring.rs`),
+/// which then reads and writes it itself instead of calling `read_at`/`write_at`.
+#[derive(Clone, Copy, Debug)]
+pub struct IoFile {
+    /// Open for as long as the backend lives (the engine holds the backend meanwhile).
+    pub fd: RawFd,
+    /// Opened with O_DIRECT: buffers and offsets must be aligned to 4096.
+    pub direct: bool,
+}
 
 /// Storage behind one namespace. Offsets and lengths are in bytes and always multiples of
 /// `block_size()` within `num_blocks()` (the controller checks LBA ranges first).
@@ -53,6 +64,11 @@ pub trait Backend: Send + Sync + 'static {
     /// O_DIRECT, where each write waits for the device and they must overlap.
     fn fast_writes(&self) -> bool {
         false
+    }
+    /// The file to read and write through io_uring (`IoFile`); `None` (the default): every
+    /// I/O goes through the methods above.
+    fn io_file(&self) -> Option<IoFile> {
+        None
     }
     /// Dataset Management "deallocate" hint. The default keeps the data: Identify Namespace
     /// reports DLFEAT = 0, so hosts assume nothing about deallocated blocks.

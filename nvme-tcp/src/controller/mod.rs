@@ -393,7 +393,7 @@ pub(crate) struct Reply {
     pub dw0: u32,
     pub dw1: u32,
     /// Controller-to-host data.
-    pub data: Vec<u8>,
+    pub data: Bytes,
 }
 
 impl Reply {
@@ -402,7 +402,7 @@ impl Reply {
             status: Status::SUCCESS,
             dw0: 0,
             dw1: 0,
-            data: Vec::new(),
+            data: Bytes::new(),
         }
     }
     pub fn err(status: Status) -> Self {
@@ -410,15 +410,15 @@ impl Reply {
             status,
             dw0: 0,
             dw1: 0,
-            data: Vec::new(),
+            data: Bytes::new(),
         }
     }
-    pub fn data(data: Vec<u8>) -> Self {
+    pub fn data(data: impl Into<Bytes>) -> Self {
         Reply {
             status: Status::SUCCESS,
             dw0: 0,
             dw1: 0,
-            data,
+            data: data.into(),
         }
     }
     pub fn dw0(dw0: u32) -> Self {
@@ -426,7 +426,7 @@ impl Reply {
             status: Status::SUCCESS,
             dw0,
             dw1: 0,
-            data: Vec::new(),
+            data: Bytes::new(),
         }
     }
 }

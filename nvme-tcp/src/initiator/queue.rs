@@ -34,7 +34,10 @@ impl Completion {
 
 struct Pending {
     done: oneshot::Sender<Result<Completion, Error>>,
+    /// Controller-to-host data: `read_len` bytes, allocated when the first C2HData comes
+    /// (taken whole from one PDU that covers it all, the usual case).
     read: Vec<u8>,
+    read_len: usize,
     write: Option<Bytes>,
     /// The submitter went away: recycle the CID when the response arrives.
     abandoned: bool,
@@ -99,7 +102,7 @@ impl HostQueue {
             max_capsule_data: 0,
             max_data_pdu: super::MAX_C2H,
         };
-        let mut reader = PduReader::new(tokio::io::BufReader::with_capacity(64 * 1024, rd), rules);
+        let mut reader = PduReader::new(rd, rules);
         // MAXR2T is 0's based: one outstanding R2T per command.
         let req = IcReq {
             pfv: 0,
@@ -132,8 +135,8 @@ impl HostQueue {
                 resp.digests, resp.cpda
             )));
         }
-        reader.rules.stage = Stage::Ready;
-        reader.rules.digests = dg;
+        reader.b.rules.stage = Stage::Ready;
+        reader.b.rules.digests = dg;
         let sh = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
             free: Mutex::new((0..depth).rev().collect()),
@@ -208,7 +211,8 @@ impl HostQueue {
                 cid,
                 Pending {
                     done,
-                    read: vec![0; in_len as usize],
+                    read: Vec::new(),
+                    read_len: in_len as usize,
                     write,
                     abandoned: false,
                     digest_error: false,
@@ -252,7 +256,7 @@ fn fail_all(sh: &Shared, err: impl Fn() -> Error) {
 }
 
 async fn reader_task(
-    mut reader: PduReader<tokio::io::BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    mut reader: PduReader<tokio::net::tcp::OwnedReadHalf>,
     sh: Arc<Shared>,
     tx: OutTx,
     dg: Digests,
@@ -268,8 +272,14 @@ async fn reader_task(
                         Some(e) => {
                             let (o, n) = (d.datao as usize, d.data.len());
                             match o.checked_add(n) {
-                                Some(end) if end <= e.read.len() => {
-                                    e.read[o..end].copy_from_slice(&d.data);
+                                Some(end) if end <= e.read_len => {
+                                    if o == 0 && n == e.read_len {
+                                        e.read.clear();
+                                        e.read.extend_from_slice(&d.data);
+                                    } else {
+                                        e.read.resize(e.read_len, 0);
+                                        e.read[o..end].copy_from_slice(&d.data);
+                                    }
                                     true
                                 }
                                 _ => false,
@@ -388,5 +398,7 @@ fn complete(sh: &Shared, mut cqe: Cqe) {
     if e.digest_error && cqe.status.is_success() {
         cqe.status = Status::TRANSIENT_TRANSPORT;
     }
-    let _ = e.done.send(Ok(Completion { cqe, data: e.read }));
+    let mut data = e.read;
+    data.resize(e.read_len, 0);
+    let _ = e.done.send(Ok(Completion { cqe, data }));
 }

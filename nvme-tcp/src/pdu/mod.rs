@@ -255,6 +255,20 @@ impl Pdu {
 
     /// Decodes one whole PDU (`buf.len()` is its PLEN), validating the header first.
     pub fn decode(buf: &[u8], rules: &Rules) -> Result<Pdu, DecodeError> {
+        Self::decode_with(buf, rules, |r| Bytes::copy_from_slice(&buf[r]))
+    }
+
+    /// `decode` of a PDU held in `Bytes`: its data (in-capsule, H2C/C2HData) is a slice of
+    /// `buf`, not a copy (the receive path hands whole PDUs out of its buffer this way).
+    pub fn decode_shared(buf: &Bytes, rules: &Rules) -> Result<Pdu, DecodeError> {
+        Self::decode_with(buf, rules, |r| buf.slice(r))
+    }
+
+    fn decode_with(
+        buf: &[u8],
+        rules: &Rules,
+        data_of: impl Fn(std::ops::Range<usize>) -> Bytes,
+    ) -> Result<Pdu, DecodeError> {
         let ch = validate_header(buf, rules)?;
         if buf.len() != ch.plen as usize {
             return Err(Fatal::field(4).into());
@@ -279,11 +293,12 @@ impl Pdu {
         } else {
             hlen + hdl
         };
-        let data = if body_end > data_start {
-            &buf[data_start..body_end]
+        let range = if body_end > data_start {
+            data_start..body_end
         } else {
-            &[][..]
+            0..0
         };
+        let data = &buf[range.clone()];
         let s = &buf[COMMON_LEN..];
         let pdu = match ch.pdu_type {
             PduType::IC_REQ => Pdu::IcReq(IcReq {
@@ -313,7 +328,7 @@ impl Pdu {
             PduType::CAPSULE_CMD => {
                 let mut sqe = [0u8; 64];
                 sqe.copy_from_slice(&s[..64]);
-                Pdu::CapsuleCmd(Sqe(sqe), Bytes::copy_from_slice(data))
+                Pdu::CapsuleCmd(Sqe(sqe), data_of(range.clone()))
             }
             PduType::CAPSULE_RESP => {
                 let mut c = [0u8; 16];
@@ -327,7 +342,7 @@ impl Pdu {
                     datao: le32(s, 4),
                     last: ch.flags & flags::LAST_PDU != 0,
                     success: ch.flags & flags::SUCCESS != 0,
-                    data: Bytes::copy_from_slice(data),
+                    data: data_of(range.clone()),
                 };
                 if ch.pdu_type == PduType::H2C_DATA {
                     Pdu::H2cData(d)

@@ -1,11 +1,15 @@
 //! One TCP connection = one queue pair of the target: ICReq/ICResp, Connect, then commands.
 //! Data from the host arrives in-capsule or after an R2T; data to the host leaves in one
-//! C2HData PDU followed by the CapsuleResp, in one write. Admin and Fabrics commands run in
-//! order on this task; I/O commands run here when they cannot block (page-cache hits,
-//! `io::try_inline`), else concurrently on blocking threads (one call each), which write their
-//! own responses. Answers to commands that arrived in one batch leave in one write.
+//! C2HData PDU followed by the CapsuleResp, in one write. With io_uring (`ring.rs`) the queue
+//! runs on a thread of its own (`run_thread`): one `io_uring_enter` per round waits for the
+//! socket receive and the file Reads/Writes alike, and every answer of the round leaves in
+//! one write. Without it (`run`, a tokio task) page-cache hits are served inline
+//! (`io::try_inline`) and the rest runs on blocking threads, which write their own answers.
+//! Admin and Fabrics commands run in order on the queue either way (docs/nvme-tcp.md "I/O
+//! path").
 
 use super::quiesce::{Busy, Gate};
+use super::ring::{Done, Ring};
 use crate::controller::{
     self, admin, io, Cmd, Controller, Outcome, Reply, Subsystem, IN_CAPSULE_DATA, MAXH2CDATA,
     MAX_TRANSFER, MQES,
@@ -16,13 +20,13 @@ use crate::pdu::{
     Side, Sqe, Stage,
 };
 use crate::status::Status;
-use crate::transport::{frame, split, terminate, OutTx, PduReader, RecvError};
+use crate::transport::{frame, split, terminate, OutTx, PduBuf, PduReader, RecvError};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::io::BufReader;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -31,6 +35,8 @@ use tokio::sync::watch;
 struct Transfer {
     sqe: Sqe,
     buf: Vec<u8>,
+    /// The transfer came whole in one H2CData: its data, not copied into `buf`.
+    whole: Option<Bytes>,
     len: usize,
     /// A data digest failed: finish the transfer, then fail the command.
     failed: bool,
@@ -38,6 +44,10 @@ struct Transfer {
 
 struct Queue {
     subsys: Arc<Subsystem>,
+    /// The runtime the target runs on (the blocking pool, from the queue's own thread too).
+    rt: tokio::runtime::Handle,
+    /// Runs on its own thread (`run_thread`): blocking there is fine.
+    threaded: bool,
     tx: OutTx,
     dg: Digests,
     local: SocketAddr,
@@ -55,10 +65,19 @@ struct Queue {
     held: std::cell::Cell<bool>,
     /// Cached writes received in one batch, run together once the batch ends.
     batch: Vec<Cmd>,
+    /// The queue's io_uring (`ring.rs`): made before the queue moves to its thread; on the
+    /// task path (`run`) made at an I/O queue's Connect if io_uring became available; `None`
+    /// where the kernel refuses it.
+    ring: Option<Ring>,
+    done: Vec<Done>,
     /// Closed by `Target::shutdown`: no command starts after that; each blocking call holds
     /// a guard so `shutdown_and_wait` can wait for it.
     gate: Arc<Gate>,
 }
+
+/// How long a command alone on its queue is waited for inside `io_uring_enter` before the
+/// connection goes back to the reactor (`Ring::submit_and_wait_one`).
+const ALONE_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
 
 enum Flow {
     Continue,
@@ -77,6 +96,14 @@ pub(crate) async fn serve(
     let Ok(local) = stream.local_addr() else {
         return;
     };
+    // A descriptor of our own on the socket: shutting it down ends a queue thread's receive.
+    let Ok(watcher) = stream
+        .into_std()
+        .and_then(|s| Ok((s.try_clone()?, TcpStream::from_std(s)?)))
+    else {
+        return;
+    };
+    let (watcher, stream) = watcher;
     let Ok((rd, tx)) = split(stream) else {
         return;
     };
@@ -87,8 +114,7 @@ pub(crate) async fn serve(
         max_capsule_data: IN_CAPSULE_DATA,
         max_data_pdu: MAXH2CDATA,
     };
-    // Buffered: a PDU's header and body usually arrive in one read(2), not two.
-    let mut reader = PduReader::new(BufReader::with_capacity(64 * 1024, rd), rules);
+    let mut reader = PduReader::new(rd, rules);
     let first = tokio::select! {
         r = reader.read() => r,
         // wait_for, not changed: a stop sent before we subscribed counts too.
@@ -127,10 +153,12 @@ pub(crate) async fn serve(
         maxh2cdata: MAXH2CDATA,
     };
     let _ = tx.send(frame(&Pdu::IcResp(resp), dg));
-    reader.rules.stage = Stage::Ready;
-    reader.rules.digests = dg;
+    reader.b.rules.stage = Stage::Ready;
+    reader.b.rules.digests = dg;
     let mut q = Queue {
         subsys,
+        rt: tokio::runtime::Handle::current(),
+        threaded: false,
         tx,
         dg,
         local,
@@ -144,9 +172,25 @@ pub(crate) async fn serve(
         more: false,
         held: std::cell::Cell::new(false),
         batch: Vec::new(),
+        ring: None,
+        done: Vec::new(),
         gate,
     };
-    q.run(&mut reader, stop).await;
+    // With io_uring the queue runs on a thread of its own (`run_thread`), which blocks in
+    // io_uring_enter for the socket and the file alike; without, on this task (`run`).
+    let q = match Ring::new() {
+        Some(ring) => {
+            q.ring = Some(ring);
+            match q.spawn_thread(reader, watcher, stop).await {
+                Some(q) => q,
+                None => return,
+            }
+        }
+        None => {
+            q.run(&mut reader, stop).await;
+            q
+        }
+    };
     if let Some(c) = &q.ctrl {
         if q.qid == 0 {
             // The admin queue carries the association: losing it ends the controller.
@@ -158,9 +202,162 @@ pub(crate) async fn serve(
 }
 
 impl Queue {
+    /// Moves the queue to a thread of its own and waits for it to end; meanwhile a stop of
+    /// the target or the death of the controller shuts the socket down, which ends the
+    /// thread's receive. Gives the queue back (`None` if the thread could not start or
+    /// panicked).
+    async fn spawn_thread(
+        mut self,
+        reader: PduReader<OwnedReadHalf>,
+        watcher: std::net::TcpStream,
+        mut stop: watch::Receiver<bool>,
+    ) -> Option<Queue> {
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let (dead_tx, dead_rx) = tokio::sync::oneshot::channel::<watch::Receiver<bool>>();
+        self.threaded = true;
+        let spawned = std::thread::Builder::new()
+            .name("nvme-tcp-queue".into())
+            .spawn(move || {
+                // In the runtime's context: controllers spawn their keep-alive timers.
+                let rt = self.rt.clone();
+                let _rt = rt.enter();
+                let (rd, mut buf) = reader.into_parts();
+                self.run_thread(&rd, &mut buf, dead_tx);
+                drop(rd);
+                let _ = done_tx.send(self);
+            });
+        if spawned.is_err() {
+            tracing::warn!("nvme-tcp: cannot start a queue thread");
+            return None;
+        }
+        let dead = async {
+            match dead_rx.await {
+                Ok(mut rx) => {
+                    let _ = rx.wait_for(|d| *d).await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::pin!(done_rx);
+        tokio::select! {
+            q = &mut done_rx => return q.ok(),
+            _ = dead => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+        let _ = watcher.shutdown(std::net::Shutdown::Both);
+        done_rx.await.ok()
+    }
+
+    /// The queue on its own thread: one io_uring for the socket receive and the file I/O,
+    /// one blocking `io_uring_enter` per round, everything received parsed and executed,
+    /// every answer of the round in one write.
+    fn run_thread(
+        &mut self,
+        rd: &OwnedReadHalf,
+        buf: &mut PduBuf,
+        dead_tx: tokio::sync::oneshot::Sender<watch::Receiver<bool>>,
+    ) {
+        let fd = rd.as_ref().as_raw_fd();
+        let mut dead_tx = Some(dead_tx);
+        let mut done = Vec::new();
+        'conn: loop {
+            // PDUs already buffered (the first ones may have come with the ICReq).
+            let mut closed = false;
+            loop {
+                let Some(r) = buf.parse() else { break };
+                self.more = buf.has_buffered_pdu();
+                if let Flow::Close = self.on_received(r) {
+                    break 'conn;
+                }
+            }
+            self.more = false;
+            if !self.batch.is_empty() {
+                self.run_batch();
+            }
+            if self.held.get() {
+                self.held.set(false);
+                let _ = self.tx.flush();
+            }
+            if dead_tx.is_some() {
+                if let Some(c) = &self.ctrl {
+                    if let Some(tx) = dead_tx.take() {
+                        let _ = tx.send(c.dead_rx());
+                    }
+                }
+            }
+            let Some(ring) = self.ring.as_mut() else {
+                break;
+            };
+            if ring.push_recv(fd, buf).is_err() || ring.wait().is_err() {
+                break;
+            }
+            ring.reap(|d| done.push(d));
+            for d in done.drain(..) {
+                match d {
+                    Done::Recv(n) if n > 0 => {
+                        if let Some(ring) = self.ring.as_mut() {
+                            ring.recv_done(buf, n as usize);
+                        }
+                    }
+                    Done::Recv(_) => closed = true,
+                    d => self.on_done(d),
+                }
+            }
+            if closed {
+                // End of stream (or the socket was shut down): answer what is complete.
+                while let Some(r) = buf.parse() {
+                    if let Flow::Close = self.on_received(r) {
+                        break;
+                    }
+                }
+                break;
+            }
+        }
+        let _ = self.tx.flush();
+        if let Some(mut ring) = self.ring.take() {
+            ring.end_recv(fd);
+        }
+    }
+
+    /// One parsed PDU (or the receive error in its place).
+    fn on_received(&mut self, r: Result<Pdu, RecvError>) -> Flow {
+        match r {
+            Ok(pdu) => self.on_pdu(pdu),
+            Err(RecvError::Fatal { fatal, header }) => {
+                tracing::debug!(?fatal, "bad PDU from host: terminating connection");
+                terminate(&self.tx, true, fatal, header);
+                Flow::Close
+            }
+            Err(RecvError::DataDigest {
+                pdu_type,
+                cccid,
+                ttag,
+                datal,
+            }) => self.on_data_digest(pdu_type, cccid, ttag, datal),
+            Err(_) => Flow::Close,
+        }
+    }
+
+    /// A file operation the ring completed: its answer is held for the round's write; a
+    /// short or failed one runs again on the blocking path (which reports its status).
+    fn on_done(&mut self, d: Done) {
+        match d {
+            Done::Read(cmd, data) => {
+                self.respond_held(cmd.sqe.cid(), cmd.xfer_len, Reply::data(data))
+            }
+            Done::Write(cmd) => self.respond_held(cmd.sqe.cid(), 0, Reply::ok()),
+            Done::Retry(cmd) => {
+                if let Some(ctrl) = self.ctrl.clone() {
+                    let _ = self.blocking(ctrl, cmd);
+                }
+            }
+            Done::Recv(_) => {}
+        }
+    }
+
     async fn run(
         &mut self,
-        reader: &mut PduReader<BufReader<OwnedReadHalf>>,
+        reader: &mut PduReader<OwnedReadHalf>,
         mut stop: watch::Receiver<bool>,
     ) {
         let mut dead: Option<watch::Receiver<bool>> = None;
@@ -173,8 +370,15 @@ impl Queue {
                     None => std::future::pending::<()>().await,
                 }
             };
+            let ring_ready = async {
+                match self.ring.as_mut() {
+                    Some(r) => r.ready().await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
             let r = tokio::select! {
-                r = reader.read() => Some(r),
+                r = reader.read() => Some(Some(r)),
+                _ = ring_ready => Some(None),
                 _ = dead_fut => None,
                 _ = stop.wait_for(|s| *s) => None,
             };
@@ -182,7 +386,9 @@ impl Queue {
             self.more = reader.has_buffered_pdu();
             let flow = match r {
                 None => Flow::Close,
-                Some(r) => match r {
+                // Completions are waiting: reaped (and answered) below.
+                Some(None) => Flow::Continue,
+                Some(Some(r)) => match r {
                     Ok(pdu) => self.on_pdu(pdu),
                     Err(RecvError::Fatal { fatal, header }) => {
                         tracing::debug!(?fatal, "bad PDU from host: terminating connection");
@@ -204,6 +410,11 @@ impl Queue {
             }
             if !self.more && !self.batch.is_empty() {
                 self.run_batch();
+            }
+            // The batch's I/O leaves in one io_uring_enter; page-cache hits complete inside it
+            // and are answered with the rest, in the one write below.
+            if !self.more {
+                self.ring_submit_and_reap();
             }
             if self.held.get() && !self.more {
                 self.held.set(false);
@@ -238,6 +449,22 @@ impl Queue {
             sqhd: self.sqhd.clone(),
             inflight: self.inflight.clone(),
         }
+    }
+
+    /// Like `respond`, but always held for the loop's write (completions reaped in a batch).
+    fn respond_held(&self, cid: u16, xfer_len: u32, r: Reply) {
+        self.held.set(true);
+        send_reply(
+            true,
+            &self.tx,
+            self.dg,
+            self.qid,
+            &self.sqhd,
+            &self.inflight,
+            cid,
+            xfer_len,
+            r,
+        );
     }
 
     fn respond(&self, cid: u16, xfer_len: u32, r: Reply) {
@@ -373,7 +600,8 @@ impl Queue {
             ttag,
             Transfer {
                 sqe,
-                buf: Vec::with_capacity(len),
+                buf: Vec::new(),
+                whole: None,
                 len,
                 failed: false,
             },
@@ -406,7 +634,8 @@ impl Queue {
             terminate(&self.tx, true, Fatal::field(8), hdr());
             return Flow::Close;
         }
-        if d.datao as usize != t.buf.len() || t.buf.len() + d.data.len() > t.len {
+        let got = t.whole.as_ref().map_or(t.buf.len(), |w| w.len());
+        if d.datao as usize != got || got + d.data.len() > t.len {
             terminate(
                 &self.tx,
                 true,
@@ -418,8 +647,20 @@ impl Queue {
             );
             return Flow::Close;
         }
-        t.buf.extend_from_slice(&d.data);
-        let done = t.buf.len() == t.len;
+        // One H2CData with the whole transfer (the usual case up to MAXH2CDATA): its bytes
+        // are used as they are, a slice of the receive buffer; else they are gathered.
+        let whole = t.buf.is_empty() && t.whole.is_none() && d.data.len() == t.len;
+        if whole {
+            t.whole = Some(d.data.clone());
+        } else {
+            t.buf.reserve(t.len - t.buf.len());
+            if let Some(w) = t.whole.take() {
+                t.buf.extend_from_slice(&w);
+            }
+            t.buf.extend_from_slice(&d.data);
+        }
+        let got = t.whole.as_ref().map_or(t.buf.len(), |w| w.len());
+        let done = got == t.len;
         // LAST_PDU marks the final PDU of the transfer an R2T solicited: exactly the end.
         if done != d.last {
             terminate(&self.tx, true, Fatal::field(1), hdr());
@@ -435,9 +676,10 @@ impl Queue {
             self.respond(t.sqe.cid(), 0, Reply::err(Status::TRANSIENT_TRANSPORT));
             return Flow::Continue;
         }
+        let data = t.whole.unwrap_or_else(|| Bytes::from(t.buf));
         self.exec(Cmd {
             sqe: t.sqe,
-            data: Bytes::from(t.buf),
+            data,
             xfer_len: 0,
         })
     }
@@ -497,6 +739,9 @@ impl Queue {
                 self.sqsize = c.sqsize;
                 self.ctrl = Some(c.ctrl);
                 self.sqhd.store(1 % (self.sqsize + 1), Ordering::Relaxed);
+                if self.qid != 0 && self.ring.is_none() && !self.threaded {
+                    self.ring = Ring::new();
+                }
                 // Success: CNTLID in dw0 bits 15:0, AUTHREQ (bits 31:16) = 0.
                 self.respond(cid, 0, Reply::dw0(cntlid as u32));
             }
@@ -523,7 +768,7 @@ impl Queue {
             return;
         };
         let to = self.reply_to();
-        tokio::task::spawn_blocking(move || {
+        self.rt.spawn_blocking(move || {
             let _busy = busy;
             for cmd in batch {
                 let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
@@ -532,6 +777,33 @@ impl Queue {
             }
             let _ = to.tx.flush();
         });
+    }
+
+    /// Submits what the batch queued on the ring and answers every completion waiting
+    /// (held: they leave in the loop's one write). A short or failed transfer is run again on
+    /// the blocking path, which reports its status.
+    fn ring_submit_and_reap(&mut self) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        // Alone: the one command in flight on this queue, just queued.
+        let alone = ring.inflight() == 1
+            && ring.queued() == 1
+            && self.inflight.load(Ordering::Relaxed) == 1;
+        let r = if alone {
+            ring.submit_and_wait_one(ALONE_WAIT)
+        } else {
+            ring.submit()
+        };
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "io_uring submit failed");
+        }
+        let mut done = std::mem::take(&mut self.done);
+        ring.reap(|d| done.push(d));
+        for d in done.drain(..) {
+            self.on_done(d);
+        }
+        self.done = done;
     }
 
     fn exec(&mut self, cmd: Cmd) -> Flow {
@@ -552,7 +824,7 @@ impl Queue {
                         status: Status::SUCCESS,
                         dw0: v as u32,
                         dw1: (v >> 32) as u32,
-                        data: Vec::new(),
+                        data: Bytes::new(),
                     },
                     Err(st) => Reply::err(st),
                 },
@@ -576,6 +848,26 @@ impl Queue {
             }
             return Flow::Continue;
         }
+        // A plain Read or Write on a file: queued on the ring, submitted with the batch.
+        // Alone on its queue thread (a host at QD 1): nothing can share the round, so the
+        // command runs right here on the blocking path, as a blocking server would (an
+        // O_DIRECT write through the ring measured 250 against 4300 per second here).
+        let alone = self.threaded && !self.more && self.inflight.load(Ordering::Relaxed) <= 1;
+        let cmd = match self.ring.as_mut().filter(|_| !alone) {
+            Some(ring) => match io::prepare_rw(&ctrl, cmd) {
+                Ok(rw) => {
+                    let Some(busy) = self.gate.enter() else {
+                        return Flow::Close;
+                    };
+                    match ring.push(rw, busy) {
+                        Ok(()) => return Flow::Continue,
+                        Err(cmd) => cmd,
+                    }
+                }
+                Err(cmd) => cmd,
+            },
+            None => cmd,
+        };
         // A page-cache hit is served right here: no thread hand-off at all.
         let cmd = match io::try_inline(&ctrl, cmd) {
             Ok(r) => {
@@ -589,6 +881,13 @@ impl Queue {
             self.batch.push(cmd);
             return Flow::Continue;
         }
+        self.blocking(ctrl, cmd)
+    }
+
+    /// Runs `cmd` where it may block: under `block_in_place` when it is alone on its queue,
+    /// else on tokio's blocking pool; the thread sends the answer itself.
+    fn blocking(&mut self, ctrl: Arc<Controller>, cmd: Cmd) -> Flow {
+        let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
         let Some(busy) = self.gate.enter() else {
             return Flow::Close;
         };
@@ -603,12 +902,13 @@ impl Queue {
         // measured 2-3x more QD 1 IOPS. With others in flight each goes to the blocking pool
         // so they proceed concurrently and the queue keeps reading.
         let alone = self.inflight.load(Ordering::Relaxed) <= 1;
-        let multi = tokio::runtime::Handle::current().runtime_flavor()
-            == tokio::runtime::RuntimeFlavor::MultiThread;
-        if alone && multi {
+        if alone && self.threaded && !self.more {
+            // The queue's own thread may block (nothing else is waiting to be read).
+            work();
+        } else if alone && self.rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
             tokio::task::block_in_place(work);
         } else {
-            tokio::task::spawn_blocking(work);
+            self.rt.spawn_blocking(work);
         }
         Flow::Continue
     }
@@ -673,7 +973,7 @@ fn send_reply(
             datao: 0,
             last: true,
             success: false,
-            data: Bytes::from(data),
+            data,
         });
         send_or_hold(tx, hold, &[&d, &cqe], dg);
     } else {

@@ -3,6 +3,7 @@
 
 mod conn;
 mod quiesce;
+mod ring;
 
 use crate::controller::Subsystem;
 use crate::error::Error;

@@ -11,9 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use layout::block::iomode;
 use layout::policy::Grants;
 
-use crate::nfs4::types::Fh;
+use crate::nfs4::state::{CommitClaim, IoAccess};
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::{Fh, Stateid};
 use crate::store::Ino;
 
 /// Counters of the layout operations (issue 4 item 7), read by metrics and logged at
@@ -436,13 +439,18 @@ impl Pnfs {
 }
 
 /// Trims the files whose RW layouts went since the last call (LAYOUTRETURN, CLOSE, expiry,
-/// fencing), and once after a restart's grace period every file with blocks past EOF (a
-/// crash lost their trim; during grace a reclaiming LAYOUTCOMMIT may still need them, RFC
+/// fencing), and once after a restart's layout reclaim window every file with blocks past EOF
+/// (a crash lost their trim; until then a reclaiming LAYOUTCOMMIT may still need them, RFC
 /// 8881 §12.7.4). Errors are logged: a trim that fails is retried by the next return or
 /// restart, and nothing depends on it but free space.
 pub fn trim_released(srv: &crate::server::Server) {
+    // While a previous instance's layout may still commit (`layouts_reclaimable`, which
+    // covers grace), nothing past EOF is trimmed: the queue waits for the next call after it.
+    if srv.state.layouts_reclaimable() {
+        return;
+    }
     let mut inos = srv.pnfs.take_trims();
-    if !srv.state.in_grace() && !srv.pnfs.swept.swap(true, Ordering::Relaxed) {
+    if !srv.pnfs.swept.swap(true, Ordering::Relaxed) {
         inos.extend(srv.store.files_past_eof());
     }
     for ino in inos {
@@ -451,6 +459,75 @@ pub fn trim_released(srv: &crate::server::Server) {
             Err(e) => tracing::warn!(ino = ino.0, %e, "trim past EOF failed"),
         }
     }
+}
+
+/// The stateid and grant check of a LAYOUTCOMMIT (RFC 8881 §12.7.4, §18.42.3; docs/pnfs.md
+/// "After a restart"): `None` = a reclaim, which converts only the file's own unwritten
+/// blocks of `[start, end)`; else the client's RW grants of this instance to check the
+/// extents against. A bad layout stateid of this instance is BADLAYOUT (§18.42.4, as knfsd).
+pub fn commit_grants(
+    srv: &crate::server::Server,
+    clientid: u64,
+    ino: Ino,
+    reclaim: bool,
+    stateid: &Stateid,
+    (start, end): (u64, u64),
+) -> Result<Option<Grants>, NfsStat> {
+    match srv.state.commit_claim(clientid, reclaim, stateid)? {
+        CommitClaim::Reclaim { explicit } => {
+            // A layout of this instance over the range (another client's, granted after
+            // grace): its holder may be writing those blocks; they are not ours to convert.
+            if !srv
+                .pnfs
+                .conflicting(clientid, ino, start, end, iomode::RW)
+                .is_empty()
+            {
+                return Err(if explicit {
+                    NfsStat::RECLAIM_BAD
+                } else {
+                    NfsStat::BADLAYOUT
+                });
+            }
+            tracing::info!(
+                ino = ino.0,
+                start,
+                end,
+                explicit,
+                "LAYOUTCOMMIT of a layout of the previous instance taken as a reclaim"
+            );
+            Ok(None)
+        }
+        CommitClaim::Current => {
+            srv.state
+                .check_layout(clientid, ino, stateid)
+                .map_err(|e| match e {
+                    NfsStat::BAD_STATEID => NfsStat::BADLAYOUT,
+                    e => e,
+                })?;
+            Ok(Some(srv.pnfs.grants_of(clientid, ino)))
+        }
+    }
+}
+
+/// The stateid a LAYOUTGET presents: the client's layout stateid of the file, or an open,
+/// lock or delegation stateid giving `access`. One of the previous instance is BAD_STATEID,
+/// not STALE_STATEID: the Linux client answers BAD_STATEID by dropping its layout stateid
+/// (or recovering its open) and asking again, but STALE_STATEID by a lease check and the
+/// same LAYOUTGET again (fs/nfs/nfs4proc.c `nfs4_layoutget_handle_exception`).
+pub fn check_get_stateid(
+    srv: &crate::server::Server,
+    clientid: u64,
+    ino: Ino,
+    given: &Stateid,
+    access: IoAccess,
+) -> Result<(), NfsStat> {
+    let st = &srv.state;
+    st.check_layout(clientid, ino, given)
+        .or_else(|_| st.check_io(Some(clientid), given, ino, access))
+        .map_err(|e| match e {
+            NfsStat::STALE_STATEID => NfsStat::BAD_STATEID,
+            e => e,
+        })
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 //! next one) unless the answer equals what it asked for. `maxcount` 0 means no limit.
 
 use super::ns_util::status;
-use super::pnfs_util::{check_type, device_id, is_scsi};
+use super::pnfs_util::{check_type, device_id_for, is_scsi};
 use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
@@ -29,7 +29,7 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     let maxcount = r.u32()?;
     let notify = Bitmap::decode(r)?;
     check_type(ctx, ltype)?;
-    if devid != device_id(ctx) {
+    if devid != device_id_for(ctx, ltype) {
         return Err(NfsStat::NOENT);
     }
     let body = if is_scsi(ltype) {

@@ -8,7 +8,7 @@
 //! cookie is BAD_COOKIE. The verifier is all zeros (the list never changes).
 
 use super::ns_util::status;
-use super::pnfs_util::{check_type, device_id};
+use super::pnfs_util::{check_type, device_id_for};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
@@ -23,7 +23,7 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
         return Err(NfsStat::TOOSMALL);
     }
     let list: &[[u8; 16]] = match cookie {
-        0 => &[device_id(ctx)],
+        0 => &[device_id_for(ctx, ltype)],
         1 => &[],
         _ => return Err(NfsStat::BAD_COOKIE),
     };

@@ -14,7 +14,10 @@
 //! written must lie in `[offset, offset + length)` (INVAL); extents outside the client's
 //! RW grants, misaligned, of another device or not READ_WRITE_DATA are BADLAYOUT; a
 //! committed range where the file has no block at all is refused (BADLAYOUT: the layout
-//! is stale, e.g. after a truncate). `reclaim` is only valid in the grace period.
+//! is stale, e.g. after a truncate). After a restart (`pnfs::commit_grants`, docs/pnfs.md
+//! "After a restart"): a reclaim, or a layout stateid of the previous instance while its
+//! layouts may still commit, converts the file's own unwritten blocks of the range; other
+//! commits wait for the grace period (GRACE); a dead layout is BADLAYOUT.
 //! Durability is the store's `commit_blocks` (design.md §4 contract; `layoutcommit =
 //! "sync"` forces the log every time). Extents whose storage offset is not where the file
 //! owns the block are not converted (never another file's block).
@@ -25,7 +28,7 @@ use super::ns_util::{cur_attr, resolve_stateid, status};
 use super::pnfs_util::{block, check_type, device_id, is_scsi};
 use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
-use crate::nfs4::pnfs::{add, add_elapsed};
+use crate::nfs4::pnfs::{add, add_elapsed, commit_grants};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::store::{FileType, Timespec, WrittenExtent, MAX_FILE_SIZE};
@@ -84,28 +87,15 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     if attr.ftype != FileType::Regular {
         return Err(NfsStat::INVAL);
     }
-    let grace = ctx.srv.state.in_grace();
-    if a.reclaim && !grace {
-        return Err(NfsStat::NO_GRACE);
-    }
-    if !a.reclaim && grace {
-        return Err(NfsStat::GRACE);
-    }
     let cid = clientid(ctx)?;
     let ino = attr.ino;
-    let grants = if a.reclaim {
-        None
+    let sid = if a.reclaim {
+        a.stateid
     } else {
-        let sid = resolve_stateid(ctx, &a.stateid)?.ok_or(NfsStat::BADLAYOUT)?;
-        ctx.srv
-            .state
-            .check_layout(cid, ino, &sid)
-            .map_err(|e| match e {
-                NfsStat::BAD_STATEID => NfsStat::BADLAYOUT,
-                e => e,
-            })?;
-        Some(ctx.srv.pnfs.grants_of(cid, ino))
+        resolve_stateid(ctx, &a.stateid)?.ok_or(NfsStat::BADLAYOUT)?
     };
+    let range = (a.offset, a.offset.saturating_add(a.length));
+    let grants = commit_grants(ctx.srv, cid, ino, a.reclaim, &sid, range)?;
     let b = block(ctx);
     let checked = if is_scsi(a.layout_type) {
         scsi_extents(ctx, &a, grants.as_ref())?

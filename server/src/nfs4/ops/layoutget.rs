@@ -23,7 +23,7 @@
 use std::time::Instant;
 
 use super::ns_util::{cur_attr, resolve_stateid, status};
-use super::pnfs_util::{block, check_type, device_id, is_scsi};
+use super::pnfs_util::{block, check_type, device_id_for, is_scsi};
 use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::pnfs::{add, add_elapsed};
@@ -81,9 +81,8 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     } else {
         IoAccess::Read
     };
+    crate::nfs4::pnfs::check_get_stateid(ctx.srv, cid, ino, &given, access)?;
     let st = &ctx.srv.state;
-    st.check_layout(cid, ino, &given)
-        .or_else(|_| st.check_io(Some(cid), &given, ino, access))?;
 
     let b = block(ctx);
     let (first, n) = policy::get_range(a.offset, a.length, a.minlength, b);
@@ -121,8 +120,8 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     }
     let segs = map.segs;
     let size = ctx.srv.store.getattr(ino)?.size;
-    let ext =
-        policy::extents_for(&segs, a.mode, device_id(ctx), b, size).ok_or(NfsStat::SERVERFAULT)?;
+    let ext = policy::extents_for(&segs, a.mode, device_id_for(ctx, a.layout_type), b, size)
+        .ok_or(NfsStat::SERVERFAULT)?;
     let need_end = a.offset.saturating_add(a.minlength.max(1));
     let ext = policy::fit(ext, room, need_end)?;
     let (lo, hi) = match (ext.first(), ext.last()) {

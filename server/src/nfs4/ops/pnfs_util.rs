@@ -25,6 +25,22 @@ pub fn device_id_of(srv: &crate::server::Server) -> [u8; 16] {
     layout::block::device_id(srv.store.volume_uuid())
 }
 
+/// The device id layouts of type `t` name. Block: `device_id`. SCSI: that id with this
+/// instance's boot verifier folded into its last 8 bytes, new at every start: the clients'
+/// reservation registrations live in the target and die with it (they are not persisted),
+/// and a Linux client registers its key only when it sets a device up — on GETDEVICEINFO of
+/// an id it does not know. A new id after a restart makes it register again instead of
+/// falling back to the MDS (docs/pnfs.md "After a restart").
+pub fn device_id_for(ctx: &Ctx<'_>, t: u32) -> [u8; 16] {
+    let mut id = device_id(ctx);
+    if is_scsi(t) {
+        for (b, v) in id[8..].iter_mut().zip(ctx.srv.boot_verifier.to_be_bytes()) {
+            *b ^= v;
+        }
+    }
+    id
+}
+
 /// The layout block size in bytes (`layout_blksize`).
 pub fn block(ctx: &Ctx<'_>) -> u64 {
     u64::from(ctx.srv.store.block_size())

@@ -18,7 +18,7 @@ fn opts() -> NfsOptions {
 
 fn devinfo(x: &mut Ctx<'_>, ty: u32) -> (NfsStat, Vec<u8>) {
     let mut w = XdrWriter::new();
-    w.opaque_fixed(&x.srv.store.volume_uuid());
+    w.opaque_fixed(&crate::nfs4::ops::pnfs_util::device_id_for(x, ty));
     w.u32(ty);
     w.u32(4096);
     Bitmap::default().encode(&mut w);
@@ -68,6 +68,33 @@ fn getdeviceinfo_scsi_names_the_nguid_and_a_key_per_client() {
     let mut x = fx2.client();
     mount(&mut x, b"a");
     assert_eq!(devinfo(&mut x, SCSI).0, NfsStat::UNKNOWN_LAYOUTTYPE);
+}
+
+/// After a restart (a new boot verifier) SCSI layouts name a new device id, so the Linux
+/// client sets the device up again and registers its key with the new target instance; the
+/// previous id is unknown (NOENT). The block layout's id stays the volume's (docs/pnfs.md
+/// "After a restart").
+#[test]
+fn scsi_device_id_is_new_at_every_start_and_the_block_id_stays() {
+    use crate::nfs4::ops::pnfs_util::device_id_for;
+    let fx = fixture(opts());
+    let c = conn(1, None);
+    let x = ctx(&fx.srv, &c);
+    let (block, old) = (device_id_for(&x, BLOCK), device_id_for(&x, SCSI));
+    assert_eq!(block, fx.srv.store.volume_uuid());
+    assert_ne!(old, block);
+    let srv = test_fixture::server(fx.srv.store.clone(), opts(), fx.srv.boot_verifier ^ 1);
+    let mut y = ctx(&srv, &c);
+    mount(&mut y, b"a");
+    assert_eq!(device_id_for(&y, BLOCK), block);
+    assert_ne!(device_id_for(&y, SCSI), old);
+    assert_eq!(devinfo(&mut y, SCSI).0, NfsStat::OK);
+    let mut w = XdrWriter::new();
+    w.opaque_fixed(&old);
+    w.u32(SCSI);
+    w.u32(4096);
+    Bitmap::default().encode(&mut w);
+    assert_eq!(call(&mut y, getdeviceinfo::run, &w.buf).0, NfsStat::NOENT);
 }
 
 fn scsi_get(x: &mut Ctx<'_>, mode: u32, len: u64, sid: Stateid) -> (Stateid, Vec<BlockExtent>) {

@@ -1,11 +1,28 @@
 //! The grace period after a restart (RFC 8881 §8.4.2–8.4.3), RECLAIM_COMPLETE (§18.51),
-//! and the lease clock (§8.3): expired clients become courtesy clients, which are purged
-//! after COURTESY_SECONDS or as soon as they are in someone's way.
+//! the claim of a LAYOUTCOMMIT after a restart (§12.7.4, §18.42.3), and the lease clock
+//! (§8.3): expired clients become courtesy clients, which are purged after COURTESY_SECONDS
+//! or as soon as they are in someone's way.
 
 use std::collections::HashSet;
 
-use super::{Inner, COURTESY_SECONDS};
+use super::stateid::{is_special, parse_other};
+use super::{Inner, StateManager, COURTESY_SECONDS};
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::Stateid;
+
+/// What a LAYOUTCOMMIT may convert, judged by its `loca_reclaim` and its stateid around a
+/// restart (docs/pnfs.md "After a restart").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitClaim {
+    /// Data the client wrote under a layout of the previous instance: the file's own
+    /// unwritten blocks of the range, with no grant to check (the grants died with it).
+    /// `explicit`: `loca_reclaim` was set (RFC 8881 §18.42.3); otherwise the stateid is the
+    /// previous instance's, which is how the Linux client re-sends the LAYOUTCOMMIT it had
+    /// in flight (fs/nfs never sets `loca_reclaim`).
+    Reclaim { explicit: bool },
+    /// A layout of this instance: the stateid and the grants are checked.
+    Current,
+}
 
 /// The grace period after a restart: the owners that held state before it may reclaim.
 pub struct Grace {
@@ -29,6 +46,16 @@ impl Grace {
 
     pub fn active(&self, now: u64) -> bool {
         !self.ended && now < self.until && self.completed.len() < self.previous.len()
+    }
+
+    /// Layouts of the previous instance may still commit: for the whole nominal grace period,
+    /// even when the previous clients' RECLAIM_COMPLETEs ended the grace early. A Linux
+    /// client re-sends its in-flight LAYOUTCOMMIT only once the data write under it has
+    /// completed, after its own recovery (and, on the embedded target, after its NVMe/TCP
+    /// reconnect): that is after its RECLAIM_COMPLETE. The trim past EOF waits for this
+    /// window too, so the blocks such a commit names are still the file's.
+    pub fn layouts_reclaimable(&self, now: u64) -> bool {
+        !self.previous.is_empty() && now < self.until
     }
 }
 
@@ -89,6 +116,38 @@ impl Inner {
         }
     }
 
+    /// RFC 8881 §12.7.4 / §18.42.3: how a LAYOUTCOMMIT is taken after a restart.
+    /// `previous_instance`: its stateid was handed out by the previous instance.
+    /// - `loca_reclaim` set: a reclaim, while this client may reclaim (NO_GRACE, RECLAIM_BAD).
+    /// - a previous instance's stateid from a client that held state then, in the window of
+    ///   `Grace::layouts_reclaimable`: a reclaim too. Outside it: BADLAYOUT — the layout is
+    ///   gone; the Linux client ends the call and asks for a new layout (STALE_STATEID made
+    ///   it retry the same LAYOUTCOMMIT forever: issue 18).
+    /// - otherwise, in grace: GRACE (no layout of this instance exists yet: LAYOUTGET waits).
+    pub fn commit_claim(
+        &self,
+        clientid: u64,
+        reclaim: bool,
+        previous_instance: bool,
+        now: u64,
+    ) -> Result<CommitClaim, NfsStat> {
+        if reclaim {
+            self.check_reclaim(clientid, true, false, now)?;
+            return Ok(CommitClaim::Reclaim { explicit: true });
+        }
+        if previous_instance {
+            let c = self.client(clientid)?;
+            if self.grace.layouts_reclaimable(now) && self.grace.previous.contains(&c.owner) {
+                return Ok(CommitClaim::Reclaim { explicit: false });
+            }
+            return Err(NfsStat::BADLAYOUT);
+        }
+        if self.grace.active(now) {
+            return Err(NfsStat::GRACE);
+        }
+        Ok(CommitClaim::Current)
+    }
+
     /// Leases (RFC 8881 §8.3): an expired client becomes a courtesy client; courtesy and
     /// unconfirmed clients are purged later; the grace period ends.
     pub fn tick(&mut self, now: u64) {
@@ -126,5 +185,29 @@ impl Inner {
                 self.pending.push((o, None));
             }
         }
+    }
+}
+
+impl StateManager {
+    /// See `Inner::commit_claim`.
+    pub fn commit_claim(
+        &self,
+        clientid: u64,
+        reclaim: bool,
+        stateid: &Stateid,
+    ) -> Result<CommitClaim, NfsStat> {
+        let previous = self.is_previous_instance(stateid);
+        self.with(|i, now| i.commit_claim(clientid, reclaim, previous, now))
+    }
+
+    /// A stateid that names state of an earlier instance of the server (its epoch differs).
+    pub fn is_previous_instance(&self, stateid: &Stateid) -> bool {
+        !is_special(stateid)
+            && parse_other(self.with(|i, _| i.epoch), &stateid.other) == Err(NfsStat::STALE_STATEID)
+    }
+
+    /// See `Grace::layouts_reclaimable`.
+    pub fn layouts_reclaimable(&self) -> bool {
+        self.with(|i, now| i.grace.layouts_reclaimable(now))
     }
 }

@@ -47,6 +47,7 @@ pub use client::{
 };
 pub use delegs::Recall;
 pub use files::{OpenReq, ShareAccess};
+pub use grace::CommitClaim;
 pub use lock::{range_of, LockRange};
 pub use locks::{Denied, LockError, LockReq, Locker};
 pub use session::{ChannelAttrs, MAX_SLOTS};

@@ -1,0 +1,362 @@
+//! One io_uring per I/O queue connection (issue 14): the Reads and Writes of a received batch
+//! are queued here and leave in one `io_uring_enter`; their completions are reaped in a batch
+//! and answered in one send. The connection task waits for the ring's descriptor (readable
+//! while completions are waiting) in the same `select!` as for the socket, so no thread ever
+//! blocks on a device and nothing is handed off between threads. Page-cache hits complete
+//! inside the submitting call, so they are reaped at once, without waiting for the poll.
+//!
+//! This is the crate's second unsafe module (with `backend/sys.rs`): the kernel reads and
+//! writes an operation's buffer until its completion is reaped, so every buffer lives in the
+//! operation (`Op`) in `ops` until then, the file stays open through the `Namespace` it
+//! holds, and a ring with operations still in flight is drained before it is dropped.
+//!
+//! Only plain Reads and Writes come here (`io::prepare_rw` decides, after the per-command
+//! access check); any short transfer or error goes back to the blocking path, which repeats
+//! the command and reports its status (one error path).
+#![allow(unsafe_code)]
+
+use super::quiesce::Busy;
+use crate::controller::io::Rw;
+use crate::controller::Cmd;
+use crate::transport::PduBuf;
+use bytes::Bytes;
+use io_uring::{opcode, types, IoUring};
+use std::io;
+use std::os::fd::AsRawFd;
+use tokio::io::unix::AsyncFd;
+
+/// Submission queue entries: more than a queue's commands in flight (MQES + 1 = 128).
+const ENTRIES: u32 = 256;
+/// O_DIRECT buffer alignment (logical block size of every device).
+const ALIGN: usize = 4096;
+
+/// An operation the kernel owns until its completion is reaped.
+struct Op {
+    rw: Rw,
+    /// Read: where the data lands; write: the data (an aligned copy under O_DIRECT).
+    buf: Vec<u8>,
+    start: usize,
+    _busy: Busy,
+}
+
+/// user_data of the connection's socket receive (file operations use their slot index).
+const RECV: u64 = u64::MAX;
+
+/// What a reaped operation gave.
+pub(crate) enum Done {
+    /// The socket receive completed: bytes received, 0 at end of stream, or -errno.
+    /// `recv_done` accounts the bytes in the buffer.
+    Recv(i32),
+    /// A Read's data, ready for its C2HData.
+    Read(Cmd, Bytes),
+    Write(Cmd),
+    /// Short or failed: run the command on the blocking path (it reports the status).
+    Retry(Cmd),
+}
+
+pub(crate) struct Ring {
+    ring: AsyncFd<IoUring>,
+    /// Indexed by user_data.
+    ops: Vec<Option<Op>>,
+    free: Vec<usize>,
+    /// Pushed and not yet submitted.
+    queued: usize,
+    inflight: usize,
+    /// A receive is armed: the length of the spare space it was given.
+    recv_len: Option<usize>,
+    /// Reaped (user_data, result) pairs, kept to reuse the allocation.
+    cqes: Vec<(u64, i32)>,
+}
+
+impl Ring {
+    /// A ring for one connection; `None` when the kernel (or a seccomp filter) refuses
+    /// io_uring: the connection then uses the RWF_NOWAIT / blocking-pool paths.
+    pub fn new() -> Option<Ring> {
+        if std::env::var_os("NVME_TCP_NO_URING").is_some() {
+            return None;
+        }
+        let ring = match IoUring::new(ENTRIES) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(error = %e, "io_uring unavailable: blocking I/O path");
+                return None;
+            }
+        };
+        // SAFETY: the AsyncFd owns the IoUring, whose descriptor stays open and the same
+        // until the AsyncFd (and with it the IoUring) is dropped.
+        let ring =
+            unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }.ok()?;
+        Some(Ring {
+            ring,
+            ops: Vec::new(),
+            free: Vec::new(),
+            queued: 0,
+            inflight: 0,
+            recv_len: None,
+            cqes: Vec::new(),
+        })
+    }
+
+    pub fn inflight(&self) -> usize {
+        self.inflight
+    }
+
+    /// Queued since the last submit.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Queues `rw` (submitted by the next `submit`). Gives its command back when the ring
+    /// is full.
+    pub fn push(&mut self, rw: Rw, busy: Busy) -> Result<(), Cmd> {
+        if self.ring.get_mut().submission().is_full()
+            && (self.submit().is_err() || self.ring.get_mut().submission().is_full())
+        {
+            return Err(rw.cmd);
+        }
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.ops.push(None);
+                self.ops.len() - 1
+            }
+        };
+        let len = rw.len;
+        // A page-cache write goes straight from the capsule's bytes (any alignment will do);
+        // O_DIRECT wants an aligned buffer, for reads and for a copy of a write's data.
+        let (mut buf, start) = match (&rw.write, rw.direct) {
+            (None, false) => (vec![0u8; len], 0),
+            (Some(_), false) => (Vec::new(), 0),
+            (w, true) => {
+                let mut v = vec![0u8; len + ALIGN];
+                let o = v.as_ptr().align_offset(ALIGN).min(ALIGN);
+                if let Some(d) = w {
+                    v[o..o + len].copy_from_slice(&d[..len]);
+                }
+                (v, o)
+            }
+        };
+        let fd = types::Fd(rw.fd);
+        let entry = match (&rw.write, rw.direct) {
+            (None, _) => opcode::Read::new(fd, buf[start..].as_mut_ptr(), len as u32)
+                .offset(rw.offset)
+                .build(),
+            (Some(d), false) => opcode::Write::new(fd, d.as_ptr(), len as u32)
+                .offset(rw.offset)
+                .build(),
+            (Some(_), true) => opcode::Write::new(fd, buf[start..].as_ptr(), len as u32)
+                .offset(rw.offset)
+                .build(),
+        }
+        .user_data(idx as u64);
+        let mut rw = rw;
+        if rw.direct && rw.write.is_some() {
+            // Copied: release the capsule's bytes now, so the receive buffer they are a
+            // slice of can be reused instead of reallocated while the write is in flight.
+            rw.write = Some(Bytes::new());
+            rw.cmd.data = Bytes::new();
+        }
+        self.ops[idx] = Some(Op {
+            rw,
+            buf,
+            start,
+            _busy: busy,
+        });
+        // SAFETY: the entry points into `buf` or `rw.write` of the Op just stored in
+        // `self.ops[idx]`, which is only taken out when this entry's completion is reaped
+        // (`reap`) and never before the ring is drained (`Drop`); moving the Op (or the Vec
+        // of Ops) does not move the heap buffers. The descriptor stays open: the Op holds the
+        // namespace (and its backend) through `rw`.
+        let pushed = unsafe { self.ring.get_mut().submission().push(&entry) };
+        if pushed.is_err() {
+            let op = self.ops[idx].take();
+            self.free.push(idx);
+            return match op {
+                Some(op) => Err(op.rw.cmd),
+                None => Ok(()),
+            };
+        }
+        self.queued += 1;
+        self.inflight += 1;
+        Ok(())
+    }
+
+    /// Arms a receive on socket `fd` into the spare capacity of `buf` (one at a time).
+    pub fn push_recv(&mut self, fd: std::os::fd::RawFd, buf: &mut PduBuf) -> io::Result<()> {
+        if self.recv_len.is_some() {
+            return Ok(());
+        }
+        let b = buf.raw();
+        let spare = b.spare_capacity_mut();
+        let (ptr, len) = (spare.as_mut_ptr().cast::<u8>(), spare.len());
+        let entry = opcode::Recv::new(types::Fd(fd), ptr, len as u32)
+            .build()
+            .user_data(RECV);
+        if self.ring.get_mut().submission().is_full() {
+            self.submit()?;
+        }
+        // SAFETY: the kernel writes into the spare capacity of `buf` until this receive's
+        // completion is reaped; the connection does not touch `buf` before that
+        // (`recv_done`), and shuts the socket down and drains the ring before it drops
+        // `buf` (`drain`, the connection thread's exit).
+        unsafe { self.ring.get_mut().submission().push(&entry) }
+            .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        self.recv_len = Some(len);
+        self.queued += 1;
+        self.inflight += 1;
+        Ok(())
+    }
+
+    /// Accounts the `n` bytes a completed receive (`Done::Recv(n)`, n > 0) put into `buf`.
+    pub fn recv_done(&mut self, buf: &mut PduBuf, n: usize) {
+        let Some(len) = self.recv_len.take() else {
+            return;
+        };
+        let b = buf.raw_as_is();
+        // SAFETY: the kernel initialized the first `n` bytes of the spare capacity it was
+        // given (its length was `len`, so min(n, len) is within it), and nothing moved or
+        // touched `buf` since the receive was armed.
+        unsafe { b.set_len(b.len() + n.min(len)) }
+    }
+
+    /// Submits what is queued and waits for at least one completion (the connection
+    /// thread's only blocking call).
+    pub fn wait(&mut self) -> io::Result<()> {
+        match self.ring.get_ref().submit_and_wait(1) {
+            Ok(_) => {
+                self.queued = 0;
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Submits everything queued, without waiting.
+    pub fn submit(&mut self) -> io::Result<()> {
+        if self.queued == 0 {
+            return Ok(());
+        }
+        self.ring.get_ref().submit()?;
+        self.queued = 0;
+        Ok(())
+    }
+
+    /// Submits and waits, at most `limit`, for one completion: for a command alone on its
+    /// queue (a host at QD 1), whose answer nothing else can share, going back to the
+    /// reactor first would add its wake-up to the latency. The bound keeps a slow device
+    /// from holding the worker thread.
+    pub fn submit_and_wait_one(&mut self, limit: std::time::Duration) -> io::Result<()> {
+        let ts = types::Timespec::from(limit);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        match self.ring.get_ref().submitter().submit_with_args(1, &args) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        self.queued = 0;
+        Ok(())
+    }
+
+    /// Hands every completion waiting to `f`.
+    pub fn reap(&mut self, mut f: impl FnMut(Done)) {
+        let mut done = std::mem::take(&mut self.cqes);
+        done.extend(
+            self.ring
+                .get_mut()
+                .completion()
+                .map(|c| (c.user_data(), c.result())),
+        );
+        for (ud, res) in done.drain(..) {
+            if ud == RECV {
+                self.inflight -= 1;
+                if res <= 0 {
+                    self.recv_len = None;
+                }
+                f(Done::Recv(res));
+                continue;
+            }
+            let idx = ud as usize;
+            let Some(op) = self.ops.get_mut(idx).and_then(Option::take) else {
+                continue;
+            };
+            self.free.push(idx);
+            self.inflight -= 1;
+            let Op { rw, buf, start, .. } = op;
+            let ok = res >= 0 && res as usize == rw.len;
+            let len = rw.len;
+            let mut cmd = rw.cmd;
+            let write = rw.write.is_some();
+            f(match (ok, write) {
+                (false, true) if rw.direct => {
+                    // The capsule's bytes were released at `push`: the aligned copy holds them.
+                    cmd.data = Bytes::from(buf).slice(start..start + len);
+                    Done::Retry(cmd)
+                }
+                (false, _) => Done::Retry(cmd),
+                (true, true) => Done::Write(cmd),
+                (true, false) => Done::Read(cmd, Bytes::from(buf).slice(start..start + len)),
+            });
+        }
+        self.cqes = done;
+    }
+
+    /// Waits until completions are waiting (cancel-safe).
+    pub async fn ready(&mut self) {
+        if self.inflight == 0 {
+            return std::future::pending().await;
+        }
+        loop {
+            let Ok(mut g) = self.ring.readable_mut().await else {
+                return std::future::pending().await;
+            };
+            if !g.get_inner_mut().completion().is_empty() {
+                return;
+            }
+            g.clear_ready();
+        }
+    }
+
+    /// Blocks until nothing is in flight (the connection is ending: the kernel must be done
+    /// with every buffer before they are freed). An armed receive must be ended first (the
+    /// socket shut down).
+    pub fn drain(&mut self) {
+        let _ = self.submit();
+        while self.inflight > 0 {
+            if let Err(e) = self.ring.get_ref().submit_and_wait(1) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    // Nothing sane is left: leak the buffers rather than free them under
+                    // the kernel.
+                    std::mem::forget(std::mem::take(&mut self.ops));
+                    return;
+                }
+            }
+            self.reap(|_| {});
+        }
+    }
+}
+
+impl Ring {
+    /// Ends the connection's armed receive (shuts the socket's reading side down, so it
+    /// completes) and waits for everything in flight.
+    pub fn end_recv(&mut self, fd: std::os::fd::RawFd) {
+        if self.recv_len.is_some() {
+            // SAFETY: shutdown(2) on a descriptor the caller holds open; no memory involved.
+            unsafe { libc::shutdown(fd, libc::SHUT_RD) };
+        }
+        self.drain();
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        self.drain();
+    }
+}
+
+impl AsRawFd for Ring {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.ring.get_ref().as_raw_fd()
+    }
+}
