@@ -168,6 +168,14 @@ impl PnfsdProcess {
         PnfsdProcess::start_bin(pnfsd_bin()?, dir, opts)
     }
 
+    /// Starts another `pnfsd` binary (`pnfs-bench scale --baseline`: an older build to
+    /// compare against in the same run).
+    pub fn start_with_bin(bin: PathBuf, opts: ServerOptions) -> Result<PnfsdProcess> {
+        let dir = tempfile::Builder::new().prefix("pnfsd-test-").tempdir()?;
+        std::fs::create_dir_all(dir.path().join("data"))?;
+        PnfsdProcess::start_bin(bin, dir, opts)
+    }
+
     /// Starts `bin` as the server (tests of the harness use a stand-in script).
     fn start_bin(
         bin: PathBuf,

@@ -58,6 +58,10 @@ impl Allocator {
     pub fn region(&self) -> (u64, u64) {
         (self.start, self.len)
     }
+    /// How many free extents there are.
+    pub fn extent_count(&self) -> usize {
+        self.by_off.len()
+    }
     /// Free extents in block order.
     pub fn free_extents(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.by_off.iter().map(|(&s, &l)| (s, l))
@@ -144,6 +148,46 @@ impl Allocator {
         }
     }
 
+    /// Make every block of `[start, start+len)` used, whatever it was (replaying a logged
+    /// allocation over free space that may already hold it: a blind set). Returns how many
+    /// blocks changed state.
+    pub fn set_used(&mut self, start: u64, len: u64) -> Result<u64, AllocError> {
+        if !self.in_region(start, len) {
+            return Err(AllocError::OutOfRange(start, len));
+        }
+        let end = start + len;
+        let mut changed = 0;
+        // Free extents that overlap the range: the one containing `start`, then those that
+        // begin inside it (the first of which may be that same one).
+        let mut hits: Vec<(u64, u64)> = self.free_containing(start).into_iter().collect();
+        for (&s, &l) in self.by_off.range(start..end) {
+            if hits.first().is_none_or(|h| h.0 != s) {
+                hits.push((s, l));
+            }
+        }
+        for (fs, fl) in hits {
+            let (a, b) = (fs.max(start), (fs + fl).min(end));
+            if a < b {
+                self.carve(fs, fl, a, b - a);
+                changed += b - a;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Make every block of `[start, start+len)` free, whatever it was (a blind set; see
+    /// `set_used`). Returns how many blocks changed state.
+    pub fn set_free(&mut self, start: u64, len: u64) -> Result<u64, AllocError> {
+        if !self.in_region(start, len) {
+            return Err(AllocError::OutOfRange(start, len));
+        }
+        let before = self.free;
+        // Take out whatever is free inside, then free the whole range as one extent.
+        self.set_used(start, len)?;
+        self.free(start, len)?;
+        Ok(self.free - before)
+    }
+
     /// Whether every block of the extent is free.
     pub fn is_free(&self, start: u64, len: u64) -> bool {
         self.free_containing(start)
@@ -207,6 +251,26 @@ mod tests {
         assert_eq!(a.alloc(20, 100), Some((0, 3)));
         assert_eq!(a.alloc(0, 1), None);
         assert_eq!(a.free_blocks(), 0);
+    }
+
+    #[test]
+    fn set_used_and_set_free_are_blind() {
+        let mut a = Allocator::new_free(0, 100);
+        assert_eq!(a.set_used(10, 10).unwrap(), 10);
+        assert_eq!(a.set_used(5, 20).unwrap(), 10, "only the free part changes");
+        assert_eq!(a.free_blocks(), 80);
+        assert_eq!(a.set_free(0, 10).unwrap(), 5);
+        assert_eq!(a.set_free(0, 30).unwrap(), 15);
+        assert_eq!(a.free_blocks(), 100);
+        assert_eq!(a.free_extents().collect::<Vec<_>>(), vec![(0, 100)]);
+        a.set_used(40, 1).unwrap();
+        a.set_used(42, 1).unwrap();
+        assert_eq!(a.set_used(39, 5).unwrap(), 3);
+        assert_eq!(
+            a.free_extents().collect::<Vec<_>>(),
+            vec![(0, 39), (44, 56)]
+        );
+        assert!(a.set_used(99, 5).is_err());
     }
 
     #[derive(Debug, Clone)]

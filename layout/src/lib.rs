@@ -1,10 +1,10 @@
 //! layout: the geometry of the data volume and where file blocks live on it (design.md §1–2).
 //!
 //! ```text
-//!  block 0        log            metadata area           data area
-//! [superblock][ internal log ][ object table | objects ][ file blocks ............ ]
-//!              (metalog owns)   (server::store owns)      alloc::Allocator hands out
-//!                                                         extent_map::ExtentMap maps
+//!  block 0        log          2 blocks        data area
+//! [superblock][ internal log ][ checkpoints ][ file blocks and B+tree nodes, mixed ......... ]
+//!              (metalog owns)  (server::store)  alloc::Allocator hands out both
+//!                                               extent_map::ExtentMap maps (in memory)
 //! ```
 //!
 //! Owns: the on-disk superblock (`superblock`), the free-space allocator of the data area

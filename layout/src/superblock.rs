@@ -8,7 +8,9 @@
 /// The volume's block size: the Linux block-layout client wants 0 < `layout_blksize` ≤ page size.
 pub const BLOCK_SIZE: u32 = 4096;
 pub const MAGIC: [u8; 8] = *b"PNFSDSB\x01";
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: the metadata lives in a copy-on-write B+tree allocated from free space (server::store,
+/// docs/store.md); version 1 had a fixed object table sized at mkfs.
+pub const FORMAT_VERSION: u32 = 2;
 
 // Byte offsets of the fields.
 const OFF_MAGIC: usize = 0;
@@ -45,6 +47,8 @@ pub enum SuperblockError {
     BadMagic,
     #[error("unsupported format version {0}")]
     BadVersion(u32),
+    #[error("formatted by an older pnfsd: run pnfsd mkfs (the volume has format version {0}, this pnfsd needs {FORMAT_VERSION})")]
+    OldFormat(u32),
     #[error("unsupported block size {0}")]
     BadBlockSize(u32),
     #[error("superblock checksum mismatch")]
@@ -74,11 +78,10 @@ pub struct Geometry {
 /// the maximum bounds what a mount after a crash may have to replay.
 const LOG_MIN_BLOCKS: u64 = (4 << 20) / BLOCK_SIZE as u64;
 const LOG_MAX_BLOCKS: u64 = (256 << 20) / BLOCK_SIZE as u64;
-/// Metadata area: 1/32 of the volume, between 4 MiB and 64 GiB. server::store gives each inode
-/// slot four 4 KiB object blocks of room (object + copy-on-write successor + slack), so this
-/// caps the files at ~volume/512 KiB (2 Mi files per TiB, 16 Mi at most).
-const META_MIN_BLOCKS: u64 = (4 << 20) / BLOCK_SIZE as u64;
-const META_MAX_BLOCKS: u64 = (64u64 << 30) / BLOCK_SIZE as u64;
+/// The fixed metadata area is only the two checkpoint slots of server::store (the roots of its
+/// B+tree, written alternately); every tree node is allocated from the free space of the data
+/// area as the metadata grows, so nothing about the file count is decided at mkfs.
+pub const META_SLOT_BLOCKS: u64 = 2;
 /// At least 1 MiB of data blocks, so that a test volume can hold files.
 const DATA_MIN_BLOCKS: u64 = (1 << 20) / BLOCK_SIZE as u64;
 
@@ -88,7 +91,7 @@ impl Geometry {
         let bs = BLOCK_SIZE as u64;
         let total_blocks = size_bytes / bs;
         let log_blocks = (total_blocks / 64).clamp(LOG_MIN_BLOCKS, LOG_MAX_BLOCKS);
-        let meta_blocks = (total_blocks / 32).clamp(META_MIN_BLOCKS, META_MAX_BLOCKS);
+        let meta_blocks = META_SLOT_BLOCKS;
         let data_start = 1 + log_blocks + meta_blocks;
         let min = (data_start + DATA_MIN_BLOCKS) * bs;
         if total_blocks < data_start + DATA_MIN_BLOCKS {
@@ -210,6 +213,9 @@ impl Superblock {
             return Err(SuperblockError::BadCrc);
         }
         let version = get_u32(b, OFF_VERSION);
+        if version < FORMAT_VERSION {
+            return Err(SuperblockError::OldFormat(version));
+        }
         if version != FORMAT_VERSION {
             return Err(SuperblockError::BadVersion(version));
         }
@@ -286,6 +292,19 @@ mod tests {
             Geometry::for_volume(4 << 20),
             Err(SuperblockError::TooSmall(..))
         ));
+    }
+
+    #[test]
+    fn an_older_format_says_run_mkfs() {
+        let mut b = sb().encode();
+        b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..OFF_CRC]);
+        put_u32(&mut b, OFF_CRC, crc);
+        let e = Superblock::decode(&b).unwrap_err();
+        assert_eq!(e, SuperblockError::OldFormat(1));
+        assert!(e
+            .to_string()
+            .contains("formatted by an older pnfsd: run pnfsd mkfs"));
     }
 
     #[test]

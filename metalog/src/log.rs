@@ -241,6 +241,12 @@ impl Log {
         })
     }
 
+    /// Ask the worker for a write-back round soon (the store's own trigger: its in-memory
+    /// changes are bounded too, not only the log space). Never waits.
+    pub fn kick_writeback(&self) {
+        self.inner.kick_worker(|w| w.writeback = true);
+    }
+
     /// Register the store's write-back (held weakly: the store owns the log, not the reverse).
     pub fn set_writeback(&self, wb: Weak<dyn Writeback>) {
         *self.inner.lock_wb() = Some(wb);

@@ -113,6 +113,10 @@ pub(crate) fn recover_scan(
     replay: &mut ReplayFn<'_>,
 ) -> Result<Recovered, LogError> {
     let size = g.area_len;
+    tracing::info!(
+        "log recovery: the log was not unmounted cleanly, scanning {} KiB",
+        size >> 10
+    );
     let mut area = vec![0u8; size as usize];
     g.dev.read_at(&mut area, g.area_off)?;
     let mut valid: BTreeMap<u64, Rec> = BTreeMap::new();
@@ -231,12 +235,36 @@ fn replay_chain(chain: &[Rec], replay: &mut ReplayFn<'_>) -> Result<u64, LogErro
     replay_refs(&refs, replay)
 }
 
+/// How often a long replay says how far it got (issue 11 item 3).
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Replay complete checkpoints in order; intents without their done are applied at the end.
 fn replay_refs(chain: &[&Rec], replay: &mut ReplayFn<'_>) -> Result<u64, LogError> {
     let mut cur: Option<(u64, Vec<u8>)> = None;
     let mut intents: BTreeMap<u64, (u64, Vec<Item>)> = BTreeMap::new();
     let mut n = 0;
-    for r in chain {
+    let total: u64 = chain.iter().map(|r| r.h.rec_len as u64).sum();
+    let mut done = 0u64;
+    let mut note = std::time::Instant::now();
+    if !chain.is_empty() {
+        tracing::info!(
+            "log recovery: replaying {} records ({} KiB) from LSN {}",
+            chain.len(),
+            total >> 10,
+            chain[0].h.lsn
+        );
+    }
+    for (i, r) in chain.iter().enumerate() {
+        done += r.h.rec_len as u64;
+        if note.elapsed() >= PROGRESS_EVERY {
+            note = std::time::Instant::now();
+            tracing::info!(
+                "log recovery: {i} of {} records replayed ({} of {} KiB), {n} checkpoints",
+                chain.len(),
+                done >> 10,
+                total >> 10
+            );
+        }
         let h = &r.h;
         if h.flags & F_START != 0 {
             cur = Some((h.csn, r.payload.clone()));

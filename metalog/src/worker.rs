@@ -16,6 +16,8 @@ pub(crate) struct WorkerReq {
     pub stop: bool,
     pub push: bool,
     pub space: bool,
+    /// The store asked for a write-back (its in-memory changes reached their bound).
+    pub writeback: bool,
 }
 
 pub(crate) fn run(inner: Arc<Inner>) {
@@ -27,7 +29,7 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 if wk.stop {
                     return;
                 }
-                if wk.push || wk.space || Instant::now() >= next_force {
+                if wk.push || wk.space || wk.writeback || Instant::now() >= next_force {
                     break;
                 }
                 let dur = next_force.saturating_duration_since(Instant::now());
@@ -37,9 +39,10 @@ pub(crate) fn run(inner: Arc<Inner>) {
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
-            let r = (wk.push, wk.space);
+            let r = (wk.push, wk.space || wk.writeback);
             wk.push = false;
             wk.space = false;
+            wk.writeback = false;
             r
         };
         if space {

@@ -161,6 +161,9 @@ pub struct Config {
     /// docs/pnfs.md "Preallocation").
     pub layout_prealloc_max: Size,
     pub log_force_interval_seconds: u64,
+    /// Memory for metadata: the page cache of the store's B+tree, and (an eighth of it) the
+    /// changes not yet written back (docs/store.md).
+    pub metadata_cache: Size,
     /// Transport limit on one RPC record (rpc/record.rs).
     pub max_record_size: Size,
     /// Accept AUTH_NONE for COMPOUND (as "nobody").
@@ -197,6 +200,7 @@ impl Default for Config {
             fence_command: None,
             layout_prealloc_max: Size(layout::reach::DEFAULT_PREALLOC_MAX_BYTES),
             log_force_interval_seconds: 30,
+            metadata_cache: Size(crate::store::DEFAULT_METADATA_CACHE),
             max_record_size: Size(crate::rpc::record::DEFAULT_MAX_RECORD as u64),
             allow_auth_none: true,
             max_connections: crate::rpc::DEFAULT_MAX_CONNECTIONS,
@@ -487,6 +491,7 @@ impl Config {
         StoreOptions {
             sync: self.export_sync == ExportSync::Sync,
             log_force_interval: Duration::from_secs(self.log_force_interval_seconds.max(1)),
+            metadata_cache: self.metadata_cache.0,
         }
     }
 
@@ -536,6 +541,7 @@ mod tests {
             layoutcommit = "sync"
             fence_command = "/usr/local/bin/fence %c"
             log_force_interval_seconds = 5
+            metadata_cache = "64M"
             max_record_size = 2097152
             allow_auth_none = false
             max_connections = 50
@@ -552,6 +558,12 @@ mod tests {
         assert!(n.layoutcommit_sync);
         assert_eq!(n.fence_command.as_deref(), Some("/usr/local/bin/fence %c"));
         assert_eq!(c.store_options().log_force_interval, Duration::from_secs(5));
+        assert_eq!(c.store_options().metadata_cache, 64 << 20);
+        assert_eq!(
+            Config::default().store_options().metadata_cache,
+            256 << 20,
+            "metadata_cache defaults to 256M"
+        );
         let r = c.rpc_options();
         assert_eq!((r.max_record, r.auth.allow_none), (2 << 20, false));
         assert_eq!(

@@ -7,6 +7,7 @@ pub mod data;
 pub mod io;
 pub mod meta;
 pub mod report;
+pub mod scale;
 pub mod target;
 
 use std::sync::Arc;

@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: pnfs-bench [OPTIONS] [WORKLOAD...]
+       pnfs-bench scale [--files N] [--dirs D] [--sessions C] [--big M] [--volume-size 64G]
+                        [--cache 256M] [--window W] [--baseline PNFSD_BIN] [--baseline-files N]
   workloads: overwrite-1 overwrite-4 small newfiles meta-1 meta-8 (default: all)
+  scale: N empty files in D directories by C sessions plus one directory of M entries
+         (issue 11; docs/benchmarks.md \"Scale\"), on a pnfsd it starts
   --rounds N            interleaved rounds per workload, figures are medians (default 3)
   --quick               one round, sizes divided by 4
   --scale DIV           divide every file size by DIV (the smoke test uses a tiny run)
@@ -90,8 +94,74 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(a)
 }
 
+fn parse_scale(mut it: impl Iterator<Item = String>) -> Result<bench::scale::ScaleArgs, String> {
+    let mut a = bench::scale::ScaleArgs::default();
+    while let Some(x) = it.next() {
+        let mut val = |n: &str| it.next().ok_or(format!("{n} needs a value"));
+        let num = |n: &str, v: String| v.parse::<u64>().map_err(|e| format!("{n}: {e}"));
+        match x.as_str() {
+            "--files" => a.files = num("--files", val("--files")?)?,
+            "--dirs" => a.dirs = num("--dirs", val("--dirs")?)?,
+            "--sessions" => a.sessions = num("--sessions", val("--sessions")?)? as usize,
+            "--big" => a.big = num("--big", val("--big")?)?,
+            "--window" => a.window = num("--window", val("--window")?)?,
+            "--volume-size" => a.volume_size = val("--volume-size")?,
+            "--cache" => a.cache = val("--cache")?,
+            "--baseline" => a.baseline = Some(PathBuf::from(val("--baseline")?)),
+            "--baseline-files" => {
+                a.baseline_files = num("--baseline-files", val("--baseline-files")?)?
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    if a.sessions == 0 || a.dirs == 0 || a.big == 0 || a.files == 0 {
+        return Err("--files, --dirs, --sessions and --big must be positive".into());
+    }
+    Ok(a)
+}
+
+fn run_scale(args: impl Iterator<Item = String>) -> ExitCode {
+    let a = match parse_scale(args) {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("pnfs-bench: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("pnfs-bench: runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(bench::scale::run(&a)) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("pnfs-bench scale: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
+    let mut argv = std::env::args().skip(1).peekable();
+    if argv.peek().map(String::as_str) == Some("scale") {
+        argv.next();
+        return run_scale(argv);
+    }
+    let args = match parse(argv) {
         Ok(a) => a,
         Err(e) => {
             if !e.is_empty() {

@@ -70,6 +70,7 @@ impl From<StoreError> for NfsStat {
             StoreError::NoXattr => NfsStat::NOXATTR,
             StoreError::XattrTooBig => NfsStat::XATTR2BIG,
             StoreError::Io(_) => NfsStat::IO,
+            StoreError::DeviceFull(_) => NfsStat::NOSPC,
         }
     }
 }

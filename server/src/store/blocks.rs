@@ -5,7 +5,8 @@
 use layout::{ExtState, Segment};
 use metalog::Item;
 
-use super::inner::{inode, Inner};
+use super::extents;
+use super::inner::Inner;
 use super::ns::Tx;
 use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
@@ -46,9 +47,9 @@ fn check_file(ft: FileType) -> Result<()> {
 impl Inner {
     pub fn extents(&self, ino: Ino, file_block: u64, len_blocks: u64) -> Result<Vec<Segment>> {
         let g = self.rd();
-        let i = inode(&g, ino)?;
-        check_file(i.m.ftype)?;
-        Ok(i.ext.lookup(file_block, len_blocks))
+        let i = g.meta(ino.0)?;
+        check_file(i.ftype)?;
+        extents::lookup(&g.kv, ino.0, file_block, len_blocks)
     }
 
     /// Allocate unwritten blocks over the holes of the range and make that durable before
@@ -100,9 +101,8 @@ impl Inner {
             // Not across the force below: concurrent LAYOUTCOMMITs share one log write.
             let _w = self.file_lock(ino);
             let mut g = self.wr();
-            let i = inode(&g, ino)?;
-            check_file(i.m.ftype)?;
-            let mut m = i.m;
+            let mut m = g.meta(ino.0)?;
+            check_file(m.ftype)?;
             let mut tx = Tx::default();
             // Nothing past the new EOF was written (`last_byte` is the last byte the client
             // wrote, RFC 8881 §18.42.3): a client that commits its whole layout, speculative
@@ -117,7 +117,7 @@ impl Inner {
                 if len == 0 {
                     continue;
                 }
-                for s in i.ext.lookup(w.file_block, len) {
+                for s in extents::lookup(&g.kv, ino.0, w.file_block, len)? {
                     if let Segment::Mapped {
                         file_block,
                         phys_block,
@@ -167,7 +167,7 @@ impl Inner {
         } else {
             self.log
                 .force_object(ino.0, true)
-                .map_err(super::inner::io_err)?
+                .map_err(super::inner::log_err)?
                 .wrote_log
         };
         debug_assert!(force_log || !meta || self.log.durable_csn() >= csn);

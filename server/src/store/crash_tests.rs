@@ -21,49 +21,103 @@ pub(super) fn kill(dev: &Arc<CrashDev>) -> Arc<CrashDev> {
     survivor
 }
 
-/// Structural invariants of a mounted store: entries name live inodes, link counts match the
-/// entries, parents are right, no block is owned twice (the mount's allocator rebuild already
-/// refuses that) and free + used = total.
+/// Structural invariants of a mounted store: entries name live inodes under their hashed
+/// cookies, link counts match the entries, parents are right, block counts match the extent
+/// maps, no block is owned twice (files, tree nodes, checkpoint blobs), and the allocator's
+/// used blocks are exactly those plus the busy and reserved ones.
 pub(super) fn fsck(s: &Store) {
+    use super::keys::*;
+    use std::collections::{BTreeMap, HashMap};
+    let wb = s.inner.wb.lock().unwrap();
     let g = s.inner.rd();
-    let mut links: std::collections::HashMap<u64, u32> = Default::default();
-    let mut subdirs: std::collections::HashMap<u64, u32> = Default::default();
-    for (&ino, i) in &g.s.inodes {
-        if let Some(d) = &i.dir {
-            for (name, &(child, cookie)) in &d.by_name {
-                assert!(cookie >= 3 && cookie < d.next_cookie);
-                assert_eq!(d.by_cookie.get(&cookie), Some(name));
-                let c =
-                    g.s.inodes
-                        .get(&child)
-                        .unwrap_or_else(|| panic!("dangling {child}"));
-                if c.m.ftype == FileType::Directory {
-                    assert_eq!(c.m.parent, ino, "parent of dir {child}");
-                    *subdirs.entry(ino).or_default() += 1;
-                }
-                *links.entry(child).or_default() += 1;
-            }
-        }
+    let mut inodes: BTreeMap<u64, super::inode::Meta> = BTreeMap::new();
+    for (k, v) in g.kv.collect(&[K_INODE], &[K_INODE + 1]).unwrap() {
+        inodes.insert(be64(&k, 1), decode_inode(&v).unwrap());
     }
-    let mut used = 0;
-    for (&ino, i) in &g.s.inodes {
-        if i.m.ftype == FileType::Directory {
+    assert_eq!(g.files, inodes.len() as u64, "inode count");
+    assert!(inodes.keys().all(|&i| i < g.next_ino), "next inode number");
+    let mut links: HashMap<u64, u32> = Default::default();
+    let mut subdirs: HashMap<u64, u32> = Default::default();
+    for (k, v) in g.kv.collect(&[K_DIRENT], &[K_DIRENT + 1]).unwrap() {
+        let (dir, cookie) = (be64(&k, 1), be64(&k, 9));
+        let (child, name) = decode_dirent(&v).unwrap();
+        assert_eq!(
+            inodes[&dir].ftype,
+            FileType::Directory,
+            "entry in non-dir {dir}"
+        );
+        assert_eq!(cookie & !(COOKIE_SLOTS - 1), cookie_base(g.hash_key, name));
+        let c = inodes
+            .get(&child)
+            .unwrap_or_else(|| panic!("dangling {child}"));
+        if c.ftype == FileType::Directory {
+            assert_eq!(c.parent, dir, "parent of dir {child}");
+            *subdirs.entry(dir).or_default() += 1;
+        }
+        *links.entry(child).or_default() += 1;
+    }
+    let mut owned: Vec<(u64, u64, String)> = Vec::new();
+    let mut per_ino: HashMap<u64, u64> = Default::default();
+    for (k, v) in g.kv.collect(&[K_EXTENT], &[K_EXTENT + 1]).unwrap() {
+        let ino = be64(&k, 1);
+        let e = decode_extent(&k, &v).unwrap();
+        assert!(inodes.contains_key(&ino), "extent of missing inode {ino}");
+        *per_ino.entry(ino).or_default() += e.end - e.start;
+        owned.push((e.phys, e.end - e.start, format!("inode {ino}")));
+    }
+    let mut file_blocks = 0;
+    for (&ino, m) in &inodes {
+        if m.ftype == FileType::Directory {
             assert_eq!(
-                i.m.nlink,
+                m.nlink,
                 2 + subdirs.get(&ino).copied().unwrap_or(0),
                 "dir {ino}"
             );
         } else {
             assert_eq!(
-                i.m.nlink,
+                m.nlink,
                 links.get(&ino).copied().unwrap_or(0),
                 "nlink of {ino}"
             );
         }
-        used += i.ext.mapped_blocks();
+        assert_eq!(
+            m.nblocks,
+            per_ino.get(&ino).copied().unwrap_or(0),
+            "nblocks of {ino}"
+        );
+        file_blocks += m.nblocks;
     }
-    let busy: u64 = g.busy.iter().map(|b| b.len).sum();
-    assert_eq!(g.alloc.used_blocks(), used + busy);
+    for (k, _) in g.kv.collect(&[K_ORPHAN], &[K_ORPHAN + 1]).unwrap() {
+        assert_eq!(
+            inodes[&be64(&k, 1)].nlink,
+            0,
+            "orphan record of a linked inode"
+        );
+    }
+    let nodes = super::btree::all_blocks(&g.kv.rd, g.kv.root).unwrap();
+    assert_eq!(nodes.len() as u64, wb.ck.nodes, "tree node count");
+    owned.extend(nodes.iter().map(|&b| (b, 1, "node".to_string())));
+    owned.extend(wb.free_blocks.iter().map(|&b| (b, 1, "free list".into())));
+    owned.extend(wb.clients_blocks.iter().map(|&b| (b, 1, "clients".into())));
+    owned.extend(g.busy.iter().map(|b| (b.phys, b.len, "busy".into())));
+    owned.extend(g.reserved.iter().map(|(&p, &l)| (p, l, "reserved".into())));
+    owned.sort();
+    for w in owned.windows(2) {
+        assert!(
+            w[0].0 + w[0].1 <= w[1].0,
+            "owned twice: {:?} and {:?}",
+            w[0],
+            w[1]
+        );
+    }
+    for (p, l, who) in &owned {
+        assert!(
+            !g.alloc.is_free(*p, 1) && !g.alloc.is_free(p + l - 1, 1),
+            "{who} {p}+{l} is free"
+        );
+    }
+    let total: u64 = owned.iter().map(|o| o.1).sum();
+    assert_eq!(g.alloc.used_blocks(), total, "{file_blocks} file blocks");
     assert_eq!(
         g.alloc.free_blocks() + g.alloc.used_blocks(),
         g.alloc.total_blocks()
@@ -127,7 +181,7 @@ fn write_back_then_kill_replays_over_the_metadata_area() {
     }
     s.write_back().unwrap();
     let (runs, objs) = s.writeback_counters();
-    assert!(runs >= 1 && objs >= 51);
+    assert!(runs >= 1 && objs >= 1);
     // After the write-back, only what changes is written again.
     for i in 0..50 {
         if i % 2 == 0 {
@@ -249,10 +303,10 @@ fn log_wraps_many_times_through_write_back() {
 
 fn phys_blocks(s: &Store, ino: Ino) -> Vec<u64> {
     let g = s.inner.rd();
-    g.s.inodes[&ino.0]
-        .ext
+    super::extents::all(&g.kv, ino.0)
+        .unwrap()
         .iter()
-        .flat_map(|(_, p, l, _)| p..p + l)
+        .flat_map(|e| e.phys..e.phys + (e.end - e.start))
         .collect()
 }
 
@@ -286,7 +340,10 @@ fn freed_blocks_wait_for_durability_and_for_io_in_flight() {
     s.write(c.ino, 0, &vec![3u8; free as usize], Stable::Unstable)
         .unwrap();
     let cb = phys_blocks(&s, c.ino);
-    assert!(old.iter().all(|p| cb.contains(p)));
+    // Reusable again: given to c, or free (the metadata reserve keeps a few blocks back).
+    assert!(old
+        .iter()
+        .all(|p| cb.contains(p) || s.inner.rd().alloc.is_free(*p, 1)));
     assert_eq!(s.fsstat().free_bytes, 0);
     let r = s.write(a.ino, 0, b"x", Stable::Unstable);
     assert_eq!(r.unwrap_err(), StoreError::NoSpace);
@@ -607,14 +664,18 @@ fn crash_anywhere_inside_a_write_back_loses_nothing() {
     s.unmount().unwrap();
 }
 
+/// Issue 11 "Must show": a small volume takes files until its free space runs out (within 2×
+/// of the bound `fsstat` gives), says NoSpace, stays mountable, and gets the space back when
+/// they are all removed.
 #[test]
-fn inode_table_full_is_nospace_and_stays_mountable() {
+fn fill_with_files_until_nospace_then_remove_all() {
     let dev = crash_vol(10);
     let opts = StoreOptions {
         sync: false,
         ..StoreOptions::default()
     };
     let s = Store::open_dev(dev.clone(), opts.clone()).unwrap();
+    let st0 = s.fsstat();
     let mut n = 0;
     let err = loop {
         match s.create(
@@ -627,18 +688,43 @@ fn inode_table_full_is_nospace_and_stays_mountable() {
             Ok(_) => n += 1,
             Err(e) => break e,
         }
-        assert!(n < 100_000);
+        assert!(n < 1_000_000);
     };
     assert_eq!(err, StoreError::NoSpace);
-    assert!(n > 100, "only {n} files fit");
-    assert_eq!(s.fsstat().free_files, 0);
+    assert!(
+        n as u64 >= st0.free_files / 2 && n as u64 <= st0.free_files * 2,
+        "{n} files, bound {}",
+        st0.free_files
+    );
+    let st = s.fsstat();
+    assert!(
+        st.free_files < st0.free_files / 50 + 10,
+        "{st:?} after {n} of {st0:?}"
+    );
+    fsck(&s);
+    s.unmount().unwrap();
+    drop(s);
+    let s = Store::open_dev(dev.clone(), opts.clone()).unwrap();
+    assert_eq!(s.readdir(ROOT_INO, 0, 2 * n).unwrap().entries.len(), n);
+    fsck(&s);
+    for i in 0..n {
+        s.remove(ROOT_INO, format!("f{i}").as_bytes()).unwrap();
+    }
     s.write_back().unwrap();
-    s.remove(ROOT_INO, b"f0").unwrap();
+    s.write_back().unwrap();
+    fsck(&s);
+    let st1 = s.fsstat();
+    assert!(
+        st1.free_bytes + 8 * BLOCK >= st0.free_bytes,
+        "space back: {} of {}",
+        st1.free_bytes,
+        st0.free_bytes
+    );
     mk(&s, ROOT_INO, "again", NewNode::Regular);
     s.unmount().unwrap();
     drop(s);
     let s = Store::open_dev(dev, opts).unwrap();
-    assert_eq!(names(&s, ROOT_INO).len(), n);
+    assert_eq!(names(&s, ROOT_INO), vec!["again"]);
     fsck(&s);
     s.unmount().unwrap();
 }
@@ -651,27 +737,13 @@ fn unstable_write_never_exposes_another_files_old_bytes_after_a_crash() {
         let a = mk(&s, ROOT_INO, "a", NewNode::Regular);
         s.write(a.ino, 0, &[0xAAu8; 64 << 10], Stable::FileSync)
             .unwrap();
-        let old = {
-            let g = s.inner.rd();
-            g.s.inodes[&a.ino.0]
-                .ext
-                .iter()
-                .map(|(_, p, _, _)| p)
-                .collect::<Vec<_>>()
-        };
+        let old = phys_blocks(&s, a.ino);
         s.remove(ROOT_INO, b"a").unwrap();
         let b = mk(&s, ROOT_INO, "b", NewNode::Regular);
         // The allocator hands a's freed blocks to b (durable free, no I/O in flight).
         s.write(b.ino, 0, &[0xBBu8; 64 << 10], Stable::Unstable)
             .unwrap();
-        let reused = {
-            let g = s.inner.rd();
-            let r = g.s.inodes[&b.ino.0]
-                .ext
-                .iter()
-                .any(|(_, p, _, _)| old.contains(&p));
-            r
-        };
+        let reused = phys_blocks(&s, b.ino).iter().any(|p| old.contains(p));
         assert!(reused, "test needs b to reuse a's blocks");
         // Someone else's sync operation pushes b's extents to the log.
         mk(&s, ROOT_INO, "c", NewNode::Regular);

@@ -14,8 +14,10 @@
 use layout::{ExtState, Segment};
 use metalog::Item;
 
-use super::inner::{inode, io_err, Core, Inner};
+use super::extents;
+use super::inner::{log_err, reserve_blocks, unreserve_blocks, Inner};
 use super::ns::Tx;
+use super::state::Core;
 use super::{FileType, Ino, Result, SeekWhat, Stable, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,14 +62,16 @@ impl Inner {
         alloc_holes: bool,
     ) -> Result<Option<Vec<Piece>>> {
         self.reclaim_busy(g);
-        let i = inode(g, ino)?;
-        regular(i.m.ftype)?;
-        let segs = i.ext.lookup(fb, n);
+        let i = g.meta(ino.0)?;
+        regular(i.ftype)?;
+        let segs = extents::lookup(&g.kv, ino.0, fb, n)?;
         // Goal: continue the extent that ends just before the range, so files stay contiguous.
-        let mut goal = match i.ext.lookup(fb.saturating_sub(1), 1).first() {
+        let mut goal = match extents::lookup(&g.kv, ino.0, fb.saturating_sub(1), 1)?.first() {
             Some(Segment::Mapped { phys_block, .. }) if fb > 0 => phys_block + 1,
             _ => 0,
         };
+        // Data never takes the blocks the next write-back needs.
+        let reserve = self.meta_reserve(g);
         let mut out = Vec::new();
         for s in segs {
             match s {
@@ -93,12 +97,19 @@ impl Inner {
                 Segment::Hole { file_block, len } if alloc_holes => {
                     let mut done = 0;
                     while done < len {
-                        let Some((p, l)) = g.alloc.alloc(goal, len - done) else {
+                        let room = g.alloc.free_blocks().saturating_sub(reserve);
+                        let got = if room == 0 {
+                            None
+                        } else {
+                            g.alloc.alloc(goal, (len - done).min(room))
+                        };
+                        let Some((p, l)) = got else {
                             for pc in out.iter().filter(|p: &&Piece| p.kind == Kind::New) {
-                                let _ = g.alloc.free(pc.phys, pc.len);
+                                unreserve_blocks(g, pc.phys, pc.len);
                             }
                             return Ok(None);
                         };
+                        reserve_blocks(g, p, l);
                         out.push(Piece {
                             file_block: file_block + done,
                             phys: p,
@@ -119,7 +130,13 @@ impl Inner {
         if let Some(p) = self.plan(ino, fb, n, true)? {
             return Ok(p);
         }
-        // Full: maybe only because freed blocks wait for their transaction to be durable.
+        // Full: maybe only because freed blocks wait for their transaction to be durable,
+        // or changes not yet written back hold the metadata reserve.
+        self.drain_busy()?;
+        if let Some(p) = self.plan(ino, fb, n, true)? {
+            return Ok(p);
+        }
+        self.write_back_now()?;
         self.drain_busy()?;
         self.plan(ino, fb, n, true)?.ok_or(StoreError::NoSpace)
     }
@@ -127,7 +144,7 @@ impl Inner {
     fn unreserve(&self, pieces: &[Piece]) {
         let mut g = self.wr();
         for p in pieces.iter().filter(|p| p.kind == Kind::New) {
-            let _ = g.alloc.free(p.phys, p.len);
+            unreserve_blocks(&mut g, p.phys, p.len);
         }
     }
 
@@ -146,9 +163,9 @@ impl Inner {
         }
         let gen = {
             let g = self.rd();
-            let i = inode(&g, ino)?;
-            regular(i.m.ftype)?;
-            i.m.gen
+            let i = g.meta(ino.0)?;
+            regular(i.ftype)?;
+            i.gen
         };
         let (fb, lb) = (offset / BLOCK, end.div_ceil(BLOCK));
         // Writes to one file are serialized: two writes into one new block must not each
@@ -176,8 +193,8 @@ impl Inner {
         };
         let (csn, meta_changed) = {
             let mut g = self.wr();
-            let mut m = match g.s.inodes.get(&ino.0) {
-                Some(i) if i.m.gen == gen => i.m,
+            let mut m = match g.meta_opt(ino.0)? {
+                Some(m) if m.gen == gen => m,
                 _ => {
                     drop(g);
                     self.unreserve(&pieces);
@@ -254,20 +271,18 @@ impl Inner {
                 // Keep the bytes of partial edge blocks.
                 if offset > pstart {
                     self.dev
-                        .read_at(&mut buf[..BLOCK as usize], p.phys * BLOCK)
-                        .map_err(io_err)?;
+                        .read_at(&mut buf[..BLOCK as usize], p.phys * BLOCK)?;
                 }
                 if end < pend {
                     let lo = buf.len() - BLOCK as usize;
                     self.dev
-                        .read_at(&mut buf[lo..], (p.phys + p.len - 1) * BLOCK)
-                        .map_err(io_err)?;
+                        .read_at(&mut buf[lo..], (p.phys + p.len - 1) * BLOCK)?;
                 }
             }
             let (s, e) = (offset.max(pstart), end.min(pend));
             buf[(s - pstart) as usize..(e - pstart) as usize]
                 .copy_from_slice(&data[(s - offset) as usize..(e - offset) as usize]);
-            self.dev.write_at(&buf, p.phys * BLOCK).map_err(io_err)?;
+            self.dev.write_at(&buf, p.phys * BLOCK)?;
         }
         Ok(())
     }
@@ -276,14 +291,20 @@ impl Inner {
         let _io = self.io_begin();
         let (size, segs) = {
             let g = self.rd();
-            let i = inode(&g, ino)?;
-            regular(i.m.ftype)?;
-            if offset >= i.m.size {
+            let i = g.meta(ino.0)?;
+            regular(i.ftype)?;
+            if offset >= i.size {
                 return Ok((Vec::new(), true));
             }
-            let end = i.m.size.min(offset + count as u64);
+            let end = i.size.min(offset + count as u64);
             let fb = offset / BLOCK;
-            (i.m.size, (end, i.ext.lookup(fb, end.div_ceil(BLOCK) - fb)))
+            (
+                i.size,
+                (
+                    end,
+                    extents::lookup(&g.kv, ino.0, fb, end.div_ceil(BLOCK) - fb)?,
+                ),
+            )
         };
         let (end, segs) = segs;
         let mut out = vec![0u8; (end - offset) as usize];
@@ -303,12 +324,10 @@ impl Inner {
                     continue;
                 }
                 let dev_off = phys_block * BLOCK + (ss - file_block * BLOCK);
-                self.dev
-                    .read_at(
-                        &mut out[(ss - offset) as usize..(se - offset) as usize],
-                        dev_off,
-                    )
-                    .map_err(io_err)?;
+                self.dev.read_at(
+                    &mut out[(ss - offset) as usize..(se - offset) as usize],
+                    dev_off,
+                )?;
             }
         }
         Ok((out, end >= size))
@@ -319,9 +338,9 @@ impl Inner {
     pub fn commit(&self, ino: Ino) -> Result<()> {
         {
             let g = self.rd();
-            inode(&g, ino)?;
+            g.meta(ino.0)?;
         }
-        let f = self.log.force_object(ino.0, false).map_err(io_err)?;
+        let f = self.log.force_object(ino.0, false).map_err(log_err)?;
         if !f.wrote_log {
             self.flush_data()?;
         }
@@ -371,7 +390,7 @@ impl Inner {
                 }
                 return Err(StoreError::NoSpace);
             };
-            let mut m = inode(&g, ino)?.m;
+            let mut m = g.meta(ino.0)?;
             let mut tx = Tx::default();
             let mut blocks = 0;
             for p in pieces.iter().filter(|p| p.kind == Kind::New) {
@@ -408,7 +427,8 @@ impl Inner {
         let segs = {
             let g = self.rd();
             let fb = from / BLOCK;
-            inode(&g, ino)?.ext.lookup(fb, to.div_ceil(BLOCK) - fb)
+            g.meta(ino.0)?;
+            extents::lookup(&g.kv, ino.0, fb, to.div_ceil(BLOCK) - fb)?
         };
         let mut wrote = false;
         for s in segs {
@@ -426,8 +446,7 @@ impl Inner {
                 if ss < se {
                     let zeros = vec![0u8; (se - ss) as usize];
                     self.dev
-                        .write_at(&zeros, phys_block * BLOCK + (ss - file_block * BLOCK))
-                        .map_err(io_err)?;
+                        .write_at(&zeros, phys_block * BLOCK + (ss - file_block * BLOCK))?;
                     wrote = true;
                 }
             }
@@ -451,7 +470,7 @@ impl Inner {
             .min(MAX_FILE_SIZE);
         {
             let g = self.rd();
-            regular(inode(&g, ino)?.m.ftype)?;
+            regular(g.meta(ino.0)?.ftype)?;
         }
         let (fb, lb) = (offset.div_ceil(BLOCK), end / BLOCK);
         // Partial blocks at the edges keep their blocks and get zeros.
@@ -466,7 +485,7 @@ impl Inner {
         let res = self.reserve(0)?;
         let csn = {
             let mut g = self.wr();
-            let mut m = inode(&g, ino)?.m;
+            let mut m = g.meta(ino.0)?;
             let mut tx = Tx::default();
             if lb > fb {
                 tx.items.push(Item::ExtentFree {
@@ -490,15 +509,15 @@ impl Inner {
     /// zeros and count as holes. There is a virtual hole at EOF.
     pub fn seek(&self, ino: Ino, offset: u64, what: SeekWhat) -> Result<(bool, Option<u64>)> {
         let g = self.rd();
-        let i = inode(&g, ino)?;
-        regular(i.m.ftype)?;
-        let size = i.m.size;
+        let i = g.meta(ino.0)?;
+        regular(i.ftype)?;
+        let size = i.size;
         if offset >= size {
             return Ok((true, None));
         }
         let nb = size.div_ceil(BLOCK);
         let fb = offset / BLOCK;
-        let segs = i.ext.lookup(fb, nb - fb);
+        let segs = extents::lookup(&g.kv, ino.0, fb, nb - fb)?;
         let is_data = |s: &Segment| {
             matches!(
                 s,
@@ -530,8 +549,8 @@ impl Inner {
         let res = self.reserve(0)?;
         let csn = {
             let mut g = self.wr();
-            match g.s.inodes.get(&ino.0) {
-                Some(i) if i.m.nlink == 0 => {}
+            match g.meta_opt(ino.0)? {
+                Some(i) if i.nlink == 0 => {}
                 _ => return Ok(()),
             }
             let items = vec![Item::InodeFree { ino: ino.0 }];

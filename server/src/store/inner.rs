@@ -1,37 +1,18 @@
-//! The shared core of a mounted store: devices, log, the locked in-memory state, and the one
-//! helper through which every change is applied and committed (`Inner::commit_locked`).
+//! The shared core of a mounted store: devices, log, the locked metadata (`Core`, state.rs),
+//! and the one helper through which every change is applied and committed
+//! (`Inner::commit_locked`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use layout::{Allocator, Superblock};
+use layout::Superblock;
 use metalog::{BlockDev, Csn, FlushSeq, Item, Log, Reservation, Transaction, TxObject};
 
-use super::inode::{Inode, State};
+use super::cache::PageCache;
+use super::state::{Busy, Core};
 use super::writeback::Wb;
 use super::{Ino, Result, StoreError, StoreOptions};
-
-/// What the state lock protects.
-pub struct Core {
-    pub s: State,
-    /// Free space of the data area.
-    pub alloc: Allocator,
-    /// Blocks freed by a transaction that may not be durable yet: reusing them before it is
-    /// would let a crash hand another file's data to the old owner (XFS "busy extents").
-    pub busy: Vec<Busy>,
-}
-
-/// A freed extent waiting to be reusable.
-#[derive(Debug, Clone, Copy)]
-pub struct Busy {
-    /// The CSN of the freeing transaction: reusable once durable.
-    pub csn: u64,
-    /// Data I/O tickets below this one may still target the blocks (a READ or WRITE that
-    /// looked the extent up before it was freed): reusable once they all ended.
-    pub io_ticket: u64,
-    pub phys: u64,
-    pub len: u64,
-}
 
 /// Data I/O in flight, by ticket (see `Busy::io_ticket`).
 #[derive(Default)]
@@ -70,13 +51,24 @@ pub struct Inner {
     pub sb: Superblock,
     pub opts: StoreOptions,
     pub boot: u64,
-    pub max_ino: u64,
     pub core: RwLock<Core>,
     pub wb: Mutex<Wb>,
-    /// Free blocks of the metadata area after the last write-back (read without `wb`).
-    pub meta_free: std::sync::atomic::AtomicU64,
+    /// Signalled when a write-back put its new tree in (committers wait on it when the
+    /// changes since the last write-back reach `hard_limit`).
+    pub wb_done: Condvar,
+    pub wb_done_lock: Mutex<()>,
+    /// Bytes of changes not yet in the tree (live + frozen), readable without the lock.
+    pub pending_bytes: AtomicU64,
+    /// A write-back starts past this many pending bytes, and committers wait past twice it.
+    pub soft_limit: u64,
+    pub cache: Arc<PageCache>,
+    /// Nodes of the tree on disk (for the metadata reserve, ns.rs `meta_reserve`).
+    pub tree_nodes: AtomicU64,
+    /// Set when applying a change failed half-way (a metadata read error): memory no longer
+    /// matches the log, so nothing more is accepted (as the log shuts down on I/O errors).
+    pub failed: AtomicBool,
     pub open_probe: RwLock<Option<OpenProbe>>,
-    pub mount_stats: MountStats,
+    pub mount_stats: std::sync::OnceLock<MountStats>,
     pub io: Mutex<IoTrack>,
     /// Per-file data locks (sharded by inode number), taken before the state lock by WRITE,
     /// truncation, ALLOCATE, DEALLOCATE and block commits.
@@ -86,13 +78,14 @@ pub struct Inner {
 /// Shards of `Inner::file_locks`.
 pub const FILE_LOCK_SHARDS: usize = 64;
 
-/// What the mount had to do: objects read from the metadata area, log items replayed (0
-/// after a clean unmount: the log part of the mount is O(1)).
+/// What the mount had to do: metadata blocks read (checkpoint, free-space list, client
+/// records, and the tree nodes the replay and orphan pass touched: independent of the file
+/// count), log items replayed (0 after a clean unmount).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MountStats {
-    pub objects_loaded: u64,
+    pub blocks_read: u64,
     pub items_replayed: u64,
-    /// Time spent reading the object table and objects, and inside `Log::mount` (recovery).
+    /// Time spent reading the checkpoint, and inside `Log::mount` (recovery).
     pub load_ms: u64,
     pub log_mount_ms: u64,
 }
@@ -101,19 +94,12 @@ pub struct MountStats {
 /// ≤ 400 bytes with names) plus two record headers of metalog's bound (`tx_bound`).
 const RESERVE_BASE: u64 = 8 * 400 + 2 * (4096 + 512);
 
-/// The store's one conversion of a device or log error. ENOSPC — from the device, or the
-/// log shut down by it — is `NoSpace` (NFS4ERR_NOSPC, issue 17); anything else is `Io`.
-pub fn io_err<E: std::fmt::Display + 'static>(e: E) -> StoreError {
-    let any = &e as &dyn std::any::Any;
-    let enospc = any
-        .downcast_ref::<std::io::Error>()
-        .is_some_and(|e| e.raw_os_error() == Some(libc::ENOSPC))
-        || matches!(
-            any.downcast_ref::<metalog::LogError>(),
-            Some(metalog::LogError::NoDeviceSpace(_))
-        );
-    if enospc {
-        return StoreError::NoSpace;
+/// Errors of the log: the log is shut down or failed (its own I/O errors are strings by then).
+/// A log shut down by ENOSPC from the device under it is `DeviceFull` (NFS4ERR_NOSPC, issue
+/// 17), like ENOSPC on the store's own device I/O (`From<io::Error>`).
+pub fn log_err(e: metalog::LogError) -> StoreError {
+    if let metalog::LogError::NoDeviceSpace(what) = e {
+        return StoreError::DeviceFull(what);
     }
     StoreError::Io(e.to_string())
 }
@@ -130,8 +116,40 @@ impl Inner {
     /// state lock: the log's write-back takes that lock, so a commit under it must never wait
     /// for log space (metalog `Log::reserve`, as XFS reserves before locking inodes).
     pub fn reserve(&self, extra: u64) -> Result<Reservation> {
+        self.check_failed()?;
+        self.throttle();
         // Fixed part: a few inode cores (~100 bytes each) and two names, plus record headers.
-        self.log.reserve(RESERVE_BASE + extra).map_err(io_err)
+        self.log.reserve(RESERVE_BASE + extra).map_err(log_err)
+    }
+
+    pub fn check_failed(&self) -> Result<()> {
+        if self.failed.load(Ordering::Relaxed) {
+            return Err(StoreError::Io(
+                "the metadata store stopped after a failed metadata read".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Keep the changes not yet written back within bounds (issue 11 item 2): start a
+    /// write-back past the soft limit; past twice it, wait for one to finish.
+    fn throttle(&self) {
+        let pending = self.pending_bytes.load(Ordering::Relaxed);
+        if pending < self.soft_limit {
+            return;
+        }
+        self.log.kick_writeback();
+        let mut g = self.wb_done_lock.lock().unwrap_or_else(|e| e.into_inner());
+        while self.pending_bytes.load(Ordering::Relaxed) >= 2 * self.soft_limit
+            && self.log.shutdown_error().is_none()
+        {
+            self.log.kick_writeback();
+            g = self
+                .wb_done
+                .wait_timeout(g, std::time::Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// Apply `items` to the in-memory state and commit them as one transaction, in that
@@ -145,14 +163,28 @@ impl Inner {
         items: Vec<Item>,
         objects: Vec<TxObject>,
     ) -> Result<Csn> {
+        self.check_failed()?;
+        let before = core.kv.live_bytes;
         let mut freed = Vec::new();
         for it in &items {
-            freed.extend(core.s.apply(it).map_err(StoreError::Io)?);
+            match core.apply(it) {
+                Ok(a) => {
+                    for (p, _) in a.used {
+                        // Planned by this caller: the allocator gave it out already.
+                        core.reserved.remove(&p);
+                    }
+                    freed.extend(a.freed);
+                }
+                Err(e) => {
+                    self.failed.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
         }
         let csn = self
             .log
             .commit_reserved(Transaction { items, objects }, res)
-            .map_err(io_err)?;
+            .map_err(log_err)?;
         let io_ticket = self.io_now();
         for (phys, len) in freed {
             core.busy.push(Busy {
@@ -162,12 +194,17 @@ impl Inner {
                 len,
             });
         }
+        let grown = core.kv.live_bytes.saturating_sub(before);
+        let pending = self.pending_bytes.fetch_add(grown, Ordering::Relaxed) + grown;
+        if pending >= self.soft_limit {
+            self.log.kick_writeback();
+        }
         Ok(csn)
     }
 
     /// Force the log to `csn` (group-committed) and remember it is durable.
     pub fn force(&self, csn: Csn) -> Result<bool> {
-        let f = self.log.force_seq(csn).map_err(io_err)?;
+        let f = self.log.force_seq(csn).map_err(log_err)?;
         Ok(f.wrote_log)
     }
 
@@ -184,8 +221,10 @@ impl Inner {
         let durable = self.log.durable_csn().0;
         let oldest_io = self.oldest_io();
         let mut keep = Vec::new();
+        // Freed after a write-back's snapshot: not free in the tree it writes (writeback.rs).
+        let hold = core.wb_hold.unwrap_or(u64::MAX);
         for b in std::mem::take(&mut core.busy) {
-            if b.csn <= durable && b.io_ticket <= oldest_io {
+            if b.csn <= durable && b.io_ticket <= oldest_io && b.csn <= hold {
                 // A failure here means the block was never ours: dropping it is the safe side.
                 let _ = core.alloc.free(b.phys, b.len);
             } else {
@@ -234,7 +273,7 @@ impl Inner {
     /// Data-volume flush shared with concurrent callers (design.md §3 "Flush sharing");
     /// says whether this call issued the flush or joined another caller's.
     pub fn flush_data(&self) -> Result<metalog::FlushOutcome> {
-        self.flush.flush().map_err(io_err)
+        Ok(self.flush.flush()?)
     }
 
     pub fn tx(ino: u64, timestamps_only: bool) -> TxObject {
@@ -245,7 +284,14 @@ impl Inner {
     }
 }
 
-/// Look up an inode a filehandle names: `Stale` if it is gone.
-pub fn inode(core: &Core, ino: Ino) -> Result<&Inode> {
-    core.s.inodes.get(&ino.0).ok_or(StoreError::Stale)
+/// Blocks planned by a caller: taken from the allocator, recorded as reserved.
+pub fn reserve_blocks(core: &mut Core, phys: u64, len: u64) {
+    core.reserved.insert(phys, len);
+}
+
+/// Give planned blocks back (the write failed before its commit).
+pub fn unreserve_blocks(core: &mut Core, phys: u64, len: u64) {
+    if core.reserved.remove(&phys).is_some() {
+        let _ = core.alloc.free(phys, len);
+    }
 }

@@ -16,7 +16,9 @@ use layout::reach::{run_end, run_start, speculative_end};
 use layout::{ExtState, Segment};
 use metalog::Item;
 
-use super::inner::{inode, Inner};
+use super::extents;
+use super::inner::Inner;
+use super::keys::K_EOFB;
 use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 /// How far one LAYOUTGET may reach, in file blocks: never before `lo` nor past `hi` (the
@@ -65,14 +67,14 @@ impl Inner {
             let w = self.file_lock(ino);
             let (hole, spec_end) = {
                 let g = self.rd();
-                let i = inode(&g, ino)?;
-                check_regular(i.m.ftype)?;
-                let segs = i.ext.lookup(first, n);
+                let i = g.meta(ino.0)?;
+                check_regular(i.ftype)?;
+                let segs = extents::lookup(&g.kv, ino.0, first, n)?;
                 let hole = segs.iter().any(|s| matches!(s, Segment::Hole { .. }));
                 // The mapped run just before the request: how much the file has grown so far
                 // (bounded lookup: more than the cap changes nothing).
                 let lo = first.saturating_sub(r.prealloc_max);
-                let back = i.ext.lookup(lo, first - lo);
+                let back = extents::lookup(&g.kv, ino.0, lo, first - lo)?;
                 let prev: u64 = back
                     .iter()
                     .rev()
@@ -82,10 +84,10 @@ impl Inner {
                 let end = speculative_end(
                     first,
                     req_end,
-                    i.m.size.div_ceil(BLOCK),
+                    i.size.div_ceil(BLOCK),
                     prev,
                     r.prealloc_max,
-                    g.alloc.free_blocks(),
+                    g.alloc.free_blocks().saturating_sub(self.meta_reserve(&g)),
                 );
                 (hole, end.min(r.hi.max(req_end)).min(max_block))
             };
@@ -112,27 +114,34 @@ impl Inner {
             }
         }
         let g = self.rd();
-        let i = inode(&g, ino)?;
-        check_regular(i.m.ftype)?;
+        let i = g.meta(ino.0)?;
+        check_regular(i.ftype)?;
         // READ gains nothing past EOF (NONE_DATA), so it widens only up to the file's end.
         let hi = if rw {
             r.hi
         } else {
-            r.hi.min(i.m.size.div_ceil(BLOCK).max(req_end))
+            r.hi.min(i.size.div_ceil(BLOCK).max(req_end))
         };
         let end = if hi > req_end {
-            run_end(&i.ext.lookup(req_end, hi - req_end), req_end)
+            run_end(
+                &extents::lookup(&g.kv, ino.0, req_end, hi - req_end)?,
+                req_end,
+            )
         } else {
             req_end
         };
         let start = if r.lo < first {
-            run_start(&i.ext.lookup(r.lo, first + 1 - r.lo), first).max(r.lo)
+            run_start(
+                &extents::lookup(&g.kv, ino.0, r.lo, first + 1 - r.lo)?,
+                first,
+            )
+            .max(r.lo)
         } else {
             first
         };
         Ok(LayoutMap {
             first: start,
-            segs: i.ext.lookup(start, end - start),
+            segs: extents::lookup(&g.kv, ino.0, start, end - start)?,
             allocated,
         })
     }
@@ -147,39 +156,35 @@ impl Inner {
         }
         let res = self.reserve(64 * TRIM_MAX_ITEMS as u64)?;
         let mut g = self.wr();
-        let Ok(i) = inode(&g, ino) else {
+        let Ok(i) = g.meta(ino.0) else {
             return Ok(0);
         };
-        if i.m.ftype != FileType::Regular {
+        if i.ftype != FileType::Regular {
             return Ok(0);
         }
-        let keep = i.m.size.div_ceil(BLOCK);
-        let end = i.ext.end_block();
-        if end <= keep {
-            return Ok(0);
-        }
+        let keep = i.size.div_ceil(BLOCK);
         let mut items = Vec::new();
         let mut blocks = 0;
-        for s in i.ext.lookup(keep, end - keep) {
-            if let Segment::Mapped {
-                file_block,
-                len,
-                state: ExtState::Unwritten,
-                ..
-            } = s
-            {
-                if items.len() == TRIM_MAX_ITEMS {
-                    break;
-                }
-                items.push(Item::ExtentFree {
-                    ino: ino.0,
-                    file_block,
-                    len_blocks: len,
-                });
-                blocks += len;
+        for e in extents::overlapping(&g.kv, ino.0, keep, u64::MAX)? {
+            if e.state != ExtState::Unwritten {
+                continue;
             }
+            // The rest goes at the next trim (the next return or the sweep).
+            if items.len() == TRIM_MAX_ITEMS {
+                break;
+            }
+            let s = e.start.max(keep);
+            items.push(Item::ExtentFree {
+                ino: ino.0,
+                file_block: s,
+                len_blocks: e.end - s,
+            });
+            blocks += e.end - s;
         }
         if items.is_empty() {
+            // Nothing unwritten past EOF any more: the file leaves the eofblocks index.
+            drop(g);
+            self.unmark_eofblocks(ino, res)?;
             return Ok(0);
         }
         // Timestamps-only for the log's per-inode sequences: a later fdatasync of the file
@@ -188,17 +193,40 @@ impl Inner {
         Ok(blocks)
     }
 
-    /// Files with blocks mapped past their EOF (after a restart: what crashed before its
-    /// trim, or was never returned).
+    /// Drop `ino` from the eofblocks index. Not logged: the index only narrows what
+    /// `files_past_eof` checks, and an entry a crash brings back is checked and dropped again.
+    fn unmark_eofblocks(&self, ino: Ino, _res: metalog::Reservation) -> Result<()> {
+        let mut g = self.wr();
+        g.mark(K_EOFB, ino.0, false)
+    }
+
+    /// Files that may have blocks past their EOF (after a restart: what crashed before its
+    /// trim, or was never returned): the eofblocks index, as XFS tags such inodes.
     pub fn files_past_eof(&self) -> Vec<Ino> {
         let g = self.rd();
-        g.s.inodes
-            .iter()
-            .filter(|(_, i)| {
-                i.m.ftype == FileType::Regular && i.ext.end_block() > i.m.size.div_ceil(BLOCK)
-            })
-            .map(|(&ino, _)| Ino(ino))
-            .collect()
+        let mut out = Vec::new();
+        let mut from = 0;
+        loop {
+            let Ok(batch) = g.marked(K_EOFB, from, 1024) else {
+                return out;
+            };
+            let Some(&last) = batch.last() else {
+                return out;
+            };
+            for ino in batch {
+                let past = g
+                    .meta(ino)
+                    .ok()
+                    .filter(|m| m.ftype == FileType::Regular)
+                    .map(|m| {
+                        extents::any_from(&g.kv, ino, m.size.div_ceil(BLOCK)).unwrap_or(false)
+                    });
+                if past == Some(true) {
+                    out.push(Ino(ino));
+                }
+            }
+            from = last + 1;
+        }
     }
 }
 

@@ -2,20 +2,21 @@
 
 use metalog::Item;
 
-use super::inner::{inode, Inner};
+use super::inner::Inner;
 use super::inode::{MISC_SLOT, OPAQUE_CLIENT};
+use super::ns::INODE_BYTES;
 use super::{Attr, FsStat, Ino, Result, StoreError, BLOCK};
 
 impl Inner {
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
         let g = self.rd();
-        Ok(inode(&g, ino)?.attr(ino.0))
+        Ok(g.meta(ino.0)?.attr(ino.0))
     }
 
     pub fn getattr_gen(&self, ino: Ino, generation: u32) -> Result<Attr> {
         let g = self.rd();
-        let i = inode(&g, ino)?;
-        if i.m.gen != generation {
+        let i = g.meta(ino.0)?;
+        if i.gen != generation {
             return Err(StoreError::Stale);
         }
         Ok(i.attr(ino.0))
@@ -24,12 +25,15 @@ impl Inner {
     pub fn fsstat(&self) -> FsStat {
         let g = self.rd();
         let busy: u64 = g.busy.iter().map(|b| b.len).sum();
-        let files = g.s.inodes.len() as u64;
+        // What data and new inodes may still take: the write-back's reserve is not theirs.
+        let free = (g.alloc.free_blocks() + busy).saturating_sub(self.base_reserve(&g)) * BLOCK;
+        // Files are limited by free space only (issue 11): as many more as fit.
+        let free_files = free / INODE_BYTES;
         FsStat {
             total_bytes: g.alloc.total_blocks() * BLOCK,
-            free_bytes: (g.alloc.free_blocks() + busy) * BLOCK,
-            total_files: self.max_ino,
-            free_files: self.max_ino.saturating_sub(files),
+            free_bytes: free,
+            total_files: g.files + free_files,
+            free_files,
         }
     }
 
@@ -53,7 +57,7 @@ impl Inner {
 
     pub fn client_records(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         let g = self.rd();
-        g.s.clients
+        g.clients
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()

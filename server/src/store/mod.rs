@@ -1,5 +1,6 @@
-//! The metadata store: inodes, directories and per-file extent maps, kept as in-memory indexes
-//! and changed only through `metalog` transactions (design.md §2–4).
+//! The metadata store: inodes, directories and per-file extent maps as keyed records of an
+//! on-disk copy-on-write B+tree, paged through a bounded cache and changed only through
+//! `metalog` transactions (design.md §2–4; docs/store.md).
 //!
 //! This is the API the NFS operations call. It knows nothing of NFS: no stateids, no XDR, no
 //! `nfsstat4` (the mapping `StoreError -> NfsStat` lives in `nfs4/status.rs`). Every method is
@@ -11,29 +12,38 @@
 //! an `async` export they return after the in-memory commit.
 //!
 //! ```text
-//!  op ─▶ log.reserve ─▶ [state lock: check, build items, State::apply, log.commit_reserved]
+//!  op ─▶ log.reserve ─▶ [state lock: check, build items, Core::apply, log.commit_reserved]
 //!     ─▶ force_seq(csn) (sync export; lock dropped)          inner.rs, ns.rs, data.rs
-//!  mount: superblock ─▶ object table + objects ─▶ Log::mount replaying items through
-//!         State::apply ─▶ allocator rebuilt from the extent maps ─▶ orphans freed   mount.rs
-//!  log full / unmount ─▶ Writeback::write_back: dirty objects, copy-on-write  writeback.rs
+//!  Core::apply ─▶ live changes (kv.rs) over the B+tree (btree.rs) read through the cache
+//!  mount: superblock ─▶ checkpoint + free-space list ─▶ Log::mount replaying items through
+//!         Core::apply ─▶ orphans freed                                        mount.rs
+//!  changes past a bound / log half full / unmount ─▶ Writeback::write_back: merge into a
+//!         new tree, new checkpoint; the log's tail moves                  writeback.rs
 //! ```
 //!
-//! Files: `inode.rs` (in-memory inodes, `State::apply` of log items), `ns.rs` (lookup, create,
-//! remove, link, readdir, readlink), `rename.rs`, `setattr.rs`, `data.rs` (READ, WRITE,
-//! COMMIT, ALLOCATE, DEALLOCATE, SEEK), `blocks.rs` (extent access for layouts),
-//! `layout_map.rs` (what a LAYOUTGET maps: speculative preallocation, whole runs, the trim
-//! past EOF), `misc.rs`
-//! (attributes, fsstat, client records), `xattr.rs` (extended attributes), `mount.rs` (mkfs, mount, unmount), `writeback.rs` +
-//! `format.rs` (dirty-object write-back and the metadata area's format), `inner.rs` (the shared
+//! Files: `state.rs` (the locked `Core`, `apply` of log items, keyed lookups), `keys.rs`
+//! (record keys and values), `extents.rs` (keyed extent maps), `btree.rs` (the on-disk
+//! copy-on-write B+tree), `kv.rs` (changes over the tree), `cache.rs` (page cache), `inode.rs`
+//! (the inode core), `ns.rs` (lookup, create, remove, link, readdir, readlink), `rename.rs`,
+//! `setattr.rs`, `data.rs` (READ, WRITE, COMMIT, ALLOCATE, DEALLOCATE, SEEK), `blocks.rs`
+//! (extent access for layouts), `layout_map.rs` (what a LAYOUTGET maps: speculative
+//! preallocation, whole runs, the trim past EOF), `misc.rs` (attributes, fsstat, client
+//! records), `xattr.rs` (extended attributes), `mount.rs` (mkfs, mount, unmount),
+//! `writeback.rs` + `format.rs` (write-back and the checkpoint format), `inner.rs` (the shared
 //! core, the apply-then-commit helper, busy extents).
 
 mod blocks;
+mod btree;
+mod cache;
 #[cfg(test)]
 mod crash_tests;
 mod data;
+mod extents;
 mod format;
 mod inner;
 mod inode;
+mod keys;
+mod kv;
 mod layout_map;
 mod misc;
 #[cfg(test)]
@@ -42,6 +52,7 @@ mod mount;
 mod ns;
 mod rename;
 mod setattr;
+mod state;
 #[cfg(test)]
 mod tests;
 mod writeback;
@@ -243,6 +254,22 @@ pub enum StoreError {
     XattrTooBig,
     #[error("the metadata log is shut down or failed: {0}")]
     Io(String),
+    /// The device (or the file holding the volume) ran out of space under us: ENOSPC from
+    /// the backing file system, not a full volume.
+    #[error("the device holding the volume is full: {0}")]
+    DeviceFull(String),
+}
+
+/// The one conversion of device errors (style.md rule 3): ENOSPC of the backing file stays
+/// apart from every other I/O error.
+impl From<std::io::Error> for StoreError {
+    fn from(e: std::io::Error) -> StoreError {
+        if e.kind() == std::io::ErrorKind::StorageFull {
+            StoreError::DeviceFull(e.to_string())
+        } else {
+            StoreError::Io(e.to_string())
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -254,13 +281,21 @@ pub struct StoreOptions {
     pub sync: bool,
     /// How often the background worker forces the log so lazy timestamps reach the disk.
     pub log_force_interval: std::time::Duration,
+    /// Bytes of metadata kept in memory: the page cache of tree nodes; changes not yet
+    /// written back are bounded by an eighth of it before a write-back starts (config
+    /// `metadata_cache`, issue 11 item 2).
+    pub metadata_cache: u64,
 }
+
+/// `metadata_cache` by default: 256 MiB.
+pub const DEFAULT_METADATA_CACHE: u64 = 256 << 20;
 
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             sync: true,
             log_force_interval: std::time::Duration::from_secs(30),
+            metadata_cache: DEFAULT_METADATA_CACHE,
         }
     }
 }
@@ -470,7 +505,7 @@ impl Store {
     }
 
     fn open_file(path: &std::path::Path) -> Result<Arc<dyn metalog::BlockDev>> {
-        let dev = metalog::FileDev::open(path).map_err(inner::io_err)?;
+        let dev = metalog::FileDev::open(path)?;
         Ok(Arc::new(dev))
     }
 
@@ -484,16 +519,35 @@ impl Store {
             .unwrap_or_else(|e| e.into_inner()) = Some(probe);
     }
 
-    /// Write every dirty object to the metadata area now (the log calls this itself when it
-    /// needs space); returns the CSN the metadata area covers.
+    /// Merge every change into the tree on disk now (the log calls this itself when it
+    /// needs space); returns the CSN the tree covers.
     pub fn write_back(&self) -> Result<metalog::Csn> {
         self.inner.write_back_now()
     }
 
-    /// Counters of the write-back: (passes, objects written).
+    /// Counters of the write-back: (passes, tree nodes written).
     pub fn writeback_counters(&self) -> (u64, u64) {
         let wb = self.inner.wb.lock().unwrap_or_else(|e| e.into_inner());
         (wb.runs, wb.objects_written)
+    }
+
+    /// What the metadata takes: (tree nodes on disk, bytes of changes not yet written
+    /// back, pages in the cache).
+    pub fn metadata_usage(&self) -> (u64, u64, usize) {
+        let nodes = self
+            .inner
+            .wb
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ck
+            .nodes;
+        (
+            nodes,
+            self.inner
+                .pending_bytes
+                .load(std::sync::atomic::Ordering::Relaxed),
+            self.inner.cache.len(),
+        )
     }
 
     /// The extent map over `[file_block, +len_blocks)`: segments that cover it exactly.
@@ -561,7 +615,7 @@ impl Store {
 
     /// What the last mount read and replayed.
     pub fn mount_stats(&self) -> MountStats {
-        self.inner.mount_stats
+        self.inner.mount_stats.get().copied().unwrap_or_default()
     }
 
     /// The volume's superblock (geometry for layouts and GETDEVICEINFO).

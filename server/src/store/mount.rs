@@ -1,25 +1,41 @@
-//! mkfs, mount (superblock → object table → log replay → allocator rebuild) and unmount.
+//! mkfs, mount (superblock → checkpoint → free-space list → log replay) and unmount.
+//!
+//! A mount reads O(1) metadata (issue 11 item 3): the superblock, the two checkpoint slots,
+//! the free-space list and the client records; the tree is read through the cache when used.
+//! After a crash it also replays the log from its tail, which the write-back keeps close to
+//! the head (writeback.rs): the cost follows the log, not the file count.
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use layout::{Allocator, Geometry, Superblock};
 use metalog::{BlockDev, FileDev, FlushSeq, Log, LogOptions, Writeback};
 
-use super::inner::{io_err, Core, Inner, MountStats};
-use super::inode::{Meta, State};
-use super::writeback::{self, table_blocks};
+use super::cache::PageCache;
+use super::format::{self, BlobRef, Checkpoint};
+use super::inner::{log_err, Inner, MountStats};
+use super::inode::Meta;
+use super::keys::{hash_key, K_ORPHAN};
+use super::kv::{Kv, Reader};
+use super::state::Core;
+use super::writeback::{read_blob, Wb};
 use super::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_INO};
 
 /// Zero-write in pieces of this size (bounded memory for a 256 MiB log).
 const ZERO_CHUNK: u64 = 1 << 20;
+
+/// How often mount and recovery say how far they got (issue 11 item 3).
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 fn zero_region(dev: &dyn BlockDev, start_block: u64, blocks: u64) -> Result<()> {
     let zeros = vec![0u8; ZERO_CHUNK as usize];
     let (mut off, end) = (start_block * BLOCK, (start_block + blocks) * BLOCK);
     while off < end {
         let n = ZERO_CHUNK.min(end - off) as usize;
-        dev.write_at(&zeros[..n], off).map_err(io_err)?;
+        dev.write_at(&zeros[..n], off)?;
         off += n as u64;
     }
     Ok(())
@@ -28,40 +44,61 @@ fn zero_region(dev: &dyn BlockDev, start_block: u64, blocks: u64) -> Result<()> 
 pub fn mkfs_path(path: &Path, size: u64, force: bool) -> Result<()> {
     let dev: Arc<dyn BlockDev> = if path.exists() {
         // A regular file smaller than asked grows (sparse); a block device keeps its size.
-        let md = std::fs::metadata(path).map_err(io_err)?;
+        let md = std::fs::metadata(path)?;
         if md.is_file() && md.len() < size {
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(io_err)?;
-            f.set_len(size).map_err(io_err)?;
+            let f = std::fs::OpenOptions::new().write(true).open(path)?;
+            f.set_len(size)?;
         }
-        Arc::new(FileDev::open(path).map_err(io_err)?)
+        Arc::new(FileDev::open(path)?)
     } else {
-        Arc::new(FileDev::create(path, size).map_err(io_err)?)
+        Arc::new(FileDev::create(path, size)?)
     };
     mkfs_dev(dev, force)
 }
 
-/// Lay out a volume: superblock, internal log, metadata area, data area (design.md §2).
+fn sb_err(e: layout::SuperblockError) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
+/// Lay out a volume: superblock, internal log, two checkpoint slots, and the rest free for
+/// data and tree nodes alike (design.md §2; nothing is sized by the file count).
 pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
     let mut b0 = vec![0u8; BLOCK as usize];
     if dev.size() >= BLOCK {
-        dev.read_at(&mut b0, 0).map_err(io_err)?;
+        dev.read_at(&mut b0, 0)?;
     }
     if Superblock::looks_formatted(&b0) && !force {
         return Err(StoreError::Exist);
     }
-    let g = Geometry::for_volume(dev.size()).map_err(|e| StoreError::Io(e.to_string()))?;
+    let g = Geometry::for_volume(dev.size()).map_err(sb_err)?;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     // The log region is zero-written, not left sparse, by `Log::format` below: a later log
     // write then never allocates file blocks, so its `fdatasync` never has to commit
-    // filesystem metadata (design.md §3).
-    // The object table must read as "never used" (a `--force` over an old volume); object
-    // blocks and data blocks stay sparse.
-    zero_region(&*dev, g.meta_start, table_blocks(&g))?;
-    Log::format(dev.clone(), g.log_start * BLOCK, g.log_blocks * BLOCK, uuid).map_err(io_err)?;
-    dev.flush().map_err(io_err)?;
+    // filesystem metadata (design.md §3). Data blocks stay sparse.
+    Log::format(dev.clone(), g.log_start * BLOCK, g.log_blocks * BLOCK, uuid).map_err(log_err)?;
+    // The first checkpoint: an empty tree, all of the data area free but the block holding
+    // that very list. Slot 0 is zeroed (a `--force` over an old volume).
+    zero_region(&*dev, g.meta_start, g.meta_blocks)?;
+    let list = format::encode_free_list(std::iter::once((g.data_start + 1, g.data_blocks - 1)));
+    let blob = format::encode_blob(&list, &[g.data_start]);
+    dev.write_at(&blob[0], g.data_start * BLOCK)?;
+    let ck = Checkpoint {
+        seq: 1,
+        csn: 0,
+        root: None,
+        next_ino: ROOT_INO.0,
+        files: 0,
+        nodes: 0,
+        free: BlobRef {
+            start: g.data_start,
+            blocks: 1,
+            bytes: list.len() as u32,
+            crc: crc32c::crc32c(&list),
+        },
+        clients: BlobRef::default(),
+    };
+    dev.write_at(&ck.encode(1), (g.meta_start + 1) * BLOCK)?;
+    dev.flush()?;
     let created = Timespec::now().sec;
     let sb = Superblock {
         uuid,
@@ -70,28 +107,83 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
         created,
     };
     // Superblock last and durable: a crash during mkfs leaves an unformatted volume.
-    dev.write_fua(&sb.encode(), 0).map_err(io_err)?;
+    dev.write_fua(&sb.encode(), 0)?;
     let inner = open_dev(dev, StoreOptions::default())?;
     inner.make_root()?;
     inner.unmount()
 }
 
+/// The newer of the two checkpoints (a torn or missing one is skipped).
+fn read_checkpoint(dev: &dyn BlockDev, g: &Geometry) -> Result<Checkpoint> {
+    let mut best: Option<Checkpoint> = None;
+    for slot in 0..2 {
+        let mut b = vec![0u8; BLOCK as usize];
+        dev.read_at(&mut b, (g.meta_start + slot) * BLOCK)?;
+        if let Some(c) = Checkpoint::decode(slot, &b) {
+            if c.seq % 2 == slot && best.is_none_or(|x| c.seq > x.seq) {
+                best = Some(c);
+            }
+        }
+    }
+    best.ok_or_else(|| StoreError::Io("no valid checkpoint on the volume".into()))
+}
+
 pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>> {
     let mut b0 = vec![0u8; BLOCK as usize];
-    dev.read_at(&mut b0, 0).map_err(io_err)?;
-    let sb = Superblock::decode(&b0).map_err(|e| StoreError::Io(e.to_string()))?;
+    dev.read_at(&mut b0, 0)?;
+    let sb = Superblock::decode(&b0).map_err(sb_err)?;
     let g = sb.geometry;
     if g.total_blocks * BLOCK > dev.size() {
         return Err(StoreError::Io(
             "volume is smaller than its superblock says".into(),
         ));
     }
-    let t0 = std::time::Instant::now();
-    let (wb, mut st) = writeback::load(&*dev, &g)?;
+    let t0 = Instant::now();
+    let reads = Arc::new(AtomicU64::new(0));
+    let ck = read_checkpoint(&*dev, &g)?;
+    let mut alloc = Allocator::new_full(g.data_start, g.data_blocks);
+    let (list, free_blocks) = read_blob(&*dev, &ck.free)?;
+    let list = format::decode_free_list(&list).map_err(StoreError::Io)?;
+    for (s, l) in list {
+        alloc
+            .free(s, l)
+            .map_err(|e| StoreError::Io(format!("free-space list: {e}")))?;
+    }
+    let (cbytes, clients_blocks) = read_blob(&*dev, &ck.clients)?;
+    let clients: BTreeMap<Vec<u8>, Vec<u8>> = format::decode_clients(&cbytes)
+        .map_err(StoreError::Io)?
+        .into_iter()
+        .collect();
+    if ck.clients.blocks == 0 && !clients.is_empty() {
+        return Err(StoreError::Io("client records without a blob".into()));
+    }
+    reads.fetch_add(
+        3 + ck.free.blocks as u64 + ck.clients.blocks as u64,
+        Ordering::Relaxed,
+    );
+    let cache = Arc::new(PageCache::new(opts.metadata_cache));
+    let rd = Reader {
+        dev: dev.clone(),
+        cache: cache.clone(),
+        reads: reads.clone(),
+    };
+    let mut core = Core {
+        kv: Kv::new(rd, ck.root),
+        alloc,
+        busy: Vec::new(),
+        reserved: BTreeMap::new(),
+        clients,
+        clients_dirty: false,
+        next_ino: ck.next_ino,
+        files: ck.files,
+        wb_hold: None,
+        hash_key: hash_key(&sb.uuid),
+    };
     let load_ms = t0.elapsed().as_millis() as u64;
-    let t1 = std::time::Instant::now();
-    let loaded = st.inodes.len() as u64;
+    let t1 = Instant::now();
     let mut replayed = 0u64;
+    let covered = ck.csn;
+    let mut last_note = Instant::now();
     let flush = Arc::new(FlushSeq::new(dev.clone()));
     let lopts = LogOptions {
         force_interval: opts.log_force_interval,
@@ -105,49 +197,89 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         sb.uuid,
         flush.clone(),
         lopts,
-        &mut |_csn, item| {
+        &mut |csn, item| {
+            // The tree holds every commit up to the CSN its checkpoint covers: skip those.
+            // Replaying them could free blocks the tree's own nodes took since (writeback.rs).
+            if csn.0 <= covered {
+                return Ok(());
+            }
             replayed += 1;
-            st.apply(item).map(|_| ())
+            if last_note.elapsed() >= PROGRESS_EVERY {
+                last_note = Instant::now();
+                tracing::info!(
+                    "store recovery: {replayed} log items replayed (checkpoint {}), {} KiB of changes in memory",
+                    csn.0,
+                    core.kv.live_bytes >> 10
+                );
+            }
+            let a = core.apply(item).map_err(|e| e.to_string())?;
+            // Replay sets free space in log order (state.rs module comment): what the item
+            // unmapped, then what it maps.
+            for (s, l) in a.freed {
+                core.alloc.set_free(s, l).map_err(|e| e.to_string())?;
+            }
+            for (s, l) in a.used {
+                core.alloc.set_used(s, l).map_err(|e| e.to_string())?;
+            }
+            Ok(())
         },
     )
-    .map_err(io_err)?;
+    .map_err(log_err)?;
     let log_mount_ms = t1.elapsed().as_millis() as u64;
-    let alloc = rebuild_alloc(&st, &g)?;
     let boot = {
         let now = Timespec::now();
         (now.sec as u64) << 20 ^ now.nsec as u64 ^ u64::from_le_bytes(rand_bytes())
     };
+    let pending = core.kv.live_bytes;
     let inner = Arc::new(Inner {
         dev,
         flush,
         log,
         sb,
-        opts,
         boot,
-        max_ino: writeback::max_ino(&g),
-        core: RwLock::new(Core {
-            s: st,
-            alloc,
-            busy: Vec::new(),
+        soft_limit: (opts.metadata_cache / 8).max(1 << 20),
+        opts,
+        core: RwLock::new(core),
+        wb: Mutex::new(Wb {
+            ck,
+            free_blocks,
+            clients_blocks,
+            runs: 0,
+            objects_written: 0,
         }),
-        meta_free: std::sync::atomic::AtomicU64::new(wb.meta_alloc.free_blocks()),
-        wb: Mutex::new(wb),
+        wb_done: Condvar::new(),
+        wb_done_lock: Mutex::new(()),
+        pending_bytes: AtomicU64::new(pending),
+        cache,
+        tree_nodes: AtomicU64::new(ck.nodes),
+        failed: AtomicBool::new(false),
         open_probe: RwLock::new(None),
         io: Mutex::new(Default::default()),
         file_locks: (0..super::inner::FILE_LOCK_SHARDS)
             .map(|_| Mutex::new(()))
             .collect(),
-        mount_stats: MountStats {
-            objects_loaded: loaded,
-            items_replayed: replayed,
-            load_ms,
-            log_mount_ms,
-        },
+        mount_stats: std::sync::OnceLock::new(),
     });
     let w: std::sync::Weak<dyn Writeback> =
         Arc::downgrade(&inner) as std::sync::Weak<dyn Writeback>;
     inner.log.set_writeback(w);
     inner.free_orphans()?;
+    let stats = MountStats {
+        blocks_read: reads.load(Ordering::Relaxed),
+        items_replayed: replayed,
+        load_ms,
+        log_mount_ms,
+    };
+    let _ = inner.mount_stats.set(stats);
+    let files = inner.rd().files;
+    let ck = inner.wb.lock().unwrap_or_else(|e| e.into_inner()).ck;
+    tracing::info!(
+        "store mounted: {files} inodes, checkpoint {} (log CSN {}), {} metadata blocks read, {replayed} log items replayed, {} ms",
+        ck.seq,
+        ck.csn,
+        stats.blocks_read,
+        t0.elapsed().as_millis()
+    );
     Ok(inner)
 }
 
@@ -158,26 +290,13 @@ fn rand_bytes() -> [u8; 8] {
     a
 }
 
-/// Free space = the data area minus every extent of every inode. Derived, never logged, so
-/// it cannot disagree with the extent maps after a crash.
-fn rebuild_alloc(st: &State, g: &Geometry) -> Result<Allocator> {
-    let mut a = Allocator::new_free(g.data_start, g.data_blocks);
-    for (ino, i) in &st.inodes {
-        for (_, p, l, _) in i.ext.iter() {
-            a.mark_used(p, l)
-                .map_err(|e| StoreError::Io(format!("inode {ino}: extent {p}+{l}: {e}")))?;
-        }
-    }
-    Ok(a)
-}
-
 impl Inner {
     fn make_root(&self) -> Result<()> {
         let now = Timespec::now();
         let res = self.reserve(0)?;
         let csn = {
             let mut g = self.wr();
-            if g.s.inodes.contains_key(&ROOT_INO.0) {
+            if g.meta_opt(ROOT_INO.0)?.is_some() {
                 return Ok(());
             }
             let m = Meta {
@@ -195,6 +314,7 @@ impl Inner {
                 crtime: now,
                 change: 1,
                 parent: ROOT_INO.0,
+                nblocks: 0,
             };
             let items = vec![m.core_item(ROOT_INO.0)];
             self.commit_locked(&mut g, res, items, vec![Inner::tx(ROOT_INO.0, false)])?
@@ -204,28 +324,28 @@ impl Inner {
     }
 
     /// Unlinked inodes that were kept for an open (or half-removed at a crash): no open
-    /// survives a restart, so free them now.
+    /// survives a restart, so free them now. They are indexed (keys.rs orphan records), so
+    /// this reads only them.
     fn free_orphans(&self) -> Result<()> {
-        let orphans: Vec<u64> = {
-            let g = self.rd();
-            g.s.inodes
-                .iter()
-                .filter(|(&ino, i)| i.m.nlink == 0 && ino != ROOT_INO.0)
-                .map(|(&ino, _)| ino)
-                .collect()
-        };
-        for ino in orphans {
-            let res = self.reserve(0)?;
-            let mut g = self.wr();
-            let items = vec![metalog::Item::InodeFree { ino }];
-            self.commit_locked(&mut g, res, items, vec![Inner::tx(ino, false)])?;
+        let mut from = 0;
+        loop {
+            let batch = self.rd().marked(K_ORPHAN, from, 256)?;
+            let Some(&last) = batch.last() else {
+                return Ok(());
+            };
+            for ino in batch {
+                let res = self.reserve(0)?;
+                let mut g = self.wr();
+                let items = vec![metalog::Item::InodeFree { ino }];
+                self.commit_locked(&mut g, res, items, vec![Inner::tx(ino, false)])?;
+            }
+            from = last + 1;
         }
-        Ok(())
     }
 
     /// The log forces everything, calls our write-back, moves its tail and writes the
     /// clean-unmount record: the next mount replays nothing.
     pub fn unmount(&self) -> Result<()> {
-        self.log.unmount().map_err(io_err)
+        self.log.unmount().map_err(log_err)
     }
 }

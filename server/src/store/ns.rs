@@ -6,15 +6,17 @@
 
 use metalog::Item;
 
-use super::inner::{inode, Core, Inner};
-use super::inode::{ino_key, Inode, Meta, OPAQUE_SYMLINK};
+use super::inner::Inner;
+use super::inode::{ino_key, Meta, OPAQUE_SYMLINK};
+use super::state::Core;
 use super::{
     Attr, DirChange, DirEntry, FileType, Ino, NewNode, ReadDir, Result, SetAttrs, SetTime,
     StoreError, Timespec, Unlinked,
 };
 
-/// Metadata blocks kept free beyond the dirty objects' needs (big directories span several).
-const META_RESERVE: u64 = 64;
+/// Blocks a new inode needs at most once written back (its records share nodes with others:
+/// this is the bound `fsstat` divides free space by, measured ≈ 200 bytes per empty file).
+pub const INODE_BYTES: u64 = 256;
 
 /// NFS names: at most 255 bytes (what Linux and `maxname` allow).
 pub const NAME_MAX: usize = 255;
@@ -35,9 +37,10 @@ pub fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
-    let d = inode(core, dir)?;
-    if d.dir.is_none() {
+/// The core of a directory (`NotDir` for anything else).
+pub(super) fn dir_of(core: &Core, dir: Ino) -> Result<Meta> {
+    let d = core.meta(dir.0)?;
+    if d.ftype != FileType::Directory {
         return Err(StoreError::NotDir);
     }
     Ok(d)
@@ -45,32 +48,28 @@ pub(super) fn dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
 
 /// A directory that can still get entries: not removed (an open, unlinked directory keeps
 /// its inode but takes no new names).
-pub(super) fn live_dir_of(core: &Core, dir: Ino) -> Result<&Inode> {
+pub(super) fn live_dir_of(core: &Core, dir: Ino) -> Result<Meta> {
     let d = dir_of(core, dir)?;
-    if d.m.nlink == 0 {
+    if d.nlink == 0 {
         return Err(StoreError::NoEnt);
     }
     Ok(d)
 }
 
+/// `(child, cookie)` of `name` in `dir`.
 pub(super) fn entry(core: &Core, dir: Ino, name: &[u8]) -> Result<(u64, u64)> {
-    let d = dir_of(core, dir)?;
-    d.dir
-        .as_ref()
-        .and_then(|d| d.by_name.get(name).copied())
-        .ok_or(StoreError::NoEnt)
+    dir_of(core, dir)?;
+    core.dir_lookup(dir.0, name)?.ok_or(StoreError::NoEnt)
 }
 
-pub(super) fn next_cookie(core: &Core, dir: Ino) -> u64 {
-    core.s
-        .inodes
-        .get(&dir.0)
-        .and_then(|i| i.dir.as_ref())
-        .map_or(super::inode::FIRST_COOKIE, |d| d.next_cookie)
+/// The cookie a new entry gets (`NoSpace` if every collision slot of its hash is taken,
+/// which a keyed 55-bit hash makes practically impossible).
+pub(super) fn next_cookie(core: &Core, dir: Ino, name: &[u8]) -> Result<u64> {
+    core.new_cookie(dir.0, name)?.ok_or(StoreError::NoSpace)
 }
 
 pub(super) fn meta(core: &Core, ino: u64) -> Result<Meta> {
-    Ok(inode(core, Ino(ino))?.m)
+    core.meta(ino)
 }
 
 pub(super) fn resolve(t: SetTime, now: Timespec) -> Timespec {
@@ -105,7 +104,7 @@ impl Inner {
         check_name(name)?;
         let g = self.rd();
         let (ino, _) = entry(&g, dir, name)?;
-        Ok(inode(&g, Ino(ino))?.attr(ino))
+        Ok(g.meta(ino)?.attr(ino))
     }
 
     /// Drop one link of `ino` (a name of it is going away in this transaction). A directory
@@ -159,11 +158,27 @@ impl Inner {
                 NewNode::Symlink(t) => t.len() as u64,
                 _ => 0,
             };
+        // Read what the change touches first, without blocking anyone, so the tree nodes
+        // are in the cache when the state lock is held.
+        {
+            let g = self.rd();
+            live_dir_of(&g, dir)?;
+            if g.dir_lookup(dir.0, name)?.is_some() {
+                return Err(StoreError::Exist);
+            }
+        }
         let res = self.reserve(extra)?;
+        if !self.room_for_inode() {
+            // Maybe only because changes not yet written back hold the metadata reserve.
+            self.write_back_now()?;
+            if !self.room_for_inode() {
+                return Err(StoreError::NoSpace);
+            }
+        }
         let (attr, dc, csn) = {
             let mut g = self.wr();
-            let mut dm = live_dir_of(&g, dir)?.m;
-            if entry(&g, dir, name).is_ok() {
+            let mut dm = live_dir_of(&g, dir)?;
+            if g.dir_lookup(dir.0, name)?.is_some() {
                 return Err(StoreError::Exist);
             }
             let is_dir = node == NewNode::Directory;
@@ -179,15 +194,9 @@ impl Inner {
                 NewNode::Fifo => (FileType::Fifo, (0, 0), 0o644),
                 NewNode::Socket => (FileType::Socket, (0, 0), 0o644),
             };
-            let cookie = next_cookie(&g, dir);
-            // The next write-back must find room for every dirty object and its copy-on-write
-            // successor: refuse new inodes before the metadata area gets that full (a
-            // write-back that fails leaves the log unable to move its tail).
-            let meta_free = self.meta_free.load(std::sync::atomic::Ordering::Relaxed);
-            if meta_free < 2 * (g.s.dirty.len() as u64 + 2) + META_RESERVE {
-                return Err(StoreError::NoSpace);
-            }
-            let (ino, gen) = g.s.pick_ino(self.max_ino).ok_or(StoreError::NoSpace)?;
+            let cookie = next_cookie(&g, dir, name)?;
+            let ino = g.pick_ino();
+            let gen = self.new_gen();
             let mut m = Meta {
                 gen,
                 ftype,
@@ -203,6 +212,7 @@ impl Inner {
                 crtime: now,
                 change: 0,
                 parent: if is_dir { dir.0 } else { 0 },
+                nblocks: 0,
             };
             if ftype == FileType::Regular {
                 // OPEN(create) may carry a size: the file starts sparse at that size.
@@ -232,14 +242,8 @@ impl Inner {
             }
             dm.touch_mc(now);
             tx.core(dir.0, &dm);
-            let csn = match self.commit_locked(&mut g, res, tx.items, tx.objs) {
-                Ok(c) => c,
-                Err(e) => {
-                    g.s.free_inos.insert(ino);
-                    return Err(e);
-                }
-            };
-            let attr = inode(&g, Ino(ino))?.attr(ino);
+            let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
+            let attr = g.meta(ino)?.attr(ino);
             (
                 attr,
                 DirChange {
@@ -256,14 +260,19 @@ impl Inner {
     pub fn remove(&self, dir: Ino, name: &[u8]) -> Result<(DirChange, Unlinked)> {
         check_name(name)?;
         let now = Timespec::now();
+        {
+            let g = self.rd();
+            let (ino, _) = entry(&g, dir, name)?;
+            g.meta(ino)?;
+        }
         let res = self.reserve(name.len() as u64)?;
         let (dc, un, csn) = {
             let mut g = self.wr();
-            let mut dm = dir_of(&g, dir)?.m;
+            let mut dm = dir_of(&g, dir)?;
             let (ino, _) = entry(&g, dir, name)?;
-            let target = inode(&g, Ino(ino))?;
-            if let Some(d) = &target.dir {
-                if !d.by_name.is_empty() {
+            let target = g.meta(ino)?;
+            if target.ftype == FileType::Directory {
+                if g.dir_has_entries(ino)? {
                     return Err(StoreError::NotEmpty);
                 }
                 dm.nlink = dm.nlink.saturating_sub(1);
@@ -297,7 +306,7 @@ impl Inner {
         let res = self.reserve(name.len() as u64)?;
         let (dc, csn) = {
             let mut g = self.wr();
-            let mut dm = live_dir_of(&g, dir)?.m;
+            let mut dm = live_dir_of(&g, dir)?;
             let mut m = meta(&g, ino.0)?;
             if m.ftype == FileType::Directory {
                 return Err(StoreError::IsDir);
@@ -320,7 +329,7 @@ impl Inner {
                 dir: dir.0,
                 name: name.to_vec(),
                 ino: ino.0,
-                cookie: next_cookie(&g, dir),
+                cookie: next_cookie(&g, dir, name)?,
             });
             let before = dm.change;
             dm.touch_mc(now);
@@ -346,30 +355,23 @@ impl Inner {
     }
 
     pub fn readdir(&self, dir: Ino, cookie: u64, max: usize) -> Result<ReadDir> {
-        let g = self.rd();
-        let d = dir_of(&g, dir)?;
-        let dd = d.dir.as_ref().ok_or(StoreError::NotDir)?;
-        if cookie >= dd.next_cookie || (cookie != 0 && cookie < super::inode::FIRST_COOKIE) {
+        // Cookies are hash positions (keys.rs): 0 starts, anything else resumes after that
+        // position, whether or not its entry still exists; 1..255 are never handed out.
+        if cookie != 0 && cookie < super::keys::COOKIE_SLOTS {
             return Err(StoreError::BadCookie);
         }
-        let mut entries = Vec::new();
-        let mut it = dd.by_cookie.range(cookie + 1..);
-        let mut eof = true;
-        for (&c, name) in it.by_ref() {
-            if entries.len() >= max {
-                eof = false;
-                break;
-            }
-            let Some(&(ino, _)) = dd.by_name.get(name) else {
-                continue;
-            };
-            let Some(i) = g.s.inodes.get(&ino) else {
+        let g = self.rd();
+        dir_of(&g, dir)?;
+        let (ents, eof) = g.dir_scan(dir.0, cookie, max)?;
+        let mut entries = Vec::with_capacity(ents.len());
+        for (c, name, ino) in ents {
+            let Some(m) = g.meta_opt(ino)? else {
                 continue;
             };
             entries.push(DirEntry {
                 cookie: c,
-                name: name.clone(),
-                attr: i.attr(ino),
+                name,
+                attr: m.attr(ino),
             });
         }
         Ok(ReadDir {
@@ -381,10 +383,43 @@ impl Inner {
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
         let g = self.rd();
-        let i = inode(&g, ino)?;
-        if i.m.ftype != FileType::Symlink {
+        let m = g.meta(ino.0)?;
+        if m.ftype != FileType::Symlink {
             return Err(StoreError::Inval);
         }
-        Ok(i.symlink.clone())
+        Ok(g.blob_get(ino.0, b"")?.unwrap_or_default())
+    }
+
+    /// Whether a new inode fits: its records, and the metadata reserve a write-back needs.
+    pub fn room_for_inode(&self) -> bool {
+        let g = self.rd();
+        g.alloc.free_blocks() > self.meta_reserve(&g)
+    }
+
+    /// Blocks always kept back for write-back (`fsstat` leaves them out): slack for the
+    /// tree's root path and the free-space list.
+    pub fn base_reserve(&self, g: &Core) -> u64 {
+        64 + g.alloc.extent_count() as u64 / 128
+    }
+
+    /// Blocks kept free for the next write-back: the base reserve, plus new nodes for every
+    /// changed record (at most one per record, at most the tree's size plus what the changes
+    /// add). Data and new inodes never take these; when they are short of space only
+    /// because of it, they write back first (which brings it down to the base).
+    pub fn meta_reserve(&self, g: &Core) -> u64 {
+        let changes = (g.kv.live.len() + g.kv.frozen.as_ref().map_or(0, |f| f.len())) as u64;
+        let bytes = self
+            .pending_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let nodes = self.tree_nodes.load(std::sync::atomic::Ordering::Relaxed);
+        let dirty = changes.min(nodes + bytes / 1024 + 1);
+        self.base_reserve(g) + 2 * dirty
+    }
+
+    /// The generation of a new inode: numbers are never reused, but a number handed out
+    /// and lost in a crash (never logged durably) may be handed out again; the mount's
+    /// generation then makes the old filehandle stale.
+    pub fn new_gen(&self) -> u32 {
+        ((self.boot ^ (self.boot >> 32)) as u32) | 1
     }
 }

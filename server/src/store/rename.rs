@@ -2,7 +2,7 @@
 
 use metalog::Item;
 
-use super::inner::{inode, Inner};
+use super::inner::Inner;
 use super::ns::{check_name, dir_of, entry, live_dir_of, meta, next_cookie, Tx, LINK_MAX};
 use super::{DirChange, FileType, Ino, Result, StoreError, Timespec, Unlinked, ROOT_INO};
 
@@ -17,15 +17,21 @@ impl Inner {
         check_name(sn)?;
         check_name(dn)?;
         let now = Timespec::now();
+        {
+            // Warm the cache outside the state lock (ns.rs `create`).
+            let g = self.rd();
+            entry(&g, sd, sn)?;
+            let _ = g.dir_lookup(dd.0, dn)?;
+        }
         let res = self.reserve(2 * (sn.len() + dn.len()) as u64)?;
         let (a, b, un, csn) = {
             let mut g = self.wr();
-            let mut sm = dir_of(&g, sd)?.m;
-            let mut dm = live_dir_of(&g, dd)?.m;
+            let mut sm = dir_of(&g, sd)?;
+            let mut dm = live_dir_of(&g, dd)?;
             let (src, _) = entry(&g, sd, sn)?;
             let src_m = meta(&g, src)?;
             let src_is_dir = src_m.ftype == FileType::Directory;
-            let existing = entry(&g, dd, dn).ok().map(|e| e.0);
+            let existing = g.dir_lookup(dd.0, dn)?.map(|e| e.0);
             // Same name, or another name of the same file: nothing to do (POSIX rename).
             if (sd == dd && sn == dn) || existing == Some(src) {
                 let s = DirChange {
@@ -57,13 +63,13 @@ impl Inner {
             let mut tx = Tx::default();
             let mut un = None;
             if let Some(t) = existing {
-                let ti = inode(&g, Ino(t))?;
-                let t_is_dir = ti.m.ftype == FileType::Directory;
+                let ti = g.meta(t)?;
+                let t_is_dir = ti.ftype == FileType::Directory;
                 // RFC 8881 §18.26.4: source and target must both be directories or both not.
                 if t_is_dir != src_is_dir {
                     return Err(StoreError::Exist);
                 }
-                if ti.dir.as_ref().is_some_and(|d| !d.by_name.is_empty()) {
+                if t_is_dir && g.dir_has_entries(t)? {
                     return Err(StoreError::NotEmpty);
                 }
                 if t_is_dir {
@@ -79,11 +85,16 @@ impl Inner {
                 dir: sd.0,
                 name: sn.to_vec(),
             });
+            // Over an existing name the entry keeps its cookie (DirentAdd replaces by name).
+            let cookie = match g.dir_lookup(dd.0, dn)? {
+                Some((_, c)) => c,
+                None => next_cookie(&g, dd, dn)?,
+            };
             tx.items.push(Item::DirentAdd {
                 dir: dd.0,
                 name: dn.to_vec(),
                 ino: src,
-                cookie: next_cookie(&g, dd),
+                cookie,
             });
             let mut m = src_m;
             m.touch_c(now);

@@ -2,9 +2,13 @@
 
 use metalog::Item;
 
-use super::inner::{inode, Inner};
+use super::extents;
+use super::inner::Inner;
 use super::ns::{meta, resolve, Tx};
-use super::{Attr, FileType, Ino, Result, SetAttrs, StoreError, Timespec, BLOCK};
+use super::{Attr, FileType, Ino, Result, SetAttrs, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+
+/// One past the last file block any file may have.
+pub const MAX_BLOCKS: u64 = MAX_FILE_SIZE / BLOCK;
 
 impl Inner {
     pub fn setattr(&self, ino: Ino, a: &SetAttrs) -> Result<Attr> {
@@ -52,12 +56,12 @@ impl Inner {
                 }
                 if size != m.size {
                     let keep = size.div_ceil(BLOCK);
-                    let end = inode(&g, ino)?.ext.end_block();
-                    if end > keep {
+                    if extents::any_from(&g.kv, ino.0, keep)? {
+                        // Everything past the new end: the item frees what the map holds.
                         tx.items.push(Item::ExtentFree {
                             ino: ino.0,
                             file_block: keep,
-                            len_blocks: end - keep,
+                            len_blocks: MAX_BLOCKS - keep,
                         });
                     }
                     m.size = size;
@@ -71,7 +75,7 @@ impl Inner {
             tx.items.push(m.core_item(ino.0));
             tx.obj(ino.0, only_times);
             let csn = self.commit_locked(&mut g, res, tx.items, tx.objs)?;
-            (inode(&g, ino)?.attr(ino.0), csn)
+            (g.meta(ino.0)?.attr(ino.0), csn)
         };
         // Keep locks short: the force is shared with every concurrent caller (group commit),
         // and the file lock shards would otherwise serialise other files' truncates behind it.
@@ -83,8 +87,8 @@ impl Inner {
     /// Whether `ino` may take a new size; returns its current size.
     fn check_truncate(&self, ino: Ino, size: u64) -> Result<u64> {
         let g = self.rd();
-        let i = inode(&g, ino)?;
-        match i.m.ftype {
+        let i = g.meta(ino.0)?;
+        match i.ftype {
             FileType::Regular => {}
             FileType::Directory => return Err(StoreError::IsDir),
             _ => return Err(StoreError::Inval),
@@ -92,6 +96,6 @@ impl Inner {
         if size > super::MAX_FILE_SIZE {
             return Err(StoreError::FileTooBig);
         }
-        Ok(i.m.size)
+        Ok(i.size)
     }
 }

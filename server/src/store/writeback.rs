@@ -1,359 +1,490 @@
-//! Write-back of dirty objects to the metadata area (design.md §2): the cost of a write-back
-//! grows with the objects changed since the last one, not with all metadata.
+//! Write-back: the changes committed since the last checkpoint are merged into the B+tree,
+//! copy-on-write, and a new checkpoint names the new root (design.md §2; issue 11 item 1).
+//! Its cost follows the changed records, not all metadata; returning the CSN it covers lets
+//! the log move its tail past it, as XFS's AIL does once buffers are on disk.
 //!
-//! Protocol, copy-on-write (so a crash at any point leaves each slot old-or-new, and the log
-//! still holds everything past the old tail):
-//! 1. under the state lock: take the dirty set, serialize those objects, read `C =
-//!    last_committed()` (commits happen under the same lock, so the snapshot holds every commit
-//!    `≤ C`; C is lowered by one if its checkpoint is still open, see `write_back_now`);
-//! 2. `force_seq(C)`: the log must hold what the objects hold before they land (write-ahead);
-//! 3. write each object to freshly allocated metadata blocks, flush;
-//! 4. rewrite the table entries (each 32-byte entry sits inside one sector), flush;
-//! 5. free the objects' old blocks; return `C` and the log moves its tail past it.
+//! 1. Under the state lock: `C = last_committed()` (lowered by one while that checkpoint is
+//!    open, see below), the live changes become the frozen set, and the logical free space
+//!    (allocator + reserved + busy) is copied. Blocks freed by anything after the previous
+//!    checkpoint's CSN stay busy until step 5 (`Core::wb_hold`): a mount replays exactly
+//!    those items (it skips what a checkpoint covers), and an item that frees a block must
+//!    never be replayed over a tree whose nodes took that block.
+//! 2. `force_seq(C)`: the log holds what the new tree holds before it lands (write-ahead).
+//! 3. No lock: merge the frozen changes into the tree; new nodes go to blocks taken from the
+//!    allocator (free in the frozen state too), old ones are only listed.
+//! 4. Write the client records (if changed) and the free-space list of the new checkpoint
+//!    (frozen free space − new nodes and blobs + replaced nodes and old blobs), flush, then
+//!    the checkpoint itself into the other slot (FUA). A crash before that leaves the old
+//!    checkpoint and the log, which still holds everything after its CSN.
+//! 5. Under the state lock: the new root is in, the frozen set is dropped, replaced nodes
+//!    and old blobs go back to the allocator (and out of the cache).
+//!
+//! When free space is short (a volume filled with files, then emptied), steps 3–5 run in
+//! parts, each merging one key range of the frozen set with the space the previous part gave
+//! back; all parts but the last keep the old covered CSN, so a crash between them replays
+//! the same items over a tree that holds part of them, which converges (state.rs).
 
-use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use layout::{Allocator, Geometry};
-use metalog::{BlockDev, Csn, Writeback};
+use layout::Allocator;
+use metalog::{Csn, Writeback};
 
-use super::format::{self, TableEntry, ENTRIES_PER_BLOCK, TABLE_ENTRY};
-use super::inner::{io_err, Inner};
-use super::inode::{State, MISC_SLOT};
+use super::btree::{self, Changes, NodeRead, NodeWrite, Page};
+use super::format::{self, BlobRef, Checkpoint};
+use super::inner::Inner;
+use super::kv::Reader;
 use super::{StoreError, BLOCK};
+
+/// Blocks one allocation for new nodes takes at a time.
+const NODE_RUN: u64 = 256;
+/// New nodes are written in batches of this many blocks (sorted, merged into long writes).
+const WRITE_BATCH: usize = 256;
 
 /// Write-back state: serialized by its own mutex (taken before the state lock).
 pub struct Wb {
-    pub table_start: u64,
-    /// Free space of the object part of the metadata area.
-    pub meta_alloc: Allocator,
-    /// On-disk entry of every slot that has one.
-    pub entries: HashMap<u64, TableEntry>,
-    /// Counters: write-backs done, objects written.
+    /// The checkpoint on disk, and the blocks of its two blobs (freed by the next one).
+    pub ck: Checkpoint,
+    pub free_blocks: Vec<u64>,
+    pub clients_blocks: Vec<u64>,
+    /// Counters: write-backs done, tree nodes written.
     pub runs: u64,
     pub objects_written: u64,
 }
 
-/// Table blocks for a metadata area. Each slot gets four object blocks of room: one for the
-/// object, one for its copy-on-write successor during a write-back, and slack for objects
-/// bigger than a block (directories, fragmented files).
-pub fn table_blocks(g: &Geometry) -> u64 {
-    g.meta_blocks.div_ceil(4 * ENTRIES_PER_BLOCK + 1)
+/// The merge's view of the device: nodes through the cache, new blocks from the allocator.
+struct Sink<'a> {
+    inner: &'a Inner,
+    rd: Reader,
+    run: (u64, u64),
+    /// Every block handed out for new nodes (to count as used, or to give back on failure).
+    taken: Vec<(u64, u64)>,
+    replaced: Vec<u64>,
+    /// Written nodes not yet on the device (a merge may read one back: a collapsing root).
+    pending: Vec<(u64, Arc<Page>)>,
+    written: u64,
 }
 
-/// The highest inode number the table can hold.
-pub fn max_ino(g: &Geometry) -> u64 {
-    table_blocks(g) * ENTRIES_PER_BLOCK - 1
+impl NodeRead for Sink<'_> {
+    fn node(&self, block: u64, level: u8) -> Result<Arc<Page>, StoreError> {
+        if let Some((_, p)) = self.pending.iter().rev().find(|(b, _)| *b == block) {
+            return Ok(p.clone());
+        }
+        self.rd.node(block, level)
+    }
 }
 
-/// Read the object table and every object it names (mount).
-pub fn load(dev: &dyn BlockDev, g: &Geometry) -> Result<(Wb, State), StoreError> {
-    let tb = table_blocks(g);
-    let table_start = g.meta_start;
-    let mut meta_alloc = Allocator::new_free(table_start + tb, g.meta_blocks - tb);
-    let mut entries = HashMap::new();
-    let mut st = State::default();
-    const CHUNK: u64 = 256; // blocks per table read: 1 MiB
-    let mut blk = 0;
-    while blk < tb {
-        let n = CHUNK.min(tb - blk);
-        let mut buf = vec![0u8; (n * BLOCK) as usize];
-        dev.read_at(&mut buf, (table_start + blk) * BLOCK)
-            .map_err(io_err)?;
-        for (i, e) in buf.chunks(TABLE_ENTRY).enumerate() {
-            let slot = blk * ENTRIES_PER_BLOCK + i as u64;
-            let Some(ent) = TableEntry::decode(slot, e).map_err(StoreError::Io)? else {
-                continue;
+impl NodeWrite for Sink<'_> {
+    fn alloc(&mut self) -> Result<u64, StoreError> {
+        if self.run.1 == 0 {
+            let goal = self.taken.last().map_or(0, |&(s, l)| s + l);
+            let got = self.inner.wr().alloc.alloc(goal, NODE_RUN);
+            let Some((s, l)) = got else {
+                return Err(StoreError::NoSpace);
             };
-            if ent.start == 0 {
-                if slot != MISC_SLOT {
-                    st.freed_gens.insert(slot, ent.gen);
-                }
-                continue;
-            }
-            meta_alloc
-                .mark_used(ent.start, ent.nblocks as u64)
-                .map_err(|e| StoreError::Io(format!("object table slot {slot}: {e}")))?;
-            entries.insert(slot, ent);
+            self.taken.push((s, l));
+            self.run = (s, l);
         }
-        blk += n;
+        let b = self.run.0;
+        self.run = (b + 1, self.run.1 - 1);
+        Ok(b)
     }
-    load_objects(dev, &entries, &mut st)?;
-    st.next_fresh = st.inodes.keys().max().map_or(2, |m| m + 1).max(2);
-    st.free_inos = (2..st.next_fresh)
-        .filter(|i| !st.inodes.contains_key(i))
-        .collect();
-    Ok((
-        Wb {
-            table_start,
-            meta_alloc,
-            entries,
-            runs: 0,
-            objects_written: 0,
-        },
-        st,
-    ))
+
+    fn write(&mut self, block: u64, page: Page) -> Result<(), StoreError> {
+        self.pending.push((block, Arc::new(page)));
+        self.written += 1;
+        if self.pending.len() >= WRITE_BATCH {
+            self.flush_writes()?;
+        }
+        Ok(())
+    }
+
+    fn replaced(&mut self, block: u64) {
+        self.replaced.push(block);
+    }
 }
 
-/// Largest single read or write of object blocks (bounded memory, big sequential I/O).
-const IO_RUN: u64 = 1024; // blocks: 4 MiB
-
-/// Read the objects in disk order, merging neighbours into runs of up to `IO_RUN` blocks (a
-/// write-back lays its objects out contiguously, so a mount reads mostly sequentially).
-fn load_objects(
-    dev: &dyn BlockDev,
-    entries: &HashMap<u64, TableEntry>,
-    st: &mut State,
-) -> Result<(), StoreError> {
-    let mut order: Vec<(u64, &TableEntry)> = entries
-        .iter()
-        .filter(|(_, e)| e.start != 0)
-        .map(|(&s, e)| (s, e))
-        .collect();
-    order.sort_by_key(|(_, e)| e.start);
-    let mut i = 0;
-    while i < order.len() {
-        let run_start = order[i].1.start;
-        let mut run_end = run_start + order[i].1.nblocks as u64;
-        let mut j = i + 1;
-        while j < order.len()
-            && order[j].1.start == run_end
-            && run_end + order[j].1.nblocks as u64 - run_start <= IO_RUN
-        {
-            run_end += order[j].1.nblocks as u64;
-            j += 1;
-        }
-        let mut buf = vec![0u8; ((run_end - run_start) * BLOCK) as usize];
-        dev.read_at(&mut buf, run_start * BLOCK).map_err(io_err)?;
-        for &(slot, ent) in &order[i..j] {
-            let off = ((ent.start - run_start) * BLOCK) as usize;
-            let body = buf
-                .get(off..off + ent.obj_len as usize)
-                .filter(|_| ent.obj_len as u64 <= ent.nblocks as u64 * BLOCK)
-                .ok_or_else(|| StoreError::Io(format!("object {slot}: bad length")))?;
-            if crc32c::crc32c(body) != ent.obj_crc {
-                return Err(StoreError::Io(format!("object {slot}: bad checksum")));
+impl Sink<'_> {
+    /// Write the pending nodes, neighbours merged into one write, and cache them (they are
+    /// the tree from now on, or garbage if this write-back fails).
+    fn flush_writes(&mut self) -> Result<(), StoreError> {
+        let mut p = std::mem::take(&mut self.pending);
+        p.sort_by_key(|(b, _)| *b);
+        let mut i = 0;
+        while i < p.len() {
+            let mut j = i + 1;
+            while j < p.len() && p[j].0 == p[j - 1].0 + 1 {
+                j += 1;
             }
-            if slot == MISC_SLOT {
-                st.clients = format::decode_clients(body)
-                    .map_err(StoreError::Io)?
-                    .into_iter()
-                    .collect();
-            } else {
-                let (ino, inode) = format::decode_inode(body).map_err(StoreError::Io)?;
-                if ino != slot {
-                    return Err(StoreError::Io(format!("object in slot {slot} says {ino}")));
-                }
-                st.inodes.insert(ino, inode);
+            let mut buf = Vec::with_capacity((j - i) * BLOCK as usize);
+            for (_, pg) in &p[i..j] {
+                buf.extend_from_slice(pg.bytes());
             }
+            self.inner.dev.write_at(&buf, p[i].0 * BLOCK)?;
+            i = j;
         }
-        i = j;
+        for (b, pg) in p {
+            self.inner.cache.insert(b, pg);
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// The unused rest of the current run goes back to the allocator.
+    fn finish(&mut self) {
+        let (s, l) = self.run;
+        self.run = (0, 0);
+        if l > 0 {
+            let _ = self.inner.wr().alloc.free(s, l);
+            if let Some(last) = self.taken.last_mut() {
+                last.1 -= l;
+            }
+        }
+        self.taken.retain(|&(_, l)| l > 0);
+    }
+}
+
+/// What step 1 took.
+struct Snapshot {
+    c: Csn,
+    frozen: Arc<Changes>,
+    free: Allocator,
+    next_ino: u64,
+    files: u64,
+    clients: Option<Vec<u8>>,
+}
+
+/// What steps 2–4 made.
+struct Made {
+    ck: Checkpoint,
+    free_blocks: Vec<u64>,
+    clients_blocks: Vec<u64>,
+    /// Blocks to give back once the checkpoint is in (replaced nodes, old blobs).
+    release: Vec<(u64, u64)>,
+    written: u64,
 }
 
 impl Inner {
-    /// One write-back pass; returns the CSN the metadata area now covers.
+    /// One write-back pass; returns the CSN the tree on disk now covers.
     pub fn write_back_now(&self) -> Result<Csn, StoreError> {
         let mut wb = self.wb.lock().unwrap_or_else(|e| e.into_inner());
         // Close and force what is committed now, so that the C read under the lock below is
-        // usually a closed, durable checkpoint (see `covered`).
+        // usually a closed, durable checkpoint.
         self.force(self.log.last_committed())?;
-        // 1. snapshot
-        let (c, snap) = {
+        let old_csn = wb.ck.csn;
+        let snap = {
             let mut g = self.wr();
             let c = self.log.last_committed();
             // `last_committed` may name the still-open checkpoint: commits made after we drop
             // the lock join that same CSN, and moving the tail past it would drop them from the
-            // log while they are in no object we write. So claim C only if its checkpoint was
+            // log while they are in no tree we write. So claim C only if its checkpoint was
             // already closed (durable); otherwise C - 1, and checkpoint C stays in the log and
-            // is replayed over objects that already hold part of it (items are blind sets).
+            // is replayed over a tree that already holds part of it (module comment, state.rs).
             let c = if self.log.durable_csn() >= c {
                 c
             } else {
                 Csn(c.0.saturating_sub(1))
             };
-            let dirty: Vec<u64> = g.s.dirty.drain().collect();
-            let mut snap: Vec<(u64, Option<Vec<u8>>, u32)> = Vec::with_capacity(dirty.len());
-            for slot in dirty {
-                if slot == MISC_SLOT {
-                    snap.push((slot, Some(format::encode_clients(g.s.clients.iter())), 0));
-                } else if let Some(i) = g.s.inodes.get(&slot) {
-                    snap.push((slot, Some(format::encode_inode(slot, i)), i.m.gen));
-                } else {
-                    let gen = g.s.freed_gens.get(&slot).copied().unwrap_or(0);
-                    snap.push((slot, None, gen));
-                }
+            if g.kv.live.is_empty() && !g.clients_dirty {
+                return Ok(c);
             }
-            (c, snap)
+            let frozen = Arc::new(std::mem::take(&mut g.kv.live));
+            g.kv.live_bytes = 0;
+            g.kv.frozen = Some(frozen.clone());
+            g.wb_hold = Some(old_csn);
+            let mut free = g.alloc.clone();
+            let held: Vec<(u64, u64)> = g
+                .reserved
+                .iter()
+                .map(|(&s, &l)| (s, l))
+                .chain(g.busy.iter().map(|b| (b.phys, b.len)))
+                .collect();
+            for (s, l) in held {
+                free.set_free(s, l)
+                    .map_err(|e| StoreError::Io(e.to_string()))?;
+            }
+            let clients = g
+                .clients_dirty
+                .then(|| format::encode_clients(g.clients.iter()));
+            g.clients_dirty = false;
+            Snapshot {
+                c,
+                frozen,
+                free,
+                next_ino: g.next_ino,
+                files: g.files,
+                clients,
+            }
         };
-        if snap.is_empty() {
-            return Ok(c);
-        }
-        let res = self.write_snapshot(&mut wb, c, &snap);
-        if res.is_err() {
-            // Nothing moved the tail: mark them dirty again for the next pass.
-            let mut g = self.wr();
-            g.s.dirty.extend(snap.iter().map(|s| s.0));
-        }
-        res
+        let had_clients = snap.clients.is_some();
+        let frozen = snap.frozen.clone();
+        let rd = self.rd().kv.rd.clone();
+        let r = self.write_parts(&mut wb, snap, rd);
+        let mut g = self.wr();
+        g.kv.frozen = None;
+        g.wb_hold = None;
+        let out = match r {
+            Ok(()) => {
+                wb.runs += 1;
+                Ok(Csn(wb.ck.csn))
+            }
+            Err(e) => {
+                // The last checkpoint stays; the frozen changes go back under the live ones
+                // (which are newer): what a part already merged is merged again next time,
+                // to the same result.
+                for (k, v) in frozen.iter() {
+                    if !g.kv.live.contains_key(k) {
+                        let cost = super::kv::change_cost(k, v);
+                        g.kv.live.insert(k.clone(), v.clone());
+                        g.kv.live_bytes += cost;
+                    }
+                }
+                g.clients_dirty |= had_clients;
+                Err(e)
+            }
+        };
+        self.pending_bytes.store(g.kv.live_bytes, Ordering::Relaxed);
+        drop(g);
+        self.wb_done.notify_all();
+        out
     }
 
-    fn write_snapshot(
+    /// Steps 2–5, in as many parts as free space asks for (module comment).
+    fn write_parts(&self, wb: &mut Wb, snap: Snapshot, rd: Reader) -> Result<(), StoreError> {
+        // 2. write-ahead: the log covers C before any tree reflecting it lands.
+        self.force(snap.c)?;
+        let mut free = snap.free;
+        let mut clients = snap.clients;
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            // A part: as many changes as half the free space can take new nodes for.
+            let room = self.rd().alloc.free_blocks().saturating_sub(32) / 2;
+            let per = (room as usize).max(16);
+            // Usually one part: the frozen set itself, not a copy of it.
+            let mut part = Changes::new();
+            let mut next = None;
+            if from.is_some() || snap.frozen.len() > per {
+                let range = match &from {
+                    None => snap.frozen.range::<Vec<u8>, _>(..),
+                    Some(k) => snap.frozen.range::<Vec<u8>, _>(k.clone()..),
+                };
+                for (k, v) in range {
+                    if part.len() >= per {
+                        next = Some(k.clone());
+                        break;
+                    }
+                    part.insert(k.clone(), v.clone());
+                }
+            }
+            let whole = from.is_none() && next.is_none();
+            let changes: &Changes = if whole { &snap.frozen } else { &part };
+            let last = next.is_none();
+            let mut sink = Sink {
+                inner: self,
+                rd: rd.clone(),
+                run: (0, 0),
+                taken: Vec::new(),
+                replaced: Vec::new(),
+                pending: Vec::new(),
+                written: 0,
+            };
+            let csn = if last { snap.c.0 } else { wb.ck.csn };
+            let made = self.write_checkpoint(
+                wb,
+                changes,
+                &mut free,
+                csn,
+                clients.take(),
+                snap.next_ino,
+                &mut sink,
+            );
+            let mut g = self.wr();
+            match made {
+                Ok(m) => {
+                    for &(s, l) in &m.release {
+                        let _ = g.alloc.free(s, l);
+                        for b in s..s + l {
+                            self.cache.evict(b);
+                        }
+                    }
+                    g.kv.root = m.ck.root;
+                    self.tree_nodes.store(m.ck.nodes, Ordering::Relaxed);
+                    wb.ck = m.ck;
+                    wb.free_blocks = m.free_blocks;
+                    wb.clients_blocks = m.clients_blocks;
+                    wb.objects_written += m.written;
+                }
+                Err(e) => {
+                    drop(g);
+                    sink.finish();
+                    let mut g = self.wr();
+                    for &(s, l) in &sink.taken {
+                        let _ = g.alloc.free(s, l);
+                        for b in s..s + l {
+                            self.cache.evict(b);
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+            drop(g);
+            match next {
+                Some(k) => from = Some(k),
+                None => break,
+            }
+        }
+        debug_assert!(wb.ck.files == snap.files || self.failed.load(Ordering::Relaxed));
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_checkpoint(
         &self,
-        wb: &mut Wb,
-        c: Csn,
-        snap: &[(u64, Option<Vec<u8>>, u32)],
-    ) -> Result<Csn, StoreError> {
-        // 2. write-ahead: the log covers C before any object reflecting it lands.
-        self.force(c)?;
-        // 3. objects to fresh blocks
-        let mut new_entries: BTreeMap<u64, TableEntry> = BTreeMap::new();
-        let mut allocated = Vec::new();
-        let r = (|| {
-            // Place the objects back to back in as few free extents as possible, then
-            // write each extent's run with big writes.
-            let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
-            let mut left: u64 = snap
-                .iter()
-                .filter_map(|(_, b, _)| b.as_ref())
-                .map(|b| (b.len() as u64).div_ceil(BLOCK).max(1))
-                .sum();
-            let mut piece: Option<(u64, u64, u64)> = None; // (start, len, used)
-            for (slot, body, gen) in snap {
-                let Some(b) = body else {
-                    new_entries.insert(
-                        *slot,
-                        TableEntry {
-                            gen: *gen,
-                            ..TableEntry::default()
-                        },
-                    );
-                    continue;
-                };
-                let n = (b.len() as u64).div_ceil(BLOCK).max(1);
-                let fits = piece.is_some_and(|(_, l, u)| l - u >= n);
-                if !fits {
-                    if let Some((ps, pl, pu)) = piece.take() {
-                        if pl > pu {
-                            let _ = wb.meta_alloc.free(ps + pu, pl - pu);
-                            allocated.retain(|&(s, _)| s != ps);
-                            allocated.push((ps, pu));
-                        }
-                    }
-                    let (ps, pl) = match wb.meta_alloc.alloc(u64::MAX, left) {
-                        Some((ps, pl)) if pl >= n => (ps, pl),
-                        Some((ps, pl)) => {
-                            let _ = wb.meta_alloc.free(ps, pl);
-                            (alloc_contig(&mut wb.meta_alloc, n)?, n)
-                        }
-                        None => return Err(StoreError::NoSpace),
-                    };
-                    allocated.push((ps, pl));
-                    piece = Some((ps, pl, 0));
-                }
-                let Some((ps, pl, pu)) = piece else {
-                    return Err(StoreError::NoSpace);
-                };
-                let start = ps + pu;
-                piece = Some((ps, pl, pu + n));
-                left -= n;
-                match runs.last_mut() {
-                    Some((rs, rb))
-                        if *rs + rb.len() as u64 / BLOCK == start
-                            && (rb.len() as u64) < IO_RUN * BLOCK =>
-                    {
-                        rb.extend_from_slice(b);
-                        rb.resize(((start - *rs + n) * BLOCK) as usize, 0);
-                    }
-                    _ => {
-                        let mut rb = b.clone();
-                        rb.resize((n * BLOCK) as usize, 0);
-                        runs.push((start, rb));
-                    }
-                }
-                new_entries.insert(
-                    *slot,
-                    TableEntry {
-                        start,
-                        nblocks: n as u32,
-                        gen: *gen,
-                        obj_len: b.len() as u32,
-                        obj_crc: crc32c::crc32c(b),
-                    },
-                );
+        wb: &Wb,
+        changes: &Changes,
+        free: &mut Allocator,
+        csn: u64,
+        clients_bytes: Option<Vec<u8>>,
+        next_ino: u64,
+        sink: &mut Sink<'_>,
+    ) -> Result<Made, StoreError> {
+        let old = &wb.ck;
+        // 3. the new tree
+        let (root, added) = btree::merge(sink, old.root, changes, super::keys::K_INODE)?;
+        sink.flush_writes()?;
+        sink.finish();
+        let mut release: Vec<(u64, u64)> = sink.replaced.iter().map(|&b| (b, 1)).collect();
+        // 4. blobs: client records (kept from the old checkpoint if unchanged), free space.
+        let (clients, clients_blocks) = match clients_bytes {
+            Some(bytes) => {
+                let n = bytes.len().div_ceil(format::BLOB_PAYLOAD).max(1) as u64;
+                let blocks = self.alloc_blocks(sink, n)?;
+                let r = self.write_blob(&bytes, &blocks)?;
+                release.extend(wb.clients_blocks.iter().map(|&b| (b, 1)));
+                (r, blocks)
             }
-            if let Some((ps, pl, pu)) = piece {
-                if pl > pu {
-                    let _ = wb.meta_alloc.free(ps + pu, pl - pu);
-                    allocated.retain(|&(s, _)| s != ps);
-                    allocated.push((ps, pu));
-                }
-            }
-            for (start, rb) in &runs {
-                self.dev.write_at(rb, start * BLOCK).map_err(io_err)?;
-            }
-            // Object blocks durable before any entry points at them.
-            self.dev.flush().map_err(io_err)?;
-            // 4. table entries, block by block
-            let mut by_block: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-            for slot in new_entries.keys() {
-                by_block
-                    .entry(slot / ENTRIES_PER_BLOCK)
-                    .or_default()
-                    .push(*slot);
-            }
-            for (tblk, slots) in by_block {
-                let off = (wb.table_start + tblk) * BLOCK;
-                let mut buf = vec![0u8; BLOCK as usize];
-                self.dev.read_at(&mut buf, off).map_err(io_err)?;
-                for slot in slots {
-                    let i = (slot % ENTRIES_PER_BLOCK) as usize * TABLE_ENTRY;
-                    if let Some(e) = new_entries.get(&slot) {
-                        e.encode(slot, &mut buf[i..i + TABLE_ENTRY]);
-                    }
-                }
-                self.dev.write_at(&buf, off).map_err(io_err)?;
-            }
-            self.dev.flush().map_err(io_err)?;
-            Ok::<(), StoreError>(())
-        })();
-        if let Err(e) = r {
-            for (s, n) in allocated {
-                let _ = wb.meta_alloc.free(s, n);
-            }
-            return Err(e);
+            None => (old.clients, wb.clients_blocks.clone()),
+        };
+        release.extend(wb.free_blocks.iter().map(|&b| (b, 1)));
+        for &(s, l) in &sink.taken {
+            free.set_used(s, l)
+                .map_err(|e| StoreError::Io(e.to_string()))?;
         }
-        // 5. old copies are garbage now that the table no longer names them.
-        for (slot, ent) in new_entries {
-            if let Some(old) = wb.entries.remove(&slot) {
-                if old.start != 0 {
-                    let _ = wb.meta_alloc.free(old.start, old.nblocks as u64);
-                }
-            }
-            if ent.start != 0 || ent.gen != 0 {
-                wb.entries.insert(slot, ent);
-            }
+        for &(s, l) in &release {
+            free.set_free(s, l)
+                .map_err(|e| StoreError::Io(e.to_string()))?;
         }
-        wb.runs += 1;
-        self.meta_free.store(
-            wb.meta_alloc.free_blocks(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        wb.objects_written += snap.len() as u64;
-        Ok(c)
+        // The list's own blocks come from the allocator (free in `free` too); taking each
+        // may split one extent, so take until the list fits.
+        let mut list_blocks: Vec<u64> = Vec::new();
+        loop {
+            let need = ((free.extent_count() + 1) * 16)
+                .div_ceil(format::BLOB_PAYLOAD)
+                .max(1);
+            if list_blocks.len() >= need {
+                break;
+            }
+            let more = self.alloc_blocks(sink, (need - list_blocks.len()) as u64)?;
+            for &b in &more {
+                free.set_used(b, 1)
+                    .map_err(|e| StoreError::Io(e.to_string()))?;
+            }
+            list_blocks.extend(more);
+        }
+        let list = format::encode_free_list(free.free_extents());
+        let free_ref = self.write_blob(&list, &list_blocks)?;
+        self.dev.flush()?;
+        let nodes = (old.nodes + sink.written).saturating_sub(sink.replaced.len() as u64);
+        let ck = Checkpoint {
+            seq: old.seq + 1,
+            csn,
+            root,
+            next_ino,
+            files: (old.files as i64 + added).max(0) as u64,
+            nodes,
+            free: free_ref,
+            clients,
+        };
+        let slot = ck.seq % 2;
+        let at = (self.sb.geometry.meta_start + slot) * BLOCK;
+        if let Err(e) = self.dev.write_fua(&ck.encode(slot), at) {
+            // Not known to be durable, not known not to be: nothing it names may be reused,
+            // and nothing more is accepted (as the log shuts down after a failed write).
+            self.failed.store(true, Ordering::Relaxed);
+            sink.taken.clear();
+            return Err(e.into());
+        }
+        Ok(Made {
+            ck,
+            free_blocks: list_blocks,
+            clients_blocks,
+            release,
+            written: sink.written,
+        })
+    }
+
+    /// `n` blocks for a blob, contiguous where the allocator has them.
+    fn alloc_blocks(&self, sink: &mut Sink<'_>, n: u64) -> Result<Vec<u64>, StoreError> {
+        let mut out = Vec::new();
+        let mut g = self.wr();
+        while (out.len() as u64) < n {
+            let goal = out.last().map_or(0, |&b| b + 1);
+            let Some((s, l)) = g.alloc.alloc(goal, n - out.len() as u64) else {
+                return Err(StoreError::NoSpace);
+            };
+            sink.taken.push((s, l));
+            out.extend(s..s + l);
+        }
+        Ok(out)
+    }
+
+    fn write_blob(&self, bytes: &[u8], blocks: &[u64]) -> Result<BlobRef, StoreError> {
+        if bytes.len() > blocks.len() * format::BLOB_PAYLOAD {
+            return Err(StoreError::Io("blob larger than its blocks".into()));
+        }
+        for (b, buf) in blocks.iter().zip(format::encode_blob(bytes, blocks)) {
+            self.dev.write_at(&buf, b * BLOCK)?;
+        }
+        Ok(BlobRef {
+            start: blocks.first().copied().unwrap_or(0),
+            blocks: blocks.len() as u32,
+            bytes: bytes.len() as u32,
+            crc: crc32c::crc32c(bytes),
+        })
     }
 }
 
-fn alloc_contig(a: &mut Allocator, n: u64) -> Result<u64, StoreError> {
-    // No goal inside the region: the allocator picks the best fit by size.
-    match a.alloc(u64::MAX, n) {
-        Some((s, l)) if l == n => Ok(s),
-        Some((s, l)) => {
-            let _ = a.free(s, l);
-            Err(StoreError::NoSpace)
-        }
-        None => Err(StoreError::NoSpace),
+/// Read a blob a checkpoint names: its bytes and its blocks.
+pub fn read_blob(
+    dev: &dyn metalog::BlockDev,
+    r: &BlobRef,
+) -> Result<(Vec<u8>, Vec<u64>), StoreError> {
+    let mut out = Vec::new();
+    let mut blocks = Vec::new();
+    if r.blocks == 0 {
+        return Ok((out, blocks));
     }
+    if r.bytes as u64 > r.blocks as u64 * format::BLOB_PAYLOAD as u64 {
+        return Err(StoreError::Io("checkpoint names a bad blob".into()));
+    }
+    let mut at = r.start;
+    let mut buf = vec![0u8; BLOCK as usize];
+    for i in 0..r.blocks {
+        if at == 0 || at * BLOCK >= dev.size() {
+            return Err(StoreError::Io("checkpoint blob: broken chain".into()));
+        }
+        dev.read_at(&mut buf, at * BLOCK)?;
+        blocks.push(at);
+        out.extend_from_slice(&buf[8..]);
+        at = format::blob_next(&buf);
+        if i + 1 == r.blocks && at != 0 {
+            return Err(StoreError::Io("checkpoint blob: chain too long".into()));
+        }
+    }
+    out.truncate(r.bytes as usize);
+    if crc32c::crc32c(&out) != r.crc {
+        return Err(StoreError::Io("checkpoint blob: bad checksum".into()));
+    }
+    Ok((out, blocks))
 }
 
 impl Writeback for Inner {

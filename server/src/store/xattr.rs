@@ -4,7 +4,7 @@
 
 use metalog::Item;
 
-use super::inner::{inode, Inner};
+use super::inner::Inner;
 use super::inode::{xattr_key, OPAQUE_XATTR};
 use super::ns::{meta, Tx};
 use super::{DirChange, Ino, Result, StoreError, Timespec};
@@ -39,17 +39,15 @@ impl Inner {
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
         check_name(name)?;
         let g = self.rd();
-        inode(&g, ino)?
-            .xattrs
-            .get(name)
-            .cloned()
-            .ok_or(StoreError::NoXattr)
+        g.meta(ino.0)?;
+        g.blob_get(ino.0, name)?.ok_or(StoreError::NoXattr)
     }
 
     /// Names in byte order (the order LISTXATTRS cookies index).
     pub fn listxattrs(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
         let g = self.rd();
-        Ok(inode(&g, ino)?.xattrs.keys().cloned().collect())
+        g.meta(ino.0)?;
+        g.xattr_names(ino.0)
     }
 
     /// Set (`Some`) or remove (`None`) one xattr; the change attribute of the file before and
@@ -68,7 +66,8 @@ impl Inner {
         let res = self.reserve(extra)?;
         let (change, csn) = {
             let mut g = self.wr();
-            let exists = inode(&g, ino)?.xattrs.contains_key(name);
+            g.meta(ino.0)?;
+            let exists = g.blob_get(ino.0, name)?.is_some();
             match value {
                 Some((_, XattrSet::Create)) if exists => return Err(StoreError::Exist),
                 Some((_, XattrSet::Replace)) | None if !exists => return Err(StoreError::NoXattr),

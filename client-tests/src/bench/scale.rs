@@ -1,0 +1,461 @@
+//! `pnfs-bench scale` (issue 11 item 8): N empty files in D directories by C sessions, plus one
+//! directory of M entries, against a pnfsd on a sparse volume; every figure comes from this
+//! one run (docs/benchmarks.md "Scale").
+//!
+//! Prints: creates/s over the first and the last `window` files, the server's peak RSS against
+//! `metadata_cache`, on-disk metadata bytes per file (the volume file's allocated bytes
+//! outside the log, over the files), time to ready after a SIGTERM and after a SIGKILL
+//! restart (the kill lands right after a burst of creates, with the log as full as the
+//! write-back lets it get), lookup/create/remove latency in the big directory against a
+//! 100-entry one (medians of interleaved rounds), and a full READDIR of the big directory.
+//! With `--baseline BIN` it also measures C sessions creating files against that pnfsd (the
+//! old main) and this one, interleaved, for the ratio.
+
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use client_tests::attrs::{attr, bitmap};
+use client_tests::{ClientError, Compound, PnfsdProcess, Result, ServerOptions, Session};
+
+/// Flags of `pnfs-bench scale`.
+#[derive(Debug, Clone)]
+pub struct ScaleArgs {
+    pub files: u64,
+    pub dirs: u64,
+    pub sessions: usize,
+    pub big: u64,
+    pub volume_size: String,
+    pub cache: String,
+    pub window: u64,
+    pub baseline: Option<std::path::PathBuf>,
+    pub baseline_files: u64,
+}
+
+impl Default for ScaleArgs {
+    fn default() -> Self {
+        ScaleArgs {
+            files: 100_000,
+            dirs: 100,
+            sessions: 16,
+            big: 10_000,
+            volume_size: "64G".into(),
+            cache: "256M".into(),
+            window: 10_000,
+            baseline: None,
+            baseline_files: 20_000,
+        }
+    }
+}
+
+fn harness(s: impl Into<String>) -> ClientError {
+    ClientError::Harness(s.into())
+}
+
+fn config(a: &ScaleArgs) -> String {
+    format!(
+        "volume_size = \"{}\"\nmetadata_cache = \"{}\"\ngrace_seconds = 1\nlease_seconds = 10\n",
+        a.volume_size, a.cache
+    )
+}
+
+async fn session(addr: std::net::SocketAddr) -> Result<Arc<Session>> {
+    let s = Session::connect(addr).await?;
+    for _ in 0..200 {
+        let root = s.lookup_path("").await?;
+        match s.create_file(&root, ".grace-probe", 0o644).await {
+            Err(ClientError::Nfs {
+                status: client_tests::NfsStat::GRACE,
+                ..
+            }) => tokio::time::sleep(Duration::from_millis(100)).await,
+            r => {
+                s.close_file(&r?).await?;
+                return Ok(Arc::new(s));
+            }
+        }
+    }
+    Err(harness("server stayed in grace"))
+}
+
+async fn sessions(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Arc<Session>>> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(session(addr).await?);
+    }
+    Ok(v)
+}
+
+/// Completion times of every `STEP`-th create, for windowed rates.
+const STEP: u64 = 1000;
+
+struct Progress {
+    done: AtomicU64,
+    t0: Instant,
+    marks: Mutex<Vec<(u64, f64)>>,
+}
+
+impl Progress {
+    fn new() -> Arc<Progress> {
+        Arc::new(Progress {
+            done: AtomicU64::new(0),
+            t0: Instant::now(),
+            marks: Mutex::new(vec![(0, 0.0)]),
+        })
+    }
+    fn tick(&self) {
+        let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_multiple_of(STEP) {
+            let t = self.t0.elapsed().as_secs_f64();
+            if let Ok(mut m) = self.marks.lock() {
+                m.push((n, t));
+            }
+        }
+    }
+    /// Creates/s over the first and the last `w` files.
+    fn rates(&self, w: u64) -> (f64, f64) {
+        let m = self.marks.lock().map(|m| m.clone()).unwrap_or_default();
+        let at = |n: u64| -> f64 {
+            m.iter()
+                .find(|(k, _)| *k >= n)
+                .or(m.last())
+                .map_or(0.0, |x| x.1)
+        };
+        let total = m.last().map_or(0, |x| x.0);
+        let w = w.min(total).max(1);
+        let first = w as f64 / (at(w) - at(0)).max(1e-9);
+        let last = w as f64 / (at(total) - at(total - w)).max(1e-9);
+        (first, last)
+    }
+}
+
+/// `count` files named `{prefix}{k}` in `dirs` by all `sess`, in parallel, as an untar
+/// would: the files of one directory are made one after the other, each session filling
+/// its own directories (session i takes directories i, i + C, ...).
+async fn create_files(
+    sess: &[Arc<Session>],
+    dirs: Arc<Vec<Vec<u8>>>,
+    prefix: &str,
+    count: u64,
+    progress: Arc<Progress>,
+) -> Result<()> {
+    let c = sess.len() as u64;
+    let nd = dirs.len() as u64;
+    let mut tasks = Vec::new();
+    for (i, s) in sess.iter().enumerate() {
+        let (s, dirs, progress, prefix) = (
+            s.clone(),
+            dirs.clone(),
+            progress.clone(),
+            prefix.to_string(),
+        );
+        tasks.push(tokio::spawn(async move {
+            // One directory: every session in it (files k ≡ i mod C); several: each
+            // session its own directories, filled one by one (file k in directory k / per).
+            let per = count.div_ceil(nd);
+            let mine: Box<dyn Iterator<Item = u64> + Send> = if nd == 1 {
+                Box::new((i as u64..count).step_by(c as usize))
+            } else {
+                Box::new(
+                    (i as u64..nd)
+                        .step_by(c as usize)
+                        .flat_map(move |d| d * per..((d + 1) * per).min(count)),
+                )
+            };
+            for k in mine {
+                let d = &dirs[(k / per).min(nd - 1) as usize];
+                let f = s.create_file(d, &format!("{prefix}{k}"), 0o644).await?;
+                s.close_file(&f).await?;
+                progress.tick();
+            }
+            Ok::<(), ClientError>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| harness(format!("task: {e}")))??;
+    }
+    Ok(())
+}
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Samples the server's RSS every 200 ms until stopped; returns the peak (KiB).
+fn rss_sampler(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut peak = 0;
+        while !stop.load(Ordering::Relaxed) {
+            peak = peak.max(rss_kib(pid, "VmRSS:"));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        peak.max(rss_kib(pid, "VmHWM:"))
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Median latency (µs) of lookup, create, remove in `dir` (`n` of each, names `{tag}{i}`;
+/// the lookups look up existing entries `existing`).
+async fn op_latency(
+    s: &Session,
+    dir: &[u8],
+    existing: &[String],
+    tag: &str,
+    n: usize,
+) -> Result<(f64, f64, f64)> {
+    let (mut l, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        let name = &existing[(i * 7919) % existing.len()];
+        let t = Instant::now();
+        s.run_ok(Compound::new().putfh(dir).lookup(name)).await?;
+        l.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        let f = s.create_file(dir, &format!("{tag}{i}"), 0o644).await?;
+        c.push(t.elapsed().as_secs_f64() * 1e6);
+        s.close_file(&f).await?;
+        let t = Instant::now();
+        s.run_ok(Compound::new().putfh(dir).remove(&format!("{tag}{i}")))
+            .await?;
+        r.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok((median(l), median(c), median(r)))
+}
+
+fn meta_bytes(p: &PnfsdProcess, log_bytes: u64) -> u64 {
+    let img = p.data_dir().join("volume.img");
+    let alloc = std::fs::metadata(img)
+        .map(|m| m.blocks() * 512)
+        .unwrap_or(0);
+    alloc.saturating_sub(log_bytes)
+}
+
+/// Time until `restart` returns (the server logged ready), and what its mount said.
+fn timed_restart(p: &mut PnfsdProcess) -> Result<(f64, String)> {
+    let before = p.log_text().lines().count();
+    let t = Instant::now();
+    p.restart()?;
+    let secs = t.elapsed().as_secs_f64();
+    let log = p.log_text();
+    let mounted = log
+        .lines()
+        .skip(before)
+        .find(|l| l.contains("store mounted"))
+        .map(|l| {
+            l.split("store mounted:")
+                .nth(1)
+                .unwrap_or(l)
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default();
+    Ok((secs, mounted))
+}
+
+/// Creates/s of `a.sessions` sessions making `a.baseline_files` files in 100 directories on
+/// a fresh server of `bin` (None: this pnfsd).
+async fn create_rate(a: &ScaleArgs, bin: Option<&std::path::Path>) -> Result<f64> {
+    let opts = ServerOptions {
+        config_toml: Some("volume_size = \"8G\"\ngrace_seconds = 1\nlease_seconds = 10\n".into()),
+        extra_args: Vec::new(),
+    };
+    let p = match bin {
+        Some(b) => PnfsdProcess::start_with_bin(b.to_path_buf(), opts)?,
+        None => PnfsdProcess::start_with(opts)?,
+    };
+    let sess = sessions(p.addr(), a.sessions).await?;
+    let root = sess[0].lookup_path("").await?;
+    let mut dirs = Vec::new();
+    for d in 0..100 {
+        dirs.push(sess[0].mkdir(&root, &format!("r{d}"), 0o755).await?);
+    }
+    let prog = Progress::new();
+    let t = Instant::now();
+    create_files(&sess, Arc::new(dirs), "c", a.baseline_files, prog).await?;
+    Ok(a.baseline_files as f64 / t.elapsed().as_secs_f64())
+}
+
+pub async fn run(a: &ScaleArgs) -> Result<String> {
+    let mut out = String::new();
+    let load0 = super::loadavg();
+    // The log is 1/64 of the volume, 4 MiB to 256 MiB (layout::Geometry).
+    let vol_bytes = client_tests_size(&a.volume_size)?;
+    let log_bytes = (vol_bytes / 64).clamp(4 << 20, 256 << 20);
+    let mut p = PnfsdProcess::start_with(ServerOptions {
+        config_toml: Some(config(a)),
+        extra_args: Vec::new(),
+    })?;
+    let pid = p.pid().ok_or_else(|| harness("no pid"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = rss_sampler(pid, stop.clone());
+    let sess = sessions(p.addr(), a.sessions).await?;
+    let s0 = sess[0].clone();
+    let root = s0.lookup_path("").await?;
+    let mut dirs = Vec::new();
+    for d in 0..a.dirs.max(1) {
+        dirs.push(s0.mkdir(&root, &format!("d{d}"), 0o755).await?);
+    }
+    let big = s0.mkdir(&root, "big", 0o755).await?;
+    let small = s0.mkdir(&root, "small", 0o755).await?;
+    let t = Instant::now();
+    create_files(
+        &sess,
+        Arc::new(vec![small.clone()]),
+        "s",
+        100,
+        Progress::new(),
+    )
+    .await?;
+    create_files(
+        &sess,
+        Arc::new(vec![big.clone()]),
+        "b",
+        a.big,
+        Progress::new(),
+    )
+    .await?;
+    let big_secs = t.elapsed().as_secs_f64();
+    let prog = Progress::new();
+    let t = Instant::now();
+    create_files(&sess, Arc::new(dirs), "f", a.files, prog.clone()).await?;
+    let files_secs = t.elapsed().as_secs_f64();
+    let (first, last) = prog.rates(a.window);
+    let total_files = a.files + a.big + 100;
+    // Latency: big vs small, interleaved rounds.
+    let big_names: Vec<String> = (0..a.big.min(100_000)).map(|k| format!("b{k}")).collect();
+    let small_names: Vec<String> = (0..100).map(|k| format!("s{k}")).collect();
+    let mut lat_big = Vec::new();
+    let mut lat_small = Vec::new();
+    for r in 0..5 {
+        lat_small.push(op_latency(&s0, &small, &small_names, &format!("ls{r}-"), 200).await?);
+        lat_big.push(op_latency(&s0, &big, &big_names, &format!("lb{r}-"), 200).await?);
+    }
+    let m3 = |v: &Vec<(f64, f64, f64)>| {
+        (
+            median(v.iter().map(|x| x.0).collect()),
+            median(v.iter().map(|x| x.1).collect()),
+            median(v.iter().map(|x| x.2).collect()),
+        )
+    };
+    let (lb, ls) = (m3(&lat_big), m3(&lat_small));
+    let t = Instant::now();
+    let ents = s0
+        .readdir_all(&big, bitmap(&[attr::TYPE, attr::FILEID]))
+        .await?;
+    let readdir_secs = t.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let rss_peak = sampler.join().unwrap_or(0);
+    drop(sess);
+    drop(s0);
+    // SIGTERM restart; the unmount wrote everything back, so the volume holds it all.
+    p.terminate()?;
+    let meta = meta_bytes(&p, log_bytes);
+    let (term_ready, term_mount) = timed_restart(&mut p)?;
+    // A burst of creates, then SIGKILL: the log holds what the write-back has not taken.
+    let sess = sessions(p.addr(), a.sessions).await?;
+    let root = sess[0].lookup_path("").await?;
+    let burst = sess[0].mkdir(&root, "burst", 0o755).await?;
+    let bp = Progress::new();
+    let burst_files = (a.files / 10).clamp(1000, 200_000);
+    create_files(&sess, Arc::new(vec![burst]), "k", burst_files, bp).await?;
+    drop(sess);
+    p.kill()?;
+    let (kill_ready, kill_mount) = timed_restart(&mut p)?;
+    let s = session(p.addr()).await?;
+    let big2 = s.lookup_path("big").await?;
+    s.run_ok(Compound::new().putfh(&big2).lookup("b0")).await?;
+    drop(s);
+    p.terminate()?;
+    let baseline = match &a.baseline {
+        Some(bin) => {
+            let (mut new, mut old) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                new.push(create_rate(a, None).await?);
+                old.push(create_rate(a, Some(bin)).await?);
+            }
+            Some((median(new), median(old)))
+        }
+        None => None,
+    };
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "pnfs-bench scale on {}, load average {load0} before, {} after",
+        super::machine(),
+        super::loadavg()
+    );
+    let _ = writeln!(
+        out,
+        "volume {} (sparse), metadata_cache {}, {} sessions; {} files in {} dirs + {} in one dir + 100",
+        a.volume_size, a.cache, a.sessions, a.files, a.dirs, a.big
+    );
+    let _ = writeln!(
+        out,
+        "  big directory: {} entries in {big_secs:.1} s ({:.0}/s)",
+        a.big,
+        a.big as f64 / big_secs
+    );
+    let _ = writeln!(
+        out,
+        "  files: {} in {files_secs:.1} s; creates/s first {w}: {first:.0}, last {w}: {last:.0} (last/first {:.2})",
+        a.files,
+        last / first.max(1e-9),
+        w = a.window.min(a.files)
+    );
+    let cache = client_tests_size(&a.cache)?;
+    let _ = writeln!(
+        out,
+        "  server peak RSS {:.1} MiB; 1.5 × metadata_cache + 100 MiB = {:.1} MiB",
+        rss_peak as f64 / 1024.0,
+        (cache as f64 * 1.5) / (1 << 20) as f64 + 100.0
+    );
+    let _ = writeln!(
+        out,
+        "  on-disk metadata {:.1} MiB: {:.0} bytes per file",
+        meta as f64 / (1 << 20) as f64,
+        meta as f64 / total_files as f64
+    );
+    let _ = writeln!(
+        out,
+        "  ready after SIGTERM restart {term_ready:.2} s ({term_mount})"
+    );
+    let _ = writeln!(
+        out,
+        "  ready after SIGKILL restart {kill_ready:.2} s, after {burst_files} creates ({kill_mount})"
+    );
+    let _ = writeln!(
+        out,
+        "  latency µs (median of 5 rounds × 200): lookup {:.0} vs {:.0} ({:.2}×), create {:.0} vs {:.0} ({:.2}×), remove {:.0} vs {:.0} ({:.2}×) — big vs 100-entry",
+        lb.0, ls.0, lb.0 / ls.0, lb.1, ls.1, lb.1 / ls.1, lb.2, ls.2, lb.2 / ls.2
+    );
+    let _ = writeln!(
+        out,
+        "  READDIR of the big directory: {} entries in {readdir_secs:.2} s",
+        ents.len()
+    );
+    if let Some((new, old)) = baseline {
+        let _ = writeln!(
+            out,
+            "  {} sessions creating {} files (median of 3 interleaved): this pnfsd {new:.0}/s, baseline {old:.0}/s ({:.2}×)",
+            a.sessions,
+            a.baseline_files,
+            new / old.max(1e-9)
+        );
+    }
+    Ok(out)
+}
+
+/// "64G" → bytes (the same suffixes as the server's config).
+fn client_tests_size(s: &str) -> Result<u64> {
+    pnfsd::config::parse_size(s)
+        .map(|x| x.0)
+        .map_err(|e| harness(format!("size {s}: {e}")))
+}
