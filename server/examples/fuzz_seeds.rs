@@ -28,6 +28,9 @@ fn main() -> std::io::Result<()> {
     for (n, d) in seeds::superblocks() {
         all.push(("superblock", n, d));
     }
+    for (n, d) in seeds::store_images() {
+        all.push(("store_image", n, d));
+    }
     for (t, n, d) in metalog::fuzzing::seeds() {
         let target = match t {
             "items" => "log_items",

@@ -277,6 +277,13 @@ pub fn superblock(data: &[u8]) {
     let _ = Superblock::looks_formatted(data);
 }
 
+/// The store's on-disk structures (checkpoints, B+tree nodes, blobs) edited by the input
+/// in a volume a real store wrote, then mounted, walked, changed and mounted again
+/// (`store::fuzzing` says how the input is read).
+pub fn store_image(data: &[u8]) {
+    crate::store::fuzzing::image(data)
+}
+
 /// Encoders for the seed corpus and the rig (what a well-behaved client sends).
 pub mod seeds {
     use crate::nfs4::ops::opnum;
@@ -723,6 +730,11 @@ pub mod seeds {
             .unwrap_or_default()
     }
 
+    /// `store_image` inputs: the base volume with each flag, one edit of each metadata block.
+    pub fn store_images() -> Vec<(String, Vec<u8>)> {
+        crate::store::fuzzing::seeds()
+    }
+
     /// `compound_ops` inputs: minor-version byte, op-count byte, the operations.
     pub fn compound_ops_inputs() -> Vec<(String, Vec<u8>)> {
         let mut v = Vec::new();
@@ -748,6 +760,18 @@ mod tests {
             compound_args(&data);
             layout_bodies(&data);
             superblock(&data);
+        }
+    }
+
+    #[test]
+    fn the_store_image_base_is_sound_and_every_seed_runs() {
+        let (checkpoints, nodes, blobs) = crate::store::fuzzing::base_shape().unwrap();
+        assert_eq!(checkpoints, 2);
+        assert!(nodes >= 3, "a tree of two levels: {nodes} nodes");
+        assert!(blobs >= 2, "the free-space list and the client records: {blobs}");
+        assert!(crate::store::fuzzing::base_mounts_whole());
+        for (_, d) in seeds::store_images() {
+            store_image(&d);
         }
     }
 
