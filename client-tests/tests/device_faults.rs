@@ -136,7 +136,11 @@ async fn mkdir_status(s: &Session, name: &str) -> NfsStat {
 /// The daemon writes the line before it answers the client, but the harness reads the
 /// daemon's stderr on its own thread: give that a moment, then require exactly one line.
 fn one_failure_line(srv: &PnfsdProcess, device: &str) {
-    let failures = |log: &str| log.lines().filter(|l| l.contains("storage failure")).count();
+    let failures = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("storage failure"))
+            .count()
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while failures(&srv.log_text()) == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));

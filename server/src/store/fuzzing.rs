@@ -159,10 +159,7 @@ fn walk(store: &Store) {
     let _ = store.client_records();
     while let Some((dir, depth)) = stack.pop() {
         let mut cookie = 0;
-        loop {
-            let Ok(rd) = store.readdir(dir, cookie, 64) else {
-                break;
-            };
+        while let Ok(rd) = store.readdir(dir, cookie, 64) {
             for e in &rd.entries {
                 if budget == 0 {
                     return;
@@ -239,18 +236,32 @@ fn build_base() -> Option<Base> {
     for i in 0..BASE_FILES {
         let dir = if i % 3 == 0 { d.ino } else { ROOT_INO };
         let (f, _) = store
-            .create(dir, format!("f{i}").as_bytes(), NewNode::Regular, &attrs, (0, 0))
+            .create(
+                dir,
+                format!("f{i}").as_bytes(),
+                NewNode::Regular,
+                &attrs,
+                (0, 0),
+            )
             .ok()?;
         if i % 10 == 0 {
-            store.write(f.ino, 0, &[i as u8; 5000], Stable::Unstable).ok()?;
-            let big = vec![7u8; (XATTR_SIZE_MAX as usize).min(1500)];
+            store
+                .write(f.ino, 0, &[i as u8; 5000], Stable::Unstable)
+                .ok()?;
+            let big = vec![7u8; XATTR_SIZE_MAX.min(1500)];
             store
                 .setxattr(f.ino, b"user.x", &big, XattrSet::Either)
                 .ok()?;
         }
     }
     store
-        .create(ROOT_INO, b"l", NewNode::Symlink(b"f1".to_vec()), &attrs, (0, 0))
+        .create(
+            ROOT_INO,
+            b"l",
+            NewNode::Symlink(b"f1".to_vec()),
+            &attrs,
+            (0, 0),
+        )
         .ok()?;
     store.put_client_record(b"client", Some(&[3; 200])).ok()?;
     store.write_back().ok()?;
@@ -384,7 +395,9 @@ impl BlockDev for Overlay {
             let at = offset + done as u64;
             let (block, inb) = (at / BLOCK, (at % BLOCK) as usize);
             let n = (PAGE - inb).min(buf.len() - done);
-            self.with_block(block, |b| b[inb..inb + n].copy_from_slice(&buf[done..done + n]));
+            self.with_block(block, |b| {
+                b[inb..inb + n].copy_from_slice(&buf[done..done + n])
+            });
             done += n;
         }
         Ok(())
@@ -429,13 +442,15 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
     v
 }
 
-/// The number of targets, by kind: (checkpoints, nodes, blobs) of the base volume.
-pub fn base_shape() -> Option<(usize, usize, usize)> {
+/// The targets of the base volume by kind: (checkpoints, nodes, nodes of the newest
+/// checkpoint's tree, blob blocks).
+pub fn base_shape() -> Option<(usize, usize, usize, usize)> {
     let b = base()?;
     let n = |k: fn(&Kind) -> bool| b.targets.iter().filter(|(_, x)| k(x)).count();
     Some((
         n(|k| matches!(k, Kind::Checkpoint(_))),
         n(|k| *k == Kind::Node),
+        b.live_nodes.len(),
         n(|k| *k == Kind::Blob),
     ))
 }
@@ -457,8 +472,12 @@ pub fn base_mounts_whole() -> bool {
     (0..BASE_FILES).all(|i| {
         let dir: Ino = if i % 3 == 0 { d } else { ROOT_INO };
         store.lookup(dir, format!("f{i}").as_bytes()).is_ok()
-    }) && store.readlink(store.lookup(ROOT_INO, b"l").map(|a| a.ino).unwrap_or(Ino(0)))
-        == Ok(b"f1".to_vec())
+    }) && store.readlink(
+        store
+            .lookup(ROOT_INO, b"l")
+            .map(|a| a.ino)
+            .unwrap_or(Ino(0)),
+    ) == Ok(b"f1".to_vec())
         && store.client_records().len() == 1
 }
 
