@@ -9,13 +9,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::BytesMut;
 
-use crate::nfs4::compound::{run_compound, OpEnv, OpMeta, RpcSizes};
-use crate::nfs4::ops;
+use crate::nfs4::compound::{run_compound, OpEnv};
+use crate::nfs4::opcode::NfsOp;
+use crate::nfs4::ops::{self, OpFlags};
 use crate::nfs4::state::SessionSlotRef;
 use crate::nfs4::status::NfsStat;
 use crate::rpc::auth::AuthPolicy;
 use crate::rpc::program::{classify, Action};
 use crate::rpc::record::RecordReader;
+use crate::rpc::RpcSizes;
 use crate::xdr::{XdrReader, XdrWriter};
 
 /// A byte stream as a connection reads it: record marking, then each record through the RPC
@@ -35,20 +37,20 @@ pub fn rpc_stream(data: &[u8]) {
 pub fn compound_args(data: &[u8]) {
     struct Env(Option<SessionSlotRef>, bool);
     impl OpEnv for Env {
-        fn meta(&self, op: u32) -> Option<OpMeta> {
-            ops::lookup(op).map(|d| OpMeta {
-                name: d.name,
-                min_minor: d.min_minor,
-                needs_fh: d.needs_fh,
-            })
+        fn meta(&self, op: NfsOp) -> Option<OpFlags> {
+            ops::lookup(op).map(|d| d.flags)
         }
         fn begin(&mut self, _: u32, _: usize) {}
-        fn run(&mut self, op: u32, _: usize, r: &mut XdrReader<'_>, _: &mut XdrWriter) -> NfsStat {
-            let Ok(v) = r.u32() else {
-                return NfsStat::BADXDR;
-            };
+        fn run(
+            &mut self,
+            op: NfsOp,
+            _: usize,
+            r: &mut XdrReader<'_>,
+            _: &mut XdrWriter,
+        ) -> Result<(), NfsStat> {
+            let v = r.u32()?;
             match op {
-                ops::opnum::SEQUENCE => {
+                NfsOp::SEQUENCE => {
                     self.0 = Some(SessionSlotRef {
                         sessionid: [0; 16],
                         clientid: 0,
@@ -61,10 +63,13 @@ pub fn compound_args(data: &[u8]) {
                         max_response_size_cached: v & 0xff,
                     })
                 }
-                ops::opnum::PUTROOTFH => self.1 = true,
+                NfsOp::PUTROOTFH => self.1 = true,
                 _ => {}
             }
-            NfsStat(v % 3)
+            match v % 3 {
+                0 => Ok(()),
+                st => Err(NfsStat(st)),
+            }
         }
         fn has_current_fh(&self) -> bool {
             self.1
@@ -105,16 +110,16 @@ pub fn compound_ops(data: &[u8]) {
     w.opaque(&[]); // tag
     w.u32(1 + u32::from(data[0] & 1));
     w.u32(2 + u32::from(data[1] % 16));
-    w.u32(ops::opnum::SEQUENCE);
+    w.u32(NfsOp::SEQUENCE.0);
     w.opaque_fixed(&r.sessionid);
     w.u32(r.seqid);
     w.u32(0); // slot
     w.u32(0); // highest slot
     w.bool(false);
-    w.u32(ops::opnum::PUTROOTFH);
+    w.u32(NfsOp::PUTROOTFH.0);
     w.buf.extend_from_slice(&data[2..]);
     match r.call(&w.buf) {
-        Some(OpResult { op, status }) if op == ops::opnum::SEQUENCE && status == NfsStat::OK => {
+        Some(OpResult { op, status }) if op == NfsOp::SEQUENCE.0 && status == NfsStat::OK => {
             r.seqid = r.seqid.wrapping_add(1)
         }
         _ => *rig = None,
@@ -135,7 +140,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A server on a 16 MiB in-memory volume with one client and one session (slot 0).
 struct Rig {
     srv: crate::server::Server,
-    conn: crate::nfs4::compound::ConnInfo,
+    conn: crate::rpc::ConnInfo,
     sessionid: [u8; 16],
     seqid: u32,
     runs: u32,
@@ -166,7 +171,7 @@ impl Rig {
         };
         let mut r = Rig {
             srv: crate::server::Server::new(store, opts),
-            conn: crate::nfs4::compound::ConnInfo {
+            conn: crate::rpc::ConnInfo {
                 id: 1,
                 peer: SocketAddr::from(([127, 0, 0, 1], 700)),
                 backchannel: None,
@@ -179,13 +184,13 @@ impl Rig {
         r.sessionid = r.create_session(clientid, seq)?;
         // Nothing to reclaim: without this every OPEN and CREATE answers GRACE.
         let mut w = seeds::compound_head(1, 2);
-        w.u32(ops::opnum::SEQUENCE);
+        w.u32(NfsOp::SEQUENCE.0);
         w.opaque_fixed(&r.sessionid);
         w.u32(r.seqid);
         w.u32(0);
         w.u32(0);
         w.bool(false);
-        w.u32(ops::opnum::RECLAIM_COMPLETE);
+        w.u32(NfsOp::RECLAIM_COMPLETE.0);
         w.bool(false);
         let ok = r.call(&w.buf)?;
         (ok.status == NfsStat::OK).then_some(())?;
@@ -208,7 +213,7 @@ impl Rig {
     }
 
     fn reply(&self, args: &[u8]) -> Option<Vec<u8>> {
-        let cred = crate::nfs4::compound::Cred {
+        let cred = crate::rpc::Cred {
             flavor: crate::rpc::msg::flavor::AUTH_SYS,
             uid: 0,
             gid: 0,
@@ -286,7 +291,7 @@ pub fn store_image(data: &[u8]) {
 
 /// Encoders for the seed corpus and the rig (what a well-behaved client sends).
 pub mod seeds {
-    use crate::nfs4::ops::opnum;
+    use crate::nfs4::opcode::NfsOp;
     use crate::xdr::XdrWriter;
 
     /// A COMPOUND4args header: empty tag, `minor`, `nops` operations.
@@ -300,7 +305,7 @@ pub mod seeds {
 
     /// EXCHANGE_ID for a pNFS client (USE_PNFS_MDS), SP4_NONE, no implementation id.
     pub fn exchange_id_op(w: &mut XdrWriter) {
-        w.u32(opnum::EXCHANGE_ID);
+        w.u32(NfsOp::EXCHANGE_ID.0);
         w.opaque_fixed(&[7; 8]);
         w.opaque(b"pnfsd-fuzz");
         w.u32(0x0004_0000);
@@ -317,7 +322,7 @@ pub mod seeds {
 
     /// CREATE_SESSION for `clientid` at `seq`, no backchannel flags, AUTH_NONE callbacks.
     pub fn create_session_op(w: &mut XdrWriter, clientid: u64, seq: u32) {
-        w.u32(opnum::CREATE_SESSION);
+        w.u32(NfsOp::CREATE_SESSION.0);
         w.u64(clientid);
         w.u32(seq);
         w.u32(0);
@@ -353,7 +358,7 @@ pub mod seeds {
             w.opaque(&0o644u32.to_be_bytes());
         };
         let open_create = |w: &mut XdrWriter, name: &[u8]| {
-            w.u32(opnum::OPEN);
+            w.u32(NfsOp::OPEN.0);
             w.u32(0); // seqid
             w.u32(3); // share access both
             w.u32(0);
@@ -366,27 +371,27 @@ pub mod seeds {
             w.opaque(name);
         };
         op("getattr", 1, &|w| {
-            w.u32(opnum::GETATTR);
+            w.u32(NfsOp::GETATTR.0);
             bitmap(w, &[0x0010_011a, 0x00b0_a23a, 0x0000_0002]);
         });
-        op("getfh", 1, &|w| w.u32(opnum::GETFH));
+        op("getfh", 1, &|w| w.u32(NfsOp::GETFH.0));
         op("access", 1, &|w| {
-            w.u32(opnum::ACCESS);
+            w.u32(NfsOp::ACCESS.0);
             w.u32(0x3f);
         });
         op("lookup", 1, &|w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(b"f");
         });
-        op("lookupp", 1, &|w| w.u32(opnum::LOOKUPP));
+        op("lookupp", 1, &|w| w.u32(NfsOp::LOOKUPP.0));
         op("create_dir", 1, &|w| {
-            w.u32(opnum::CREATE);
+            w.u32(NfsOp::CREATE.0);
             w.u32(2); // NF4DIR
             w.opaque(b"d");
             fattr_mode(w);
         });
         op("create_symlink", 1, &|w| {
-            w.u32(opnum::CREATE);
+            w.u32(NfsOp::CREATE.0);
             w.u32(5); // NF4LNK
             w.opaque(b"target");
             w.opaque(b"l");
@@ -394,28 +399,28 @@ pub mod seeds {
         });
         op("open_create_write_close", 4, &|w| {
             open_create(w, b"f");
-            w.u32(opnum::WRITE);
+            w.u32(NfsOp::WRITE.0);
             stateid(w);
             w.u64(0);
             w.u32(2);
             w.opaque(b"hello");
-            w.u32(opnum::COMMIT);
+            w.u32(NfsOp::COMMIT.0);
             w.u64(0);
             w.u32(0);
-            w.u32(opnum::CLOSE);
+            w.u32(NfsOp::CLOSE.0);
             w.u32(0);
             stateid(w);
         });
         op("read", 2, &|w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(b"f");
-            w.u32(opnum::READ);
+            w.u32(NfsOp::READ.0);
             stateid(w);
             w.u64(0);
             w.u32(4096);
         });
         op("readdir", 1, &|w| {
-            w.u32(opnum::READDIR);
+            w.u32(NfsOp::READDIR.0);
             w.u64(0);
             w.opaque_fixed(&[0; 8]);
             w.u32(4096);
@@ -423,53 +428,53 @@ pub mod seeds {
             bitmap(w, &[0x0010_0002, 0x0000_0002]);
         });
         op("readlink", 2, &|w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(b"l");
-            w.u32(opnum::READLINK);
+            w.u32(NfsOp::READLINK.0);
         });
         op("remove", 1, &|w| {
-            w.u32(opnum::REMOVE);
+            w.u32(NfsOp::REMOVE.0);
             w.opaque(b"f");
         });
         op("rename", 2, &|w| {
-            w.u32(opnum::SAVEFH);
-            w.u32(opnum::RENAME);
+            w.u32(NfsOp::SAVEFH.0);
+            w.u32(NfsOp::RENAME.0);
             w.opaque(b"f");
             w.opaque(b"g");
         });
         op("link", 4, &|w| {
-            w.u32(opnum::SAVEFH);
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::SAVEFH.0);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(b"f");
-            w.u32(opnum::RESTOREFH);
-            w.u32(opnum::LINK);
+            w.u32(NfsOp::RESTOREFH.0);
+            w.u32(NfsOp::LINK.0);
             w.opaque(b"h");
         });
         op("setattr", 2, &|w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(b"f");
-            w.u32(opnum::SETATTR);
+            w.u32(NfsOp::SETATTR.0);
             stateid(w);
             bitmap(w, &[1 << 4]); // size
             w.opaque(&4096u64.to_be_bytes());
         });
         op("verify", 2, &|w| {
-            w.u32(opnum::VERIFY);
+            w.u32(NfsOp::VERIFY.0);
             bitmap(w, &[1 << 1]);
             w.opaque(&2u32.to_be_bytes());
-            w.u32(opnum::NVERIFY);
+            w.u32(NfsOp::NVERIFY.0);
             bitmap(w, &[1 << 1]);
             w.opaque(&1u32.to_be_bytes());
         });
         op("secinfo", 2, &|w| {
-            w.u32(opnum::SECINFO);
+            w.u32(NfsOp::SECINFO.0);
             w.opaque(b"f");
-            w.u32(opnum::SECINFO_NO_NAME);
+            w.u32(NfsOp::SECINFO_NO_NAME.0);
             w.u32(0);
         });
         op("lock", 4, &|w| {
             open_create(w, b"k");
-            w.u32(opnum::LOCK);
+            w.u32(NfsOp::LOCK.0);
             w.u32(2); // WRITE_LT
             w.bool(false);
             w.u64(0);
@@ -480,13 +485,13 @@ pub mod seeds {
             w.u32(0);
             w.u64(1);
             w.opaque(b"lo");
-            w.u32(opnum::LOCKT);
+            w.u32(NfsOp::LOCKT.0);
             w.u32(2);
             w.u64(0);
             w.u64(10);
             w.u64(1);
             w.opaque(b"other");
-            w.u32(opnum::LOCKU);
+            w.u32(NfsOp::LOCKU.0);
             w.u32(2);
             w.u32(0);
             stateid(w);
@@ -495,7 +500,7 @@ pub mod seeds {
         });
         op("layoutget", 2, &|w| {
             open_create(w, b"p");
-            w.u32(opnum::LAYOUTGET);
+            w.u32(NfsOp::LAYOUTGET.0);
             w.bool(false);
             w.u32(3); // LAYOUT4_BLOCK_VOLUME
             w.u32(2); // IOMODE_RW
@@ -506,9 +511,9 @@ pub mod seeds {
             w.u32(65536);
         });
         op("layoutcommit", 2, &|w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(b"p");
-            w.u32(opnum::LAYOUTCOMMIT);
+            w.u32(NfsOp::LAYOUTCOMMIT.0);
             w.u64(0);
             w.u64(4096);
             w.bool(false);
@@ -520,9 +525,9 @@ pub mod seeds {
             w.opaque(&layout::block::BlockExtent::encode_list(&[]));
         });
         op("layoutreturn", 2, &|w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(b"p");
-            w.u32(opnum::LAYOUTRETURN);
+            w.u32(NfsOp::LAYOUTRETURN.0);
             w.bool(false);
             w.u32(3);
             w.u32(3); // IOMODE_ANY
@@ -533,79 +538,79 @@ pub mod seeds {
             w.opaque(&[]);
         });
         op("getdeviceinfo", 2, &|w| {
-            w.u32(opnum::GETDEVICEINFO);
+            w.u32(NfsOp::GETDEVICEINFO.0);
             w.opaque_fixed(&[0; 16]);
             w.u32(3);
             w.u32(4096);
             bitmap(w, &[]);
-            w.u32(opnum::GETDEVICELIST);
+            w.u32(NfsOp::GETDEVICELIST.0);
             w.u32(3);
             w.u32(16);
             w.u64(0);
             w.opaque_fixed(&[0; 8]);
         });
         op("seek_allocate_deallocate", 4, &|w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(b"f");
-            w.u32(opnum::ALLOCATE);
+            w.u32(NfsOp::ALLOCATE.0);
             stateid(w);
             w.u64(0);
             w.u64(8192);
-            w.u32(opnum::DEALLOCATE);
+            w.u32(NfsOp::DEALLOCATE.0);
             stateid(w);
             w.u64(0);
             w.u64(4096);
-            w.u32(opnum::SEEK);
+            w.u32(NfsOp::SEEK.0);
             stateid(w);
             w.u64(0);
             w.u32(0);
         });
         op("xattrs", 5, &|w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(b"f");
-            w.u32(opnum::SETXATTR);
+            w.u32(NfsOp::SETXATTR.0);
             w.u32(0);
             w.opaque(b"user.a");
             w.opaque(b"v");
-            w.u32(opnum::GETXATTR);
+            w.u32(NfsOp::GETXATTR.0);
             w.opaque(b"user.a");
-            w.u32(opnum::LISTXATTRS);
+            w.u32(NfsOp::LISTXATTRS.0);
             w.u64(0);
             w.u32(4096);
-            w.u32(opnum::REMOVEXATTR);
+            w.u32(NfsOp::REMOVEXATTR.0);
             w.opaque(b"user.a");
         });
         op("state_ops", 5, &|w| {
-            w.u32(opnum::TEST_STATEID);
+            w.u32(NfsOp::TEST_STATEID.0);
             w.u32(1);
             stateid(w);
-            w.u32(opnum::FREE_STATEID);
+            w.u32(NfsOp::FREE_STATEID.0);
             stateid(w);
-            w.u32(opnum::DELEGRETURN);
+            w.u32(NfsOp::DELEGRETURN.0);
             stateid(w);
-            w.u32(opnum::OPEN_DOWNGRADE);
+            w.u32(NfsOp::OPEN_DOWNGRADE.0);
             stateid(w);
             w.u32(0);
             w.u32(1);
             w.u32(0);
-            w.u32(opnum::RECLAIM_COMPLETE);
+            w.u32(NfsOp::RECLAIM_COMPLETE.0);
             w.bool(false);
         });
         op("session_ops", 2, &|w| {
-            w.u32(opnum::BACKCHANNEL_CTL);
+            w.u32(NfsOp::BACKCHANNEL_CTL.0);
             w.u32(0x4000_0000);
             w.u32(1);
             w.u32(0);
-            w.u32(opnum::BIND_CONN_TO_SESSION);
+            w.u32(NfsOp::BIND_CONN_TO_SESSION.0);
             w.opaque_fixed(&[0; 16]);
             w.u32(3);
             w.bool(false);
         });
         op("putfh_putpubfh", 3, &|w| {
-            w.u32(opnum::PUTFH);
+            w.u32(NfsOp::PUTFH.0);
             w.opaque(&[0; 16]);
-            w.u32(opnum::PUTPUBFH);
-            w.u32(opnum::ILLEGAL);
+            w.u32(NfsOp::PUTPUBFH.0);
+            w.u32(NfsOp::ILLEGAL.0);
         });
         out
     }
@@ -623,13 +628,13 @@ pub mod seeds {
         v.push(("create_session".to_string(), w.buf));
         for (name, n, bytes) in ops() {
             let mut w = compound_head(1, 2 + u32::from(n));
-            w.u32(opnum::SEQUENCE);
+            w.u32(NfsOp::SEQUENCE.0);
             w.opaque_fixed(&[0; 16]);
             w.u32(1);
             w.u32(0);
             w.u32(0);
             w.bool(true);
-            w.u32(opnum::PUTROOTFH);
+            w.u32(NfsOp::PUTROOTFH.0);
             w.buf.extend_from_slice(&bytes);
             v.push((name.to_string(), w.buf));
         }
@@ -641,7 +646,7 @@ pub mod seeds {
     pub fn rpc_records() -> Vec<(String, Vec<u8>)> {
         use crate::rpc::msg::{call_header, flavor, OpaqueAuth};
         use crate::rpc::program::{NFS_PROGRAM, NFS_V4, PROC_COMPOUND, PROC_NULL};
-        let cred = crate::nfs4::compound::Cred {
+        let cred = crate::rpc::Cred {
             flavor: flavor::AUTH_SYS,
             uid: 0,
             gid: 0,

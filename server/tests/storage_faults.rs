@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use metalog::{BlockDev, CrashDev, Fault, FaultDev};
 use pnfsd::fuzzing::seeds;
-use pnfsd::nfs4::compound::{process, ConnInfo, Cred, RpcSizes};
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::compound::process;
+use pnfsd::nfs4::opcode::NfsOp;
+use pnfsd::rpc::{ConnInfo, Cred, RpcSizes};
 use pnfsd::server::{NfsOptions, Server};
 use pnfsd::store::{Store, StoreOptions};
 use pnfsd::xdr::{XdrReader, XdrWriter};
@@ -91,7 +92,7 @@ impl Client {
         // Nothing to reclaim (RFC 8881 §18.51): out of the grace period for this client.
         assert_eq!(
             c.call(1, |w| {
-                w.u32(opnum::RECLAIM_COMPLETE);
+                w.u32(NfsOp::RECLAIM_COMPLETE.0);
                 w.bool(false);
             }),
             NFS4_OK
@@ -102,13 +103,13 @@ impl Client {
     /// SEQUENCE + PUTROOTFH + `nops` operations from `ops`: the COMPOUND's status.
     fn call(&mut self, nops: u32, ops: impl Fn(&mut XdrWriter)) -> u32 {
         let mut w = seeds::compound_head(1, 2 + nops);
-        w.u32(opnum::SEQUENCE);
+        w.u32(NfsOp::SEQUENCE.0);
         w.opaque_fixed(&self.sid);
         w.u32(self.seq);
         w.u32(0);
         w.u32(0);
         w.bool(false);
-        w.u32(opnum::PUTROOTFH);
+        w.u32(NfsOp::PUTROOTFH.0);
         ops(&mut w);
         let res = run(&self.srv, w.buf);
         let mut r = XdrReader::new(&res);
@@ -124,7 +125,7 @@ impl Client {
 
     fn mkdir(&mut self, name: &str) -> u32 {
         self.call(1, |w| {
-            w.u32(opnum::CREATE);
+            w.u32(NfsOp::CREATE.0);
             w.u32(2); // NF4DIR
             w.opaque(name.as_bytes());
             w.u32(2);
@@ -136,7 +137,7 @@ impl Client {
 
     fn lookup(&mut self, name: &str) -> u32 {
         self.call(1, |w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(name.as_bytes());
         })
     }
@@ -144,7 +145,7 @@ impl Client {
     /// OPEN(create) `name`, WRITE `data` FILE_SYNC at 0, CLOSE.
     fn write_file(&mut self, name: &str, data: &[u8]) -> u32 {
         self.call(3, |w| {
-            w.u32(opnum::OPEN);
+            w.u32(NfsOp::OPEN.0);
             w.u32(0);
             w.u32(3);
             w.u32(0);
@@ -156,12 +157,12 @@ impl Client {
             w.opaque(&[]);
             w.u32(0); // CLAIM_NULL
             w.opaque(name.as_bytes());
-            w.u32(opnum::WRITE);
+            w.u32(NfsOp::WRITE.0);
             current_stateid(w);
             w.u64(0);
             w.u32(2); // FILE_SYNC4
             w.opaque(data);
-            w.u32(opnum::CLOSE);
+            w.u32(NfsOp::CLOSE.0);
             w.u32(0);
             current_stateid(w);
         })
@@ -169,9 +170,9 @@ impl Client {
 
     fn read_file(&mut self, name: &str) -> u32 {
         self.call(2, |w| {
-            w.u32(opnum::LOOKUP);
+            w.u32(NfsOp::LOOKUP.0);
             w.opaque(name.as_bytes());
-            w.u32(opnum::READ);
+            w.u32(NfsOp::READ.0);
             w.u32(0);
             w.opaque_fixed(&[0; 12]); // anonymous stateid
             w.u64(0);

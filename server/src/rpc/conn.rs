@@ -15,12 +15,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::nfs4::compound::{ConnInfo, RpcSizes};
 use crate::rpc::limits::{ReplyBudget, Shared};
 use crate::rpc::msg::{self, flavor, AcceptError, OpaqueAuth};
 use crate::rpc::program::{self, Action};
 use crate::rpc::record::RecordReader;
 use crate::rpc::{auth, Backchannel, CbCred, Program, RpcOptions};
+use crate::rpc::{ConnInfo, RpcSizes};
 use crate::xdr::XdrWriter;
 
 /// NFSv4 callback program version (RFC 8881 §20, `NFS_CB` = 1); procedure 1 is CB_COMPOUND.
@@ -199,7 +199,7 @@ async fn write_loop(
 /// A COMPOUND read from the connection, waiting for a blocking thread.
 struct Job {
     xid: u32,
-    cred: crate::nfs4::compound::Cred,
+    cred: crate::rpc::Cred,
     args: Bytes,
     sizes: RpcSizes,
     /// The connection's in-flight permit, held until the reply is queued.
@@ -481,8 +481,8 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::ConnectionAborted);
     }
 
-    fn sys_cred() -> crate::nfs4::compound::Cred {
-        crate::nfs4::compound::Cred {
+    fn sys_cred() -> crate::rpc::Cred {
+        crate::rpc::Cred {
             flavor: flavor::AUTH_SYS,
             uid: 0,
             gid: 0,
