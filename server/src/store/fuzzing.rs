@@ -529,4 +529,32 @@ mod tests {
         }
         assert!(hit > 0, "no leaf of the base holds a directory entry");
     }
+
+    /// Found by reading the blob code while writing `store_image` (docs/fuzzing.md): a
+    /// checkpoint whose free-space list names 1,000 blocks over a chain that loops on its
+    /// first block made the mount read that block 1,000 times into one buffer before the
+    /// checksum refused it; any count up to 2^32 was taken (16 TiB). Now a count past the
+    /// volume's blocks, and a chain that comes back to a block, are refused at once.
+    #[test]
+    fn a_blob_chain_that_loops_is_refused_at_once() {
+        let base = base().unwrap();
+        let dev = Arc::new(Overlay::new(base.image.clone()));
+        let mut refused = 0;
+        for slot in 0..2 {
+            let block = base.meta_start + slot;
+            let mut b = vec![0u8; PAGE];
+            dev.read_at(&mut b, block * BLOCK).unwrap();
+            let Some(mut ck) = Checkpoint::decode(slot, &b) else {
+                continue;
+            };
+            let first = ck.free.start;
+            dev.with_block(first, |buf| buf[..8].copy_from_slice(&first.to_le_bytes()));
+            ck.free.blocks = 1000;
+            dev.write_at(&ck.encode(slot), block * BLOCK).unwrap();
+            refused += 1;
+        }
+        assert!(refused > 0);
+        let err = Store::open_dev(dev, StoreOptions::default()).err().unwrap();
+        assert!(err.to_string().contains("loops"), "{err}");
+    }
 }
