@@ -40,6 +40,7 @@ mod crash_tests;
 mod data;
 mod extents;
 mod format;
+pub mod fuzzing;
 mod inner;
 mod inode;
 mod keys;
