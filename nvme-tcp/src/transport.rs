@@ -188,9 +188,12 @@ pub(crate) struct OutTx {
 
 struct Shared {
     st: Mutex<WState>,
-    /// The same socket as the writer task's half (dup(2)); non-blocking like it.
+    /// The same socket as the writer task's half (dup(2)); non-blocking like it, until the
+    /// writer task is detached (`detach_writer`), blocking after.
     direct: std::net::TcpStream,
     wake: Notify,
+    /// The writer task, until it is detached.
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 struct WState {
@@ -201,6 +204,10 @@ struct WState {
     /// A write failed: the connection is gone.
     dead: bool,
     senders: usize,
+    /// The writer task is asked to end, leaving the socket to the senders.
+    detach: bool,
+    /// No writer task: every sender writes whatever is queued with blocking writes.
+    blocking: bool,
 }
 
 impl Clone for OutTx {
@@ -216,6 +223,10 @@ impl Drop for OutTx {
     fn drop(&mut self) {
         let mut st = lock(&self.sh.st);
         st.senders -= 1;
+        if st.senders == 0 && st.blocking {
+            self.close_blocking(&mut st);
+            return;
+        }
         // The last sender gone: the writer flushes what is queued and shuts the socket.
         if st.senders == 0 && !st.active {
             st.active = true;
@@ -233,6 +244,10 @@ impl OutTx {
                 let mut st = lock(&self.sh.st);
                 if st.dead || st.close {
                     return Err(SendClosed);
+                }
+                if st.blocking {
+                    self.close_blocking(&mut st);
+                    return Ok(());
                 }
                 st.close = true;
                 if !st.active {
@@ -276,12 +291,61 @@ impl OutTx {
         self.with_buf(true, |_| {})
     }
 
+    /// Ends the writer task and leaves the socket to the senders, which from then on write
+    /// with blocking writes (the socket is made blocking): for a connection served by a
+    /// thread of its own (`target/conn.rs` `run_thread`), whose socket must not stay
+    /// registered with the runtime's reactor: every PDU that arrives would wake a runtime
+    /// worker for nothing. Only what the senders could not write before is written first.
+    pub async fn detach_writer(&self) -> io::Result<()> {
+        {
+            let mut st = lock(&self.sh.st);
+            st.detach = true;
+            st.active = true;
+        }
+        self.sh.wake.notify_one();
+        let task = lock(&self.sh.task).take();
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+        let mut st = lock(&self.sh.st);
+        if st.dead {
+            return Err(io::ErrorKind::NotConnected.into());
+        }
+        self.sh.direct.set_nonblocking(false)?;
+        st.blocking = true;
+        st.active = false;
+        drop(st);
+        self.flush().map_err(|_| io::ErrorKind::NotConnected.into())
+    }
+
+    /// Blocking mode: writes what is queued, then shuts the sending side down.
+    fn close_blocking(&self, st: &mut WState) {
+        if !st.dead {
+            let _ = (&self.sh.direct).write_all(&st.buf);
+            let _ = self.sh.direct.shutdown(std::net::Shutdown::Write);
+        }
+        st.buf.clear();
+        st.close = true;
+        st.dead = true;
+    }
+
     fn with_buf(&self, direct: bool, f: impl FnOnce(&mut Vec<u8>)) -> Result<(), SendClosed> {
         let mut st = lock(&self.sh.st);
         if st.dead || st.close {
             return Err(SendClosed);
         }
         f(&mut st.buf);
+        if st.blocking {
+            // No writer task: the caller writes, however long the peer takes to read (the
+            // socket shut down by a stop ends the wait).
+            let r = (&self.sh.direct).write_all(&st.buf);
+            st.buf.clear();
+            if r.is_err() {
+                st.dead = true;
+                return Err(SendClosed);
+            }
+            return Ok(());
+        }
         if st.active {
             return Ok(()); // the writer task will write it after what it holds
         }
@@ -354,12 +418,15 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
             close: false,
             dead: false,
             senders: 1,
+            detach: false,
+            blocking: false,
         }),
         direct,
         wake: Notify::new(),
+        task: Mutex::new(None),
     });
     let task = sh.clone();
-    tokio::spawn(async move {
+    let handle = tokio::spawn(async move {
         let mut spare: Vec<u8> = Vec::with_capacity(64 * 1024);
         loop {
             task.wake.notified().await;
@@ -368,6 +435,13 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
             loop {
                 {
                     let mut st = lock(&task.st);
+                    if st.buf.is_empty() && st.detach && !st.close && !st.dead {
+                        // Detached: the socket stays open for the senders (`detach_writer`);
+                        // a dropped write half would shut its sending side down.
+                        drop(st);
+                        wr.forget();
+                        return;
+                    }
                     if st.buf.is_empty() {
                         if st.close || st.dead || st.senders == 0 {
                             st.dead = true;
@@ -391,5 +465,6 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
         }
         let _ = wr.shutdown().await;
     });
+    *lock(&sh.task) = Some(handle);
     Ok((rd, OutTx { sh }))
 }

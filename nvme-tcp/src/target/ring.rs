@@ -55,7 +55,10 @@ pub(crate) enum Done {
 }
 
 pub(crate) struct Ring {
-    ring: AsyncFd<IoUring>,
+    /// The ring's descriptor in the reactor, for a queue on a tokio task (`ready`); `None`
+    /// on a queue thread. Dropped before the ring.
+    poll: Option<AsyncFd<RingFd>>,
+    ring: IoUring,
     /// Indexed by user_data.
     ops: Vec<Option<Op>>,
     free: Vec<usize>,
@@ -68,25 +71,73 @@ pub(crate) struct Ring {
     cqes: Vec<(u64, i32)>,
 }
 
+/// The ring's descriptor, for the reactor.
+struct RingFd(std::os::fd::RawFd);
+
+impl AsRawFd for RingFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0
+    }
+}
+
+/// Refused by the environment: the connection then uses the RWF_NOWAIT / blocking-pool paths.
+fn refused(e: &io::Error) {
+    tracing::debug!(error = %e, "io_uring unavailable: blocking I/O path");
+}
+
 impl Ring {
-    /// A ring for one connection; `None` when the kernel (or a seccomp filter) refuses
-    /// io_uring: the connection then uses the RWF_NOWAIT / blocking-pool paths.
+    /// A ring for a queue on a tokio task, which waits for completions in the reactor
+    /// (`ready`); `None` when the kernel (or a seccomp filter) refuses io_uring.
     pub fn new() -> Option<Ring> {
         if std::env::var_os("NVME_TCP_NO_URING").is_some() {
             return None;
         }
-        let ring = match IoUring::new(ENTRIES) {
+        let ring = IoUring::new(ENTRIES).map_err(|e| refused(&e)).ok()?;
+        // SAFETY: the descriptor is the ring's, which the Ring owns and drops after `poll`
+        // (field order), so it stays open and the same while it is registered.
+        let poll = unsafe {
+            AsyncFd::register_with_interest(
+                RingFd(ring.as_raw_fd()),
+                tokio::io::Interest::READABLE,
+            )
+        }
+        .ok()?;
+        Some(Ring::with(Some(poll), ring))
+    }
+
+    /// A ring for a queue thread, the only thread that will ever submit to it or wait on it
+    /// (call `enable` there first). Its completions' task work is deferred until that thread
+    /// waits (IORING_SETUP_DEFER_TASKRUN, Linux 6.1): a device completion then wakes the
+    /// thread only once as many have come as it waits for (`wait_batch`), where without it
+    /// every completion interrupts the wait to run its task work. Kernels without it get a
+    /// plain ring.
+    pub fn for_thread() -> Option<Ring> {
+        if std::env::var_os("NVME_TCP_NO_URING").is_some() {
+            return None;
+        }
+        let deferred = if std::env::var_os("X_NO_DEFER").is_some() { IoUring::new(ENTRIES) } else { IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_r_disabled()
+            .build(ENTRIES) };
+        let ring = match deferred {
             Ok(r) => r,
-            Err(e) => {
-                tracing::debug!(error = %e, "io_uring unavailable: blocking I/O path");
-                return None;
-            }
+            Err(_) => IoUring::new(ENTRIES).map_err(|e| refused(&e)).ok()?,
         };
-        // SAFETY: the AsyncFd owns the IoUring, whose descriptor stays open and the same
-        // until the AsyncFd (and with it the IoUring) is dropped.
-        let ring =
-            unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }.ok()?;
-        Some(Ring {
+        Some(Ring::with(None, ring))
+    }
+
+    /// Makes the calling thread the ring's one submitter (a ring from `for_thread`).
+    pub fn enable(&self) -> io::Result<()> {
+        if self.ring.params().is_setup_single_issuer() {
+            self.ring.submitter().register_enable_rings()?;
+        }
+        Ok(())
+    }
+
+    fn with(poll: Option<AsyncFd<RingFd>>, ring: IoUring) -> Ring {
+        Ring {
+            poll,
             ring,
             ops: Vec::new(),
             free: Vec::new(),
@@ -94,7 +145,7 @@ impl Ring {
             inflight: 0,
             recv_len: None,
             cqes: Vec::new(),
-        })
+        }
     }
 
     pub fn inflight(&self) -> usize {
@@ -109,8 +160,8 @@ impl Ring {
     /// Queues `rw` (submitted by the next `submit`). Gives its command back when the ring
     /// is full.
     pub fn push(&mut self, rw: Rw, busy: Busy) -> Result<(), Cmd> {
-        if self.ring.get_mut().submission().is_full()
-            && (self.submit().is_err() || self.ring.get_mut().submission().is_full())
+        if self.ring.submission().is_full()
+            && (self.submit().is_err() || self.ring.submission().is_full())
         {
             return Err(rw.cmd);
         }
@@ -167,7 +218,7 @@ impl Ring {
         // (`reap`) and never before the ring is drained (`Drop`); moving the Op (or the Vec
         // of Ops) does not move the heap buffers. The descriptor stays open: the Op holds the
         // namespace (and its backend) through `rw`.
-        let pushed = unsafe { self.ring.get_mut().submission().push(&entry) };
+        let pushed = unsafe { self.ring.submission().push(&entry) };
         if pushed.is_err() {
             let op = self.ops[idx].take();
             self.free.push(idx);
@@ -192,14 +243,14 @@ impl Ring {
         let entry = opcode::Recv::new(types::Fd(fd), ptr, len as u32)
             .build()
             .user_data(RECV);
-        if self.ring.get_mut().submission().is_full() {
+        if self.ring.submission().is_full() {
             self.submit()?;
         }
         // SAFETY: the kernel writes into the spare capacity of `buf` until this receive's
         // completion is reaped; the connection does not touch `buf` before that
         // (`recv_done`), and shuts the socket down and drains the ring before it drops
         // `buf` (`drain`, the connection thread's exit).
-        unsafe { self.ring.get_mut().submission().push(&entry) }
+        unsafe { self.ring.submission().push(&entry) }
             .map_err(|_| io::Error::other("io_uring submission queue full"))?;
         self.recv_len = Some(len);
         self.queued += 1;
@@ -222,7 +273,7 @@ impl Ring {
     /// Submits what is queued and waits for at least one completion (the connection
     /// thread's only blocking call).
     pub fn wait(&mut self) -> io::Result<()> {
-        match self.ring.get_ref().submit_and_wait(1) {
+        match self.ring.submit_and_wait(1) {
             Ok(_) => {
                 self.queued = 0;
                 Ok(())
@@ -232,12 +283,39 @@ impl Ring {
         }
     }
 
+    /// Whether the socket receive is armed.
+    pub fn recv_armed(&self) -> bool {
+        self.recv_len.is_some()
+    }
+
+    /// File operations in flight (the socket receive not counted).
+    pub fn file_inflight(&self) -> usize {
+        self.inflight - self.recv_len.is_some() as usize
+    }
+
+    /// Submits what is queued and waits until `want` completions are waiting or `limit`
+    /// has passed (then with whatever is there, maybe nothing): completion coalescing, so
+    /// that one round answers many device completions and the host's next commands arrive
+    /// together (one wake-up, one send, one plugged submission for many I/Os).
+    pub fn wait_batch(&mut self, want: usize, limit: std::time::Duration) -> io::Result<()> {
+        let ts = types::Timespec::from(limit);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        match self.ring.submitter().submit_with_args(want, &args) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        self.queued = 0;
+        Ok(())
+    }
+
     /// Submits everything queued, without waiting.
     pub fn submit(&mut self) -> io::Result<()> {
         if self.queued == 0 {
             return Ok(());
         }
-        self.ring.get_ref().submit()?;
+        self.ring.submit()?;
         self.queued = 0;
         Ok(())
     }
@@ -249,7 +327,7 @@ impl Ring {
     pub fn submit_and_wait_one(&mut self, limit: std::time::Duration) -> io::Result<()> {
         let ts = types::Timespec::from(limit);
         let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.get_ref().submitter().submit_with_args(1, &args) {
+        match self.ring.submitter().submit_with_args(1, &args) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -264,7 +342,6 @@ impl Ring {
         let mut done = std::mem::take(&mut self.cqes);
         done.extend(
             self.ring
-                .get_mut()
                 .completion()
                 .map(|c| (c.user_data(), c.result())),
         );
@@ -307,11 +384,14 @@ impl Ring {
         if self.inflight == 0 {
             return std::future::pending().await;
         }
+        let Some(poll) = self.poll.as_ref() else {
+            return std::future::pending().await;
+        };
         loop {
-            let Ok(mut g) = self.ring.readable_mut().await else {
+            let Ok(mut g) = poll.readable().await else {
                 return std::future::pending().await;
             };
-            if !g.get_inner_mut().completion().is_empty() {
+            if !self.ring.completion().is_empty() {
                 return;
             }
             g.clear_ready();
@@ -324,7 +404,7 @@ impl Ring {
     pub fn drain(&mut self) {
         let _ = self.submit();
         while self.inflight > 0 {
-            if let Err(e) = self.ring.get_ref().submit_and_wait(1) {
+            if let Err(e) = self.ring.submit_and_wait(1) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     // Nothing sane is left: leak the buffers rather than free them under
                     // the kernel.
@@ -349,6 +429,32 @@ impl Ring {
     }
 }
 
+/// Receives with one blocking recv(2) on socket `fd` into the spare capacity of `buf`
+/// (after `PduBuf::raw`'s reserve); 0 at end of stream. For a queue thread with nothing in
+/// flight on its ring: a plain blocking receive is woken by the sender as a synchronous
+/// wake-up (the scheduler may run us on the sender's CPU), where the ring's receive is woken
+/// from task work like any other completion, often on the other, idle CPU.
+pub(crate) fn recv_blocking(fd: std::os::fd::RawFd, buf: &mut PduBuf) -> io::Result<usize> {
+    let b = buf.raw();
+    let spare = b.spare_capacity_mut();
+    let (ptr, len) = (spare.as_mut_ptr().cast::<libc::c_void>(), spare.len());
+    loop {
+        // SAFETY: the kernel writes at most `len` bytes into the spare capacity of `b`,
+        // which nothing else borrows during the call.
+        let n = unsafe { libc::recv(fd, ptr, len, 0) };
+        if n >= 0 {
+            let n = (n as usize).min(len);
+            // SAFETY: the kernel initialized the first `n` bytes of the spare capacity.
+            unsafe { b.set_len(b.len() + n) };
+            return Ok(n);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 impl Drop for Ring {
     fn drop(&mut self) {
         self.drain();
@@ -357,6 +463,6 @@ impl Drop for Ring {
 
 impl AsRawFd for Ring {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.ring.get_ref().as_raw_fd()
+        self.ring.as_raw_fd()
     }
 }
