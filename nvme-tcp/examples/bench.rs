@@ -212,11 +212,10 @@ fn part_secs() -> [(f64, f64); 2] {
         let Ok(s) = std::fs::read_to_string(e.path().join("stat")) else {
             continue;
         };
-        let comm = s
-            .split('(')
-            .nth(1)
-            .and_then(|r| r.rsplit(')').last())
-            .unwrap_or("");
+        let comm = match (s.find('('), s.rfind(')')) {
+            (Some(a), Some(b)) if a < b => &s[a + 1..b],
+            _ => "",
+        };
         let i = match part_of(comm) {
             Part::Target => 0,
             Part::Initiator => 1,

@@ -468,3 +468,73 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
     *lock(&sh.task) = Some(handle);
     Ok((rd, OutTx { sh }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// After `detach_writer`, senders on several threads write whole frames with blocking
+    /// writes, however slowly the peer reads (far more than the socket buffers hold), in
+    /// order per sender and never interleaved inside a frame; when the last sender is gone
+    /// the peer sees the end of the stream.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn detached_senders_block_and_keep_frames_whole() {
+        const FRAMES: usize = 400;
+        const LEN: usize = 16 * 1024;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            let mut got = Vec::new();
+            let mut chunk = vec![0u8; 4096];
+            loop {
+                // A slow reader: the senders must wait for it.
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                match s.read(&mut chunk) {
+                    Ok(0) => return got,
+                    Ok(n) => got.extend_from_slice(&chunk[..n]),
+                    Err(e) => panic!("read: {e} after {} bytes", got.len()),
+                }
+            }
+        });
+        let std = std::net::TcpStream::connect(addr).unwrap();
+        std.set_nonblocking(true).unwrap();
+        // Another descriptor of the socket stays open (as the queue's watcher does): the end
+        // of the stream must come from the senders' shutdown, not from the last close.
+        let keep = std.try_clone().unwrap();
+        let (rd, tx) = split(TcpStream::from_std(std).unwrap()).unwrap();
+        tx.detach_writer().await.unwrap();
+        drop(rd);
+        let senders: Vec<_> = (0..2u8)
+            .map(|t| {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    for i in 0..FRAMES {
+                        let mut f = vec![t; LEN];
+                        f[..4].copy_from_slice(&(i as u32).to_le_bytes());
+                        tx.send(Out::Frame(f)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for s in senders {
+            s.join().unwrap();
+        }
+        drop(tx);
+        let got = tokio::task::spawn_blocking(move || reader.join().unwrap())
+            .await
+            .unwrap();
+        drop(keep);
+        assert_eq!(got.len(), 2 * FRAMES * LEN);
+        let mut next = [0u32; 2];
+        for f in got.chunks(LEN) {
+            let t = f[4] as usize;
+            assert!(t < 2 && f[4..].iter().all(|&b| b == f[4]), "frame mixed");
+            assert_eq!(u32::from_le_bytes([f[0], f[1], f[2], f[3]]), next[t]);
+            next[t] += 1;
+        }
+    }
+}

@@ -9,7 +9,7 @@
 //! path").
 
 use super::quiesce::{Busy, Gate};
-use super::ring::{recv_blocking, Done, Ring};
+use super::ring::{Done, Ring};
 use crate::controller::{
     self, admin, io, Cmd, Controller, Outcome, Reply, Subsystem, IN_CAPSULE_DATA, MAXH2CDATA,
     MAX_TRANSFER, MQES,
@@ -78,21 +78,6 @@ struct Queue {
 /// How long a command alone on its queue is waited for inside `io_uring_enter` before the
 /// connection goes back to the reactor (`Ring::submit_and_wait_one`).
 const ALONE_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
-
-/// Completion coalescing on a queue thread (`Ring::wait_batch`): with at least
-/// `COALESCE_MIN` file operations in flight, a round waits for half of them, at most
-/// `COALESCE_WAIT`.
-fn xenv(k: &str, d: u64) -> u64 {
-    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
-}
-fn coalesce_min() -> usize {
-    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *V.get_or_init(|| xenv("X_COALESCE_MIN", 4) as usize)
-}
-fn coalesce_wait() -> std::time::Duration {
-    static V: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    std::time::Duration::from_micros(*V.get_or_init(|| xenv("X_COALESCE_US", 100)))
-}
 
 enum Flow {
     Continue,
@@ -234,9 +219,7 @@ impl Queue {
         // descriptor of its own: the runtime lets go of the socket (its writer task ends and
         // both tokio halves are dropped), so arriving PDUs no longer wake a reactor thread.
         let sock = watcher.try_clone().ok()?;
-        if std::env::var_os("X_NO_DETACH").is_none() {
-            self.tx.detach_writer().await.ok()?;
-        }
+        self.tx.detach_writer().await.ok()?;
         let (rd, mut buf) = reader.into_parts();
         drop(rd);
         let spawned = std::thread::Builder::new()
@@ -245,10 +228,6 @@ impl Queue {
                 // In the runtime's context: controllers spawn their keep-alive timers.
                 let rt = self.rt.clone();
                 let _rt = rt.enter();
-                if let Some(Err(e)) = self.ring.as_ref().map(Ring::enable) {
-                    tracing::warn!(error = %e, "nvme-tcp: cannot enable a queue's io_uring");
-                    self.ring = None;
-                }
                 self.run_thread(&sock, &mut buf, dead_tx);
                 drop(sock);
                 let _ = done_tx.send(self);
@@ -287,13 +266,11 @@ impl Queue {
         let fd = sock.as_raw_fd();
         let mut dead_tx = Some(dead_tx);
         let mut done = Vec::new();
-        let mut st = [0u64; 6]; // rounds, recvs, pdus, file completions, flushes, max file inflight
         'conn: loop {
             // PDUs already buffered (the first ones may have come with the ICReq).
             let mut closed = false;
             loop {
                 let Some(r) = buf.parse() else { break };
-                st[2] += 1;
                 self.more = buf.has_buffered_pdu();
                 if let Flow::Close = self.on_received(r) {
                     break 'conn;
@@ -305,7 +282,6 @@ impl Queue {
             }
             if self.held.get() {
                 self.held.set(false);
-                st[4] += 1;
                 let _ = self.tx.flush();
             }
             if dead_tx.is_some() {
@@ -318,54 +294,19 @@ impl Queue {
             let Some(ring) = self.ring.as_mut() else {
                 break;
             };
-            // Nothing in flight (a host at queue depth 1): wait in a plain receive.
-            if std::env::var_os("X_NO_BRECV").is_none() && !ring.recv_armed() && ring.file_inflight() == 0 && ring.queued() == 0 {
-                match recv_blocking(fd, buf) {
-                    Ok(n) if n > 0 => {
-                        st[1] += 1;
-                        continue;
-                    }
-                    _ => closed = true,
-                }
-                if closed {
-                    while let Some(r) = buf.parse() {
-                        if let Flow::Close = self.on_received(r) {
-                            break;
-                        }
-                    }
-                    break;
-                }
-            }
-            if ring.push_recv(fd, buf).is_err() {
-                break;
-            }
-            // Many device operations in flight: wait for a share of them (or COALESCE_WAIT)
-            // rather than wake up for each.
-            let file = ring.file_inflight();
-            st[0] += 1;
-            st[5] = st[5].max(file as u64);
-            let waited = if file >= coalesce_min() {
-                ring.wait_batch(file / 2, coalesce_wait())
-            } else {
-                ring.wait()
-            };
-            if waited.is_err() {
+            if ring.push_recv(fd, buf).is_err() || ring.wait().is_err() {
                 break;
             }
             ring.reap(|d| done.push(d));
             for d in done.drain(..) {
                 match d {
                     Done::Recv(n) if n > 0 => {
-                        st[1] += 1;
                         if let Some(ring) = self.ring.as_mut() {
                             ring.recv_done(buf, n as usize);
                         }
                     }
                     Done::Recv(_) => closed = true,
-                    d => {
-                        st[3] += 1;
-                        self.on_done(d)
-                    }
+                    d => self.on_done(d),
                 }
             }
             if closed {
@@ -379,9 +320,6 @@ impl Queue {
             }
         }
         let _ = self.tx.flush();
-        if std::env::var_os("X_STATS").is_some() && st[2] > 100 {
-            eprintln!("queue {}: rounds {} recvs {} pdus {} filedone {} flushes {} maxfile {}: pdus/recv {:.2} done/round {:.2}", self.qid, st[0], st[1], st[2], st[3], st[4], st[5], st[2] as f64 / st[1] as f64, st[3] as f64 / st[0] as f64);
-        }
         if let Some(mut ring) = self.ring.take() {
             ring.end_recv(fd);
         }

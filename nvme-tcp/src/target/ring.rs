@@ -96,43 +96,21 @@ impl Ring {
         // SAFETY: the descriptor is the ring's, which the Ring owns and drops after `poll`
         // (field order), so it stays open and the same while it is registered.
         let poll = unsafe {
-            AsyncFd::register_with_interest(
-                RingFd(ring.as_raw_fd()),
-                tokio::io::Interest::READABLE,
-            )
+            AsyncFd::register_with_interest(RingFd(ring.as_raw_fd()), tokio::io::Interest::READABLE)
         }
         .ok()?;
         Some(Ring::with(Some(poll), ring))
     }
 
-    /// A ring for a queue thread, the only thread that will ever submit to it or wait on it
-    /// (call `enable` there first). Its completions' task work is deferred until that thread
-    /// waits (IORING_SETUP_DEFER_TASKRUN, Linux 6.1): a device completion then wakes the
-    /// thread only once as many have come as it waits for (`wait_batch`), where without it
-    /// every completion interrupts the wait to run its task work. Kernels without it get a
-    /// plain ring.
+    /// A ring for a queue thread, which waits for completions in `io_uring_enter` itself.
+    /// (IORING_SETUP_DEFER_TASKRUN, with or without waiting for several completions at once,
+    /// measured no better here: docs/nvme-tcp.md.)
     pub fn for_thread() -> Option<Ring> {
         if std::env::var_os("NVME_TCP_NO_URING").is_some() {
             return None;
         }
-        let deferred = if std::env::var_os("X_NO_DEFER").is_some() { IoUring::new(ENTRIES) } else { IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_r_disabled()
-            .build(ENTRIES) };
-        let ring = match deferred {
-            Ok(r) => r,
-            Err(_) => IoUring::new(ENTRIES).map_err(|e| refused(&e)).ok()?,
-        };
+        let ring = IoUring::new(ENTRIES).map_err(|e| refused(&e)).ok()?;
         Some(Ring::with(None, ring))
-    }
-
-    /// Makes the calling thread the ring's one submitter (a ring from `for_thread`).
-    pub fn enable(&self) -> io::Result<()> {
-        if self.ring.params().is_setup_single_issuer() {
-            self.ring.submitter().register_enable_rings()?;
-        }
-        Ok(())
     }
 
     fn with(poll: Option<AsyncFd<RingFd>>, ring: IoUring) -> Ring {
@@ -283,33 +261,6 @@ impl Ring {
         }
     }
 
-    /// Whether the socket receive is armed.
-    pub fn recv_armed(&self) -> bool {
-        self.recv_len.is_some()
-    }
-
-    /// File operations in flight (the socket receive not counted).
-    pub fn file_inflight(&self) -> usize {
-        self.inflight - self.recv_len.is_some() as usize
-    }
-
-    /// Submits what is queued and waits until `want` completions are waiting or `limit`
-    /// has passed (then with whatever is there, maybe nothing): completion coalescing, so
-    /// that one round answers many device completions and the host's next commands arrive
-    /// together (one wake-up, one send, one plugged submission for many I/Os).
-    pub fn wait_batch(&mut self, want: usize, limit: std::time::Duration) -> io::Result<()> {
-        let ts = types::Timespec::from(limit);
-        let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(want, &args) {
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-        self.queued = 0;
-        Ok(())
-    }
-
     /// Submits everything queued, without waiting.
     pub fn submit(&mut self) -> io::Result<()> {
         if self.queued == 0 {
@@ -340,11 +291,7 @@ impl Ring {
     /// Hands every completion waiting to `f`.
     pub fn reap(&mut self, mut f: impl FnMut(Done)) {
         let mut done = std::mem::take(&mut self.cqes);
-        done.extend(
-            self.ring
-                .completion()
-                .map(|c| (c.user_data(), c.result())),
-        );
+        done.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
         for (ud, res) in done.drain(..) {
             if ud == RECV {
                 self.inflight -= 1;
@@ -426,32 +373,6 @@ impl Ring {
             unsafe { libc::shutdown(fd, libc::SHUT_RD) };
         }
         self.drain();
-    }
-}
-
-/// Receives with one blocking recv(2) on socket `fd` into the spare capacity of `buf`
-/// (after `PduBuf::raw`'s reserve); 0 at end of stream. For a queue thread with nothing in
-/// flight on its ring: a plain blocking receive is woken by the sender as a synchronous
-/// wake-up (the scheduler may run us on the sender's CPU), where the ring's receive is woken
-/// from task work like any other completion, often on the other, idle CPU.
-pub(crate) fn recv_blocking(fd: std::os::fd::RawFd, buf: &mut PduBuf) -> io::Result<usize> {
-    let b = buf.raw();
-    let spare = b.spare_capacity_mut();
-    let (ptr, len) = (spare.as_mut_ptr().cast::<libc::c_void>(), spare.len());
-    loop {
-        // SAFETY: the kernel writes at most `len` bytes into the spare capacity of `b`,
-        // which nothing else borrows during the call.
-        let n = unsafe { libc::recv(fd, ptr, len, 0) };
-        if n >= 0 {
-            let n = (n as usize).min(len);
-            // SAFETY: the kernel initialized the first `n` bytes of the spare capacity.
-            unsafe { b.set_len(b.len() + n) };
-            return Ok(n);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
     }
 }
 
