@@ -111,11 +111,15 @@ if [[ -n ${CRASH_CMD:-} ]]; then
     for cl in ${CRASH_LAYOUTS-block scsi}; do
         [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD $cl" >&2 || rc=1
         for v in ${CRASH_VERSIONS:-4.1 4.2}; do
-            # SCSI: no LAYOUTCOMMIT comes after a restart (known limit): wait 20 s, not 120
+            # SCSI: no LAYOUTCOMMIT comes after a restart (known limit): wait 20 s, not 120.
+            # Block: each restart lets fio write 15-25 MiB before the host answers (NVMe
+            # reconnect, grace, the hook's polling), so three restarts need more than 64 MiB
+            # or the last one can come after fio's last fsync (no LAYOUTCOMMIT left to wait for).
             CRASH_COMMIT_WAIT=$([[ $cl == scsi ]] && echo 20 || echo 120) \
             VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$CRASH_CMD $(printf '%q' "$sigs")")" \
                 run "crash-$cl-$v" "$HERE/scenarios/crash-write.sh" "$v" LAYOUT="$cl" \
-                RESTARTS="$n" CRASH_SIGNALS="${sigs// //}"
+                RESTARTS="$n" CRASH_SIGNALS="${sigs// //}" \
+                FIO_SIZE="${CRASH_FIO_SIZE:-$([[ $cl == scsi ]] && echo 64m || echo $((32 + 32 * n))m)}"
         done
     done
 fi

@@ -2,9 +2,14 @@
 pub mod attr;
 pub mod callback;
 pub mod compound;
+pub mod helpers;
+pub mod opcode;
 pub mod ops;
 pub mod pnfs;
 pub mod scsi;
 pub mod state;
 pub mod status;
 pub mod types;
+
+#[cfg(test)]
+mod tests;
