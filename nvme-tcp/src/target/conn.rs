@@ -1,9 +1,10 @@
 //! One TCP connection = one queue pair of the target: ICReq/ICResp, Connect, then commands.
 //! Data from the host arrives in-capsule or after an R2T; data to the host leaves in one
 //! C2HData PDU followed by the CapsuleResp, in one write. With io_uring (`ring.rs`) the queue
-//! runs on a thread of its own (`run_thread`): one `io_uring_enter` per round waits for the
-//! socket receive and the file Reads/Writes alike, and every answer of the round leaves in
-//! one write. Without it (`run`, a tokio task) page-cache hits are served inline
+//! runs on a thread of its own (`run_thread`), which owns the socket alone (the runtime lets
+//! go of it: `OutTx::detach_writer`): one `io_uring_enter` per round waits for the socket
+//! receive and the file Reads/Writes alike, and every answer of the round leaves in one
+//! write. Without it (`run`, a tokio task) page-cache hits are served inline
 //! (`io::try_inline`) and the rest runs on blocking threads, which write their own answers.
 //! Admin and Fabrics commands run in order on the queue either way (docs/nvme-tcp.md "I/O
 //! path").

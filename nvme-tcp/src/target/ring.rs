@@ -1,9 +1,11 @@
 //! One io_uring per I/O queue connection (issue 14): the Reads and Writes of a received batch
 //! are queued here and leave in one `io_uring_enter`; their completions are reaped in a batch
-//! and answered in one send. The connection task waits for the ring's descriptor (readable
-//! while completions are waiting) in the same `select!` as for the socket, so no thread ever
-//! blocks on a device and nothing is handed off between threads. Page-cache hits complete
-//! inside the submitting call, so they are reaped at once, without waiting for the poll.
+//! and answered in one send. A queue thread (`Ring::for_thread`) waits in `io_uring_enter`
+//! for its socket receive and its file operations alike, and its ring is not registered with
+//! the runtime's reactor (a completion would wake a worker for nothing). A queue on a tokio
+//! task (`Ring::new`) waits for the ring's descriptor (readable while completions are
+//! waiting) in the same `select!` as for the socket. Page-cache hits complete inside the
+//! submitting call, so they are reaped at once, without waiting.
 //!
 //! This is the crate's second unsafe module (with `backend/sys.rs`): the kernel reads and
 //! writes an operation's buffer until its completion is reaped, so every buffer lives in the
@@ -103,8 +105,8 @@ impl Ring {
     }
 
     /// A ring for a queue thread, which waits for completions in `io_uring_enter` itself.
-    /// (IORING_SETUP_DEFER_TASKRUN, with or without waiting for several completions at once,
-    /// measured no better here: docs/nvme-tcp.md.)
+    /// (IORING_SETUP_DEFER_TASKRUN, and waiting for several completions at once, measured no
+    /// better: docs/nvme-tcp.md "Tried and dropped".)
     pub fn for_thread() -> Option<Ring> {
         if std::env::var_os("NVME_TCP_NO_URING").is_some() {
             return None;
