@@ -298,6 +298,15 @@ fn cell_name(odirect: bool, op: Op, len: u64, qd: usize) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The target's and the initiator's warnings (a keep-alive timeout, a transport error)
+    // say why a connection closed under the bench; RUST_LOG overrides.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let mut args = std::env::args().skip(1);
     let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1.0);
     let rounds: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(3);
@@ -373,6 +382,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 // QD 128 fits: 2 queues of 64 (commands go round robin).
                 icfg.io_queues = 2;
                 icfg.queue_depth = 64;
+                // No keep-alive: at load 20–35 (other engineers' guests and builds) both
+                // bench controllers were torn down at once after 7.5 s without one (the
+                // whole process stalled); the bench measures the I/O path, not KATO.
+                icfg.kato_ms = 0;
                 let ini = Arc::new(Initiator::connect(target.local_addr(), icfg).await?);
                 Ok::<_, nvme_tcp::Error>((target, ini))
             })
