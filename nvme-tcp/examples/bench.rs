@@ -4,7 +4,8 @@
 //! same PDU sizes and nothing else), in one interleaved run (issue 14 item 3).
 //!
 //! `cargo run --release -p nvme-tcp --example bench [-- <seconds per case> [rounds] [file]]`
-//! `BENCH_ONLY=O_DIRECT/read/4K/32` (a substring of the cell names) narrows it down;
+//! `BENCH_ONLY=O_DIRECT/read/4K/32` (a substring of the cell names; a trailing `$` anchors it
+//! at the end) narrows it down;
 //! `BENCH_TCP_ONLY=1` skips the baselines and `BENCH_NO_WARMUP=1` the warm-up (for `perf`).
 //!
 //! Fairness: both sides do the same thing to the same file. QD n is n threads each issuing
@@ -17,6 +18,8 @@
 
 #[path = "echo.rs"]
 mod echo;
+#[path = "uring.rs"]
+mod uring;
 
 use bytes::Bytes;
 use nvme_tcp::{FileBackend, Initiator, InitiatorConfig, NamespaceConfig, Target, TargetConfig};
@@ -135,6 +138,22 @@ fn drop_cache(path: &Path) {
     }
 }
 
+/// Reads the whole file once, so the buffered cells find every page cached (the O_DIRECT
+/// cells of the previous round dropped them: without this, buffered reads were disk reads
+/// with read-ahead).
+fn warm_cache(path: &Path) {
+    if let Ok(f) = std::fs::File::open(path) {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut off = 0;
+        while let Ok(n) = f.read_at(&mut buf, off) {
+            if n == 0 {
+                break;
+            }
+            off += n as u64;
+        }
+    }
+}
+
 /// CPU time of this process (user + system, all threads) in seconds, from /proc/self/stat.
 fn cpu_secs() -> f64 {
     let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
@@ -157,6 +176,58 @@ fn measured(f: impl FnOnce() -> f64, secs: f64) -> (f64, f64) {
     let iops = f();
     let cpu = cpu_secs() - c0;
     (iops, cpu * 1e6 / (iops * secs))
+}
+
+/// Which part of the process a thread belongs to, by its name: the target's queue threads
+/// and runtime (`TGT_RT`), the initiator's runtime (`INI_RT`), anything else.
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    Target,
+    Initiator,
+    Other,
+}
+
+const TGT_RT: &str = "nvmet-rt";
+const INI_RT: &str = "nvmei-rt";
+
+fn part_of(comm: &str) -> Part {
+    if comm.starts_with("nvme-tcp-queue") || comm.starts_with(TGT_RT) {
+        Part::Target
+    } else if comm.starts_with(INI_RT) {
+        Part::Initiator
+    } else {
+        Part::Other
+    }
+}
+
+/// CPU seconds (user, system) so far of the target's and the initiator's threads, from
+/// /proc/self/task/*/stat (threads that ended are missing: the runtimes' threads live for
+/// the whole run, and a queue thread lives as long as its connection).
+fn part_secs() -> [(f64, f64); 2] {
+    let mut out = [(0.0, 0.0); 2];
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return [(f64::NAN, f64::NAN); 2];
+    };
+    for e in dir.flatten() {
+        let Ok(s) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let comm = match (s.find('('), s.rfind(')')) {
+            (Some(a), Some(b)) if a < b => &s[a + 1..b],
+            _ => "",
+        };
+        let i = match part_of(comm) {
+            Part::Target => 0,
+            Part::Initiator => 1,
+            Part::Other => continue,
+        };
+        let rest = s.rsplit(')').next().unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+        out[i].0 += t(11);
+        out[i].1 += t(12);
+    }
+    out
 }
 
 fn loadavg() -> String {
@@ -192,6 +263,16 @@ impl Side {
     }
 }
 
+/// The nvme-tcp side's CPU µs per I/O by part, per round: target and initiator, each
+/// (user + system, system alone).
+#[derive(Default)]
+struct Split {
+    tgt: Vec<f64>,
+    tgt_sys: Vec<f64>,
+    ini: Vec<f64>,
+    ini_sys: Vec<f64>,
+}
+
 /// One cell of the table: its per-round measurements.
 struct Cell {
     odirect: bool,
@@ -200,10 +281,14 @@ struct Cell {
     qd: usize,
     direct: Side,
     tcp: Side,
+    split: Split,
     echo: Side,
+    uring: Side,
     /// nvme-tcp IOPS / pread-pwrite IOPS, and / echo IOPS, per round.
     ratio: Vec<f64>,
     ratio_echo: Vec<f64>,
+    ratio_uring: Vec<f64>,
+    ratio_floor: Vec<f64>,
 }
 
 fn cell_name(odirect: bool, op: Op, len: u64, qd: usize) -> String {
@@ -213,6 +298,15 @@ fn cell_name(odirect: bool, op: Op, len: u64, qd: usize) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The target's and the initiator's warnings (a keep-alive timeout, a transport error)
+    // say why a connection closed under the bench; RUST_LOG overrides.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let mut args = std::env::args().skip(1);
     let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1.0);
     let rounds: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(3);
@@ -235,7 +329,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         f.sync_data()?;
     }
+    // The target and the initiator on runtimes of their own (as in pnfsd and a remote host),
+    // so the CPU of each is told apart by thread name. BENCH_INI_THREADS: the initiator's
+    // worker threads (default 2).
+    let tgt_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(TGT_RT)
+        .enable_all()
+        .build()?;
+    let ini_threads: usize = std::env::var("BENCH_INI_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(ini_threads.max(1))
+        .thread_name(INI_RT)
         .enable_all()
         .build()?;
     let la0 = loadavg();
@@ -247,7 +355,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // One target + initiator per cache mode, both alive for the whole run.
     let mut setups = Vec::new();
     for odirect in [false, true] {
-        let target_ini = rt.block_on(async {
+        let target = tgt_rt.block_on(async {
             let backend = if odirect {
                 FileBackend::open_direct(&path, BS as u32)
             } else {
@@ -265,12 +373,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             let target = Target::bind("127.0.0.1:0", cfg).await?;
             target.spawn();
-            let mut icfg = InitiatorConfig::new(nqn, "nqn.2014-08.org.nvmexpress:uuid:bench");
-            // QD 128 fits: 2 queues of 64 (commands go round robin).
-            icfg.io_queues = 2;
-            icfg.queue_depth = 64;
-            let ini = Arc::new(Initiator::connect(target.local_addr(), icfg).await?);
-            Ok::<_, nvme_tcp::Error>((target, ini))
+            Ok::<_, nvme_tcp::Error>(target)
+        });
+        let target_ini = target.and_then(|target| {
+            rt.block_on(async {
+                let nqn = "nqn.2026-11.org.pnfsd:bench";
+                let mut icfg = InitiatorConfig::new(nqn, "nqn.2014-08.org.nvmexpress:uuid:bench");
+                // QD 128 fits: 2 queues of 64 (commands go round robin).
+                icfg.io_queues = 2;
+                icfg.queue_depth = 64;
+                // No keep-alive: at load 20–35 (other engineers' guests and builds) both
+                // bench controllers were torn down at once after 7.5 s without one (the
+                // whole process stalled); the bench measures the I/O path, not KATO.
+                icfg.kato_ms = 0;
+                let ini = Arc::new(Initiator::connect(target.local_addr(), icfg).await?);
+                Ok::<_, nvme_tcp::Error>((target, ini))
+            })
         });
         match target_ini {
             Ok((target, ini)) => setups.push((odirect, target, ini)),
@@ -285,7 +403,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for op in [Op::Read, Op::Write] {
             for len in SIZES {
                 for qd in QDS {
-                    if !cell_name(*odirect, op, len, qd).contains(&only) {
+                    // A trailing '$' asks for the whole name (`.../4K/1$` is not QD 128).
+                    let name = cell_name(*odirect, op, len, qd);
+                    let hit = match only.strip_suffix('$') {
+                        Some(exact) => name.ends_with(exact),
+                        None => name.contains(&only),
+                    };
+                    if !hit {
                         continue;
                     }
                     cells.push(Cell {
@@ -295,9 +419,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         qd,
                         direct: Side::default(),
                         tcp: Side::default(),
+                        split: Split::default(),
                         echo: Side::default(),
+                        uring: Side::default(),
                         ratio: Vec::new(),
                         ratio_echo: Vec::new(),
+                        ratio_uring: Vec::new(),
+                        ratio_floor: Vec::new(),
                     });
                 }
             }
@@ -318,26 +446,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map(|s| s.2.clone())
                 .ok_or("setup")?;
             let (odirect, op, len, qd) = (c.odirect, c.op, c.len, c.qd);
-            let mut sides: [(u8, (f64, f64)); 3] = [(0, (f64::NAN, f64::NAN)); 3];
+            let mut sides: [(u8, (f64, f64)); 4] = [(0, (f64::NAN, f64::NAN)); 4];
             for (i, side) in sides.iter_mut().enumerate() {
                 // Rotate which side goes first from round to round.
-                let which = ((i + round) % 3) as u8;
+                let which = ((i + round) % 4) as u8;
                 side.0 = which;
                 if tcp_only && which != 1 {
                     continue;
                 }
                 if odirect {
                     drop_cache(&path);
+                } else {
+                    warm_cache(&path);
                 }
                 side.1 = match which {
                     0 => measured(|| direct(&path, odirect, op, len, qd, secs), secs),
-                    1 => measured(
-                        || rt.block_on(over_tcp(ini.clone(), op, len, qd, secs)),
-                        secs,
-                    ),
-                    _ => {
+                    1 => {
+                        let p0 = part_secs();
+                        let m = measured(
+                            || rt.block_on(over_tcp(ini.clone(), op, len, qd, secs)),
+                            secs,
+                        );
+                        let p1 = part_secs();
+                        let per = |a: f64, b: f64| (b - a) * 1e6 / (m.0 * secs);
+                        c.split.tgt.push(per(p0[0].0 + p0[0].1, p1[0].0 + p1[0].1));
+                        c.split.tgt_sys.push(per(p0[0].1, p1[0].1));
+                        c.split.ini.push(per(p0[1].0 + p0[1].1, p1[1].0 + p1[1].1));
+                        c.split.ini_sys.push(per(p0[1].1, p1[1].1));
+                        m
+                    }
+                    2 => {
                         let (req, resp) = echo::sizes(op == Op::Write, len as usize);
                         measured(|| echo::run(qd, req, resp, secs), secs)
+                    }
+                    _ => {
+                        let w = op == Op::Write;
+                        measured(
+                            || uring::run(&path, odirect, w, len as usize, qd, secs),
+                            secs,
+                        )
                     }
                 };
             }
@@ -345,8 +492,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             c.direct.push(sides[0].1);
             c.tcp.push(sides[1].1);
             c.echo.push(sides[2].1);
-            c.ratio.push(sides[1].1 .0 / sides[0].1 .0);
-            c.ratio_echo.push(sides[1].1 .0 / sides[2].1 .0);
+            c.uring.push(sides[3].1);
+            let (p, n, e, u) = (sides[0].1 .0, sides[1].1 .0, sides[2].1 .0, sides[3].1 .0);
+            c.ratio.push(n / p);
+            c.ratio_echo.push(n / e);
+            c.ratio_uring.push(n / u);
+            // QD 1: the floor is one echo exchange and one pread after the other.
+            c.ratio_floor.push(n * (1.0 / e + 1.0 / p));
         }
         eprintln!(
             "round {} of {rounds} done, load average {}",
@@ -355,41 +507,58 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!(
-        "{:<9} {:<6} {:>5} {:>3} {:>10} {:>10} {:>10} {:>6} {:>11} {:>6} {:>17}",
+        "{:<8} {:<5} {:>4} {:>3} {:>8} {:>8} {:>8} {:>8}  {:>5} {:>9} {:>5} {:>5} {:>5}  {:>23}  {:>21}",
         "cache",
         "op",
         "size",
         "qd",
         "pread/wr",
-        "nvme-tcp",
+        "uring",
         "echo",
-        "ratio",
+        "nvme-tcp",
+        "/pread",
         "min-max",
+        "/urng",
         "/echo",
-        "cpu µs/IO p/n/e"
+        "/flr",
+        "cpu µs/IO p/u/e/n",
+        "nvme: tgt(sys)/ini(sys)"
     );
     for c in cells.iter_mut() {
         let cache = if c.odirect { "O_DIRECT" } else { "buffered" };
         let name = if c.op == Op::Read { "read" } else { "write" };
         let lo = c.ratio.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = c.ratio.iter().copied().fold(0.0, f64::max);
+        let floor = if c.qd == 1 {
+            format!("{:>5.2}", median(&mut c.ratio_floor))
+        } else {
+            format!("{:>5}", "-")
+        };
         println!(
-            "{cache:<9} {name:<6} {:>4}K {:>3} {:>10.0} {:>10.0} {:>10.0} {:>6.3} {lo:>5.2}-{hi:<5.2} {:>6.3} {:>5.1}/{:>5.1}/{:>5.1}",
+            "{cache:<8} {name:<5} {:>3}K {:>3} {:>8.0} {:>8.0} {:>8.0} {:>8.0}  {:>5.2} {lo:>4.2}-{hi:<4.2} {:>5.2} {:>5.3} {floor}  {:>5.1}/{:>5.1}/{:>5.1}/{:>5.1}  {:>5.1}({:>4.1})/{:>5.1}({:>4.1})",
             c.len / 1024,
             c.qd,
             median(&mut c.direct.iops),
-            median(&mut c.tcp.iops),
+            median(&mut c.uring.iops),
             median(&mut c.echo.iops),
+            median(&mut c.tcp.iops),
             median(&mut c.ratio),
+            median(&mut c.ratio_uring),
             median(&mut c.ratio_echo),
             median(&mut c.direct.cpu),
-            median(&mut c.tcp.cpu),
+            median(&mut c.uring.cpu),
             median(&mut c.echo.cpu),
+            median(&mut c.tcp.cpu),
+            median(&mut c.split.tgt),
+            median(&mut c.split.tgt_sys),
+            median(&mut c.split.ini),
+            median(&mut c.split.ini_sys),
         );
     }
     println!(
-        "medians over {rounds} rounds; QD 1 latency ratio to the echo floor = 1 / the /echo \
-         column; load average at start {la0}, at end {}",
+        "medians over {rounds} rounds of per-round ratios; QD 1 latency against the echo = \
+         1 / the /echo column, against echo + pread one after the other = 1 / the /flr column; \
+         load average at start {la0}, at end {}",
         loadavg()
     );
     for (_, target, _) in setups {

@@ -1,6 +1,8 @@
 //! Sockets and digests (style.md rule 9): reading whole PDUs off a TCP stream with the header
 //! checked before the body is read, and the sending side of a connection (`OutTx`): senders
-//! write directly when the socket takes it, a writer task drains the rest in order.
+//! write directly when the socket takes it, a writer task drains the rest in order; or, once
+//! the writer task is detached (a connection served by a thread of its own), every sender
+//! writes with blocking writes.
 
 use crate::namespace::lock;
 use crate::pdu::{
@@ -188,9 +190,12 @@ pub(crate) struct OutTx {
 
 struct Shared {
     st: Mutex<WState>,
-    /// The same socket as the writer task's half (dup(2)); non-blocking like it.
+    /// The same socket as the writer task's half (dup(2)); non-blocking like it, until the
+    /// writer task is detached (`detach_writer`), blocking after.
     direct: std::net::TcpStream,
     wake: Notify,
+    /// The writer task, until it is detached.
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 struct WState {
@@ -201,6 +206,10 @@ struct WState {
     /// A write failed: the connection is gone.
     dead: bool,
     senders: usize,
+    /// The writer task is asked to end, leaving the socket to the senders.
+    detach: bool,
+    /// No writer task: every sender writes whatever is queued with blocking writes.
+    blocking: bool,
 }
 
 impl Clone for OutTx {
@@ -216,6 +225,10 @@ impl Drop for OutTx {
     fn drop(&mut self) {
         let mut st = lock(&self.sh.st);
         st.senders -= 1;
+        if st.senders == 0 && st.blocking {
+            self.close_blocking(&mut st);
+            return;
+        }
         // The last sender gone: the writer flushes what is queued and shuts the socket.
         if st.senders == 0 && !st.active {
             st.active = true;
@@ -233,6 +246,10 @@ impl OutTx {
                 let mut st = lock(&self.sh.st);
                 if st.dead || st.close {
                     return Err(SendClosed);
+                }
+                if st.blocking {
+                    self.close_blocking(&mut st);
+                    return Ok(());
                 }
                 st.close = true;
                 if !st.active {
@@ -276,12 +293,61 @@ impl OutTx {
         self.with_buf(true, |_| {})
     }
 
+    /// Ends the writer task and leaves the socket to the senders, which from then on write
+    /// with blocking writes (the socket is made blocking): for a connection served by a
+    /// thread of its own (`target/conn.rs` `run_thread`), whose socket must not stay
+    /// registered with the runtime's reactor: every PDU that arrives would wake a runtime
+    /// worker for nothing. Only what the senders could not write before is written first.
+    pub async fn detach_writer(&self) -> io::Result<()> {
+        {
+            let mut st = lock(&self.sh.st);
+            st.detach = true;
+            st.active = true;
+        }
+        self.sh.wake.notify_one();
+        let task = lock(&self.sh.task).take();
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+        let mut st = lock(&self.sh.st);
+        if st.dead {
+            return Err(io::ErrorKind::NotConnected.into());
+        }
+        self.sh.direct.set_nonblocking(false)?;
+        st.blocking = true;
+        st.active = false;
+        drop(st);
+        self.flush().map_err(|_| io::ErrorKind::NotConnected.into())
+    }
+
+    /// Blocking mode: writes what is queued, then shuts the sending side down.
+    fn close_blocking(&self, st: &mut WState) {
+        if !st.dead {
+            let _ = (&self.sh.direct).write_all(&st.buf);
+            let _ = self.sh.direct.shutdown(std::net::Shutdown::Write);
+        }
+        st.buf.clear();
+        st.close = true;
+        st.dead = true;
+    }
+
     fn with_buf(&self, direct: bool, f: impl FnOnce(&mut Vec<u8>)) -> Result<(), SendClosed> {
         let mut st = lock(&self.sh.st);
         if st.dead || st.close {
             return Err(SendClosed);
         }
         f(&mut st.buf);
+        if st.blocking {
+            // No writer task: the caller writes, however long the peer takes to read (the
+            // socket shut down by a stop ends the wait).
+            let r = (&self.sh.direct).write_all(&st.buf);
+            st.buf.clear();
+            if r.is_err() {
+                st.dead = true;
+                return Err(SendClosed);
+            }
+            return Ok(());
+        }
         if st.active {
             return Ok(()); // the writer task will write it after what it holds
         }
@@ -354,12 +420,15 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
             close: false,
             dead: false,
             senders: 1,
+            detach: false,
+            blocking: false,
         }),
         direct,
         wake: Notify::new(),
+        task: Mutex::new(None),
     });
     let task = sh.clone();
-    tokio::spawn(async move {
+    let handle = tokio::spawn(async move {
         let mut spare: Vec<u8> = Vec::with_capacity(64 * 1024);
         loop {
             task.wake.notified().await;
@@ -368,6 +437,13 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
             loop {
                 {
                     let mut st = lock(&task.st);
+                    if st.buf.is_empty() && st.detach && !st.close && !st.dead {
+                        // Detached: the socket stays open for the senders (`detach_writer`);
+                        // a dropped write half would shut its sending side down.
+                        drop(st);
+                        wr.forget();
+                        return;
+                    }
                     if st.buf.is_empty() {
                         if st.close || st.dead || st.senders == 0 {
                             st.dead = true;
@@ -391,5 +467,76 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
         }
         let _ = wr.shutdown().await;
     });
+    *lock(&sh.task) = Some(handle);
     Ok((rd, OutTx { sh }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// After `detach_writer`, senders on several threads write whole frames with blocking
+    /// writes, however slowly the peer reads (far more than the socket buffers hold), in
+    /// order per sender and never interleaved inside a frame; when the last sender is gone
+    /// the peer sees the end of the stream.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn detached_senders_block_and_keep_frames_whole() {
+        const FRAMES: usize = 400;
+        const LEN: usize = 16 * 1024;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            let mut got = Vec::new();
+            let mut chunk = vec![0u8; 4096];
+            loop {
+                // A slow reader: the senders must wait for it.
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                match s.read(&mut chunk) {
+                    Ok(0) => return got,
+                    Ok(n) => got.extend_from_slice(&chunk[..n]),
+                    Err(e) => panic!("read: {e} after {} bytes", got.len()),
+                }
+            }
+        });
+        let std = std::net::TcpStream::connect(addr).unwrap();
+        std.set_nonblocking(true).unwrap();
+        // Another descriptor of the socket stays open (as the queue's watcher does): the end
+        // of the stream must come from the senders' shutdown, not from the last close.
+        let keep = std.try_clone().unwrap();
+        let (rd, tx) = split(TcpStream::from_std(std).unwrap()).unwrap();
+        tx.detach_writer().await.unwrap();
+        drop(rd);
+        let senders: Vec<_> = (0..2u8)
+            .map(|t| {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    for i in 0..FRAMES {
+                        let mut f = vec![t; LEN];
+                        f[..4].copy_from_slice(&(i as u32).to_le_bytes());
+                        tx.send(Out::Frame(f)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for s in senders {
+            s.join().unwrap();
+        }
+        drop(tx);
+        let got = tokio::task::spawn_blocking(move || reader.join().unwrap())
+            .await
+            .unwrap();
+        drop(keep);
+        assert_eq!(got.len(), 2 * FRAMES * LEN);
+        let mut next = [0u32; 2];
+        for f in got.chunks(LEN) {
+            let t = f[4] as usize;
+            assert!(t < 2 && f[4..].iter().all(|&b| b == f[4]), "frame mixed");
+            assert_eq!(u32::from_le_bytes([f[0], f[1], f[2], f[3]]), next[t]);
+            next[t] += 1;
+        }
+    }
 }

@@ -162,3 +162,69 @@ async fn short_or_failed_ring_transfers_go_to_the_blocking_path() {
     assert_eq!(ini.read(1, 3, 2, BS).await.unwrap(), a);
     target.shutdown();
 }
+
+/// Context switches so far of this process's threads whose name starts with `prefix`.
+fn switches(prefix: &str) -> (u64, usize) {
+    let mut total = 0;
+    let mut threads = 0;
+    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        threads += 1;
+        let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        for l in status.lines() {
+            if l.starts_with("voluntary_ctxt_switches") || l.starts_with("nonvoluntary_ctxt") {
+                total += l.rsplit(':').next().unwrap().trim().parse::<u64>().unwrap();
+            }
+        }
+    }
+    (total, threads)
+}
+
+/// A queue on its own thread leaves the runtime alone: neither a PDU that arrives on its
+/// socket nor a completion on its ring wakes a runtime worker (the socket and the ring are
+/// not registered with the reactor). Fails with the socket still registered: every command
+/// then woke the target's worker once.
+#[test]
+fn queue_threads_do_not_wake_the_runtime() {
+    const N: u64 = 2000;
+    let tgt_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("tgt-quiet")
+        .enable_all()
+        .build()
+        .unwrap();
+    let ini_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("ini-quiet")
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vol.img");
+    let backend = Arc::new(FileBackend::create(&path, 1024 * BS as u64, BS).unwrap());
+    let target = tgt_rt.block_on(serve(backend));
+    let ini = ini_rt.block_on(async {
+        let mut cfg = host("quiet", 1);
+        cfg.kato_ms = 0; // no keep-alive timer on the target's worker either
+        Initiator::connect(target.local_addr(), cfg).await.unwrap()
+    });
+    if switches("nvme-tcp-queue").1 == 0 {
+        eprintln!("io_uring unavailable: no queue threads, skipped");
+        return;
+    }
+    let before = switches("tgt-quiet").0;
+    ini_rt.block_on(async {
+        for i in 0..N {
+            ini.read(1, i % 1024, 1, BS).await.unwrap();
+        }
+    });
+    let woke = switches("tgt-quiet").0 - before;
+    assert!(
+        woke < N / 10,
+        "the target's runtime switched {woke} times for {N} commands"
+    );
+    tgt_rt.block_on(async { target.shutdown() });
+}

@@ -1,9 +1,10 @@
 //! One TCP connection = one queue pair of the target: ICReq/ICResp, Connect, then commands.
 //! Data from the host arrives in-capsule or after an R2T; data to the host leaves in one
 //! C2HData PDU followed by the CapsuleResp, in one write. With io_uring (`ring.rs`) the queue
-//! runs on a thread of its own (`run_thread`): one `io_uring_enter` per round waits for the
-//! socket receive and the file Reads/Writes alike, and every answer of the round leaves in
-//! one write. Without it (`run`, a tokio task) page-cache hits are served inline
+//! runs on a thread of its own (`run_thread`), which owns the socket alone (the runtime lets
+//! go of it: `OutTx::detach_writer`): one `io_uring_enter` per round waits for the socket
+//! receive and the file Reads/Writes alike, and every answer of the round leaves in one
+//! write. Without it (`run`, a tokio task) page-cache hits are served inline
 //! (`io::try_inline`) and the rest runs on blocking threads, which write their own answers.
 //! Admin and Fabrics commands run in order on the queue either way (docs/nvme-tcp.md "I/O
 //! path").
@@ -178,7 +179,7 @@ pub(crate) async fn serve(
     };
     // With io_uring the queue runs on a thread of its own (`run_thread`), which blocks in
     // io_uring_enter for the socket and the file alike; without, on this task (`run`).
-    let q = match Ring::new() {
+    let q = match Ring::for_thread() {
         Some(ring) => {
             q.ring = Some(ring);
             match q.spawn_thread(reader, watcher, stop).await {
@@ -215,15 +216,21 @@ impl Queue {
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let (dead_tx, dead_rx) = tokio::sync::oneshot::channel::<watch::Receiver<bool>>();
         self.threaded = true;
+        // The thread receives through its ring and sends with blocking writes on a
+        // descriptor of its own: the runtime lets go of the socket (its writer task ends and
+        // both tokio halves are dropped), so arriving PDUs no longer wake a reactor thread.
+        let sock = watcher.try_clone().ok()?;
+        self.tx.detach_writer().await.ok()?;
+        let (rd, mut buf) = reader.into_parts();
+        drop(rd);
         let spawned = std::thread::Builder::new()
             .name("nvme-tcp-queue".into())
             .spawn(move || {
                 // In the runtime's context: controllers spawn their keep-alive timers.
                 let rt = self.rt.clone();
                 let _rt = rt.enter();
-                let (rd, mut buf) = reader.into_parts();
-                self.run_thread(&rd, &mut buf, dead_tx);
-                drop(rd);
+                self.run_thread(&sock, &mut buf, dead_tx);
+                drop(sock);
                 let _ = done_tx.send(self);
             });
         if spawned.is_err() {
@@ -253,11 +260,11 @@ impl Queue {
     /// every answer of the round in one write.
     fn run_thread(
         &mut self,
-        rd: &OwnedReadHalf,
+        sock: &std::net::TcpStream,
         buf: &mut PduBuf,
         dead_tx: tokio::sync::oneshot::Sender<watch::Receiver<bool>>,
     ) {
-        let fd = rd.as_ref().as_raw_fd();
+        let fd = sock.as_raw_fd();
         let mut dead_tx = Some(dead_tx);
         let mut done = Vec::new();
         'conn: loop {

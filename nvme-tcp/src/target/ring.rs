@@ -1,9 +1,11 @@
 //! One io_uring per I/O queue connection (issue 14): the Reads and Writes of a received batch
 //! are queued here and leave in one `io_uring_enter`; their completions are reaped in a batch
-//! and answered in one send. The connection task waits for the ring's descriptor (readable
-//! while completions are waiting) in the same `select!` as for the socket, so no thread ever
-//! blocks on a device and nothing is handed off between threads. Page-cache hits complete
-//! inside the submitting call, so they are reaped at once, without waiting for the poll.
+//! and answered in one send. A queue thread (`Ring::for_thread`) waits in `io_uring_enter`
+//! for its socket receive and its file operations alike, and its ring is not registered with
+//! the runtime's reactor (a completion would wake a worker for nothing). A queue on a tokio
+//! task (`Ring::new`) waits for the ring's descriptor (readable while completions are
+//! waiting) in the same `select!` as for the socket. Page-cache hits complete inside the
+//! submitting call, so they are reaped at once, without waiting.
 //!
 //! This is the crate's second unsafe module (with `backend/sys.rs`): the kernel reads and
 //! writes an operation's buffer until its completion is reaped, so every buffer lives in the
@@ -55,7 +57,10 @@ pub(crate) enum Done {
 }
 
 pub(crate) struct Ring {
-    ring: AsyncFd<IoUring>,
+    /// The ring's descriptor in the reactor, for a queue on a tokio task (`ready`); `None`
+    /// on a queue thread. Dropped before the ring.
+    poll: Option<AsyncFd<RingFd>>,
+    ring: IoUring,
     /// Indexed by user_data.
     ops: Vec<Option<Op>>,
     free: Vec<usize>,
@@ -68,25 +73,51 @@ pub(crate) struct Ring {
     cqes: Vec<(u64, i32)>,
 }
 
+/// The ring's descriptor, for the reactor.
+struct RingFd(std::os::fd::RawFd);
+
+impl AsRawFd for RingFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0
+    }
+}
+
+/// Refused by the environment: the connection then uses the RWF_NOWAIT / blocking-pool paths.
+fn refused(e: &io::Error) {
+    tracing::debug!(error = %e, "io_uring unavailable: blocking I/O path");
+}
+
 impl Ring {
-    /// A ring for one connection; `None` when the kernel (or a seccomp filter) refuses
-    /// io_uring: the connection then uses the RWF_NOWAIT / blocking-pool paths.
+    /// A ring for a queue on a tokio task, which waits for completions in the reactor
+    /// (`ready`); `None` when the kernel (or a seccomp filter) refuses io_uring.
     pub fn new() -> Option<Ring> {
         if std::env::var_os("NVME_TCP_NO_URING").is_some() {
             return None;
         }
-        let ring = match IoUring::new(ENTRIES) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::debug!(error = %e, "io_uring unavailable: blocking I/O path");
-                return None;
-            }
-        };
-        // SAFETY: the AsyncFd owns the IoUring, whose descriptor stays open and the same
-        // until the AsyncFd (and with it the IoUring) is dropped.
-        let ring =
-            unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }.ok()?;
-        Some(Ring {
+        let ring = IoUring::new(ENTRIES).map_err(|e| refused(&e)).ok()?;
+        // SAFETY: the descriptor is the ring's, which the Ring owns and drops after `poll`
+        // (field order), so it stays open and the same while it is registered.
+        let poll = unsafe {
+            AsyncFd::register_with_interest(RingFd(ring.as_raw_fd()), tokio::io::Interest::READABLE)
+        }
+        .ok()?;
+        Some(Ring::with(Some(poll), ring))
+    }
+
+    /// A ring for a queue thread, which waits for completions in `io_uring_enter` itself.
+    /// (IORING_SETUP_DEFER_TASKRUN, and waiting for several completions at once, measured no
+    /// better: docs/nvme-tcp.md "Tried and dropped".)
+    pub fn for_thread() -> Option<Ring> {
+        if std::env::var_os("NVME_TCP_NO_URING").is_some() {
+            return None;
+        }
+        let ring = IoUring::new(ENTRIES).map_err(|e| refused(&e)).ok()?;
+        Some(Ring::with(None, ring))
+    }
+
+    fn with(poll: Option<AsyncFd<RingFd>>, ring: IoUring) -> Ring {
+        Ring {
+            poll,
             ring,
             ops: Vec::new(),
             free: Vec::new(),
@@ -94,7 +125,7 @@ impl Ring {
             inflight: 0,
             recv_len: None,
             cqes: Vec::new(),
-        })
+        }
     }
 
     pub fn inflight(&self) -> usize {
@@ -109,8 +140,8 @@ impl Ring {
     /// Queues `rw` (submitted by the next `submit`). Gives its command back when the ring
     /// is full.
     pub fn push(&mut self, rw: Rw, busy: Busy) -> Result<(), Cmd> {
-        if self.ring.get_mut().submission().is_full()
-            && (self.submit().is_err() || self.ring.get_mut().submission().is_full())
+        if self.ring.submission().is_full()
+            && (self.submit().is_err() || self.ring.submission().is_full())
         {
             return Err(rw.cmd);
         }
@@ -167,7 +198,7 @@ impl Ring {
         // (`reap`) and never before the ring is drained (`Drop`); moving the Op (or the Vec
         // of Ops) does not move the heap buffers. The descriptor stays open: the Op holds the
         // namespace (and its backend) through `rw`.
-        let pushed = unsafe { self.ring.get_mut().submission().push(&entry) };
+        let pushed = unsafe { self.ring.submission().push(&entry) };
         if pushed.is_err() {
             let op = self.ops[idx].take();
             self.free.push(idx);
@@ -192,14 +223,14 @@ impl Ring {
         let entry = opcode::Recv::new(types::Fd(fd), ptr, len as u32)
             .build()
             .user_data(RECV);
-        if self.ring.get_mut().submission().is_full() {
+        if self.ring.submission().is_full() {
             self.submit()?;
         }
         // SAFETY: the kernel writes into the spare capacity of `buf` until this receive's
         // completion is reaped; the connection does not touch `buf` before that
         // (`recv_done`), and shuts the socket down and drains the ring before it drops
         // `buf` (`drain`, the connection thread's exit).
-        unsafe { self.ring.get_mut().submission().push(&entry) }
+        unsafe { self.ring.submission().push(&entry) }
             .map_err(|_| io::Error::other("io_uring submission queue full"))?;
         self.recv_len = Some(len);
         self.queued += 1;
@@ -222,7 +253,7 @@ impl Ring {
     /// Submits what is queued and waits for at least one completion (the connection
     /// thread's only blocking call).
     pub fn wait(&mut self) -> io::Result<()> {
-        match self.ring.get_ref().submit_and_wait(1) {
+        match self.ring.submit_and_wait(1) {
             Ok(_) => {
                 self.queued = 0;
                 Ok(())
@@ -237,7 +268,7 @@ impl Ring {
         if self.queued == 0 {
             return Ok(());
         }
-        self.ring.get_ref().submit()?;
+        self.ring.submit()?;
         self.queued = 0;
         Ok(())
     }
@@ -249,7 +280,7 @@ impl Ring {
     pub fn submit_and_wait_one(&mut self, limit: std::time::Duration) -> io::Result<()> {
         let ts = types::Timespec::from(limit);
         let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.get_ref().submitter().submit_with_args(1, &args) {
+        match self.ring.submitter().submit_with_args(1, &args) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -262,12 +293,7 @@ impl Ring {
     /// Hands every completion waiting to `f`.
     pub fn reap(&mut self, mut f: impl FnMut(Done)) {
         let mut done = std::mem::take(&mut self.cqes);
-        done.extend(
-            self.ring
-                .get_mut()
-                .completion()
-                .map(|c| (c.user_data(), c.result())),
-        );
+        done.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
         for (ud, res) in done.drain(..) {
             if ud == RECV {
                 self.inflight -= 1;
@@ -307,11 +333,14 @@ impl Ring {
         if self.inflight == 0 {
             return std::future::pending().await;
         }
+        let Some(poll) = self.poll.as_ref() else {
+            return std::future::pending().await;
+        };
         loop {
-            let Ok(mut g) = self.ring.readable_mut().await else {
+            let Ok(mut g) = poll.readable().await else {
                 return std::future::pending().await;
             };
-            if !g.get_inner_mut().completion().is_empty() {
+            if !self.ring.completion().is_empty() {
                 return;
             }
             g.clear_ready();
@@ -324,7 +353,7 @@ impl Ring {
     pub fn drain(&mut self) {
         let _ = self.submit();
         while self.inflight > 0 {
-            if let Err(e) = self.ring.get_ref().submit_and_wait(1) {
+            if let Err(e) = self.ring.submit_and_wait(1) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     // Nothing sane is left: leak the buffers rather than free them under
                     // the kernel.
@@ -357,6 +386,6 @@ impl Drop for Ring {
 
 impl AsRawFd for Ring {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.ring.get_ref().as_raw_fd()
+        self.ring.as_raw_fd()
     }
 }
