@@ -5,7 +5,7 @@ pub mod compound;
 pub mod helpers;
 pub mod opcode;
 pub mod ops;
-pub mod pnfs;
+pub mod layouts;
 pub mod scsi;
 pub mod state;
 pub mod status;

@@ -382,7 +382,7 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
     assert_eq!(g3.extents[0].storage_offset, g.extents[0].storage_offset);
     let r2 = get(&mut x, IoMode::READ.0, 0, 8192, g3.stateid).unwrap();
     assert_eq!(r2.extents[0].state, ExtentState::READ_DATA);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().layoutgets, 5);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().layoutgets, 5);
 }
 
 #[test]
@@ -454,12 +454,12 @@ fn layoutcommit_durability_counters() {
     let fx = fixture(NfsOptions::default());
     let mut x = fx.client();
     let (fh, _, g) = open_f_rw(&mut x, 4 * B);
-    let m0 = fx.srv.pnfs.metrics.snapshot();
+    let m0 = fx.srv.layouts.metrics.snapshot();
     // Converting + growing: one log force that wrote the log, so no separate data flush.
     let (size, logs, _) = counted(&fx.srv, || commit(&mut x, &g, Some(4 * B - 1)));
     assert_eq!(size.unwrap(), Some(4 * B));
     assert!(logs >= 1);
-    let m1 = fx.srv.pnfs.metrics.snapshot();
+    let m1 = fx.srv.layouts.metrics.snapshot();
     assert_eq!(m1.commit_log_writes - m0.commit_log_writes, 1);
     assert_eq!(m1.commit_data_flushes - m0.commit_data_flushes, 0);
     // The whole layout was committed, but only what lies inside the new EOF is converted:
@@ -471,7 +471,7 @@ fn layoutcommit_durability_counters() {
     let (size, logs, flushes) = counted(&fx.srv, || commit(&mut x, &g, Some(4 * B - 1)));
     assert_eq!(size.unwrap(), None);
     assert_eq!((logs, flushes), (0, 1));
-    let m2 = fx.srv.pnfs.metrics.snapshot();
+    let m2 = fx.srv.layouts.metrics.snapshot();
     assert_eq!(m2.commit_log_writes, m1.commit_log_writes);
     assert_eq!(m2.commit_data_flushes - m1.commit_data_flushes, 1);
     assert_eq!(m2.layoutcommits, 2);
@@ -495,7 +495,7 @@ fn layoutcommit_sync_forces_the_log_every_time() {
             "an overwrite commit under layoutcommit=sync writes the log"
         );
     }
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_log_writes, 4);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().commit_log_writes, 4);
 }
 
 #[test]
@@ -567,7 +567,7 @@ fn layoutcommit_refusals() {
         try_commit(&mut x, g.stateid, Some(2 * B - 1), &[elsewhere]),
         NfsStat::OK
     );
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 0);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().commit_converted_blocks, 0);
     // Storage offset 0, as the Linux client sends it: the file's own unwritten blocks of
     // the range convert, up to the new EOF (the extent also holds speculative blocks past
     // it, which stay unwritten).
@@ -579,7 +579,7 @@ fn layoutcommit_refusals() {
         try_commit(&mut x, g.stateid, Some(2 * B - 1), &[linux]),
         NfsStat::OK
     );
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 2);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().commit_converted_blocks, 2);
     assert_eq!(
         try_commit(&mut x, g.stateid, Some(2 * B - 1), &[e]),
         NfsStat::OK
@@ -670,7 +670,7 @@ fn layoutreturn_file_and_all() {
     assert_eq!((s, body), (NfsStat::OK, vec![0, 0, 0, 0]));
     assert!(fx
         .srv
-        .pnfs
+        .layouts
         .grants_of(x.session.as_ref().unwrap().clientid, fh.ino)
         .is_empty());
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
@@ -722,10 +722,10 @@ fn conflicting_layoutget_recalls_then_fences() {
     assert_eq!(bc_a.0.lock().unwrap().len(), 1);
     // Before two leases nothing happens; after, A is fenced and its layout revoked.
     callback::tick_at(&fx.srv, Instant::now());
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 0);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 0);
     let late = Instant::now() + Duration::from_secs(2 * u64::from(fx.srv.opts.lease_seconds) + 1);
     callback::tick_at(&fx.srv, late);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 1);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
     let dev_hex: String = fx
         .srv
         .store
@@ -821,7 +821,7 @@ fn close_returns_the_clients_layouts() {
         NfsStat::OK
     );
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
-    assert!(fx.srv.pnfs.grants_of(cid, fh.ino).is_empty());
+    assert!(fx.srv.layouts.grants_of(cid, fh.ino).is_empty());
 }
 
 #[test]
@@ -883,16 +883,16 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     // No backchannel: nothing sent, the recall stays pending and is queued for the tick.
     callback::recall_all(&fx.srv, fh);
-    assert!(fx.srv.pnfs.recall_pending(cid, fh.ino));
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().recalls_sent, 0);
-    let queued = fx.srv.pnfs.take_unsent_recalls();
+    assert!(fx.srv.layouts.recall_pending(cid, fh.ino));
+    assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
+    let queued = fx.srv.layouts.take_unsent_recalls();
     assert_eq!(queued.len(), 1);
     assert_eq!(queued[0].0, cid);
     assert_eq!(queued[0].1, fh);
     // The tick tries again (and queues it again while the backchannel stays down).
-    fx.srv.pnfs.retry_recall(cid, fh);
+    fx.srv.layouts.retry_recall(cid, fh);
     callback::tick_at(&fx.srv, Instant::now());
-    assert_eq!(fx.srv.pnfs.take_unsent_recalls().len(), 1);
+    assert_eq!(fx.srv.layouts.take_unsent_recalls().len(), 1);
 }
 
 /// Not a test: prints the cost ratio of overwrite LAYOUTCOMMITs with `layoutcommit = "sync"`
@@ -926,7 +926,7 @@ fn overwrite_commit_ratio() {
             commit(&mut x, &g, Some(16 * B - 1)).unwrap();
         }
         let each = t0.elapsed() / n;
-        let m = srv.pnfs.metrics.snapshot();
+        let m = srv.layouts.metrics.snapshot();
         println!(
             "layoutcommit sync={sync}: {each:?} per overwrite commit, {} log writes, {} data flushes",
             m.commit_log_writes, m.commit_data_flushes

@@ -209,7 +209,7 @@ impl PrFencer for Keys {
 fn overdue_recall_preempts_the_scsi_clients_key() {
     let fx = fixture(opts());
     let keys = Arc::new(Keys::default());
-    assert!(fx.srv.pnfs.scsi.install(keys.clone()));
+    assert!(fx.srv.layouts.scsi.install(keys.clone()));
     let bc_a = Arc::new(Recorder::default());
     let (ca, cb) = (conn(1, Some(bc_a.clone())), conn(2, None));
     let mut a = ctx(&fx.srv, &ca);
@@ -230,5 +230,5 @@ fn overdue_recall_preempts_the_scsi_clients_key() {
     let late = Instant::now() + Duration::from_secs(2 * u64::from(fx.srv.opts.lease_seconds) + 1);
     callback::tick_at(&fx.srv, late);
     assert_eq!(*keys.0.lock().unwrap(), vec![scsi::client_pr_key(ida)]);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 1);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
 }
