@@ -227,7 +227,7 @@ impl CbQueue {
 /// periodic tick calls it; tests drive it directly).
 pub fn send_due(srv: &Server, now: Instant) {
     for cb in srv.callbacks.take_due(now, usize::MAX) {
-        send(srv, cb);
+        send(srv, cb, now);
     }
 }
 
@@ -251,7 +251,7 @@ pub fn run_sender(srv: std::sync::Arc<Server>) {
             let spawned = std::thread::Builder::new()
                 .name("pnfsd-callback".into())
                 .spawn(move || {
-                    send(&s, cb);
+                    send(&s, cb, Instant::now());
                     s.callbacks.in_flight.fetch_sub(1, Ordering::Relaxed);
                 });
             if let Err(e) = spawned {
@@ -264,13 +264,17 @@ pub fn run_sender(srv: std::sync::Arc<Server>) {
 
 /// One CB_COMPOUND round trip for `cb`. A backchannel that is down or busy (CB_PATH_DOWN,
 /// DELAY from `cb_begin`) or a call without an answer puts it back for `RETRY_EVERY` later,
-/// until its deadline.
-pub fn send(srv: &Server, cb: Callback) {
+/// until its deadline (`now` is the time the send was due at).
+pub fn send(srv: &Server, cb: Callback, now: Instant) {
     let slot = match srv.state.cb_begin(cb.client) {
         Ok(s) => s,
         Err(e) => {
-            tracing::info!(client = cb.client, status = e.name(), "callback not sent yet");
-            srv.callbacks.retry(cb, Instant::now() + RETRY_EVERY);
+            tracing::info!(
+                client = cb.client,
+                status = e.name(),
+                "callback not sent yet"
+            );
+            srv.callbacks.retry(cb, now + RETRY_EVERY);
             return;
         }
     };
@@ -284,13 +288,14 @@ pub fn send(srv: &Server, cb: Callback) {
         Ok(Ok(st)) => (cb.answered)(srv, &cb, st),
         Ok(Err(_)) | Err(_) => {
             tracing::info!(client = cb.client, "callback failed");
-            srv.callbacks.retry(cb, Instant::now() + RETRY_EVERY);
+            srv.callbacks.retry(cb, now + RETRY_EVERY);
         }
     }
 }
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Ino;
     use std::sync::Arc;
 
     #[derive(Debug)]

@@ -138,4 +138,3 @@ fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {
         Err(e) => Err(FenceError::Command(e.to_string())),
     }
 }
-

@@ -95,8 +95,8 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
         add(&m.layoutget_allocated_blocks, map.allocated);
     }
     let size = srv.store.getattr(ino)?.size;
-    let ext = policy::extents_for(&map.segs, q.mode, q.device, b, size)
-        .ok_or(NfsStat::SERVERFAULT)?;
+    let ext =
+        policy::extents_for(&map.segs, q.mode, q.device, b, size).ok_or(NfsStat::SERVERFAULT)?;
     let need_end = q.offset.saturating_add(q.minlength.max(1));
     let ext = policy::fit(ext, q.room, need_end)?;
     let (lo, hi) = match (ext.first(), ext.last()) {

@@ -195,7 +195,11 @@ pub struct Getting<'a> {
 
 impl Drop for Getting<'_> {
     fn drop(&mut self) {
-        let mut g = self.layouts.getting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self
+            .layouts
+            .getting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(n) = g.get_mut(&self.ino) {
             *n -= 1;
             if *n == 0 {
@@ -212,7 +216,14 @@ impl Layouts {
     }
 
     /// LAYOUTGET handed `[start, end)` of type `ltype` in `mode` to the client.
-    pub fn grant(&self, clientid: u64, ino: Ino, ltype: LayoutType, (start, end): (u64, u64), mode: IoMode) {
+    pub fn grant(
+        &self,
+        clientid: u64,
+        ino: Ino,
+        ltype: LayoutType,
+        (start, end): (u64, u64),
+        mode: IoMode,
+    ) {
         // A new layout after a fence: the client may have regained access (re-registered
         // its key), so losing this layout fences it again.
         self.fenced
@@ -262,7 +273,7 @@ impl Layouts {
     }
 
     /// Everything the client holds of one file.
-    fn release_file(&self, clientid: u64, ino: Ino) {
+    pub(crate) fn release_file(&self, clientid: u64, ino: Ino) {
         if self.lock().remove(&(clientid, ino)).is_some() {
             self.queue_trim([ino]);
         }
@@ -294,7 +305,9 @@ impl Layouts {
     ) -> Vec<u64> {
         self.lock()
             .iter()
-            .filter(|((c, i), h)| *c != clientid && *i == ino && h.grants.conflicts(start, end, mode))
+            .filter(|((c, i), h)| {
+                *c != clientid && *i == ino && h.grants.conflicts(start, end, mode)
+            })
             .map(|((c, _), _)| *c)
             .collect()
     }
@@ -564,14 +577,15 @@ pub fn check_get_stateid(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use layout::block::IoMode;
 
     #[test]
     fn grants_follow_gets_and_returns() {
         let p = Layouts::default();
         let f = Ino(7);
-        p.grant(1, f, 0, 8192, IoMode::RW);
-        p.grant(2, f, 0, 4096, IoMode::READ);
+        p.grant(1, f, LayoutType::BLOCK_VOLUME, (0, 8192), IoMode::RW);
+        p.grant(2, f, LayoutType::SCSI, (0, 4096), IoMode::READ);
+        assert_eq!(p.type_of(1, f), Some(LayoutType::BLOCK_VOLUME));
+        assert_eq!(p.type_of(2, f), Some(LayoutType::SCSI));
         assert!(p.grants_of(1, f).covers_rw(0, 8192));
         assert_eq!(p.conflicting(2, f, 0, 4096, IoMode::READ), vec![1]);
         assert!(p.conflicting(1, f, 0, 4096, IoMode::READ).is_empty());
@@ -581,7 +595,7 @@ mod tests {
         assert!(p.grants_of(1, f).is_empty());
         p.release_client(2);
         assert!(p.grants_of(2, f).is_empty());
-        p.grant(3, f, 0, 1, IoMode::RW);
+        p.grant(3, f, LayoutType::BLOCK_VOLUME, (0, 1), IoMode::RW);
         p.forget(&[(3, f)]);
         assert!(p.grants_of(3, f).is_empty());
     }

@@ -17,7 +17,7 @@ use layout::block::LayoutType;
 
 use super::fence::fence_client;
 use super::{add, Layouts};
-use crate::nfs4::callback::{CbKind, Callback};
+use crate::nfs4::callback::{Callback, CbKind};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Fh;
 use crate::server::Server;

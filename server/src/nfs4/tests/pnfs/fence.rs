@@ -35,7 +35,8 @@ fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
             state,
             opts,
             boot_verifier: 1,
-            pnfs: Default::default(),
+            layouts: Default::default(),
+            callbacks: Default::default(),
         },
         conn: conn(1, None),
     };
@@ -74,7 +75,7 @@ fn expire_and_tick(fx: &Fx, clock: &FakeClock, now: Instant) {
     let past = u64::from(fx.srv.opts.lease_seconds) + COURTESY_SECONDS + 2;
     clock.0.fetch_add(past, Ordering::Relaxed);
     fx.srv.state.tick();
-    callback::tick_at(&fx.srv, now);
+    recall::tick(&fx.srv, now);
 }
 
 /// Blocks of `ino` mapped in its first `n` blocks.
@@ -113,7 +114,7 @@ fn an_expired_clients_layout_is_fenced_once_then_trimmed() {
     assert!(n > 2, "preallocated past the asked range: {n}");
     assert_eq!(mapped(&fx.srv, fh.ino, n), n);
     // Within the lease nothing happens.
-    callback::tick_at(&fx.srv, Instant::now());
+    recall::tick(&fx.srv, Instant::now());
     assert!(lines(&log).is_empty());
     expire_and_tick(&fx, &clock, Instant::now());
     // Fenced once, with the address it used and the device id; then trimmed.
@@ -122,7 +123,7 @@ fn an_expired_clients_layout_is_fenced_once_then_trimmed() {
     assert_eq!((m.fences, m.trimmed_blocks), (1, n));
     assert_eq!(mapped(&fx.srv, fh.ino, n), 0);
     // Later ticks fence no more.
-    callback::tick_at(&fx.srv, Instant::now());
+    recall::tick(&fx.srv, Instant::now());
     expire_and_tick(&fx, &clock, Instant::now() + Duration::from_secs(600));
     assert_eq!(lines(&log).len(), 1);
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
@@ -172,20 +173,20 @@ fn a_failed_fence_keeps_the_blocks_until_a_retry_succeeds() {
     );
     // Retried a lease later; still failing, still kept.
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
-    callback::tick_at(&fx.srv, t0 + lease / 2);
+    recall::tick(&fx.srv, t0 + lease / 2);
     assert_eq!(lines(&log).len(), 1, "no retry before a lease passed");
-    callback::tick_at(&fx.srv, t0 + lease);
+    recall::tick(&fx.srv, t0 + lease);
     assert_eq!(lines(&log).len(), 2);
     assert_eq!(mapped(&fx.srv, fh.ino, n), n);
     // Once the fence works, the retry fences it and the blocks past EOF go.
     std::fs::write(&ok, b"").unwrap();
-    callback::tick_at(&fx.srv, t0 + 2 * lease);
+    recall::tick(&fx.srv, t0 + 2 * lease);
     assert_eq!(lines(&log).len(), 3);
     let m = fx.srv.layouts.metrics.snapshot();
     assert_eq!((m.fences, m.trimmed_blocks), (1, n));
     assert_eq!(mapped(&fx.srv, fh.ino, n), 0);
     assert!(!fx.srv.layouts.kept(fh.ino));
-    callback::tick_at(&fx.srv, t0 + 4 * lease);
+    recall::tick(&fx.srv, t0 + 4 * lease);
     assert_eq!(lines(&log).len(), 3);
 }
 
@@ -256,8 +257,8 @@ fn an_expired_scsi_clients_key_is_preempted_once_and_a_failed_preempt_keeps_bloc
     assert!(mapped(&fx.srv, fa.ino, 1 << 14) > 2);
     // A's retry, a lease later, succeeds: A's blocks go too; nobody is preempted twice.
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
-    callback::tick_at(&fx.srv, t0 + lease);
-    callback::tick_at(&fx.srv, t0 + 3 * lease);
+    recall::tick(&fx.srv, t0 + lease);
+    recall::tick(&fx.srv, t0 + 3 * lease);
     assert_eq!(*pr.keys.lock().unwrap(), vec![key_a, key_b, key_a]);
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 2);
     assert_eq!(mapped(&fx.srv, fa.ino, 1 << 14), 0);
@@ -295,7 +296,7 @@ fn a_truncate_after_the_state_dropped_a_layout_fences_before_freeing() {
     // The retried fence works: the truncate goes through.
     std::fs::write(&ok, b"").unwrap();
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
-    callback::tick_at(&fx.srv, Instant::now() + lease);
+    recall::tick(&fx.srv, Instant::now() + lease);
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
     assert_eq!(truncate(&mut b, fh, sb, 0), NfsStat::OK);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::fixture::{call, seq_args, session_args, Fx, VOL};
 use crate::nfs4::callback;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::layouts::{self, recall};
 use crate::nfs4::ops::{
     create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
     layoutreturn, open, reclaim_complete, sequence,
@@ -706,6 +707,9 @@ fn conflicting_layoutget_recalls_then_fences() {
         get(&mut b, IoMode::READ.0, 0, B, sb).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
+    // The COMPOUND only queued the recall; the sender delivers it.
+    assert_eq!(bc_a.0.lock().unwrap().len(), 0);
+    callback::send_due(&fx.srv, Instant::now());
     {
         let calls = bc_a.0.lock().unwrap();
         assert_eq!(calls.len(), 1);
@@ -719,12 +723,13 @@ fn conflicting_layoutget_recalls_then_fences() {
         get(&mut b, IoMode::READ.0, 0, B, sb).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
+    callback::send_due(&fx.srv, Instant::now());
     assert_eq!(bc_a.0.lock().unwrap().len(), 1);
     // Before two leases nothing happens; after, A is fenced and its layout revoked.
-    callback::tick_at(&fx.srv, Instant::now());
+    recall::tick(&fx.srv, Instant::now());
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 0);
     let late = Instant::now() + Duration::from_secs(2 * u64::from(fx.srv.opts.lease_seconds) + 1);
-    callback::tick_at(&fx.srv, late);
+    recall::tick(&fx.srv, late);
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
     let dev_hex: String = fx
         .srv
@@ -754,8 +759,10 @@ fn truncate_and_last_unlink_recall() {
     commit_size(&fx.srv, fh.ino);
     // The truncate waits (DELAY) until the layouts mapping the blocks it frees are back.
     assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
+    callback::send_due(&fx.srv, Instant::now());
     assert_eq!(bc.0.lock().unwrap().len(), 1);
     assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
+    callback::send_due(&fx.srv, Instant::now());
     assert_eq!(
         bc.0.lock().unwrap().len(),
         1,
@@ -777,7 +784,83 @@ fn truncate_and_last_unlink_recall() {
     assert_eq!(g.extents.len(), 1);
     assert_eq!(g.stateid.seqid, 1);
     assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
+    callback::send_due(&fx.srv, Instant::now());
     assert_eq!(bc.0.lock().unwrap().len(), 2);
+}
+
+/// A backchannel whose client never answers: each call waits until the test lets it go.
+struct Stuck {
+    entered: Mutex<std::sync::mpsc::Sender<()>>,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl std::fmt::Debug for Stuck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stuck")
+    }
+}
+
+impl crate::rpc::Backchannel for Stuck {
+    fn call(&self, _: u32, _: u32, _: XdrWriter) -> std::io::Result<Vec<u8>> {
+        let _ = self.entered.lock().unwrap().send(());
+        let _ = self
+            .release
+            .lock()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(30));
+        Err(std::io::ErrorKind::TimedOut.into())
+    }
+}
+
+/// Client B truncates a file whose layout client A holds and never gives back (its
+/// backchannel swallows the recall): B gets DELAY at once — the COMPOUND only queues the
+/// recall — and again while the sender is stuck in A's backchannel. On main, SETATTR sent
+/// the CB_LAYOUTRECALL itself and waited up to `callback_timeout` (15 s) for A.
+#[test]
+fn a_truncate_while_the_holder_ignores_its_recall_is_delay_at_once() {
+    let fx = fixture(NfsOptions::default());
+    let (etx, erx) = std::sync::mpsc::channel();
+    let (rtx, rrx) = std::sync::mpsc::channel();
+    let stuck = Arc::new(Stuck {
+        entered: Mutex::new(etx),
+        release: Mutex::new(rrx),
+    });
+    let ca = super::fixture::conn(1, Some(stuck as Arc<dyn crate::rpc::Backchannel>));
+    let cb = conn(2, None);
+    let mut a = ctx(&fx.srv, &ca);
+    let (fh, _sa, _) = open_f_rw(&mut a, 2 * B);
+    let cid_a = fx.srv.layouts.holders(fh.ino)[0];
+    commit_size(&fx.srv, fh.ino);
+    let srv = &fx.srv;
+    let mut b = ctx(srv, &cb);
+    mount(&mut b, b"b");
+    let (_, sb) = create(&mut b, b"f");
+    // B's truncate, on a thread of its own: its answer must come long before A's
+    // backchannel would let go (30 s).
+    let mut truncate_b = || {
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let b = &mut b;
+            s.spawn(move || {
+                let _ = tx.send(truncate(b, fh, sb, 0));
+            });
+            rx.recv_timeout(Duration::from_secs(10))
+        })
+    };
+    assert_eq!(truncate_b(), Ok(NfsStat::DELAY));
+    assert!(
+        erx.try_recv().is_err(),
+        "the COMPOUND called the holder's backchannel"
+    );
+    assert!(srv.layouts.recall_pending(cid_a, fh.ino));
+    std::thread::scope(|s| {
+        // The sender delivers the recall and is stuck in A's backchannel meanwhile.
+        s.spawn(|| callback::send_due(srv, Instant::now()));
+        erx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(truncate_b(), Ok(NfsStat::DELAY));
+        rtx.send(()).unwrap();
+    });
+    assert_eq!(srv.store.getattr(fh.ino).unwrap().size, 2 * B);
 }
 
 /// Gives the file a size so that SETATTR(size 0) truncates.
@@ -881,18 +964,30 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
     get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
-    // No backchannel: nothing sent, the recall stays pending and is queued for the tick.
-    callback::recall_all(&fx.srv, fh);
+    // No backchannel: nothing sent, the recall stays pending and queued for a retry.
+    assert_eq!(
+        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        Err(NfsStat::DELAY)
+    );
     assert!(fx.srv.layouts.recall_pending(cid, fh.ino));
+    assert_eq!(fx.srv.callbacks.len(), 1);
+    callback::send_due(&fx.srv, Instant::now());
     assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
-    let queued = fx.srv.layouts.take_unsent_recalls();
-    assert_eq!(queued.len(), 1);
-    assert_eq!(queued[0].0, cid);
-    assert_eq!(queued[0].1, fh);
-    // The tick tries again (and queues it again while the backchannel stays down).
-    fx.srv.layouts.retry_recall(cid, fh);
-    callback::tick_at(&fx.srv, Instant::now());
-    assert_eq!(fx.srv.layouts.take_unsent_recalls().len(), 1);
+    assert_eq!(
+        fx.srv.callbacks.len(),
+        1,
+        "queued again for RETRY_EVERY later"
+    );
+    // Not due before RETRY_EVERY; the tick tries again after (and queues it again while
+    // the backchannel stays down).
+    recall::tick(&fx.srv, Instant::now() + callback::RETRY_EVERY);
+    assert_eq!(fx.srv.callbacks.len(), 1);
+    // Past the deadline the queue gives up; the tick fences and revokes instead.
+    let late = recall::recall_deadline(&fx.srv, Instant::now()) + callback::RETRY_EVERY;
+    recall::tick(&fx.srv, late);
+    assert!(fx.srv.callbacks.is_empty());
+    assert!(!fx.srv.layouts.recall_pending(cid, fh.ino));
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
 }
 
 /// Not a test: prints the cost ratio of overwrite LAYOUTCOMMITs with `layoutcommit = "sync"`

@@ -297,7 +297,13 @@ fn close_trims_and_a_layoutget_in_progress_is_never_trimmed() {
     }
     // (The LAYOUTGET in progress ends with its grant.)
     let end = g.offset + g.length;
-    fx.srv.layouts.grant(cid, fh.ino, g.offset, end, IoMode::RW);
+    fx.srv.layouts.grant(
+        cid,
+        fh.ino,
+        LayoutType::BLOCK_VOLUME,
+        (g.offset, end),
+        IoMode::RW,
+    );
     // CLOSE (return-on-close): nothing was committed, so every block goes.
     let mut w = XdrWriter::new();
     w.u32(0);
@@ -342,7 +348,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
             };
             let srv = crate::nfs4::tests::fixture::server(store.clone(), opts, 2);
             assert_eq!(srv.state.in_grace(), grace, "seed {seed}");
-            callback::tick_at(&srv, Instant::now());
+            recall::tick(&srv, Instant::now());
             let free = store.fsstat().free_bytes;
             if grace {
                 assert!(free <= free0 - g.length, "seed {seed}");
@@ -371,7 +377,10 @@ fn committing_the_whole_layout_converts_nothing_past_the_new_eof() {
     fill(&fx, &g, 0x99);
     // A client that commits everything it was given, having written 16 blocks.
     assert_eq!(commit(&mut x, &g, Some(16 * B - 1)).unwrap(), Some(16 * B));
-    assert_eq!(fx.srv.layouts.metrics.snapshot().commit_converted_blocks, 16);
+    assert_eq!(
+        fx.srv.layouts.metrics.snapshot().commit_converted_blocks,
+        16
+    );
     grow(&fx.srv.store, fh.ino, g.length);
     let (data, _) = fx.srv.store.read(fh.ino, 16 * B, 64 * B as u32).unwrap();
     assert!(
