@@ -145,6 +145,9 @@ pub struct Callback {
     pub deadline: Instant,
     /// Called with the CB_COMPOUND status once the client answered.
     pub answered: fn(&Server, &Callback, NfsStat),
+    /// Asked before each send: false drops the callback unsent (what it asks was done
+    /// meanwhile, e.g. the layout came back before its recall went out).
+    pub wanted: fn(&Server, &Callback) -> bool,
 }
 
 /// Most callbacks in flight at once: each holds a thread for up to `callback_timeout`.
@@ -262,10 +265,14 @@ pub fn run_sender(srv: std::sync::Arc<Server>) {
     }
 }
 
-/// One CB_COMPOUND round trip for `cb`. A backchannel that is down or busy (CB_PATH_DOWN,
-/// DELAY from `cb_begin`) or a call without an answer puts it back for `RETRY_EVERY` later,
-/// until its deadline (`now` is the time the send was due at).
+/// One CB_COMPOUND round trip for `cb`, unless it is no longer `wanted`. A backchannel that
+/// is down or busy (CB_PATH_DOWN, DELAY from `cb_begin`), a call without an answer or a
+/// client answering DELAY puts it back for `RETRY_EVERY` later, until its deadline (`now`
+/// is the time the send was due at).
 pub fn send(srv: &Server, cb: Callback, now: Instant) {
+    if !(cb.wanted)(srv, &cb) {
+        return;
+    }
     let slot = match srv.state.cb_begin(cb.client) {
         Ok(s) => s,
         Err(e) => {
@@ -285,6 +292,8 @@ pub fn send(srv: &Server, cb: Callback, now: Instant) {
         .call_as(slot.program, CB_COMPOUND, &slot.cred, args);
     srv.state.cb_done(&slot, res.is_ok());
     match res.as_deref().map(decode_status) {
+        // The client is busy (RFC 8881 §15.1.1.3): ask again.
+        Ok(Ok(NfsStat::DELAY)) => srv.callbacks.retry(cb, now + RETRY_EVERY),
         Ok(Ok(st)) => (cb.answered)(srv, &cb, st),
         Ok(Err(_)) | Err(_) => {
             tracing::info!(client = cb.client, "callback failed");

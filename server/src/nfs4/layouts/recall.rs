@@ -104,8 +104,16 @@ pub fn recall_file(srv: &Server, fh: Fh, clients: &[u64]) {
             kind: CbKind::LayoutRecall { fh, ltype, stateid },
             deadline,
             answered,
+            wanted,
         });
     }
+}
+
+/// A CB_LAYOUTRECALL goes only while its recall is pending: a layout returned before the
+/// send needs none, and a NOMATCHING_LAYOUT answer must not drop a layout granted after.
+fn wanted(srv: &Server, cb: &Callback) -> bool {
+    let CbKind::LayoutRecall { fh, .. } = &cb.kind;
+    srv.layouts.recall_pending(cb.client, fh.ino)
 }
 
 /// The holder answered a CB_LAYOUTRECALL.

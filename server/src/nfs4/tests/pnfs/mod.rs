@@ -990,6 +990,94 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
 }
 
+/// A backchannel that records every CB_COMPOUND and answers with the statuses it was
+/// given, one per call (NFS4_OK once they run out).
+#[derive(Debug, Default)]
+struct Answers {
+    calls: Mutex<Vec<Vec<u8>>>,
+    statuses: Mutex<std::collections::VecDeque<NfsStat>>,
+}
+
+impl crate::rpc::Backchannel for Answers {
+    fn call(&self, _: u32, _: u32, args: XdrWriter) -> std::io::Result<Vec<u8>> {
+        self.calls.lock().unwrap().push(args.into_inner());
+        let st = self
+            .statuses
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(NfsStat::OK);
+        let mut w = XdrWriter::new();
+        w.u32(st.0);
+        w.opaque(b"");
+        w.u32(0);
+        Ok(w.into_inner())
+    }
+}
+
+/// A layout given back (LAYOUTRETURN) after its recall was queued but before the sender got
+/// to it: the CB_LAYOUTRECALL is dropped unsent (`Callback::wanted`), not sent for nothing.
+#[test]
+fn a_recall_whose_layout_came_back_before_it_went_is_not_sent() {
+    let fx = fixture(NfsOptions::default());
+    let bc = Arc::new(Answers::default());
+    let c = super::fixture::conn(1, Some(bc.clone() as Arc<dyn crate::rpc::Backchannel>));
+    let mut x = ctx(&fx.srv, &c);
+    let (fh, _sid, g) = open_f_rw(&mut x, 2 * B);
+    let cid = fx.srv.layouts.holders(fh.ino)[0];
+    assert_eq!(
+        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        Err(NfsStat::DELAY)
+    );
+    assert_eq!(fx.srv.callbacks.len(), 1);
+    let ret = return_args(IoMode::ANY.0, 1, Some((0, u64::MAX, g.stateid)));
+    assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
+    assert!(!fx.srv.layouts.recall_pending(cid, fh.ino));
+    callback::send_due(&fx.srv, Instant::now());
+    assert!(
+        bc.calls.lock().unwrap().is_empty(),
+        "recall sent after the return"
+    );
+    assert!(fx.srv.callbacks.is_empty());
+    assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
+}
+
+/// A holder that answers its CB_LAYOUTRECALL with NFS4ERR_DELAY (RFC 8881 §15.1.1.3) is asked
+/// again `RETRY_EVERY` later; the answer it gives then is the one that counts.
+#[test]
+fn a_recall_answered_delay_is_sent_again() {
+    let fx = fixture(NfsOptions::default());
+    let bc = Arc::new(Answers::default());
+    bc.statuses.lock().unwrap().push_back(NfsStat::DELAY);
+    let c = super::fixture::conn(1, Some(bc.clone() as Arc<dyn crate::rpc::Backchannel>));
+    let mut x = ctx(&fx.srv, &c);
+    let (fh, _sid, _g) = open_f_rw(&mut x, 2 * B);
+    let cid = fx.srv.layouts.holders(fh.ino)[0];
+    assert_eq!(
+        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        Err(NfsStat::DELAY)
+    );
+    let t0 = Instant::now();
+    callback::send_due(&fx.srv, t0);
+    assert_eq!(bc.calls.lock().unwrap().len(), 1);
+    assert_eq!(fx.srv.callbacks.len(), 1, "queued again after DELAY");
+    assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
+    // Not before RETRY_EVERY.
+    callback::send_due(&fx.srv, t0);
+    assert_eq!(bc.calls.lock().unwrap().len(), 1);
+    callback::send_due(&fx.srv, t0 + callback::RETRY_EVERY);
+    {
+        let calls = bc.calls.lock().unwrap();
+        assert_eq!(calls.len(), 2);
+        // After the CB_SEQUENCE seqid (bytes 36..40): the same CB_LAYOUTRECALL.
+        assert_eq!(calls[0][40..], calls[1][40..]);
+    }
+    assert!(fx.srv.callbacks.is_empty());
+    assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 1);
+    // Answered OK: the recall stays pending until the layout comes back.
+    assert!(fx.srv.layouts.recall_pending(cid, fh.ino));
+}
+
 /// Not a test: prints the cost ratio of overwrite LAYOUTCOMMITs with `layoutcommit = "sync"`
 /// against the default (design.md §7, seed 002) on a volume file under `PNFS_BENCH_DIR` (or
 /// the target directory). Run with `cargo test -p pnfsd --lib overwrite_commit_ratio --
