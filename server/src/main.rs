@@ -564,7 +564,8 @@ fn serve_volume(
         reloader,
         fresh,
     ));
-    tracing::info!(counters = ?srv.pnfs.metrics.snapshot(), "pNFS layout counters");
+    srv.callbacks.stop();
+    tracing::info!(counters = ?srv.layouts.metrics.snapshot(), "pNFS layout counters");
     // COMPOUNDs still running on blocking threads get a moment to finish before the unmount.
     rt.shutdown_timeout(Duration::from_secs(5));
     // Whatever stopped the server, leave a clean log behind (design.md §3: next mount O(1)).
@@ -616,7 +617,7 @@ async fn run(
             {
                 match pnfsd::nvme::claim_for_scsi(&target) {
                     Ok(()) => {
-                        srv.pnfs
+                        srv.layouts
                             .scsi
                             .install(Arc::new(pnfsd::nvme::TargetFencer(target.clone())));
                         // The name a udev'd Linux client opens (docs/pnfs.md "the designator").
@@ -656,6 +657,17 @@ async fn run(
         }
     };
 
+    // Callbacks (layout recalls) go from a thread of their own, so that no COMPOUND waits
+    // for another client's backchannel (nfs4::callback::CbQueue).
+    {
+        let srv = srv.clone();
+        let spawned = std::thread::Builder::new()
+            .name("pnfsd-cb-sender".into())
+            .spawn(move || pnfsd::nfs4::callback::run_sender(srv));
+        if let Err(e) = spawned {
+            return Err(io_err("callback sender thread")(e));
+        }
+    }
     // Leases, grace period and recall timeouts advance once a second (RFC 8881 §8.3).
     let ticker = {
         let srv = srv.clone();
@@ -667,7 +679,7 @@ async fn run(
                 let srv = srv.clone();
                 let tick = move || {
                     srv.state.tick();
-                    pnfsd::nfs4::callback::tick_at(&srv, std::time::Instant::now());
+                    pnfsd::nfs4::layouts::recall::tick(&srv, std::time::Instant::now());
                 };
                 if tokio::task::spawn_blocking(tick).await.is_err() {
                     tracing::error!("state tick panicked");

@@ -1,6 +1,6 @@
 //! The operator's metrics endpoint (issue 7): with `metrics_listen` set (off by default),
 //! `pnfsd serve` answers `GET /metrics` in the Prometheus text format (version 0.0.4) with
-//! the pNFS layout counters (`nfs4::pnfs::PnfsMetrics`), the metadata log's counters
+//! the pNFS layout counters (`nfs4::layouts::PnfsMetrics`), the metadata log's counters
 //! (`metalog::LogCounters`) and the data-volume flush sharing (`FlushSeq`). pnfs-bench reads
 //! it before and after each mode; anything that speaks HTTP can too (`curl`).
 //!
@@ -19,7 +19,7 @@ use metalog::LogCounters;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::nfs4::pnfs::PnfsCounters;
+use crate::nfs4::layouts::PnfsCounters;
 use crate::server::Server;
 
 /// A request head larger than this is refused (a GET line and a few headers fit easily).
@@ -43,7 +43,7 @@ pub struct Snapshot {
 impl Snapshot {
     pub fn of(srv: &Server) -> Snapshot {
         Snapshot {
-            pnfs: srv.pnfs.metrics.snapshot(),
+            pnfs: srv.layouts.metrics.snapshot(),
             log: srv.store.log().counters(),
             data_flushes: srv.store.data_flush_counts(),
             log_shut_down: srv.store.log().shutdown_error().is_some(),
@@ -405,7 +405,7 @@ mod tests {
         crate::store::Store::mkfs(&vol, 64 << 20, false).unwrap();
         let store = Arc::new(crate::store::Store::open(&vol, Default::default()).unwrap());
         let srv = Arc::new(Server::new(store.clone(), Default::default()));
-        srv.pnfs
+        srv.layouts
             .metrics
             .layoutcommits
             .store(3, std::sync::atomic::Ordering::Relaxed);

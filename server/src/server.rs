@@ -57,8 +57,10 @@ pub struct Server {
     pub opts: NfsOptions,
     /// Changes at every start: write verifier, server owner/scope instance.
     pub boot_verifier: u64,
-    /// pNFS grants and counters (issue 4).
-    pub pnfs: crate::nfs4::pnfs::Pnfs,
+    /// The pNFS layouts service: grants, recalls, fencing, counters (nfs4/layouts).
+    pub layouts: crate::nfs4::layouts::Layouts,
+    /// Callbacks waiting for the backchannel (layout recalls; `callback::run_sender`).
+    pub callbacks: crate::nfs4::callback::CbQueue,
 }
 
 impl Server {
@@ -73,7 +75,8 @@ impl Server {
             store,
             state,
             opts,
-            pnfs: Default::default(),
+            layouts: Default::default(),
+            callbacks: Default::default(),
         }
     }
 }

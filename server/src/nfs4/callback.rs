@@ -1,37 +1,30 @@
-//! Layout recalls over the backchannel (RFC 8881 §12.5.5, §20.3) and fencing (design.md §5).
+//! The backchannel (RFC 8881 §20): CB_COMPOUND encoding, and the queue of callbacks that
+//! services send asynchronously (`CbQueue`; layout recalls, layouts/recall.rs).
 //!
 //! ```text
 //! CB_COMPOUND4args (procedure 1 of the client's callback program):
 //!   tag opaque<> | minorversion u32 (the session's) | callback_ident u32 = 0 | op count u32 = 2
 //!   CB_SEQUENCE (11):     sessionid[16] | sequenceid u32 | slotid u32 | highest_slotid u32
 //!                         | cachethis bool | referring_call_lists count u32 = 0
-//!   CB_LAYOUTRECALL (5):  layout_type u32 | iomode u32 (ANY) | changed bool
+//!   CB_LAYOUTRECALL (5):  layout_type u32 (the holder's) | iomode u32 (ANY) | changed bool
 //!                         | recall type u32 = FILE (1) | fh opaque<> | offset u64 = 0
 //!                         | length u64 = all ones | stateid4
 //!   CB_RECALL (4):        stateid4 | truncate bool = false | fh opaque<>
 //! CB_COMPOUND4res: status u32 | tag opaque<> | results …  (only the status is read)
 //! ```
-//! Delegation recalls (RFC 8881 §20.2) use the same CB_SEQUENCE header (`recall_delegs`);
-//! their conflict and revocation rules are in nfs4/state/delegs.rs.
-//! Who gets recalled: every other client whose grants conflict with a LAYOUTGET (which
-//! answers RECALLCONFLICT meanwhile), and every holder of a file that SETATTR truncates or
-//! that REMOVE/RENAME unlinks for the last time. A recall stays pending until the client's
-//! grants of the file are gone (LAYOUTRETURN, return-on-close); after two lease periods the
-//! server fences the client — runs `fence_command <client address> <device id hex>` — and
-//! revokes its layout stateid (`tick_at`). Layouts dropped without a return (lease expiry,
-//! client gone) fence their client the same way first (`drop_layouts`); a failed fence keeps
-//! the blocks of those files (docs/pnfs.md "Fencing").
+//! Delegation recalls (RFC 8881 §20.2) use the same CB_SEQUENCE header (`recall_delegs`,
+//! still sent from the COMPOUND that found the conflict); their conflict and revocation
+//! rules are in nfs4/state/delegs.rs. Layout recalls go through `CbQueue`: the COMPOUND that
+//! causes one answers at once and the sender does the round trip.
 
 use std::time::{Duration, Instant};
 
 use layout::block::{IoMode, LayoutType};
 
-use crate::nfs4::pnfs::add;
 use crate::nfs4::state::CbSlot;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
 use crate::server::Server;
-use crate::store::Ino;
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
 
 /// `CB_COMPOUND` is procedure 1 of the callback program (RFC 8881 §20.1).
@@ -119,181 +112,199 @@ pub fn decode_status(reply: &[u8]) -> Result<NfsStat, XdrError> {
     Ok(NfsStat(XdrReader::new(reply).u32()?))
 }
 
-/// Recalls the layouts `clients` hold of `ino` (those not already being recalled). Blocking:
-/// one backchannel round trip per client; the client answers at once and returns the
-/// layout with LAYOUTRETURN later.
-pub fn recall_file(srv: &Server, fh: Fh, clients: &[u64]) {
-    for &c in clients {
-        if srv.pnfs.start_recall(c, fh.ino, Instant::now()) {
-            send_recall(srv, c, fh);
+/// What a queued callback asks of its client. Each kind is encoded here; what its answer
+/// means belongs to the service that queued it (`Callback::answered`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CbKind {
+    /// CB_LAYOUTRECALL(FILE, whole file, iomode ANY) of the client's layouts of `fh`, of the
+    /// type the client holds (RFC 8881 §20.3: `clora_type` is the holder's layout type).
+    LayoutRecall {
+        fh: Fh,
+        ltype: LayoutType,
+        stateid: Stateid,
+    },
+}
+
+impl CbKind {
+    fn encode(&self, slot: &CbSlot) -> XdrWriter {
+        match self {
+            CbKind::LayoutRecall { fh, ltype, stateid } => {
+                encode_layoutrecall(slot, fh, stateid, *ltype)
+            }
         }
     }
 }
 
-/// Sends one CB_LAYOUTRECALL. When the backchannel is down or busy (CB_PATH_DOWN, DELAY) the
-/// recall stays pending and `tick_at` tries again; the client is fenced two leases after
-/// the first attempt unless it returns the layout.
-fn send_recall(srv: &Server, c: u64, fh: Fh) {
-    let ino = fh.ino;
-    let sid = srv
-        .state
-        .layouts_of_file(ino)
-        .into_iter()
-        .find(|(cl, _)| *cl == c)
-        .map(|(_, s)| s);
-    let Some(sid) = sid else {
-        // No layout stateid left (the state dropped it, the tick has not seen it yet): only
-        // grants, which go as dropped ones do — after a fence.
-        drop_layouts(srv, &[(c, ino)], Instant::now());
+/// One callback waiting to go over a client's backchannel.
+#[derive(Debug, Clone)]
+pub struct Callback {
+    pub client: u64,
+    pub kind: CbKind,
+    /// When the client must have done what it is asked. The queue gives up sending after it;
+    /// acting on it (fencing, revoking) is the queuing service's, from its own tick.
+    pub deadline: Instant,
+    /// Called with the CB_COMPOUND status once the client answered.
+    pub answered: fn(&Server, &Callback, NfsStat),
+    /// Asked before each send: false drops the callback unsent (what it asks was done
+    /// meanwhile, e.g. the layout came back before its recall went out).
+    pub wanted: fn(&Server, &Callback) -> bool,
+}
+
+/// Most callbacks in flight at once: each holds a thread for up to `callback_timeout`.
+const MAX_IN_FLIGHT: usize = 16;
+
+/// How long a callback that could not be sent (backchannel down or busy, no answer) waits
+/// before the next try.
+pub const RETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// The callbacks waiting to be sent (RFC 8881 §12.5.5.2: the server recalls asynchronously,
+/// and the operation that caused the recall answers DELAY or RECALLCONFLICT at once). A
+/// COMPOUND only queues; the sender (`run_sender`, or `send_due` from the tick) does the
+/// backchannel round trips, so no client's slow or dead backchannel ever holds another
+/// client's COMPOUND.
+///
+/// Reuse: a service adds a `CbKind` variant with its encoding and queues a [`Callback`]
+/// with its deadline and an `answered` function; it keeps its own "recall pending" record
+/// and acts on the deadline itself (layouts: `layouts::recall`).
+#[derive(Debug, Default)]
+pub struct CbQueue {
+    /// (not before, callback), in no particular order (a handful at a time).
+    q: std::sync::Mutex<Vec<(Instant, Callback)>>,
+    wake: std::sync::Condvar,
+    in_flight: std::sync::atomic::AtomicUsize,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+impl CbQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Instant, Callback)>> {
+        self.q.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `cb` to be sent as soon as possible.
+    pub fn push(&self, cb: Callback) {
+        self.lock().push((Instant::now(), cb));
+        self.wake.notify_one();
+    }
+
+    /// Queues `cb` again for `at`, unless its deadline is past by then.
+    fn retry(&self, cb: Callback, at: Instant) {
+        if at < cb.deadline {
+            self.lock().push((at, cb));
+        } else {
+            tracing::info!(client = cb.client, kind = ?cb.kind, "callback not sent before its deadline");
+        }
+    }
+
+    /// Takes the callbacks due at `now`, at most `max`.
+    fn take_due(&self, now: Instant, max: usize) -> Vec<Callback> {
+        let mut q = self.lock();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < q.len() && out.len() < max {
+            if q[i].0 <= now {
+                out.push(q.swap_remove(i).1);
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// Callbacks still queued (sent or not yet).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Ends `run_sender`.
+    pub fn stop(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.wake.notify_all();
+    }
+}
+
+/// Sends every callback due at `now`, one after the other, on the calling thread (the
+/// periodic tick calls it; tests drive it directly).
+pub fn send_due(srv: &Server, now: Instant) {
+    for cb in srv.callbacks.take_due(now, usize::MAX) {
+        send(srv, cb, now);
+    }
+}
+
+/// The sender: waits for queued callbacks and sends each on a thread of its own (at most
+/// `MAX_IN_FLIGHT` at once), so that one client's dead backchannel (a round trip may take
+/// `callback_timeout`) delays no other client's recall. Runs until `CbQueue::stop`.
+pub fn run_sender(srv: std::sync::Arc<Server>) {
+    use std::sync::atomic::Ordering;
+    let q = &srv.callbacks;
+    while !q.stop.load(Ordering::Relaxed) {
+        let room = MAX_IN_FLIGHT.saturating_sub(q.in_flight.load(Ordering::Relaxed));
+        let due = q.take_due(Instant::now(), room);
+        if due.is_empty() {
+            let g = q.lock();
+            let _ = q.wake.wait_timeout(g, Duration::from_millis(250));
+            continue;
+        }
+        for cb in due {
+            q.in_flight.fetch_add(1, Ordering::Relaxed);
+            let s = srv.clone();
+            let spawned = std::thread::Builder::new()
+                .name("pnfsd-callback".into())
+                .spawn(move || {
+                    send(&s, cb, Instant::now());
+                    s.callbacks.in_flight.fetch_sub(1, Ordering::Relaxed);
+                });
+            if let Err(e) = spawned {
+                q.in_flight.fetch_sub(1, Ordering::Relaxed);
+                tracing::error!(%e, "no thread for a callback");
+            }
+        }
+    }
+}
+
+/// One CB_COMPOUND round trip for `cb`, unless it is no longer `wanted`. A backchannel that
+/// is down or busy (CB_PATH_DOWN, DELAY from `cb_begin`), a call without an answer or a
+/// client answering DELAY puts it back for `RETRY_EVERY` later, until its deadline (`now`
+/// is the time the send was due at).
+pub fn send(srv: &Server, cb: Callback, now: Instant) {
+    if !(cb.wanted)(srv, &cb) {
         return;
-    };
-    let slot = match srv.state.cb_begin(c) {
+    }
+    let slot = match srv.state.cb_begin(cb.client) {
         Ok(s) => s,
         Err(e) => {
-            tracing::info!(client = c, status = e.name(), "layout recall not sent yet");
-            srv.pnfs.retry_recall(c, fh);
+            tracing::info!(
+                client = cb.client,
+                status = e.name(),
+                "callback not sent yet"
+            );
+            srv.callbacks.retry(cb, now + RETRY_EVERY);
             return;
         }
     };
-    let args = encode_layoutrecall(&slot, &fh, &sid, LayoutType::BLOCK_VOLUME);
-    let res = slot.channel.call(slot.program, CB_COMPOUND, args);
+    let args = cb.kind.encode(&slot);
+    // With the credential the client gave for callbacks (RFC 8881 §18.36.3).
+    let res = slot
+        .channel
+        .call_as(slot.program, CB_COMPOUND, &slot.cred, args);
     srv.state.cb_done(&slot, res.is_ok());
-    add(&srv.pnfs.metrics.recalls_sent, 1);
     match res.as_deref().map(decode_status) {
-        Ok(Ok(NfsStat::NOMATCHING_LAYOUT)) => {
-            // RFC 8881 §20.3.3: the client has nothing; its layouts are gone.
-            let _ = srv.state.layout_return(c, ino, &sid, true);
-            srv.pnfs.release_file(c, ino);
-        }
-        Ok(Ok(st)) => tracing::debug!(client = c, status = st.name(), "layout recalled"),
-        Ok(Err(_)) | Err(_) => tracing::info!(client = c, "layout recall failed"),
-    }
-}
-
-/// Recalls every layout of the file held by any client (truncate, last unlink).
-pub fn recall_all(srv: &Server, fh: Fh) {
-    let holders = srv.pnfs.holders(fh.ino);
-    if !holders.is_empty() {
-        recall_file(srv, fh, &holders);
-    }
-}
-
-/// The periodic part: fences the clients whose layouts the state dropped (expiry, courtesy
-/// purge, client gone) and forgets those layouts, ends recalls whose layouts came back,
-/// fences clients that kept a recalled layout for two lease periods, retries failed fences,
-/// and trims what no layout holds past EOF any more.
-pub fn tick_at(srv: &Server, now: Instant) {
-    let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
-    drop_layouts(srv, &srv.state.take_dropped_layouts(), now);
-    for (client, ino) in srv.pnfs.overdue_recalls(now, 2 * lease) {
-        fence(srv, client, ino, now);
-    }
-    for (client, fh) in srv.pnfs.take_unsent_recalls() {
-        send_recall(srv, client, fh);
-    }
-    for client in srv.pnfs.fences_to_retry(now, lease) {
-        if fence_client(srv, client, "retry of a failed fence").is_err() {
-            srv.pnfs.keep_unfenced(client, [], now);
+        // The client is busy (RFC 8881 §15.1.1.3): ask again.
+        Ok(Ok(NfsStat::DELAY)) => srv.callbacks.retry(cb, now + RETRY_EVERY),
+        Ok(Ok(st)) => (cb.answered)(srv, &cb, st),
+        Ok(Err(_)) | Err(_) => {
+            tracing::info!(client = cb.client, "callback failed");
+            srv.callbacks.retry(cb, now + RETRY_EVERY);
         }
     }
-    // Layouts dropped above (expiry, fencing) and the after-grace sweep of a restart.
-    crate::nfs4::pnfs::trim_released(srv);
 }
-
-/// Layouts that went without a LAYOUTRETURN (lease expiry, courtesy purge, DESTROY_CLIENTID,
-/// a replaced client record, a recall that found no layout stateid): the client may be
-/// partitioned, not dead, and still write through them, so it is fenced — once — before
-/// its grants go and the blocks they named can be trimmed or truncated away (RFC 8881
-/// §12.5.5, §12.7.3; RFC 5663 §2.3.6; RFC 8154 §2.4.5). If the fence fails, those files
-/// keep their blocks (`Pnfs::kept`) until a retry succeeds.
-pub fn drop_layouts(srv: &Server, dropped: &[(u64, Ino)], now: Instant) {
-    for (client, inos) in srv.pnfs.to_fence(dropped) {
-        if fence_client(srv, client, "layouts dropped without a return").is_err() {
-            srv.pnfs.keep_unfenced(client, inos, now);
-        }
-    }
-    srv.pnfs.forget(dropped);
-}
-
-/// Fences `client` from the volume and revokes its layouts of `ino` (design.md §5).
-fn fence(srv: &Server, client: u64, ino: Ino, now: Instant) {
-    let ok = srv.pnfs.is_fenced(client)
-        || fence_client(srv, client, "layout not returned after two leases").is_ok();
-    if !ok {
-        srv.pnfs.keep_unfenced(client, [ino], now);
-    }
-    for (c, sid) in srv.state.layouts_of_file(ino) {
-        if c == client {
-            srv.state.revoke(&sid);
-        }
-    }
-    srv.pnfs.release_file(client, ino);
-}
-
-/// Why a fence failed (logged; the client may still reach the volume).
-#[derive(Debug, thiserror::Error)]
-pub enum FenceError {
-    #[error("fence command: {0}")]
-    Command(String),
-    #[error("SCSI preempt: {0}")]
-    Scsi(#[from] crate::nfs4::scsi::PreemptError),
-}
-
-/// Cuts `client` off the volume: runs `fence_command <client address> <device id hex>` when
-/// one is configured, and preempts its SCSI reservation key when the SCSI hook is installed
-/// (RFC 8154 §2.4.2). Counted in `fences` and remembered (`Pnfs::is_fenced`) when it
-/// succeeded. With neither configured nothing can be done: the server trusts its clients.
-pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceError> {
-    let addr = srv.pnfs.peer_of(client);
-    tracing::warn!(client, ?addr, why, "fencing");
-    let r = run_fence_command(srv, client).and_then(|()| {
-        crate::nfs4::scsi::fence(srv, client)?;
-        Ok(())
-    });
-    match &r {
-        Ok(()) => {
-            srv.pnfs.mark_fenced(client);
-            add(&srv.pnfs.metrics.fences, 1);
-        }
-        Err(e) => tracing::error!(
-            client,
-            %e,
-            "fencing failed: the blocks of its layouts are kept, not trimmed nor freed"
-        ),
-    }
-    r
-}
-
-fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {
-    let Some(cmd) = &srv.opts.fence_command else {
-        return Ok(());
-    };
-    let Some(prog) = cmd.split_whitespace().next() else {
-        return Ok(());
-    };
-    let addr = srv
-        .pnfs
-        .peer_of(client)
-        .ok_or_else(|| FenceError::Command("the client's address is unknown".into()))?;
-    let dev: String = crate::nfs4::pnfs::device_id(&srv.store)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let out = std::process::Command::new(prog)
-        .args(cmd.split_whitespace().skip(1))
-        .arg(addr.ip().to_string())
-        .arg(&dev)
-        .status();
-    match out {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(FenceError::Command(s.to_string())),
-        Err(e) => Err(FenceError::Command(e.to_string())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Ino;
     use std::sync::Arc;
 
     #[derive(Debug)]

@@ -86,7 +86,7 @@ pub fn client_key(clientid: u64) -> u64 {
 /// Ok when the client has no access to the volume afterwards (preempted, never registered,
 /// or no fencer installed); Err when the preempt failed and it may still write.
 pub fn fence(srv: &Server, clientid: u64) -> Result<(), PreemptError> {
-    let Some(f) = srv.pnfs.scsi.get() else {
+    let Some(f) = srv.layouts.scsi.get() else {
         return Ok(());
     };
     match f.preempt_and_abort(client_key(clientid)) {

@@ -82,7 +82,7 @@ impl PrFencer for InitiatorFencer {
 pub fn setup_scsi(scsi_offered: bool, srv: &crate::server::Server, ext: &Arc<NvmeDev>) {
     match ext.designator() {
         Some(d) => {
-            let _ = srv.pnfs.volume_designator.set(d);
+            let _ = srv.layouts.volume_designator.set(d);
         }
         None => tracing::error!(
             "the external namespace has neither an EUI-64 nor an NGUID: SCSI-layout clients \
@@ -94,7 +94,7 @@ pub fn setup_scsi(scsi_offered: bool, srv: &crate::server::Server, ext: &Arc<Nvm
     }
     match claim_for_scsi(ext) {
         Ok(()) => {
-            srv.pnfs
+            srv.layouts
                 .scsi
                 .install(Arc::new(InitiatorFencer(ext.clone())));
             tracing::info!(

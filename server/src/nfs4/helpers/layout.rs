@@ -18,7 +18,7 @@ pub fn check_type(ctx: &Ctx<'_>, t: LayoutType) -> Result<(), NfsStat> {
 
 /// The device id of the volume (derived from its UUID: stable across restarts).
 pub fn device_id(ctx: &Ctx<'_>) -> [u8; 16] {
-    crate::nfs4::pnfs::device_id(&ctx.srv.store)
+    crate::nfs4::layouts::device_id(&ctx.srv.store)
 }
 
 /// The device id layouts of type `t` name. Block: `device_id`. SCSI: that id with this

@@ -1,5 +1,5 @@
 //! What the operations share, one concept per file and one function per rule. No policy:
-//! that is in the services below (`nfs4::state`, `nfs4::pnfs`, the store).
+//! that is in the services below (`nfs4::state`, `nfs4::layouts`, the store).
 //!
 //! - `fh`: the current / saved filehandle, the object behind it, the file-type rules;
 //! - `name`: component names and xattr keys;

@@ -17,21 +17,13 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let fh = cur_fh(ctx)?;
     let last = ctx.srv.state.close(cid, &sid, fh.ino)?;
     if !ctx.srv.state.client_has_open(cid, fh.ino) {
-        // Return-on-close (LAYOUTGET answers `logr_return_on_close` true, RFC 8881
-        // §18.43.3): the client's layouts of the file go with its last CLOSE of it.
-        for (c, lsid) in ctx.srv.state.layouts_of_file(fh.ino) {
-            if c == cid {
-                let _ = ctx.srv.state.layout_return(cid, fh.ino, &lsid, true);
-                ctx.srv.pnfs.release_file(cid, fh.ino);
-            }
-        }
-        // XFS trims post-EOF preallocation at close: here once no RW layout is left.
-        crate::nfs4::pnfs::trim_released(ctx.srv);
+        // Return-on-close: the client's layouts of the file go with its last CLOSE of it.
+        crate::nfs4::layouts::on_close(ctx.srv, cid, fh.ino);
     }
     if last {
         // An unlinked file stays while open (REMOVE asked `file_is_open`); free it now.
         if let Ok(a) = ctx.srv.store.getattr(fh.ino) {
-            if a.nlink == 0 && ctx.srv.pnfs.kept(fh.ino) {
+            if a.nlink == 0 && ctx.srv.layouts.kept(fh.ino) {
                 // A client that could not be fenced held a layout of it and may still write
                 // its blocks: the orphan stays (freed by the next mount's orphan sweep).
                 tracing::error!(ino = fh.ino.0, "unlinked file kept: a holder is not fenced");

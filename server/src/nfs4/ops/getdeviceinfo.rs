@@ -79,7 +79,7 @@ fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
 /// EUI-64; `crate::nvme_volume`, set at start), never by identifiers derived from the volume
 /// UUID. `None` when the volume is served by the embedded target.
 fn external_scsi_body(ctx: &Ctx<'_>) -> Result<Option<Vec<u8>>, NfsStat> {
-    let Some(d) = ctx.srv.pnfs.volume_designator.get() else {
+    let Some(d) = ctx.srv.layouts.volume_designator.get() else {
         return Ok(None);
     };
     let key = crate::nfs4::scsi::client_key(clientid(ctx)?);

@@ -27,17 +27,14 @@ use std::time::Instant;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
-use crate::nfs4::helpers::layout::{block, check_type, device_id};
+use crate::nfs4::helpers::layout::{check_type, device_id};
 use crate::nfs4::helpers::stateid::resolve_stateid;
-use crate::nfs4::pnfs::{add, add_elapsed, commit_grants};
+use crate::nfs4::layouts::{self, add, add_elapsed, commit::CommitReq};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
-use crate::store::{Timespec, WrittenExtent, MAX_FILE_SIZE};
+use crate::store::Timespec;
 use crate::xdr::{XdrReader, XdrWriter};
-use layout::block::{BlockExtent, LayoutType};
-use layout::extent_map::Segment;
-use layout::policy::{self, CommitExtent, Grants};
-use layout::scsi_policy;
+use layout::block::LayoutType;
 
 /// Bound on the update body: 64 Ki extents (the Linux client sends at most a page's worth).
 const MAX_BODY: usize = 4 + 65536 * layout::block::EXTENT_WIRE_SIZE;
@@ -81,70 +78,29 @@ fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
     })
 }
 
-/// What the commit did, for the counters.
 fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     check_type(ctx, a.layout_type)?;
     let attr = cur_attr(ctx)?;
     require_regular(&attr, NotRegular::LAYOUTCOMMIT)?;
-    let cid = clientid(ctx)?;
-    let ino = attr.ino;
-    let sid = if a.reclaim {
-        a.stateid
-    } else {
-        let sid = resolve_stateid(ctx, a.stateid)?;
-        if sid.is_anonymous_or_bypass() {
-            return Err(NfsStat::BADLAYOUT);
-        }
-        sid
+    let q = CommitReq {
+        clientid: clientid(ctx)?,
+        ino: attr.ino,
+        offset: a.offset,
+        length: a.length,
+        reclaim: a.reclaim,
+        // A reclaim names a stateid of the previous instance: not the current one.
+        stateid: if a.reclaim {
+            a.stateid
+        } else {
+            resolve_stateid(ctx, a.stateid)?
+        },
+        last_byte: a.last_byte,
+        mtime: a.mtime,
+        ltype: a.layout_type,
+        body: a.body,
+        device: device_id(ctx),
     };
-    let range = (a.offset, a.offset.saturating_add(a.length));
-    let grants = commit_grants(ctx.srv, cid, ino, a.reclaim, &sid, range)?;
-    let b = block(ctx);
-    let checked = if a.layout_type == LayoutType::SCSI {
-        scsi_extents(ctx, &a, grants.as_ref())?
-    } else {
-        let ext = BlockExtent::decode_list(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;
-        policy::check_commit(
-            &ext,
-            device_id(ctx),
-            b,
-            a.offset,
-            a.length,
-            a.last_byte,
-            grants.as_ref(),
-        )?
-    };
-    // A range without blocks: nothing of the file is there to commit into.
-    let first = a.offset / b;
-    let end = a
-        .offset
-        .saturating_add(a.length)
-        .min(MAX_FILE_SIZE)
-        .div_ceil(b);
-    let segs = ctx
-        .srv
-        .store
-        .extents(ino, first, end.saturating_sub(first))?;
-    if !segs.iter().any(|s| matches!(s, Segment::Mapped { .. })) {
-        return Err(NfsStat::BADLAYOUT);
-    }
-    let written: Vec<WrittenExtent> = checked.iter().map(written).collect();
-    let done = ctx.srv.store.commit_blocks(
-        ino,
-        &written,
-        a.last_byte,
-        a.mtime,
-        ctx.srv.opts.layoutcommit_sync,
-    )?;
-    let m = &ctx.srv.pnfs.metrics;
-    add(&m.commit_log_writes, u64::from(done.log_written));
-    add(&m.commit_data_flushes, u64::from(done.data_flushes_issued));
-    add(
-        &m.commit_data_flushes_joined,
-        u64::from(done.data_flushes_joined),
-    );
-    add(&m.commit_converted_blocks, done.converted_blocks);
-    match done.new_size {
+    match layouts::commit::commit(ctx.srv, &q)? {
         Some(sz) => {
             w.bool(true);
             w.u64(sz);
@@ -154,47 +110,11 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     Ok(())
 }
 
-/// The store extent for one committed extent. The Linux client sends storage offset 0 in
-/// every `pnfs_block_extent4` of its layoutupdate (it only tracks file ranges), and block 0 of
-/// the volume is the superblock, never a file's block: offset 0 therefore means "the file's own
-/// unwritten blocks of this range" (`None`), which the grants check already limited to what
-/// LAYOUTGET gave this client RW. Any other offset must match where the file owns the block
-/// (the store checks it under its lock).
-fn written(c: &CommitExtent) -> WrittenExtent {
-    WrittenExtent {
-        file_block: c.file_block,
-        len_blocks: c.len_blocks,
-        phys_block: (c.phys_block != 0).then_some(c.phys_block),
-    }
-}
-
-/// The SCSI body (RFC 8154 §2.5): byte ranges only; the volume blocks are the file's own.
-/// Malformed bodies are BADLAYOUT.
-fn scsi_extents(
-    ctx: &Ctx<'_>,
-    a: &Args,
-    grants: Option<&Grants>,
-) -> Result<Vec<CommitExtent>, NfsStat> {
-    let b = block(ctx);
-    let ranges = layout::scsi::decode_update(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;
-    let blocks = scsi_policy::check_commit(&ranges, b, a.offset, a.length, a.last_byte, grants)?;
-    // Storage block 0 = "the file's own blocks of the range": the store maps them under its
-    // lock (`written`), so a client can never name another file's blocks.
-    Ok(blocks
-        .into_iter()
-        .map(|(first, n)| CommitExtent {
-            file_block: first,
-            len_blocks: n,
-            phys_block: 0,
-        })
-        .collect())
-}
-
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let a = decode(r)?;
     let t0 = Instant::now();
     let res = go(ctx, a, w);
-    let m = &ctx.srv.pnfs.metrics;
+    let m = &ctx.srv.layouts.metrics;
     add(&m.layoutcommits, 1);
     if let Err(st) = res {
         add(&m.layoutcommit_errors, 1);

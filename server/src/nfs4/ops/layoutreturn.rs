@@ -18,7 +18,7 @@ use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::helpers::layout::check_type;
 use crate::nfs4::helpers::stateid::resolve_stateid;
-use crate::nfs4::pnfs::add;
+use crate::nfs4::layouts::{self, ReturnWhat};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
@@ -69,14 +69,13 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
         return Err(NfsStat::INVAL);
     }
     let cid = clientid(ctx)?;
-    match what {
+    let what = match what {
         What::File {
             offset,
             length,
             stateid,
         } => {
             let ino = cur_attr(ctx)?.ino;
-            let end = offset.saturating_add(length);
             if length == 0 {
                 return Err(NfsStat::INVAL);
             }
@@ -84,36 +83,30 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
             if sid.is_anonymous_or_bypass() {
                 return Err(NfsStat::BAD_STATEID);
             }
-            let empty = ctx.srv.pnfs.would_empty(cid, ino, offset, end, mode);
-            let new = ctx.srv.state.layout_return(cid, ino, &sid, empty)?;
-            ctx.srv.pnfs.release(cid, ino, offset, end, mode);
-            if empty {
-                w.bool(false);
-            } else {
-                ctx.current_stateid = Some(new);
-                w.bool(true);
-                new.encode(w);
+            ReturnWhat::File {
+                ino,
+                range: (offset, offset.saturating_add(length)),
+                mode,
+                stateid: sid,
             }
         }
         What::Fsid => {
             cur_attr(ctx)?;
-            ctx.srv.state.layout_return_all(cid);
-            ctx.srv.pnfs.release_client(cid);
-            w.bool(false);
+            ReturnWhat::All
         }
-        What::All => {
-            ctx.srv.state.layout_return_all(cid);
-            ctx.srv.pnfs.release_client(cid);
-            w.bool(false);
+        What::All => ReturnWhat::All,
+    };
+    match layouts::return_layouts(ctx.srv, cid, what)? {
+        Some(new) => {
+            ctx.current_stateid = Some(new);
+            w.bool(true);
+            new.encode(w);
         }
+        None => w.bool(false),
     }
     Ok(())
 }
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
-    add(&ctx.srv.pnfs.metrics.layoutreturns, 1);
-    let res = go(ctx, r, w);
-    // The last RW layout of a file gone: its never-committed blocks past EOF are freed.
-    crate::nfs4::pnfs::trim_released(ctx.srv);
-    res
+    go(ctx, r, w)
 }

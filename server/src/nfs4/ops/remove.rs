@@ -6,6 +6,7 @@ use crate::nfs4::helpers::deleg;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir};
 use crate::nfs4::helpers::name::{check_new_name, decode_component};
 use crate::nfs4::helpers::perm::{check_sticky, require_dir_write};
+use crate::nfs4::layouts::{self, Break};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::encode_change_info;
 use crate::xdr::{XdrReader, XdrWriter};
@@ -26,20 +27,11 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     // Removing a delegated file's name recalls the delegation first (RFC 8881 §10.4.4).
     deleg::break_for_change(ctx, &victim)?;
     // The store keeps an unlinked file that is still open until its last CLOSE
-    // (`Store::release`); layouts of a removed file are recalled by the layout code.
-    let victim = ctx.srv.store.lookup(dir.ino, &name).ok();
-    if victim
-        .as_ref()
-        .is_some_and(|v| v.nlink <= 1 && ctx.srv.pnfs.kept(v.ino))
-    {
-        // Its blocks stay while a client that could not be fenced may write them.
-        return Err(NfsStat::DELAY);
+    // (`Store::release`); dropping its last link recalls its layouts first.
+    if victim.nlink <= 1 {
+        layouts::break_for(ctx.srv, fh_of(&victim), Break::Unlink)?;
     }
     let (change, _unlinked) = ctx.srv.store.remove(dir.ino, &name)?;
-    if let Some(v) = victim.filter(|v| v.nlink <= 1) {
-        // The last link is gone: recall its layouts (issue 4 item 6).
-        crate::nfs4::callback::recall_all(ctx.srv, fh_of(&v));
-    }
     encode_change_info(w, &change);
     Ok(())
 }

@@ -5,6 +5,7 @@ use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir, saved_attr};
 use crate::nfs4::helpers::name::{check_new_name, decode_component};
 use crate::nfs4::helpers::perm::{check_sticky, require_dir_write};
+use crate::nfs4::layouts::{self, Break};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::encode_change_info;
 use crate::store::{DirChange, FileType, StoreError};
@@ -68,9 +69,8 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         .as_ref()
         .filter(|t| t.nlink <= 1 && t.ftype == FileType::Regular)
         .map(fh_of);
-    if victim.is_some_and(|v| ctx.srv.pnfs.kept(v.ino)) {
-        // Its blocks stay while a client that could not be fenced may write them.
-        return Err(NfsStat::DELAY);
+    if let Some(v) = victim {
+        layouts::break_for(ctx.srv, v, Break::Unlink)?;
     }
     let (s, d, _unlinked) = store
         .rename(src.ino, &old, dst.ino, &new)
@@ -80,9 +80,6 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
             }
             e => e.into(),
         })?;
-    if let Some(v) = victim {
-        crate::nfs4::callback::recall_all(ctx.srv, v);
-    }
     encode_change_info(w, &s);
     encode_change_info(w, &d);
     Ok(())

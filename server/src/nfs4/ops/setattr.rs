@@ -7,6 +7,7 @@ use crate::nfs4::helpers::deleg;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, NotRegular};
 use crate::nfs4::helpers::perm::{require, ACCESS4_MODIFY};
 use crate::nfs4::helpers::stateid::check_io_stateid;
+use crate::nfs4::layouts::{self, Break};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Stateid};
@@ -77,19 +78,11 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
     if *sa != SetAttrs::default() {
         deleg::break_for_change(ctx, &a)?;
     }
-    if sa.size.is_some_and(|s| s < a.size) && !ctx.srv.pnfs.holders(a.ino).is_empty() {
-        // Truncation frees blocks that layouts map: recall them and wait (DELAY, as knfsd
-        // waits in break_layout) until they are back or their holder is fenced (issue 4
-        // item 6), so no client writes into blocks another file may get.
-        crate::nfs4::callback::recall_all(ctx.srv, fh_of(&a));
-        if !ctx.srv.pnfs.holders(a.ino).is_empty() {
-            return Err(NfsStat::DELAY);
-        }
-    }
-    if sa.size.is_some_and(|s| s < a.size) && ctx.srv.pnfs.kept(a.ino) {
-        // A client whose layouts were dropped could not be fenced and may still write the
-        // file's blocks: they stay allocated until a retried fence succeeds (callback.rs).
-        return Err(NfsStat::DELAY);
+    if sa.size.is_some_and(|s| s < a.size) {
+        // Truncation frees blocks that layouts map: DELAY until they are back or their
+        // holders fenced (issue 4 item 6), so no client writes into blocks another file
+        // may get.
+        layouts::break_for(ctx.srv, fh_of(&a), Break::Truncate)?;
     }
     if *sa != SetAttrs::default() {
         ctx.srv.store.setattr(a.ino, sa)?;

@@ -67,7 +67,8 @@ pub(crate) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) ->
         state,
         opts,
         boot_verifier,
-        pnfs: Default::default(),
+        layouts: Default::default(),
+        callbacks: Default::default(),
     }
 }
 

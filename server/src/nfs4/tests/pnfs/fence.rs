@@ -35,7 +35,8 @@ fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
             state,
             opts,
             boot_verifier: 1,
-            pnfs: Default::default(),
+            layouts: Default::default(),
+            callbacks: Default::default(),
         },
         conn: conn(1, None),
     };
@@ -74,7 +75,7 @@ fn expire_and_tick(fx: &Fx, clock: &FakeClock, now: Instant) {
     let past = u64::from(fx.srv.opts.lease_seconds) + COURTESY_SECONDS + 2;
     clock.0.fetch_add(past, Ordering::Relaxed);
     fx.srv.state.tick();
-    callback::tick_at(&fx.srv, now);
+    recall::tick(&fx.srv, now);
 }
 
 /// Blocks of `ino` mapped in its first `n` blocks.
@@ -89,7 +90,7 @@ fn mapped(srv: &Server, ino: Ino, n: u64) -> u64 {
 }
 
 fn dev_hex(srv: &Server) -> String {
-    crate::nfs4::pnfs::device_id(&srv.store)
+    crate::nfs4::layouts::device_id(&srv.store)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
@@ -113,19 +114,19 @@ fn an_expired_clients_layout_is_fenced_once_then_trimmed() {
     assert!(n > 2, "preallocated past the asked range: {n}");
     assert_eq!(mapped(&fx.srv, fh.ino, n), n);
     // Within the lease nothing happens.
-    callback::tick_at(&fx.srv, Instant::now());
+    recall::tick(&fx.srv, Instant::now());
     assert!(lines(&log).is_empty());
     expire_and_tick(&fx, &clock, Instant::now());
     // Fenced once, with the address it used and the device id; then trimmed.
     assert_eq!(lines(&log), vec![format!("127.0.0.3 {}", dev_hex(&fx.srv))]);
-    let m = fx.srv.pnfs.metrics.snapshot();
+    let m = fx.srv.layouts.metrics.snapshot();
     assert_eq!((m.fences, m.trimmed_blocks), (1, n));
     assert_eq!(mapped(&fx.srv, fh.ino, n), 0);
     // Later ticks fence no more.
-    callback::tick_at(&fx.srv, Instant::now());
+    recall::tick(&fx.srv, Instant::now());
     expire_and_tick(&fx, &clock, Instant::now() + Duration::from_secs(600));
     assert_eq!(lines(&log).len(), 1);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 1);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
 }
 
 #[test]
@@ -147,13 +148,13 @@ fn a_failed_fence_keeps_the_blocks_until_a_retry_succeeds() {
     expire_and_tick(&fx, &clock, t0);
     // The script failed: nothing counted, nothing trimmed, the file keeps every block.
     assert_eq!(lines(&log).len(), 1);
-    let m = fx.srv.pnfs.metrics.snapshot();
+    let m = fx.srv.layouts.metrics.snapshot();
     assert_eq!((m.fences, m.trimmed_blocks), (0, 0));
     assert_eq!(mapped(&fx.srv, fh.ino, n), n);
     assert_eq!(fx.srv.store.fsstat().free_bytes, free0);
-    assert!(fx.srv.pnfs.kept(fh.ino));
+    assert!(fx.srv.layouts.kept(fh.ino));
     // Nor does an explicit trim free them.
-    crate::nfs4::pnfs::trim_released(&fx.srv);
+    crate::nfs4::layouts::trim_released(&fx.srv);
     assert_eq!(mapped(&fx.srv, fh.ino, n), n);
     // Another client cannot remove the file's last link meanwhile.
     let c2 = conn(5, None);
@@ -172,20 +173,20 @@ fn a_failed_fence_keeps_the_blocks_until_a_retry_succeeds() {
     );
     // Retried a lease later; still failing, still kept.
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
-    callback::tick_at(&fx.srv, t0 + lease / 2);
+    recall::tick(&fx.srv, t0 + lease / 2);
     assert_eq!(lines(&log).len(), 1, "no retry before a lease passed");
-    callback::tick_at(&fx.srv, t0 + lease);
+    recall::tick(&fx.srv, t0 + lease);
     assert_eq!(lines(&log).len(), 2);
     assert_eq!(mapped(&fx.srv, fh.ino, n), n);
     // Once the fence works, the retry fences it and the blocks past EOF go.
     std::fs::write(&ok, b"").unwrap();
-    callback::tick_at(&fx.srv, t0 + 2 * lease);
+    recall::tick(&fx.srv, t0 + 2 * lease);
     assert_eq!(lines(&log).len(), 3);
-    let m = fx.srv.pnfs.metrics.snapshot();
+    let m = fx.srv.layouts.metrics.snapshot();
     assert_eq!((m.fences, m.trimmed_blocks), (1, n));
     assert_eq!(mapped(&fx.srv, fh.ino, n), 0);
-    assert!(!fx.srv.pnfs.kept(fh.ino));
-    callback::tick_at(&fx.srv, t0 + 4 * lease);
+    assert!(!fx.srv.layouts.kept(fh.ino));
+    recall::tick(&fx.srv, t0 + 4 * lease);
     assert_eq!(lines(&log).len(), 3);
 }
 
@@ -225,7 +226,7 @@ fn an_expired_scsi_clients_key_is_preempted_once_and_a_failed_preempt_keeps_bloc
     };
     let (fx, clock) = fixture_clocked(opts);
     let pr = Arc::new(Preempts::default());
-    assert!(fx.srv.pnfs.scsi.install(pr.clone()));
+    assert!(fx.srv.layouts.scsi.install(pr.clone()));
     pr.fail.store(true, Ordering::Relaxed);
     let (ca, cb) = (conn(1, None), conn(2, None));
     let mut a = ctx(&fx.srv, &ca);
@@ -233,14 +234,14 @@ fn an_expired_scsi_clients_key_is_preempted_once_and_a_failed_preempt_keeps_bloc
     let ida = mount(&mut a, b"a");
     let (fa, sa) = create(&mut a, b"fa");
     scsi_rw(&mut a, 2 * B, sa);
-    let na = fx.srv.pnfs.grants_of(ida, fa.ino);
+    let na = fx.srv.layouts.grants_of(ida, fa.ino);
     assert!(!na.is_empty());
     let t0 = Instant::now();
     expire_and_tick(&fx, &clock, t0);
     let key_a = layout::scsi::client_pr_key(ida);
     assert_eq!(*pr.keys.lock().unwrap(), vec![key_a]);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().trimmed_blocks, 0);
-    assert!(fx.srv.pnfs.kept(fa.ino));
+    assert_eq!(fx.srv.layouts.metrics.snapshot().trimmed_blocks, 0);
+    assert!(fx.srv.layouts.kept(fa.ino));
     // B's layout expires while the preempt works: fenced, trimmed; A's file still kept.
     pr.fail.store(false, Ordering::Relaxed);
     let idb = mount(&mut b, b"b");
@@ -251,15 +252,15 @@ fn an_expired_scsi_clients_key_is_preempted_once_and_a_failed_preempt_keeps_bloc
     expire_and_tick(&fx, &clock, t0);
     let key_b = layout::scsi::client_pr_key(idb);
     assert_eq!(*pr.keys.lock().unwrap(), vec![key_a, key_b]);
-    let m = fx.srv.pnfs.metrics.snapshot();
+    let m = fx.srv.layouts.metrics.snapshot();
     assert_eq!((m.fences, m.trimmed_blocks), (1, blocks_b));
     assert!(mapped(&fx.srv, fa.ino, 1 << 14) > 2);
     // A's retry, a lease later, succeeds: A's blocks go too; nobody is preempted twice.
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
-    callback::tick_at(&fx.srv, t0 + lease);
-    callback::tick_at(&fx.srv, t0 + 3 * lease);
+    recall::tick(&fx.srv, t0 + lease);
+    recall::tick(&fx.srv, t0 + 3 * lease);
     assert_eq!(*pr.keys.lock().unwrap(), vec![key_a, key_b, key_a]);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 2);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 2);
     assert_eq!(mapped(&fx.srv, fa.ino, 1 << 14), 0);
 }
 
@@ -291,12 +292,12 @@ fn a_truncate_after_the_state_dropped_a_layout_fences_before_freeing() {
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 2 * B);
     assert_eq!(mapped(&fx.srv, fh.ino, 2), 2);
     assert_eq!(truncate(&mut b, fh, sb, 0), NfsStat::DELAY);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 0);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 0);
     // The retried fence works: the truncate goes through.
     std::fs::write(&ok, b"").unwrap();
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
-    callback::tick_at(&fx.srv, Instant::now() + lease);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 1);
+    recall::tick(&fx.srv, Instant::now() + lease);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
     assert_eq!(truncate(&mut b, fh, sb, 0), NfsStat::OK);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
     assert_eq!(lines(&log).len(), 2);
@@ -329,14 +330,14 @@ fn an_unlinked_file_a_failed_fence_keeps_is_not_freed_at_its_last_close() {
     assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
     assert_eq!(remove(&mut x, b"g"), NfsStat::OK);
     // Another client that held a layout of `f` could not be fenced.
-    fx.srv.pnfs.keep_unfenced(99, [f.ino], Instant::now());
+    fx.srv.layouts.keep_unfenced(99, [f.ino], Instant::now());
     assert!(close_survives(&mut x, f, sf));
     assert_eq!(mapped(&fx.srv, f.ino, 2), 2);
     assert!(!close_survives(&mut x, g, sg));
     // And while kept, REMOVE of a last link waits.
     let (h, sh) = create(&mut x, b"h");
     get(&mut x, IoMode::RW.0, 0, 2 * B, sh).unwrap();
-    fx.srv.pnfs.keep_unfenced(99, [h.ino], Instant::now());
+    fx.srv.layouts.keep_unfenced(99, [h.ino], Instant::now());
     assert_eq!(remove(&mut x, b"h"), NfsStat::DELAY);
     assert!(close_survives(&mut x, h, sh));
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::fixture::{call, seq_args, session_args, Fx, VOL};
 use crate::nfs4::callback;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::layouts::{self, recall};
 use crate::nfs4::ops::{
     create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
     layoutreturn, open, reclaim_complete, sequence,
@@ -382,7 +383,7 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
     assert_eq!(g3.extents[0].storage_offset, g.extents[0].storage_offset);
     let r2 = get(&mut x, IoMode::READ.0, 0, 8192, g3.stateid).unwrap();
     assert_eq!(r2.extents[0].state, ExtentState::READ_DATA);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().layoutgets, 5);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().layoutgets, 5);
 }
 
 #[test]
@@ -454,12 +455,12 @@ fn layoutcommit_durability_counters() {
     let fx = fixture(NfsOptions::default());
     let mut x = fx.client();
     let (fh, _, g) = open_f_rw(&mut x, 4 * B);
-    let m0 = fx.srv.pnfs.metrics.snapshot();
+    let m0 = fx.srv.layouts.metrics.snapshot();
     // Converting + growing: one log force that wrote the log, so no separate data flush.
     let (size, logs, _) = counted(&fx.srv, || commit(&mut x, &g, Some(4 * B - 1)));
     assert_eq!(size.unwrap(), Some(4 * B));
     assert!(logs >= 1);
-    let m1 = fx.srv.pnfs.metrics.snapshot();
+    let m1 = fx.srv.layouts.metrics.snapshot();
     assert_eq!(m1.commit_log_writes - m0.commit_log_writes, 1);
     assert_eq!(m1.commit_data_flushes - m0.commit_data_flushes, 0);
     // The whole layout was committed, but only what lies inside the new EOF is converted:
@@ -471,7 +472,7 @@ fn layoutcommit_durability_counters() {
     let (size, logs, flushes) = counted(&fx.srv, || commit(&mut x, &g, Some(4 * B - 1)));
     assert_eq!(size.unwrap(), None);
     assert_eq!((logs, flushes), (0, 1));
-    let m2 = fx.srv.pnfs.metrics.snapshot();
+    let m2 = fx.srv.layouts.metrics.snapshot();
     assert_eq!(m2.commit_log_writes, m1.commit_log_writes);
     assert_eq!(m2.commit_data_flushes - m1.commit_data_flushes, 1);
     assert_eq!(m2.layoutcommits, 2);
@@ -495,7 +496,7 @@ fn layoutcommit_sync_forces_the_log_every_time() {
             "an overwrite commit under layoutcommit=sync writes the log"
         );
     }
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_log_writes, 4);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().commit_log_writes, 4);
 }
 
 #[test]
@@ -567,7 +568,7 @@ fn layoutcommit_refusals() {
         try_commit(&mut x, g.stateid, Some(2 * B - 1), &[elsewhere]),
         NfsStat::OK
     );
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 0);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().commit_converted_blocks, 0);
     // Storage offset 0, as the Linux client sends it: the file's own unwritten blocks of
     // the range convert, up to the new EOF (the extent also holds speculative blocks past
     // it, which stay unwritten).
@@ -579,7 +580,7 @@ fn layoutcommit_refusals() {
         try_commit(&mut x, g.stateid, Some(2 * B - 1), &[linux]),
         NfsStat::OK
     );
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 2);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().commit_converted_blocks, 2);
     assert_eq!(
         try_commit(&mut x, g.stateid, Some(2 * B - 1), &[e]),
         NfsStat::OK
@@ -670,7 +671,7 @@ fn layoutreturn_file_and_all() {
     assert_eq!((s, body), (NfsStat::OK, vec![0, 0, 0, 0]));
     assert!(fx
         .srv
-        .pnfs
+        .layouts
         .grants_of(x.session.as_ref().unwrap().clientid, fh.ino)
         .is_empty());
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
@@ -706,6 +707,9 @@ fn conflicting_layoutget_recalls_then_fences() {
         get(&mut b, IoMode::READ.0, 0, B, sb).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
+    // The COMPOUND only queued the recall; the sender delivers it.
+    assert_eq!(bc_a.0.lock().unwrap().len(), 0);
+    callback::send_due(&fx.srv, Instant::now());
     {
         let calls = bc_a.0.lock().unwrap();
         assert_eq!(calls.len(), 1);
@@ -719,13 +723,14 @@ fn conflicting_layoutget_recalls_then_fences() {
         get(&mut b, IoMode::READ.0, 0, B, sb).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
+    callback::send_due(&fx.srv, Instant::now());
     assert_eq!(bc_a.0.lock().unwrap().len(), 1);
     // Before two leases nothing happens; after, A is fenced and its layout revoked.
-    callback::tick_at(&fx.srv, Instant::now());
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 0);
+    recall::tick(&fx.srv, Instant::now());
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 0);
     let late = Instant::now() + Duration::from_secs(2 * u64::from(fx.srv.opts.lease_seconds) + 1);
-    callback::tick_at(&fx.srv, late);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 1);
+    recall::tick(&fx.srv, late);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
     let dev_hex: String = fx
         .srv
         .store
@@ -754,8 +759,10 @@ fn truncate_and_last_unlink_recall() {
     commit_size(&fx.srv, fh.ino);
     // The truncate waits (DELAY) until the layouts mapping the blocks it frees are back.
     assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
+    callback::send_due(&fx.srv, Instant::now());
     assert_eq!(bc.0.lock().unwrap().len(), 1);
     assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
+    callback::send_due(&fx.srv, Instant::now());
     assert_eq!(
         bc.0.lock().unwrap().len(),
         1,
@@ -777,7 +784,83 @@ fn truncate_and_last_unlink_recall() {
     assert_eq!(g.extents.len(), 1);
     assert_eq!(g.stateid.seqid, 1);
     assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
+    callback::send_due(&fx.srv, Instant::now());
     assert_eq!(bc.0.lock().unwrap().len(), 2);
+}
+
+/// A backchannel whose client never answers: each call waits until the test lets it go.
+struct Stuck {
+    entered: Mutex<std::sync::mpsc::Sender<()>>,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl std::fmt::Debug for Stuck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stuck")
+    }
+}
+
+impl crate::rpc::Backchannel for Stuck {
+    fn call(&self, _: u32, _: u32, _: XdrWriter) -> std::io::Result<Vec<u8>> {
+        let _ = self.entered.lock().unwrap().send(());
+        let _ = self
+            .release
+            .lock()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(30));
+        Err(std::io::ErrorKind::TimedOut.into())
+    }
+}
+
+/// Client B truncates a file whose layout client A holds and never gives back (its
+/// backchannel swallows the recall): B gets DELAY at once — the COMPOUND only queues the
+/// recall — and again while the sender is stuck in A's backchannel. On main, SETATTR sent
+/// the CB_LAYOUTRECALL itself and waited up to `callback_timeout` (15 s) for A.
+#[test]
+fn a_truncate_while_the_holder_ignores_its_recall_is_delay_at_once() {
+    let fx = fixture(NfsOptions::default());
+    let (etx, erx) = std::sync::mpsc::channel();
+    let (rtx, rrx) = std::sync::mpsc::channel();
+    let stuck = Arc::new(Stuck {
+        entered: Mutex::new(etx),
+        release: Mutex::new(rrx),
+    });
+    let ca = super::fixture::conn(1, Some(stuck as Arc<dyn crate::rpc::Backchannel>));
+    let cb = conn(2, None);
+    let mut a = ctx(&fx.srv, &ca);
+    let (fh, _sa, _) = open_f_rw(&mut a, 2 * B);
+    let cid_a = fx.srv.layouts.holders(fh.ino)[0];
+    commit_size(&fx.srv, fh.ino);
+    let srv = &fx.srv;
+    let mut b = ctx(srv, &cb);
+    mount(&mut b, b"b");
+    let (_, sb) = create(&mut b, b"f");
+    // B's truncate, on a thread of its own: its answer must come long before A's
+    // backchannel would let go (30 s).
+    let mut truncate_b = || {
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let b = &mut b;
+            s.spawn(move || {
+                let _ = tx.send(truncate(b, fh, sb, 0));
+            });
+            rx.recv_timeout(Duration::from_secs(10))
+        })
+    };
+    assert_eq!(truncate_b(), Ok(NfsStat::DELAY));
+    assert!(
+        erx.try_recv().is_err(),
+        "the COMPOUND called the holder's backchannel"
+    );
+    assert!(srv.layouts.recall_pending(cid_a, fh.ino));
+    std::thread::scope(|s| {
+        // The sender delivers the recall and is stuck in A's backchannel meanwhile.
+        s.spawn(|| callback::send_due(srv, Instant::now()));
+        erx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(truncate_b(), Ok(NfsStat::DELAY));
+        rtx.send(()).unwrap();
+    });
+    assert_eq!(srv.store.getattr(fh.ino).unwrap().size, 2 * B);
 }
 
 /// Gives the file a size so that SETATTR(size 0) truncates.
@@ -821,7 +904,7 @@ fn close_returns_the_clients_layouts() {
         NfsStat::OK
     );
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
-    assert!(fx.srv.pnfs.grants_of(cid, fh.ino).is_empty());
+    assert!(fx.srv.layouts.grants_of(cid, fh.ino).is_empty());
 }
 
 #[test]
@@ -881,18 +964,118 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
     get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
-    // No backchannel: nothing sent, the recall stays pending and is queued for the tick.
-    callback::recall_all(&fx.srv, fh);
-    assert!(fx.srv.pnfs.recall_pending(cid, fh.ino));
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().recalls_sent, 0);
-    let queued = fx.srv.pnfs.take_unsent_recalls();
-    assert_eq!(queued.len(), 1);
-    assert_eq!(queued[0].0, cid);
-    assert_eq!(queued[0].1, fh);
-    // The tick tries again (and queues it again while the backchannel stays down).
-    fx.srv.pnfs.retry_recall(cid, fh);
-    callback::tick_at(&fx.srv, Instant::now());
-    assert_eq!(fx.srv.pnfs.take_unsent_recalls().len(), 1);
+    // No backchannel: nothing sent, the recall stays pending and queued for a retry.
+    assert_eq!(
+        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        Err(NfsStat::DELAY)
+    );
+    assert!(fx.srv.layouts.recall_pending(cid, fh.ino));
+    assert_eq!(fx.srv.callbacks.len(), 1);
+    callback::send_due(&fx.srv, Instant::now());
+    assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
+    assert_eq!(
+        fx.srv.callbacks.len(),
+        1,
+        "queued again for RETRY_EVERY later"
+    );
+    // Not due before RETRY_EVERY; the tick tries again after (and queues it again while
+    // the backchannel stays down).
+    recall::tick(&fx.srv, Instant::now() + callback::RETRY_EVERY);
+    assert_eq!(fx.srv.callbacks.len(), 1);
+    // Past the deadline the queue gives up; the tick fences and revokes instead.
+    let late = recall::recall_deadline(&fx.srv, Instant::now()) + callback::RETRY_EVERY;
+    recall::tick(&fx.srv, late);
+    assert!(fx.srv.callbacks.is_empty());
+    assert!(!fx.srv.layouts.recall_pending(cid, fh.ino));
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
+}
+
+/// A backchannel that records every CB_COMPOUND and answers with the statuses it was
+/// given, one per call (NFS4_OK once they run out).
+#[derive(Debug, Default)]
+struct Answers {
+    calls: Mutex<Vec<Vec<u8>>>,
+    statuses: Mutex<std::collections::VecDeque<NfsStat>>,
+}
+
+impl crate::rpc::Backchannel for Answers {
+    fn call(&self, _: u32, _: u32, args: XdrWriter) -> std::io::Result<Vec<u8>> {
+        self.calls.lock().unwrap().push(args.into_inner());
+        let st = self
+            .statuses
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(NfsStat::OK);
+        let mut w = XdrWriter::new();
+        w.u32(st.0);
+        w.opaque(b"");
+        w.u32(0);
+        Ok(w.into_inner())
+    }
+}
+
+/// A layout given back (LAYOUTRETURN) after its recall was queued but before the sender got
+/// to it: the CB_LAYOUTRECALL is dropped unsent (`Callback::wanted`), not sent for nothing.
+#[test]
+fn a_recall_whose_layout_came_back_before_it_went_is_not_sent() {
+    let fx = fixture(NfsOptions::default());
+    let bc = Arc::new(Answers::default());
+    let c = super::fixture::conn(1, Some(bc.clone() as Arc<dyn crate::rpc::Backchannel>));
+    let mut x = ctx(&fx.srv, &c);
+    let (fh, _sid, g) = open_f_rw(&mut x, 2 * B);
+    let cid = fx.srv.layouts.holders(fh.ino)[0];
+    assert_eq!(
+        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        Err(NfsStat::DELAY)
+    );
+    assert_eq!(fx.srv.callbacks.len(), 1);
+    let ret = return_args(IoMode::ANY.0, 1, Some((0, u64::MAX, g.stateid)));
+    assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
+    assert!(!fx.srv.layouts.recall_pending(cid, fh.ino));
+    callback::send_due(&fx.srv, Instant::now());
+    assert!(
+        bc.calls.lock().unwrap().is_empty(),
+        "recall sent after the return"
+    );
+    assert!(fx.srv.callbacks.is_empty());
+    assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
+}
+
+/// A holder that answers its CB_LAYOUTRECALL with NFS4ERR_DELAY (RFC 8881 §15.1.1.3) is asked
+/// again `RETRY_EVERY` later; the answer it gives then is the one that counts.
+#[test]
+fn a_recall_answered_delay_is_sent_again() {
+    let fx = fixture(NfsOptions::default());
+    let bc = Arc::new(Answers::default());
+    bc.statuses.lock().unwrap().push_back(NfsStat::DELAY);
+    let c = super::fixture::conn(1, Some(bc.clone() as Arc<dyn crate::rpc::Backchannel>));
+    let mut x = ctx(&fx.srv, &c);
+    let (fh, _sid, _g) = open_f_rw(&mut x, 2 * B);
+    let cid = fx.srv.layouts.holders(fh.ino)[0];
+    assert_eq!(
+        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        Err(NfsStat::DELAY)
+    );
+    let t0 = Instant::now();
+    callback::send_due(&fx.srv, t0);
+    assert_eq!(bc.calls.lock().unwrap().len(), 1);
+    assert_eq!(fx.srv.callbacks.len(), 1, "queued again after DELAY");
+    assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
+    // Not before RETRY_EVERY.
+    callback::send_due(&fx.srv, t0);
+    assert_eq!(bc.calls.lock().unwrap().len(), 1);
+    callback::send_due(&fx.srv, t0 + callback::RETRY_EVERY);
+    {
+        let calls = bc.calls.lock().unwrap();
+        assert_eq!(calls.len(), 2);
+        // After the CB_SEQUENCE seqid (bytes 36..40): the same CB_LAYOUTRECALL.
+        assert_eq!(calls[0][40..], calls[1][40..]);
+    }
+    assert!(fx.srv.callbacks.is_empty());
+    assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 1);
+    // Answered OK: the recall stays pending until the layout comes back.
+    assert!(fx.srv.layouts.recall_pending(cid, fh.ino));
 }
 
 /// Not a test: prints the cost ratio of overwrite LAYOUTCOMMITs with `layoutcommit = "sync"`
@@ -926,7 +1109,7 @@ fn overwrite_commit_ratio() {
             commit(&mut x, &g, Some(16 * B - 1)).unwrap();
         }
         let each = t0.elapsed() / n;
-        let m = srv.pnfs.metrics.snapshot();
+        let m = srv.layouts.metrics.snapshot();
         println!(
             "layoutcommit sync={sync}: {each:?} per overwrite commit, {} log writes, {} data flushes",
             m.commit_log_writes, m.commit_data_flushes

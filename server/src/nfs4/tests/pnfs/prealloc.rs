@@ -126,7 +126,7 @@ fn write_sequentially(prealloc: u64, total: u64) -> (u64, u64, u64) {
         .read(fh.ino, total - step, step as u32)
         .unwrap();
     assert!(data.iter().all(|b| *b == ((total - step) / step) as u8 + 1));
-    let allocs = fx.srv.pnfs.metrics.snapshot().layoutget_allocations;
+    let allocs = fx.srv.layouts.metrics.snapshot().layoutget_allocations;
     (gets, logs, allocs)
 }
 
@@ -162,7 +162,7 @@ fn a_layoutget_inside_allocated_blocks_returns_the_whole_run() {
         .iter()
         .all(|e| e.state == ExtentState::INVALID_DATA));
     // Nothing was allocated for it.
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().layoutget_allocations, 0);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().layoutget_allocations, 0);
     // READ over the same: the whole run, NONE_DATA (unwritten), up to EOF only.
     let r = get_min(&mut x, IoMode::READ.0, 1 << 20, B, g.stateid);
     assert_eq!((r.offset, r.length), (0, 2 << 20));
@@ -186,7 +186,7 @@ fn widening_stops_where_another_client_holds_a_layout() {
     assert_eq!((r.offset, r.length), (3 << 20, B));
     let g = get_min(&mut x1, IoMode::RW.0, 0, B, sid1);
     assert_eq!((g.offset, g.length), (0, B));
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().recalls_sent, 0);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
 }
 
 /// READ through the NFS READ op.
@@ -271,7 +271,7 @@ fn blocks_past_eof_are_freed_after_the_last_rw_return() {
     assert_eq!(return_all_of(&mut x, sid2, IoMode::ANY.0), NfsStat::OK);
     assert_eq!(fx.srv.store.fsstat().free_bytes, free0 - 16 * B);
     assert_eq!(mapped(&fx.srv), 16);
-    let m = fx.srv.pnfs.metrics.snapshot();
+    let m = fx.srv.layouts.metrics.snapshot();
     assert_eq!(m.trimmed_blocks, g.length / B - 16);
     // The committed data is intact.
     let (data, _) = fx.srv.store.read(fh.ino, 0, 16 * B as u32).unwrap();
@@ -290,14 +290,20 @@ fn close_trims_and_a_layoutget_in_progress_is_never_trimmed() {
     // While a LAYOUTGET of the file is between its allocation and its grant, a trim
     // (any client's return) must not free anything.
     {
-        let _getting = fx.srv.pnfs.begin_get(fh.ino);
-        fx.srv.pnfs.release_file(cid, fh.ino);
-        crate::nfs4::pnfs::trim_released(&fx.srv);
+        let _getting = fx.srv.layouts.begin_get(fh.ino);
+        fx.srv.layouts.release_file(cid, fh.ino);
+        crate::nfs4::layouts::trim_released(&fx.srv);
         assert!(fx.srv.store.fsstat().free_bytes <= free0 - g.length);
     }
     // (The LAYOUTGET in progress ends with its grant.)
     let end = g.offset + g.length;
-    fx.srv.pnfs.grant(cid, fh.ino, g.offset, end, IoMode::RW);
+    fx.srv.layouts.grant(
+        cid,
+        fh.ino,
+        LayoutType::BLOCK_VOLUME,
+        (g.offset, end),
+        IoMode::RW,
+    );
     // CLOSE (return-on-close): nothing was committed, so every block goes.
     let mut w = XdrWriter::new();
     w.u32(0);
@@ -342,7 +348,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
             };
             let srv = crate::nfs4::tests::fixture::server(store.clone(), opts, 2);
             assert_eq!(srv.state.in_grace(), grace, "seed {seed}");
-            callback::tick_at(&srv, Instant::now());
+            recall::tick(&srv, Instant::now());
             let free = store.fsstat().free_bytes;
             if grace {
                 assert!(free <= free0 - g.length, "seed {seed}");
@@ -371,7 +377,10 @@ fn committing_the_whole_layout_converts_nothing_past_the_new_eof() {
     fill(&fx, &g, 0x99);
     // A client that commits everything it was given, having written 16 blocks.
     assert_eq!(commit(&mut x, &g, Some(16 * B - 1)).unwrap(), Some(16 * B));
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().commit_converted_blocks, 16);
+    assert_eq!(
+        fx.srv.layouts.metrics.snapshot().commit_converted_blocks,
+        16
+    );
     grow(&fx.srv.store, fh.ino, g.length);
     let (data, _) = fx.srv.store.read(fh.ino, 16 * B, 64 * B as u32).unwrap();
     assert!(

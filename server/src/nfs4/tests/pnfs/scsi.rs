@@ -209,7 +209,7 @@ impl PrFencer for Keys {
 fn overdue_recall_preempts_the_scsi_clients_key() {
     let fx = fixture(opts());
     let keys = Arc::new(Keys::default());
-    assert!(fx.srv.pnfs.scsi.install(keys.clone()));
+    assert!(fx.srv.layouts.scsi.install(keys.clone()));
     let bc_a = Arc::new(Recorder::default());
     let (ca, cb) = (conn(1, Some(bc_a.clone())), conn(2, None));
     let mut a = ctx(&fx.srv, &ca);
@@ -225,10 +225,50 @@ fn overdue_recall_preempts_the_scsi_clients_key() {
         &layoutget_args(SCSI, IoMode::READ.0, 0, B, B, sb, 0xffff),
     );
     assert_eq!(s, NfsStat::RECALLCONFLICT);
-    callback::tick_at(&fx.srv, Instant::now());
+    recall::tick(&fx.srv, Instant::now());
     assert!(keys.0.lock().unwrap().is_empty());
     let late = Instant::now() + Duration::from_secs(2 * u64::from(fx.srv.opts.lease_seconds) + 1);
-    callback::tick_at(&fx.srv, late);
+    recall::tick(&fx.srv, late);
     assert_eq!(*keys.0.lock().unwrap(), vec![scsi::client_pr_key(ida)]);
-    assert_eq!(fx.srv.pnfs.metrics.snapshot().fences, 1);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
+}
+
+/// CB_LAYOUTRECALL names the layout type the holder has (RFC 8881 §20.3): 5 for a SCSI
+/// layout, 3 for a block one (main sent BLOCK_VOLUME to every holder).
+#[test]
+fn a_recall_names_the_holders_layout_type() {
+    for (ty, want) in [(SCSI, 5u32), (BLOCK, 3)] {
+        let fx = fixture(opts());
+        let bc_a = Arc::new(Recorder::default());
+        let (ca, cb) = (conn(1, Some(bc_a.clone())), conn(2, None));
+        let mut a = ctx(&fx.srv, &ca);
+        let mut b = ctx(&fx.srv, &cb);
+        mount(&mut a, b"a");
+        mount(&mut b, b"b");
+        let (_, sa) = create(&mut a, b"f");
+        let (s, _) = call(
+            &mut a,
+            layoutget::run,
+            &layoutget_args(ty, IoMode::RW.0, 0, B, B, sa, 0xffff),
+        );
+        assert_eq!(s, NfsStat::OK);
+        let (_, sb) = create(&mut b, b"f");
+        let (s, _) = call(
+            &mut b,
+            layoutget::run,
+            &layoutget_args(ty, IoMode::READ.0, 0, B, B, sb, 0xffff),
+        );
+        assert_eq!(s, NfsStat::RECALLCONFLICT);
+        callback::send_due(&fx.srv, Instant::now());
+        let calls = bc_a.0.lock().unwrap();
+        assert_eq!(calls.len(), 1);
+        // CB_COMPOUND head (16 bytes), CB_SEQUENCE (40), then CB_LAYOUTRECALL and its type.
+        let c = &calls[0];
+        assert_eq!(&c[56..60], &5u32.to_be_bytes(), "OP_CB_LAYOUTRECALL");
+        assert_eq!(
+            &c[60..64],
+            &want.to_be_bytes(),
+            "layout type of a type {ty} holder"
+        );
+    }
 }

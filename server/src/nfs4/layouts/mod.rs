@@ -1,22 +1,41 @@
-//! The server side of the pNFS block layout (issue 4) that outlives one operation: what each
-//! client was granted of each file (so that LAYOUTCOMMIT can check "inside what this client
-//! was given", RFC 5663 §2.3.2), the device id, and the counters of issue 4 item 7.
+//! The pNFS layouts service (RFC 8881 §12; block RFC 5663, SCSI RFC 8154): everything the
+//! server knows and decides about layouts outside one operation.
 //!
-//! The rules themselves are pure functions in `layout::policy`; the stateids are in
-//! `nfs4::state` (layouts.rs); the op files in `nfs4/ops/` glue them together.
+//! ```text
+//! Layouts ─ held:    (client, file) → Held { type, iomode ranges }   what LAYOUTCOMMIT checks
+//!         ├ peers:   client → address it last came from                 what fencing names
+//!         ├ recalls: (client, file) → deadline                          recall.rs
+//!         ├ fenced / unfenced                                           fence.rs
+//!         └ getting / trim_queue                                        the trim past EOF
+//! ```
+//! The layout stateids are allocated by `nfs4::state` (one stateid space for opens, locks,
+//! delegations and layouts: TEST_STATEID, FREE_STATEID and lease expiry see them all), but
+//! only this module creates, bumps, returns or revokes them, in the same call that changes
+//! the grants: `get` (get.rs), `commit` (commit.rs), `return_layouts` with a
+//! [`Circumstance`], `on_close`, `recall::expire` (lease expiry, client gone) and
+//! `recall::revoke` (a recall not answered by its deadline). `break_for` is what a change
+//! to a file (truncate, last unlink) asks first. Recalls are asynchronous (recall.rs): the
+//! caller gets DELAY or RECALLCONFLICT at once. The pure rules are `layout::policy`; the
+//! op files in `nfs4/ops/` decode, call one function here and encode.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use layout::block::IoMode;
+use layout::block::{IoMode, LayoutType};
 use layout::policy::Grants;
+
+pub mod commit;
+pub mod fence;
+pub mod get;
+pub mod recall;
 
 use crate::nfs4::state::{CommitClaim, IoAccess};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
+use crate::server::Server;
 use crate::store::Ino;
 
 /// Counters of the layout operations (issue 4 item 7), read by metrics and logged at
@@ -113,16 +132,24 @@ impl PnfsMetrics {
     }
 }
 
-/// Layout engine state of the server (`Server::pnfs`).
+/// What one client holds of one file.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The type of the client's last LAYOUTGET of the file (a client asks one type per
+    /// mount; CB_LAYOUTRECALL names it, RFC 8881 §20.3).
+    pub ltype: LayoutType,
+    pub grants: Grants,
+}
+
+/// The layouts service of the server (`Server::layouts`).
 #[derive(Debug, Default)]
-pub struct Pnfs {
+pub struct Layouts {
     pub metrics: PnfsMetrics,
-    /// (clientid, file) → the byte ranges the client holds, with their iomode.
-    grants: Mutex<HashMap<(u64, Ino), Grants>>,
-    /// Recalls sent and not yet answered by a return: (clientid, file) → when.
+    /// (clientid, file) → what the client holds.
+    held: Mutex<HashMap<(u64, Ino), Held>>,
+    /// Recalls sent and not yet answered by a return: (clientid, file) → the deadline, after
+    /// which the client is fenced and its layout revoked (recall.rs).
     recalls: Mutex<HashMap<(u64, Ino), Instant>>,
-    /// Pending recalls whose CB_LAYOUTRECALL could not be sent yet (backchannel down or busy).
-    unsent: Mutex<HashMap<(u64, Ino), Fh>>,
     /// The address each layout holder last came from (what the fence command is given).
     peers: Mutex<HashMap<u64, SocketAddr>>,
     /// The SCSI layout's fencing through the volume's reservations (nfs4::scsi).
@@ -145,15 +172,34 @@ pub struct Pnfs {
     unfenced: Mutex<HashMap<u64, (Instant, HashSet<Ino>)>>,
 }
 
-/// An RW LAYOUTGET in progress on a file (see `Pnfs::getting`); ends on drop.
+/// Why layouts go back (NFS-Ganesha's `fsal_layoutreturn_circumstance`): what happens to
+/// the layout stateid depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Circumstance {
+    /// LAYOUTRETURN from the client: the stateid is bumped, and freed once nothing is left.
+    Client,
+    /// The client's last CLOSE of the file (`logr_return_on_close`, RFC 8881 §18.43.3).
+    OnClose,
+    /// A recall not answered in time: the stateid is revoked (ADMIN_REVOKED), after a fence.
+    Revoke,
+    /// The state layer dropped the stateid (lease expiry, courtesy purge, client gone): only
+    /// the grants are left to forget, after a fence.
+    Forgotten,
+}
+
+/// An RW LAYOUTGET in progress on a file (see `Layouts::getting`); ends on drop.
 pub struct Getting<'a> {
-    pnfs: &'a Pnfs,
+    layouts: &'a Layouts,
     ino: Ino,
 }
 
 impl Drop for Getting<'_> {
     fn drop(&mut self) {
-        let mut g = self.pnfs.getting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self
+            .layouts
+            .getting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(n) = g.get_mut(&self.ino) {
             *n -= 1;
             if *n == 0 {
@@ -163,31 +209,47 @@ impl Drop for Getting<'_> {
     }
 }
 
-impl Pnfs {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, Ino), Grants>> {
-        self.grants.lock().unwrap_or_else(|e| e.into_inner())
+/// The ledger.
+impl Layouts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, Ino), Held>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// LAYOUTGET handed `[start, end)` in `mode` to the client.
-    pub fn grant(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: IoMode) {
+    /// LAYOUTGET handed `[start, end)` of type `ltype` in `mode` to the client.
+    pub fn grant(
+        &self,
+        clientid: u64,
+        ino: Ino,
+        ltype: LayoutType,
+        (start, end): (u64, u64),
+        mode: IoMode,
+    ) {
         // A new layout after a fence: the client may have regained access (re-registered
         // its key), so losing this layout fences it again.
         self.fenced
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&clientid);
-        self.lock()
-            .entry((clientid, ino))
-            .or_default()
-            .add(start, end, mode);
+        let mut m = self.lock();
+        let h = m.entry((clientid, ino)).or_insert_with(|| Held {
+            ltype,
+            grants: Grants::default(),
+        });
+        h.ltype = ltype;
+        h.grants.add(start, end, mode);
     }
 
     /// A copy of what the client holds of the file (empty if nothing).
     pub fn grants_of(&self, clientid: u64, ino: Ino) -> Grants {
         self.lock()
             .get(&(clientid, ino))
-            .cloned()
+            .map(|h| h.grants.clone())
             .unwrap_or_default()
+    }
+
+    /// The layout type the client holds of the file, if it holds any.
+    pub fn type_of(&self, clientid: u64, ino: Ino) -> Option<LayoutType> {
+        self.lock().get(&(clientid, ino)).map(|h| h.ltype)
     }
 
     /// What would remain after returning `[start, end)` in `mode`: whether nothing would.
@@ -197,12 +259,12 @@ impl Pnfs {
         g.is_empty()
     }
 
-    /// LAYOUTRETURN(FILE) of `[start, end)` in `mode`.
-    pub fn release(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: IoMode) {
+    /// Returns `[start, end)` in `mode` of the file's grants.
+    fn release(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: IoMode) {
         let mut m = self.lock();
-        if let Some(g) = m.get_mut(&(clientid, ino)) {
-            g.remove(start, end, mode);
-            if g.is_empty() {
+        if let Some(h) = m.get_mut(&(clientid, ino)) {
+            h.grants.remove(start, end, mode);
+            if h.grants.is_empty() {
                 m.remove(&(clientid, ino));
                 self.end_recalls(|k| *k == (clientid, ino));
             }
@@ -210,22 +272,16 @@ impl Pnfs {
         }
     }
 
-    /// Ends the recalls `done` selects: their layouts came back.
-    fn end_recalls(&self, done: impl Fn(&(u64, Ino)) -> bool) {
-        let mut r = self.recalls.lock().unwrap_or_else(|e| e.into_inner());
-        r.retain(|k, _| !done(k));
-    }
-
-    /// Everything the client holds of one file (return-on-close, revocation, expiry).
-    pub fn release_file(&self, clientid: u64, ino: Ino) {
+    /// Everything the client holds of one file.
+    pub(crate) fn release_file(&self, clientid: u64, ino: Ino) {
         if self.lock().remove(&(clientid, ino)).is_some() {
             self.queue_trim([ino]);
         }
         self.end_recalls(|k| *k == (clientid, ino));
     }
 
-    /// LAYOUTRETURN(FSID / ALL): everything the client holds (one file system).
-    pub fn release_client(&self, clientid: u64) {
+    /// Everything the client holds (one file system).
+    fn release_client(&self, clientid: u64) {
         let mut gone = Vec::new();
         self.lock().retain(|(c, i), _| {
             if *c == clientid {
@@ -249,7 +305,9 @@ impl Pnfs {
     ) -> Vec<u64> {
         self.lock()
             .iter()
-            .filter(|((c, i), g)| *c != clientid && *i == ino && g.conflicts(start, end, mode))
+            .filter(|((c, i), h)| {
+                *c != clientid && *i == ino && h.grants.conflicts(start, end, mode)
+            })
             .map(|((c, _), _)| *c)
             .collect()
     }
@@ -263,56 +321,6 @@ impl Pnfs {
             .collect()
     }
 
-    /// Marks a recall of `ino` from `clientid` as pending; false if one already is.
-    pub fn start_recall(&self, clientid: u64, ino: Ino, now: Instant) -> bool {
-        let mut r = self.recalls.lock().unwrap_or_else(|e| e.into_inner());
-        match r.entry((clientid, ino)) {
-            std::collections::hash_map::Entry::Occupied(_) => false,
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(now);
-                true
-            }
-        }
-    }
-
-    /// Remembers a pending recall to send again from the tick.
-    pub fn retry_recall(&self, clientid: u64, fh: Fh) {
-        let mut u = self.unsent.lock().unwrap_or_else(|e| e.into_inner());
-        u.insert((clientid, fh.ino), fh);
-    }
-
-    /// The unsent recalls that are still pending.
-    pub fn take_unsent_recalls(&self) -> Vec<(u64, Fh)> {
-        let taken = std::mem::take(&mut *self.unsent.lock().unwrap_or_else(|e| e.into_inner()));
-        taken
-            .into_iter()
-            .filter(|(k, _)| self.recall_pending(k.0, k.1))
-            .map(|((c, _), fh)| (c, fh))
-            .collect()
-    }
-
-    /// Whether a recall of `ino` from `clientid` is pending.
-    pub fn recall_pending(&self, clientid: u64, ino: Ino) -> bool {
-        let r = self.recalls.lock().unwrap_or_else(|e| e.into_inner());
-        r.contains_key(&(clientid, ino))
-    }
-
-    /// Ends recalls whose layouts came back, and takes those still held after `limit`.
-    pub fn overdue_recalls(&self, now: Instant, limit: Duration) -> Vec<(u64, Ino)> {
-        let g = self.lock();
-        let mut r = self.recalls.lock().unwrap_or_else(|e| e.into_inner());
-        r.retain(|k, _| g.contains_key(k));
-        let late: Vec<(u64, Ino)> = r
-            .iter()
-            .filter(|(_, t)| now.saturating_duration_since(**t) >= limit)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in &late {
-            r.remove(k);
-        }
-        late
-    }
-
     pub fn set_peer(&self, clientid: u64, addr: SocketAddr) {
         let mut p = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         p.insert(clientid, addr);
@@ -324,7 +332,7 @@ impl Pnfs {
     }
 
     /// Drops the grants of layouts the state layer dropped (lease expiry, client gone).
-    pub fn forget(&self, dropped: &[(u64, Ino)]) {
+    fn forget(&self, dropped: &[(u64, Ino)]) {
         if dropped.is_empty() {
             return;
         }
@@ -339,81 +347,110 @@ impl Pnfs {
     }
 }
 
-/// Who was fenced, and the files a failed fence keeps (callback.rs `fence_client`).
-impl Pnfs {
-    /// Whether `client` was fenced since its last grant.
-    pub fn is_fenced(&self, client: u64) -> bool {
-        let f = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
-        f.contains(&client)
-    }
+/// What LAYOUTRETURN returns (RFC 8881 §18.44.1).
+#[derive(Debug, Clone, Copy)]
+pub enum ReturnWhat {
+    /// `[start, end)` of one file in `mode`, with the layout stateid the client presents.
+    File {
+        ino: Ino,
+        range: (u64, u64),
+        mode: IoMode,
+        stateid: Stateid,
+    },
+    /// Everything of the client (FSID and ALL: one file system is exported).
+    All,
+}
 
-    /// Records that `client` no longer has access to the volume; its kept files are freed
-    /// for trimming.
-    pub fn mark_fenced(&self, client: u64) {
-        self.fenced
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(client);
-        let kept = self
-            .unfenced
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&client);
-        if let Some((_, inos)) = kept {
-            self.queue_trim(inos);
+/// Returns layouts, keeping the stateid and the grants in step. For `Circumstance::Client`
+/// and a FILE return: the stateid to give back while some of the file is still held
+/// (`None` once nothing is). `Forgotten` and `Revoke` do not come here (recall.rs:
+/// `expire`, `revoke`: they fence first).
+pub fn return_layouts(
+    srv: &Server,
+    clientid: u64,
+    what: ReturnWhat,
+) -> Result<Option<Stateid>, NfsStat> {
+    let l = &srv.layouts;
+    add(&l.metrics.layoutreturns, 1);
+    let out = match what {
+        ReturnWhat::File {
+            ino,
+            range: (start, end),
+            mode,
+            stateid,
+        } => {
+            let empty = l.would_empty(clientid, ino, start, end, mode);
+            let new = srv.state.layout_return(clientid, ino, &stateid, empty)?;
+            l.release(clientid, ino, start, end, mode);
+            (!empty).then_some(new)
+        }
+        ReturnWhat::All => {
+            srv.state.layout_return_all(clientid);
+            l.release_client(clientid);
+            None
+        }
+    };
+    // The last RW layout of a file gone: its never-committed blocks past EOF are freed.
+    trim_released(srv);
+    Ok(out)
+}
+
+/// The client's last CLOSE of `ino` (return-on-close: LAYOUTGET answers
+/// `logr_return_on_close` true, RFC 8881 §18.43.3): its layouts of the file go.
+pub fn on_close(srv: &Server, clientid: u64, ino: Ino) {
+    for (c, lsid) in srv.state.layouts_of_file(ino) {
+        if c == clientid {
+            let _ = srv.state.layout_return(clientid, ino, &lsid, true);
+            srv.layouts.release_file(clientid, ino);
         }
     }
+    // XFS trims post-EOF preallocation at close: here once no RW layout is left.
+    trim_released(srv);
+}
 
-    /// Fencing `client` failed at `now`: keeps the blocks of `inos` until it succeeds.
-    pub fn keep_unfenced(&self, client: u64, inos: impl IntoIterator<Item = Ino>, now: Instant) {
-        let mut u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
-        let e = u.entry(client).or_insert_with(|| (now, HashSet::new()));
-        e.0 = now;
-        e.1.extend(inos);
+/// What is about to change a file so that the blocks layouts name may be freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Break {
+    /// SETATTR to a smaller size.
+    Truncate,
+    /// REMOVE or RENAME dropping the file's last link.
+    Unlink,
+}
+
+/// Asks the holders of `fh`'s layouts to return them before `why` (RFC 8881 §12.5.5: the
+/// server recalls; knfsd's `break_layout`). Never waits for them:
+/// - `Truncate` answers DELAY while any client holds a layout of the file (the caller too:
+///   the Linux block client returns its own before SETATTR) or a client that could not be
+///   fenced held one: no client may write into blocks the truncate frees. The recalls are
+///   queued; the client retries.
+/// - `Unlink` answers DELAY only while an unfenced client held a layout; otherwise it
+///   recalls and lets the unlink go on: the blocks of an unlinked file stay until its last
+///   CLOSE, which returns the layouts (docs/pnfs.md "Not done").
+pub fn break_for(srv: &Server, fh: Fh, why: Break) -> Result<(), NfsStat> {
+    if srv.layouts.kept(fh.ino) {
+        // Its blocks stay while a client that could not be fenced may write them.
+        return Err(NfsStat::DELAY);
     }
-
-    /// Whether a client that could not be fenced held a layout of `ino`: its blocks stay.
-    pub fn kept(&self, ino: Ino) -> bool {
-        let u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
-        u.values().any(|(_, inos)| inos.contains(&ino))
+    let holders = srv.layouts.holders(fh.ino);
+    if holders.is_empty() {
+        return Ok(());
     }
-
-    /// The clients whose failed fence was last tried `every` or longer before `now`.
-    pub fn fences_to_retry(&self, now: Instant, every: Duration) -> Vec<u64> {
-        let u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
-        u.iter()
-            .filter(|(_, (t, _))| now.saturating_duration_since(*t) >= every)
-            .map(|(c, _)| *c)
-            .collect()
-    }
-
-    /// Of `dropped`, the clients holding grants (what they held: READ layouts too, since
-    /// their blocks may be freed and reused) that were not fenced since, with their files.
-    pub fn to_fence(&self, dropped: &[(u64, Ino)]) -> Vec<(u64, Vec<Ino>)> {
-        let g = self.lock();
-        let mut out: Vec<(u64, Vec<Ino>)> = Vec::new();
-        for k in dropped {
-            if !g.contains_key(k) || self.is_fenced(k.0) {
-                continue;
-            }
-            match out.iter_mut().find(|(c, _)| *c == k.0) {
-                Some((_, inos)) => inos.push(k.1),
-                None => out.push((k.0, vec![k.1])),
-            }
-        }
-        out
+    recall::recall_file(srv, fh, &holders);
+    match why {
+        Break::Truncate => Err(NfsStat::DELAY),
+        Break::Unlink => Ok(()),
     }
 }
 
 /// The trim of speculative blocks past EOF (store `trim_eof`, docs/pnfs.md "Preallocation").
-impl Pnfs {
+impl Layouts {
     /// Marks an RW LAYOUTGET of `ino` as in progress until the guard drops (after its
     /// grant): taken before the allocation, so a trim either ran before the allocation or
     /// sees the guard.
     pub fn begin_get(&self, ino: Ino) -> Getting<'_> {
         let mut g = self.getting.lock().unwrap_or_else(|e| e.into_inner());
         *g.entry(ino).or_default() += 1;
-        Getting { pnfs: self, ino }
+        Getting { layouts: self, ino }
     }
 
     /// No client holds an RW layout of `ino`, none is being handed out, and no client whose
@@ -424,7 +461,7 @@ impl Pnfs {
         let held = self
             .lock()
             .iter()
-            .any(|((_, i), g)| *i == ino && g.has_rw());
+            .any(|((_, i), h)| *i == ino && h.grants.has_rw());
         let getting = self
             .getting
             .lock()
@@ -456,13 +493,13 @@ pub fn trim_released(srv: &crate::server::Server) {
     if srv.state.layouts_reclaimable() {
         return;
     }
-    let mut inos = srv.pnfs.take_trims();
-    if !srv.pnfs.swept.swap(true, Ordering::Relaxed) {
+    let mut inos = srv.layouts.take_trims();
+    if !srv.layouts.swept.swap(true, Ordering::Relaxed) {
         inos.extend(srv.store.files_past_eof());
     }
     for ino in inos {
-        match srv.store.trim_eof(ino, &|| srv.pnfs.may_trim(ino)) {
-            Ok(n) => add(&srv.pnfs.metrics.trimmed_blocks, n),
+        match srv.store.trim_eof(ino, &|| srv.layouts.may_trim(ino)) {
+            Ok(n) => add(&srv.layouts.metrics.trimmed_blocks, n),
             Err(e) => tracing::warn!(ino = ino.0, %e, "trim past EOF failed"),
         }
     }
@@ -485,7 +522,7 @@ pub fn commit_grants(
             // A layout of this instance over the range (another client's, granted after
             // grace): its holder may be writing those blocks; they are not ours to convert.
             if !srv
-                .pnfs
+                .layouts
                 .conflicting(clientid, ino, start, end, IoMode::RW)
                 .is_empty()
             {
@@ -511,7 +548,7 @@ pub fn commit_grants(
                     NfsStat::BAD_STATEID => NfsStat::BADLAYOUT,
                     e => e,
                 })?;
-            Ok(Some(srv.pnfs.grants_of(clientid, ino)))
+            Ok(Some(srv.layouts.grants_of(clientid, ino)))
         }
     }
 }
@@ -540,14 +577,15 @@ pub fn check_get_stateid(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use layout::block::IoMode;
 
     #[test]
     fn grants_follow_gets_and_returns() {
-        let p = Pnfs::default();
+        let p = Layouts::default();
         let f = Ino(7);
-        p.grant(1, f, 0, 8192, IoMode::RW);
-        p.grant(2, f, 0, 4096, IoMode::READ);
+        p.grant(1, f, LayoutType::BLOCK_VOLUME, (0, 8192), IoMode::RW);
+        p.grant(2, f, LayoutType::SCSI, (0, 4096), IoMode::READ);
+        assert_eq!(p.type_of(1, f), Some(LayoutType::BLOCK_VOLUME));
+        assert_eq!(p.type_of(2, f), Some(LayoutType::SCSI));
         assert!(p.grants_of(1, f).covers_rw(0, 8192));
         assert_eq!(p.conflicting(2, f, 0, 4096, IoMode::READ), vec![1]);
         assert!(p.conflicting(1, f, 0, 4096, IoMode::READ).is_empty());
@@ -557,7 +595,7 @@ mod tests {
         assert!(p.grants_of(1, f).is_empty());
         p.release_client(2);
         assert!(p.grants_of(2, f).is_empty());
-        p.grant(3, f, 0, 1, IoMode::RW);
+        p.grant(3, f, LayoutType::BLOCK_VOLUME, (0, 1), IoMode::RW);
         p.forget(&[(3, f)]);
         assert!(p.grants_of(3, f).is_empty());
     }

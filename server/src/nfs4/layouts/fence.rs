@@ -1,0 +1,140 @@
+//! Fencing (design.md §5; RFC 8881 §12.5.5, RFC 5663 §2.3.6, RFC 8154 §2.4.5): cutting a
+//! client whose layouts go without a return off the volume before the blocks they named
+//! are trimmed, truncated or freed. Mechanisms: `fence_command <client IP> <device id hex>`
+//! (external targets) and PREEMPT AND ABORT of the client's SCSI key (`nfs4::scsi`). Who was
+//! fenced is remembered until the client's next grant; a failed fence keeps the blocks of the
+//! files the client held and is retried once a lease (recall.rs `tick`).
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use super::{add, Layouts};
+use crate::server::Server;
+use crate::store::Ino;
+
+/// Who was fenced, and the files a failed fence keeps (callback.rs `fence_client`).
+impl Layouts {
+    /// Whether `client` was fenced since its last grant.
+    pub fn is_fenced(&self, client: u64) -> bool {
+        let f = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
+        f.contains(&client)
+    }
+
+    /// Records that `client` no longer has access to the volume; its kept files are freed
+    /// for trimming.
+    pub fn mark_fenced(&self, client: u64) {
+        self.fenced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(client);
+        let kept = self
+            .unfenced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&client);
+        if let Some((_, inos)) = kept {
+            self.queue_trim(inos);
+        }
+    }
+
+    /// Fencing `client` failed at `now`: keeps the blocks of `inos` until it succeeds.
+    pub fn keep_unfenced(&self, client: u64, inos: impl IntoIterator<Item = Ino>, now: Instant) {
+        let mut u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
+        let e = u.entry(client).or_insert_with(|| (now, HashSet::new()));
+        e.0 = now;
+        e.1.extend(inos);
+    }
+
+    /// Whether a client that could not be fenced held a layout of `ino`: its blocks stay.
+    pub fn kept(&self, ino: Ino) -> bool {
+        let u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
+        u.values().any(|(_, inos)| inos.contains(&ino))
+    }
+
+    /// The clients whose failed fence was last tried `every` or longer before `now`.
+    pub fn fences_to_retry(&self, now: Instant, every: Duration) -> Vec<u64> {
+        let u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
+        u.iter()
+            .filter(|(_, (t, _))| now.saturating_duration_since(*t) >= every)
+            .map(|(c, _)| *c)
+            .collect()
+    }
+
+    /// Of `dropped`, the clients holding grants (what they held: READ layouts too, since
+    /// their blocks may be freed and reused) that were not fenced since, with their files.
+    pub fn to_fence(&self, dropped: &[(u64, Ino)]) -> Vec<(u64, Vec<Ino>)> {
+        let g = self.lock();
+        let mut out: Vec<(u64, Vec<Ino>)> = Vec::new();
+        for k in dropped {
+            if !g.contains_key(k) || self.is_fenced(k.0) {
+                continue;
+            }
+            match out.iter_mut().find(|(c, _)| *c == k.0) {
+                Some((_, inos)) => inos.push(k.1),
+                None => out.push((k.0, vec![k.1])),
+            }
+        }
+        out
+    }
+}
+
+/// Why a fence failed (logged; the client may still reach the volume).
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    #[error("fence command: {0}")]
+    Command(String),
+    #[error("SCSI preempt: {0}")]
+    Scsi(#[from] crate::nfs4::scsi::PreemptError),
+}
+
+/// Cuts `client` off the volume: runs `fence_command <client address> <device id hex>` when
+/// one is configured, and preempts its SCSI reservation key when the SCSI hook is installed
+/// (RFC 8154 §2.4.2). Counted in `fences` and remembered (`Pnfs::is_fenced`) when it
+/// succeeded. With neither configured nothing can be done: the server trusts its clients.
+pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceError> {
+    let addr = srv.layouts.peer_of(client);
+    tracing::warn!(client, ?addr, why, "fencing");
+    let r = run_fence_command(srv, client).and_then(|()| {
+        crate::nfs4::scsi::fence(srv, client)?;
+        Ok(())
+    });
+    match &r {
+        Ok(()) => {
+            srv.layouts.mark_fenced(client);
+            add(&srv.layouts.metrics.fences, 1);
+        }
+        Err(e) => tracing::error!(
+            client,
+            %e,
+            "fencing failed: the blocks of its layouts are kept, not trimmed nor freed"
+        ),
+    }
+    r
+}
+
+fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {
+    let Some(cmd) = &srv.opts.fence_command else {
+        return Ok(());
+    };
+    let Some(prog) = cmd.split_whitespace().next() else {
+        return Ok(());
+    };
+    let addr = srv
+        .layouts
+        .peer_of(client)
+        .ok_or_else(|| FenceError::Command("the client's address is unknown".into()))?;
+    let dev: String = super::device_id(&srv.store)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let out = std::process::Command::new(prog)
+        .args(cmd.split_whitespace().skip(1))
+        .arg(addr.ip().to_string())
+        .arg(&dev)
+        .status();
+    match out {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(FenceError::Command(s.to_string())),
+        Err(e) => Err(FenceError::Command(e.to_string())),
+    }
+}

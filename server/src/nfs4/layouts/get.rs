@@ -1,0 +1,143 @@
+//! LAYOUTGET's decisions (RFC 8881 §18.43.3; block RFC 5663 §2.3, SCSI RFC 8154 §2.4;
+//! docs/pnfs.md): the stateid, conflicts (recalled asynchronously: RECALLCONFLICT at once),
+//! how far the layout reaches, the allocation through the store, the extents, the grant.
+
+use super::{add, check_get_stateid, recall, Server};
+use crate::nfs4::state::IoAccess;
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::{Fh, Stateid};
+use crate::store::{Ino, Reach};
+use layout::block::{BlockExtent, IoMode, LayoutType};
+use layout::policy;
+
+/// A LAYOUTGET as the op file decoded it, for the current file `fh`.
+#[derive(Debug, Clone)]
+pub struct GetReq {
+    pub clientid: u64,
+    pub fh: Fh,
+    pub ltype: LayoutType,
+    pub mode: IoMode,
+    pub offset: u64,
+    pub length: u64,
+    pub minlength: u64,
+    /// The stateid presented, the current one resolved.
+    pub stateid: Stateid,
+    /// Bytes the extent list may take (`maxcount` less the fixed reply).
+    pub room: usize,
+    /// The device id the extents name (per type: helpers::layout::device_id_for).
+    pub device: [u8; 16],
+    /// Where the client's COMPOUND came from (what fencing names).
+    pub peer: std::net::SocketAddr,
+}
+
+/// What LAYOUTGET hands out: one layout of `[start, end)`.
+#[derive(Debug, Clone)]
+pub struct Granted {
+    pub stateid: Stateid,
+    pub start: u64,
+    pub end: u64,
+    pub extents: Vec<BlockExtent>,
+}
+
+/// LAYOUTGET. A refusal after an RW allocation (TOOSMALL, a stateid race) left blocks past
+/// EOF that no grant names: they are trimmed unless a layout holds them.
+pub fn get(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
+    let res = get_inner(srv, q);
+    if res.is_err() && q.mode == IoMode::RW {
+        srv.layouts.queue_trim([q.fh.ino]);
+        super::trim_released(srv);
+    }
+    res
+}
+
+fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
+    policy::check_get(q.mode, q.offset, q.length, q.minlength)?;
+    if srv.state.in_grace() {
+        return Err(NfsStat::GRACE);
+    }
+    let (cid, ino) = (q.clientid, q.fh.ino);
+    if q.stateid.is_anonymous_or_bypass() {
+        return Err(NfsStat::BAD_STATEID);
+    }
+    // Check the stateid before allocating anything; it is bumped only once all went well.
+    let access = if q.mode == IoMode::RW {
+        IoAccess::Write
+    } else {
+        IoAccess::Read
+    };
+    check_get_stateid(srv, cid, ino, &q.stateid, access)?;
+    let b = u64::from(srv.store.block_size());
+    let (first, n) = policy::get_range(q.offset, q.length, q.minlength, b);
+    if q.room < BlockExtent::list_size(1) {
+        return Err(NfsStat::TOOSMALL);
+    }
+    let (start, end) = (first * b, (first + n).saturating_mul(b));
+    // RFC 8881 §12.5.5.2: while its own layout of the file is being recalled, the client
+    // gets no new one until it has returned the recalled one.
+    if srv.layouts.recall_pending(cid, ino) {
+        return Err(NfsStat::RECALLCONFLICT);
+    }
+    let others = srv.layouts.conflicting(cid, ino, start, end, q.mode);
+    if !others.is_empty() {
+        recall::recall_file(srv, q.fh, &others);
+        return Err(NfsStat::RECALLCONFLICT);
+    }
+    let reach = reach(srv, cid, ino, q.mode, first, n);
+    // An RW LAYOUTGET is in progress from before its allocation until after its grant: the
+    // trim past EOF (`trim_released`) never frees what it is about to hand out.
+    let getting = (q.mode == IoMode::RW).then(|| srv.layouts.begin_get(ino));
+    let map = srv
+        .store
+        .map_for_layout(ino, first, n, q.mode == IoMode::RW, reach)?;
+    if map.allocated > 0 {
+        let m = &srv.layouts.metrics;
+        add(&m.layoutget_allocations, 1);
+        add(&m.layoutget_allocated_blocks, map.allocated);
+    }
+    let size = srv.store.getattr(ino)?.size;
+    let ext =
+        policy::extents_for(&map.segs, q.mode, q.device, b, size).ok_or(NfsStat::SERVERFAULT)?;
+    let need_end = q.offset.saturating_add(q.minlength.max(1));
+    let ext = policy::fit(ext, q.room, need_end)?;
+    let (lo, hi) = match (ext.first(), ext.last()) {
+        (Some(f), Some(l)) => (f.file_offset, l.file_offset + l.length),
+        _ => return Err(NfsStat::SERVERFAULT),
+    };
+    let sid = srv.state.layout_stateid(cid, ino, &q.stateid)?;
+    srv.layouts.grant(cid, ino, q.ltype, (lo, hi), q.mode);
+    drop(getting);
+    srv.layouts.set_peer(cid, q.peer);
+    Ok(Granted {
+        stateid: sid,
+        start: lo,
+        end: hi,
+        extents: ext,
+    })
+}
+
+/// How far past the asked blocks `[first, first + n)` this LAYOUTGET may reach (RFC 8881
+/// §18.43.3 allows a larger layout; knfsd returns whole XFS extents): up to
+/// `MAX_SPAN_BYTES` either way, but only where no other client holds a conflicting grant —
+/// widening must never cause a recall — and `layout_prealloc_max` of speculation past EOF.
+fn reach(srv: &Server, cid: u64, ino: Ino, mode: IoMode, first: u64, n: u64) -> Reach {
+    let b = u64::from(srv.store.block_size());
+    let span = policy::MAX_SPAN_BYTES / b;
+    let (lo, hi) = (
+        first.saturating_sub(span),
+        first.saturating_add(span).max(first.saturating_add(n)),
+    );
+    let free = srv
+        .layouts
+        .conflicting(cid, ino, lo * b, hi.saturating_mul(b), mode)
+        .is_empty();
+    let (lo, hi) = if free {
+        (lo, hi)
+    } else {
+        (first, first.saturating_add(n))
+    };
+    Reach {
+        lo,
+        hi,
+        prealloc_max: srv.opts.layout_prealloc_max / b,
+    }
+}
