@@ -191,6 +191,8 @@ pub fn tick_at(srv: &Server, now: Instant) {
             srv.pnfs.keep_unfenced(client, [], now);
         }
     }
+    // The previous instance's SCSI clients are cut off before anything they held is freed.
+    crate::nfs4::scsi_restart::run_if_due(srv);
     // Layouts dropped above (expiry, fencing) and the after-grace sweep of a restart.
     crate::nfs4::pnfs::trim_released(srv);
 }

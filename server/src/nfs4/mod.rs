@@ -5,6 +5,7 @@ pub mod compound;
 pub mod ops;
 pub mod pnfs;
 pub mod scsi;
+pub mod scsi_restart;
 pub mod state;
 pub mod status;
 pub mod types;

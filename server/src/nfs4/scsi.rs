@@ -30,6 +30,10 @@ pub trait PrFencer: Send + Sync {
     /// PREEMPT AND ABORT the registrations with `key` (the MDS holds the reservation). The
     /// preempted host's next command is refused with Reservation Conflict.
     fn preempt_and_abort(&self, key: u64) -> Result<(), PreemptError>;
+
+    /// The keys registered on the volume now, the MDS's included (for the sweep after a
+    /// restart, `nfs4::scsi_restart`).
+    fn registered_keys(&self) -> Result<Vec<u64>, PreemptError>;
 }
 
 /// Maps a preempt's NVMe status: Reservation Conflict means no such registrant.

@@ -199,6 +199,9 @@ impl PrFencer for Keys {
         self.0.lock().unwrap().push(key);
         Ok(())
     }
+    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::scsi::PreemptError> {
+        Ok(Vec::new())
+    }
 }
 
 #[test]
