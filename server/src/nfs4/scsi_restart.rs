@@ -205,15 +205,16 @@ mod tests {
         assert!(!srv.state.is_current_clientid(old));
         let vol = Arc::new(Volume::default());
         *vol.keys.lock().unwrap() = vec![MDS_PR_KEY, client_pr_key(old), client_pr_key(now), 0];
-        vol.fail.store(true, Ordering::SeqCst);
         assert!(srv.pnfs.scsi.install(vol.clone()));
         begin(&srv);
         assert!(srv.pnfs.scsi_restart.pending());
+        clock.0.store(9, Ordering::SeqCst);
         run_if_due(&srv);
         assert_eq!(vol.keys.lock().unwrap().len(), 4, "swept inside the window");
         // The window closes; the report fails: grace stays, nothing is taken as gone.
         clock.0.store(11, Ordering::SeqCst);
         srv.state.tick();
+        vol.fail.store(true, Ordering::SeqCst);
         run_if_due(&srv);
         assert!(srv.pnfs.scsi_restart.pending());
         assert!(srv.state.in_grace() && srv.state.layouts_reclaimable());
