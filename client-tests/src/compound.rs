@@ -1,7 +1,7 @@
 //! COMPOUND4args building (RFC 8881 §16.2) and COMPOUND4res decoding with accessors that turn
 //! a failed operation into a `ClientError::Nfs` naming the operation and its status.
 
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 use pnfsd::nfs4::status::NfsStat;
 use pnfsd::nfs4::types::{Bitmap, Stateid};
 use pnfsd::xdr::{XdrReader, XdrWriter};
@@ -142,7 +142,7 @@ impl Compound {
 /// One decoded `nfs_resop4`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResOp {
-    pub op: u32,
+    pub op: NfsOp,
     pub status: NfsStat,
     pub res: OpRes,
 }
@@ -157,10 +157,8 @@ pub struct Reply {
 }
 
 /// A readable name for an opcode.
-pub fn op_name(op: u32) -> &'static str {
-    pnfsd::nfs4::ops::lookup(op)
-        .map(|d| d.name)
-        .unwrap_or("ILLEGAL")
+pub fn op_name(op: NfsOp) -> &'static str {
+    op.name()
 }
 
 impl Reply {
@@ -173,7 +171,7 @@ impl Reply {
             .ctx("COMPOUND4res resarray")?;
         let mut results = Vec::with_capacity(n);
         for _ in 0..n {
-            let op = r.u32().ctx("resop")?;
+            let op = NfsOp(r.u32().ctx("resop")?);
             let st = NfsStat(r.u32().ctx("op status")?);
             let res = decode_body(op, st, &mut r).map_err(|err| ClientError::Xdr {
                 what: op_name(op),
@@ -236,15 +234,15 @@ impl Reply {
     }
 
     /// The status of the first failed operation, or OK.
-    pub fn first_error(&self) -> (u32, NfsStat) {
+    pub fn first_error(&self) -> (NfsOp, NfsStat) {
         self.results
             .iter()
             .find(|r| r.status != NfsStat::OK)
             .map(|r| (r.op, r.status))
-            .unwrap_or((0, NfsStat::OK))
+            .unwrap_or((NfsOp(0), NfsStat::OK))
     }
 
-    fn nth_of(&self, op: u32, nth_last: usize) -> Result<&OpRes> {
+    fn nth_of(&self, op: NfsOp, nth_last: usize) -> Result<&OpRes> {
         let r = self
             .results
             .iter()
@@ -261,12 +259,12 @@ impl Reply {
         Ok(&r.res)
     }
 
-    fn last_of(&self, op: u32) -> Result<&OpRes> {
+    fn last_of(&self, op: NfsOp) -> Result<&OpRes> {
         self.nth_of(op, 0)
     }
 
     pub fn sequence(&self) -> Result<&SequenceRes> {
-        match self.last_of(opnum::SEQUENCE)? {
+        match self.last_of(NfsOp::SEQUENCE)? {
             OpRes::Sequence(s) => Ok(s),
             _ => Err(ClientError::Missing("SEQUENCE body")),
         }
@@ -277,91 +275,91 @@ impl Reply {
     }
     /// The filehandle of the GETFH `n` places before the last one.
     pub fn fh_nth_last(&self, n: usize) -> Result<Vec<u8>> {
-        match self.nth_of(opnum::GETFH, n)? {
+        match self.nth_of(NfsOp::GETFH, n)? {
             OpRes::GetFh(f) => Ok(f.clone()),
             _ => Err(ClientError::Missing("GETFH body")),
         }
     }
     pub fn attrs(&self) -> Result<&Attrs> {
-        match self.last_of(opnum::GETATTR)? {
+        match self.last_of(NfsOp::GETATTR)? {
             OpRes::GetAttr(a) => Ok(a),
             _ => Err(ClientError::Missing("GETATTR body")),
         }
     }
     pub fn open(&self) -> Result<&crate::results::OpenRes> {
-        match self.last_of(opnum::OPEN)? {
+        match self.last_of(NfsOp::OPEN)? {
             OpRes::Open(o) => Ok(o),
             _ => Err(ClientError::Missing("OPEN body")),
         }
     }
     pub fn read(&self) -> Result<&ReadRes> {
-        match self.last_of(opnum::READ)? {
+        match self.last_of(NfsOp::READ)? {
             OpRes::Read(x) => Ok(x),
             _ => Err(ClientError::Missing("READ body")),
         }
     }
     pub fn write(&self) -> Result<&WriteRes> {
-        match self.last_of(opnum::WRITE)? {
+        match self.last_of(NfsOp::WRITE)? {
             OpRes::Write(x) => Ok(x),
             _ => Err(ClientError::Missing("WRITE body")),
         }
     }
     pub fn readdir(&self) -> Result<&ReadDirRes> {
-        match self.last_of(opnum::READDIR)? {
+        match self.last_of(NfsOp::READDIR)? {
             OpRes::ReadDir(x) => Ok(x),
             _ => Err(ClientError::Missing("READDIR body")),
         }
     }
     pub fn readlink(&self) -> Result<&[u8]> {
-        match self.last_of(opnum::READLINK)? {
+        match self.last_of(NfsOp::READLINK)? {
             OpRes::ReadLink(x) => Ok(x),
             _ => Err(ClientError::Missing("READLINK body")),
         }
     }
     pub fn commit_verf(&self) -> Result<[u8; 8]> {
-        match self.last_of(opnum::COMMIT)? {
+        match self.last_of(NfsOp::COMMIT)? {
             OpRes::Commit(v) => Ok(*v),
             _ => Err(ClientError::Missing("COMMIT body")),
         }
     }
     pub fn close(&self) -> Result<Stateid> {
-        match self.last_of(opnum::CLOSE)? {
+        match self.last_of(NfsOp::CLOSE)? {
             OpRes::Close(s) => Ok(*s),
             _ => Err(ClientError::Missing("CLOSE body")),
         }
     }
     pub fn layoutget(&self) -> Result<&crate::pnfs::LayoutGetRes> {
-        match self.last_of(opnum::LAYOUTGET)? {
+        match self.last_of(NfsOp::LAYOUTGET)? {
             OpRes::LayoutGet(x) => Ok(x),
             _ => Err(ClientError::Missing("LAYOUTGET body")),
         }
     }
     pub fn layoutcommit(&self) -> Result<Option<u64>> {
-        match self.last_of(opnum::LAYOUTCOMMIT)? {
+        match self.last_of(NfsOp::LAYOUTCOMMIT)? {
             OpRes::LayoutCommit(x) => Ok(*x),
             _ => Err(ClientError::Missing("LAYOUTCOMMIT body")),
         }
     }
     pub fn layoutreturn(&self) -> Result<Option<Stateid>> {
-        match self.last_of(opnum::LAYOUTRETURN)? {
+        match self.last_of(NfsOp::LAYOUTRETURN)? {
             OpRes::LayoutReturn(x) => Ok(*x),
             _ => Err(ClientError::Missing("LAYOUTRETURN body")),
         }
     }
     pub fn deviceinfo(&self) -> Result<&crate::pnfs::DeviceInfoRes> {
-        match self.last_of(opnum::GETDEVICEINFO)? {
+        match self.last_of(NfsOp::GETDEVICEINFO)? {
             OpRes::GetDeviceInfo(x) => Ok(x),
             _ => Err(ClientError::Missing("GETDEVICEINFO body")),
         }
     }
     pub fn devicelist(&self) -> Result<&crate::pnfs::DeviceListRes> {
-        match self.last_of(opnum::GETDEVICELIST)? {
+        match self.last_of(NfsOp::GETDEVICELIST)? {
             OpRes::GetDeviceList(x) => Ok(x),
             _ => Err(ClientError::Missing("GETDEVICELIST body")),
         }
     }
     /// The body of the last result of `op`, whatever it is.
-    pub fn body(&self, op: u32) -> Result<&OpRes> {
+    pub fn body(&self, op: NfsOp) -> Result<&OpRes> {
         self.last_of(op)
     }
 }
@@ -370,13 +368,13 @@ impl Reply {
 mod tests {
     use super::*;
 
-    fn reply_bytes(status: u32, ops: &[(u32, u32, &[u8])]) -> Vec<u8> {
+    fn reply_bytes(status: u32, ops: &[(NfsOp, u32, &[u8])]) -> Vec<u8> {
         let mut w = XdrWriter::new();
         w.u32(status);
         w.string(b"t");
         w.u32(ops.len() as u32);
         for (op, st, body) in ops {
-            w.u32(*op);
+            w.u32(op.0);
             w.u32(*st);
             w.buf.extend_from_slice(body);
         }
@@ -390,14 +388,14 @@ mod tests {
         let raw = reply_bytes(
             2,
             &[
-                (opnum::PUTROOTFH, 0, &[]),
-                (opnum::GETFH, 0, &fh.buf),
-                (opnum::LOOKUP, 2, &[]),
+                (NfsOp::PUTROOTFH, 0, &[]),
+                (NfsOp::GETFH, 0, &fh.buf),
+                (NfsOp::LOOKUP, 2, &[]),
             ],
         );
         let rep = Reply::decode(raw).unwrap();
         assert_eq!(rep.fh().unwrap(), vec![1; 16]);
-        assert_eq!(rep.first_error(), (opnum::LOOKUP, NfsStat::NOENT));
+        assert_eq!(rep.first_error(), (NfsOp::LOOKUP, NfsStat::NOENT));
         match rep.ok() {
             Err(ClientError::Nfs {
                 op: "LOOKUP",
@@ -409,8 +407,8 @@ mod tests {
 
     #[test]
     fn status_mismatch_and_trailing_bytes_are_errors() {
-        assert!(Reply::decode(reply_bytes(0, &[(opnum::LOOKUP, 2, &[])])).is_err());
-        let mut raw = reply_bytes(0, &[(opnum::PUTROOTFH, 0, &[])]);
+        assert!(Reply::decode(reply_bytes(0, &[(NfsOp::LOOKUP, 2, &[])])).is_err());
+        let mut raw = reply_bytes(0, &[(NfsOp::PUTROOTFH, 0, &[])]);
         raw.extend_from_slice(&[0, 0, 0, 0]);
         assert!(Reply::decode(raw).is_err());
     }

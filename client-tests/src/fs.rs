@@ -65,7 +65,7 @@ impl Session {
     /// arguments.
     pub async fn parent_of(&self, dir: &[u8]) -> Result<Vec<u8>> {
         let lookupp = crate::ops::Op::Raw {
-            opnum: pnfsd::nfs4::ops::opnum::LOOKUPP,
+            opnum: pnfsd::nfs4::opcode::NfsOp::LOOKUPP,
             body: vec![],
         };
         self.run_ok(Compound::new().putfh(dir).op(lookupp).getfh())

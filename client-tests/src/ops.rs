@@ -3,7 +3,7 @@
 //! operations (LAYOUTGET, LAYOUTCOMMIT, GETDEVICEINFO, ...) are added as new variants here and
 //! new result bodies in `results.rs`, without touching the transport or the session.
 
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 use pnfsd::nfs4::types::{Bitmap, Stateid};
 use pnfsd::xdr::{Xdr, XdrWriter};
 
@@ -135,7 +135,7 @@ pub enum Op {
     GetDeviceList(crate::pnfs::GetDeviceListArgs),
     /// Any opcode followed by `body` verbatim (which may be malformed on purpose).
     Raw {
-        opnum: u32,
+        opnum: NfsOp,
         body: Vec<u8>,
     },
 }
@@ -151,44 +151,43 @@ impl Op {
         }
     }
 
-    pub fn opnum(&self) -> u32 {
-        use opnum::*;
+    pub fn opnum(&self) -> NfsOp {
         match self {
-            Op::Sequence(_) => SEQUENCE,
-            Op::ExchangeId { .. } => EXCHANGE_ID,
-            Op::CreateSession(_) => CREATE_SESSION,
-            Op::DestroySession(_) => DESTROY_SESSION,
-            Op::BindConnToSession { .. } => BIND_CONN_TO_SESSION,
-            Op::Access(_) => ACCESS,
-            Op::DestroyClientid(_) => DESTROY_CLIENTID,
-            Op::ReclaimComplete { .. } => RECLAIM_COMPLETE,
-            Op::PutRootFh => PUTROOTFH,
-            Op::PutFh(_) => PUTFH,
-            Op::GetFh => GETFH,
-            Op::SaveFh => SAVEFH,
-            Op::RestoreFh => RESTOREFH,
-            Op::Lookup(_) => LOOKUP,
-            Op::GetAttr(_) => GETATTR,
-            Op::SetAttr { .. } => SETATTR,
-            Op::Create { .. } => CREATE,
-            Op::Open(_) => OPEN,
-            Op::Close { .. } => CLOSE,
-            Op::Read { .. } => READ,
-            Op::Write { .. } => WRITE,
-            Op::Commit { .. } => COMMIT,
-            Op::Remove(_) => REMOVE,
-            Op::Rename { .. } => RENAME,
-            Op::Link(_) => LINK,
-            Op::ReadDir { .. } => READDIR,
-            Op::ReadLink => READLINK,
-            Op::Lock { .. } => LOCK,
-            Op::LockT { .. } => LOCKT,
-            Op::LockU { .. } => LOCKU,
-            Op::LayoutGet(_) => LAYOUTGET,
-            Op::LayoutCommit(_) => LAYOUTCOMMIT,
-            Op::LayoutReturn(_) => LAYOUTRETURN,
-            Op::GetDeviceInfo(_) => GETDEVICEINFO,
-            Op::GetDeviceList(_) => GETDEVICELIST,
+            Op::Sequence(_) => NfsOp::SEQUENCE,
+            Op::ExchangeId { .. } => NfsOp::EXCHANGE_ID,
+            Op::CreateSession(_) => NfsOp::CREATE_SESSION,
+            Op::DestroySession(_) => NfsOp::DESTROY_SESSION,
+            Op::BindConnToSession { .. } => NfsOp::BIND_CONN_TO_SESSION,
+            Op::Access(_) => NfsOp::ACCESS,
+            Op::DestroyClientid(_) => NfsOp::DESTROY_CLIENTID,
+            Op::ReclaimComplete { .. } => NfsOp::RECLAIM_COMPLETE,
+            Op::PutRootFh => NfsOp::PUTROOTFH,
+            Op::PutFh(_) => NfsOp::PUTFH,
+            Op::GetFh => NfsOp::GETFH,
+            Op::SaveFh => NfsOp::SAVEFH,
+            Op::RestoreFh => NfsOp::RESTOREFH,
+            Op::Lookup(_) => NfsOp::LOOKUP,
+            Op::GetAttr(_) => NfsOp::GETATTR,
+            Op::SetAttr { .. } => NfsOp::SETATTR,
+            Op::Create { .. } => NfsOp::CREATE,
+            Op::Open(_) => NfsOp::OPEN,
+            Op::Close { .. } => NfsOp::CLOSE,
+            Op::Read { .. } => NfsOp::READ,
+            Op::Write { .. } => NfsOp::WRITE,
+            Op::Commit { .. } => NfsOp::COMMIT,
+            Op::Remove(_) => NfsOp::REMOVE,
+            Op::Rename { .. } => NfsOp::RENAME,
+            Op::Link(_) => NfsOp::LINK,
+            Op::ReadDir { .. } => NfsOp::READDIR,
+            Op::ReadLink => NfsOp::READLINK,
+            Op::Lock { .. } => NfsOp::LOCK,
+            Op::LockT { .. } => NfsOp::LOCKT,
+            Op::LockU { .. } => NfsOp::LOCKU,
+            Op::LayoutGet(_) => NfsOp::LAYOUTGET,
+            Op::LayoutCommit(_) => NfsOp::LAYOUTCOMMIT,
+            Op::LayoutReturn(_) => NfsOp::LAYOUTRETURN,
+            Op::GetDeviceInfo(_) => NfsOp::GETDEVICEINFO,
+            Op::GetDeviceList(_) => NfsOp::GETDEVICELIST,
             Op::Raw { opnum, .. } => *opnum,
         }
     }
@@ -217,7 +216,7 @@ impl Op {
 
     /// `nfs_argop4`: the opcode then the arguments.
     pub fn encode(&self, w: &mut XdrWriter) {
-        w.u32(self.opnum());
+        w.u32(self.opnum().0);
         match self {
             Op::Sequence(s) => {
                 w.opaque_fixed(&s.sessionid);

@@ -2,7 +2,7 @@
 //! A result is decoded by the opcode the server put in front of it, so a reply the client did
 //! not expect still decodes (and a wrong opcode shows up in the test, not as garbage).
 
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 use pnfsd::nfs4::status::NfsStat;
 use pnfsd::nfs4::types::{Bitmap, Stateid};
 use pnfsd::xdr::{Xdr, XdrError, XdrReader, XdrResult};
@@ -244,21 +244,24 @@ fn readdir(r: &mut XdrReader<'_>) -> XdrResult<ReadDirRes> {
 }
 
 /// Decodes the body after `status` for operation `op`.
-pub fn decode_body(op: u32, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult<OpRes> {
-    use opnum::*;
+pub fn decode_body(op: NfsOp, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult<OpRes> {
     if status != NfsStat::OK {
-        // Bodies on failure: SETATTR's attrsset, LOCK/LOCKT's DENIED, LAYOUTGET's
-        // LAYOUTTRYLATER, GETDEVICEINFO's TOOSMALL.
+        // Bodies on failure: NfsOp::SETATTR's attrsset, NfsOp::LOCK/NfsOp::LOCKT's DENIED, NfsOp::LAYOUTGET's
+        // LAYOUTTRYLATER, NfsOp::GETDEVICEINFO's TOOSMALL.
         return Ok(match op {
-            SETATTR => OpRes::SetAttr(Bitmap::decode(r)?),
-            LOCK | LOCKT if status == NfsStat::DENIED => OpRes::Denied(lock_denied(r)?),
-            LAYOUTGET if status == NfsStat::LAYOUTTRYLATER => OpRes::LayoutTryLater(r.bool()?),
-            GETDEVICEINFO if status == NfsStat::TOOSMALL => OpRes::TooSmall(r.u32()?),
+            NfsOp::SETATTR => OpRes::SetAttr(Bitmap::decode(r)?),
+            NfsOp::LOCK | NfsOp::LOCKT if status == NfsStat::DENIED => {
+                OpRes::Denied(lock_denied(r)?)
+            }
+            NfsOp::LAYOUTGET if status == NfsStat::LAYOUTTRYLATER => {
+                OpRes::LayoutTryLater(r.bool()?)
+            }
+            NfsOp::GETDEVICEINFO if status == NfsStat::TOOSMALL => OpRes::TooSmall(r.u32()?),
             _ => OpRes::None,
         });
     }
     Ok(match op {
-        SEQUENCE => OpRes::Sequence(SequenceRes {
+        NfsOp::SEQUENCE => OpRes::Sequence(SequenceRes {
             sessionid: r.array()?,
             sequenceid: r.u32()?,
             slotid: r.u32()?,
@@ -266,7 +269,7 @@ pub fn decode_body(op: u32, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult
             target_highest_slotid: r.u32()?,
             status_flags: r.u32()?,
         }),
-        EXCHANGE_ID => {
+        NfsOp::EXCHANGE_ID => {
             let clientid = r.u64()?;
             let sequenceid = r.u32()?;
             let flags = r.u32()?;
@@ -297,62 +300,75 @@ pub fn decode_body(op: u32, status: NfsStat, r: &mut XdrReader<'_>) -> XdrResult
                 server_scope,
             })
         }
-        CREATE_SESSION => OpRes::CreateSession(CreateSessionRes {
+        NfsOp::CREATE_SESSION => OpRes::CreateSession(CreateSessionRes {
             sessionid: r.array()?,
             sequence: r.u32()?,
             flags: r.u32()?,
             fore: channel_attrs(r)?,
             back: channel_attrs(r)?,
         }),
-        BIND_CONN_TO_SESSION => OpRes::BindConnToSession {
+        NfsOp::BIND_CONN_TO_SESSION => OpRes::BindConnToSession {
             sessionid: r.array()?,
             dir: r.u32()?,
             rdma: r.bool()?,
         },
-        ACCESS => OpRes::Access(r.u32()?, r.u32()?),
-        GETFH => OpRes::GetFh(r.opaque_vec(128)?),
-        GETATTR => OpRes::GetAttr(Box::new(Attrs::decode(r)?)),
-        SETATTR => OpRes::SetAttr(Bitmap::decode(r)?),
-        CREATE => OpRes::Create {
+        NfsOp::ACCESS => OpRes::Access(r.u32()?, r.u32()?),
+        NfsOp::GETFH => OpRes::GetFh(r.opaque_vec(128)?),
+        NfsOp::GETATTR => OpRes::GetAttr(Box::new(Attrs::decode(r)?)),
+        NfsOp::SETATTR => OpRes::SetAttr(Bitmap::decode(r)?),
+        NfsOp::CREATE => OpRes::Create {
             cinfo: change_info(r)?,
             attrset: Bitmap::decode(r)?,
         },
-        OPEN => OpRes::Open(OpenRes {
+        NfsOp::OPEN => OpRes::Open(OpenRes {
             stateid: Stateid::decode(r)?,
             cinfo: change_info(r)?,
             rflags: r.u32()?,
             attrset: Bitmap::decode(r)?,
             delegation: delegation(r)?,
         }),
-        CLOSE => OpRes::Close(Stateid::decode(r)?),
-        READ => OpRes::Read(ReadRes {
+        NfsOp::CLOSE => OpRes::Close(Stateid::decode(r)?),
+        NfsOp::READ => OpRes::Read(ReadRes {
             eof: r.bool()?,
             data: r.opaque_vec(usize::MAX)?,
         }),
-        WRITE => OpRes::Write(WriteRes {
+        NfsOp::WRITE => OpRes::Write(WriteRes {
             count: r.u32()?,
             committed: r.u32()?,
             verf: r.array()?,
         }),
-        COMMIT => OpRes::Commit(r.array()?),
-        REMOVE => OpRes::Remove(change_info(r)?),
-        RENAME => OpRes::Rename {
+        NfsOp::COMMIT => OpRes::Commit(r.array()?),
+        NfsOp::REMOVE => OpRes::Remove(change_info(r)?),
+        NfsOp::RENAME => OpRes::Rename {
             source: change_info(r)?,
             target: change_info(r)?,
         },
-        LINK => OpRes::Link(change_info(r)?),
-        READDIR => OpRes::ReadDir(readdir(r)?),
-        READLINK => OpRes::ReadLink(r.string(usize::MAX)?),
-        LOCK | LOCKU => OpRes::Lock(Stateid::decode(r)?),
-        LOCKT => OpRes::None,
-        LAYOUTGET => OpRes::LayoutGet(crate::pnfs::decode_layoutget(r)?),
-        LAYOUTCOMMIT => OpRes::LayoutCommit(crate::pnfs::decode_layoutcommit(r)?),
-        LAYOUTRETURN => OpRes::LayoutReturn(crate::pnfs::decode_layoutreturn(r)?),
-        GETDEVICEINFO => OpRes::GetDeviceInfo(crate::pnfs::decode_getdeviceinfo(r)?),
-        GETDEVICELIST => OpRes::GetDeviceList(crate::pnfs::decode_getdevicelist(r)?),
-        PUTROOTFH | PUTPUBFH | PUTFH | SAVEFH | RESTOREFH | LOOKUP | LOOKUPP | DESTROY_SESSION
-        | DESTROY_CLIENTID | RECLAIM_COMPLETE | ILLEGAL | FREE_STATEID | DELEGRETURN
-        | BACKCHANNEL_CTL | VERIFY | NVERIFY => OpRes::None,
+        NfsOp::LINK => OpRes::Link(change_info(r)?),
+        NfsOp::READDIR => OpRes::ReadDir(readdir(r)?),
+        NfsOp::READLINK => OpRes::ReadLink(r.string(usize::MAX)?),
+        NfsOp::LOCK | NfsOp::LOCKU => OpRes::Lock(Stateid::decode(r)?),
+        NfsOp::LOCKT => OpRes::None,
+        NfsOp::LAYOUTGET => OpRes::LayoutGet(crate::pnfs::decode_layoutget(r)?),
+        NfsOp::LAYOUTCOMMIT => OpRes::LayoutCommit(crate::pnfs::decode_layoutcommit(r)?),
+        NfsOp::LAYOUTRETURN => OpRes::LayoutReturn(crate::pnfs::decode_layoutreturn(r)?),
+        NfsOp::GETDEVICEINFO => OpRes::GetDeviceInfo(crate::pnfs::decode_getdeviceinfo(r)?),
+        NfsOp::GETDEVICELIST => OpRes::GetDeviceList(crate::pnfs::decode_getdevicelist(r)?),
+        NfsOp::PUTROOTFH
+        | NfsOp::PUTPUBFH
+        | NfsOp::PUTFH
+        | NfsOp::SAVEFH
+        | NfsOp::RESTOREFH
+        | NfsOp::LOOKUP
+        | NfsOp::LOOKUPP
+        | NfsOp::DESTROY_SESSION
+        | NfsOp::DESTROY_CLIENTID
+        | NfsOp::RECLAIM_COMPLETE
+        | NfsOp::ILLEGAL
+        | NfsOp::FREE_STATEID
+        | NfsOp::DELEGRETURN
+        | NfsOp::BACKCHANNEL_CTL
+        | NfsOp::VERIFY
+        | NfsOp::NVERIFY => OpRes::None,
         _ => OpRes::Undecoded(r.rest().to_vec()),
     })
 }

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 use pnfsd::nfs4::status::NfsStat;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -79,7 +79,7 @@ impl Slot {
     /// the server's slot moves only then). Call it after every `send_on` whose reply is kept,
     /// unless the test means to retry.
     pub fn settle(&mut self, rep: &Reply) {
-        if rep.results.first().map(|r| (r.op, r.status)) == Some((opnum::SEQUENCE, NfsStat::OK)) {
+        if rep.results.first().map(|r| (r.op, r.status)) == Some((NfsOp::SEQUENCE, NfsStat::OK)) {
             self.advance();
         }
     }
@@ -126,7 +126,7 @@ impl Session {
             )
             .await?
             .ok()?;
-        match rep.body(opnum::EXCHANGE_ID)? {
+        match rep.body(NfsOp::EXCHANGE_ID)? {
             OpRes::ExchangeId(x) => Ok(x.clone()),
             _ => Err(ClientError::Missing("EXCHANGE_ID body")),
         }
@@ -154,7 +154,7 @@ impl Session {
             )
             .await?
             .ok()?;
-        match rep.body(opnum::CREATE_SESSION)? {
+        match rep.body(NfsOp::CREATE_SESSION)? {
             OpRes::CreateSession(x) => Ok(x.clone()),
             _ => Err(ClientError::Missing("CREATE_SESSION body")),
         }

@@ -6,7 +6,7 @@ use client_tests::attrs::{attr, basic, bitmap, SetAttrs};
 use client_tests::fs::{server_and_root, server_and_session, OpenFile};
 use client_tests::ops::Op;
 use client_tests::{Bitmap, Compound, NfsStat, PnfsdProcess, Session, Stateid};
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 use pnfsd::xdr::{Xdr, XdrWriter};
 
 /// A raw `fattr4` with `mask` and already-encoded values.
@@ -23,7 +23,7 @@ fn setattr_raw(mask: &Bitmap, vals: &[u8]) -> Op {
     Stateid::ANONYMOUS.encode(&mut body);
     body.buf.extend_from_slice(&fattr(mask, vals));
     Op::Raw {
-        opnum: opnum::SETATTR,
+        opnum: NfsOp::SETATTR,
         body: body.buf,
     }
 }
@@ -127,10 +127,10 @@ async fn verify_and_nverify() {
     let size0 = fattr(&bitmap(&[attr::SIZE]), &0u64.to_be_bytes());
     let size9 = fattr(&bitmap(&[attr::SIZE]), &9u64.to_be_bytes());
     let cases = [
-        (opnum::VERIFY, &size0, NfsStat::OK),
-        (opnum::VERIFY, &size9, NfsStat::NOT_SAME),
-        (opnum::NVERIFY, &size0, NfsStat::SAME),
-        (opnum::NVERIFY, &size9, NfsStat::OK),
+        (NfsOp::VERIFY, &size0, NfsStat::OK),
+        (NfsOp::VERIFY, &size9, NfsStat::NOT_SAME),
+        (NfsOp::NVERIFY, &size0, NfsStat::SAME),
+        (NfsOp::NVERIFY, &size9, NfsStat::OK),
     ];
     for (op, vals, want) in cases {
         let body = vals.clone();

@@ -8,7 +8,7 @@ use client_tests::fs::{server_and_root, server_and_session};
 use client_tests::ops::Op;
 use client_tests::rpc::{self, Cred};
 use client_tests::{ClientError, Compound, Connection, NfsStat, PnfsdProcess, RpcError, Session};
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 use pnfsd::xdr::XdrWriter;
 
 /// The session must still work on the same connection.
@@ -92,7 +92,7 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
     w.string(b"");
     w.u32(1);
     w.u32(0x7fff_ffff);
-    w.u32(opnum::PUTROOTFH);
+    w.u32(NfsOp::PUTROOTFH.0);
     raw_badxdr(&s, &w.buf).await;
 
     // 3. Inside a session: PUTFH whose length runs past the end.
@@ -100,14 +100,14 @@ async fn malformed_compounds_get_badxdr_and_keep_the_connection() {
     body.u32(4000);
     body.u32(1);
     let c = Compound::new().op(Op::Raw {
-        opnum: opnum::PUTFH,
+        opnum: NfsOp::PUTFH,
         body: body.buf,
     });
     in_session_badxdr(&s, &c).await;
 
     // 4. A bool that is neither 0 nor 1 (RECLAIM_COMPLETE's rca_one_fs).
     let c = Compound::new().op(Op::Raw {
-        opnum: opnum::RECLAIM_COMPLETE,
+        opnum: NfsOp::RECLAIM_COMPLETE,
         body: vec![0, 0, 0, 7],
     });
     in_session_badxdr(&s, &c).await;
@@ -138,7 +138,7 @@ async fn unknown_operation_is_op_illegal() {
     for op in [9999u32, 1, 2, 76] {
         let rep = s
             .run(Compound::new().putrootfh().op(Op::Raw {
-                opnum: op,
+                opnum: NfsOp(op),
                 body: vec![],
             }))
             .await
@@ -147,14 +147,14 @@ async fn unknown_operation_is_op_illegal() {
         // RFC 8881 §15.2: the result of an illegal operation is tagged OP_ILLEGAL (10044).
         assert_eq!(
             rep.results.last().map(|r| r.op),
-            Some(opnum::ILLEGAL),
+            Some(NfsOp::ILLEGAL),
             "opcode {op}"
         );
     }
     // A 4.0-only operation in a 4.1 COMPOUND is NOTSUPP (RFC 8881 §18.35… §16.2.3.1).
     let rep = s
         .run(Compound::new().op(Op::Raw {
-            opnum: opnum::RENEW,
+            opnum: NfsOp::RENEW,
             body: vec![0; 8],
         }))
         .await

@@ -5,7 +5,7 @@ use client_tests::attrs::{attr, basic, bitmap, ftype, SetAttrs};
 use client_tests::fs::server_and_root;
 use client_tests::ops::{share, CreateKind, Op, OpenClaim, Stable};
 use client_tests::{Compound, NfsStat, PnfsdProcess, Session, Stateid};
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 use pnfsd::xdr::XdrWriter;
 
 async fn setup() -> (PnfsdProcess, Session, Vec<u8>) {
@@ -108,7 +108,7 @@ async fn wrong_types_for_the_operation() {
     SetAttrs::default().encode(&mut body);
     let st = s
         .run(Compound::new().putfh(&root).op(Op::Raw {
-            opnum: opnum::CREATE,
+            opnum: NfsOp::CREATE,
             body: body.buf,
         }))
         .await

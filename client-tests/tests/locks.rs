@@ -4,9 +4,9 @@
 use client_tests::ops::{lock_type, Locker, Op, Stable};
 use client_tests::results::{LockDenied, OpRes};
 use client_tests::{Compound, NfsStat, PnfsdProcess, Reply, Session, Stateid};
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 
-fn denied(rep: &Reply, op: u32) -> LockDenied {
+fn denied(rep: &Reply, op: NfsOp) -> LockDenied {
     assert_eq!(rep.status, NfsStat::DENIED, "{:?}", rep.results.last());
     match &rep.results.last().unwrap().res {
         OpRes::Denied(d) if rep.results.last().unwrap().op == op => d.clone(),
@@ -15,7 +15,7 @@ fn denied(rep: &Reply, op: u32) -> LockDenied {
 }
 
 fn lock_stateid(rep: &Reply) -> Stateid {
-    match rep.body(opnum::LOCK).unwrap() {
+    match rep.body(NfsOp::LOCK).unwrap() {
         OpRes::Lock(s) => *s,
         b => panic!("{b:?}"),
     }
@@ -61,7 +61,7 @@ async fn two_clients_lock_test_and_unlock() {
         }))
         .await
         .unwrap();
-    let d = denied(&rep, opnum::LOCKT);
+    let d = denied(&rep, NfsOp::LOCKT);
     assert_eq!((d.offset, d.length, d.locktype), (0, 100, lock_type::WRITE));
     assert_eq!((d.clientid, d.owner.as_slice()), (a.clientid, &b"lo-a"[..]));
 
@@ -76,7 +76,7 @@ async fn two_clients_lock_test_and_unlock() {
         }))
         .await
         .unwrap();
-    denied(&rep, opnum::LOCK);
+    denied(&rep, NfsOp::LOCK);
     let rep = b
         .run_ok(Compound::new().putfh(&fb.fh).op(Op::Lock {
             locktype: lock_type::READ,
@@ -137,7 +137,7 @@ async fn two_clients_lock_test_and_unlock() {
         }))
         .await
         .unwrap();
-    let d = denied(&rep, opnum::LOCKT);
+    let d = denied(&rep, NfsOp::LOCKT);
     assert_eq!(d.clientid, b.clientid);
     // CLOSE with locks held → LOCKS_HELD (RFC 8881 §18.2.4); after LOCKU it closes.
     let st = b
@@ -159,7 +159,7 @@ async fn two_clients_lock_test_and_unlock() {
             }))
             .await
             .unwrap();
-        let next = match rep.body(opnum::LOCKU).unwrap() {
+        let next = match rep.body(NfsOp::LOCKU).unwrap() {
             OpRes::Lock(s) => *s,
             b => panic!("{b:?}"),
         };

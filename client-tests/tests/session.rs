@@ -6,7 +6,7 @@ use client_tests::attrs::{attr, basic, bitmap};
 use client_tests::fs::server_and_session;
 use client_tests::ops::{exchgid_flag, session_flag, Op};
 use client_tests::{Compound, Connection, NfsStat, PnfsdProcess, Session, SessionOptions};
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 
 #[tokio::test]
 async fn session_setup_sequence_and_teardown() {
@@ -206,7 +206,7 @@ async fn root_attributes_a_linux_client_asks_for() {
             "attribute {b} returned but not asked"
         );
     }
-    let _ = opnum::GETATTR;
+    let _ = NfsOp::GETATTR;
 }
 
 /// Many COMPOUNDs in flight at once on one connection use several slots and all succeed.
@@ -253,7 +253,7 @@ async fn a_second_connection_binds_to_the_session() {
         .unwrap()
         .ok()
         .unwrap();
-    match rep.body(opnum::BIND_CONN_TO_SESSION).unwrap() {
+    match rep.body(NfsOp::BIND_CONN_TO_SESSION).unwrap() {
         client_tests::results::OpRes::BindConnToSession {
             sessionid,
             dir,
@@ -281,7 +281,7 @@ async fn a_second_connection_binds_to_the_session() {
         .unwrap();
     slot.settle(&rep);
     let rep = rep.ok().unwrap();
-    match rep.body(opnum::ACCESS).unwrap() {
+    match rep.body(NfsOp::ACCESS).unwrap() {
         client_tests::results::OpRes::Access(supported, granted) => {
             assert_eq!(
                 granted & !supported,
@@ -381,7 +381,7 @@ async fn backchannel_loss_is_reported_until_rebound() {
     );
 
     let rep = conn2.compound(1, &bind(7)).await.unwrap().ok().unwrap(); // CDFC4_BACK_OR_BOTH
-    match rep.body(opnum::BIND_CONN_TO_SESSION).unwrap() {
+    match rep.body(NfsOp::BIND_CONN_TO_SESSION).unwrap() {
         client_tests::results::OpRes::BindConnToSession { dir, .. } => {
             assert!(
                 *dir == 2 || *dir == 3,

@@ -158,7 +158,7 @@ async fn two_clients_see_each_other() {
 async fn test_stateid_and_free_stateid() {
     use client_tests::ops::Op;
     use client_tests::results::OpRes;
-    use pnfsd::nfs4::ops::opnum;
+    use pnfsd::nfs4::opcode::NfsOp;
     use pnfsd::xdr::{Xdr, XdrReader, XdrWriter};
     let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "f", 0o644).await.unwrap();
@@ -172,7 +172,7 @@ async fn test_stateid_and_free_stateid() {
     forged.encode(&mut w);
     let rep = s
         .run_ok(Compound::new().op(Op::Raw {
-            opnum: opnum::TEST_STATEID,
+            opnum: NfsOp::TEST_STATEID,
             body: w.buf,
         }))
         .await
@@ -200,7 +200,7 @@ async fn test_stateid_and_free_stateid() {
     f.stateid.encode(&mut w);
     let st = s
         .run(Compound::new().op(Op::Raw {
-            opnum: opnum::FREE_STATEID,
+            opnum: NfsOp::FREE_STATEID,
             body: w.buf,
         }))
         .await

@@ -9,14 +9,14 @@ use client_tests::harness::pattern;
 use client_tests::ops::{Op, Stable};
 use client_tests::results::OpRes;
 use client_tests::{Compound, Connection, NfsStat, PnfsdProcess, Session, SessionOptions, Stateid};
-use pnfsd::nfs4::ops::opnum;
+use pnfsd::nfs4::opcode::NfsOp;
 use pnfsd::xdr::{Xdr, XdrReader, XdrWriter};
 
 const DATA: u32 = 0;
 const HOLE: u32 = 1;
 const MIB: u64 = 1 << 20;
 
-fn range_op(op: u32, stateid: Stateid, offset: u64, length: u64) -> Op {
+fn range_op(op: NfsOp, stateid: Stateid, offset: u64, length: u64) -> Op {
     let mut w = XdrWriter::new();
     stateid.encode(&mut w);
     w.u64(offset);
@@ -41,7 +41,7 @@ async fn seek(
     w.u32(what);
     let rep = s
         .run(Compound::new().putfh(fh).op(Op::Raw {
-            opnum: opnum::SEEK,
+            opnum: NfsOp::SEEK,
             body: w.buf,
         }))
         .await
@@ -102,7 +102,7 @@ async fn seek_deallocate_allocate() {
     s.run_ok(
         Compound::new()
             .putfh(&f.fh)
-            .op(range_op(opnum::DEALLOCATE, f.stateid, 0, 4096)),
+            .op(range_op(NfsOp::DEALLOCATE, f.stateid, 0, 4096)),
     )
     .await
     .unwrap();
@@ -122,7 +122,7 @@ async fn seek_deallocate_allocate() {
     // ALLOCATE reserves blocks in the hole: space_used grows, the bytes read as zeros.
     let before = space_used(&s, &f.fh).await;
     s.run_ok(Compound::new().putfh(&f.fh).op(range_op(
-        opnum::ALLOCATE,
+        NfsOp::ALLOCATE,
         f.stateid,
         64 << 10,
         256 << 10,
@@ -146,7 +146,7 @@ async fn seek_deallocate_allocate() {
 async fn v42_operations_are_not_in_v41() {
     let (_srv, s, root) = server_and_root().await.unwrap();
     let f = s.create_file(&root, "f", 0o644).await.unwrap();
-    for op in [opnum::ALLOCATE, opnum::DEALLOCATE] {
+    for op in [NfsOp::ALLOCATE, NfsOp::DEALLOCATE] {
         let st = s
             .run(
                 Compound::new()

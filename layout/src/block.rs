@@ -18,20 +18,28 @@
 
 use thiserror::Error;
 
-/// `layouttype4` (RFC 8881 §3.3.13, RFC 5663, RFC 8154).
-pub mod layout_type {
-    pub const FILES: u32 = 1;
-    pub const OSD2: u32 = 2;
-    pub const BLOCK_VOLUME: u32 = 3;
-    pub const FLEX_FILES: u32 = 4;
-    pub const SCSI: u32 = 5;
+/// `layouttype4` (RFC 8881 §3.3.13, RFC 5663, RFC 8154). A newtype, so that any value a
+/// client sends decodes (and is refused as UNKNOWN_LAYOUTTYPE by the server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LayoutType(pub u32);
+
+impl LayoutType {
+    pub const FILES: LayoutType = LayoutType(1);
+    pub const OSD2: LayoutType = LayoutType(2);
+    pub const BLOCK_VOLUME: LayoutType = LayoutType(3);
+    pub const FLEX_FILES: LayoutType = LayoutType(4);
+    pub const SCSI: LayoutType = LayoutType(5);
 }
 
-/// `layoutiomode4` (RFC 8881 §3.3.20).
-pub mod iomode {
-    pub const READ: u32 = 1;
-    pub const RW: u32 = 2;
-    pub const ANY: u32 = 3;
+/// `layoutiomode4` (RFC 8881 §3.3.20). A newtype, so that any value decodes (and is refused
+/// by `policy::check_get` / LAYOUTRETURN).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IoMode(pub u32);
+
+impl IoMode {
+    pub const READ: IoMode = IoMode(1);
+    pub const RW: IoMode = IoMode(2);
+    pub const ANY: IoMode = IoMode(3);
 }
 
 /// `pnfs_block_volume_type4` (RFC 5663 §2.2.1, RFC 8154 §2.3.1).

@@ -6,7 +6,7 @@
 
 use thiserror::Error;
 
-use crate::block::{iomode, BlockExtent, ExtentState};
+use crate::block::{BlockExtent, ExtentState, IoMode};
 use crate::extent_map::{ExtState, Segment};
 
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +33,13 @@ pub enum PolicyError {
 pub const MAX_SPAN_BYTES: u64 = 64 << 20;
 
 /// RFC 8881 §18.43.3 argument checks (knfsd `nfsd4_layoutget` makes the same ones).
-pub fn check_get(mode: u32, offset: u64, length: u64, minlength: u64) -> Result<(), PolicyError> {
-    if mode != iomode::READ && mode != iomode::RW {
+pub fn check_get(
+    mode: IoMode,
+    offset: u64,
+    length: u64,
+    minlength: u64,
+) -> Result<(), PolicyError> {
+    if mode != IoMode::READ && mode != IoMode::RW {
         return Err(PolicyError::BadIoMode);
     }
     // "length less than minlength", and both must fit below 2^64 from the offset (a length
@@ -71,7 +76,7 @@ pub fn get_range(offset: u64, length: u64, minlength: u64, block: u64) -> (u64, 
 /// NONE_DATA pieces merge. `None` if an RW range still has a hole.
 pub fn extents_for(
     segs: &[Segment],
-    mode: u32,
+    mode: IoMode,
     dev: [u8; 16],
     block: u64,
     file_size: u64,
@@ -102,7 +107,7 @@ pub fn extents_for(
     for s in segs {
         match *s {
             Segment::Hole { file_block, len } => {
-                if mode == iomode::RW {
+                if mode == IoMode::RW {
                     return None;
                 }
                 push(file_block, len, None, ExtentState::NONE_DATA);
@@ -112,7 +117,7 @@ pub fn extents_for(
                 phys_block,
                 len,
                 state,
-            } => match (mode == iomode::RW, state) {
+            } => match (mode == IoMode::RW, state) {
                 (true, ExtState::Written) => push(
                     file_block,
                     len,
@@ -162,21 +167,21 @@ pub fn fit(
 /// What one client holds of one file: byte ranges `[start, end)` with their iomode.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
-    ranges: Vec<(u64, u64, u32)>,
+    ranges: Vec<(u64, u64, IoMode)>,
 }
 
 impl Grants {
-    pub fn add(&mut self, start: u64, end: u64, mode: u32) {
+    pub fn add(&mut self, start: u64, end: u64, mode: IoMode) {
         if start < end {
             self.ranges.push((start, end, mode));
         }
     }
 
     /// LAYOUTRETURN of `[start, end)` in `mode` (ANY returns both modes).
-    pub fn remove(&mut self, start: u64, end: u64, mode: u32) {
+    pub fn remove(&mut self, start: u64, end: u64, mode: IoMode) {
         let mut keep = Vec::with_capacity(self.ranges.len());
         for &(s, e, m) in &self.ranges {
-            if (mode != iomode::ANY && m != mode) || e <= start || s >= end {
+            if (mode != IoMode::ANY && m != mode) || e <= start || s >= end {
                 keep.push((s, e, m));
                 continue;
             }
@@ -196,7 +201,7 @@ impl Grants {
 
     /// Whether any RW range is held.
     pub fn has_rw(&self) -> bool {
-        self.ranges.iter().any(|r| r.2 == iomode::RW)
+        self.ranges.iter().any(|r| r.2 == IoMode::RW)
     }
 
     /// Whether RW grants cover all of `[start, end)`.
@@ -204,7 +209,7 @@ impl Grants {
         let mut rw: Vec<(u64, u64)> = self
             .ranges
             .iter()
-            .filter(|r| r.2 == iomode::RW)
+            .filter(|r| r.2 == IoMode::RW)
             .map(|r| (r.0, r.1))
             .collect();
         rw.sort_unstable();
@@ -223,10 +228,10 @@ impl Grants {
 
     /// Whether any grant overlaps `[start, end)` in a mode that conflicts with `mode` (RW
     /// conflicts with everything; READ only with RW).
-    pub fn conflicts(&self, start: u64, end: u64, mode: u32) -> bool {
+    pub fn conflicts(&self, start: u64, end: u64, mode: IoMode) -> bool {
         self.ranges
             .iter()
-            .any(|&(s, e, m)| s < end && start < e && (m == iomode::RW || mode == iomode::RW))
+            .any(|&(s, e, m)| s < end && start < e && (m == IoMode::RW || mode == IoMode::RW))
     }
 }
 
@@ -299,17 +304,23 @@ mod tests {
 
     #[test]
     fn get_argument_checks() {
-        assert_eq!(check_get(3, 0, 10, 0), Err(PolicyError::BadIoMode));
-        assert_eq!(check_get(0, 0, 10, 0), Err(PolicyError::BadIoMode));
-        assert_eq!(check_get(1, 0, 10, 20), Err(PolicyError::Inval));
-        assert_eq!(check_get(1, 0, 0, 0), Err(PolicyError::Inval));
-        assert_eq!(check_get(2, u64::MAX - 5, 10, 0), Err(PolicyError::Inval));
         assert_eq!(
-            check_get(2, 10, u64::MAX, u64::MAX),
+            check_get(IoMode::ANY, 0, 10, 0),
+            Err(PolicyError::BadIoMode)
+        );
+        assert_eq!(check_get(IoMode(0), 0, 10, 0), Err(PolicyError::BadIoMode));
+        assert_eq!(check_get(IoMode::READ, 0, 10, 20), Err(PolicyError::Inval));
+        assert_eq!(check_get(IoMode::READ, 0, 0, 0), Err(PolicyError::Inval));
+        assert_eq!(
+            check_get(IoMode::RW, u64::MAX - 5, 10, 0),
             Err(PolicyError::Inval)
         );
-        assert_eq!(check_get(2, 10, u64::MAX, 4 * B), Ok(()));
-        assert_eq!(check_get(1, 8192, 8192, 8192), Ok(()));
+        assert_eq!(
+            check_get(IoMode::RW, 10, u64::MAX, u64::MAX),
+            Err(PolicyError::Inval)
+        );
+        assert_eq!(check_get(IoMode::RW, 10, u64::MAX, 4 * B), Ok(()));
+        assert_eq!(check_get(IoMode::READ, 8192, 8192, 8192), Ok(()));
     }
 
     #[test]
@@ -331,7 +342,7 @@ mod tests {
             mapped(0, 100, 2, ExtState::Written),
             mapped(2, 300, 3, ExtState::Unwritten),
         ];
-        let e = extents_for(&segs, iomode::RW, DEV, B, 0).unwrap();
+        let e = extents_for(&segs, IoMode::RW, DEV, B, 0).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].state, ExtentState::READ_WRITE_DATA);
         assert_eq!(
@@ -347,7 +358,7 @@ mod tests {
             file_block: 0,
             len: 1,
         }];
-        assert_eq!(extents_for(&hole, iomode::RW, DEV, B, 0), None);
+        assert_eq!(extents_for(&hole, IoMode::RW, DEV, B, 0), None);
     }
 
     #[test]
@@ -361,7 +372,7 @@ mod tests {
             },
         ];
         // Size 2.5 blocks: blocks 0..3 are inside, block 3 is past EOF.
-        let e = extents_for(&segs, iomode::READ, DEV, B, 2 * B + 100).unwrap();
+        let e = extents_for(&segs, IoMode::READ, DEV, B, 2 * B + 100).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(
             (e[0].state, e[0].file_offset, e[0].length),
@@ -399,26 +410,26 @@ mod tests {
     #[test]
     fn grants_cover_return_and_conflict() {
         let mut g = Grants::default();
-        g.add(0, 8192, iomode::RW);
-        g.add(8192, 16384, iomode::RW);
-        g.add(16384, 20480, iomode::READ);
+        g.add(0, 8192, IoMode::RW);
+        g.add(8192, 16384, IoMode::RW);
+        g.add(16384, 20480, IoMode::READ);
         assert!(g.covers_rw(0, 16384));
         assert!(!g.covers_rw(0, 16385));
-        assert!(g.conflicts(16384, 16385, iomode::RW));
-        assert!(!g.conflicts(16384, 16385, iomode::READ));
-        g.remove(4096, 12288, iomode::RW);
+        assert!(g.conflicts(16384, 16385, IoMode::RW));
+        assert!(!g.conflicts(16384, 16385, IoMode::READ));
+        g.remove(4096, 12288, IoMode::RW);
         assert!(!g.covers_rw(0, 8192));
         assert!(g.covers_rw(12288, 16384));
-        g.remove(0, u64::MAX, iomode::READ);
-        assert!(!g.conflicts(16384, 20480, iomode::RW));
-        g.remove(0, u64::MAX, iomode::ANY);
+        g.remove(0, u64::MAX, IoMode::READ);
+        assert!(!g.conflicts(16384, 20480, IoMode::RW));
+        g.remove(0, u64::MAX, IoMode::ANY);
         assert!(g.is_empty());
     }
 
     #[test]
     fn commit_checks() {
         let mut g = Grants::default();
-        g.add(0, 4 * B, iomode::RW);
+        g.add(0, 4 * B, IoMode::RW);
         let ok = BlockExtent {
             deviceid: DEV,
             file_offset: B,

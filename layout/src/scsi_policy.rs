@@ -43,7 +43,7 @@ pub fn check_commit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::block::iomode;
+    use crate::block::IoMode;
 
     const B: u64 = 4096;
 
@@ -54,8 +54,8 @@ mod tests {
     #[test]
     fn ranges_inside_rw_grants_pass_others_are_badlayout() {
         let mut g = Grants::default();
-        g.add(0, 16 * B, iomode::RW);
-        g.add(16 * B, 32 * B, iomode::READ);
+        g.add(0, 16 * B, IoMode::RW);
+        g.add(16 * B, 32 * B, IoMode::READ);
         let ok = check_commit(
             &[r(0, 2 * B), r(8 * B, B)],
             B,

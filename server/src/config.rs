@@ -61,11 +61,11 @@ pub enum LayoutTypeName {
 }
 
 impl LayoutTypeName {
-    /// `layouttype4`: LAYOUT4_BLOCK_VOLUME = 3, LAYOUT4_SCSI = 5.
-    pub fn number(self) -> u32 {
+    /// The `layouttype4` it names.
+    pub fn number(self) -> layout::block::LayoutType {
         match self {
-            LayoutTypeName::Block => 3,
-            LayoutTypeName::Scsi => 5,
+            LayoutTypeName::Block => layout::block::LayoutType::BLOCK_VOLUME,
+            LayoutTypeName::Scsi => layout::block::LayoutType::SCSI,
         }
     }
 }
@@ -463,7 +463,7 @@ impl Config {
     }
 
     pub fn nfs_options(&self) -> NfsOptions {
-        let mut types: Vec<u32> = self.layout_types.iter().map(|t| t.number()).collect();
+        let mut types: Vec<_> = self.layout_types.iter().map(|t| t.number()).collect();
         types.dedup();
         NfsOptions {
             lease_seconds: self.lease_seconds,
@@ -498,6 +498,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use layout::block::LayoutType;
 
     #[test]
     fn sizes() {
@@ -539,7 +540,10 @@ mod tests {
         assert_eq!(c.nvme_nqn, "nqn.test:vol");
         let n = c.nfs_options();
         assert_eq!((n.lease_seconds, n.grace_seconds, n.sync), (30, 45, false));
-        assert_eq!(n.layout_types, vec![3, 5]);
+        assert_eq!(
+            n.layout_types,
+            vec![LayoutType::BLOCK_VOLUME, LayoutType::SCSI]
+        );
         assert!(n.layoutcommit_sync);
         assert_eq!(n.fence_command.as_deref(), Some("/usr/local/bin/fence %c"));
         assert_eq!(c.store_options().log_force_interval, Duration::from_secs(5));
@@ -558,7 +562,7 @@ mod tests {
         let c = Config::parse("", Path::new("empty.toml")).unwrap();
         assert_eq!(c, Config::default());
         assert_eq!(c.volume_path(), PathBuf::from("./pnfsd-data/volume.img"));
-        assert_eq!(c.nfs_options().layout_types, vec![3]);
+        assert_eq!(c.nfs_options().layout_types, vec![LayoutType::BLOCK_VOLUME]);
         assert!(c.nfs_options().sync && !c.nfs_options().layoutcommit_sync);
         for bad in [
             "lisen = \"1.2.3.4:5\"",

@@ -4,13 +4,15 @@
 
 use bytes::BytesMut;
 
-use crate::nfs4::compound::{run_compound, OpEnv, OpMeta, RpcSizes};
-use crate::nfs4::ops;
+use crate::nfs4::compound::{run_compound, OpEnv};
+use crate::nfs4::opcode::NfsOp;
+use crate::nfs4::ops::{self, OpFlags};
 use crate::nfs4::state::SessionSlotRef;
 use crate::nfs4::status::NfsStat;
 use crate::rpc::auth::AuthPolicy;
 use crate::rpc::program::{classify, Action};
 use crate::rpc::record::RecordReader;
+use crate::rpc::RpcSizes;
 use crate::xdr::{XdrReader, XdrWriter};
 
 /// A byte stream as a connection reads it: record marking, then each record through the RPC
@@ -30,20 +32,20 @@ pub fn rpc_stream(data: &[u8]) {
 pub fn compound_args(data: &[u8]) {
     struct Env(Option<SessionSlotRef>, bool);
     impl OpEnv for Env {
-        fn meta(&self, op: u32) -> Option<OpMeta> {
-            ops::lookup(op).map(|d| OpMeta {
-                name: d.name,
-                min_minor: d.min_minor,
-                needs_fh: d.needs_fh,
-            })
+        fn meta(&self, op: NfsOp) -> Option<OpFlags> {
+            ops::lookup(op).map(|d| d.flags)
         }
         fn begin(&mut self, _: u32, _: usize) {}
-        fn run(&mut self, op: u32, _: usize, r: &mut XdrReader<'_>, _: &mut XdrWriter) -> NfsStat {
-            let Ok(v) = r.u32() else {
-                return NfsStat::BADXDR;
-            };
+        fn run(
+            &mut self,
+            op: NfsOp,
+            _: usize,
+            r: &mut XdrReader<'_>,
+            _: &mut XdrWriter,
+        ) -> Result<(), NfsStat> {
+            let v = r.u32()?;
             match op {
-                ops::opnum::SEQUENCE => {
+                NfsOp::SEQUENCE => {
                     self.0 = Some(SessionSlotRef {
                         sessionid: [0; 16],
                         clientid: 0,
@@ -56,10 +58,13 @@ pub fn compound_args(data: &[u8]) {
                         max_response_size_cached: v & 0xff,
                     })
                 }
-                ops::opnum::PUTROOTFH => self.1 = true,
+                NfsOp::PUTROOTFH => self.1 = true,
                 _ => {}
             }
-            NfsStat(v % 3)
+            match v % 3 {
+                0 => Ok(()),
+                st => Err(NfsStat(st)),
+            }
         }
         fn has_current_fh(&self) -> bool {
             self.1

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::nfs4::state::StateManager;
+use layout::block::LayoutType;
+
+use crate::nfs4::state::{StateConfig, StateManager};
 use crate::store::Store;
 
 /// The part of the configuration the NFS layer uses (the rest is in `config.rs`).
@@ -11,8 +13,8 @@ use crate::store::Store;
 pub struct NfsOptions {
     pub lease_seconds: u32,
     pub grace_seconds: u32,
-    /// pNFS layout types offered in `fs_layout_types` (BLOCK_VOLUME = 3, SCSI = 5).
-    pub layout_types: Vec<u32>,
+    /// pNFS layout types offered in `fs_layout_types` (BLOCK_VOLUME, SCSI).
+    pub layout_types: Vec<LayoutType>,
     /// `sync` export (design.md §4).
     pub sync: bool,
     /// `layoutcommit = "sync"`: every LAYOUTCOMMIT forces the log, as XFS does (design.md §4).
@@ -24,12 +26,23 @@ pub struct NfsOptions {
     pub layout_prealloc_max: u64,
 }
 
+impl NfsOptions {
+    /// What the state layer needs of the options (it knows nothing of the rest).
+    pub fn state_config(&self, boot_verifier: u64) -> StateConfig {
+        StateConfig {
+            lease_seconds: self.lease_seconds,
+            grace_seconds: self.grace_seconds,
+            boot_verifier,
+        }
+    }
+}
+
 impl Default for NfsOptions {
     fn default() -> Self {
         NfsOptions {
             lease_seconds: 90,
             grace_seconds: 90,
-            layout_types: vec![3],
+            layout_types: vec![LayoutType::BLOCK_VOLUME],
             sync: true,
             layoutcommit_sync: false,
             fence_command: None,
@@ -53,7 +66,7 @@ impl Server {
     /// state whether a file is open before it frees an unlinked file (RFC 8881 §9.1.4.3 … the
     /// file lives on until its last CLOSE).
     pub fn new(store: Arc<Store>, opts: NfsOptions) -> Server {
-        let state = StateManager::new(&opts, store.clone());
+        let state = StateManager::new(opts.state_config(store.boot_verifier()), store.clone());
         store.set_open_probe(Box::new(state.open_probe()));
         Server {
             boot_verifier: store.boot_verifier(),

@@ -24,7 +24,7 @@
 
 use std::time::{Duration, Instant};
 
-use layout::block::{iomode, layout_type};
+use layout::block::{IoMode, LayoutType};
 
 use crate::nfs4::pnfs::add;
 use crate::nfs4::state::CbSlot;
@@ -95,11 +95,16 @@ pub fn recall_delegs(srv: &Server, fh: Fh, recalls: &[crate::nfs4::state::Recall
 }
 
 /// Encodes CB_COMPOUND { CB_SEQUENCE, CB_LAYOUTRECALL(FILE, whole file) }.
-pub fn encode_layoutrecall(slot: &CbSlot, fh: &Fh, stateid: &Stateid, ltype: u32) -> XdrWriter {
+pub fn encode_layoutrecall(
+    slot: &CbSlot,
+    fh: &Fh,
+    stateid: &Stateid,
+    ltype: LayoutType,
+) -> XdrWriter {
     let mut w = cb_sequence(slot);
     w.u32(OP_CB_LAYOUTRECALL);
-    w.u32(ltype);
-    w.u32(iomode::ANY);
+    w.u32(ltype.0);
+    w.u32(IoMode::ANY.0);
     w.bool(true);
     w.u32(LAYOUTRECALL4_FILE);
     w.opaque(&fh.to_bytes());
@@ -150,7 +155,7 @@ fn send_recall(srv: &Server, c: u64, fh: Fh) {
             return;
         }
     };
-    let args = encode_layoutrecall(&slot, &fh, &sid, layout_type::BLOCK_VOLUME);
+    let args = encode_layoutrecall(&slot, &fh, &sid, LayoutType::BLOCK_VOLUME);
     let res = slot.channel.call(slot.program, CB_COMPOUND, args);
     srv.state.cb_done(&slot, res.is_ok());
     add(&srv.pnfs.metrics.recalls_sent, 1);
@@ -272,7 +277,7 @@ fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {
         .pnfs
         .peer_of(client)
         .ok_or_else(|| FenceError::Command("the client's address is unknown".into()))?;
-    let dev: String = crate::nfs4::ops::pnfs_util::device_id_of(srv)
+    let dev: String = crate::nfs4::pnfs::device_id(&srv.store)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
@@ -339,11 +344,11 @@ mod tests {
             seqid: 2,
             other: [1; 12],
         };
-        let b = encode_layoutrecall(&slot, &fh, &sid, 3).into_inner();
+        let b = encode_layoutrecall(&slot, &fh, &sid, LayoutType::BLOCK_VOLUME).into_inner();
         let mut r = XdrReader::new(&b);
         expect_cb_sequence(&mut r, [3; 16], 7);
         assert_eq!(r.u32().unwrap(), OP_CB_LAYOUTRECALL);
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (3, iomode::ANY));
+        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (3, IoMode::ANY.0));
         assert!(r.bool().unwrap());
         assert_eq!(r.u32().unwrap(), LAYOUTRECALL4_FILE);
         assert_eq!(r.opaque(128).unwrap(), &fh.to_bytes());

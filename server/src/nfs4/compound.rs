@@ -7,40 +7,16 @@
 //! is generic over [`OpEnv`] so those rules are tested with fake operations; [`process`]
 //! runs it over the real table and hands SEQUENCE'd replies to the reply cache.
 
-use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
 
-use crate::nfs4::ops::{self, opnum};
+use crate::nfs4::opcode::NfsOp;
+use crate::nfs4::ops::{self, OpFlags};
 use crate::nfs4::state::SessionSlotRef;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
+use crate::rpc::{ConnInfo, Cred, RpcSizes};
 use crate::server::Server;
 use crate::xdr::{XdrError, XdrReader, XdrWriter};
-
-/// AUTH_SYS credentials of the request (AUTH_NONE maps to nobody).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cred {
-    pub flavor: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub gids: Vec<u32>,
-    pub machine: Vec<u8>,
-}
-
-impl Cred {
-    pub const NOBODY: u32 = 65534;
-}
-
-/// The connection a request came on: its peer and its id, so that CREATE_SESSION and
-/// BIND_CONN_TO_SESSION can bind it (and use it for the backchannel).
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    pub id: u64,
-    pub peer: SocketAddr,
-    /// Sends a CB_COMPOUND on this connection's backchannel (set by the transport).
-    pub backchannel: Option<Arc<dyn crate::rpc::Backchannel>>,
-}
 
 /// State that lives for one COMPOUND (RFC 8881 §16.2.3).
 pub struct Ctx<'a> {
@@ -82,14 +58,19 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// Sizes the transport knows: session limits count the RPC headers (RFC 8881 §18.36.3,
-/// `ca_maxrequestsize` / `ca_maxresponsesize` "including the RPC headers").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RpcSizes {
-    /// The whole RPC call (the record without its marks).
-    pub request_len: usize,
-    /// What the RPC reply header adds in front of the COMPOUND4res.
-    pub reply_header_len: usize,
+/// Room the rest of a COMPOUND reply takes besides one large result (RPC and COMPOUND
+/// headers, SEQUENCE, PUTFH): READ and READDIR fit their result in the session's
+/// `ca_maxresponsesize` less this.
+pub const REPLY_HEADROOM: usize = 512;
+
+impl Ctx<'_> {
+    /// The most bytes one result may take in this COMPOUND's reply (no bound outside a
+    /// session).
+    pub fn result_room(&self) -> usize {
+        self.session.as_ref().map_or(usize::MAX, |s| {
+            (s.max_response_size as usize).saturating_sub(REPLY_HEADROOM)
+        })
+    }
 }
 
 /// Minor versions served (RFC 8881 §16.2.3: others → NFS4ERR_MINOR_VERS_MISMATCH).
@@ -97,47 +78,20 @@ pub const MINOR_VERSIONS: std::ops::RangeInclusive<u32> = 1..=2;
 /// Bound on the COMPOUND tag (knfsd takes 128; a longer one is GARBAGE_ARGS).
 pub const MAX_TAG: usize = 1024;
 
-/// NFSv4.0 operations that 4.1 made obsolete: NFS4ERR_NOTSUPP (RFC 8881 §18 table 12).
-const MINOR0_ONLY: [u32; 5] = [
-    opnum::OPEN_CONFIRM,
-    opnum::RENEW,
-    opnum::SETCLIENTID,
-    opnum::SETCLIENTID_CONFIRM,
-    opnum::RELEASE_LOCKOWNER,
-];
-
-/// Operations that may start a COMPOUND without SEQUENCE (RFC 8881 §18.46.3); outside a
-/// session each must be the only operation (§18.34.3, §18.35.3, §18.36.3, §18.37.3,
-/// §18.50.3).
-const SESSIONLESS: [u32; 5] = [
-    opnum::EXCHANGE_ID,
-    opnum::CREATE_SESSION,
-    opnum::DESTROY_SESSION,
-    opnum::BIND_CONN_TO_SESSION,
-    opnum::DESTROY_CLIENTID,
-];
-
-/// What the dispatcher reads from the table about an operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OpMeta {
-    pub name: &'static str,
-    pub min_minor: u32,
-    pub needs_fh: bool,
-}
-
 /// The operations and per-COMPOUND state the dispatcher drives.
 pub trait OpEnv {
-    fn meta(&self, opnum: u32) -> Option<OpMeta>;
+    /// What the table says of `op`; `None` if it is no operation.
+    fn meta(&self, op: NfsOp) -> Option<OpFlags>;
     /// Called once the header is decoded, before any operation runs.
     fn begin(&mut self, minor: u32, op_count: usize);
     /// Runs operation `index`: decodes its arguments from `r`, writes its result body.
     fn run(
         &mut self,
-        opnum: u32,
+        op: NfsOp,
         index: usize,
         r: &mut XdrReader<'_>,
         w: &mut XdrWriter,
-    ) -> NfsStat;
+    ) -> Result<(), NfsStat>;
     fn has_current_fh(&self) -> bool;
     fn session(&self) -> Option<&SessionSlotRef>;
     fn take_cached_reply(&mut self) -> Option<Vec<u8>>;
@@ -155,10 +109,19 @@ pub struct Outcome {
 }
 
 /// Writes one result without a body in place of whatever op `at` wrote.
-fn put_result(w: &mut XdrWriter, at: usize, op: u32, st: NfsStat) {
+fn put_result(w: &mut XdrWriter, at: usize, op: NfsOp, st: NfsStat) {
     w.buf.truncate(at);
-    w.u32(op);
+    w.u32(op.0);
     w.u32(st.0);
+    always_body(w, op);
+}
+
+/// SETATTR4res carries `attrsset` whatever the status (RFC 8881 §18.30.2): a SETATTR the
+/// dispatcher refuses, or whose body was dropped, answers the empty bitmap.
+fn always_body(w: &mut XdrWriter, op: NfsOp) {
+    if op == NfsOp::SETATTR {
+        w.u32(0);
+    }
 }
 
 /// Decodes COMPOUND4args from `args` and runs the operations. `Err` when the header itself
@@ -205,20 +168,20 @@ pub fn run_compound<E: OpEnv>(
     for i in 0..count {
         let at = w.len();
         done = i + 1;
-        let Ok(op) = r.u32() else {
-            put_result(&mut w, at, opnum::ILLEGAL, NfsStat::BADXDR);
+        let Ok(op) = r.u32().map(NfsOp) else {
+            put_result(&mut w, at, NfsOp::ILLEGAL, NfsStat::BADXDR);
             status = NfsStat::BADXDR;
             break;
         };
         if let Some(st) = precheck(env, minor, count, i, op, &sizes) {
             tracing::debug!(
                 index = i,
-                op,
+                op = op.0,
                 status = st.name(),
                 "op refused by the dispatcher"
             );
             let shown = if st == NfsStat::OP_ILLEGAL {
-                opnum::ILLEGAL
+                NfsOp::ILLEGAL
             } else {
                 op
             };
@@ -226,35 +189,37 @@ pub fn run_compound<E: OpEnv>(
             status = st;
             break;
         }
-        w.u32(op);
+        w.u32(op.0);
         let st_at = w.reserve_u32();
         let body_at = w.len();
         let run = catch_unwind(AssertUnwindSafe(|| env.run(op, i, &mut r, &mut w)));
+        // The one place where a handler's result becomes the op's status.
         let st = match run {
+            Ok(Ok(())) => NfsStat::OK,
             // An operation whose arguments do not decode has no result body.
-            Ok(NfsStat::BADXDR) => {
+            Ok(Err(NfsStat::BADXDR)) => {
                 w.buf.truncate(body_at);
                 NfsStat::BADXDR
             }
-            Ok(st) => st,
+            Ok(Err(st)) => st,
             Err(_) => {
-                tracing::error!(op, "operation panicked; answering NFS4ERR_SERVERFAULT");
+                tracing::error!(
+                    op = op.name(),
+                    "operation panicked; answering NFS4ERR_SERVERFAULT"
+                );
                 w.buf.truncate(body_at);
                 NfsStat::SERVERFAULT
             }
         };
-        // SETATTR4res carries `attrsset` whatever the status (RFC 8881 §18.30.2): after a
-        // truncated body it is the empty bitmap.
-        if op == opnum::SETATTR && w.len() == body_at {
-            w.u32(0);
+        if w.len() == body_at {
+            always_body(&mut w, op);
         }
         w.patch_u32(st_at, st.0);
         if tracing::enabled!(tracing::Level::DEBUG) {
-            let name = env.meta(op).map_or("?", |m| m.name);
-            tracing::debug!(index = i, op = name, status = st.name(), "op done");
+            tracing::debug!(index = i, op = op.name(), status = st.name(), "op done");
         }
         status = st;
-        if i == 0 && op == opnum::SEQUENCE && st == NfsStat::OK {
+        if i == 0 && op == NfsOp::SEQUENCE && st == NfsStat::OK {
             if let Some(cached) = env.take_cached_reply() {
                 return Ok(Outcome {
                     reply: cached,
@@ -276,15 +241,22 @@ pub fn run_compound<E: OpEnv>(
     finish(w, status, done, slot)
 }
 
-/// The checks made before operation `i` runs; `Some(status)` stops the COMPOUND there.
+/// The checks made before operation `i` runs, in this order; `Some(status)` stops the
+/// COMPOUND there.
 fn precheck<E: OpEnv>(
     env: &E,
     minor: u32,
     count: usize,
     i: usize,
-    op: u32,
+    op: NfsOp,
     sizes: &RpcSizes,
 ) -> Option<NfsStat> {
+    // An opcode that is no operation of this minor version is OP_ILLEGAL before anything
+    // else is checked about it (RFC 8881 §15.1.3.4, §16.2.3), the session's limits included.
+    let legal = NfsOp::last_of_minor(minor).is_some_and(|last| op <= last);
+    let Some(f) = env.meta(op).filter(|f| legal && f.min_minor <= minor) else {
+        return Some(NfsStat::OP_ILLEGAL);
+    };
     // Session limits, enforced on the operation after SEQUENCE so that SEQUENCE's own result
     // (and the slot it took) stand and the retry of this request gets the same answer.
     if i == 1 {
@@ -297,32 +269,24 @@ fn precheck<E: OpEnv>(
             }
         }
     }
-    let last = opnum::LAST_OF_MINOR
-        .get(minor as usize)
-        .copied()
-        .unwrap_or(0);
-    let meta = match env.meta(op) {
-        Some(m) if op <= last && m.min_minor <= minor => m,
-        _ => return Some(NfsStat::OP_ILLEGAL),
-    };
     if i == 0 {
-        if op != opnum::SEQUENCE {
-            if !SESSIONLESS.contains(&op) {
+        if op != NfsOp::SEQUENCE {
+            if !f.sessionless {
                 return Some(NfsStat::OP_NOT_IN_SESSION);
             }
             if count != 1 {
                 return Some(NfsStat::NOT_ONLY_OP);
             }
         }
-    } else if op == opnum::SEQUENCE {
+    } else if op == NfsOp::SEQUENCE {
         return Some(NfsStat::SEQUENCE_POS);
-    } else if op == opnum::BIND_CONN_TO_SESSION {
+    } else if f.solo {
         return Some(NfsStat::NOT_ONLY_OP);
     }
-    if MINOR0_ONLY.contains(&op) {
+    if f.v40_only {
         return Some(NfsStat::NOTSUPP);
     }
-    if meta.needs_fh && !env.has_current_fh() {
+    if f.needs_fh && !env.has_current_fh() {
         return Some(NfsStat::NOFILEHANDLE);
     }
     None
@@ -341,12 +305,8 @@ fn reply_over_limit(s: Option<&SessionSlotRef>, len: usize) -> Option<NfsStat> {
 }
 
 impl OpEnv for Ctx<'_> {
-    fn meta(&self, op: u32) -> Option<OpMeta> {
-        ops::lookup(op).map(|d| OpMeta {
-            name: d.name,
-            min_minor: d.min_minor,
-            needs_fh: d.needs_fh,
-        })
+    fn meta(&self, op: NfsOp) -> Option<OpFlags> {
+        ops::lookup(op).map(|d| d.flags)
     }
 
     fn begin(&mut self, minor: u32, op_count: usize) {
@@ -354,11 +314,17 @@ impl OpEnv for Ctx<'_> {
         self.op_count = op_count;
     }
 
-    fn run(&mut self, op: u32, index: usize, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    fn run(
+        &mut self,
+        op: NfsOp,
+        index: usize,
+        r: &mut XdrReader<'_>,
+        w: &mut XdrWriter,
+    ) -> Result<(), NfsStat> {
         self.op_index = index;
         match ops::lookup(op) {
             Some(d) => (d.handler)(self, r, w),
-            None => NfsStat::OP_ILLEGAL,
+            None => Err(NfsStat::OP_ILLEGAL),
         }
     }
 

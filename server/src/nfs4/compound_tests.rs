@@ -1,7 +1,6 @@
 //! Dispatcher rules, driven through fake operations (the real table gives the metadata).
 
 use super::*;
-use crate::nfs4::ops::opnum::*;
 
 /// Fake operations. SEQUENCE's arguments are the session limits it sets:
 /// `max_ops, max_request, max_response, max_response_cached, cachethis, replay`.
@@ -13,29 +12,31 @@ struct Fake {
     fh: bool,
     session: Option<SessionSlotRef>,
     cached: Option<Vec<u8>>,
-    ran: Vec<u32>,
+    ran: Vec<NfsOp>,
 }
 
 impl OpEnv for Fake {
-    fn meta(&self, op: u32) -> Option<OpMeta> {
-        ops::lookup(op).map(|d| OpMeta {
-            name: d.name,
-            min_minor: d.min_minor,
-            needs_fh: d.needs_fh,
-        })
+    fn meta(&self, op: NfsOp) -> Option<OpFlags> {
+        ops::lookup(op).map(|d| d.flags)
     }
     fn begin(&mut self, minor: u32, _: usize) {
         self.minor = minor;
     }
-    fn run(&mut self, op: u32, _: usize, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+    fn run(
+        &mut self,
+        op: NfsOp,
+        _: usize,
+        r: &mut XdrReader<'_>,
+        w: &mut XdrWriter,
+    ) -> Result<(), NfsStat> {
         self.ran.push(op);
         match op {
-            SEQUENCE => {
+            NfsOp::SEQUENCE => {
                 let mut v = [0u32; 6];
                 for x in &mut v {
                     match r.u32() {
                         Ok(n) => *x = n,
-                        Err(_) => return NfsStat::BADXDR,
+                        Err(_) => return Err(NfsStat::BADXDR),
                     }
                 }
                 self.session = Some(SessionSlotRef {
@@ -53,25 +54,25 @@ impl OpEnv for Fake {
                     self.cached = Some(b"CACHED".to_vec());
                 }
                 w.u32(0x5e9);
-                NfsStat::OK
+                Ok(())
             }
-            PUTROOTFH => {
+            NfsOp::PUTROOTFH => {
                 self.fh = true;
-                NfsStat::OK
+                Ok(())
             }
-            GETATTR => match r.u32() {
+            NfsOp::GETATTR => match r.u32() {
                 Ok(n) => {
                     w.buf.resize(w.buf.len() + n as usize, 0xaa);
-                    NfsStat::OK
+                    Ok(())
                 }
-                Err(_) => NfsStat::BADXDR,
+                Err(_) => Err(NfsStat::BADXDR),
             },
-            LINK => panic!("fake operation panics"),
-            READLINK => {
+            NfsOp::LINK => panic!("fake operation panics"),
+            NfsOp::READLINK => {
                 w.u32(1);
-                NfsStat::BADXDR
+                Err(NfsStat::BADXDR)
             }
-            _ => NfsStat::OK,
+            _ => Ok(()),
         }
     }
     fn has_current_fh(&self) -> bool {
@@ -90,13 +91,13 @@ const SIZES: RpcSizes = RpcSizes {
     reply_header_len: 24,
 };
 
-fn args(tag: &[u8], minor: u32, ops: &[(u32, &[u32])]) -> Vec<u8> {
+fn args(tag: &[u8], minor: u32, ops: &[(NfsOp, &[u32])]) -> Vec<u8> {
     let mut w = XdrWriter::new();
     w.opaque(tag);
     w.u32(minor);
     w.u32(ops.len() as u32);
     for (op, a) in ops {
-        w.u32(*op);
+        w.u32(op.0);
         for x in *a {
             w.u32(*x);
         }
@@ -108,9 +109,10 @@ fn args(tag: &[u8], minor: u32, ops: &[(u32, &[u32])]) -> Vec<u8> {
 const SEQ: &[u32] = &[16, 1 << 20, 1 << 20, 1 << 20, 0, 0];
 
 /// Decoded COMPOUND4res: (status, tag, [(op, status, body)]).
-type Res = (NfsStat, Vec<u8>, Vec<(u32, NfsStat, Vec<u8>)>);
+type Res = (NfsStat, Vec<u8>, Vec<(NfsOp, NfsStat, Vec<u8>)>);
 
-/// Parses a reply whose bodies are known: SEQUENCE 4 bytes, GETATTR `getattr_len`, else 0.
+/// Parses a reply whose bodies are known: SEQUENCE 4 bytes, GETATTR `getattr_len`, SETATTR
+/// 4 (its `attrsset`, whatever the status), else 0.
 fn parse(reply: &[u8], getattr_len: usize) -> Res {
     let mut r = XdrReader::new(reply);
     let st = NfsStat(r.u32().unwrap());
@@ -118,11 +120,12 @@ fn parse(reply: &[u8], getattr_len: usize) -> Res {
     let n = r.u32().unwrap();
     let mut res = Vec::new();
     for _ in 0..n {
-        let op = r.u32().unwrap();
+        let op = NfsOp(r.u32().unwrap());
         let s = NfsStat(r.u32().unwrap());
         let blen = match (op, s) {
-            (SEQUENCE, NfsStat::OK) => 4,
-            (GETATTR, NfsStat::OK) => getattr_len,
+            (NfsOp::SEQUENCE, NfsStat::OK) => 4,
+            (NfsOp::GETATTR, NfsStat::OK) => getattr_len,
+            (NfsOp::SETATTR, _) => 4,
             _ => 0,
         };
         res.push((op, s, r.opaque_fixed(blen).unwrap().to_vec()));
@@ -142,7 +145,7 @@ fn run_sized(a: &[u8], sizes: RpcSizes) -> (Fake, Outcome) {
 }
 
 /// The (op, status) pairs of a reply.
-fn results(out: &Outcome, getattr_len: usize) -> (NfsStat, Vec<(u32, NfsStat)>) {
+fn results(out: &Outcome, getattr_len: usize) -> (NfsStat, Vec<(NfsOp, NfsStat)>) {
     let (st, _, res) = parse(&out.reply, getattr_len);
     (st, res.into_iter().map(|(o, s, _)| (o, s)).collect())
 }
@@ -150,7 +153,11 @@ fn results(out: &Outcome, getattr_len: usize) -> (NfsStat, Vec<(u32, NfsStat)>) 
 #[test]
 fn minor_versions_other_than_1_and_2_mismatch_with_no_results() {
     for minor in [0, 3, 50] {
-        let (f, out) = run(&args(b"t", minor, &[(ILLEGAL, &[]), (PUTROOTFH, &[])]));
+        let (f, out) = run(&args(
+            b"t",
+            minor,
+            &[(NfsOp::ILLEGAL, &[]), (NfsOp::PUTROOTFH, &[])],
+        ));
         let (st, tag, res) = parse(&out.reply, 0);
         assert_eq!(
             (st, tag, res.len()),
@@ -166,9 +173,9 @@ fn minor_versions_other_than_1_and_2_mismatch_with_no_results() {
 
 #[test]
 fn tag_is_echoed_and_must_be_utf8() {
-    let (_, out) = run(&args(b"tag test", 1, &[(SEQUENCE, SEQ)]));
+    let (_, out) = run(&args(b"tag test", 1, &[(NfsOp::SEQUENCE, SEQ)]));
     assert_eq!(parse(&out.reply, 0).1, b"tag test");
-    let (_, out) = run(&args(&[0xff, 0xfe], 1, &[(SEQUENCE, SEQ)]));
+    let (_, out) = run(&args(&[0xff, 0xfe], 1, &[(NfsOp::SEQUENCE, SEQ)]));
     assert_eq!(results(&out, 0), (NfsStat::INVAL, vec![]));
 }
 
@@ -176,55 +183,62 @@ fn tag_is_echoed_and_must_be_utf8() {
 fn illegal_opcodes_answer_op_illegal_and_stop() {
     // Unknown numbers, ILLEGAL itself, ops of a later minor version.
     for (minor, op) in [
-        (1, 0),
-        (1, 1),
-        (1, 2),
-        (1, ILLEGAL),
-        (1, 76),
-        (1, GETXATTR),
-        (1, ALLOCATE),
-        (2, 76),
+        (1, NfsOp(0)),
+        (1, NfsOp(1)),
+        (1, NfsOp(2)),
+        (1, NfsOp::ILLEGAL),
+        (1, NfsOp(76)),
+        (1, NfsOp::GETXATTR),
+        (1, NfsOp::ALLOCATE),
+        (2, NfsOp(76)),
     ] {
-        let (f, out) = run(&args(b"", minor, &[(op, &[]), (PUTROOTFH, &[])]));
+        let (f, out) = run(&args(b"", minor, &[(op, &[]), (NfsOp::PUTROOTFH, &[])]));
         assert_eq!(
             results(&out, 0),
-            (NfsStat::OP_ILLEGAL, vec![(ILLEGAL, NfsStat::OP_ILLEGAL)]),
-            "{minor} {op}"
+            (
+                NfsStat::OP_ILLEGAL,
+                vec![(NfsOp::ILLEGAL, NfsStat::OP_ILLEGAL)]
+            ),
+            "{minor} {op:?}"
         );
         assert!(f.ran.is_empty());
         // Also after SEQUENCE.
-        let (f, out) = run(&args(b"", minor, &[(SEQUENCE, SEQ), (op, &[])]));
-        assert_eq!(results(&out, 0).1[1], (ILLEGAL, NfsStat::OP_ILLEGAL));
-        assert_eq!(f.ran, vec![SEQUENCE]);
+        let (f, out) = run(&args(b"", minor, &[(NfsOp::SEQUENCE, SEQ), (op, &[])]));
+        assert_eq!(results(&out, 0).1[1], (NfsOp::ILLEGAL, NfsStat::OP_ILLEGAL));
+        assert_eq!(f.ran, vec![NfsOp::SEQUENCE]);
     }
     // ALLOCATE is legal in 4.2.
     let (_, out) = run(&args(
         b"",
         2,
-        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (ALLOCATE, &[])],
+        &[
+            (NfsOp::SEQUENCE, SEQ),
+            (NfsOp::PUTROOTFH, &[]),
+            (NfsOp::ALLOCATE, &[]),
+        ],
     ));
     assert_eq!(results(&out, 0).0, NfsStat::OK);
 }
 
 #[test]
 fn first_op_must_be_sequence_or_a_sessionless_op_alone() {
-    let (f, out) = run(&args(b"", 1, &[(PUTROOTFH, &[])]));
+    let (f, out) = run(&args(b"", 1, &[(NfsOp::PUTROOTFH, &[])]));
     assert_eq!(
         results(&out, 0).1,
-        vec![(PUTROOTFH, NfsStat::OP_NOT_IN_SESSION)]
+        vec![(NfsOp::PUTROOTFH, NfsStat::OP_NOT_IN_SESSION)]
     );
     assert!(f.ran.is_empty());
     for op in [
-        EXCHANGE_ID,
-        CREATE_SESSION,
-        DESTROY_SESSION,
-        BIND_CONN_TO_SESSION,
-        DESTROY_CLIENTID,
+        NfsOp::EXCHANGE_ID,
+        NfsOp::CREATE_SESSION,
+        NfsOp::DESTROY_SESSION,
+        NfsOp::BIND_CONN_TO_SESSION,
+        NfsOp::DESTROY_CLIENTID,
     ] {
         let (f, out) = run(&args(b"", 1, &[(op, &[])]));
         assert_eq!(results(&out, 0), (NfsStat::OK, vec![(op, NfsStat::OK)]));
         assert_eq!(f.ran, vec![op]);
-        let (f, out) = run(&args(b"", 1, &[(op, &[]), (PUTROOTFH, &[])]));
+        let (f, out) = run(&args(b"", 1, &[(op, &[]), (NfsOp::PUTROOTFH, &[])]));
         assert_eq!(
             results(&out, 0),
             (NfsStat::NOT_ONLY_OP, vec![(op, NfsStat::NOT_ONLY_OP)])
@@ -232,10 +246,10 @@ fn first_op_must_be_sequence_or_a_sessionless_op_alone() {
         assert!(f.ran.is_empty());
     }
     // Obsolete 4.0 operations first: not in a session either.
-    let (_, out) = run(&args(b"", 1, &[(SETCLIENTID, &[])]));
+    let (_, out) = run(&args(b"", 1, &[(NfsOp::SETCLIENTID, &[])]));
     assert_eq!(
         results(&out, 0).1,
-        vec![(SETCLIENTID, NfsStat::OP_NOT_IN_SESSION)]
+        vec![(NfsOp::SETCLIENTID, NfsStat::OP_NOT_IN_SESSION)]
     );
 }
 
@@ -244,21 +258,25 @@ fn sequence_elsewhere_than_first_is_sequence_pos() {
     let (f, out) = run(&args(
         b"",
         1,
-        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (SEQUENCE, SEQ)],
+        &[
+            (NfsOp::SEQUENCE, SEQ),
+            (NfsOp::PUTROOTFH, &[]),
+            (NfsOp::SEQUENCE, SEQ),
+        ],
     ));
     assert_eq!(
         results(&out, 0).1,
         vec![
-            (SEQUENCE, NfsStat::OK),
-            (PUTROOTFH, NfsStat::OK),
-            (SEQUENCE, NfsStat::SEQUENCE_POS)
+            (NfsOp::SEQUENCE, NfsStat::OK),
+            (NfsOp::PUTROOTFH, NfsStat::OK),
+            (NfsOp::SEQUENCE, NfsStat::SEQUENCE_POS)
         ]
     );
-    assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH]);
+    assert_eq!(f.ran, vec![NfsOp::SEQUENCE, NfsOp::PUTROOTFH]);
     let (_, out) = run(&args(
         b"",
         1,
-        &[(SEQUENCE, SEQ), (BIND_CONN_TO_SESSION, &[])],
+        &[(NfsOp::SEQUENCE, SEQ), (NfsOp::BIND_CONN_TO_SESSION, &[])],
     ));
     assert_eq!(results(&out, 0).0, NfsStat::NOT_ONLY_OP);
 }
@@ -266,19 +284,19 @@ fn sequence_elsewhere_than_first_is_sequence_pos() {
 #[test]
 fn minor0_only_ops_are_notsupp() {
     for op in [
-        OPEN_CONFIRM,
-        RENEW,
-        SETCLIENTID,
-        SETCLIENTID_CONFIRM,
-        RELEASE_LOCKOWNER,
+        NfsOp::OPEN_CONFIRM,
+        NfsOp::RENEW,
+        NfsOp::SETCLIENTID,
+        NfsOp::SETCLIENTID_CONFIRM,
+        NfsOp::RELEASE_LOCKOWNER,
     ] {
         let (f, out) = run(&args(
             b"",
             1,
-            &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (op, &[])],
+            &[(NfsOp::SEQUENCE, SEQ), (NfsOp::PUTROOTFH, &[]), (op, &[])],
         ));
         assert_eq!(results(&out, 0).1[2], (op, NfsStat::NOTSUPP));
-        assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH]);
+        assert_eq!(f.ran, vec![NfsOp::SEQUENCE, NfsOp::PUTROOTFH]);
     }
 }
 
@@ -289,10 +307,10 @@ fn session_limits_on_ops_and_request_size() {
         b"",
         1,
         &[
-            (SEQUENCE, seq4),
-            (PUTROOTFH, &[]),
-            (GETFH, &[]),
-            (GETATTR, &[0]),
+            (NfsOp::SEQUENCE, seq4),
+            (NfsOp::PUTROOTFH, &[]),
+            (NfsOp::GETFH, &[]),
+            (NfsOp::GETATTR, &[0]),
         ],
     );
     assert_eq!(results(&run(&four).1, 0).0, NfsStat::OK);
@@ -300,11 +318,11 @@ fn session_limits_on_ops_and_request_size() {
         b"",
         1,
         &[
-            (SEQUENCE, seq4),
-            (PUTROOTFH, &[]),
-            (GETFH, &[]),
-            (GETATTR, &[0]),
-            (GETATTR, &[0]),
+            (NfsOp::SEQUENCE, seq4),
+            (NfsOp::PUTROOTFH, &[]),
+            (NfsOp::GETFH, &[]),
+            (NfsOp::GETATTR, &[0]),
+            (NfsOp::GETATTR, &[0]),
         ],
     );
     let (f, out) = run(&five);
@@ -312,17 +330,24 @@ fn session_limits_on_ops_and_request_size() {
         results(&out, 0),
         (
             NfsStat::TOO_MANY_OPS,
-            vec![(SEQUENCE, NfsStat::OK), (PUTROOTFH, NfsStat::TOO_MANY_OPS)]
+            vec![
+                (NfsOp::SEQUENCE, NfsStat::OK),
+                (NfsOp::PUTROOTFH, NfsStat::TOO_MANY_OPS)
+            ]
         )
     );
-    assert_eq!(f.ran, vec![SEQUENCE]);
+    assert_eq!(f.ran, vec![NfsOp::SEQUENCE]);
     assert!(
         out.slot.is_some(),
-        "the slot SEQUENCE took still gets the reply"
+        "the slot NfsOp::SEQUENCE took still gets the reply"
     );
 
     let seq512: &[u32] = &[16, 512, 1 << 20, 1 << 20, 0, 0];
-    let a = args(b"", 1, &[(SEQUENCE, seq512), (PUTROOTFH, &[])]);
+    let a = args(
+        b"",
+        1,
+        &[(NfsOp::SEQUENCE, seq512), (NfsOp::PUTROOTFH, &[])],
+    );
     let at = |n| RpcSizes {
         request_len: n,
         reply_header_len: 24,
@@ -331,9 +356,12 @@ fn session_limits_on_ops_and_request_size() {
     let (f, out) = run_sized(&a, at(513));
     assert_eq!(
         results(&out, 0).1,
-        vec![(SEQUENCE, NfsStat::OK), (PUTROOTFH, NfsStat::REQ_TOO_BIG)]
+        vec![
+            (NfsOp::SEQUENCE, NfsStat::OK),
+            (NfsOp::PUTROOTFH, NfsStat::REQ_TOO_BIG)
+        ]
     );
-    assert_eq!(f.ran, vec![SEQUENCE]);
+    assert_eq!(f.ran, vec![NfsOp::SEQUENCE]);
 }
 
 #[test]
@@ -343,14 +371,26 @@ fn reply_size_limits() {
     let fixed = 24 + 12 + 12 + 8 + 8;
     let seq =
         |resp: u32, cached: u32, cachethis: u32| vec![16, 1 << 20, resp, cached, cachethis, 0];
-    let compound =
-        |s: &[u32], n: u32| args(b"", 1, &[(SEQUENCE, s), (PUTROOTFH, &[]), (GETATTR, &[n])]);
+    let compound = |s: &[u32], n: u32| {
+        args(
+            b"",
+            1,
+            &[
+                (NfsOp::SEQUENCE, s),
+                (NfsOp::PUTROOTFH, &[]),
+                (NfsOp::GETATTR, &[n]),
+            ],
+        )
+    };
 
     let s = seq(fixed + 100, 0, 0);
     let out = run(&compound(&s, 100)).1;
     assert_eq!(results(&out, 100).0, NfsStat::OK);
     let out = run(&compound(&s, 104)).1;
-    assert_eq!(results(&out, 104).1[2], (GETATTR, NfsStat::REP_TOO_BIG));
+    assert_eq!(
+        results(&out, 104).1[2],
+        (NfsOp::GETATTR, NfsStat::REP_TOO_BIG)
+    );
 
     // cachethis: the cached limit applies; without cachethis it does not.
     let s = seq(1 << 20, fixed + 100, 1);
@@ -358,23 +398,130 @@ fn reply_size_limits() {
     let out = run(&compound(&s, 104)).1;
     assert_eq!(
         results(&out, 104).1[2],
-        (GETATTR, NfsStat::REP_TOO_BIG_TO_CACHE)
+        (NfsOp::GETATTR, NfsStat::REP_TOO_BIG_TO_CACHE)
     );
     let s = seq(1 << 20, fixed + 100, 0);
     assert_eq!(results(&run(&compound(&s, 104)).1, 104).0, NfsStat::OK);
 }
 
 #[test]
+fn an_undefined_opcode_is_op_illegal_before_the_session_limits() {
+    // Past `max_ops` (issue 17: it was echoed with TOO_MANY_OPS) and past the request size.
+    let seq2: &[u32] = &[2, 512, 1 << 20, 1 << 20, 0, 0];
+    let big = RpcSizes {
+        request_len: 513,
+        reply_header_len: 24,
+    };
+    for (minor, op) in [
+        (1, NfsOp(76)),
+        (1, NfsOp(0)),
+        (1, NfsOp::ILLEGAL),
+        (1, NfsOp::GETXATTR),
+        (2, NfsOp(1000)),
+    ] {
+        let a = args(
+            b"",
+            minor,
+            &[(NfsOp::SEQUENCE, seq2), (op, &[]), (NfsOp::PUTROOTFH, &[])],
+        );
+        for sizes in [SIZES, big] {
+            let (f, out) = run_sized(&a, sizes);
+            assert_eq!(
+                results(&out, 0),
+                (
+                    NfsStat::OP_ILLEGAL,
+                    vec![
+                        (NfsOp::SEQUENCE, NfsStat::OK),
+                        (NfsOp::ILLEGAL, NfsStat::OP_ILLEGAL)
+                    ]
+                ),
+                "{minor} {op:?} {sizes:?}"
+            );
+            assert_eq!(f.ran, vec![NfsOp::SEQUENCE]);
+        }
+    }
+    // A legal operation in the same place still meets the limits.
+    let a = args(
+        b"",
+        1,
+        &[
+            (NfsOp::SEQUENCE, seq2),
+            (NfsOp::GETFH, &[]),
+            (NfsOp::PUTROOTFH, &[]),
+        ],
+    );
+    assert_eq!(results(&run(&a).1, 0).0, NfsStat::TOO_MANY_OPS);
+}
+
+#[test]
+fn setattr_results_always_carry_attrsset() {
+    // RFC 8881 §18.30.2: `attrsset` follows the status whatever it is, also when the
+    // dispatcher refuses the operation (issue 17). `parse` reads the 4 bytes of an empty
+    // bitmap after every SETATTR status and fails on a reply without them.
+    let seq1: &[u32] = &[1, 1 << 20, 1 << 20, 1 << 20, 0, 0];
+    // Room for the RPC header, COMPOUND header, SEQUENCE and PUTROOTFH results, not SETATTR's.
+    let tiny: &[u32] = &[16, 1 << 20, 24 + 12 + 12 + 8 + 8 - 1, 1 << 20, 0, 0];
+    let in_session = |seq: &'static [u32]| {
+        args(
+            b"",
+            1,
+            &[
+                (NfsOp::SEQUENCE, seq),
+                (NfsOp::PUTROOTFH, &[]),
+                (NfsOp::SETATTR, &[]),
+            ],
+        )
+    };
+    for (a, want) in [
+        // No current filehandle.
+        (
+            args(b"", 1, &[(NfsOp::SEQUENCE, SEQ), (NfsOp::SETATTR, &[])]),
+            NfsStat::NOFILEHANDLE,
+        ),
+        // Not in a session.
+        (
+            args(b"", 1, &[(NfsOp::SETATTR, &[])]),
+            NfsStat::OP_NOT_IN_SESSION,
+        ),
+        // Past the session's operation limit.
+        (
+            args(b"", 1, &[(NfsOp::SEQUENCE, seq1), (NfsOp::SETATTR, &[])]),
+            NfsStat::TOO_MANY_OPS,
+        ),
+        // Run, then refused for the size of its reply.
+        (in_session(tiny), NfsStat::REP_TOO_BIG),
+        // Run and OK (the fake writes no body: the dispatcher adds the empty bitmap).
+        (in_session(SEQ), NfsStat::OK),
+    ] {
+        let (st, _, res) = parse(&run(&a).1.reply, 0);
+        assert_eq!(st, want);
+        assert_eq!(
+            res.last(),
+            Some(&(NfsOp::SETATTR, want, vec![0; 4])),
+            "{want:?}"
+        );
+    }
+}
+
+#[test]
 fn current_filehandle_is_required_where_the_table_says() {
-    let (f, out) = run(&args(b"", 1, &[(SEQUENCE, SEQ), (GETFH, &[])]));
-    assert_eq!(results(&out, 0).1[1], (GETFH, NfsStat::NOFILEHANDLE));
-    assert_eq!(f.ran, vec![SEQUENCE]);
+    let (f, out) = run(&args(
+        b"",
+        1,
+        &[(NfsOp::SEQUENCE, SEQ), (NfsOp::GETFH, &[])],
+    ));
+    assert_eq!(results(&out, 0).1[1], (NfsOp::GETFH, NfsStat::NOFILEHANDLE));
+    assert_eq!(f.ran, vec![NfsOp::SEQUENCE]);
     let (f, _) = run(&args(
         b"",
         1,
-        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (GETFH, &[])],
+        &[
+            (NfsOp::SEQUENCE, SEQ),
+            (NfsOp::PUTROOTFH, &[]),
+            (NfsOp::GETFH, &[]),
+        ],
     ));
-    assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH, GETFH]);
+    assert_eq!(f.ran, vec![NfsOp::SEQUENCE, NfsOp::PUTROOTFH, NfsOp::GETFH]);
 }
 
 #[test]
@@ -383,10 +530,10 @@ fn badxdr_stops_without_a_body_and_errors_stop() {
         b"",
         1,
         &[
-            (SEQUENCE, SEQ),
-            (PUTROOTFH, &[]),
-            (READLINK, &[]),
-            (PUTROOTFH, &[]),
+            (NfsOp::SEQUENCE, SEQ),
+            (NfsOp::PUTROOTFH, &[]),
+            (NfsOp::READLINK, &[]),
+            (NfsOp::PUTROOTFH, &[]),
         ],
     ));
     assert_eq!(
@@ -394,27 +541,37 @@ fn badxdr_stops_without_a_body_and_errors_stop() {
         (
             NfsStat::BADXDR,
             vec![
-                (SEQUENCE, NfsStat::OK),
-                (PUTROOTFH, NfsStat::OK),
-                (READLINK, NfsStat::BADXDR)
+                (NfsOp::SEQUENCE, NfsStat::OK),
+                (NfsOp::PUTROOTFH, NfsStat::OK),
+                (NfsOp::READLINK, NfsStat::BADXDR)
             ]
         )
     );
-    assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH, READLINK]);
+    assert_eq!(
+        f.ran,
+        vec![NfsOp::SEQUENCE, NfsOp::PUTROOTFH, NfsOp::READLINK]
+    );
     // Arguments missing altogether: the operation's own decode fails.
     let (_, out) = run(&args(
         b"",
         1,
-        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (GETATTR, &[])],
+        &[
+            (NfsOp::SEQUENCE, SEQ),
+            (NfsOp::PUTROOTFH, &[]),
+            (NfsOp::GETATTR, &[]),
+        ],
     ));
-    assert_eq!(results(&out, 0).1[2], (GETATTR, NfsStat::BADXDR));
+    assert_eq!(results(&out, 0).1[2], (NfsOp::GETATTR, NfsStat::BADXDR));
     // Fewer operations than the count says: the missing opcode is BADXDR.
-    let mut a = args(b"", 1, &[(SEQUENCE, SEQ)]);
+    let mut a = args(b"", 1, &[(NfsOp::SEQUENCE, SEQ)]);
     a[11] = 2;
     let (_, out) = run(&a);
     assert_eq!(
         results(&out, 0).1,
-        vec![(SEQUENCE, NfsStat::OK), (ILLEGAL, NfsStat::BADXDR)]
+        vec![
+            (NfsOp::SEQUENCE, NfsStat::OK),
+            (NfsOp::ILLEGAL, NfsStat::BADXDR)
+        ]
     );
     // A count that the bytes cannot hold is refused before anything runs.
     a[11] = 100;
@@ -426,11 +583,16 @@ fn a_panicking_operation_answers_serverfault_and_keeps_the_slot() {
     let (f, out) = run(&args(
         b"",
         1,
-        &[(SEQUENCE, SEQ), (PUTROOTFH, &[]), (LINK, &[]), (GETFH, &[])],
+        &[
+            (NfsOp::SEQUENCE, SEQ),
+            (NfsOp::PUTROOTFH, &[]),
+            (NfsOp::LINK, &[]),
+            (NfsOp::GETFH, &[]),
+        ],
     ));
-    assert_eq!(results(&out, 0).1[2], (LINK, NfsStat::SERVERFAULT));
+    assert_eq!(results(&out, 0).1[2], (NfsOp::LINK, NfsStat::SERVERFAULT));
     assert_eq!(results(&out, 0).1.len(), 3);
-    assert_eq!(f.ran, vec![SEQUENCE, PUTROOTFH, LINK]);
+    assert_eq!(f.ran, vec![NfsOp::SEQUENCE, NfsOp::PUTROOTFH, NfsOp::LINK]);
     assert!(out.slot.is_some());
 }
 
@@ -440,16 +602,20 @@ fn a_cached_reply_is_sent_verbatim() {
     let (f, out) = run(&args(
         b"",
         1,
-        &[(SEQUENCE, replay), (PUTROOTFH, &[]), (LINK, &[])],
+        &[
+            (NfsOp::SEQUENCE, replay),
+            (NfsOp::PUTROOTFH, &[]),
+            (NfsOp::LINK, &[]),
+        ],
     ));
     assert_eq!(out.reply, b"CACHED");
     assert!(out.replayed && out.slot.is_some());
-    assert_eq!(f.ran, vec![SEQUENCE]);
+    assert_eq!(f.ran, vec![NfsOp::SEQUENCE]);
 }
 
 #[test]
 fn sessionless_compounds_report_no_slot() {
-    let (_, out) = run(&args(b"", 1, &[(EXCHANGE_ID, &[])]));
+    let (_, out) = run(&args(b"", 1, &[(NfsOp::EXCHANGE_ID, &[])]));
     assert!(out.slot.is_none() && !out.replayed);
 }
 
@@ -478,8 +644,8 @@ proptest::proptest! {
 
     #[test]
     fn random_op_streams_never_panic(ops in proptest::collection::vec(0u32..80, 0..12), minor in 0u32..4) {
-        let list: Vec<(u32, &[u32])> = std::iter::once((SEQUENCE, SEQ))
-            .chain(ops.iter().filter(|o| **o != LINK).map(|o| (*o, &[0u32][..])))
+        let list: Vec<(NfsOp, &[u32])> = std::iter::once((NfsOp::SEQUENCE, SEQ))
+            .chain(ops.iter().map(|o| NfsOp(*o)).filter(|o| *o != NfsOp::LINK).map(|o| (o, &[0u32][..])))
             .collect();
         let _ = run_compound(&mut Fake::default(), &args(b"", minor, &list), SIZES);
     }

@@ -2,6 +2,8 @@
 pub mod attr;
 pub mod callback;
 pub mod compound;
+pub mod helpers;
+pub mod opcode;
 pub mod ops;
 pub mod pnfs;
 pub mod scsi;
@@ -9,3 +11,6 @@ pub mod scsi_restart;
 pub mod state;
 pub mod status;
 pub mod types;
+
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use layout::block::iomode;
+use layout::block::IoMode;
 use layout::policy::Grants;
 
 use crate::nfs4::state::{CommitClaim, IoAccess};
@@ -72,6 +72,13 @@ pub struct PnfsCounters {
 
 fn get(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
+}
+
+/// The device id of the volume, which every layout, GETDEVICEINFO answer and fence command
+/// names: derived from the volume UUID (`layout::block::device_id`), so it is stable across
+/// restarts and valid before any LAYOUTGET.
+pub fn device_id(store: &crate::store::Store) -> [u8; 16] {
+    layout::block::device_id(store.volume_uuid())
 }
 
 pub fn add(a: &AtomicU64, n: u64) {
@@ -164,7 +171,7 @@ impl Pnfs {
     }
 
     /// LAYOUTGET handed `[start, end)` in `mode` to the client.
-    pub fn grant(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) {
+    pub fn grant(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: IoMode) {
         // A new layout after a fence: the client may have regained access (re-registered
         // its key), so losing this layout fences it again.
         self.fenced
@@ -186,14 +193,14 @@ impl Pnfs {
     }
 
     /// What would remain after returning `[start, end)` in `mode`: whether nothing would.
-    pub fn would_empty(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) -> bool {
+    pub fn would_empty(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: IoMode) -> bool {
         let mut g = self.grants_of(clientid, ino);
         g.remove(start, end, mode);
         g.is_empty()
     }
 
     /// LAYOUTRETURN(FILE) of `[start, end)` in `mode`.
-    pub fn release(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: u32) {
+    pub fn release(&self, clientid: u64, ino: Ino, start: u64, end: u64, mode: IoMode) {
         let mut m = self.lock();
         if let Some(g) = m.get_mut(&(clientid, ino)) {
             g.remove(start, end, mode);
@@ -240,7 +247,7 @@ impl Pnfs {
         ino: Ino,
         start: u64,
         end: u64,
-        mode: u32,
+        mode: IoMode,
     ) -> Vec<u64> {
         self.lock()
             .iter()
@@ -481,7 +488,7 @@ pub fn commit_grants(
             // grace): its holder may be writing those blocks; they are not ours to convert.
             if !srv
                 .pnfs
-                .conflicting(clientid, ino, start, end, iomode::RW)
+                .conflicting(clientid, ino, start, end, IoMode::RW)
                 .is_empty()
             {
                 return Err(if explicit {
@@ -535,24 +542,24 @@ pub fn check_get_stateid(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use layout::block::iomode;
+    use layout::block::IoMode;
 
     #[test]
     fn grants_follow_gets_and_returns() {
         let p = Pnfs::default();
         let f = Ino(7);
-        p.grant(1, f, 0, 8192, iomode::RW);
-        p.grant(2, f, 0, 4096, iomode::READ);
+        p.grant(1, f, 0, 8192, IoMode::RW);
+        p.grant(2, f, 0, 4096, IoMode::READ);
         assert!(p.grants_of(1, f).covers_rw(0, 8192));
-        assert_eq!(p.conflicting(2, f, 0, 4096, iomode::READ), vec![1]);
-        assert!(p.conflicting(1, f, 0, 4096, iomode::READ).is_empty());
-        assert!(!p.would_empty(1, f, 0, 4096, iomode::RW));
-        assert!(p.would_empty(1, f, 0, 8192, iomode::ANY));
-        p.release(1, f, 0, 8192, iomode::RW);
+        assert_eq!(p.conflicting(2, f, 0, 4096, IoMode::READ), vec![1]);
+        assert!(p.conflicting(1, f, 0, 4096, IoMode::READ).is_empty());
+        assert!(!p.would_empty(1, f, 0, 4096, IoMode::RW));
+        assert!(p.would_empty(1, f, 0, 8192, IoMode::ANY));
+        p.release(1, f, 0, 8192, IoMode::RW);
         assert!(p.grants_of(1, f).is_empty());
         p.release_client(2);
         assert!(p.grants_of(2, f).is_empty());
-        p.grant(3, f, 0, 1, iomode::RW);
+        p.grant(3, f, 0, 1, IoMode::RW);
         p.forget(&[(3, f)]);
         assert!(p.grants_of(3, f).is_empty());
     }

@@ -1,15 +1,13 @@
 //! XDR types shared by several operations (RFC 8881 §3, RFC 5662). Types used by one
 //! operation only live in that operation's file.
 
-use crate::store::{Ino, Timespec};
+use crate::store::{DirChange, Ino, Timespec};
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrResult, XdrWriter};
 
 pub const NFS4_FHSIZE: usize = 128;
 pub const NFS4_VERIFIER_SIZE: usize = 8;
 pub const NFS4_OTHER_SIZE: usize = 12;
 pub const NFS4_SESSIONID_SIZE: usize = 16;
-/// Bound on names and other strings a client sends (a name is also bounded by the store).
-pub const MAX_NAME: usize = 1024;
 /// Bound on opaque owner/ids a client sends (RFC 8881 NFS4_OPAQUE_LIMIT).
 pub const NFS4_OPAQUE_LIMIT: usize = 1024;
 
@@ -40,6 +38,11 @@ impl Stateid {
         seqid: u32::MAX,
         other: [0; 12],
     };
+
+    /// The anonymous or the READ bypass stateid: I/O without an open (RFC 8881 §8.2.3).
+    pub fn is_anonymous_or_bypass(&self) -> bool {
+        *self == Stateid::ANONYMOUS || *self == Stateid::BYPASS
+    }
 }
 
 impl Xdr for Stateid {
@@ -113,6 +116,13 @@ impl Xdr for Timespec {
         }
         Ok(Timespec { sec, nsec })
     }
+}
+
+/// `change_info4`: the store changes a directory under its lock, so `atomic` is true.
+pub fn encode_change_info(w: &mut XdrWriter, c: &DirChange) {
+    w.bool(true);
+    w.u64(c.before);
+    w.u64(c.after);
 }
 
 /// Our filehandle (`nfs_fh4` contents): magic, inode number and generation.

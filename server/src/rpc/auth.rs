@@ -6,14 +6,27 @@
 //! policy refusal we have: AUTH_NONE on COMPOUND when the configuration forbids it (the NULL
 //! procedure takes any known flavor, RFC 5531 §12.1).
 
-use crate::nfs4::compound::Cred;
 use crate::rpc::msg::{flavor, AuthStat, Call, OpaqueAuth};
-use crate::xdr::XdrReader;
+use crate::xdr::{XdrReader, XdrResult};
 
 /// `authsys_parms.machinename<255>`.
 const MAX_MACHINE_NAME: usize = 255;
 /// `authsys_parms.gids<16>`.
 const MAX_GIDS: usize = 16;
+
+/// AUTH_SYS credentials of the request (AUTH_NONE maps to nobody).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cred {
+    pub flavor: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub gids: Vec<u32>,
+    pub machine: Vec<u8>,
+}
+
+impl Cred {
+    pub const NOBODY: u32 = 65534;
+}
 
 /// What the configuration allows.
 #[derive(Debug, Clone, Copy)]
@@ -70,17 +83,24 @@ pub fn authenticate(
 /// `authsys_parms`; `None` if malformed (short, too long, trailing bytes).
 pub fn decode_authsys(body: &[u8]) -> Option<Cred> {
     let mut r = XdrReader::new(body);
-    let _stamp = r.u32().ok()?;
-    let machine = r.opaque_vec(MAX_MACHINE_NAME).ok()?;
-    let uid = r.u32().ok()?;
-    let gid = r.u32().ok()?;
-    let n = r.array_len(MAX_GIDS, 4).ok()?;
+    let cred = read_authsys(&mut r).ok()?;
+    r.finish().ok()?;
+    Some(cred)
+}
+
+/// `authsys_parms` from a larger XDR stream (the credential body of a call, or an entry of
+/// CREATE_SESSION's `callback_sec_parms4`).
+pub fn read_authsys(r: &mut XdrReader<'_>) -> XdrResult<Cred> {
+    let _stamp = r.u32()?;
+    let machine = r.opaque_vec(MAX_MACHINE_NAME)?;
+    let uid = r.u32()?;
+    let gid = r.u32()?;
+    let n = r.array_len(MAX_GIDS, 4)?;
     let mut gids = Vec::with_capacity(n);
     for _ in 0..n {
-        gids.push(r.u32().ok()?);
+        gids.push(r.u32()?);
     }
-    r.finish().ok()?;
-    Some(Cred {
+    Ok(Cred {
         flavor: flavor::AUTH_SYS,
         uid,
         gid,

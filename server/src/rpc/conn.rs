@@ -15,11 +15,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Semaphore};
 
-use crate::nfs4::compound::{ConnInfo, RpcSizes};
 use crate::rpc::msg::{self, flavor, AcceptError, OpaqueAuth};
 use crate::rpc::program::{self, Action};
 use crate::rpc::record::RecordReader;
 use crate::rpc::{auth, Backchannel, CbCred, Program, RpcOptions};
+use crate::rpc::{ConnInfo, RpcSizes};
 use crate::xdr::XdrWriter;
 
 /// NFSv4 callback program version (RFC 8881 §20, `NFS_CB` = 1); procedure 1 is CB_COMPOUND.
@@ -316,8 +316,8 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::ConnectionAborted);
     }
 
-    fn sys_cred() -> crate::nfs4::compound::Cred {
-        crate::nfs4::compound::Cred {
+    fn sys_cred() -> crate::rpc::Cred {
+        crate::rpc::Cred {
             flavor: flavor::AUTH_SYS,
             uid: 0,
             gid: 0,

@@ -16,13 +16,35 @@ pub mod program;
 pub mod record;
 pub mod tcp;
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::nfs4::compound::{ConnInfo, Cred, RpcSizes};
 use crate::xdr::{XdrError, XdrWriter};
 
+pub use auth::Cred;
 pub use conn::TcpBackchannel;
 pub use tcp::serve;
+
+/// The connection a request came on: its peer and its id, so that CREATE_SESSION and
+/// BIND_CONN_TO_SESSION can bind it (and use it for the backchannel).
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub id: u64,
+    pub peer: SocketAddr,
+    /// Sends a CB_COMPOUND on this connection's backchannel (set by the transport).
+    pub backchannel: Option<Arc<dyn Backchannel>>,
+}
+
+/// Sizes the transport knows: session limits count the RPC headers (RFC 8881 §18.36.3,
+/// `ca_maxrequestsize` / `ca_maxresponsesize` "including the RPC headers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcSizes {
+    /// The whole RPC call (the record without its marks).
+    pub request_len: usize,
+    /// What the RPC reply header adds in front of the COMPOUND4res.
+    pub reply_header_len: usize,
+}
 
 /// Sends a callback (program given by CREATE_SESSION's `csa_cb_program`) over a connection's
 /// backchannel and waits for the reply body (RFC 8881 §2.10.3.1). Implemented by the transport.

@@ -2,10 +2,10 @@
 //! (`svc_process_common`): RPC version, credential, program, version, procedure. Pure: the
 //! answer is bytes to send or work to start, never I/O.
 
-use crate::nfs4::compound::Cred;
 use crate::rpc::auth::{authenticate, AuthPolicy};
 use crate::rpc::msg::{self, AcceptError, Denied, Incoming, MsgError};
 use crate::rpc::record;
+use crate::rpc::Cred;
 use crate::xdr::XdrWriter;
 
 pub const NFS_PROGRAM: u32 = 100003;

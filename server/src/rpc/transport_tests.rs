@@ -9,10 +9,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::nfs4::compound::{ConnInfo, Cred, RpcSizes};
 use crate::rpc::msg::{self, flavor, Incoming, OpaqueAuth};
 use crate::rpc::record::{frame, RecordReader};
 use crate::rpc::{serve, Program, RpcOptions};
+use crate::rpc::{ConnInfo, Cred, RpcSizes};
 use crate::xdr::{XdrError, XdrReader, XdrWriter};
 
 /// COMPOUND "arguments" are one command word:

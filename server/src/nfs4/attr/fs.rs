@@ -2,19 +2,12 @@
 //! §5.12 for the pNFS ones, RFC 7862 §12.2 for 4.2).
 
 use super::{num, suppattr_exclcreat, supported, AttrEnv};
-use crate::store::FsStat;
+use crate::nfs4::state::MAX_IO;
+use crate::store::{self, FsStat};
 use crate::xdr::{Xdr, XdrWriter};
 
 /// `fh_expire_type`: our handles never expire (inode number + generation).
 const FH4_PERSISTENT: u32 = 0;
-/// Largest file: offsets are signed 64-bit in the Linux VFS.
-pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
-/// Hard links per inode the store accepts (`TooManyLinks` past it).
-pub const MAX_LINK: u32 = 65_000;
-/// Longest name component (the usual NAME_MAX).
-pub const MAX_NAME: u32 = 255;
-/// `maxread` / `maxwrite`: 1 MiB, what the Linux client uses as its largest rsize/wsize.
-pub const MAX_IO: u32 = 1 << 20;
 /// Timestamps are kept to the nanosecond.
 const TIME_DELTA_NSEC: u32 = 1;
 /// `change_attr_type4`: the store's change attribute strictly increases (RFC 7862 §12.2.3).
@@ -51,10 +44,12 @@ pub fn encode(env: &AttrEnv<'_>, st: &mut Option<FsStat>, bit: u32, w: &mut XdrW
         num::FILES_TOTAL => w.u64(stat().total_files),
         num::SPACE_AVAIL | num::SPACE_FREE => w.u64(stat().free_bytes),
         num::SPACE_TOTAL => w.u64(stat().total_bytes),
-        num::MAXFILESIZE => w.u64(MAX_FILE_SIZE),
-        num::MAXLINK => w.u32(MAX_LINK),
-        num::MAXNAME => w.u32(MAX_NAME),
-        num::MAXREAD | num::MAXWRITE => w.u64(MAX_IO as u64),
+        // The limits are advertised from the layer that enforces them: the store (file size,
+        // links, name length) and the session (I/O size).
+        num::MAXFILESIZE => w.u64(store::MAX_FILE_SIZE),
+        num::MAXLINK => w.u32(store::LINK_MAX),
+        num::MAXNAME => w.u32(store::NAME_MAX as u32),
+        num::MAXREAD | num::MAXWRITE => w.u64(u64::from(MAX_IO)),
         num::TIME_DELTA => {
             w.i64(0);
             w.u32(TIME_DELTA_NSEC);
@@ -62,7 +57,7 @@ pub fn encode(env: &AttrEnv<'_>, st: &mut Option<FsStat>, bit: u32, w: &mut XdrW
         num::FS_LAYOUT_TYPES => {
             w.u32(env.layout_types.len() as u32);
             for t in env.layout_types {
-                w.u32(*t);
+                w.u32(t.0);
             }
         }
         num::LAYOUT_BLKSIZE | num::LAYOUT_ALIGNMENT => w.u32(env.block_size),

@@ -12,6 +12,8 @@ mod set;
 
 pub use set::{decode_setattrs, parse_owner};
 
+use layout::block::LayoutType;
+
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
@@ -209,7 +211,7 @@ fn trim(b: &mut Bitmap) {
 pub struct AttrEnv<'a> {
     pub minor: u32,
     pub lease_seconds: u32,
-    pub layout_types: &'a [u32],
+    pub layout_types: &'a [LayoutType],
     pub volume_uuid: [u8; 16],
     pub block_size: u32,
     /// Called at most once per encoding, and only if a space or files attribute is asked.

@@ -3,7 +3,7 @@
 
 use super::num;
 use crate::nfs4::status::NfsStat;
-use crate::nfs4::types::{Bitmap, MAX_NAME};
+use crate::nfs4::types::{Bitmap, NFS4_OPAQUE_LIMIT};
 use crate::store::{SetAttrs, SetTime, Timespec};
 use crate::xdr::{XdrError, XdrReader};
 
@@ -27,8 +27,8 @@ pub fn decode_setattrs(mask: &Bitmap, vals: &[u8]) -> Result<SetAttrs, NfsStat> 
                 }
                 sa.mode = Some(m);
             }
-            num::OWNER => sa.uid = Some(parse_owner(&r.string(MAX_NAME)?)?),
-            num::OWNER_GROUP => sa.gid = Some(parse_owner(&r.string(MAX_NAME)?)?),
+            num::OWNER => sa.uid = Some(parse_owner(&r.string(NFS4_OPAQUE_LIMIT)?)?),
+            num::OWNER_GROUP => sa.gid = Some(parse_owner(&r.string(NFS4_OPAQUE_LIMIT)?)?),
             num::TIME_ACCESS_SET => sa.atime = Some(settime(&mut r)?),
             num::TIME_MODIFY_SET => sa.mtime = Some(settime(&mut r)?),
             _ => return Err(NfsStat::INVAL),

@@ -41,7 +41,7 @@ fn env<'a>(minor: u32, f: &'a dyn Fn() -> FsStat) -> AttrEnv<'a> {
     AttrEnv {
         minor,
         lease_seconds: 90,
-        layout_types: &[3, 5],
+        layout_types: &[LayoutType::BLOCK_VOLUME, LayoutType::SCSI],
         volume_uuid: [7; 16],
         block_size: 4096,
         fsstat: f,

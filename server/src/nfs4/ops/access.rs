@@ -1,25 +1,17 @@
-//! ACCESS (RFC 8881 §18.1), and the mode-bit checks the other operations share.
-//!
-//! Permissions come from the mode bits and the AUTH_SYS credential (no ACLs: aclsupport 0).
-//! Root may read and write anything, and execute what has an execute bit (common practice:
-//! knfsd and local file systems do the same).
+//! ACCESS (RFC 8881 §18.1): which of the asked ACCESS4 bits the caller has on the current
+//! object (the rules are in helpers/perm.rs).
 
-use super::ns_util::{cur_attr, status};
-use crate::nfs4::compound::{Cred, Ctx};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_attr;
+use crate::nfs4::helpers::perm::{
+    allowed, with_xattr_bits, ACCESS4_DELETE, ACCESS4_EXECUTE, ACCESS4_EXTEND, ACCESS4_LOOKUP,
+    ACCESS4_MODIFY, ACCESS4_READ, ACCESS4_XALIST, ACCESS4_XAREAD, ACCESS4_XAWRITE,
+};
 use crate::nfs4::status::NfsStat;
-use crate::store::{Attr, FileType};
+use crate::store::FileType;
 use crate::xdr::{XdrReader, XdrWriter};
 
-pub const ACCESS4_READ: u32 = 0x01;
-pub const ACCESS4_LOOKUP: u32 = 0x02;
-pub const ACCESS4_MODIFY: u32 = 0x04;
-pub const ACCESS4_EXTEND: u32 = 0x08;
-pub const ACCESS4_DELETE: u32 = 0x10;
-pub const ACCESS4_EXECUTE: u32 = 0x20;
-/// RFC 8276 §8.3: read, write and list extended attributes (NFSv4.2 only).
-pub const ACCESS4_XAREAD: u32 = 0x40;
-pub const ACCESS4_XAWRITE: u32 = 0x80;
-pub const ACCESS4_XALIST: u32 = 0x100;
+/// The xattr bits (RFC 8276 §8.3), meaningful in NFSv4.2 only.
 const XA_BITS: u32 = ACCESS4_XAREAD | ACCESS4_XAWRITE | ACCESS4_XALIST;
 
 /// The bits that mean something for a directory, and for anything else.
@@ -27,219 +19,19 @@ const DIR_BITS: u32 =
     ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_MODIFY | ACCESS4_EXTEND | ACCESS4_DELETE;
 const FILE_BITS: u32 = ACCESS4_READ | ACCESS4_MODIFY | ACCESS4_EXTEND | ACCESS4_EXECUTE;
 
-/// The rwx bits (as 0o7) that apply to `cred` for `a`: owner, group or other class.
-fn class_bits(cred: &Cred, a: &Attr) -> u32 {
-    let m = a.mode;
-    if cred.uid == a.uid {
-        (m >> 6) & 7
-    } else if cred.gid == a.gid || cred.gids.contains(&a.gid) {
-        (m >> 3) & 7
-    } else {
-        m & 7
-    }
-}
-
-/// The ACCESS4 bits `cred` has on `a` (among those meaningful for its type).
-pub fn allowed(cred: &Cred, a: &Attr) -> u32 {
-    let is_dir = a.ftype == FileType::Directory;
-    let (r, w, x) = if cred.uid == 0 {
-        (true, true, is_dir || a.mode & 0o111 != 0)
-    } else {
-        let b = class_bits(cred, a);
-        (b & 4 != 0, b & 2 != 0, b & 1 != 0)
-    };
-    let mut out = 0;
-    if r {
-        out |= ACCESS4_READ;
-    }
-    if w {
-        out |= ACCESS4_MODIFY | ACCESS4_EXTEND;
-        if is_dir {
-            out |= ACCESS4_DELETE;
-        }
-    }
-    if x {
-        out |= if is_dir {
-            ACCESS4_LOOKUP
-        } else {
-            ACCESS4_EXECUTE
-        };
-    }
-    out
-}
-
-/// The xattr bits follow the file's own: reading lets one read and list them, writing lets
-/// one change them (RFC 8276 §8.3; what xattr_util.rs checks).
-pub fn with_xattr_bits(bits: u32) -> u32 {
-    let mut out = bits;
-    if bits & ACCESS4_READ != 0 {
-        out |= ACCESS4_XAREAD | ACCESS4_XALIST;
-    }
-    if bits & ACCESS4_MODIFY != 0 {
-        out |= ACCESS4_XAWRITE;
-    }
-    out
-}
-
-/// ACCESS if `cred` lacks any of `want` on `a`.
-pub fn require(cred: &Cred, a: &Attr, want: u32) -> Result<(), NfsStat> {
-    if allowed(cred, a) & want == want {
-        Ok(())
-    } else {
-        Err(NfsStat::ACCESS)
-    }
-}
-
-/// As `require`, but the owner may always read and write his file (anonymous-stateid I/O
-/// on a file opened and then chmod'ed must keep working, as with a local open fd).
-pub fn require_owner_override(cred: &Cred, a: &Attr, want: u32) -> Result<(), NfsStat> {
-    if cred.uid == a.uid && want & !(ACCESS4_READ | ACCESS4_MODIFY | ACCESS4_EXTEND) == 0 {
-        return Ok(());
-    }
-    require(cred, a, want)
-}
-
-/// Write and search permission on a directory whose entries change.
-pub fn require_dir_write(cred: &Cred, dir: &Attr) -> Result<(), NfsStat> {
-    require(cred, dir, ACCESS4_MODIFY | ACCESS4_LOOKUP)
-}
-
-/// In a sticky directory (mode 01000, like /tmp) only root, the directory's owner and the
-/// entry's owner may remove or rename the entry (POSIX; Linux answers EPERM).
-pub fn check_sticky(cred: &Cred, dir: &Attr, victim: &Attr) -> Result<(), NfsStat> {
-    if dir.mode & 0o1000 == 0 || cred.uid == 0 || cred.uid == dir.uid || cred.uid == victim.uid {
-        Ok(())
-    } else {
-        Err(NfsStat::PERM)
-    }
-}
-
 /// ACCESS4res: `supported` are the asked bits we can judge for this type of object,
 /// `access` those of them that are granted.
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let asked = match r.u32() {
-        Ok(v) => v,
-        Err(e) => return e.into(),
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let asked = r.u32()?;
+    let a = cur_attr(ctx)?;
+    let meaningful = if a.ftype == FileType::Directory {
+        DIR_BITS
+    } else {
+        FILE_BITS
     };
-    status(cur_attr(ctx).map(|a| {
-        let meaningful = if a.ftype == FileType::Directory {
-            DIR_BITS
-        } else {
-            FILE_BITS
-        };
-        let xa = if ctx.minor >= 2 { XA_BITS } else { 0 };
-        let supported = asked & (meaningful | xa);
-        w.u32(supported);
-        w.u32(with_xattr_bits(allowed(&ctx.cred, &a)) & supported);
-    }))
-}
-
-#[cfg(test)]
-pub(super) mod tests {
-    use super::*;
-    use crate::store::{Ino, Timespec};
-
-    /// A file owned by 1000:100 (shared with the other ops' permission tests).
-    pub(in crate::nfs4::ops) fn attr(ftype: FileType, mode: u32) -> Attr {
-        Attr {
-            ino: Ino(5),
-            generation: 1,
-            ftype,
-            mode,
-            nlink: 1,
-            uid: 1000,
-            gid: 100,
-            size: 0,
-            used: 0,
-            rdev: (0, 0),
-            atime: Timespec::default(),
-            mtime: Timespec::default(),
-            ctime: Timespec::default(),
-            crtime: Timespec::default(),
-            change: 1,
-            parent: Ino(1),
-        }
-    }
-
-    pub(in crate::nfs4::ops) fn cred(uid: u32, gid: u32, gids: &[u32]) -> Cred {
-        Cred {
-            flavor: 1,
-            uid,
-            gid,
-            gids: gids.to_vec(),
-            machine: vec![],
-        }
-    }
-
-    #[test]
-    fn owner_group_other_classes() {
-        let f = attr(FileType::Regular, 0o640);
-        let rw = ACCESS4_READ | ACCESS4_MODIFY | ACCESS4_EXTEND;
-        assert_eq!(allowed(&cred(1000, 1, &[]), &f), rw);
-        assert_eq!(allowed(&cred(7, 100, &[]), &f), ACCESS4_READ);
-        assert_eq!(allowed(&cred(7, 1, &[5, 100]), &f), ACCESS4_READ);
-        assert_eq!(allowed(&cred(7, 1, &[]), &f), 0);
-        // The owner class applies even when it grants less than the group class.
-        let g = attr(FileType::Regular, 0o070);
-        assert_eq!(allowed(&cred(1000, 100, &[]), &g), 0);
-    }
-
-    #[test]
-    fn root_and_directories() {
-        let f = attr(FileType::Regular, 0o600);
-        assert_eq!(allowed(&cred(0, 0, &[]), &f) & ACCESS4_EXECUTE, 0);
-        let x = attr(FileType::Regular, 0o700);
-        assert_ne!(allowed(&cred(0, 0, &[]), &x) & ACCESS4_EXECUTE, 0);
-        let d = attr(FileType::Directory, 0o755);
-        assert_eq!(allowed(&cred(7, 1, &[]), &d), ACCESS4_READ | ACCESS4_LOOKUP);
-        assert_eq!(
-            with_xattr_bits(ACCESS4_READ),
-            ACCESS4_READ | ACCESS4_XAREAD | ACCESS4_XALIST
-        );
-        assert_eq!(
-            with_xattr_bits(ACCESS4_MODIFY),
-            ACCESS4_MODIFY | ACCESS4_XAWRITE
-        );
-        assert_eq!(allowed(&cred(1000, 1, &[]), &d), DIR_BITS);
-        assert_eq!(
-            require_dir_write(&cred(7, 1, &[]), &d),
-            Err(NfsStat::ACCESS)
-        );
-        assert_eq!(
-            require_dir_write(&cred(0, 0, &[]), &attr(FileType::Directory, 0)),
-            Ok(())
-        );
-    }
-
-    #[test]
-    fn sticky_directories() {
-        let tmp = Attr {
-            uid: 0,
-            ..attr(FileType::Directory, 0o1777)
-        };
-        let theirs = Attr {
-            uid: 2000,
-            ..attr(FileType::Regular, 0o644)
-        };
-        assert_eq!(
-            check_sticky(&cred(3000, 1, &[]), &tmp, &theirs),
-            Err(NfsStat::PERM)
-        );
-        assert_eq!(check_sticky(&cred(2000, 1, &[]), &tmp, &theirs), Ok(()));
-        assert_eq!(check_sticky(&cred(0, 0, &[]), &tmp, &theirs), Ok(()));
-        let plain = attr(FileType::Directory, 0o777);
-        assert_eq!(check_sticky(&cred(3000, 1, &[]), &plain, &theirs), Ok(()));
-    }
-
-    #[test]
-    fn owner_override_only_for_read_and_write() {
-        let f = attr(FileType::Regular, 0o000);
-        let me = cred(1000, 1, &[]);
-        assert_eq!(require_owner_override(&me, &f, ACCESS4_MODIFY), Ok(()));
-        assert_eq!(require(&me, &f, ACCESS4_MODIFY), Err(NfsStat::ACCESS));
-        assert_eq!(
-            require_owner_override(&cred(7, 1, &[]), &f, ACCESS4_READ),
-            Err(NfsStat::ACCESS)
-        );
-    }
+    let xa = if ctx.minor >= 2 { XA_BITS } else { 0 };
+    let supported = asked & (meaningful | xa);
+    w.u32(supported);
+    w.u32(with_xattr_bits(allowed(&ctx.cred, &a)) & supported);
+    Ok(())
 }

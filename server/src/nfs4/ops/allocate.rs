@@ -1,12 +1,13 @@
 //! ALLOCATE (RFC 7862 §15.1): reserves blocks (unwritten extents) for a range of a regular
 //! file; the size grows to cover it.
 
-use super::ns_util::{check_stateid, cur_attr, require_regular, status};
-use crate::nfs4::attr::fs::MAX_FILE_SIZE;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
+use crate::store;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 /// `ALLOCATE4args` and `DEALLOCATE4args`: stateid, offset, length.
@@ -27,29 +28,25 @@ pub fn decode_range(r: &mut XdrReader<'_>) -> Result<RangeArgs, NfsStat> {
 
 /// The checks ALLOCATE and DEALLOCATE share; returns the inode. A range past the largest
 /// file is FBIG; a zero length or a wrapping range is INVAL (RFC 7862 §15.1.3, §15.4.3).
-pub fn prepare(ctx: &Ctx<'_>, args: &RangeArgs) -> Result<crate::store::Ino, NfsStat> {
+pub fn prepare(ctx: &Ctx<'_>, args: &RangeArgs) -> Result<store::Ino, NfsStat> {
     let a = cur_attr(ctx)?;
-    require_regular(&a)?;
-    check_stateid(ctx, &args.stateid, &a, IoAccess::Write)?;
+    require_regular(&a, NotRegular::IO)?;
+    check_io_stateid(ctx, args.stateid, &a, IoAccess::Write)?;
     if args.length == 0 {
         return Err(NfsStat::INVAL);
     }
     match args.offset.checked_add(args.length) {
         None => Err(NfsStat::INVAL),
-        Some(end) if end > MAX_FILE_SIZE => Err(NfsStat::FBIG),
+        Some(end) if end > store::MAX_FILE_SIZE => Err(NfsStat::FBIG),
         Some(_) => Ok(a.ino),
     }
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode_range(r)?;
     let ino = prepare(ctx, &args)?;
     ctx.srv.store.allocate(ino, args.offset, args.length)?;
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r))
 }
 
 #[cfg(test)]

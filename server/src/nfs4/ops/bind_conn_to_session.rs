@@ -1,7 +1,6 @@
 //! BIND_CONN_TO_SESSION (RFC 8881 §18.34): binds the connection to a session for the fore
 //! channel, the backchannel or both. The backchannel needs a sender from the transport.
 
-use super::state_util::{decode_or_badxdr, try_stat};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::BindDir;
 use crate::nfs4::status::NfsStat;
@@ -27,27 +26,23 @@ fn dir_to_server(d: BindDir) -> u32 {
     }
 }
 
-pub fn bind_conn_to_session(
-    ctx: &mut Ctx<'_>,
-    r: &mut XdrReader<'_>,
-    w: &mut XdrWriter,
-) -> NfsStat {
-    let sessionid: [u8; 16] = decode_or_badxdr!(r.array());
-    let dir = decode_or_badxdr!(r.u32());
-    let _rdma = decode_or_badxdr!(r.bool());
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let sessionid: [u8; 16] = r.array()?;
+    let dir = r.u32()?;
+    let _rdma = r.bool()?;
     let Some(dir) = dir_from_client(dir) else {
-        return NfsStat::INVAL;
+        return Err(NfsStat::INVAL);
     };
-    let got = try_stat!(ctx.srv.state.bind_conn_to_session(
+    let got = ctx.srv.state.bind_conn_to_session(
         &sessionid,
         dir,
         ctx.conn.id,
-        ctx.conn.backchannel.clone()
-    ));
+        ctx.conn.backchannel.clone(),
+    )?;
     w.opaque_fixed(&sessionid);
     w.u32(dir_to_server(got));
     w.bool(false);
-    NfsStat::OK
+    Ok(())
 }
 
 #[cfg(test)]

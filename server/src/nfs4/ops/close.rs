@@ -1,21 +1,21 @@
 //! CLOSE (RFC 8881 §18.2): ends an open; answers the special invalid stateid (§18.2.4).
 //! When the last open of an unlinked file goes, the store frees it.
 
-use super::state_util::{clientid, decode_or_badxdr, resolve_stateid, try_stat};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::cur_fh;
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
-pub fn close(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let _seqid = decode_or_badxdr!(r.u32());
-    let sid: Stateid = decode_or_badxdr!(r.read());
-    let cid = try_stat!(clientid(ctx));
-    let sid = try_stat!(resolve_stateid(ctx, sid));
-    let Some(fh) = ctx.current_fh else {
-        return NfsStat::NOFILEHANDLE;
-    };
-    let last = try_stat!(ctx.srv.state.close(cid, &sid, fh.ino));
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let _seqid = r.u32()?;
+    let sid: Stateid = r.read()?;
+    let cid = clientid(ctx)?;
+    let sid = resolve_stateid(ctx, sid)?;
+    let fh = cur_fh(ctx)?;
+    let last = ctx.srv.state.close(cid, &sid, fh.ino)?;
     if !ctx.srv.state.client_has_open(cid, fh.ino) {
         // Return-on-close (LAYOUTGET answers `logr_return_on_close` true, RFC 8881
         // §18.43.3): the client's layouts of the file go with its last CLOSE of it.
@@ -36,11 +36,11 @@ pub fn close(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Nfs
                 // its blocks: the orphan stays (freed by the next mount's orphan sweep).
                 tracing::error!(ino = fh.ino.0, "unlinked file kept: a holder is not fenced");
             } else if a.nlink == 0 {
-                try_stat!(ctx.srv.store.release(fh.ino).map_err(NfsStat::from));
+                ctx.srv.store.release(fh.ino).map_err(NfsStat::from)?;
             }
         }
     }
     ctx.current_stateid = Some(Stateid::INVALID);
     Stateid::INVALID.encode(w);
-    NfsStat::OK
+    Ok(())
 }

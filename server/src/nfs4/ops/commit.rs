@@ -1,9 +1,9 @@
 //! COMMIT (RFC 8881 §18.3): makes the file's data and metadata durable (a full fsync of the
 //! file, design.md §4) and returns the write verifier.
 
-use super::ns_util::{cur_attr, require_regular, status};
 use super::write::write_verifier;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
@@ -12,10 +12,10 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<(u64, u32), NfsStat> {
     Ok((r.u64()?, r.u32()?))
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let (offset, count) = decode(r)?;
     let a = cur_attr(ctx)?;
-    require_regular(&a)?;
+    require_regular(&a, NotRegular::IO)?;
     // §18.3.3: a range past the largest offset is INVAL.
     if offset.checked_add(u64::from(count)).is_none() {
         return Err(NfsStat::INVAL);
@@ -24,8 +24,4 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     ctx.srv.store.commit(a.ino)?;
     w.opaque_fixed(&write_verifier(ctx));
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

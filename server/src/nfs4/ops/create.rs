@@ -2,15 +2,16 @@
 //! current directory; the new object becomes the current filehandle. Regular files are
 //! made by OPEN (NF4REG → BADTYPE).
 
-use super::access::require_dir_write;
-use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, fh_of, require_dir, status,
-};
 use crate::nfs4::attr::decode_fattr_minor;
 use crate::nfs4::attr::file::ftype;
-use crate::nfs4::compound::{Cred, Ctx};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir};
+use crate::nfs4::helpers::name::{check_new_name, decode_component};
+use crate::nfs4::helpers::perm::require_dir_write;
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::nfs4::types::Bitmap;
+use crate::rpc::Cred;
 use crate::store::{NewNode, SetAttrs};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
@@ -82,7 +83,7 @@ pub fn check_owner(cred: &Cred, sa: &SetAttrs) -> Result<(), NfsStat> {
     Ok(())
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r, ctx.minor)?;
     let dir = cur_attr(ctx)?;
     require_dir(&dir)?;
@@ -103,10 +104,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     encode_change_info(w, &change);
     args.mask.encode(w);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! channel attributes are negotiated in `nfs4::state::session`. With
 //! CREATE_SESSION4_FLAG_CONN_BACK_CHAN the fore connection also carries the backchannel.
 
-use super::state_util::{decode_cb_sec, decode_or_badxdr, principal, try_stat};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::{decode_cb_sec, principal};
 use crate::nfs4::state::{ChannelAttrs, CreateSessionReq};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrResult, XdrWriter};
@@ -74,9 +74,9 @@ impl CreateSessionArgs {
     }
 }
 
-pub fn create_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let a = decode_or_badxdr!(CreateSessionArgs::decode(r));
-    let res = try_stat!(ctx.srv.state.create_session(CreateSessionReq {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let a = CreateSessionArgs::decode(r)?;
+    let res = ctx.srv.state.create_session(CreateSessionReq {
         clientid: a.clientid,
         sequence: a.sequence,
         flags: a.flags,
@@ -86,7 +86,7 @@ pub fn create_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWrite
         principal: principal(ctx),
         conn: ctx.conn.id,
         backchannel: ctx.conn.backchannel.clone(),
-    }));
+    })?;
     ctx.srv
         .state
         .set_cb_cred(&res.sessionid, a.cb_cred.unwrap_or_default(), ctx.minor);
@@ -95,7 +95,7 @@ pub fn create_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWrite
     w.u32(res.flags);
     encode_channel_attrs(&res.fore, w);
     encode_channel_attrs(&res.back, w);
-    NfsStat::OK
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,18 +2,13 @@
 //! the size does not change.
 
 use super::allocate::{decode_range, prepare};
-use super::ns_util::status;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode_range(r)?;
     let ino = prepare(ctx, &args)?;
     ctx.srv.store.deallocate(ino, args.offset, args.length)?;
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r))
 }

@@ -1,21 +1,22 @@
 //! DESTROY_SESSION (RFC 8881 §18.37). A COMPOUND that destroys its own session may go on
 //! running; the slot's reply is then simply not cached (`slot_done` finds no session).
 
-use super::state_util::{decode_or_badxdr, try_stat};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-pub fn destroy_session(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
-    let sessionid: [u8; 16] = decode_or_badxdr!(r.array());
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let sessionid: [u8; 16] = r.array()?;
     // §18.37.3: destroying the COMPOUND's own session must be its last operation.
     let own = ctx
         .session
         .as_ref()
         .is_some_and(|s| s.sessionid == sessionid);
     if own && ctx.op_index + 1 != ctx.op_count {
-        return NfsStat::NOT_ONLY_OP;
+        return Err(NfsStat::NOT_ONLY_OP);
     }
-    try_stat!(ctx.srv.state.destroy_session(&sessionid, own, ctx.conn.id));
-    NfsStat::OK
+    ctx.srv
+        .state
+        .destroy_session(&sessionid, own, ctx.conn.id)?;
+    Ok(())
 }

@@ -2,8 +2,8 @@
 //! (design.md §5) with SP4_NONE; SSV is refused with ENCR_ALG_UNSUPP (knfsd does the same)
 //! and MACH_CRED with INVAL, because we have no integrity-protected (RPCSEC_GSS) transport.
 
-use super::state_util::{decode_or_badxdr, principal, try_stat};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::principal;
 use crate::nfs4::state::ExchangeIdReq;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, NFS4_OPAQUE_LIMIT};
@@ -89,22 +89,22 @@ impl ExchangeIdArgs {
     }
 }
 
-pub fn exchange_id(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let args = decode_or_badxdr!(ExchangeIdArgs::decode(r));
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let args = ExchangeIdArgs::decode(r)?;
     match args.state_protect {
-        SP4_SSV => return NfsStat::ENCR_ALG_UNSUPP,
-        SP4_MACH_CRED => return NfsStat::INVAL,
+        SP4_SSV => return Err(NfsStat::ENCR_ALG_UNSUPP),
+        SP4_MACH_CRED => return Err(NfsStat::INVAL),
         _ => {}
     }
     if args.ownerid.is_empty() {
-        return NfsStat::INVAL;
+        return Err(NfsStat::INVAL);
     }
-    let res = try_stat!(ctx.srv.state.exchange_id(&ExchangeIdReq {
+    let res = ctx.srv.state.exchange_id(&ExchangeIdReq {
         owner: args.ownerid,
         verifier: args.verifier,
         flags: args.flags,
         principal: principal(ctx),
-    }));
+    })?;
     w.u64(res.clientid);
     w.u32(res.sequenceid);
     w.u32(res.flags);
@@ -120,7 +120,7 @@ pub fn exchange_id(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) 
             .to_vec(),
         date: Timespec::default(),
     }]);
-    NfsStat::OK
+    Ok(())
 }
 
 #[cfg(test)]

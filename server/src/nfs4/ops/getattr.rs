@@ -1,8 +1,8 @@
 //! GETATTR (RFC 8881 §18.7): the requested attributes we support, in a `fattr4`.
 
-use super::ns_util::{cur_attr, status};
 use crate::nfs4::attr::{encode_attrs, is_write_only};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
@@ -16,14 +16,10 @@ pub fn check_readable(req: &Bitmap) -> Result<(), NfsStat> {
     Ok(())
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let req = Bitmap::decode(r)?;
     check_readable(&req)?;
     let a = cur_attr(ctx)?;
     encode_attrs(ctx, &a, &req, w);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

@@ -15,24 +15,24 @@
 //! (drops it with its last layout, then re-sends GETDEVICEINFO and re-runs blkmapd for the
 //! next one) unless the answer equals what it asked for. `maxcount` 0 means no limit.
 
-use super::ns_util::status;
-use super::pnfs_util::{check_type, device_id_for, is_scsi};
-use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::layout::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
+use layout::block::LayoutType;
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let devid: [u8; 16] = r.array()?;
-    let ltype = r.u32()?;
+    let ltype = LayoutType(r.u32()?);
     let maxcount = r.u32()?;
     let notify = Bitmap::decode(r)?;
     check_type(ctx, ltype)?;
     if devid != device_id_for(ctx, ltype) {
         return Err(NfsStat::NOENT);
     }
-    let body = if is_scsi(ltype) {
+    let body = if ltype == LayoutType::SCSI {
         match external_scsi_body(ctx)? {
             Some(b) => b,
             None => scsi_body(ctx)?,
@@ -46,7 +46,7 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
         w.u32(needed as u32);
         return Err(NfsStat::TOOSMALL);
     }
-    w.u32(ltype);
+    w.u32(ltype.0);
     w.opaque(&body);
     agreed_notifications(&notify).encode(w);
     Ok(())
@@ -73,10 +73,6 @@ fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
     let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
     let d = crate::nfs4::scsi::volume_designator(ctx.srv);
     Ok(layout::scsi::eui64_deviceaddr(d, key))
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 /// SCSI body for an external NVMe/TCP volume: named by its own Identify data (NGUID, else

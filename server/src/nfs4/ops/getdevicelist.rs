@@ -7,14 +7,14 @@
 //! Cookie 0 lists the device (next cookie 1, eof); cookie 1 lists nothing more; any other
 //! cookie is BAD_COOKIE. The verifier is all zeros (the list never changes).
 
-use super::ns_util::status;
-use super::pnfs_util::{check_type, device_id_for};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::layout::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
+use layout::block::LayoutType;
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
-    let ltype = r.u32()?;
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let ltype = LayoutType(r.u32()?);
     let maxdevices = r.u32()?;
     let cookie = r.u64()?;
     let _verf: [u8; 8] = r.array()?;
@@ -35,8 +35,4 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     }
     w.bool(true);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

@@ -1,10 +1,11 @@
 //! GETFH (RFC 8881 §18.8): returns the current filehandle.
 
-use super::ns_util::{cur_fh, status};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_fh;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(cur_fh(ctx).map(|fh| w.opaque(&fh.to_bytes())))
+pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    w.opaque(&cur_fh(ctx)?.to_bytes());
+    Ok(())
 }

@@ -1,19 +1,15 @@
 //! GETXATTR (RFC 8276 §8.4.1): the value of one extended attribute, NOXATTR if unset.
 
-use super::ns_util::status;
-use super::xattr_util::{decode_key, xattr_target};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::name::decode_xattr_key;
+use crate::nfs4::helpers::perm::xattr_target;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
-    let name = decode_key(r)?;
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let name = decode_xattr_key(r)?;
     let a = xattr_target(ctx, false)?;
     let value = ctx.srv.store.getxattr(a.ino, &name)?;
     w.opaque(&value);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

@@ -24,16 +24,17 @@
 
 use std::time::Instant;
 
-use super::ns_util::{cur_attr, resolve_stateid, status};
-use super::pnfs_util::{block, check_type, device_id, is_scsi};
-use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::layout::{block, check_type, device_id};
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::pnfs::{add, add_elapsed, commit_grants};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
-use crate::store::{FileType, Timespec, WrittenExtent, MAX_FILE_SIZE};
+use crate::store::{Timespec, WrittenExtent, MAX_FILE_SIZE};
 use crate::xdr::{XdrReader, XdrWriter};
-use layout::block::BlockExtent;
+use layout::block::{BlockExtent, LayoutType};
 use layout::extent_map::Segment;
 use layout::policy::{self, CommitExtent, Grants};
 use layout::scsi_policy;
@@ -48,7 +49,7 @@ struct Args {
     stateid: Stateid,
     last_byte: Option<u64>,
     mtime: Option<Timespec>,
-    layout_type: u32,
+    layout_type: LayoutType,
     body: Vec<u8>,
 }
 
@@ -75,7 +76,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
         stateid,
         last_byte,
         mtime,
-        layout_type: r.u32()?,
+        layout_type: LayoutType(r.u32()?),
         body: r.opaque_vec(MAX_BODY)?,
     })
 }
@@ -84,20 +85,22 @@ fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
 fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     check_type(ctx, a.layout_type)?;
     let attr = cur_attr(ctx)?;
-    if attr.ftype != FileType::Regular {
-        return Err(NfsStat::INVAL);
-    }
+    require_regular(&attr, NotRegular::LAYOUTCOMMIT)?;
     let cid = clientid(ctx)?;
     let ino = attr.ino;
     let sid = if a.reclaim {
         a.stateid
     } else {
-        resolve_stateid(ctx, &a.stateid)?.ok_or(NfsStat::BADLAYOUT)?
+        let sid = resolve_stateid(ctx, a.stateid)?;
+        if sid.is_anonymous_or_bypass() {
+            return Err(NfsStat::BADLAYOUT);
+        }
+        sid
     };
     let range = (a.offset, a.offset.saturating_add(a.length));
     let grants = commit_grants(ctx.srv, cid, ino, a.reclaim, &sid, range)?;
     let b = block(ctx);
-    let checked = if is_scsi(a.layout_type) {
+    let checked = if a.layout_type == LayoutType::SCSI {
         scsi_extents(ctx, &a, grants.as_ref())?
     } else {
         let ext = BlockExtent::decode_list(&a.body).map_err(|_| NfsStat::BADLAYOUT)?;
@@ -187,19 +190,16 @@ fn scsi_extents(
         .collect())
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let a = match decode(r) {
-        Ok(a) => a,
-        Err(e) => return e,
-    };
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let a = decode(r)?;
     let t0 = Instant::now();
-    let st = status(go(ctx, a, w));
+    let res = go(ctx, a, w);
     let m = &ctx.srv.pnfs.metrics;
     add(&m.layoutcommits, 1);
-    if st != NfsStat::OK {
+    if let Err(st) = res {
         add(&m.layoutcommit_errors, 1);
         tracing::debug!(status = st.name(), "LAYOUTCOMMIT refused");
     }
     add_elapsed(&m.layoutcommit_ns, t0);
-    st
+    res
 }

@@ -22,17 +22,18 @@
 
 use std::time::Instant;
 
-use super::ns_util::{cur_attr, resolve_stateid, status};
-use super::pnfs_util::{block, check_type, device_id_for, is_scsi};
-use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::layout::{block, check_type, device_id_for};
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::pnfs::{add, add_elapsed};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
-use crate::store::{FileType, Ino, Reach};
+use crate::store::{Ino, Reach};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
-use layout::block::{iomode, BlockExtent};
+use layout::block::{BlockExtent, IoMode, LayoutType};
 use layout::policy;
 
 /// Reply bytes before the extent list: return_on_close 4, stateid 16, layout count 4,
@@ -40,8 +41,8 @@ use layout::policy;
 const FIXED_REPLY: usize = 52;
 
 struct Args {
-    layout_type: u32,
-    mode: u32,
+    layout_type: LayoutType,
+    mode: IoMode,
     offset: u64,
     length: u64,
     minlength: u64,
@@ -52,8 +53,8 @@ struct Args {
 fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
     let _signal = r.bool()?;
     Ok(Args {
-        layout_type: r.u32()?,
-        mode: r.u32()?,
+        layout_type: LayoutType(r.u32()?),
+        mode: IoMode(r.u32()?),
         offset: r.u64()?,
         length: r.u64()?,
         minlength: r.u64()?,
@@ -66,17 +67,18 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     check_type(ctx, a.layout_type)?;
     policy::check_get(a.mode, a.offset, a.length, a.minlength)?;
     let attr = cur_attr(ctx)?;
-    if attr.ftype != FileType::Regular {
-        return Err(NfsStat::LAYOUTUNAVAILABLE);
-    }
+    require_regular(&attr, NotRegular::LAYOUTGET)?;
     if ctx.srv.state.in_grace() {
         return Err(NfsStat::GRACE);
     }
     let cid = clientid(ctx)?;
     let ino = attr.ino;
-    let given = resolve_stateid(ctx, &a.stateid)?.ok_or(NfsStat::BAD_STATEID)?;
+    let given = resolve_stateid(ctx, a.stateid)?;
+    if given.is_anonymous_or_bypass() {
+        return Err(NfsStat::BAD_STATEID);
+    }
     // Check the stateid before allocating anything; it is bumped only once all went well.
-    let access = if a.mode == iomode::RW {
+    let access = if a.mode == IoMode::RW {
         IoAccess::Write
     } else {
         IoAccess::Read
@@ -108,11 +110,11 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let reach = reach(ctx, cid, ino, a.mode, first, n);
     // An RW LAYOUTGET is in progress from before its allocation until after its grant: the
     // trim past EOF (pnfs::trim_released) never frees what it is about to hand out.
-    let getting = (a.mode == iomode::RW).then(|| ctx.srv.pnfs.begin_get(ino));
+    let getting = (a.mode == IoMode::RW).then(|| ctx.srv.pnfs.begin_get(ino));
     let map = ctx
         .srv
         .store
-        .map_for_layout(ino, first, n, a.mode == iomode::RW, reach)?;
+        .map_for_layout(ino, first, n, a.mode == IoMode::RW, reach)?;
     if map.allocated > 0 {
         let m = &ctx.srv.pnfs.metrics;
         add(&m.layoutget_allocations, 1);
@@ -139,9 +141,9 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     w.u32(1);
     w.u64(lo);
     w.u64(hi - lo);
-    w.u32(a.mode);
-    w.u32(a.layout_type);
-    w.opaque(&if is_scsi(a.layout_type) {
+    w.u32(a.mode.0);
+    w.u32(a.layout_type.0);
+    w.opaque(&if a.layout_type == LayoutType::SCSI {
         layout::scsi::encode_layout(&ext)
     } else {
         BlockExtent::encode_list(&ext)
@@ -153,7 +155,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
 /// §18.43.3 allows a larger layout; knfsd returns whole XFS extents): up to
 /// `MAX_SPAN_BYTES` either way, but only where no other client holds a conflicting grant —
 /// widening must never cause a recall — and `layout_prealloc_max` of speculation past EOF.
-fn reach(ctx: &Ctx<'_>, cid: u64, ino: Ino, mode: u32, first: u64, n: u64) -> Reach {
+fn reach(ctx: &Ctx<'_>, cid: u64, ino: Ino, mode: IoMode, first: u64, n: u64) -> Reach {
     let b = block(ctx);
     let span = policy::MAX_SPAN_BYTES / b;
     let (lo, hi) = (
@@ -177,15 +179,12 @@ fn reach(ctx: &Ctx<'_>, cid: u64, ino: Ino, mode: u32, first: u64, n: u64) -> Re
     }
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let a = match decode(r) {
-        Ok(a) => a,
-        Err(e) => return e,
-    };
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let a = decode(r)?;
     let t0 = Instant::now();
-    let rw = a.mode == iomode::RW;
-    let st = status(go(ctx, a, w));
-    if st != NfsStat::OK && rw {
+    let rw = a.mode == IoMode::RW;
+    let res = go(ctx, a, w);
+    if res.is_err() && rw {
         // A refusal after the allocation (TOOSMALL, a stateid race) left blocks past EOF
         // that no grant names: trim them unless a layout holds them.
         if let Some(fh) = ctx.current_fh {
@@ -195,10 +194,10 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsSt
     }
     let m = &ctx.srv.pnfs.metrics;
     add(&m.layoutgets, 1);
-    if st != NfsStat::OK {
+    if let Err(st) = res {
         add(&m.layoutget_errors, 1);
         tracing::debug!(status = st.name(), "LAYOUTGET refused");
     }
     add_elapsed(&m.layoutget_ns, t0);
-    st
+    res
 }

@@ -13,15 +13,16 @@
 //! Once no RW layout of a file is left, its unwritten blocks past EOF are freed
 //! (`pnfs::trim_released`, docs/pnfs.md "Preallocation").
 
-use super::ns_util::{cur_attr, resolve_stateid, status};
-use super::pnfs_util::check_type;
-use super::state_util::clientid;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::cur_attr;
+use crate::nfs4::helpers::layout::check_type;
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::pnfs::add;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
-use layout::block::iomode;
+use layout::block::{IoMode, LayoutType};
 
 const RETURN_FILE: u32 = 1;
 const RETURN_FSID: u32 = 2;
@@ -37,10 +38,10 @@ enum What {
     All,
 }
 
-fn decode(r: &mut XdrReader<'_>) -> Result<(u32, u32, What), NfsStat> {
+fn decode(r: &mut XdrReader<'_>) -> Result<(LayoutType, IoMode, What), NfsStat> {
     let _reclaim = r.bool()?;
-    let ltype = r.u32()?;
-    let mode = r.u32()?;
+    let ltype = LayoutType(r.u32()?);
+    let mode = IoMode(r.u32()?);
     let what = match r.u32()? {
         RETURN_FILE => {
             let offset = r.u64()?;
@@ -64,7 +65,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<(u32, u32, What), NfsStat> {
 fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let (ltype, mode, what) = decode(r)?;
     check_type(ctx, ltype)?;
-    if !(iomode::READ..=iomode::ANY).contains(&mode) {
+    if !(IoMode::READ.0..=IoMode::ANY.0).contains(&mode.0) {
         return Err(NfsStat::INVAL);
     }
     let cid = clientid(ctx)?;
@@ -79,7 +80,10 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
             if length == 0 {
                 return Err(NfsStat::INVAL);
             }
-            let sid = resolve_stateid(ctx, &stateid)?.ok_or(NfsStat::BAD_STATEID)?;
+            let sid = resolve_stateid(ctx, stateid)?;
+            if sid.is_anonymous_or_bypass() {
+                return Err(NfsStat::BAD_STATEID);
+            }
             let empty = ctx.srv.pnfs.would_empty(cid, ino, offset, end, mode);
             let new = ctx.srv.state.layout_return(cid, ino, &sid, empty)?;
             ctx.srv.pnfs.release(cid, ino, offset, end, mode);
@@ -106,10 +110,10 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     Ok(())
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     add(&ctx.srv.pnfs.metrics.layoutreturns, 1);
-    let st = status(go(ctx, r, w));
+    let res = go(ctx, r, w);
     // The last RW layout of a file gone: its never-committed blocks past EOF are freed.
     crate::nfs4::pnfs::trim_released(ctx.srv);
-    st
+    res
 }

@@ -1,16 +1,16 @@
 //! LINK (RFC 8881 §18.9): a new name `newname` in the current directory for the file of
 //! the saved filehandle. Directories cannot be linked (ISDIR).
 
-use super::access::require_dir_write;
-use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr, status,
-};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_dir, saved_attr};
+use crate::nfs4::helpers::name::{check_new_name, decode_component};
+use crate::nfs4::helpers::perm::require_dir_write;
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::store::FileType;
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let name = decode_component(r)?;
     let file = saved_attr(ctx)?;
     let dir = cur_attr(ctx)?;
@@ -23,8 +23,4 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     let change = ctx.srv.store.link(file.ino, dir.ino, &name)?;
     encode_change_info(w, &change);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

@@ -1,9 +1,8 @@
 //! LISTXATTRS (RFC 8276 §8.4.3): the names, from a cookie, as many as fit `lxa_maxcount`
 //! bytes of result. The cookie is the number of names (in byte order) already returned.
 
-use super::ns_util::status;
-use super::xattr_util::xattr_target;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::perm::xattr_target;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
@@ -38,7 +37,7 @@ pub fn page(
     Ok((&all[start..end], end as u64, end == all.len()))
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let cookie = r.u64()?;
     let maxcount = r.u32()?;
     let a = xattr_target(ctx, false)?;
@@ -51,10 +50,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     }
     w.bool(eof);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

@@ -1,15 +1,24 @@
 //! LOCK (RFC 8881 §18.10): byte-range locks through a new lock-owner (with its open
 //! stateid) or an existing one (its lock stateid). Conflicts answer DENIED with the holder.
 
-use super::state_util::{
-    clientid, current_attr, decode_or_badxdr, decode_owner, lock_is_write, regular,
-    resolve_stateid, try_stat,
-};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::{clientid, decode_owner};
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::state::{range_of, Denied, LockError, LockReq, Locker};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
+
+/// `nfs_lock_type4`: READ_LT 1, WRITE_LT 2, READW_LT 3, WRITEW_LT 4 → is it a write lock.
+/// We never block, so the W forms are the same as the others (the client polls).
+pub fn lock_is_write(locktype: u32) -> Result<bool, NfsStat> {
+    match locktype {
+        1 | 3 => Ok(false),
+        2 | 4 => Ok(true),
+        _ => Err(NfsStat::INVAL),
+    }
+}
 
 /// `LOCK4denied`, shared with LOCKT.
 pub fn encode_denied(d: &Denied, w: &mut XdrWriter) {
@@ -31,28 +40,28 @@ pub fn lock_error(e: LockError, w: &mut XdrWriter) -> NfsStat {
     }
 }
 
-pub fn lock(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let locktype = decode_or_badxdr!(r.u32());
-    let reclaim = decode_or_badxdr!(r.bool());
-    let offset = decode_or_badxdr!(r.u64());
-    let length = decode_or_badxdr!(r.u64());
-    let new_owner = decode_or_badxdr!(r.bool());
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let locktype = r.u32()?;
+    let reclaim = r.bool()?;
+    let offset = r.u64()?;
+    let length = r.u64()?;
+    let new_owner = r.bool()?;
     let (sid, owner) = if new_owner {
-        let _open_seqid = decode_or_badxdr!(r.u32());
-        let open: Stateid = decode_or_badxdr!(r.read());
-        let _lock_seqid = decode_or_badxdr!(r.u32());
-        let (_clientid, owner) = decode_or_badxdr!(decode_owner(r));
+        let _open_seqid = r.u32()?;
+        let open: Stateid = r.read()?;
+        let _lock_seqid = r.u32()?;
+        let (_clientid, owner) = decode_owner(r)?;
         (open, Some(owner))
     } else {
-        let lock: Stateid = decode_or_badxdr!(r.read());
-        let _lock_seqid = decode_or_badxdr!(r.u32());
+        let lock: Stateid = r.read()?;
+        let _lock_seqid = r.u32()?;
         (lock, None)
     };
-    let write = try_stat!(lock_is_write(locktype));
-    let (start, end) = try_stat!(range_of(offset, length));
-    let cid = try_stat!(clientid(ctx));
-    let ino = try_stat!(current_attr(ctx).and_then(|a| regular(&a, NfsStat::INVAL)));
-    let sid = try_stat!(resolve_stateid(ctx, sid));
+    let write = lock_is_write(locktype)?;
+    let (start, end) = range_of(offset, length)?;
+    let cid = clientid(ctx)?;
+    let ino = require_regular(&cur_attr(ctx)?, NotRegular::LOCK)?;
+    let sid = resolve_stateid(ctx, sid)?;
     let locker = match &owner {
         Some(owner) => Locker::New { open: sid, owner },
         None => Locker::Existing { lock: sid },
@@ -70,15 +79,23 @@ pub fn lock(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
         Ok(new) => {
             ctx.current_stateid = Some(new);
             new.encode(w);
-            NfsStat::OK
+            Ok(())
         }
-        Err(e) => lock_error(e, w),
+        Err(e) => Err(lock_error(e, w)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lock_types() {
+        assert_eq!(lock_is_write(1), Ok(false));
+        assert_eq!(lock_is_write(4), Ok(true));
+        assert_eq!(lock_is_write(0), Err(NfsStat::INVAL));
+        assert_eq!(lock_is_write(5), Err(NfsStat::INVAL));
+    }
 
     #[test]
     fn denied_body() {

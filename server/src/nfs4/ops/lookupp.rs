@@ -1,20 +1,16 @@
 //! LOOKUPP (RFC 8881 §18.16): the parent of the current directory becomes current; at the
 //! root of the export there is none (NOENT).
 
-use super::access::{require, ACCESS4_LOOKUP};
-use super::ns_util::{cur_attr, fh_of, status};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_lookup_dir};
+use crate::nfs4::helpers::perm::{require, ACCESS4_LOOKUP};
 use crate::nfs4::status::NfsStat;
-use crate::store::{FileType, ROOT_INO};
+use crate::store::ROOT_INO;
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     let dir = cur_attr(ctx)?;
-    match dir.ftype {
-        FileType::Directory => {}
-        FileType::Symlink => return Err(NfsStat::SYMLINK),
-        _ => return Err(NfsStat::NOTDIR),
-    }
+    require_lookup_dir(&dir)?;
     if dir.ino == ROOT_INO {
         return Err(NfsStat::NOENT);
     }
@@ -22,8 +18,4 @@ fn go(ctx: &mut Ctx<'_>) -> Result<(), NfsStat> {
     let parent = ctx.srv.store.getattr(dir.parent)?;
     ctx.current_fh = Some(fh_of(&parent));
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx))
 }

@@ -6,10 +6,10 @@ use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     match compare(ctx, r) {
-        Ok(true) => NfsStat::SAME,
-        Ok(false) => NfsStat::OK,
-        Err(s) => s,
+        Ok(true) => Err(NfsStat::SAME),
+        Ok(false) => Ok(()),
+        Err(s) => Err(s),
     }
 }

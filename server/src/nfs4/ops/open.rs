@@ -1,33 +1,26 @@
 //! OPEN (RFC 8881 §18.16): CLAIM_NULL (by name, with create), CLAIM_FH and CLAIM_PREVIOUS
 //! (reclaim in grace); UNCHECKED4, GUARDED4, EXCLUSIVE4 and EXCLUSIVE4_1 creates, the
 //! verifier kept in atime/mtime (§18.16.3). Delegations (recall of conflicting ones, the
-//! offer in the reply) are in open_deleg.rs.
+//! offer in the reply) are in helpers/deleg.rs.
 
-use super::state_util::{clientid, current_attr, decode_owner, may_access, regular, try_stat};
-use crate::nfs4::attr;
+use crate::nfs4::attr::{self, num};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::{clientid, decode_owner};
+use crate::nfs4::helpers::deleg;
+use crate::nfs4::helpers::deleg::{OPEN_DELEGATE_NONE, WANT_CANCEL, WANT_MASK};
+use crate::nfs4::helpers::fh::{cur_attr, require_lookup_dir, require_regular, NotRegular};
+use crate::nfs4::helpers::name::{check_name, decode_component};
+use crate::nfs4::helpers::perm::{require, share_access_bits, ACCESS4_MODIFY};
 use crate::nfs4::state::{OpenReq, ShareAccess};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::store::{Attr, DirChange, FileType, NewNode, SetAttrs, SetTime, StoreError, Timespec};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
-use super::open_deleg::{self, WANT_CANCEL, WANT_MASK};
 /// OPEN4_SHARE_ACCESS_WANT_*_PUSH_DELEG bits (RFC 8881 §18.16.1).
 const WANT_SIGNAL_PUSH: u32 = 0x3_0000;
-/// `open_delegation_type4` NONE (a CLAIM_PREVIOUS of no delegation).
-const OPEN_DELEGATE_NONE: u32 = 0;
 /// OPEN4_RESULT_LOCKTYPE_POSIX: our byte-range locks behave as POSIX ones.
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
-/// Attribute numbers OPEN itself names (RFC 8881 §5.6–5.7).
-const SIZE: u32 = 4;
-const TIME_ACCESS: u32 = 47;
-const TIME_ACCESS_SET: u32 = 48;
-const TIME_MODIFY: u32 = 53;
-const TIME_MODIFY_SET: u32 = 54;
-/// Largest name we accept off the wire before the store judges it (NAMETOOLONG).
-const MAX_COMPONENT: usize = 8192;
-
 pub enum CreateHow {
     Unchecked(Bitmap, SetAttrs),
     Guarded(Bitmap, SetAttrs),
@@ -80,15 +73,15 @@ impl OpenArgs {
             _ => return Err(NfsStat::BADXDR),
         };
         let claim = match r.u32()? {
-            0 => Claim::Null(r.opaque_vec(MAX_COMPONENT)?),
+            0 => Claim::Null(decode_component(r)?),
             1 => Claim::Previous(r.u32()?),
             2 => {
                 let _deleg: Stateid = r.read()?;
-                let _name = r.opaque(MAX_COMPONENT)?;
+                let _name = decode_component(r)?;
                 Claim::DelegateCur
             }
             3 => {
-                let _name = r.opaque(MAX_COMPONENT)?;
+                let _name = decode_component(r)?;
                 Claim::DelegatePrev
             }
             4 => Claim::Fh,
@@ -117,33 +110,33 @@ struct Target {
     created: bool,
 }
 
-pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    let args = try_stat!(OpenArgs::decode(r, ctx.minor));
-    let cid = try_stat!(clientid(ctx));
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let args = OpenArgs::decode(r, ctx.minor)?;
+    let cid = clientid(ctx)?;
     if args.share_access & !(0xff | WANT_MASK | WANT_SIGNAL_PUSH) != 0
         || args.share_access & WANT_MASK > WANT_CANCEL
     {
-        return NfsStat::INVAL;
+        return Err(NfsStat::INVAL);
     }
-    let share = try_stat!(ShareAccess::new(args.share_access & 0xff, args.share_deny));
+    let share = ShareAccess::new(args.share_access & 0xff, args.share_deny)?;
     let reclaim = matches!(args.claim, Claim::Previous(_));
-    try_stat!(ctx.srv.state.check_open_reclaim(cid, reclaim));
-    let t = try_stat!(find_or_create(ctx, &args, share));
-    let ino = try_stat!(regular(&t.attr, NfsStat::WRONG_TYPE));
-    if !t.created && !may_access(ctx, &t.attr, share.access & 1 != 0, share.access & 2 != 0) {
-        return NfsStat::ACCESS;
+    ctx.srv.state.check_open_reclaim(cid, reclaim)?;
+    let t = find_or_create(ctx, &args, share)?;
+    let ino = require_regular(&t.attr, NotRegular::OPEN)?;
+    if !t.created {
+        require(&ctx.cred, &t.attr, share_access_bits(&share))?;
     }
     let fh = Fh {
         ino,
         generation: t.attr.generation,
     };
-    try_stat!(open_deleg::break_conflicts(ctx, cid, fh, share.access));
-    let sid = try_stat!(ctx.srv.state.open(&OpenReq {
+    deleg::break_conflicts(ctx, cid, fh, share.access)?;
+    let sid = ctx.srv.state.open(&OpenReq {
         clientid: cid,
         owner: &args.owner,
         ino,
         share,
-    }));
+    })?;
     let mut attrset = t.attrset;
     if let Some(CreateHow::Unchecked(_, set)) = &args.create {
         // UNCHECKED4 over an existing file applies the size (the O_TRUNC of a create).
@@ -152,13 +145,16 @@ pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
                 size: set.size,
                 ..SetAttrs::default()
             };
-            try_stat!(ctx.srv.store.setattr(ino, &truncate).map_err(NfsStat::from));
-            attrset.set(SIZE);
+            ctx.srv
+                .store
+                .setattr(ino, &truncate)
+                .map_err(NfsStat::from)?;
+            attrset.set(num::SIZE);
         }
     }
     ctx.current_fh = Some(fh);
     ctx.current_stateid = Some(sid);
-    let offer = open_deleg::offer(ctx, cid, fh, args.share_access);
+    let offer = deleg::offer(ctx, cid, fh, args.share_access);
     sid.encode(w);
     let c = t.cinfo.unwrap_or(DirChange {
         before: 0,
@@ -169,12 +165,12 @@ pub fn open(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsS
     w.u64(c.after);
     w.u32(OPEN4_RESULT_LOCKTYPE_POSIX);
     attrset.encode(w);
-    open_deleg::encode(w, &offer);
-    NfsStat::OK
+    deleg::encode(w, &offer);
+    Ok(())
 }
 
 fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<Target, NfsStat> {
-    let cur = current_attr(ctx)?;
+    let cur = cur_attr(ctx)?;
     let name = match &args.claim {
         Claim::Null(name) => name,
         Claim::Fh | Claim::Previous(_) => {
@@ -198,17 +194,8 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
         Claim::DelegateCur => return Err(NfsStat::BAD_STATEID),
         Claim::DelegatePrev => return Err(NfsStat::NOTSUPP),
     };
-    match cur.ftype {
-        FileType::Directory => {}
-        FileType::Symlink => return Err(NfsStat::SYMLINK),
-        _ => return Err(NfsStat::NOTDIR),
-    }
-    if name.is_empty() {
-        return Err(NfsStat::INVAL);
-    }
-    if std::str::from_utf8(name).is_err() {
-        return Err(NfsStat::INVAL);
-    }
+    require_lookup_dir(&cur)?;
+    check_name(name)?;
     let store = &ctx.srv.store;
     let dir = cur.ino;
     let unchanged = |a: Attr| Target {
@@ -236,8 +223,8 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
             // §18.16.3: only `suppattr_exclcreat` attributes, and not the ones that hold
             // the verifier.
             if attr::intersect(m, &attr::suppattr_exclcreat()) != *m
-                || m.is_set(TIME_ACCESS_SET)
-                || m.is_set(TIME_MODIFY_SET)
+                || m.is_set(num::TIME_ACCESS_SET)
+                || m.is_set(num::TIME_MODIFY_SET)
             {
                 return Err(NfsStat::INVAL);
             }
@@ -249,15 +236,13 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
         set.atime = Some(SetTime::Client(a));
         set.mtime = Some(SetTime::Client(m));
     }
-    if !may_access(ctx, &cur, false, true) {
-        return Err(NfsStat::ACCESS);
-    }
+    require(&ctx.cred, &cur, ACCESS4_MODIFY)?;
     match store.create(dir, name, NewNode::Regular, &set, cred) {
         Ok((attr, cinfo)) => {
             let mut attrset = mask;
             if verf.is_some() {
-                attrset.set(TIME_ACCESS);
-                attrset.set(TIME_MODIFY);
+                attrset.set(num::TIME_ACCESS);
+                attrset.set(num::TIME_MODIFY);
             }
             Ok(Target {
                 attr,
@@ -277,8 +262,8 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
                     if a.ftype == FileType::Regular && a.atime == at && a.mtime == mt {
                         let mut t = unchanged(a);
                         t.attrset = m.clone();
-                        t.attrset.set(TIME_ACCESS);
-                        t.attrset.set(TIME_MODIFY);
+                        t.attrset.set(num::TIME_ACCESS);
+                        t.attrset.set(num::TIME_MODIFY);
                         t.created = true;
                         Ok(t)
                     } else {

@@ -1,8 +1,8 @@
 //! PUTFH (RFC 8881 §18.19). A handle that is not one of ours is BADHANDLE, one whose inode
 //! is gone or was reused is STALE.
 
-use super::ns_util::{fh_attr, status};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::fh_attr;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, NFS4_FHSIZE};
 use crate::xdr::{XdrReader, XdrWriter};
@@ -13,17 +13,13 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<Option<Fh>, NfsStat> {
     Ok(Fh::from_bytes(b))
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     let fh = decode(r)?.ok_or(NfsStat::BADHANDLE)?;
     fh_attr(ctx, fh)?;
     ctx.current_fh = Some(fh);
     // RFC 8881 §16.2.3.1.2: a PUTFH-like operation clears the current stateid.
     ctx.current_stateid = None;
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r))
 }
 
 #[cfg(test)]

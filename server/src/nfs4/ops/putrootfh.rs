@@ -1,7 +1,7 @@
 //! PUTROOTFH (RFC 8881 §18.21): the export's root directory becomes the current filehandle.
 
-use super::ns_util::{fh_of, status};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::fh_of;
 use crate::nfs4::status::NfsStat;
 use crate::store::ROOT_INO;
 use crate::xdr::{XdrReader, XdrWriter};
@@ -15,6 +15,6 @@ pub fn set_root(ctx: &mut Ctx<'_>) -> Result<(), NfsStat> {
     Ok(())
 }
 
-pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
-    status(set_root(ctx))
+pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
+    set_root(ctx)
 }

@@ -1,10 +1,10 @@
 //! READ (RFC 8881 §18.22) through the server: the store reads written extents from the data
 //! volume and gives zeros for holes and unwritten extents (design.md §2).
 
-use super::ns_util::{check_stateid, cur_attr, require_regular, status};
-use crate::nfs4::attr::fs::MAX_IO;
 use crate::nfs4::compound::Ctx;
-use crate::nfs4::state::IoAccess;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::stateid::check_io_stateid;
+use crate::nfs4::state::{IoAccess, MAX_IO};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
@@ -25,28 +25,19 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<ReadArgs, NfsStat> {
     })
 }
 
-/// Room the COMPOUND reply needs besides the data (headers, SEQUENCE, PUTFH, READ4resok).
-const REPLY_HEADROOM: u32 = 512;
-
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r)?;
     let a = cur_attr(ctx)?;
-    require_regular(&a)?;
-    check_stateid(ctx, &args.stateid, &a, IoAccess::Read)?;
+    require_regular(&a, NotRegular::IO)?;
+    check_io_stateid(ctx, args.stateid, &a, IoAccess::Read)?;
     // A count above maxread is cut to it (§18.22.3: the server may return less), and to
     // what the session's replies can carry.
-    let mut count = args.count.min(MAX_IO);
-    if let Some(s) = &ctx.session {
-        count = count.min(s.max_response_size.saturating_sub(REPLY_HEADROOM));
-    }
+    let room = u32::try_from(ctx.result_room()).unwrap_or(u32::MAX);
+    let count = args.count.min(MAX_IO).min(room);
     let (data, eof) = ctx.srv.store.read(a.ino, args.offset, count)?;
     w.bool(eof);
     w.opaque(&data);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 //! READDIR (RFC 8881 §18.23): entries of the current directory after `cookie`, each with
 //! the requested attributes, within the client's `maxcount` (and `dircount`) bytes.
 
-use super::access::{require, ACCESS4_READ};
 use super::getattr::check_readable;
-use super::ns_util::{cur_attr, is_dot, require_dir, status};
 use crate::nfs4::attr::{encode_fattr, with_env};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_dir};
+use crate::nfs4::helpers::name::is_dot;
+use crate::nfs4::helpers::perm::{require, ACCESS4_READ};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, NFS4_VERIFIER_SIZE};
 use crate::store::DirEntry;
@@ -34,9 +35,6 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<ReaddirArgs, NfsStat> {
 /// Bytes of `READDIR4resok` around the entries: cookieverf, the final "no next entry" and
 /// `eof`.
 const RESOK_OVERHEAD: usize = NFS4_VERIFIER_SIZE + 4 + 4;
-/// Room the COMPOUND reply needs besides this result (RPC and COMPOUND headers, SEQUENCE,
-/// PUTFH): the reply must fit the session's `ca_maxresponsesize`.
-const REPLY_HEADROOM: usize = 512;
 /// How many entries one READDIR asks of the store at most.
 const MAX_BATCH: usize = 4096;
 /// The smallest entry: value-follows, cookie, a 1-byte name, an empty fattr4.
@@ -74,7 +72,7 @@ pub fn encode_entries(
     taken
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r)?;
     let dir = cur_attr(ctx)?;
     require_dir(&dir)?;
@@ -84,10 +82,8 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
         return Err(NfsStat::BAD_COOKIE);
     }
     require(&ctx.cred, &dir, ACCESS4_READ)?;
-    let mut maxcount = args.maxcount as usize;
-    if let Some(s) = &ctx.session {
-        maxcount = maxcount.min((s.max_response_size as usize).saturating_sub(REPLY_HEADROOM));
-    }
+    // The reply must fit the session's `ca_maxresponsesize`.
+    let maxcount = (args.maxcount as usize).min(ctx.result_room());
     if maxcount < RESOK_OVERHEAD + MIN_ENTRY {
         return Err(NfsStat::TOOSMALL);
     }
@@ -125,10 +121,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     w.bool(false);
     w.bool(rd.eof && taken == entries.len());
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

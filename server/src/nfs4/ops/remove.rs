@@ -1,15 +1,16 @@
 //! REMOVE (RFC 8881 §18.25): removes a name from the current directory (a file's link or an
 //! empty directory).
 
-use super::access::{check_sticky, require_dir_write};
-use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, status,
-};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::deleg;
+use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir};
+use crate::nfs4::helpers::name::{check_new_name, decode_component};
+use crate::nfs4::helpers::perm::{check_sticky, require_dir_write};
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let name = decode_component(r)?;
     let dir = cur_attr(ctx)?;
     require_dir(&dir)?;
@@ -23,7 +24,7 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     let victim = ctx.srv.store.lookup(dir.ino, &name)?;
     check_sticky(&ctx.cred, &dir, &victim)?;
     // Removing a delegated file's name recalls the delegation first (RFC 8881 §10.4.4).
-    super::open_deleg::break_for_change(ctx, &victim)?;
+    deleg::break_for_change(ctx, &victim)?;
     // The store keeps an unlinked file that is still open until its last CLOSE
     // (`Store::release`); layouts of a removed file are recalled by the layout code.
     let victim = ctx.srv.store.lookup(dir.ino, &name).ok();
@@ -37,12 +38,8 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     let (change, _unlinked) = ctx.srv.store.remove(dir.ino, &name)?;
     if let Some(v) = victim.filter(|v| v.nlink <= 1) {
         // The last link is gone: recall its layouts (issue 4 item 6).
-        crate::nfs4::callback::recall_all(ctx.srv, super::ns_util::fh_of(&v));
+        crate::nfs4::callback::recall_all(ctx.srv, fh_of(&v));
     }
     encode_change_info(w, &change);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

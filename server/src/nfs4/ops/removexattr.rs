@@ -1,19 +1,16 @@
 //! REMOVEXATTR (RFC 8276 §8.4.4): remove one extended attribute, NOXATTR if unset.
 
-use super::ns_util::{encode_change_info, status};
-use super::xattr_util::{decode_key, xattr_target};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::name::decode_xattr_key;
+use crate::nfs4::helpers::perm::xattr_target;
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::xdr::{XdrReader, XdrWriter};
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
-    let name = decode_key(r)?;
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+    let name = decode_xattr_key(r)?;
     let a = xattr_target(ctx, true)?;
     let change = ctx.srv.store.removexattr(a.ino, &name)?;
     encode_change_info(w, &change);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

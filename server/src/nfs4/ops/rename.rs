@@ -1,12 +1,12 @@
 //! RENAME (RFC 8881 §18.26): `oldname` in the saved directory becomes `newname` in the
 //! current directory. pnfsd has one file system, so XDEV never happens.
 
-use super::access::{check_sticky, require_dir_write};
-use super::ns_util::{
-    check_new_name, cur_attr, decode_component, encode_change_info, require_dir, saved_attr, status,
-};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir, saved_attr};
+use crate::nfs4::helpers::name::{check_new_name, decode_component};
+use crate::nfs4::helpers::perm::{check_sticky, require_dir_write};
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::store::{DirChange, FileType, StoreError};
 use crate::xdr::{XdrReader, XdrWriter};
 
@@ -17,7 +17,7 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<(Vec<u8>, Vec<u8>), NfsStat> {
     Ok((old, new))
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let (old, new) = decode(r)?;
     let src = saved_attr(ctx)?;
     let dst = cur_attr(ctx)?;
@@ -67,7 +67,7 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     let victim = target
         .as_ref()
         .filter(|t| t.nlink <= 1 && t.ftype == FileType::Regular)
-        .map(super::ns_util::fh_of);
+        .map(fh_of);
     if victim.is_some_and(|v| ctx.srv.pnfs.kept(v.ino)) {
         // Its blocks stay while a client that could not be fenced may write them.
         return Err(NfsStat::DELAY);
@@ -86,10 +86,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     encode_change_info(w, &s);
     encode_change_info(w, &d);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

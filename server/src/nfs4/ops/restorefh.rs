@@ -5,13 +5,13 @@ use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
+pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     match ctx.saved_fh {
         Some(fh) => {
             ctx.current_fh = Some(fh);
             ctx.current_stateid = ctx.saved_stateid;
-            NfsStat::OK
+            Ok(())
         }
-        None => NfsStat::RESTOREFH,
+        None => Err(NfsStat::RESTOREFH),
     }
 }

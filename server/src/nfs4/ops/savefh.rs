@@ -2,16 +2,12 @@
 //! of the current ones.
 
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_fh;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 
-pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
-    match ctx.current_fh {
-        Some(fh) => {
-            ctx.saved_fh = Some(fh);
-            ctx.saved_stateid = ctx.current_stateid;
-            NfsStat::OK
-        }
-        None => NfsStat::NOFILEHANDLE,
-    }
+pub fn run(ctx: &mut Ctx<'_>, _r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
+    ctx.saved_fh = Some(cur_fh(ctx)?);
+    ctx.saved_stateid = ctx.current_stateid;
+    Ok(())
 }

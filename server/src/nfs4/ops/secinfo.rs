@@ -2,24 +2,23 @@
 //! pnfsd offers AUTH_SYS and AUTH_NONE. On success the current filehandle is consumed
 //! (§2.6.3.1.1.8): a following operation that needs one gets NOFILEHANDLE.
 
-use super::access::{require, ACCESS4_LOOKUP};
-use super::ns_util::{check_name, cur_attr, decode_component, require_dir, status};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_dir};
+use crate::nfs4::helpers::name::{check_name, decode_component};
+use crate::nfs4::helpers::perm::{require, ACCESS4_LOOKUP};
 use crate::nfs4::status::NfsStat;
+use crate::rpc::msg::flavor;
 use crate::xdr::{XdrReader, XdrWriter};
-
-const AUTH_NONE: u32 = 0;
-const AUTH_SYS: u32 = 1;
 
 /// `SECINFO4resok`: the flavors in order of preference (no RPCSEC_GSS, so no
 /// `rpcsec_gss_info` bodies).
 pub fn encode_flavors(w: &mut XdrWriter) {
     w.u32(2);
-    w.u32(AUTH_SYS);
-    w.u32(AUTH_NONE);
+    w.u32(flavor::AUTH_SYS);
+    w.u32(flavor::AUTH_NONE);
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let name = decode_component(r)?;
     let dir = cur_attr(ctx)?;
     require_dir(&dir)?;
@@ -29,10 +28,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     encode_flavors(w);
     ctx.current_fh = None;
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]
@@ -45,7 +40,10 @@ mod tests {
         encode_flavors(&mut w);
         let mut r = XdrReader::new(&w.buf);
         assert_eq!(r.u32().unwrap(), 2);
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (AUTH_SYS, AUTH_NONE));
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap()),
+            (flavor::AUTH_SYS, flavor::AUTH_NONE)
+        );
         r.finish().unwrap();
     }
 }

@@ -1,9 +1,9 @@
 //! SECINFO_NO_NAME (RFC 8881 §18.45): the flavors for the current filehandle or its parent.
 //! Like SECINFO it consumes the current filehandle.
 
-use super::ns_util::{cur_attr, status};
 use super::secinfo::encode_flavors;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::store::{FileType, ROOT_INO};
 use crate::xdr::{XdrError, XdrReader, XdrWriter};
@@ -12,7 +12,7 @@ use crate::xdr::{XdrError, XdrReader, XdrWriter};
 const SECINFO_STYLE4_CURRENT_FH: u32 = 0;
 const SECINFO_STYLE4_PARENT: u32 = 1;
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let style = r.u32()?;
     let a = cur_attr(ctx)?;
     match style {
@@ -30,8 +30,4 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     encode_flavors(w);
     ctx.current_fh = None;
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }

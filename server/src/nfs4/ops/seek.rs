@@ -1,8 +1,9 @@
 //! SEEK (RFC 7862 §15.11): the next data or hole at or after an offset. Past the end of
 //! the file, or no data before it, is NXIO.
 
-use super::ns_util::{check_stateid, cur_attr, require_regular, status};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -24,20 +25,16 @@ pub fn decode(r: &mut XdrReader<'_>) -> Result<(Stateid, u64, SeekWhat), NfsStat
     Ok((sid, offset, what))
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let (sid, offset, what) = decode(r)?;
     let a = cur_attr(ctx)?;
-    require_regular(&a)?;
-    check_stateid(ctx, &sid, &a, IoAccess::Read)?;
+    require_regular(&a, NotRegular::IO)?;
+    check_io_stateid(ctx, sid, &a, IoAccess::Read)?;
     let (eof, found) = ctx.srv.store.seek(a.ino, offset, what)?;
     let at = found.ok_or(NfsStat::NXIO)?;
     w.bool(eof);
     w.u64(at);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

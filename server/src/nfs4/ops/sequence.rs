@@ -3,7 +3,6 @@
 
 use std::hash::{Hash, Hasher};
 
-use super::state_util::{decode_or_badxdr, try_stat};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::{SequenceOutcome, SequenceReq};
 use crate::nfs4::status::NfsStat;
@@ -30,14 +29,14 @@ pub fn request_hash(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
-pub fn sequence(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let hash = request_hash(r.rest());
-    let sessionid: [u8; 16] = decode_or_badxdr!(r.array());
-    let sequenceid = decode_or_badxdr!(r.u32());
-    let slot = decode_or_badxdr!(r.u32());
-    let highest_slot = decode_or_badxdr!(r.u32());
-    let cachethis = decode_or_badxdr!(r.bool());
-    let out = try_stat!(ctx.srv.state.sequence(&SequenceReq {
+    let sessionid: [u8; 16] = r.array()?;
+    let sequenceid = r.u32()?;
+    let slot = r.u32()?;
+    let highest_slot = r.u32()?;
+    let cachethis = r.bool()?;
+    let out = ctx.srv.state.sequence(&SequenceReq {
         sessionid,
         sequenceid,
         slot,
@@ -46,11 +45,11 @@ pub fn sequence(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> 
         hash,
         solo: ctx.op_count == 1,
         conn: ctx.conn.id,
-    }));
+    })?;
     match out {
         SequenceOutcome::Replay(bytes) => {
             ctx.cached_reply = Some(bytes);
-            NfsStat::OK
+            Ok(())
         }
         SequenceOutcome::New {
             slot: s,
@@ -65,7 +64,7 @@ pub fn sequence(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> 
             w.u32(target_highest_slot);
             w.u32(status_flags);
             ctx.session = Some(s);
-            NfsStat::OK
+            Ok(())
         }
     }
 }

@@ -1,14 +1,17 @@
 //! SETATTR (RFC 8881 §18.30). The result always carries `attrsset`: the attributes set on
 //! success, none on failure (the store applies all of them or none).
 
-use super::access::{require, ACCESS4_MODIFY};
-use super::ns_util::{check_stateid, cur_attr, require_regular};
-use crate::nfs4::attr::{decode_fattr_minor, fs::MAX_FILE_SIZE};
-use crate::nfs4::compound::{Cred, Ctx};
+use crate::nfs4::attr::decode_fattr_minor;
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::deleg;
+use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, NotRegular};
+use crate::nfs4::helpers::perm::{require, ACCESS4_MODIFY};
+use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Stateid};
-use crate::store::{Attr, SetAttrs, SetTime};
+use crate::rpc::Cred;
+use crate::store::{Attr, SetAttrs, SetTime, MAX_FILE_SIZE};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 /// `SETATTR4args`.
@@ -63,22 +66,22 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
     let a = cur_attr(ctx)?;
     let sa = &args.attrs;
     if let Some(size) = sa.size {
-        require_regular(&a)?;
+        require_regular(&a, NotRegular::IO)?;
         if size > MAX_FILE_SIZE {
             return Err(NfsStat::FBIG);
         }
         // A size change is I/O: its stateid is checked like WRITE's (RFC 8881 §18.30.3).
-        check_stateid(ctx, &args.stateid, &a, IoAccess::Write)?;
+        check_io_stateid(ctx, args.stateid, &a, IoAccess::Write)?;
     }
     check_perms(&ctx.cred, &a, sa)?;
     if *sa != SetAttrs::default() {
-        super::open_deleg::break_for_change(ctx, &a)?;
+        deleg::break_for_change(ctx, &a)?;
     }
     if sa.size.is_some_and(|s| s < a.size) && !ctx.srv.pnfs.holders(a.ino).is_empty() {
         // Truncation frees blocks that layouts map: recall them and wait (DELAY, as knfsd
         // waits in break_layout) until they are back or their holder is fenced (issue 4
         // item 6), so no client writes into blocks another file may get.
-        crate::nfs4::callback::recall_all(ctx.srv, super::ns_util::fh_of(&a));
+        crate::nfs4::callback::recall_all(ctx.srv, fh_of(&a));
         if !ctx.srv.pnfs.holders(a.ino).is_empty() {
             return Err(NfsStat::DELAY);
         }
@@ -94,16 +97,16 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
     Ok(())
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let res = decode(r, ctx.minor).and_then(|args| go(ctx, &args).map(|()| args.mask));
     match res {
         Ok(mask) => {
             mask.encode(w);
-            NfsStat::OK
+            Ok(())
         }
         Err(s) => {
             Bitmap::default().encode(w);
-            s
+            Err(s)
         }
     }
 }
@@ -114,10 +117,10 @@ mod tests {
     use crate::nfs4::attr::num;
     use crate::store::{FileType, Timespec};
 
-    use crate::nfs4::ops::access::tests::cred;
+    use crate::nfs4::helpers::perm::tests::cred;
 
     fn attr() -> Attr {
-        crate::nfs4::ops::access::tests::attr(FileType::Regular, 0o664)
+        crate::nfs4::helpers::perm::tests::attr(FileType::Regular, 0o664)
     }
 
     #[test]

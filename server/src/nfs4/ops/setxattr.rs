@@ -1,10 +1,11 @@
 //! SETXATTR (RFC 8276 §8.4.2): create or replace one extended attribute; the reply carries
 //! the file's change attribute before and after.
 
-use super::ns_util::{encode_change_info, status};
-use super::xattr_util::{decode_key, xattr_target};
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::name::decode_xattr_key;
+use crate::nfs4::helpers::perm::xattr_target;
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::encode_change_info;
 use crate::store::{XattrSet, XATTR_SIZE_MAX};
 use crate::xdr::{XdrError, XdrReader, XdrWriter};
 
@@ -22,9 +23,9 @@ pub fn decode_option(v: u32) -> Result<XattrSet, NfsStat> {
     })
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let how = decode_option(r.u32()?)?;
-    let name = decode_key(r)?;
+    let name = decode_xattr_key(r)?;
     let n = r.remaining();
     let value = r.opaque(n)?;
     if value.len() > XATTR_SIZE_MAX {
@@ -34,10 +35,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     let change = ctx.srv.store.setxattr(a.ino, &name, value, how)?;
     encode_change_info(w, &change);
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
 //! VERIFY (RFC 8881 §18.31): OK if the given attribute values are those of the current
 //! object, NOT_SAME otherwise. NVERIFY shares `compare`.
 
-use super::ns_util::cur_attr;
 use crate::nfs4::attr::{
     decode_raw, encode_values, is_supported, is_write_only, num, with_env, AttrEnv,
 };
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::store::Attr;
 use crate::xdr::{XdrReader, XdrWriter};
@@ -33,11 +33,11 @@ pub fn compare(ctx: &Ctx<'_>, r: &mut XdrReader<'_>) -> Result<bool, NfsStat> {
     with_env(ctx, |env| compare_with(env, &a, r))
 }
 
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> NfsStat {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Result<(), NfsStat> {
     match compare(ctx, r) {
-        Ok(true) => NfsStat::OK,
-        Ok(false) => NfsStat::NOT_SAME,
-        Err(s) => s,
+        Ok(true) => Ok(()),
+        Ok(false) => Err(NfsStat::NOT_SAME),
+        Err(s) => Err(s),
     }
 }
 
@@ -88,7 +88,7 @@ mod tests {
         let env = AttrEnv {
             minor: 1,
             lease_seconds: 90,
-            layout_types: &[3],
+            layout_types: &[layout::block::LayoutType::BLOCK_VOLUME],
             volume_uuid: [1; 16],
             block_size: 4096,
             fsstat: &f,

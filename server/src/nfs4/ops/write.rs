@@ -2,13 +2,13 @@
 //! when we answer; `writeverf` is the boot verifier, so a client that wrote UNSTABLE data
 //! before a restart sees a new verifier at COMMIT and writes again (§18.32.3, design.md §4).
 
-use super::ns_util::{check_stateid, cur_attr, require_regular, status};
-use crate::nfs4::attr::fs::MAX_FILE_SIZE;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
+use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
-use crate::store::Stable;
+use crate::store::{self, Stable};
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
 
 /// `stable_how4`.
@@ -61,13 +61,13 @@ pub fn write_verifier(ctx: &Ctx<'_>) -> [u8; 8] {
     ctx.srv.boot_verifier.to_be_bytes()
 }
 
-fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
+pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = decode(r)?;
     let a = cur_attr(ctx)?;
-    require_regular(&a)?;
-    check_stateid(ctx, &args.stateid, &a, IoAccess::Write)?;
+    require_regular(&a, NotRegular::IO)?;
+    check_io_stateid(ctx, args.stateid, &a, IoAccess::Write)?;
     let end = args.offset.checked_add(args.data.len() as u64);
-    if !matches!(end, Some(e) if e <= MAX_FILE_SIZE) {
+    if !matches!(end, Some(e) if e <= store::MAX_FILE_SIZE) {
         return Err(NfsStat::FBIG);
     }
     let (count, committed) = if args.data.is_empty() {
@@ -82,10 +82,6 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
     w.u32(stable_to_wire(committed));
     w.opaque_fixed(&write_verifier(ctx));
     Ok(())
-}
-
-pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> NfsStat {
-    status(go(ctx, r, w))
 }
 
 #[cfg(test)]

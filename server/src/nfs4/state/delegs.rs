@@ -200,10 +200,10 @@ mod tests {
         assert!(e.sm.deleg_conflicts(b, Ino(10), true)[0].send);
         assert!(!e.sm.deleg_conflicts(b, Ino(10), true)[0].send);
         // DELEGRETURN ends it (not of another file, not another kind of stateid).
-        assert_eq!(e.sm.delegreturn(a, &d, Ino(11)), NfsStat::BAD_STATEID);
-        assert_eq!(e.sm.delegreturn(a, &d, Ino(10)), NfsStat::OK);
+        assert_eq!(e.sm.delegreturn(a, &d, Ino(11)), Err(NfsStat::BAD_STATEID));
+        assert_eq!(e.sm.delegreturn(a, &d, Ino(10)), Ok(()));
         assert!(e.sm.deleg_conflicts(b, Ino(10), true).is_empty());
-        assert_eq!(e.sm.delegreturn(a, &d, Ino(10)), NfsStat::BAD_STATEID);
+        assert_eq!(e.sm.delegreturn(a, &d, Ino(10)), Err(NfsStat::BAD_STATEID));
 
         // Not returned within a lease of the recall: revoked.
         let d = e.sm.grant_deleg(a, Ino(10), false).unwrap();

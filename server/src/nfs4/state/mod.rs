@@ -50,7 +50,7 @@ pub use files::{OpenReq, ShareAccess};
 pub use grace::CommitClaim;
 pub use lock::{range_of, LockRange};
 pub use locks::{Denied, LockError, LockReq, Locker};
-pub use session::ChannelAttrs;
+pub use session::{ChannelAttrs, MAX_IO};
 pub use sessions::CbSlot;
 pub use stateid::is_special;
 
@@ -151,15 +151,7 @@ pub(crate) struct Inner {
 impl StateManager {
     /// Reads the client records the store kept (for reclaim during grace) and starts the
     /// grace period if there were any.
-    pub fn new(
-        opts: &crate::server::NfsOptions,
-        store: std::sync::Arc<crate::store::Store>,
-    ) -> StateManager {
-        let cfg = StateConfig {
-            lease_seconds: opts.lease_seconds,
-            grace_seconds: opts.grace_seconds,
-            boot_verifier: store.boot_verifier(),
-        };
+    pub fn new(cfg: StateConfig, store: std::sync::Arc<crate::store::Store>) -> StateManager {
         let clock = Arc::new(MonotonicClock(std::time::Instant::now()));
         StateManager::with_parts(cfg, store, clock)
     }
@@ -401,11 +393,8 @@ impl StateManager {
     // ---- delegations (delegs.rs) ----
 
     /// DELEGRETURN of the delegation of `ino` the stateid names.
-    pub fn delegreturn(&self, clientid: u64, stateid: &Stateid, ino: Ino) -> NfsStat {
-        match self.with(|i, _| i.delegreturn(clientid, stateid, ino)) {
-            Ok(()) => NfsStat::OK,
-            Err(e) => e,
-        }
+    pub fn delegreturn(&self, clientid: u64, stateid: &Stateid, ino: Ino) -> Result<(), NfsStat> {
+        self.with(|i, _| i.delegreturn(clientid, stateid, ino))
     }
 
     /// A read (`write == false`) or write delegation of `ino` if none conflicts.

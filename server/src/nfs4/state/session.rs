@@ -9,10 +9,13 @@ use std::sync::Arc;
 use crate::nfs4::status::NfsStat;
 use crate::rpc::Backchannel;
 
-/// Our limits for the fore channel. 1 MiB of data plus room for the COMPOUND around it
-/// (the largest READ/WRITE we offer is 1 MiB, attr/fs.rs MAX_IO).
-pub const MAX_REQUEST: u32 = (1 << 20) + 4096;
-pub const MAX_RESPONSE: u32 = (1 << 20) + 4096;
+/// The largest READ and WRITE we offer (`maxread` / `maxwrite`): 1 MiB, what the Linux
+/// client uses as its largest rsize/wsize. READ cuts its count to it; the session's request
+/// and reply limits below bound a WRITE to it.
+pub const MAX_IO: u32 = 1 << 20;
+/// Our limits for the fore channel: `MAX_IO` of data plus room for the COMPOUND around it.
+pub const MAX_REQUEST: u32 = MAX_IO + 4096;
+pub const MAX_RESPONSE: u32 = MAX_IO + 4096;
 /// A cached reply is kept per slot: 64 slots x 32 KiB bounds a session's cache at 2 MiB.
 pub const MAX_RESPONSE_CACHED: u32 = 32 * 1024;
 /// Operations per COMPOUND. Linux asks for 8 and refuses a session that gives fewer

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::nfs4::scsi::{PrFencer, PreemptError};
-use crate::nfs4::state::{Clock, StateConfig, StateManager, COURTESY_SECONDS};
+use crate::nfs4::state::{Clock, StateManager, COURTESY_SECONDS};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The lease clock, set by the test.
@@ -24,11 +24,7 @@ fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
     Store::mkfs_dev(dev.clone(), false).unwrap();
     let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
     let clock = Arc::new(FakeClock::default());
-    let cfg = StateConfig {
-        lease_seconds: opts.lease_seconds,
-        grace_seconds: opts.grace_seconds,
-        boot_verifier: store.boot_verifier(),
-    };
+    let cfg = opts.state_config(store.boot_verifier());
     let state = StateManager::with_parts(cfg, store.clone(), clock.clone());
     // As `Server::new`: an unlinked file lives on while open.
     store.set_open_probe(Box::new(state.open_probe()));
@@ -93,7 +89,7 @@ fn mapped(srv: &Server, ino: Ino, n: u64) -> u64 {
 }
 
 fn dev_hex(srv: &Server) -> String {
-    crate::nfs4::ops::pnfs_util::device_id_of(srv)
+    crate::nfs4::pnfs::device_id(&srv.store)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
@@ -112,7 +108,7 @@ fn an_expired_clients_layout_is_fenced_once_then_trimmed() {
     let mut x = ctx(&fx.srv, &c);
     mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let g = get(&mut x, IoMode::RW.0, 0, 2 * B, sid).unwrap();
     let n = g.length / B;
     assert!(n > 2, "preallocated past the asked range: {n}");
     assert_eq!(mapped(&fx.srv, fh.ino, n), n);
@@ -144,7 +140,7 @@ fn a_failed_fence_keeps_the_blocks_until_a_retry_succeeds() {
     let mut x = ctx(&fx.srv, &c);
     mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
-    let g = get(&mut x, iomode::RW, 0, 2 * B, sid).unwrap();
+    let g = get(&mut x, IoMode::RW.0, 0, 2 * B, sid).unwrap();
     let n = g.length / B;
     let free0 = fx.srv.store.fsstat().free_bytes;
     let t0 = Instant::now();
@@ -219,7 +215,7 @@ fn scsi_rw(x: &mut Ctx<'_>, len: u64, sid: Stateid) {
     let (s, _) = call(
         x,
         layoutget::run,
-        &layoutget_args(5, iomode::RW, 0, len, len, sid, 0xffff),
+        &layoutget_args(5, IoMode::RW.0, 0, len, len, sid, 0xffff),
     );
     assert_eq!(s, NfsStat::OK);
 }
@@ -227,7 +223,7 @@ fn scsi_rw(x: &mut Ctx<'_>, len: u64, sid: Stateid) {
 #[test]
 fn an_expired_scsi_clients_key_is_preempted_once_and_a_failed_preempt_keeps_blocks() {
     let opts = NfsOptions {
-        layout_types: vec![3, 5],
+        layout_types: vec![LayoutType::BLOCK_VOLUME, LayoutType::SCSI],
         ..NfsOptions::default()
     };
     let (fx, clock) = fixture_clocked(opts);
@@ -282,7 +278,7 @@ fn a_truncate_after_the_state_dropped_a_layout_fences_before_freeing() {
     let mut a = ctx(&fx.srv, &ca);
     mount(&mut a, b"a");
     let (fh, sa) = create(&mut a, b"f");
-    get(&mut a, iomode::RW, 0, 2 * B, sa).unwrap();
+    get(&mut a, IoMode::RW.0, 0, 2 * B, sa).unwrap();
     commit_size(&fx.srv, fh.ino);
     // A's lease runs out and the state drops its layout; the tick has not run yet.
     let past = u64::from(fx.srv.opts.lease_seconds) + COURTESY_SECONDS + 2;
@@ -315,10 +311,7 @@ fn close_survives(x: &mut Ctx<'_>, fh: Fh, sid: Stateid) -> bool {
     w.u32(0);
     sid.encode(&mut w);
     x.current_fh = Some(fh);
-    assert_eq!(
-        call(x, crate::nfs4::ops::close::close, &w.buf).0,
-        NfsStat::OK
-    );
+    assert_eq!(call(x, crate::nfs4::ops::close::run, &w.buf).0, NfsStat::OK);
     x.srv.store.extents(fh.ino, 0, 2).is_ok_and(|v| {
         v.iter()
             .any(|s| matches!(s, layout::Segment::Mapped { .. }))
@@ -332,9 +325,9 @@ fn an_unlinked_file_a_failed_fence_keeps_is_not_freed_at_its_last_close() {
     let mut x = ctx(&fx.srv, &c);
     mount(&mut x, b"a");
     let (f, sf) = create(&mut x, b"f");
-    get(&mut x, iomode::RW, 0, 2 * B, sf).unwrap();
+    get(&mut x, IoMode::RW.0, 0, 2 * B, sf).unwrap();
     let (g, sg) = create(&mut x, b"g");
-    get(&mut x, iomode::RW, 0, 2 * B, sg).unwrap();
+    get(&mut x, IoMode::RW.0, 0, 2 * B, sg).unwrap();
     // Both unlinked while open: they live on until their last CLOSE.
     assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
     assert_eq!(remove(&mut x, b"g"), NfsStat::OK);
@@ -345,7 +338,7 @@ fn an_unlinked_file_a_failed_fence_keeps_is_not_freed_at_its_last_close() {
     assert!(!close_survives(&mut x, g, sg));
     // And while kept, REMOVE of a last link waits.
     let (h, sh) = create(&mut x, b"h");
-    get(&mut x, iomode::RW, 0, 2 * B, sh).unwrap();
+    get(&mut x, IoMode::RW.0, 0, 2 * B, sh).unwrap();
     fx.srv.pnfs.keep_unfenced(99, [h.ino], Instant::now());
     assert_eq!(remove(&mut x, b"h"), NfsStat::DELAY);
     assert!(close_survives(&mut x, h, sh));

@@ -102,7 +102,7 @@ fn write_sequentially(prealloc: u64, total: u64) -> (u64, u64, u64) {
             {
                 Some(i) => i,
                 None => {
-                    let g = get_min(&mut x, iomode::RW, pos, off + step - pos, sid);
+                    let g = get_min(&mut x, IoMode::RW.0, pos, off + step - pos, sid);
                     sid = g.stateid;
                     gets += 1;
                     cached.push(g);
@@ -155,7 +155,7 @@ fn a_layoutget_inside_allocated_blocks_returns_the_whole_run() {
     let (fh, sid) = open_f(&mut x);
     // ALLOCATE-like: a 2 MiB file of unwritten blocks, asked in the middle for one page.
     fx.srv.store.allocate(fh.ino, 0, 2 << 20).unwrap();
-    let g = get_min(&mut x, iomode::RW, 1 << 20, B, sid);
+    let g = get_min(&mut x, IoMode::RW.0, 1 << 20, B, sid);
     assert_eq!((g.offset, g.length), (0, 2 << 20));
     assert!(g
         .extents
@@ -164,7 +164,7 @@ fn a_layoutget_inside_allocated_blocks_returns_the_whole_run() {
     // Nothing was allocated for it.
     assert_eq!(fx.srv.pnfs.metrics.snapshot().layoutget_allocations, 0);
     // READ over the same: the whole run, NONE_DATA (unwritten), up to EOF only.
-    let r = get_min(&mut x, iomode::READ, 1 << 20, B, g.stateid);
+    let r = get_min(&mut x, IoMode::READ.0, 1 << 20, B, g.stateid);
     assert_eq!((r.offset, r.length), (0, 2 << 20));
     assert!(r.extents.iter().all(|e| e.state == ExtentState::NONE_DATA));
 }
@@ -182,9 +182,9 @@ fn widening_stops_where_another_client_holds_a_layout() {
     let (_, sid2) = create(&mut x2, b"f");
     // Client 2 reads past EOF (3 MiB); client 1 then writes the start: its layout would
     // reach over client 2's, so it is not widened, and nobody is recalled.
-    let r = get_min(&mut x2, iomode::READ, 3 << 20, B, sid2);
+    let r = get_min(&mut x2, IoMode::READ.0, 3 << 20, B, sid2);
     assert_eq!((r.offset, r.length), (3 << 20, B));
-    let g = get_min(&mut x1, iomode::RW, 0, B, sid1);
+    let g = get_min(&mut x1, IoMode::RW.0, 0, B, sid1);
     assert_eq!((g.offset, g.length), (0, B));
     assert_eq!(fx.srv.pnfs.metrics.snapshot().recalls_sent, 0);
 }
@@ -207,7 +207,7 @@ fn preallocated_blocks_never_committed_read_as_zeros() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
     let mut x = fx.client();
     let (fh, sid) = open_f(&mut x);
-    let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
+    let g = get_min(&mut x, IoMode::RW.0, 0, 16 * B, sid);
     assert!(g.length >= (1 << 20), "preallocated: {}", g.length);
     // The client writes everything it was given but commits only the first 64 KiB.
     fill(&fx, &g, 0xab);
@@ -244,11 +244,14 @@ fn blocks_past_eof_are_freed_after_the_last_rw_return() {
     let mut x = fx.client();
     let (fh, sid) = open_f(&mut x);
     let free0 = fx.srv.store.fsstat().free_bytes;
-    let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
+    let g = get_min(&mut x, IoMode::RW.0, 0, 16 * B, sid);
     assert!(fx.srv.store.fsstat().free_bytes <= free0 - g.length);
     assert_eq!(commit_range(&mut x, g.stateid, 0, 16 * B), NfsStat::OK);
     // Returning READ only: the RW layout is still held, nothing is freed.
-    assert_eq!(return_all_of(&mut x, g.stateid, iomode::READ), NfsStat::OK);
+    assert_eq!(
+        return_all_of(&mut x, g.stateid, IoMode::READ.0),
+        NfsStat::OK
+    );
     assert!(fx.srv.store.fsstat().free_bytes <= free0 - g.length);
     let mapped = |srv: &Server| {
         srv.store
@@ -265,7 +268,7 @@ fn blocks_past_eof_are_freed_after_the_last_rw_return() {
         seqid: g.stateid.seqid + 1,
         ..g.stateid
     };
-    assert_eq!(return_all_of(&mut x, sid2, iomode::ANY), NfsStat::OK);
+    assert_eq!(return_all_of(&mut x, sid2, IoMode::ANY.0), NfsStat::OK);
     assert_eq!(fx.srv.store.fsstat().free_bytes, free0 - 16 * B);
     assert_eq!(mapped(&fx.srv), 16);
     let m = fx.srv.pnfs.metrics.snapshot();
@@ -282,7 +285,7 @@ fn close_trims_and_a_layoutget_in_progress_is_never_trimmed() {
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
     let free0 = fx.srv.store.fsstat().free_bytes;
-    let g = get_min(&mut x, iomode::RW, 0, 4 * B, sid);
+    let g = get_min(&mut x, IoMode::RW.0, 0, 4 * B, sid);
     assert!(g.length > 4 * B);
     // While a LAYOUTGET of the file is between its allocation and its grant, a trim
     // (any client's return) must not free anything.
@@ -294,14 +297,14 @@ fn close_trims_and_a_layoutget_in_progress_is_never_trimmed() {
     }
     // (The LAYOUTGET in progress ends with its grant.)
     let end = g.offset + g.length;
-    fx.srv.pnfs.grant(cid, fh.ino, g.offset, end, iomode::RW);
+    fx.srv.pnfs.grant(cid, fh.ino, g.offset, end, IoMode::RW);
     // CLOSE (return-on-close): nothing was committed, so every block goes.
     let mut w = XdrWriter::new();
     w.u32(0);
     sid.encode(&mut w);
     x.current_fh = Some(fh);
     assert_eq!(
-        call(&mut x, crate::nfs4::ops::close::close, &w.buf).0,
+        call(&mut x, crate::nfs4::ops::close::run, &w.buf).0,
         NfsStat::OK
     );
     assert_eq!(fx.srv.store.fsstat().free_bytes, free0);
@@ -314,7 +317,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
         let mut x = fx.client();
         let (fh, sid) = open_f(&mut x);
         let free0 = fx.srv.store.fsstat().free_bytes;
-        let g = get_min(&mut x, iomode::RW, 0, 4 * B, sid);
+        let g = get_min(&mut x, IoMode::RW.0, 0, 4 * B, sid);
         fill(&fx, &g, 0x77);
         assert_eq!(commit_range(&mut x, g.stateid, 0, 4 * B), NfsStat::OK);
         // SIGKILL: the layout is never returned.
@@ -337,7 +340,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
                 grace_seconds: if grace { 90 } else { 0 },
                 ..NfsOptions::default()
             };
-            let srv = test_fixture::server(store.clone(), opts, 2);
+            let srv = crate::nfs4::tests::fixture::server(store.clone(), opts, 2);
             assert_eq!(srv.state.in_grace(), grace, "seed {seed}");
             callback::tick_at(&srv, Instant::now());
             let free = store.fsstat().free_bytes;
@@ -363,7 +366,7 @@ fn committing_the_whole_layout_converts_nothing_past_the_new_eof() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
     let mut x = fx.client();
     let (fh, sid) = open_f(&mut x);
-    let g = get_min(&mut x, iomode::RW, 0, 16 * B, sid);
+    let g = get_min(&mut x, IoMode::RW.0, 0, 16 * B, sid);
     // Stale bytes on the volume where the speculation went.
     fill(&fx, &g, 0x99);
     // A client that commits everything it was given, having written 16 blocks.

@@ -6,7 +6,8 @@ use crate::nfs4::attr::file::ftype;
 use crate::nfs4::attr::num;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::ops::{
-    access, allocate, commit, create, getattr, nverify, read, remove, seek, setattr, verify, write,
+    access, allocate, commit, create, getattr, lookup, nverify, read, remove, seek, setattr,
+    verify, write,
 };
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
@@ -15,8 +16,8 @@ use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 #[test]
 fn write_read_commit_and_types() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
     let f = fx.file(ROOT_INO, "data", 0o644);
     ctx.current_fh = Some(f);
     let mut w = XdrWriter::new();
@@ -76,6 +77,60 @@ fn write_read_commit_and_types() {
     assert_eq!(st(&mut ctx, read::run, &w.buf), NfsStat::BAD_STATEID);
 }
 
+/// The limits GETATTR advertises are the ones the operations enforce: a client that
+/// believes `maxfilesize`, `maxname` and `maxread` gets neither FBIG below them nor more than
+/// them (maxfilesize was i64::MAX while the store refused sizes past 2^50).
+#[test]
+fn advertised_limits_are_the_enforced_ones() {
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
+    let r = root(&mut ctx);
+    let vals = getattr_of(
+        &mut ctx,
+        r,
+        &[num::MAXFILESIZE, num::MAXNAME, num::MAXREAD, num::MAXWRITE],
+    );
+    let mut v = XdrReader::new(&vals);
+    let maxfilesize = v.u64().unwrap();
+    let maxname = v.u32().unwrap() as usize;
+    let (maxread, maxwrite) = (v.u64().unwrap(), v.u64().unwrap());
+    v.finish().unwrap();
+    let f = fx.file(ROOT_INO, "limits", 0o644);
+    ctx.current_fh = Some(f);
+    let write_at = |ctx: &mut Ctx<'_>, off: u64, data: &[u8]| {
+        let mut w = XdrWriter::new();
+        Stateid::ANONYMOUS.encode(&mut w);
+        w.u64(off);
+        w.u32(write::UNSTABLE4);
+        w.opaque(data);
+        st(ctx, write::run, &w.buf)
+    };
+    // The last byte below maxfilesize can be written; the one at it cannot.
+    assert_eq!(write_at(&mut ctx, maxfilesize - 1, b"x"), NfsStat::OK);
+    assert_eq!(write_at(&mut ctx, maxfilesize, b"x"), NfsStat::FBIG);
+    // A maxwrite-sized WRITE is taken whole; READ gives at most maxread.
+    let big = vec![7u8; maxwrite as usize + 4096];
+    assert_eq!(
+        write_at(&mut ctx, 0, &big[..maxwrite as usize]),
+        NfsStat::OK
+    );
+    let mut w = XdrWriter::new();
+    Stateid::ANONYMOUS.encode(&mut w);
+    w.u64(0);
+    w.u32(u32::MAX);
+    let (s, body) = call(&mut ctx, read::run, &w.buf);
+    assert_eq!(s, NfsStat::OK);
+    let mut rd = XdrReader::new(&body);
+    assert!(!rd.bool().unwrap());
+    assert_eq!(rd.opaque(usize::MAX).unwrap().len() as u64, maxread);
+    // A name of maxname bytes is a name; one more is NAMETOOLONG.
+    let dir = mkdir(&mut ctx, r, &"d".repeat(maxname));
+    assert_ne!(dir, r);
+    ctx.current_fh = Some(r);
+    let long = name("d".repeat(maxname + 1).as_bytes());
+    assert_eq!(st(&mut ctx, lookup::run, &long), NfsStat::NAMETOOLONG);
+}
+
 fn setattr_args(bits: &[u32], vals: impl FnOnce(&mut XdrWriter)) -> Vec<u8> {
     let mut w = XdrWriter::new();
     Stateid::ANONYMOUS.encode(&mut w);
@@ -92,8 +147,8 @@ fn setattr_args(bits: &[u32], vals: impl FnOnce(&mut XdrWriter)) -> Vec<u8> {
 
 #[test]
 fn setattr_getattr_verify() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
     let f = fx.file(ROOT_INO, "f", 0o644);
     ctx.current_fh = Some(f);
     let args = setattr_args(&[num::SIZE, num::MODE, num::OWNER], |v| {
@@ -161,8 +216,8 @@ fn setattr_getattr_verify() {
 
 #[test]
 fn access_by_mode_and_credential() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
     let f = fx.file(ROOT_INO, "private", 0o600);
     ctx.current_fh = Some(f);
     let all = 0x3f_u32;
@@ -172,13 +227,16 @@ fn access_by_mode_and_credential() {
         let mut r = XdrReader::new(&body);
         (r.u32().unwrap(), r.u32().unwrap())
     };
-    let file_bits = access::ACCESS4_READ
-        | access::ACCESS4_MODIFY
-        | access::ACCESS4_EXTEND
-        | access::ACCESS4_EXECUTE;
+    let file_bits = crate::nfs4::helpers::perm::ACCESS4_READ
+        | crate::nfs4::helpers::perm::ACCESS4_MODIFY
+        | crate::nfs4::helpers::perm::ACCESS4_EXTEND
+        | crate::nfs4::helpers::perm::ACCESS4_EXECUTE;
     assert_eq!(
         ask(&mut ctx),
-        (file_bits, file_bits & !access::ACCESS4_EXECUTE)
+        (
+            file_bits,
+            file_bits & !crate::nfs4::helpers::perm::ACCESS4_EXECUTE
+        )
     );
     ctx.cred = cred(1000, 1000);
     assert_eq!(ask(&mut ctx), (file_bits, 0));
@@ -190,7 +248,7 @@ fn access_by_mode_and_credential() {
     assert_eq!(st(&mut ctx, read::run, &w.buf), NfsStat::ACCESS);
     // Creating in a directory without write permission.
     root(&mut ctx);
-    let d = mkdir(&mut fx.ctx(), ctx.current_fh.unwrap(), "ro");
+    let d = mkdir(&mut fx.ctx(2), ctx.current_fh.unwrap(), "ro");
     ctx.current_fh = Some(d);
     let args = create_args(ftype::NF4DIR, &[], b"x");
     assert_eq!(st(&mut ctx, create::run, &args), NfsStat::ACCESS);
@@ -224,8 +282,8 @@ fn access_by_mode_and_credential() {
 
 #[test]
 fn allocate_seek_deallocate() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
     let f = fx.file(ROOT_INO, "sparse", 0o644);
     ctx.current_fh = Some(f);
     let range = |off: u64, len: u64| {
@@ -276,10 +334,8 @@ fn garbage_arguments_never_panic() {
         sync: false,
         ..StoreOptions::default()
     };
-    let Some(fx) = fixture_with(sopts) else {
-        return;
-    };
-    let mut ctx = fx.ctx();
+    let fx = fixture_with(sopts);
+    let mut ctx = fx.ctx(2);
     let r = root(&mut ctx);
     let f = fx.file(ROOT_INO, "f", 0o644);
     let mut w = XdrWriter::new();
@@ -294,35 +350,35 @@ fn garbage_arguments_never_panic() {
         NfsStat::OK
     );
     let l = ctx.current_fh.unwrap();
-    use crate::nfs4::ops::opnum::*;
+    use crate::nfs4::opcode::NfsOp;
     let ops = [
-        PUTROOTFH,
-        PUTPUBFH,
-        PUTFH,
-        GETFH,
-        SAVEFH,
-        RESTOREFH,
-        LOOKUP,
-        LOOKUPP,
-        GETATTR,
-        SETATTR,
-        VERIFY,
-        NVERIFY,
-        ACCESS,
-        CREATE,
-        REMOVE,
-        RENAME,
-        LINK,
-        READDIR,
-        READLINK,
-        READ,
-        WRITE,
-        COMMIT,
-        SECINFO,
-        SECINFO_NO_NAME,
-        ALLOCATE,
-        DEALLOCATE,
-        SEEK,
+        NfsOp::PUTROOTFH,
+        NfsOp::PUTPUBFH,
+        NfsOp::PUTFH,
+        NfsOp::GETFH,
+        NfsOp::SAVEFH,
+        NfsOp::RESTOREFH,
+        NfsOp::LOOKUP,
+        NfsOp::LOOKUPP,
+        NfsOp::GETATTR,
+        NfsOp::SETATTR,
+        NfsOp::VERIFY,
+        NfsOp::NVERIFY,
+        NfsOp::ACCESS,
+        NfsOp::CREATE,
+        NfsOp::REMOVE,
+        NfsOp::RENAME,
+        NfsOp::LINK,
+        NfsOp::READDIR,
+        NfsOp::READLINK,
+        NfsOp::READ,
+        NfsOp::WRITE,
+        NfsOp::COMMIT,
+        NfsOp::SECINFO,
+        NfsOp::SECINFO_NO_NAME,
+        NfsOp::ALLOCATE,
+        NfsOp::DEALLOCATE,
+        NfsOp::SEEK,
     ];
     let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     let mut next = move || {

@@ -2,13 +2,13 @@
 
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::status::NfsStat;
-use layout::block::layout_type;
+use layout::block::LayoutType;
 
 /// The layout types this server implements bodies for (block: RFC 5663; SCSI: RFC 8154).
-const IMPLEMENTED: [u32; 2] = [layout_type::BLOCK_VOLUME, layout_type::SCSI];
+const IMPLEMENTED: [LayoutType; 2] = [LayoutType::BLOCK_VOLUME, LayoutType::SCSI];
 
 /// NFS4ERR_UNKNOWN_LAYOUTTYPE unless `t` is offered (`layout_types` config) and implemented.
-pub fn check_type(ctx: &Ctx<'_>, t: u32) -> Result<(), NfsStat> {
+pub fn check_type(ctx: &Ctx<'_>, t: LayoutType) -> Result<(), NfsStat> {
     if ctx.srv.opts.layout_types.contains(&t) && IMPLEMENTED.contains(&t) {
         Ok(())
     } else {
@@ -18,11 +18,7 @@ pub fn check_type(ctx: &Ctx<'_>, t: u32) -> Result<(), NfsStat> {
 
 /// The device id of the volume (derived from its UUID: stable across restarts).
 pub fn device_id(ctx: &Ctx<'_>) -> [u8; 16] {
-    device_id_of(ctx.srv)
-}
-
-pub fn device_id_of(srv: &crate::server::Server) -> [u8; 16] {
-    layout::block::device_id(srv.store.volume_uuid())
+    crate::nfs4::pnfs::device_id(&ctx.srv.store)
 }
 
 /// The device id layouts of type `t` name. Block: `device_id`. SCSI: that id with this
@@ -31,9 +27,9 @@ pub fn device_id_of(srv: &crate::server::Server) -> [u8; 16] {
 /// and a Linux client registers its key only when it sets a device up — on GETDEVICEINFO of
 /// an id it does not know. A new id after a restart makes it register again instead of
 /// falling back to the MDS (docs/pnfs.md "After a restart").
-pub fn device_id_for(ctx: &Ctx<'_>, t: u32) -> [u8; 16] {
+pub fn device_id_for(ctx: &Ctx<'_>, t: LayoutType) -> [u8; 16] {
     let mut id = device_id(ctx);
-    if is_scsi(t) {
+    if t == LayoutType::SCSI {
         for (b, v) in id[8..].iter_mut().zip(ctx.srv.boot_verifier.to_be_bytes()) {
             *b ^= v;
         }
@@ -44,9 +40,4 @@ pub fn device_id_for(ctx: &Ctx<'_>, t: u32) -> [u8; 16] {
 /// The layout block size in bytes (`layout_blksize`).
 pub fn block(ctx: &Ctx<'_>) -> u64 {
     u64::from(ctx.srv.store.block_size())
-}
-
-/// Whether `t` is the SCSI layout (the ops dispatch their bodies on it).
-pub fn is_scsi(t: u32) -> bool {
-    t == layout_type::SCSI
 }

@@ -2,24 +2,24 @@
 //! in a real session: layout bodies and rules, the LAYOUTCOMMIT durability counters of
 //! design.md §4 (issue 4 "Must show"), returns, recalls and fencing.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{
-    create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
-    layoutreturn, open, reclaim_complete, sequence, test_fixture,
-};
+use super::fixture::{call, seq_args, session_args, Fx, VOL};
 use crate::nfs4::callback;
-use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::ops::{
+    create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
+    layoutreturn, open, reclaim_complete, sequence,
+};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
+use crate::rpc::ConnInfo;
 use crate::server::{NfsOptions, Server};
 use crate::store::{Ino, SetAttrs, Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
-use layout::block::{iomode, BlockExtent, ExtentState};
+use layout::block::{BlockExtent, ExtentState, IoMode, LayoutType};
 use metalog::CrashDev;
-use test_fixture::{call, seq_args, session_args};
 
 const B: u64 = 4096;
 const BLOCK: u32 = 3;
@@ -35,13 +35,6 @@ impl crate::rpc::Backchannel for Recorder {
     }
 }
 
-struct Fx {
-    dev: Arc<CrashDev>,
-    srv: Server,
-    /// Connection 1, without a backchannel: the one a single-client test talks on.
-    conn: ConnInfo,
-}
-
 impl Fx {
     /// A context on `conn`, as client 1 before it mounts.
     fn client(&self) -> Ctx<'_> {
@@ -50,48 +43,27 @@ impl Fx {
 }
 
 fn fixture(opts: NfsOptions) -> Fx {
-    fixture_seeded(opts, 1)
+    Fx::new(opts)
 }
 
 /// `seed` picks which unflushed writes a simulated crash keeps.
 fn fixture_seeded(opts: NfsOptions, seed: u64) -> Fx {
-    fixture_on(opts, 16 << 20, seed)
+    Fx::on(opts, VOL, seed, StoreOptions::default(), 1)
 }
 
 /// A fixture over a volume of `size` bytes.
 fn fixture_of(opts: NfsOptions, size: u64) -> Fx {
-    fixture_on(opts, size, 1)
+    Fx::on(opts, size, 1, StoreOptions::default(), 1)
 }
 
-fn fixture_on(opts: NfsOptions, size: u64, seed: u64) -> Fx {
-    let dev = Arc::new(CrashDev::new(size, seed));
-    Store::mkfs_dev(dev.clone(), false).unwrap();
-    let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
-    Fx {
-        dev,
-        srv: test_fixture::server(store, opts, 1),
-        conn: conn(1, None),
-    }
-}
-
+/// Connection `id`, with the recording backchannel if given.
 fn conn(id: u64, bc: Option<Arc<Recorder>>) -> ConnInfo {
-    ConnInfo {
-        id,
-        peer: SocketAddr::from(([127, 0, 0, id as u8], 700)),
-        backchannel: bc.map(|b| b as Arc<dyn crate::rpc::Backchannel>),
-    }
+    super::fixture::conn(id, bc.map(|b| b as Arc<dyn crate::rpc::Backchannel>))
 }
 
+/// A context at minor version 1 for the operation after SEQUENCE of a COMPOUND.
 fn ctx<'a>(srv: &'a Server, c: &'a ConnInfo) -> Ctx<'a> {
-    let cred = Cred {
-        flavor: 1,
-        uid: 0,
-        gid: 0,
-        gids: vec![],
-        machine: b"t".to_vec(),
-    };
-    let mut x = Ctx::new(srv, c, cred);
-    x.minor = 1;
+    let mut x = super::fixture::ctx(srv, c, 1);
     x.op_count = 2;
     x
 }
@@ -105,18 +77,18 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> u64 {
     w.u32(0);
     w.u32(0);
     w.u32(0);
-    let (s, body) = call(ctx, exchange_id::exchange_id, &w.buf);
+    let (s, body) = call(ctx, exchange_id::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     let clientid = r.u64().unwrap();
     let seq = r.u32().unwrap();
     let args = session_args(clientid, seq);
-    let (s, body) = call(ctx, create_session::create_session, &args);
+    let (s, body) = call(ctx, create_session::run, &args);
     assert_eq!(s, NfsStat::OK);
     let sid: [u8; 16] = XdrReader::new(&body).array().unwrap();
-    let seq_ok = call(ctx, sequence::sequence, &seq_args(sid, 1, 0, false)).0;
+    let seq_ok = call(ctx, sequence::run, &seq_args(sid, 1, 0, false)).0;
     assert_eq!(seq_ok, NfsStat::OK);
-    let rc = call(ctx, reclaim_complete::reclaim_complete, &[0; 4]).0;
+    let rc = call(ctx, reclaim_complete::run, &[0; 4]).0;
     assert_eq!(rc, NfsStat::OK);
     clientid
 }
@@ -136,7 +108,7 @@ fn create(ctx: &mut Ctx<'_>, name: &[u8]) -> (Fh, Stateid) {
     w.opaque(b"");
     w.u32(0);
     w.string(name);
-    let (s, body) = call(ctx, open::open, &w.buf);
+    let (s, body) = call(ctx, open::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let sid = Stateid::decode(&mut XdrReader::new(&body)).unwrap();
     let fh = ctx.current_fh.unwrap();
@@ -161,7 +133,7 @@ fn open_f(x: &mut Ctx<'_>) -> (Fh, Stateid) {
 /// `open_f`, then an RW layout of `[0, len)`.
 fn open_f_rw(x: &mut Ctx<'_>, len: u64) -> (Fh, Stateid, Got) {
     let (fh, sid) = open_f(x);
-    let g = get(x, iomode::RW, 0, len, sid).unwrap();
+    let g = get(x, IoMode::RW.0, 0, len, sid).unwrap();
     (fh, sid, g)
 }
 
@@ -195,7 +167,7 @@ fn truncate(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, size: u64) -> NfsStat {
     v.u64(size);
     w.opaque(&v.buf);
     x.current_fh = Some(fh);
-    call(x, super::setattr::run, &w.buf).0
+    call(x, crate::nfs4::ops::setattr::run, &w.buf).0
 }
 
 /// REMOVE `name` from the root.
@@ -203,7 +175,7 @@ fn remove(x: &mut Ctx<'_>, name: &[u8]) -> NfsStat {
     x.current_fh = Some(root_fh(x.srv));
     let mut w = XdrWriter::new();
     w.string(name);
-    call(x, super::remove::run, &w.buf).0
+    call(x, crate::nfs4::ops::remove::run, &w.buf).0
 }
 
 struct Got {
@@ -394,10 +366,10 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
     // Durable before the reply: nothing of the inode is waiting in the log.
     assert_eq!(fx.srv.store.log().object_seqs(fh.ino.0).1, None);
     // The next LAYOUTGET presents the layout stateid and gets it bumped.
-    let g2 = get(&mut x, iomode::RW, 8192, 8192, g.stateid).unwrap();
+    let g2 = get(&mut x, IoMode::RW.0, 8192, 8192, g.stateid).unwrap();
     assert_eq!(g2.stateid.seqid, 2);
     // READ over unwritten blocks and past EOF: NONE_DATA at storage offset 0.
-    let r = get(&mut x, iomode::READ, 0, 32768, g2.stateid).unwrap();
+    let r = get(&mut x, IoMode::READ.0, 0, 32768, g2.stateid).unwrap();
     assert_eq!(r.stateid.seqid, 3);
     assert!(r
         .extents
@@ -405,10 +377,10 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
         .all(|e| e.state == ExtentState::NONE_DATA && e.storage_offset == 0));
     // Overwriting committed blocks: READ_WRITE_DATA, READ_DATA.
     commit(&mut x, &g, Some(8191)).unwrap();
-    let g3 = get(&mut x, iomode::RW, 0, 8192, r.stateid).unwrap();
+    let g3 = get(&mut x, IoMode::RW.0, 0, 8192, r.stateid).unwrap();
     assert_eq!(g3.extents[0].state, ExtentState::READ_WRITE_DATA);
     assert_eq!(g3.extents[0].storage_offset, g.extents[0].storage_offset);
-    let r2 = get(&mut x, iomode::READ, 0, 8192, g3.stateid).unwrap();
+    let r2 = get(&mut x, IoMode::READ.0, 0, 8192, g3.stateid).unwrap();
     assert_eq!(r2.extents[0].state, ExtentState::READ_DATA);
     assert_eq!(fx.srv.pnfs.metrics.snapshot().layoutgets, 5);
 }
@@ -427,19 +399,19 @@ fn layoutget_refusals() {
         .0
     };
     assert_eq!(
-        try_get(&mut x, 1, iomode::RW, B, B, 4096),
+        try_get(&mut x, 1, IoMode::RW.0, B, B, 4096),
         NfsStat::UNKNOWN_LAYOUTTYPE
     );
     assert_eq!(
-        try_get(&mut x, BLOCK, iomode::ANY, B, B, 4096),
+        try_get(&mut x, BLOCK, IoMode::ANY.0, B, B, 4096),
         NfsStat::BADIOMODE
     );
     assert_eq!(
-        try_get(&mut x, BLOCK, iomode::RW, B, 2 * B, 4096),
+        try_get(&mut x, BLOCK, IoMode::RW.0, B, 2 * B, 4096),
         NfsStat::INVAL
     );
     assert_eq!(
-        try_get(&mut x, BLOCK, iomode::RW, B, B, 60),
+        try_get(&mut x, BLOCK, IoMode::RW.0, B, B, 60),
         NfsStat::TOOSMALL
     );
     let bad = Stateid {
@@ -449,13 +421,13 @@ fn layoutget_refusals() {
     let st = call(
         &mut x,
         layoutget::run,
-        &layoutget_args(BLOCK, iomode::RW, 0, B, B, bad, 4096),
+        &layoutget_args(BLOCK, IoMode::RW.0, 0, B, B, bad, 4096),
     )
     .0;
     assert!(st == NfsStat::BAD_STATEID || st == NfsStat::STALE_STATEID);
     x.current_fh = Some(root_fh(&fx.srv));
     assert_eq!(
-        try_get(&mut x, BLOCK, iomode::RW, B, B, 4096),
+        try_get(&mut x, BLOCK, IoMode::RW.0, B, B, 4096),
         NfsStat::LAYOUTUNAVAILABLE
     );
     x.current_fh = Some(fh);
@@ -646,7 +618,7 @@ fn layoutreturn_file_and_all() {
     let (s, body) = call(
         &mut x,
         layoutreturn::run,
-        &return_args(iomode::RW, 1, Some((0, 2 * B, g.stateid))),
+        &return_args(IoMode::RW.0, 1, Some((0, 2 * B, g.stateid))),
     );
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
@@ -676,7 +648,7 @@ fn layoutreturn_file_and_all() {
     let st = call(
         &mut x,
         layoutreturn::run,
-        &return_args(iomode::RW, 1, Some((0, 4 * B, newer))),
+        &return_args(IoMode::RW.0, 1, Some((0, 4 * B, newer))),
     )
     .0;
     assert_eq!(st, NfsStat::BAD_STATEID);
@@ -684,16 +656,16 @@ fn layoutreturn_file_and_all() {
     let (s, body) = call(
         &mut x,
         layoutreturn::run,
-        &return_args(iomode::ANY, 1, Some((0, u64::MAX, s2))),
+        &return_args(IoMode::ANY.0, 1, Some((0, u64::MAX, s2))),
     );
     assert_eq!((s, body), (NfsStat::OK, vec![0, 0, 0, 0]));
     // ALL needs no filehandle.
-    get(&mut x, iomode::READ, 0, B, sid).unwrap();
+    get(&mut x, IoMode::READ.0, 0, B, sid).unwrap();
     x.current_fh = None;
     let (s, body) = call(
         &mut x,
         layoutreturn::run,
-        &return_args(iomode::ANY, 3, None),
+        &return_args(IoMode::ANY.0, 3, None),
     );
     assert_eq!((s, body), (NfsStat::OK, vec![0, 0, 0, 0]));
     assert!(fx
@@ -728,10 +700,10 @@ fn conflicting_layoutget_recalls_then_fences() {
     mount(&mut a, b"a");
     mount(&mut b, b"b");
     let (fh, sa) = create(&mut a, b"f");
-    let ga = get(&mut a, iomode::RW, 0, 2 * B, sa).unwrap();
+    let ga = get(&mut a, IoMode::RW.0, 0, 2 * B, sa).unwrap();
     let (_, sb) = create(&mut b, b"f");
     assert_eq!(
-        get(&mut b, iomode::READ, 0, B, sb).err(),
+        get(&mut b, IoMode::READ.0, 0, B, sb).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
     {
@@ -744,7 +716,7 @@ fn conflicting_layoutget_recalls_then_fences() {
     }
     // While the recall is pending: RECALLCONFLICT again, and no second recall.
     assert_eq!(
-        get(&mut b, iomode::READ, 0, B, sb).err(),
+        get(&mut b, IoMode::READ.0, 0, B, sb).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
     assert_eq!(bc_a.0.lock().unwrap().len(), 1);
@@ -769,7 +741,7 @@ fn conflicting_layoutget_recalls_then_fences() {
         commit(&mut a, &ga, None).err(),
         Some(NfsStat::ADMIN_REVOKED)
     );
-    assert!(get(&mut b, iomode::READ, 0, B, sb).is_ok());
+    assert!(get(&mut b, IoMode::READ.0, 0, B, sb).is_ok());
 }
 
 #[test]
@@ -792,16 +764,16 @@ fn truncate_and_last_unlink_recall() {
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 2 * B);
     // Until it returns the layout the client gets no new one.
     assert_eq!(
-        get(&mut x, iomode::RW, 0, B, g0.stateid).err(),
+        get(&mut x, IoMode::RW.0, 0, B, g0.stateid).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
     // The client returns it: the truncate goes through; a new layout, then the last unlink
     // recalls again.
-    let ret = return_args(iomode::ANY, 1, Some((0, u64::MAX, g0.stateid)));
+    let ret = return_args(IoMode::ANY.0, 1, Some((0, u64::MAX, g0.stateid)));
     assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
     assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::OK);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 0);
-    let g = get(&mut x, iomode::RW, 0, B, sid).unwrap();
+    let g = get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     assert_eq!(g.extents.len(), 1);
     assert_eq!(g.stateid.seqid, 1);
     assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
@@ -838,13 +810,16 @@ fn close_returns_the_clients_layouts() {
     let mut x = fx.client();
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
-    get(&mut x, iomode::RW, 0, B, sid).unwrap();
+    get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     assert_eq!(fx.srv.state.layouts_of_file(fh.ino).len(), 1);
     let mut w = XdrWriter::new();
     w.u32(0);
     sid.encode(&mut w);
     x.current_fh = Some(fh);
-    assert_eq!(call(&mut x, super::close::close, &w.buf).0, NfsStat::OK);
+    assert_eq!(
+        call(&mut x, crate::nfs4::ops::close::run, &w.buf).0,
+        NfsStat::OK
+    );
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
     assert!(fx.srv.pnfs.grants_of(cid, fh.ino).is_empty());
 }
@@ -905,7 +880,7 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     let mut x = fx.client();
     let cid = mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
-    get(&mut x, iomode::RW, 0, B, sid).unwrap();
+    get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     // No backchannel: nothing sent, the recall stays pending and is queued for the tick.
     callback::recall_all(&fx.srv, fh);
     assert!(fx.srv.pnfs.recall_pending(cid, fh.ino));
@@ -940,7 +915,7 @@ fn overwrite_commit_ratio() {
             layoutcommit_sync: sync,
             ..NfsOptions::default()
         };
-        let srv = test_fixture::server(store, opts, 1);
+        let srv = super::fixture::server(store, opts, 1);
         let c = conn(1, None);
         let mut x = ctx(&srv, &c);
         let (_, _, g) = open_f_rw(&mut x, 16 * B);
@@ -962,13 +937,10 @@ fn overwrite_commit_ratio() {
 }
 
 /// Speculative preallocation, whole runs and the trim share it too.
-#[path = "prealloc_tests.rs"]
-mod prealloc_tests;
+mod prealloc;
 
 /// The SCSI layout's tests share this fixture.
-#[path = "scsi_tests.rs"]
-mod scsi_tests;
+mod scsi;
 
 /// Fencing of clients whose layouts went without a return shares it too.
-#[path = "fence_tests.rs"]
-mod fence_tests;
+mod fence;

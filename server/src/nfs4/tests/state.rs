@@ -1,78 +1,18 @@
 //! The session and state operations through their handlers, over a real store on a
-//! temporary volume: the XDR of each argument and result, and the state they make.
-//!
-//! They need the store. Until it is implemented in the branch being tested (`todo!()`
-//! bodies), each test reports SKIPPED on stderr and returns.
+//! simulated volume: the XDR of each argument and result, and the state they make.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use super::{
+use super::fixture::{call, seq_args, session_args, Fx};
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::ops::{
     close, create_session, delegreturn, destroy_clientid, destroy_session, exchange_id,
     free_stateid, lock, lockt, locku, open, open_downgrade, reclaim_complete, sequence,
-    test_fixture, test_stateid,
+    test_stateid,
 };
-use crate::nfs4::compound::{ConnInfo, Cred, Ctx};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
-use crate::server::{NfsOptions, Server};
-use crate::store::{Store, StoreOptions, ROOT_INO};
+use crate::server::NfsOptions;
+use crate::store::ROOT_INO;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
-use test_fixture::{call, seq_args, session_args};
-
-struct Fx {
-    _dir: tempfile::TempDir,
-    srv: Server,
-    conn: ConnInfo,
-}
-
-fn fixture() -> Option<Fx> {
-    let made = std::panic::catch_unwind(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("vol.img");
-        Store::mkfs(&path, 16 << 20, false).unwrap();
-        let store = Arc::new(Store::open(&path, StoreOptions::default()).unwrap());
-        (dir, test_fixture::server(store, NfsOptions::default(), 1))
-    });
-    let Ok((dir, srv)) = made else {
-        eprintln!("SKIPPED: store not implemented in this branch");
-        return None;
-    };
-    Some(Fx {
-        _dir: dir,
-        srv,
-        conn: ConnInfo {
-            id: 1,
-            peer: SocketAddr::from(([127, 0, 0, 1], 700)),
-            backchannel: None,
-        },
-    })
-}
-
-impl Fx {
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            srv: &self.srv,
-            conn: &self.conn,
-            minor: 1,
-            cred: Cred {
-                flavor: 1,
-                uid: 0,
-                gid: 0,
-                gids: vec![],
-                machine: b"t".to_vec(),
-            },
-            current_fh: None,
-            saved_fh: None,
-            current_stateid: None,
-            saved_stateid: None,
-            session: None,
-            op_index: 0,
-            op_count: 1,
-            cached_reply: None,
-        }
-    }
-}
 
 /// EXCHANGE_ID + CREATE_SESSION + SEQUENCE through the handlers; leaves `ctx` in the session.
 fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
@@ -82,7 +22,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     w.u32(0);
     w.u32(0); // SP4_NONE
     w.u32(0); // no impl id
-    let (s, body) = call(ctx, exchange_id::exchange_id, &w.buf);
+    let (s, body) = call(ctx, exchange_id::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     let clientid = r.u64().unwrap();
@@ -96,7 +36,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     assert_eq!(r.array_len(1, 4).unwrap(), 1);
 
     let args = session_args(clientid, seq);
-    let (s, body) = call(ctx, create_session::create_session, &args);
+    let (s, body) = call(ctx, create_session::run, &args);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     let sid: [u8; 16] = r.array().unwrap();
@@ -106,7 +46,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     assert_eq!(body.len(), 16 + 8 + 2 * 28);
 
     ctx.op_count = 2;
-    let (s, body) = call(ctx, sequence::sequence, &seq_args(sid, 1, 0, true));
+    let (s, body) = call(ctx, sequence::run, &seq_args(sid, 1, 0, true));
     assert_eq!(s, NfsStat::OK);
     assert_eq!(body.len(), 16 + 5 * 4);
     assert_eq!(ctx.session.as_ref().map(|s| s.clientid), Some(clientid));
@@ -114,7 +54,7 @@ fn mount(ctx: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
 }
 
 fn reclaim_complete(ctx: &mut Ctx<'_>) -> NfsStat {
-    call(ctx, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]).0
+    call(ctx, reclaim_complete::run, &[0, 0, 0, 0]).0
 }
 
 /// OPEN4args: CLAIM_NULL `name`, with `how` = None (no create) or Some(createmode).
@@ -154,7 +94,7 @@ fn root_fh(fx: &Fx) -> Fh {
 
 fn do_open(ctx: &mut Ctx<'_>, dir: Fh, args: &[u8]) -> Result<(Stateid, Vec<u8>), NfsStat> {
     ctx.current_fh = Some(dir);
-    let (s, body) = call(ctx, open::open, args);
+    let (s, body) = call(ctx, open::run, args);
     if s != NfsStat::OK {
         return Err(s);
     }
@@ -165,41 +105,41 @@ fn do_open(ctx: &mut Ctx<'_>, dir: Fh, args: &[u8]) -> Result<(Stateid, Vec<u8>)
 
 #[test]
 fn session_setup_replay_and_teardown() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = Fx::new(NfsOptions::default());
+    let mut ctx = fx.ctx(1);
     let (clientid, sid) = mount(&mut ctx, b"client-a");
     let slot = ctx.session.clone().unwrap();
     fx.srv.state.slot_done(&slot, b"the reply");
     // A retry is answered from the cache.
-    let mut c2 = fx.ctx();
+    let mut c2 = fx.ctx(1);
     c2.op_count = 2;
-    let (s, _) = call(&mut c2, sequence::sequence, &seq_args(sid, 1, 0, true));
+    let (s, _) = call(&mut c2, sequence::run, &seq_args(sid, 1, 0, true));
     assert_eq!(s, NfsStat::OK);
     assert_eq!(c2.cached_reply.as_deref(), Some(&b"the reply"[..]));
     // ... unless it is another request.
-    let (s, _) = call(&mut c2, sequence::sequence, &seq_args(sid, 1, 0, false));
+    let (s, _) = call(&mut c2, sequence::run, &seq_args(sid, 1, 0, false));
     assert_eq!(s, NfsStat::SEQ_FALSE_RETRY);
-    let (s, _) = call(&mut c2, sequence::sequence, &seq_args(sid, 5, 0, true));
+    let (s, _) = call(&mut c2, sequence::run, &seq_args(sid, 5, 0, true));
     assert_eq!(s, NfsStat::SEQ_MISORDERED);
-    let (s, _) = call(&mut c2, reclaim_complete::reclaim_complete, &[0, 0, 0, 0]);
+    let (s, _) = call(&mut c2, reclaim_complete::run, &[0, 0, 0, 0]);
     assert_eq!(s, NfsStat::OP_NOT_IN_SESSION);
     assert_eq!(reclaim_complete(&mut ctx), NfsStat::OK);
     assert_eq!(reclaim_complete(&mut ctx), NfsStat::COMPLETE_ALREADY);
     let mut w = XdrWriter::new();
     w.u64(clientid);
-    let mut bare = fx.ctx();
+    let mut bare = fx.ctx(1);
     assert_eq!(
-        call(&mut bare, destroy_clientid::destroy_clientid, &w.buf).0,
+        call(&mut bare, destroy_clientid::run, &w.buf).0,
         NfsStat::CLIENTID_BUSY
     );
     let mut ds = XdrWriter::new();
     ds.opaque_fixed(&sid);
     assert_eq!(
-        call(&mut bare, destroy_session::destroy_session, &ds.buf).0,
+        call(&mut bare, destroy_session::run, &ds.buf).0,
         NfsStat::OK
     );
     assert_eq!(
-        call(&mut bare, destroy_clientid::destroy_clientid, &w.buf).0,
+        call(&mut bare, destroy_clientid::run, &w.buf).0,
         NfsStat::OK
     );
     // Unsupported state protection and flags.
@@ -209,16 +149,13 @@ fn session_setup_replay_and_teardown() {
     w.u32(0x100_0000);
     w.u32(0);
     w.u32(0);
-    assert_eq!(
-        call(&mut bare, exchange_id::exchange_id, &w.buf).0,
-        NfsStat::INVAL
-    );
+    assert_eq!(call(&mut bare, exchange_id::run, &w.buf).0, NfsStat::INVAL);
 }
 
 #[test]
 fn open_create_modes_lock_and_close() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = Fx::new(NfsOptions::default());
+    let mut ctx = fx.ctx(1);
     mount(&mut ctx, b"client-b");
     let root = root_fh(&fx);
     // Before the client's RECLAIM_COMPLETE a new open waits (RFC 8881 §18.51.3).
@@ -283,7 +220,7 @@ fn open_create_modes_lock_and_close() {
     w.u32(0);
     w.u64(0);
     w.opaque(b"lo");
-    let (s, body) = call(&mut ctx, lock::lock, &w.buf);
+    let (s, body) = call(&mut ctx, lock::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let lsid = Stateid::decode(&mut XdrReader::new(&body)).unwrap();
     assert_eq!(lsid.seqid, 1);
@@ -294,7 +231,7 @@ fn open_create_modes_lock_and_close() {
     w.u64(1);
     w.u64(0);
     w.opaque(b"other");
-    let (s, body) = call(&mut ctx, lockt::lockt, &w.buf);
+    let (s, body) = call(&mut ctx, lockt::run, &w.buf);
     assert_eq!(s, NfsStat::DENIED);
     let mut r = XdrReader::new(&body);
     assert_eq!((r.u64().unwrap(), r.u64().unwrap()), (0, 100));
@@ -307,7 +244,7 @@ fn open_create_modes_lock_and_close() {
     s1.encode(&mut w);
     let close_old = w.buf;
     assert_eq!(
-        call(&mut ctx, close::close, &close_old).0,
+        call(&mut ctx, close::run, &close_old).0,
         NfsStat::OLD_STATEID
     );
     let mut w = XdrWriter::new();
@@ -315,7 +252,7 @@ fn open_create_modes_lock_and_close() {
     Stateid { seqid: 0, ..s2 }.encode(&mut w);
     let close_now = w.buf;
     assert_eq!(
-        call(&mut ctx, close::close, &close_now).0,
+        call(&mut ctx, close::run, &close_now).0,
         NfsStat::LOCKS_HELD
     );
     let mut w = XdrWriter::new();
@@ -324,7 +261,7 @@ fn open_create_modes_lock_and_close() {
     lsid.encode(&mut w);
     w.u64(0);
     w.u64(u64::MAX);
-    let (s, body) = call(&mut ctx, locku::locku, &w.buf);
+    let (s, body) = call(&mut ctx, locku::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     assert_eq!(
         Stateid::decode(&mut XdrReader::new(&body)).unwrap().seqid,
@@ -333,7 +270,7 @@ fn open_create_modes_lock_and_close() {
     // TEST_STATEID of the open, the lock and a made-up one.
     let mut w = XdrWriter::new();
     w.vec(&[s2, lsid, Stateid::BYPASS]);
-    let (s, body) = call(&mut ctx, test_stateid::test_stateid, &w.buf);
+    let (s, body) = call(&mut ctx, test_stateid::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     assert_eq!(r.u32().unwrap(), 3);
@@ -350,10 +287,10 @@ fn open_create_modes_lock_and_close() {
         w.buf
     };
     assert_eq!(
-        call(&mut ctx, open_downgrade::open_downgrade, &downgrade(1)).0,
+        call(&mut ctx, open_downgrade::run, &downgrade(1)).0,
         NfsStat::INVAL
     );
-    let (s, body) = call(&mut ctx, open_downgrade::open_downgrade, &downgrade(0));
+    let (s, body) = call(&mut ctx, open_downgrade::run, &downgrade(0));
     assert_eq!(s, NfsStat::OK);
     assert_eq!(
         Stateid::decode(&mut XdrReader::new(&body)).unwrap().seqid,
@@ -362,16 +299,13 @@ fn open_create_modes_lock_and_close() {
     let mut w = XdrWriter::new();
     s3.encode(&mut w);
     assert_eq!(
-        call(&mut ctx, delegreturn::delegreturn, &w.buf).0,
+        call(&mut ctx, delegreturn::run, &w.buf).0,
         NfsStat::BAD_STATEID
     );
     let mut w = XdrWriter::new();
     Stateid { seqid: 0, ..lsid }.encode(&mut w);
-    assert_eq!(
-        call(&mut ctx, free_stateid::free_stateid, &w.buf).0,
-        NfsStat::OK
-    );
-    let (s, body) = call(&mut ctx, close::close, &close_now);
+    assert_eq!(call(&mut ctx, free_stateid::run, &w.buf).0, NfsStat::OK);
+    let (s, body) = call(&mut ctx, close::run, &close_now);
     assert_eq!(s, NfsStat::OK);
     assert_eq!(
         Stateid::decode(&mut XdrReader::new(&body)).unwrap(),
@@ -387,15 +321,15 @@ fn open_create_modes_lock_and_close() {
     w.opaque(b"o1");
     w.u32(0);
     w.u32(4); // CLAIM_FH
-    assert_eq!(call(&mut ctx, open::open, &w.buf).0, NfsStat::ISDIR);
+    assert_eq!(call(&mut ctx, open::run, &w.buf).0, NfsStat::ISDIR);
 }
 
 #[test]
 fn remove_of_a_delegated_file_waits_for_its_return() {
-    let Some(fx) = fixture() else { return };
-    let mut a = fx.ctx();
+    let fx = Fx::new(NfsOptions::default());
+    let mut a = fx.ctx(1);
     let (ca, _) = mount(&mut a, b"deleg-a");
-    let mut b = fx.ctx();
+    let mut b = fx.ctx(1);
     mount(&mut b, b"deleg-b");
     let (f, _) = fx
         .srv
@@ -421,16 +355,19 @@ fn remove_of_a_delegated_file_waits_for_its_return() {
             ino: ROOT_INO,
             generation: fx.srv.store.getattr(ROOT_INO).unwrap().generation,
         });
-        assert_eq!(call(&mut b, super::remove::run, &w.buf).0, NfsStat::DELAY);
+        assert_eq!(
+            call(&mut b, crate::nfs4::ops::remove::run, &w.buf).0,
+            NfsStat::DELAY
+        );
     }
     // The holder's own changes do not.
-    assert!(super::open_deleg::break_for_change(&a, &f).is_ok());
+    assert!(crate::nfs4::helpers::deleg::break_for_change(&a, &f).is_ok());
     a.current_fh = Some(fh);
     let mut r = XdrWriter::new();
     d.encode(&mut r);
+    assert_eq!(call(&mut a, delegreturn::run, &r.buf).0, NfsStat::OK);
     assert_eq!(
-        call(&mut a, delegreturn::delegreturn, &r.buf).0,
+        call(&mut b, crate::nfs4::ops::remove::run, &w.buf).0,
         NfsStat::OK
     );
-    assert_eq!(call(&mut b, super::remove::run, &w.buf).0, NfsStat::OK);
 }

@@ -15,8 +15,8 @@ use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 #[test]
 fn filehandles_put_get_save_restore() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
     let r = root(&mut ctx);
     let (s, body) = call(&mut ctx, getfh::run, &[]);
     assert_eq!(s, NfsStat::OK);
@@ -45,8 +45,8 @@ fn filehandles_put_get_save_restore() {
 
 #[test]
 fn create_lookup_lookupp_and_name_rules() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
     let r = root(&mut ctx);
     let d = mkdir(&mut ctx, r, "dir");
     let sub = mkdir(&mut ctx, d, "sub");
@@ -119,8 +119,8 @@ fn create_lookup_lookupp_and_name_rules() {
 
 #[test]
 fn readdir_pages_through_cookies() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
     let r = root(&mut ctx);
     let d = mkdir(&mut ctx, r, "big");
     let mut want: Vec<String> = (0..60).map(|i| format!("entry-{i:03}")).collect();
@@ -175,8 +175,8 @@ fn readdir_pages_through_cookies() {
 
 #[test]
 fn rename_link_remove() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
     let r = root(&mut ctx);
     let a = mkdir(&mut ctx, r, "a");
     let b = mkdir(&mut ctx, r, "b");
@@ -228,8 +228,8 @@ fn rename_link_remove() {
 
 #[test]
 fn secinfo_consumes_the_filehandle() {
-    let Some(fx) = fixture() else { return };
-    let mut ctx = fx.ctx();
+    let fx = fixture();
+    let mut ctx = fx.ctx(2);
     let r = root(&mut ctx);
     mkdir(&mut ctx, r, "d");
     root(&mut ctx);

@@ -7,6 +7,8 @@
 
 use crate::nfs4::callback;
 use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::fh_of;
 use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
@@ -21,8 +23,8 @@ pub const WANT_WRITE_DELEG: u32 = 0x200;
 pub const WANT_ANY_DELEG: u32 = 0x300;
 pub const WANT_NO_DELEG: u32 = 0x400;
 pub const WANT_CANCEL: u32 = 0x500;
-/// `open_delegation_type4`.
-const OPEN_DELEGATE_NONE: u32 = 0;
+/// `open_delegation_type4` (NONE is also what a CLAIM_PREVIOUS of no delegation names).
+pub const OPEN_DELEGATE_NONE: u32 = 0;
 const OPEN_DELEGATE_READ: u32 = 1;
 const OPEN_DELEGATE_WRITE: u32 = 2;
 const OPEN_DELEGATE_NONE_EXT: u32 = 3;
@@ -54,8 +56,8 @@ pub fn break_for_change(ctx: &Ctx<'_>, a: &Attr) -> Result<(), NfsStat> {
         return Ok(());
     }
     // No session (not possible past SEQUENCE): no client of ours is excluded.
-    let cid = super::state_util::clientid(ctx).unwrap_or(u64::MAX);
-    break_conflicts(ctx, cid, super::ns_util::fh_of(a), ShareAccess::WRITE)
+    let cid = clientid(ctx).unwrap_or(u64::MAX);
+    break_conflicts(ctx, cid, fh_of(a), ShareAccess::WRITE)
 }
 
 /// What the reply offers: a delegation if asked for and possible.

@@ -3,6 +3,7 @@
 //! LAYOUTCOMMIT takes byte ranges, and fencing preempts the client's key.
 
 use super::*;
+use crate::nfs4::helpers::layout::device_id_for;
 use crate::nfs4::scsi::PrFencer;
 use layout::extent_map::{ExtState, Segment};
 use layout::scsi::{self, ScsiRange};
@@ -11,14 +12,14 @@ const SCSI: u32 = 5;
 
 fn opts() -> NfsOptions {
     NfsOptions {
-        layout_types: vec![3, 5],
+        layout_types: vec![LayoutType::BLOCK_VOLUME, LayoutType::SCSI],
         ..NfsOptions::default()
     }
 }
 
 fn devinfo(x: &mut Ctx<'_>, ty: u32) -> (NfsStat, Vec<u8>) {
     let mut w = XdrWriter::new();
-    w.opaque_fixed(&crate::nfs4::ops::pnfs_util::device_id_for(x, ty));
+    w.opaque_fixed(&device_id_for(x, LayoutType(ty)));
     w.u32(ty);
     w.u32(4096);
     Bitmap::default().encode(&mut w);
@@ -76,18 +77,21 @@ fn getdeviceinfo_scsi_names_the_nguid_and_a_key_per_client() {
 /// "After a restart").
 #[test]
 fn scsi_device_id_is_new_at_every_start_and_the_block_id_stays() {
-    use crate::nfs4::ops::pnfs_util::device_id_for;
     let fx = fixture(opts());
     let c = conn(1, None);
     let x = ctx(&fx.srv, &c);
-    let (block, old) = (device_id_for(&x, BLOCK), device_id_for(&x, SCSI));
+    let (block, old) = (
+        device_id_for(&x, LayoutType::BLOCK_VOLUME),
+        device_id_for(&x, LayoutType::SCSI),
+    );
     assert_eq!(block, fx.srv.store.volume_uuid());
     assert_ne!(old, block);
-    let srv = test_fixture::server(fx.srv.store.clone(), opts(), fx.srv.boot_verifier ^ 1);
+    let srv =
+        crate::nfs4::tests::fixture::server(fx.srv.store.clone(), opts(), fx.srv.boot_verifier ^ 1);
     let mut y = ctx(&srv, &c);
     mount(&mut y, b"a");
-    assert_eq!(device_id_for(&y, BLOCK), block);
-    assert_ne!(device_id_for(&y, SCSI), old);
+    assert_eq!(device_id_for(&y, LayoutType::BLOCK_VOLUME), block);
+    assert_ne!(device_id_for(&y, LayoutType::SCSI), old);
     assert_eq!(devinfo(&mut y, SCSI).0, NfsStat::OK);
     let mut w = XdrWriter::new();
     w.opaque_fixed(&old);
@@ -136,7 +140,7 @@ fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
     let mut x = fx.client();
     mount(&mut x, b"a");
     let (fh, sid) = create(&mut x, b"f");
-    let (lsid, ext) = scsi_get(&mut x, iomode::RW, 3 * B, sid);
+    let (lsid, ext) = scsi_get(&mut x, IoMode::RW.0, 3 * B, sid);
     assert!(ext.iter().all(|e| e.state == ExtentState::INVALID_DATA));
     let unwritten = |srv: &Server| {
         srv.store
@@ -186,7 +190,7 @@ fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
     assert_eq!(unwritten(&fx.srv), 0);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().size, 3 * B);
     // A READ layout now says the blocks hold data.
-    let (_, ext) = scsi_get(&mut x, iomode::READ, 3 * B, lsid);
+    let (_, ext) = scsi_get(&mut x, IoMode::READ.0, 3 * B, lsid);
     assert!(ext.iter().all(|e| e.state == ExtentState::READ_DATA));
 }
 
@@ -216,12 +220,12 @@ fn overdue_recall_preempts_the_scsi_clients_key() {
     let ida = mount(&mut a, b"a");
     mount(&mut b, b"b");
     let (_, sa) = create(&mut a, b"f");
-    scsi_get(&mut a, iomode::RW, 2 * B, sa);
+    scsi_get(&mut a, IoMode::RW.0, 2 * B, sa);
     let (_, sb) = create(&mut b, b"f");
     let (s, _) = call(
         &mut b,
         layoutget::run,
-        &layoutget_args(SCSI, iomode::READ, 0, B, B, sb, 0xffff),
+        &layoutget_args(SCSI, IoMode::READ.0, 0, B, B, sb, 0xffff),
     );
     assert_eq!(s, NfsStat::RECALLCONFLICT);
     callback::tick_at(&fx.srv, Instant::now());
