@@ -329,7 +329,10 @@ mod tests {
         let opts = NfsOptions {
             lease_seconds: 1,
             grace_seconds: 1,
-            layout_types: vec![3, 5],
+            layout_types: vec![
+                layout::block::LayoutType::BLOCK_VOLUME,
+                layout::block::LayoutType::SCSI,
+            ],
             ..NfsOptions::default()
         };
         // One start of the daemon: store, server, target, the MDS's claim.
