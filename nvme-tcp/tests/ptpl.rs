@@ -9,7 +9,7 @@ use common::{host, BS, NQN, UUID};
 use nvme_tcp::pdu::{AdminOpc, Sqe};
 use nvme_tcp::{
     AcquireAction, Cptpl, Error, FileBackend, Initiator, NamespaceConfig, RType, RegisterAction,
-    Status, Target, TargetConfig,
+    RestoredHosts, Status, Target, TargetConfig,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -99,9 +99,16 @@ async fn registrations_and_the_reservation_survive_a_restart() {
     keys.sort();
     assert_eq!(keys, vec![0xA, MDS_KEY]);
     assert!(t.reservation_ptpl(1).unwrap());
+    let restored = |reconnected, awaited| RestoredHosts {
+        reconnected,
+        awaited,
+    };
+    assert_eq!(t.reservation_restored_hosts(1).unwrap(), restored(0, 2));
     let a = Initiator::connect(t.local_addr(), host("a", 1))
         .await
         .unwrap();
+    // a is back (it connected an I/O queue); the MDS has not spoken yet.
+    assert_eq!(t.reservation_restored_hosts(1).unwrap(), restored(1, 1));
     let b = Initiator::connect(t.local_addr(), host("b", 1))
         .await
         .unwrap();
@@ -121,9 +128,11 @@ async fn registrations_and_the_reservation_survive_a_restart() {
     let after = a.reservation_report(1).await.unwrap();
     assert_eq!(after.generation, before.generation);
     assert_eq!((after.rtype, after.ptpl), (T.0, true));
-    // The MDS claims again as at every start: nothing changes, it still holds.
+    // The MDS claims again as at every start: nothing changes, it still holds; it is no
+    // host to wait for.
     claim_and_register(&t, &a, Cptpl::Persist, 0xA).await;
     assert_eq!(t.reservation_state(1).unwrap().1.len(), 2);
+    assert_eq!(t.reservation_restored_hosts(1).unwrap(), restored(1, 0));
     // A host whose earlier key survived registers a new one the Linux way (Register with
     // IEKEY): its key is replaced, not refused.
     a.reservation_register_cptpl(1, RegisterAction::Register, true, Cptpl::Persist, 0, 0xA2)

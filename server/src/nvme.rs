@@ -187,6 +187,10 @@ impl PrFencer for TargetFencer {
             .map_err(|s| PreemptError::Failed(format!("{s:?}")))?;
         Ok(regs.iter().map(|r| r.key).collect())
     }
+
+    fn restored_hosts(&self) -> nvme_tcp::RestoredHosts {
+        self.0.reservation_restored_hosts(NSID).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

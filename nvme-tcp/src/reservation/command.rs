@@ -5,7 +5,7 @@
 //! through `update`: when the namespace persists (PTPL), the new state is on disk before the
 //! command completes (`persist`).
 
-use super::persist;
+use super::persist::{self, RestoredHosts};
 use super::{AcquireAction, Cptpl, RType, RegisterAction, ReleaseAction, Requester};
 use crate::namespace::{lock, Namespace};
 use crate::pdu::IoOpc;
@@ -88,6 +88,28 @@ pub(crate) fn set_ptpl(ns: &Namespace, on: bool) -> Result<(), Status> {
 /// Get Features Reservation Persistence: the namespace's PTPL state (dword 0 bit 0).
 pub(crate) fn ptpl(ns: &Namespace) -> bool {
     lock(&ns.resv).ptpl()
+}
+
+/// A host connected an I/O queue of the subsystem (`controller::connect`).
+pub(crate) fn host_connected(ns: &Namespace, hostid: &[u8; 16]) {
+    if let Some(f) = &ns.ptpl {
+        f.host_connected(hostid);
+    }
+}
+
+/// The embedder issues commands as `hostid` (`Target::reservation_*`).
+pub(crate) fn host_in_process(ns: &Namespace, hostid: &[u8; 16]) {
+    if let Some(f) = &ns.ptpl {
+        f.host_in_process(hostid);
+    }
+}
+
+/// See `persist::RestoredHosts`; nothing without PTPL support.
+pub(crate) fn restored_hosts(ns: &Namespace) -> RestoredHosts {
+    match &ns.ptpl {
+        Some(f) => f.restored_hosts(&lock(&ns.resv)),
+        None => RestoredHosts::default(),
+    }
 }
 
 /// Whether the namespace can persist its reservations (Identify Namespace RESCAP bit 0).

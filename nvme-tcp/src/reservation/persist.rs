@@ -34,6 +34,7 @@
 
 use super::{Holder, RType, Registrant, Reservations};
 use crate::namespace::lock;
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -179,6 +180,17 @@ pub fn decode(b: &[u8], nsid: u32, uuid: [u8; 16]) -> Result<Reservations, Forma
     })
 }
 
+/// Of the hosts registered when the state was restored: how many have connected an I/O queue
+/// since, and how many, still registered, have not (`Target::reservation_restored_hosts`).
+/// A host's commands on the volume fail at once while its controller reconnects, so an
+/// embedder may wait for them (pnfsd holds SCSI layouts back: docs/pnfs.md "After a
+/// restart").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RestoredHosts {
+    pub reconnected: usize,
+    pub awaited: usize,
+}
+
 /// Where one namespace's state is kept, and the lock that orders its reservation commands
 /// (`command::update`): a command builds its new state, saves it, and only then installs
 /// it, so the state I/O commands check (`Namespace::resv`) is never one that is not on disk.
@@ -189,6 +201,8 @@ pub(crate) struct PtplFile {
     nsid: u32,
     uuid: [u8; 16],
     pub(crate) writer: Mutex<()>,
+    /// The hosts registered in the restored state → whether they connected since.
+    restored: Mutex<HashMap<[u8; 16], bool>>,
 }
 
 impl PtplFile {
@@ -209,11 +223,40 @@ impl PtplFile {
             nsid,
             uuid,
             writer: Mutex::new(()),
+            restored: Mutex::new(HashMap::new()),
         };
         // A temporary file is what a crash in the middle of `save` left: never the state.
         let _ = std::fs::remove_file(&f.tmp);
         let state = f.load();
+        *lock(&f.restored) = state.registrants.iter().map(|r| (r.hostid, false)).collect();
         Ok((f, state))
+    }
+
+    /// `hostid` connected an I/O queue.
+    pub fn host_connected(&self, hostid: &[u8; 16]) {
+        if let Some(back) = lock(&self.restored).get_mut(hostid) {
+            *back = true;
+        }
+    }
+
+    /// `hostid` is the embedder itself (the in-process API): not a host to wait for.
+    pub fn host_in_process(&self, hostid: &[u8; 16]) {
+        lock(&self.restored).remove(hostid);
+    }
+
+    /// The restored hosts, against the registrations of `now` (a host no longer registered
+    /// is not awaited).
+    pub fn restored_hosts(&self, now: &Reservations) -> RestoredHosts {
+        let r = lock(&self.restored);
+        let reconnected = r.values().filter(|b| **b).count();
+        let awaited = r
+            .iter()
+            .filter(|(h, b)| !**b && now.find(h).is_some())
+            .count();
+        RestoredHosts {
+            reconnected,
+            awaited,
+        }
     }
 
     /// What a start finds: the stored state when PTPL was set, else nothing.

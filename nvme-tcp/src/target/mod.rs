@@ -8,6 +8,7 @@ mod ring;
 use crate::controller::Subsystem;
 use crate::error::Error;
 use crate::namespace::{lock, Namespace, NamespaceConfig};
+use crate::reservation::persist::RestoredHosts;
 use crate::reservation::{
     command, AcquireAction, Cptpl, RType, RegisterAction, Registrant, ReleaseAction, Requester,
 };
@@ -246,6 +247,13 @@ impl Target {
             .ok_or(Status::INVALID_NS)
     }
 
+    /// The namespace, for a command the embedder issues as `hostid`.
+    fn ns_as(&self, nsid: u32, hostid: &[u8; 16]) -> Result<&Arc<Namespace>, Status> {
+        let ns = self.ns(nsid)?;
+        command::host_in_process(ns, hostid);
+        Ok(ns)
+    }
+
     pub fn reservation_register(
         &self,
         nsid: u32,
@@ -274,7 +282,7 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
-        command::register(self.ns(nsid)?, &who, action, iekey, cptpl, crkey, nrkey)
+        command::register(self.ns_as(nsid, &hostid)?, &who, action, iekey, cptpl, crkey, nrkey)
     }
 
     /// Returns the Host Identifiers whose registrations a preempt removed.
@@ -291,7 +299,7 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
-        command::acquire(self.ns(nsid)?, &who, action, false, rtype, crkey, prkey)
+        command::acquire(self.ns_as(nsid, &hostid)?, &who, action, false, rtype, crkey, prkey)
     }
 
     pub fn reservation_release(
@@ -306,7 +314,7 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
-        command::release(self.ns(nsid)?, &who, action, false, rtype, crkey)
+        command::release(self.ns_as(nsid, &hostid)?, &who, action, false, rtype, crkey)
     }
 
     /// Current reservation type (None when no reservation) and registrants.
@@ -318,5 +326,12 @@ impl Target {
     /// The namespace's Persist Through Power Loss state.
     pub fn reservation_ptpl(&self, nsid: u32) -> Result<bool, Status> {
         Ok(command::ptpl(self.ns(nsid)?))
+    }
+
+    /// Of the hosts registered in the state restored at `bind`: those that connected an I/O
+    /// queue since, and those still registered that have not (the in-process requester not
+    /// counted).
+    pub fn reservation_restored_hosts(&self, nsid: u32) -> Result<RestoredHosts, Status> {
+        Ok(command::restored_hosts(self.ns(nsid)?))
     }
 }

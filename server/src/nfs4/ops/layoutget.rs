@@ -71,6 +71,10 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     if ctx.srv.state.in_grace() {
         return Err(NfsStat::GRACE);
     }
+    if a.layout_type == LayoutType::SCSI {
+        // After a restart: until the client's NVMe host is back (docs/pnfs.md).
+        crate::nfs4::scsi_restart::check_layoutget(ctx.srv)?;
+    }
     let cid = clientid(ctx)?;
     let ino = attr.ino;
     let given = resolve_stateid(ctx, a.stateid)?;

@@ -239,6 +239,11 @@ impl StateManager {
         self.with(|i, now| !i.grace.reclaim_window(now))
     }
 
+    /// How many clients of the previous instance came back (their RECLAIM_COMPLETE).
+    pub fn previous_clients_back(&self) -> usize {
+        self.with(|i, _| i.grace.completed.len())
+    }
+
     /// Whether this instance handed out `clientid` (its epoch is in the high 32 bits).
     pub fn is_current_clientid(&self, clientid: u64) -> bool {
         self.with(|i, _| (clientid >> 32) as u32 == i.epoch)
