@@ -228,7 +228,11 @@ impl PtplFile {
         // A temporary file is what a crash in the middle of `save` left: never the state.
         let _ = std::fs::remove_file(&f.tmp);
         let state = f.load();
-        *lock(&f.restored) = state.registrants.iter().map(|r| (r.hostid, false)).collect();
+        *lock(&f.restored) = state
+            .registrants
+            .iter()
+            .map(|r| (r.hostid, false))
+            .collect();
         Ok((f, state))
     }
 

@@ -282,7 +282,15 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
-        command::register(self.ns_as(nsid, &hostid)?, &who, action, iekey, cptpl, crkey, nrkey)
+        command::register(
+            self.ns_as(nsid, &hostid)?,
+            &who,
+            action,
+            iekey,
+            cptpl,
+            crkey,
+            nrkey,
+        )
     }
 
     /// Returns the Host Identifiers whose registrations a preempt removed.
@@ -299,7 +307,15 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
-        command::acquire(self.ns_as(nsid, &hostid)?, &who, action, false, rtype, crkey, prkey)
+        command::acquire(
+            self.ns_as(nsid, &hostid)?,
+            &who,
+            action,
+            false,
+            rtype,
+            crkey,
+            prkey,
+        )
     }
 
     pub fn reservation_release(
@@ -314,7 +330,14 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
-        command::release(self.ns_as(nsid, &hostid)?, &who, action, false, rtype, crkey)
+        command::release(
+            self.ns_as(nsid, &hostid)?,
+            &who,
+            action,
+            false,
+            rtype,
+            crkey,
+        )
     }
 
     /// Current reservation type (None when no reservation) and registrants.
