@@ -168,6 +168,10 @@ pub struct Config {
     pub max_record_size: Size,
     /// Accept AUTH_NONE for COMPOUND (as "nobody").
     pub allow_auth_none: bool,
+    /// Open NFS connections; at the cap an idle one with no session makes room (rpc/limits.rs).
+    pub max_connections: usize,
+    /// A connection with no session that is idle this long is closed.
+    pub idle_timeout_seconds: u64,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
     pub metrics_listen: Option<SocketAddr>,
     /// What the daemon logs, as a `tracing` filter (`"info"`, `"debug"`,
@@ -199,6 +203,8 @@ impl Default for Config {
             metadata_cache: Size(crate::store::DEFAULT_METADATA_CACHE),
             max_record_size: Size(crate::rpc::record::DEFAULT_MAX_RECORD as u64),
             allow_auth_none: true,
+            max_connections: crate::rpc::DEFAULT_MAX_CONNECTIONS,
+            idle_timeout_seconds: crate::rpc::DEFAULT_IDLE_TIMEOUT.as_secs(),
             metrics_listen: None,
             log_level: "info".to_string(),
         }
@@ -375,6 +381,11 @@ impl Config {
                 "max_record_size must be between 4K and 1G".into(),
             ));
         }
+        if self.max_connections == 0 || self.idle_timeout_seconds == 0 {
+            return Err(ConfigError::Invalid(
+                "max_connections and idle_timeout_seconds must be > 0".into(),
+            ));
+        }
         self.log_filter()?;
         self.check_nvme_access()
     }
@@ -490,6 +501,8 @@ impl Config {
             auth: crate::rpc::auth::AuthPolicy {
                 allow_none: self.allow_auth_none,
             },
+            max_connections: self.max_connections,
+            idle_timeout: Duration::from_secs(self.idle_timeout_seconds),
             ..RpcOptions::default()
         }
     }
@@ -532,6 +545,8 @@ mod tests {
             metadata_cache = "64M"
             max_record_size = 2097152
             allow_auth_none = false
+            max_connections = 50
+            idle_timeout_seconds = 7
         "#;
         let c = Config::parse(text, Path::new("t.toml")).unwrap();
         assert_eq!(c.volume_path(), PathBuf::from("/dev/nvme0n1"));
@@ -555,6 +570,10 @@ mod tests {
         );
         let r = c.rpc_options();
         assert_eq!((r.max_record, r.auth.allow_none), (2 << 20, false));
+        assert_eq!(
+            (r.max_connections, r.idle_timeout),
+            (50, Duration::from_secs(7))
+        );
     }
 
     #[test]
@@ -574,6 +593,8 @@ mod tests {
             "listen = \"nohost\"",
             "nvme_listen = \"of\"",
             "nvme_nqn = \"volume\"",
+            "max_connections = 0",
+            "idle_timeout_seconds = 0",
         ] {
             assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
         }
