@@ -10,6 +10,8 @@
 pub mod config;
 pub mod device_watch;
 pub mod fuzzing;
+#[cfg(test)]
+mod log_capture;
 pub mod metrics;
 pub mod nfs4;
 pub mod nvme;
