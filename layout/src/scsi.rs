@@ -178,21 +178,72 @@ pub fn decode_deviceaddr(b: &[u8]) -> Result<Vec<BaseVolume>, BodyError> {
 
 /// The reservation key of a client: a bijection of its clientid (so unique among the
 /// server's clients, RFC 8154 §2.3.2), never 0 (0 means "no key" to Register) nor the MDS's.
+/// Clientids carry the server instance (`nfs4::state`: epoch << 32 | counter), and so do
+/// the keys: [`clientid_of_key`] tells which instance issued a registered key.
 pub fn client_pr_key(clientid: u64) -> u64 {
     let mut k = mix(clientid);
-    // The two excluded values have one preimage each; rehashing them lands elsewhere.
+    // Cycle-walking: an excluded value moves on along `mix`'s own cycle, which keeps the
+    // map one-to-one (on clientids other than the two excluded values themselves).
     while k == 0 || k == MDS_PR_KEY {
-        k = mix(k ^ 0x5ca1_ab1e);
+        k = mix(k);
     }
     k
 }
 
+/// The clientid `key` is the key of ([`client_pr_key`] run backwards); `None` for 0 and the
+/// MDS key, which are nobody's.
+pub fn clientid_of_key(key: u64) -> Option<u64> {
+    if key == 0 || key == MDS_PR_KEY {
+        return None;
+    }
+    let mut c = unmix(key);
+    while c == 0 || c == MDS_PR_KEY {
+        c = unmix(c);
+    }
+    Some(c)
+}
+
+const MIX_ADD: u64 = 0x9E37_79B9_7F4A_7C15;
+const MIX_MUL1: u64 = 0xBF58_476D_1CE4_E5B9;
+const MIX_MUL2: u64 = 0x94D0_49BB_1331_11EB;
+
 /// splitmix64's finaliser: a bijection of u64.
 fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z = z.wrapping_add(MIX_ADD);
+    z = (z ^ (z >> 30)).wrapping_mul(MIX_MUL1);
+    z = (z ^ (z >> 27)).wrapping_mul(MIX_MUL2);
     z ^ (z >> 31)
+}
+
+/// The inverse of [`mix`].
+fn unmix(mut z: u64) -> u64 {
+    z = unshift(z, 31);
+    z = z.wrapping_mul(inverse(MIX_MUL2));
+    z = unshift(z, 27);
+    z = z.wrapping_mul(inverse(MIX_MUL1));
+    z = unshift(z, 30);
+    z.wrapping_sub(MIX_ADD)
+}
+
+/// The `x` with `x ^ (x >> k) == y`: each round fixes `k` more high bits.
+fn unshift(y: u64, k: u32) -> u64 {
+    let mut x = y;
+    for _ in 0..64 / k {
+        x = y ^ (x >> k);
+    }
+    x
+}
+
+/// The inverse of an odd `a` modulo 2^64 (Newton: each round doubles the correct low bits,
+/// from the 3 that `a * a ≡ 1 (mod 8)` gives).
+const fn inverse(a: u64) -> u64 {
+    let mut x = a;
+    let mut i = 0;
+    while i < 5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)));
+        i += 1;
+    }
+    x
 }
 
 #[cfg(test)]
@@ -297,6 +348,34 @@ mod tests {
         assert_eq!(v[0].designator, nguid.to_vec());
         assert_eq!(v[0].designator_type, designator_type::EUI64);
         assert_eq!(v[0].pr_key, 7);
+    }
+
+    #[test]
+    fn keys_run_back_to_their_clientid() {
+        assert_eq!(inverse(MIX_MUL1).wrapping_mul(MIX_MUL1), 1);
+        assert_eq!(inverse(MIX_MUL2).wrapping_mul(MIX_MUL2), 1);
+        let mut c = 0x1234_5678_9abc_def0u64;
+        for _ in 0..10_000 {
+            c = mix(c);
+            assert_eq!(unmix(mix(c)), c);
+            assert_eq!(clientid_of_key(client_pr_key(c)), Some(c));
+        }
+        // The epoch of a clientid survives the round trip (what the restart sweep checks).
+        for epoch in [1u64, 0xdead_beef, u32::MAX as u64] {
+            for n in 1..100u64 {
+                let k = client_pr_key(epoch << 32 | n);
+                assert_eq!(clientid_of_key(k).map(|c| c >> 32), Some(epoch));
+            }
+        }
+        // The clientids whose plain hash is excluded walk on, and still come back.
+        for bad in [0, MDS_PR_KEY] {
+            let c = unmix(bad);
+            let k = client_pr_key(c);
+            assert!(k != 0 && k != MDS_PR_KEY && k != mix(c));
+            assert_eq!(clientid_of_key(k), Some(c));
+        }
+        assert_eq!(clientid_of_key(0), None);
+        assert_eq!(clientid_of_key(MDS_PR_KEY), None);
     }
 
     #[test]

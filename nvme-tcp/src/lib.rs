@@ -36,6 +36,7 @@ pub use controller::DISCOVERY_NQN;
 pub use error::Error;
 pub use initiator::{discover, DiscoveryEntry, Initiator, InitiatorConfig, NamespaceInfo};
 pub use namespace::{NamespaceConfig, NamespaceIds};
-pub use reservation::{AcquireAction, RType, RegisterAction, ReleaseAction};
+pub use reservation::persist::RestoredHosts;
+pub use reservation::{AcquireAction, Cptpl, RType, RegisterAction, ReleaseAction};
 pub use status::Status;
 pub use target::{Target, TargetConfig};

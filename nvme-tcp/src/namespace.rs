@@ -3,7 +3,9 @@
 //! `/dev/disk/by-id/nvme-eui.<hex>`, so the identifiers must survive restarts).
 
 use crate::backend::Backend;
+use crate::reservation::persist::PtplFile;
 use crate::reservation::Reservations;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// One namespace the target exports.
@@ -47,16 +49,32 @@ impl NamespaceIds {
 pub(crate) struct Namespace {
     pub backend: Arc<dyn Backend>,
     pub ids: NamespaceIds,
+    /// What every I/O command is checked against; changed only through
+    /// `reservation::command`.
     pub resv: Mutex<Reservations>,
+    /// Where the reservation state persists through power loss (`TargetConfig::ptpl_dir`);
+    /// `None`: PTPL not supported.
+    pub ptpl: Option<PtplFile>,
 }
 
 impl Namespace {
-    pub fn new(c: &NamespaceConfig) -> Self {
-        Namespace {
+    /// With `ptpl_dir`, the namespace supports PTPL and starts with the state stored there
+    /// (empty if none, or if it cannot be read: logged). Fails only if the directory cannot
+    /// be made.
+    pub fn new(c: &NamespaceConfig, ptpl_dir: Option<&Path>) -> std::io::Result<Self> {
+        let (ptpl, resv) = match ptpl_dir {
+            Some(dir) => {
+                let (f, r) = PtplFile::open(dir, c.nsid, c.volume_uuid)?;
+                (Some(f), r)
+            }
+            None => (None, Reservations::default()),
+        };
+        Ok(Namespace {
             backend: c.backend.clone(),
             ids: NamespaceIds::from_volume_uuid(c.volume_uuid),
-            resv: Mutex::new(Reservations::default()),
-        }
+            resv: Mutex::new(resv),
+            ptpl,
+        })
     }
 }
 

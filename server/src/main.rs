@@ -627,9 +627,14 @@ async fn run(
                             client_device = %format!("/dev/disk/by-id/nvme-eui.{hex}"),
                             "SCSI layout: MDS holds EXCLUSIVE_ACCESS_REG_ONLY"
                         );
+                        // Registrations kept from the previous instance (PTPL) are swept
+                        // once its layouts expire (docs/pnfs.md "After a restart").
+                        pnfsd::nfs4::scsi_restart::begin(&srv);
                     }
                     Err(s) => tracing::error!(?s, "SCSI layout: reservation not taken"),
                 }
+            } else if let Err(s) = pnfsd::nvme::release_scsi_claim(&target) {
+                tracing::error!(?s, "the reservation of an earlier SCSI-layout start stays");
             }
             let task = target.spawn();
             Some((target, task))

@@ -7,6 +7,11 @@
 //! the store's log force and COMMIT use — so either flush covers both parties' completed
 //! writes (design.md §6 "honest volatile write cache").
 //!
+//! Reservations persist through power loss: the target keeps them in
+//! `<data_dir>/nvme-ns1.reservations` (nvme-tcp `reservation::persist`), so the MDS's
+//! reservation, its fences and the clients' registrations are back after a restart
+//! (docs/pnfs.md "After a restart").
+//!
 //! Never does: protect the superblock, log or metadata area from a host that writes there —
 //! the block layout trusts its clients, and the SCSI layout fences them with reservations.
 
@@ -15,7 +20,8 @@ use std::sync::Arc;
 
 use metalog::BlockDev;
 use nvme_tcp::{
-    AcquireAction, Backend, NamespaceConfig, RType, RegisterAction, Target, TargetConfig,
+    AcquireAction, Backend, Cptpl, NamespaceConfig, RType, RegisterAction, ReleaseAction, Target,
+    TargetConfig,
 };
 
 use crate::nfs4::scsi::{PrFencer, PreemptError};
@@ -91,6 +97,9 @@ pub fn target_config(cfg: &Config, dev: Arc<dyn BlockDev>, volume_uuid: [u8; 16]
     let mut t = TargetConfig::new(cfg.nvme_nqn.clone(), vec![ns]);
     t.allowed_hosts = cfg.nvme_allowed_hosts.clone();
     t.advertise = cfg.nvme_advertise;
+    // With the volume's other state (the volume file itself, by default): the file names
+    // the volume's UUID, so a re-formatted volume never gets an old state.
+    t.ptpl_dir = Some(cfg.data_dir.clone());
     t
 }
 
@@ -110,11 +119,21 @@ pub const MDS_HOSTID: [u8; 16] = *b"pnfsd-mds-hostid";
 
 /// SCSI layout (RFC 8154 §2.4.2 over NVMe): the MDS registers its key and holds
 /// EXCLUSIVE_ACCESS_REG_ONLY on the volume, so only hosts that registered the key
-/// GETDEVICEINFO gave them may do I/O, and a preempted one may not.
+/// GETDEVICEINFO gave them may do I/O, and a preempted one may not. With Persist Through
+/// Power Loss, so that a restart keeps all of it (after one, the stored registration and
+/// reservation are found again and nothing changes).
 pub fn claim_for_scsi(target: &Target) -> Result<(), nvme_tcp::Status> {
     let key = layout::scsi::MDS_PR_KEY;
     // IEKEY: whatever key this host id held before (a previous registration) is replaced.
-    target.reservation_register(NSID, MDS_HOSTID, RegisterAction::Register, true, 0, key)?;
+    target.reservation_register_cptpl(
+        NSID,
+        MDS_HOSTID,
+        RegisterAction::Register,
+        true,
+        Cptpl::Persist,
+        0,
+        key,
+    )?;
     target.reservation_acquire(
         NSID,
         MDS_HOSTID,
@@ -123,6 +142,23 @@ pub fn claim_for_scsi(target: &Target) -> Result<(), nvme_tcp::Status> {
         key,
         0,
     )?;
+    Ok(())
+}
+
+/// A start without the SCSI layout: a reservation the MDS took on an earlier start (and the
+/// target kept) would refuse every block-layout host, so the MDS clears it, and with it
+/// every registration (Reservation Release, Clear). Nothing to do when it holds none.
+pub fn release_scsi_claim(target: &Target) -> Result<(), nvme_tcp::Status> {
+    let (_, regs) = target.reservation_state(NSID)?;
+    let key = layout::scsi::MDS_PR_KEY;
+    if !regs.iter().any(|r| r.hostid == MDS_HOSTID && r.key == key) {
+        return Ok(());
+    }
+    target.reservation_release(NSID, MDS_HOSTID, ReleaseAction::Clear, RType(0), key)?;
+    tracing::info!(
+        "SCSI layout not offered: the reservation and registrations kept from an earlier \
+         start are cleared"
+    );
     Ok(())
 }
 
@@ -142,6 +178,18 @@ impl PrFencer for TargetFencer {
             )
             .map(|gone| tracing::info!(hosts = gone.len(), key, "preempted"))
             .map_err(crate::nfs4::scsi::preempt_status)
+    }
+
+    fn registered_keys(&self) -> Result<Vec<u64>, PreemptError> {
+        let (_, regs) = self
+            .0
+            .reservation_state(NSID)
+            .map_err(|s| PreemptError::Failed(format!("{s:?}")))?;
+        Ok(regs.iter().map(|r| r.key).collect())
+    }
+
+    fn restored_hosts(&self) -> nvme_tcp::RestoredHosts {
+        self.0.reservation_restored_hosts(NSID).unwrap_or_default()
     }
 }
 
@@ -175,7 +223,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dev: Arc<dyn BlockDev> =
             Arc::new(FileDev::create(&dir.path().join("v"), 1 << 20).unwrap());
-        let tc = target_config(&Config::default(), dev, [1; 16]);
+        let cfg = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let tc = target_config(&cfg, dev, [1; 16]);
         let e = bind(addr, tc).await.err().unwrap().to_string();
         assert!(
             e.contains(&addr.to_string()) && e.contains("--nvme-listen"),
@@ -194,7 +246,10 @@ mod tests {
         let dev: Arc<dyn BlockDev> =
             Arc::new(FileDev::create(&dir.path().join("v"), 1 << 20).unwrap());
         let uuid = [0x5a; 16];
-        let cfg = Config::default();
+        let cfg = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
         let tc = target_config(&cfg, dev, uuid);
         let target = bind("127.0.0.1:0".parse().unwrap(), tc).await.unwrap();
         claim_for_scsi(&target).unwrap();
@@ -248,5 +303,224 @@ mod tests {
         assert_eq!(rtype, Some(RType::EXCLUSIVE_ACCESS_REG_ONLY));
         assert_eq!(regs.len(), 1);
         target.shutdown();
+    }
+
+    /// Issue 13 ("after a SIGKILL restart, the SCSI reservations and the fence state are
+    /// back") and issue 18's SCSI half, over real NVMe/TCP: the MDS's reservation, a
+    /// client's registration and a fence survive a kill of the daemon (target and store
+    /// dropped, no unmount); the registered host's replayed write lands, the fenced host's
+    /// does not; a client that comes back registers its new key over the old one; the
+    /// previous instance's client that does not come back is preempted when its layouts
+    /// expire, and grace waits for that.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reservations_and_fences_survive_a_kill_and_the_absent_go_after_grace() {
+        use crate::nfs4::state::{ExchangeIdReq, Principal};
+        use crate::server::{NfsOptions, Server};
+        use crate::store::{Store, StoreOptions};
+        use bytes::Bytes;
+        use nvme_tcp::{Initiator, InitiatorConfig, Status};
+        use std::time::{Duration, Instant};
+
+        let dir = tempfile::tempdir().unwrap();
+        let volume = dir.path().join("volume.img");
+        Store::mkfs(&volume, 64 << 20, false).unwrap();
+        let target_file = dir.path().join("nvme.img");
+        FileDev::create(&target_file, 1 << 20).unwrap();
+        let cfg = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let opts = NfsOptions {
+            lease_seconds: 1,
+            grace_seconds: 1,
+            layout_types: vec![
+                layout::block::LayoutType::BLOCK_VOLUME,
+                layout::block::LayoutType::SCSI,
+            ],
+            ..NfsOptions::default()
+        };
+        // One start of the daemon: store, server, target, the MDS's claim.
+        let start = || async {
+            let store = Arc::new(Store::open(&volume, StoreOptions::default()).unwrap());
+            let srv = Arc::new(Server::new(store, opts.clone()));
+            let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&target_file).unwrap());
+            let tc = target_config(&cfg, dev, srv.store.volume_uuid());
+            let target = bind("127.0.0.1:0".parse().unwrap(), tc).await.unwrap();
+            claim_for_scsi(&target).unwrap();
+            srv.layouts
+                .scsi
+                .install(Arc::new(TargetFencer(target.clone())));
+            crate::nfs4::scsi_restart::begin(&srv);
+            drop(target.spawn());
+            (srv, target)
+        };
+        let client = |srv: &Server, owner: &[u8]| {
+            let req = ExchangeIdReq {
+                owner: owner.to_vec(),
+                verifier: [7; 8],
+                flags: 0,
+                principal: Principal { flavor: 1, uid: 0 },
+            };
+            let id = srv.state.exchange_id(&req).unwrap().clientid;
+            // What its CREATE_SESSION would have stored: it may reclaim after a restart.
+            srv.store.put_client_record(owner, Some(b"v1")).unwrap();
+            id
+        };
+        let host = |t: &Target, name: &str| {
+            let c = InitiatorConfig::new(
+                cfg.nvme_nqn.clone(),
+                format!("nqn.2014-08.org.example:{name}"),
+            );
+            Initiator::connect(t.local_addr(), c)
+        };
+        // As the Linux client does at GETDEVICEINFO: Register, IEKEY, CPTPL = persist.
+        async fn register(ini: &Initiator, key: u64) -> Result<(), nvme_tcp::Error> {
+            ini.reservation_register_cptpl(
+                NSID,
+                RegisterAction::Register,
+                true,
+                Cptpl::Persist,
+                0,
+                key,
+            )
+            .await
+        }
+        let block = || Bytes::from(vec![0x5au8; LBA_SIZE as usize]);
+        let conflict = |r: Result<(), nvme_tcp::Error>| match r {
+            Err(nvme_tcp::Error::Status(s)) => s == Status::RESERVATION_CONFLICT,
+            _ => false,
+        };
+        let keys = |t: &Target| {
+            let mut k: Vec<u64> = t
+                .reservation_state(NSID)
+                .unwrap()
+                .1
+                .iter()
+                .map(|r| r.key)
+                .collect();
+            k.sort_unstable();
+            k
+        };
+        let sorted = |mut v: Vec<u64>| {
+            v.sort_unstable();
+            v
+        };
+        let key = crate::nfs4::scsi::client_key;
+
+        let (srv, target) = start().await;
+        let (a, b, c) = (client(&srv, b"a"), client(&srv, b"b"), client(&srv, b"c"));
+        let (ha, hb, hc) = (
+            host(&target, "a").await.unwrap(),
+            host(&target, "b").await.unwrap(),
+            host(&target, "c").await.unwrap(),
+        );
+        register(&ha, key(a)).await.unwrap();
+        register(&hb, key(b)).await.unwrap();
+        register(&hc, key(c)).await.unwrap();
+        ha.write(NSID, 1, block(), LBA_SIZE, false).await.unwrap();
+        // c is fenced (its layouts were dropped without a return).
+        crate::nfs4::scsi::fence(&srv, c).unwrap();
+        assert!(conflict(hc.write(NSID, 2, block(), LBA_SIZE, false).await));
+        // SIGKILL: everything goes, nothing is unmounted or saved on the way out.
+        target.shutdown();
+        drop((ha, hb, hc, target, srv));
+
+        let (srv, target) = start().await;
+        // Back before any host connected: the MDS holds, a and b are registered, c is not.
+        let (rtype, _) = target.reservation_state(NSID).unwrap();
+        assert_eq!(rtype, Some(RType::EXCLUSIVE_ACCESS_REG_ONLY));
+        assert_eq!(
+            keys(&target),
+            sorted(vec![layout::scsi::MDS_PR_KEY, key(a), key(b)])
+        );
+        assert!(srv.state.in_grace() && srv.layouts.scsi_restart.pending());
+        let (ha, hb, hc) = (
+            host(&target, "a").await.unwrap(),
+            host(&target, "b").await.unwrap(),
+            host(&target, "c").await.unwrap(),
+        );
+        // The NVMe hosts replay what was in flight: a's and b's land, the fenced c's does not.
+        ha.write(NSID, 3, block(), LBA_SIZE, false).await.unwrap();
+        hb.write(NSID, 4, block(), LBA_SIZE, false).await.unwrap();
+        assert!(conflict(hc.write(NSID, 5, block(), LBA_SIZE, false).await));
+        // a comes back and registers the key of its new clientid over the old one.
+        let a2 = client(&srv, b"a");
+        register(&ha, key(a2)).await.unwrap();
+        // Nothing is swept while the previous instance's layouts may still commit.
+        crate::nfs4::layouts::recall::tick(&srv, Instant::now());
+        hb.write(NSID, 6, block(), LBA_SIZE, false).await.unwrap();
+        // Then b, which did not come back, is cut off; a keeps writing; grace may end.
+        let t0 = Instant::now();
+        while !srv.state.previous_layouts_expired() {
+            assert!(t0.elapsed() < Duration::from_secs(5), "grace never ended");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            srv.state.layouts_reclaimable(),
+            "the reclaim window closed before the sweep"
+        );
+        srv.state.tick();
+        crate::nfs4::layouts::recall::tick(&srv, Instant::now());
+        assert!(!srv.layouts.scsi_restart.pending());
+        assert!(conflict(hb.write(NSID, 7, block(), LBA_SIZE, false).await));
+        ha.write(NSID, 8, block(), LBA_SIZE, false).await.unwrap();
+        assert_eq!(
+            keys(&target),
+            sorted(vec![layout::scsi::MDS_PR_KEY, key(a2)])
+        );
+        assert_eq!(srv.layouts.metrics.snapshot().fences, 1);
+        assert!(!srv.state.layouts_reclaimable());
+        srv.state.tick();
+        assert!(!srv.state.in_grace());
+        target.shutdown();
+    }
+
+    /// A start without the SCSI layout clears a reservation the MDS kept from a start with
+    /// it, so block-layout hosts (which never register) are not refused.
+    #[tokio::test]
+    async fn a_start_without_scsi_clears_the_kept_reservation() {
+        use bytes::Bytes;
+        use nvme_tcp::{Initiator, InitiatorConfig};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("v");
+        FileDev::create(&file, 1 << 20).unwrap();
+        let cfg = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let dev = || -> Arc<dyn BlockDev> { Arc::new(FileDev::open(&file).unwrap()) };
+        let t = bind(
+            "127.0.0.1:0".parse().unwrap(),
+            target_config(&cfg, dev(), [3; 16]),
+        )
+        .await
+        .unwrap();
+        claim_for_scsi(&t).unwrap();
+        t.shutdown();
+        drop(t);
+        let t = bind(
+            "127.0.0.1:0".parse().unwrap(),
+            target_config(&cfg, dev(), [3; 16]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            t.reservation_state(NSID).unwrap().0,
+            Some(RType::EXCLUSIVE_ACCESS_REG_ONLY)
+        );
+        release_scsi_claim(&t).unwrap();
+        assert_eq!(t.reservation_state(NSID).unwrap(), (None, vec![]));
+        let _task = t.spawn();
+        let ini = Initiator::connect(
+            t.local_addr(),
+            InitiatorConfig::new(cfg.nvme_nqn.clone(), "nqn.2014-08.org.example:block"),
+        )
+        .await
+        .unwrap();
+        let data = Bytes::from(vec![1u8; LBA_SIZE as usize]);
+        ini.write(NSID, 0, data, LBA_SIZE, false).await.unwrap();
+        // Nothing kept: nothing to clear.
+        release_scsi_claim(&t).unwrap();
+        t.shutdown();
     }
 }

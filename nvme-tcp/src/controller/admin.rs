@@ -129,6 +129,9 @@ fn set_features(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
     }
     let v = s.cdw(11);
     let io = c.kind == CtrlKind::Io;
+    if f == fid::RESV_PERSIST && io {
+        return set_resv_persist(c, s.nsid(), v & 1 != 0).map(|()| Reply::ok());
+    }
     let mut st = lock(&c.state);
     match f {
         fid::NUM_QUEUES if io => {
@@ -151,7 +154,6 @@ fn set_features(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
             Ok(Reply::ok())
         }
         fid::POWER_MGMT if v & 0x1F != 0 => Err(Status::INVALID_FIELD),
-        fid::RESV_PERSIST if io && v & 1 != 0 => Err(Status::FEATURE_NOT_CHANGEABLE),
         fid::ASYNC_EVENT_CFG | fid::POWER_MGMT | fid::RESV_PERSIST => {
             st.features.insert(f, v);
             Ok(Reply::ok())
@@ -173,16 +175,48 @@ fn set_features(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
     }
 }
 
+/// Set Features Reservation Persistence (FID 83h, namespace specific): one namespace, or
+/// every one for NSID FFFFFFFFh.
+fn set_resv_persist(c: &Controller, nsid: u32, on: bool) -> Result<(), Status> {
+    use crate::reservation::command::set_ptpl;
+    if nsid == 0xFFFF_FFFF {
+        return c
+            .subsys
+            .namespaces
+            .values()
+            .try_for_each(|ns| set_ptpl(ns, on));
+    }
+    set_ptpl(
+        c.subsys.namespaces.get(&nsid).ok_or(Status::INVALID_NS)?,
+        on,
+    )
+}
+
 fn get_features(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
     let s = &cmd.sqe;
     let f = s.cdw(10) as u8;
     let sel = (s.cdw(10) >> 8) & 7;
     let io = c.kind == CtrlKind::Io;
     if sel == 3 {
-        // Supported capabilities: changeable (bit 2), never saveable; RESV_NOTIF_MASK is
-        // namespace specific (bit 1).
-        let ns_specific = if f == fid::RESV_NOTIF_MASK { 2 } else { 0 };
+        // Supported capabilities: changeable (bit 2), never saveable; the reservation
+        // features are namespace specific (bit 1).
+        let ns_specific = if f == fid::RESV_NOTIF_MASK || f == fid::RESV_PERSIST {
+            2
+        } else {
+            0
+        };
         return Ok(Reply::dw0(4 | ns_specific));
+    }
+    if f == fid::RESV_PERSIST && io {
+        // Reservation Persistence: the namespace's PTPL state (dword 0 bit 0); its default
+        // (and, not saveable, its saved value) is off.
+        let ns = c
+            .subsys
+            .namespaces
+            .get(&s.nsid())
+            .ok_or(Status::INVALID_NS)?;
+        let on = sel == 0 && crate::reservation::command::ptpl(ns);
+        return Ok(Reply::dw0(on as u32));
     }
     let st = lock(&c.state);
     let current = sel == 0;

@@ -78,8 +78,7 @@ pub(crate) fn namespace(ns: &Namespace) -> Vec<u8> {
     b[25] = 0; // NLBAF: one format
     b[26] = 0; // FLBAS: format 0
     b[30] = 1; // NMIC: may be shared by several controllers (hosts)
-               // RESCAP: types 1–6 (bits 1–6) and IEKEY semantics of 1.3+ (bit 7); no PTPL (bit 0).
-    b[31] = 0xFE;
+    b[31] = rescap(ns);
     put(&mut b, 104, &ns.ids.nguid); // NGUID
     put(&mut b, 120, &ns.ids.eui64); // EUI64
     let lbads = ns.backend.block_size().trailing_zeros();
@@ -87,11 +86,17 @@ pub(crate) fn namespace(ns: &Namespace) -> Vec<u8> {
     b
 }
 
+/// RESCAP: types 1–6 (bits 1–6), IEKEY semantics of 1.3+ (bit 7), and Persist Through Power
+/// Loss (bit 0) when the namespace keeps its reservation state (`TargetConfig::ptpl_dir`).
+fn rescap(ns: &Namespace) -> u8 {
+    0xFE | crate::reservation::command::ptpl_supported(ns) as u8
+}
+
 /// I/O Command Set Independent Identify Namespace (CNS 08h).
-pub(crate) fn namespace_cs_indep(_ns: &Namespace) -> Vec<u8> {
+pub(crate) fn namespace_cs_indep(ns: &Namespace) -> Vec<u8> {
     let mut b = vec![0u8; LEN];
     b[1] = 1; // NMIC
-    b[2] = 0xFE; // RESCAP
+    b[2] = rescap(ns);
     b[14] = 1; // NSTAT: namespace ready
     b
 }

@@ -8,7 +8,7 @@
 use super::{Cmd, Controller, Reply, MAX_TRANSFER};
 use crate::namespace::{lock, Namespace};
 use crate::pdu::IoOpc;
-use crate::reservation::{Access, AcquireAction, RType, RegisterAction, ReleaseAction, Requester};
+use crate::reservation::{Access, Requester};
 use crate::status::{read_error, write_error, Status};
 use bytes::Bytes;
 use std::sync::Arc;
@@ -263,83 +263,14 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             }
             Ok(Reply::ok())
         }
-        IoOpc::RESV_REGISTER => {
-            let d = data_of(&cmd, 16)?;
-            let action = match s.cdw(10) & 7 {
-                0 => RegisterAction::Register,
-                1 => RegisterAction::Unregister,
-                2 => RegisterAction::Replace,
-                _ => return Err(Status::INVALID_FIELD),
-            };
-            // CPTPL (bits 31:30) is ignored: Linux always asks for 11b (persist through
-            // power loss) and would fail to register if refused; RESCAP bit 0 tells the host
-            // we do not persist, and Linux nvmet ignores the field the same way.
-            let iekey = s.cdw(10) & 8 != 0;
-            lock(&ns.resv).register(&requester(c), action, iekey, le64(d, 0), le64(d, 8))?;
-            Ok(Reply::ok())
-        }
-        IoOpc::RESV_ACQUIRE => {
-            let d = data_of(&cmd, 16)?;
-            let action = match s.cdw(10) & 7 {
-                0 => AcquireAction::Acquire,
-                1 => AcquireAction::Preempt,
-                2 => AcquireAction::PreemptAndAbort,
-                _ => return Err(Status::INVALID_FIELD),
-            };
-            let iekey = s.cdw(10) & 8 != 0;
-            let rtype = RType((s.cdw(10) >> 8) as u8);
-            let gone = lock(&ns.resv).acquire(
-                &requester(c),
-                action,
-                iekey,
-                rtype,
-                le64(d, 0),
-                le64(d, 8),
-            )?;
-            if !gone.is_empty() {
-                tracing::info!(
-                    nsid,
-                    preempted = gone.len(),
-                    "reservation preempted registrants"
-                );
-            }
-            Ok(Reply::ok())
-        }
-        IoOpc::RESV_RELEASE => {
-            let d = data_of(&cmd, 8)?;
-            let action = match s.cdw(10) & 7 {
-                0 => ReleaseAction::Release,
-                1 => ReleaseAction::Clear,
-                _ => return Err(Status::INVALID_FIELD),
-            };
-            let iekey = s.cdw(10) & 8 != 0;
-            let rtype = RType((s.cdw(10) >> 8) as u8);
-            lock(&ns.resv).release(&requester(c), action, iekey, rtype, le64(d, 0))?;
-            Ok(Reply::ok())
-        }
-        IoOpc::RESV_REPORT => {
-            let len = (s.cdw(10) as u64 + 1) * 4;
-            // Our host identifiers are 128-bit (CTRATT bit 0): the host must ask for the
-            // extended structure, else Host Identifier Inconsistent Format.
-            if s.cdw(11) & 1 == 0 {
-                return Err(Status::new(0, 0x18));
-            }
-            if len > MAX_TRANSFER as u64 {
-                return Err(Status::INVALID_FIELD);
-            }
-            let mut v = lock(&ns.resv).report(true);
-            v.resize(len as usize, 0);
-            Ok(Reply::data(v))
+        IoOpc::RESV_REGISTER | IoOpc::RESV_ACQUIRE | IoOpc::RESV_RELEASE | IoOpc::RESV_REPORT => {
+            let cdws = (s.cdw(10), s.cdw(11));
+            let (who, max) = (requester(c), MAX_TRANSFER as u64);
+            crate::reservation::command::execute(&ns, &who, opc, cdws, &cmd.data, max)
+                .map(|d| d.map_or_else(Reply::ok, Reply::data))
         }
         _ => Err(Status::INVALID_OPCODE),
     }
-}
-
-fn data_of(cmd: &Cmd, n: usize) -> Result<&[u8], Status> {
-    if cmd.data.len() < n {
-        return Err(Status::SGL_DATA_LEN_INVALID);
-    }
-    Ok(&cmd.data[..n])
 }
 
 fn requester(c: &Controller) -> Requester {

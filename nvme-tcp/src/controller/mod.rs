@@ -344,6 +344,9 @@ pub(crate) fn connect(
     }
     st.connected_qids.push(qid);
     drop(st);
+    for ns in subsys.namespaces.values() {
+        crate::reservation::command::host_connected(ns, &ctrl.hostid);
+    }
     Ok(Connected { ctrl, qid, sqsize })
 }
 

@@ -94,6 +94,8 @@ pub struct ReservationReport {
     pub generation: u32,
     /// 0 when no reservation is held.
     pub rtype: u8,
+    /// PTPLS: the reservation state persists through power loss.
+    pub ptpl: bool,
     pub registrants: Vec<Registrant>,
 }
 

@@ -3,7 +3,7 @@
 use super::{le16, le32, le64, Initiator, Registrant, ReservationReport};
 use crate::error::Error;
 use crate::pdu::{IoOpc, Sqe};
-use crate::reservation::{AcquireAction, RType, RegisterAction, ReleaseAction};
+use crate::reservation::{AcquireAction, Cptpl, RType, RegisterAction, ReleaseAction};
 use bytes::Bytes;
 
 impl Initiator {
@@ -72,9 +72,24 @@ impl Initiator {
         crkey: u64,
         nrkey: u64,
     ) -> Result<(), Error> {
+        self.reservation_register_cptpl(nsid, action, iekey, Cptpl::NoChange, crkey, nrkey)
+            .await
+    }
+
+    /// `reservation_register` that also changes the Persist Through Power Loss state (what
+    /// the Linux host sends: `Cptpl::Persist`).
+    pub async fn reservation_register_cptpl(
+        &self,
+        nsid: u32,
+        action: RegisterAction,
+        iekey: bool,
+        cptpl: Cptpl,
+        crkey: u64,
+        nrkey: u64,
+    ) -> Result<(), Error> {
         let mut s = Sqe::new(IoOpc::RESV_REGISTER.0);
         s.set_nsid(nsid);
-        s.set_cdw(10, action as u32 | (iekey as u32) << 3);
+        s.set_cdw(10, action as u32 | (iekey as u32) << 3 | cptpl.bits() << 30);
         self.io_cmd(s, Some(keys(crkey, nrkey)), 0)
             .await
             .map(|_| ())
@@ -111,13 +126,29 @@ impl Initiator {
             .map(|_| ())
     }
 
+    /// Reservation Report (extended data structure), every registrant: a second, larger
+    /// report is asked for when the first one's 4 KiB did not hold them all.
     pub async fn reservation_report(&self, nsid: u32) -> Result<ReservationReport, Error> {
-        let len = 4096u32;
-        let mut s = Sqe::new(IoOpc::RESV_REPORT.0);
-        s.set_nsid(nsid);
-        s.set_cdw(10, len / 4 - 1);
-        s.set_cdw(11, 1); // EDS: extended data structure (128-bit host identifiers)
-        let b = self.io_cmd(s, None, len).await?.data;
+        let mut len = 4096u32;
+        let b = loop {
+            let mut s = Sqe::new(IoOpc::RESV_REPORT.0);
+            s.set_nsid(nsid);
+            s.set_cdw(10, len / 4 - 1);
+            s.set_cdw(11, 1); // EDS: extended data structure (128-bit host identifiers)
+            let b = self.io_cmd(s, None, len).await?.data;
+            if b.len() < 64 {
+                return Err(Error::Protocol(format!(
+                    "Reservation Report of {} bytes, shorter than its 64-byte header",
+                    b.len()
+                )));
+            }
+            // REGCTL is 16 bits: at most 64 + 64 × 65535 bytes.
+            let need = 64 + 64 * le16(&b, 5) as u32;
+            if need <= len || len > 4096 {
+                break b;
+            }
+            len = need;
+        };
         let n = le16(&b, 5) as usize;
         let mut registrants = Vec::new();
         for i in 0..n.min((b.len() - 64) / 64) {
@@ -134,6 +165,7 @@ impl Initiator {
         Ok(ReservationReport {
             generation: le32(&b, 0),
             rtype: b[4],
+            ptpl: b[9] & 1 != 0,
             registrants,
         })
     }

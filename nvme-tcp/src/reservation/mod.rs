@@ -1,7 +1,13 @@
 //! NVMe reservations (NVMe Base 2.0 §8.19), pure state: registrants are hosts (Host
-//! Identifier from Connect), shared by all controllers of that host. No I/O here.
+//! Identifier from Connect), shared by all controllers of that host. No I/O here: the
+//! commands that change the state run through `command` (one path for the wire and the
+//! in-process API), which keeps it on disk through `persist` when the namespace's Persist
+//! Through Power Loss state is set (§8.19.x "Persist Through Power Loss", docs/nvme-tcp.md).
 
 use crate::status::Status;
+
+pub(crate) mod command;
+pub(crate) mod persist;
 
 /// Reservation types (RTYPE).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -37,6 +43,39 @@ pub enum AcquireAction {
     Acquire = 0,
     Preempt = 1,
     PreemptAndAbort = 2,
+}
+
+/// Change Persist Through Power Loss State (CPTPL, Reservation Register CDW10 bits 31:30).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Cptpl {
+    /// 00b: no change.
+    NoChange,
+    /// 10b: PTPL state 0, the reservation state is lost at power loss (a restart).
+    Off,
+    /// 11b: PTPL state 1, registrants and the reservation survive it. The Linux host always
+    /// asks for this one (drivers/nvme/host/pr.c `nvme_pr_register`).
+    Persist,
+}
+
+impl Cptpl {
+    /// From CDW10 bits 31:30; 01b is reserved.
+    pub fn from_bits(b: u32) -> Result<Cptpl, Status> {
+        match b & 3 {
+            0 => Ok(Cptpl::NoChange),
+            2 => Ok(Cptpl::Off),
+            3 => Ok(Cptpl::Persist),
+            _ => Err(Status::INVALID_FIELD),
+        }
+    }
+
+    /// The CDW10 bits 31:30 of this value.
+    pub fn bits(self) -> u32 {
+        match self {
+            Cptpl::NoChange => 0,
+            Cptpl::Off => 2,
+            Cptpl::Persist => 3,
+        }
+    }
 }
 
 /// Reservation Release action (RRELA).
@@ -75,6 +114,8 @@ pub struct Reservations {
     generation: u32,
     registrants: Vec<Registrant>,
     holder: Option<Holder>,
+    /// Persist Through Power Loss state: whether all of the above survives a restart.
+    ptpl: bool,
 }
 
 /// Who sends the command.
@@ -110,6 +151,17 @@ impl Reservations {
 
     pub fn registrants(&self) -> &[Registrant] {
         &self.registrants
+    }
+
+    /// The Persist Through Power Loss state.
+    pub fn ptpl(&self) -> bool {
+        self.ptpl
+    }
+
+    /// Sets the PTPL state (Register's CPTPL, Set Features Reservation Persistence); the
+    /// caller checks the namespace can persist (RESCAP bit 0).
+    pub fn set_ptpl(&mut self, on: bool) {
+        self.ptpl = on;
     }
 
     /// Checks a key unless IEKEY: a registered host must present its current key.
@@ -148,6 +200,20 @@ impl Reservations {
             RegisterAction::Register => match self.find(&who.hostid) {
                 // Registering again with the same key is a no-op; a different key conflicts.
                 Some(i) if self.registrants[i].key == nrkey => Ok(()),
+                // ... unless IEKEY is set: then the host's key is replaced, as Replace with
+                // IEKEY does (so the host gains nothing it could not have had). This is what
+                // the Linux block layer's `pr_register(0, key, PR_FL_IGNORE_KEY)` means (SCSI
+                // REGISTER AND IGNORE EXISTING KEY), which its NVMe driver sends as Register
+                // with IEKEY: the pNFS SCSI-layout client registers a new key that way after
+                // an MDS restart, while the registration of its previous key survived (PTPL)
+                // or was "unregistered" to key 0 (Linux sends Replace with NRKEY 0). NVMe Base
+                // 2.0 (and Linux nvmet) refuse it: the client would fall back to the MDS.
+                Some(i) if iekey => {
+                    self.registrants[i].key = nrkey;
+                    self.registrants[i].cntlid = who.cntlid;
+                    self.generation = self.generation.wrapping_add(1);
+                    Ok(())
+                }
                 Some(_) => Err(CONFLICT),
                 None => {
                     self.registrants.push(Registrant {
@@ -328,6 +394,7 @@ impl Reservations {
         v[0..4].copy_from_slice(&self.generation.to_le_bytes());
         v[4] = self.holder.map(|h| h.rtype.0).unwrap_or(0);
         v[5..7].copy_from_slice(&(self.registrants.len() as u16).to_le_bytes());
+        v[9] = self.ptpl as u8; // PTPLS
         for (i, r) in self.registrants.iter().enumerate() {
             let e = &mut v[hdr + i * ent..hdr + (i + 1) * ent];
             // CNTLID: FFFFh, the dynamic controller model (a host may hold several).

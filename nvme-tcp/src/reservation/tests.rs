@@ -159,3 +159,44 @@ fn all_registrants_and_clear_and_report() {
     assert!(r.registrants().is_empty());
     assert_eq!(r.rtype(), None);
 }
+
+/// Register with IEKEY from a host registered with another key replaces the key (Linux's
+/// `pr_register(0, key, PR_FL_IGNORE_KEY)` after an MDS restart); without IEKEY it conflicts.
+#[test]
+fn register_with_iekey_replaces_an_existing_key() {
+    let mut r = Reservations::default();
+    let a = host(1);
+    r.register(&a, RegisterAction::Register, false, 0, 10)
+        .unwrap();
+    assert_eq!(
+        r.register(&a, RegisterAction::Register, false, 0, 11),
+        Err(CONFLICT)
+    );
+    let g = r.generation();
+    r.register(&a, RegisterAction::Register, true, 0, 11)
+        .unwrap();
+    assert_eq!(r.registrants().len(), 1);
+    assert_eq!(r.registrants()[0].key, 11);
+    assert_eq!(r.generation(), g + 1);
+    // Also over Linux's "unregistered" key 0 (Replace with NRKEY 0).
+    r.register(&a, RegisterAction::Replace, false, 11, 0)
+        .unwrap();
+    r.register(&a, RegisterAction::Register, true, 0, 12)
+        .unwrap();
+    assert_eq!(r.registrants()[0].key, 12);
+}
+
+#[test]
+fn ptpl_state_is_reported_and_cptpl_decoded() {
+    let mut r = Reservations::default();
+    assert_eq!(r.report(true)[9], 0);
+    r.set_ptpl(true);
+    assert_eq!(r.report(true)[9], 1);
+    assert_eq!(Cptpl::from_bits(0), Ok(Cptpl::NoChange));
+    assert_eq!(Cptpl::from_bits(1), Err(Status::INVALID_FIELD));
+    assert_eq!(Cptpl::from_bits(2), Ok(Cptpl::Off));
+    assert_eq!(Cptpl::from_bits(3), Ok(Cptpl::Persist));
+    for c in [Cptpl::NoChange, Cptpl::Off, Cptpl::Persist] {
+        assert_eq!(Cptpl::from_bits(c.bits()), Ok(c));
+    }
+}

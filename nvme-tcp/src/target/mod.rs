@@ -8,8 +8,9 @@ mod ring;
 use crate::controller::Subsystem;
 use crate::error::Error;
 use crate::namespace::{lock, Namespace, NamespaceConfig};
+use crate::reservation::persist::RestoredHosts;
 use crate::reservation::{
-    AcquireAction, RType, RegisterAction, Registrant, ReleaseAction, Requester,
+    command, AcquireAction, Cptpl, RType, RegisterAction, Registrant, ReleaseAction, Requester,
 };
 use crate::status::Status;
 use std::collections::BTreeMap;
@@ -34,6 +35,11 @@ pub struct TargetConfig {
     /// Address the Discovery Log advertises; `None` uses the address each host reached us on
     /// (wrong behind NAT, e.g. QEMU user networking, where the host sees another address).
     pub advertise: Option<SocketAddr>,
+    /// Directory where namespaces keep their reservation state when a host sets Persist
+    /// Through Power Loss (one `nvme-ns<nsid>.reservations` file each, restored by `bind`);
+    /// `None`: PTPL is not supported (RESCAP bit 0 clear) and reservations die with the
+    /// target.
+    pub ptpl_dir: Option<std::path::PathBuf>,
 }
 
 impl TargetConfig {
@@ -45,6 +51,7 @@ impl TargetConfig {
             serial: None,
             max_io_queues: 64,
             advertise: None,
+            ptpl_dir: None,
         }
     }
 }
@@ -106,11 +113,17 @@ impl Target {
                 crc32c::crc32c(cfg.subsystem_nqn.as_bytes()) as u64 * 0x9E37_79B9
             )
         });
-        let namespaces: BTreeMap<u32, Arc<Namespace>> = cfg
-            .namespaces
-            .iter()
-            .map(|n| (n.nsid, Arc::new(Namespace::new(n))))
-            .collect();
+        // The stored reservations are back before the listener accepts anyone (PTPL).
+        let mut namespaces: BTreeMap<u32, Arc<Namespace>> = BTreeMap::new();
+        for n in &cfg.namespaces {
+            let ns = Namespace::new(n, cfg.ptpl_dir.as_deref()).map_err(|e| {
+                Error::Config(format!(
+                    "namespace {}: reservation state directory {:?}: {e}",
+                    n.nsid, cfg.ptpl_dir
+                ))
+            })?;
+            namespaces.insert(n.nsid, Arc::new(ns));
+        }
         let mut subsys = Subsystem::new(
             cfg.subsystem_nqn,
             serial,
@@ -234,6 +247,13 @@ impl Target {
             .ok_or(Status::INVALID_NS)
     }
 
+    /// The namespace, for a command the embedder issues as `hostid`.
+    fn ns_as(&self, nsid: u32, hostid: &[u8; 16]) -> Result<&Arc<Namespace>, Status> {
+        let ns = self.ns(nsid)?;
+        command::host_in_process(ns, hostid);
+        Ok(ns)
+    }
+
     pub fn reservation_register(
         &self,
         nsid: u32,
@@ -243,11 +263,34 @@ impl Target {
         crkey: u64,
         nrkey: u64,
     ) -> Result<(), Status> {
+        self.reservation_register_cptpl(nsid, hostid, action, iekey, Cptpl::NoChange, crkey, nrkey)
+    }
+
+    /// `reservation_register` with CPTPL (Persist Through Power Loss state change).
+    #[allow(clippy::too_many_arguments)]
+    pub fn reservation_register_cptpl(
+        &self,
+        nsid: u32,
+        hostid: [u8; 16],
+        action: RegisterAction,
+        iekey: bool,
+        cptpl: Cptpl,
+        crkey: u64,
+        nrkey: u64,
+    ) -> Result<(), Status> {
         let who = Requester {
             hostid,
             cntlid: 0xFFFF,
         };
-        lock(&self.ns(nsid)?.resv).register(&who, action, iekey, crkey, nrkey)
+        command::register(
+            self.ns_as(nsid, &hostid)?,
+            &who,
+            action,
+            iekey,
+            cptpl,
+            crkey,
+            nrkey,
+        )
     }
 
     /// Returns the Host Identifiers whose registrations a preempt removed.
@@ -264,7 +307,15 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
-        lock(&self.ns(nsid)?.resv).acquire(&who, action, false, rtype, crkey, prkey)
+        command::acquire(
+            self.ns_as(nsid, &hostid)?,
+            &who,
+            action,
+            false,
+            rtype,
+            crkey,
+            prkey,
+        )
     }
 
     pub fn reservation_release(
@@ -279,12 +330,31 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
-        lock(&self.ns(nsid)?.resv).release(&who, action, false, rtype, crkey)
+        command::release(
+            self.ns_as(nsid, &hostid)?,
+            &who,
+            action,
+            false,
+            rtype,
+            crkey,
+        )
     }
 
     /// Current reservation type (None when no reservation) and registrants.
     pub fn reservation_state(&self, nsid: u32) -> Result<(Option<RType>, Vec<Registrant>), Status> {
         let r = lock(&self.ns(nsid)?.resv);
         Ok((r.rtype(), r.registrants().to_vec()))
+    }
+
+    /// The namespace's Persist Through Power Loss state.
+    pub fn reservation_ptpl(&self, nsid: u32) -> Result<bool, Status> {
+        Ok(command::ptpl(self.ns(nsid)?))
+    }
+
+    /// Of the hosts registered in the state restored at `bind`: those that connected an I/O
+    /// queue since, and those still registered that have not (the in-process requester not
+    /// counted).
+    pub fn reservation_restored_hosts(&self, nsid: u32) -> Result<RestoredHosts, Status> {
+        Ok(command::restored_hosts(self.ns(nsid)?))
     }
 }

@@ -7,6 +7,7 @@ pub mod layouts;
 pub mod opcode;
 pub mod ops;
 pub mod scsi;
+pub mod scsi_restart;
 pub mod state;
 pub mod status;
 pub mod types;

@@ -30,6 +30,17 @@ pub trait PrFencer: Send + Sync {
     /// PREEMPT AND ABORT the registrations with `key` (the MDS holds the reservation). The
     /// preempted host's next command is refused with Reservation Conflict.
     fn preempt_and_abort(&self, key: u64) -> Result<(), PreemptError>;
+
+    /// The keys registered on the volume now, the MDS's included (for the sweep after a
+    /// restart, `nfs4::scsi_restart`).
+    fn registered_keys(&self) -> Result<Vec<u64>, PreemptError>;
+
+    /// Of the hosts whose registrations the volume kept through our restart, how many have
+    /// reconnected and how many are still awaited (`nfs4::scsi_restart::check_layoutget`).
+    /// A target that did not restart with us kept its connections: nothing to wait for.
+    fn restored_hosts(&self) -> nvme_tcp::RestoredHosts {
+        nvme_tcp::RestoredHosts::default()
+    }
 }
 
 /// Maps a preempt's NVMe status: Reservation Conflict means no such registrant.

@@ -72,6 +72,20 @@ impl PrFencer for InitiatorFencer {
             Some(s) => Err(crate::nfs4::scsi::preempt_status(s)),
         }
     }
+
+    /// Reservation Report of the external namespace (which kept every registration across
+    /// our restart whatever its PTPL state: it did not restart).
+    fn registered_keys(&self) -> Result<Vec<u64>, PreemptError> {
+        let dev = &self.0;
+        let ini = dev
+            .initiator()
+            .map_err(|e| PreemptError::Failed(e.to_string()))?;
+        let nsid = dev.spec.nsid;
+        let report = dev
+            .call(async move { ini.reservation_report(nsid).await.map_err(to_io) })
+            .map_err(|e| PreemptError::Failed(e.to_string()))?;
+        Ok(report.registrants.iter().map(|r| r.key).collect())
+    }
 }
 
 /// At start, with an external volume served directly (no re-export): GETDEVICEINFO's SCSI
@@ -100,6 +114,9 @@ pub fn setup_scsi(scsi_offered: bool, srv: &crate::server::Server, ext: &Arc<Nvm
             tracing::info!(
                 "SCSI layout: MDS holds EXCLUSIVE_ACCESS_REG_ONLY on the external namespace"
             );
+            // The namespace kept the previous instance's registrations (docs/pnfs.md
+            // "After a restart"): swept once their layouts expire.
+            crate::nfs4::scsi_restart::begin(srv);
         }
         Err(e) => {
             tracing::error!("SCSI layout: reservation on the external namespace not taken: {e}")

@@ -55,6 +55,10 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
     if srv.state.in_grace() {
         return Err(NfsStat::GRACE);
     }
+    if q.ltype == LayoutType::SCSI {
+        // After a restart: until the client's NVMe host is back (docs/pnfs.md).
+        crate::nfs4::scsi_restart::check_layoutget(srv)?;
+    }
     let (cid, ino) = (q.clientid, q.fh.ino);
     if q.stateid.is_anonymous_or_bypass() {
         return Err(NfsStat::BAD_STATEID);

@@ -154,6 +154,8 @@ pub struct Layouts {
     peers: Mutex<HashMap<u64, SocketAddr>>,
     /// The SCSI layout's fencing through the volume's reservations (nfs4::scsi).
     pub scsi: crate::nfs4::scsi::ScsiHook,
+    /// The sweep of the previous instance's registrations after a restart.
+    pub scsi_restart: crate::nfs4::scsi_restart::RestartSweep,
     /// RW LAYOUTGETs between their allocation and their grant, per file: the trim past EOF
     /// waits for them (`may_trim`).
     getting: Mutex<HashMap<Ino, u32>>,

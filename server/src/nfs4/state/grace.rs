@@ -31,6 +31,10 @@ pub struct Grace {
     /// Previous owners that said RECLAIM_COMPLETE (when all have, grace ends early).
     pub completed: HashSet<Vec<u8>>,
     pub ended: bool,
+    /// Set while something outside the state must act before the previous instance's
+    /// clients may be taken as gone (`StateManager::hold_grace`): the grace period and the
+    /// layout reclaim window stay open past `until` until it is cleared.
+    pub held: bool,
 }
 
 impl Grace {
@@ -41,11 +45,12 @@ impl Grace {
             previous,
             completed: HashSet::new(),
             ended,
+            held: false,
         }
     }
 
     pub fn active(&self, now: u64) -> bool {
-        !self.ended && now < self.until && self.completed.len() < self.previous.len()
+        !self.ended && (now < self.until || self.held) && self.completed.len() < self.previous.len()
     }
 
     /// Layouts of the previous instance may still commit: for the whole nominal grace period,
@@ -55,6 +60,11 @@ impl Grace {
     /// reconnect): that is after its RECLAIM_COMPLETE. The trim past EOF waits for this
     /// window too, so the blocks such a commit names are still the file's.
     pub fn layouts_reclaimable(&self, now: u64) -> bool {
+        self.reclaim_window(now) || self.held
+    }
+
+    /// The nominal window of `layouts_reclaimable`, hold or not.
+    fn reclaim_window(&self, now: u64) -> bool {
         !self.previous.is_empty() && now < self.until
     }
 }
@@ -209,5 +219,91 @@ impl StateManager {
     /// See `Grace::layouts_reclaimable`.
     pub fn layouts_reclaimable(&self) -> bool {
         self.with(|i, now| i.grace.layouts_reclaimable(now))
+    }
+
+    /// Keeps the grace period (while previous clients are missing) and the layout reclaim
+    /// window open past their time, until `release_grace`: the SCSI layout must first cut
+    /// the previous instance's clients off the volume (`nfs4::scsi_restart`), or a client
+    /// that did not come back could write into blocks freed after grace.
+    pub fn hold_grace(&self) {
+        self.with(|i, _| i.grace.held = true)
+    }
+
+    pub fn release_grace(&self) {
+        self.with(|i, _| i.grace.held = false)
+    }
+
+    /// Whether the previous instance's layouts are past their time — the nominal grace
+    /// period is over, or there were no previous clients — whether or not it is held.
+    pub fn previous_layouts_expired(&self) -> bool {
+        self.with(|i, now| !i.grace.reclaim_window(now))
+    }
+
+    /// How many clients of the previous instance came back (their RECLAIM_COMPLETE).
+    pub fn previous_clients_back(&self) -> usize {
+        self.with(|i, _| i.grace.completed.len())
+    }
+
+    /// Whether this instance handed out `clientid` (its epoch is in the high 32 bits).
+    pub fn is_current_clientid(&self, clientid: u64) -> bool {
+        self.with(|i, _| (clientid >> 32) as u32 == i.epoch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    use super::super::tests::{env_with, exid, mount, MemRecords};
+    use super::super::ClientRecords;
+
+    /// `hold_grace` keeps grace (while a previous client is missing) and the layout reclaim
+    /// window open past their time, and the tick does not end grace, until `release_grace`.
+    #[test]
+    fn a_held_grace_outlasts_its_time_until_released() {
+        let records = Arc::new(MemRecords::default());
+        let e1 = env_with(records.clone(), 1);
+        mount(&e1, b"gone");
+        mount(&e1, b"back");
+        let e2 = env_with(records.clone(), 2);
+        e2.sm.hold_grace();
+        assert!(e2.sm.in_grace() && e2.sm.layouts_reclaimable());
+        assert!(!e2.sm.previous_layouts_expired());
+        e2.clock.0.store(91, Ordering::SeqCst);
+        e2.sm.tick();
+        assert!(e2.sm.previous_layouts_expired());
+        assert!(e2.sm.in_grace() && e2.sm.layouts_reclaimable());
+        assert_eq!(records.list().len(), 2, "the tick ended a held grace");
+        // A client that comes back meanwhile may still reclaim, and it is of this instance.
+        let back = e2.sm.exchange_id(&exid(b"back", 1, 0, 0)).unwrap().clientid;
+        assert!(e2.sm.is_current_clientid(back));
+        assert!(!e1.sm.is_current_clientid(back));
+        e2.sm.release_grace();
+        assert!(!e2.sm.in_grace() && !e2.sm.layouts_reclaimable());
+        e2.sm.tick();
+        let keys: Vec<Vec<u8>> = records.list().into_iter().map(|(k, _)| k).collect();
+        assert!(!keys.contains(&b"gone".to_vec()), "{keys:?}");
+    }
+
+    /// Held or not, grace ends as soon as every previous client has completed its reclaim;
+    /// only the reclaim window waits for the release.
+    #[test]
+    fn a_held_grace_still_ends_early_when_everyone_is_back() {
+        let records = Arc::new(MemRecords::default());
+        let e1 = env_with(records.clone(), 1);
+        mount(&e1, b"back");
+        let e2 = env_with(records.clone(), 2);
+        e2.sm.hold_grace();
+        let (c, _) = mount(&e2, b"back");
+        e2.sm.reclaim_complete(c, false).unwrap();
+        assert!(!e2.sm.in_grace());
+        e2.clock.0.store(91, Ordering::SeqCst);
+        assert!(e2.sm.layouts_reclaimable());
+        e2.sm.release_grace();
+        assert!(!e2.sm.layouts_reclaimable());
+        // Without previous clients there is nothing to wait for.
+        let e3 = env_with(Arc::new(MemRecords::default()), 3);
+        assert!(e3.sm.previous_layouts_expired() && !e3.sm.in_grace());
     }
 }

@@ -206,6 +206,9 @@ impl PrFencer for Preempts {
             Ok(())
         }
     }
+    fn registered_keys(&self) -> Result<Vec<u64>, PreemptError> {
+        Ok(Vec::new())
+    }
 }
 
 /// A SCSI LAYOUTGET (type 5) of RW `[0, len)`.

@@ -203,6 +203,9 @@ impl PrFencer for Keys {
         self.0.lock().unwrap().push(key);
         Ok(())
     }
+    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::scsi::PreemptError> {
+        Ok(Vec::new())
+    }
 }
 
 #[test]
@@ -271,4 +274,53 @@ fn a_recall_names_the_holders_layout_type() {
             "layout type of a type {ty} holder"
         );
     }
+}
+
+/// The volume of a restarted target, as the SCSI layout sees it: nothing to sweep, and
+/// `back` of its one restored host reconnected.
+#[derive(Default)]
+struct Restored {
+    back: std::sync::atomic::AtomicBool,
+}
+
+impl PrFencer for Restored {
+    fn preempt_and_abort(&self, _key: u64) -> Result<(), crate::nfs4::scsi::PreemptError> {
+        Ok(())
+    }
+    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::scsi::PreemptError> {
+        Ok(Vec::new())
+    }
+    fn restored_hosts(&self) -> nvme_tcp::RestoredHosts {
+        let back = self.back.load(std::sync::atomic::Ordering::SeqCst);
+        nvme_tcp::RestoredHosts {
+            reconnected: back as usize,
+            awaited: !back as usize,
+        }
+    }
+}
+
+/// After a restart a client that came back gets no SCSI layout (NFS4ERR_DELAY: it waits and
+/// asks again) while its NVMe host is still reconnecting: the key registration a new layout
+/// leads to would fail and cost it the device for 120 s (docs/pnfs.md "After a restart").
+/// Block layouts, and SCSI layouts once the host is back, are answered as usual.
+#[test]
+fn scsi_layoutget_waits_for_the_restored_hosts_after_a_restart() {
+    let fx = fixture(opts());
+    let c = conn(1, None);
+    let mut x = ctx(&fx.srv, &c);
+    mount(&mut x, b"a");
+    let srv =
+        crate::nfs4::tests::fixture::server(fx.srv.store.clone(), opts(), fx.srv.boot_verifier ^ 1);
+    let vol = Arc::new(Restored::default());
+    assert!(srv.layouts.scsi.install(vol.clone()));
+    crate::nfs4::scsi_restart::begin(&srv);
+    let mut y = ctx(&srv, &c);
+    mount(&mut y, b"a");
+    assert!(!srv.state.in_grace(), "the only previous client is back");
+    let (_, sid) = create(&mut y, b"f");
+    let args = |ty| layoutget_args(ty, IoMode::RW.0, 0, 1 << 20, 1 << 20, sid, 0xffff);
+    assert_eq!(call(&mut y, layoutget::run, &args(SCSI)).0, NfsStat::DELAY);
+    assert_eq!(call(&mut y, layoutget::run, &args(BLOCK)).0, NfsStat::OK);
+    vol.back.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(call(&mut y, layoutget::run, &args(SCSI)).0, NfsStat::OK);
 }
