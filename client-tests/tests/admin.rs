@@ -52,7 +52,10 @@ fn admin_addr(p: &PnfsdProcess) -> SocketAddr {
 fn client<'a>(clients: &'a Value, s: &Session) -> &'a Value {
     let owner = String::from_utf8(s.options.owner.clone()).unwrap();
     let all = clients.as_array().expect("an array");
-    let mine: Vec<&Value> = all.iter().filter(|c| c["owner"] == owner.as_str()).collect();
+    let mine: Vec<&Value> = all
+        .iter()
+        .filter(|c| c["owner"] == owner.as_str())
+        .collect();
     assert_eq!(mine.len(), 1, "{owner} in {clients:#}");
     mine[0]
 }
@@ -109,7 +112,11 @@ async fn clients_and_status_show_what_two_clients_hold() {
 
     let st = cli::get_json(admin, "/status").await.unwrap();
     let vol = p.data_dir().join("volume.img");
-    assert_eq!(st["volume"]["path"], vol.display().to_string().as_str(), "{st:#}");
+    assert_eq!(
+        st["volume"]["path"],
+        vol.display().to_string().as_str(),
+        "{st:#}"
+    );
     let bs = st["volume"]["block_size"].as_u64().unwrap();
     assert_eq!(
         st["volume"]["total_blocks"].as_u64().unwrap() * bs,
@@ -127,9 +134,16 @@ async fn clients_and_status_show_what_two_clients_hold() {
         st["volume"]["log_blocks"].as_u64().unwrap() * bs,
         "{st:#}"
     );
-    assert!(st["log"]["used_bytes"].as_u64().unwrap() <= log_size, "{st:#}");
+    assert!(
+        st["log"]["used_bytes"].as_u64().unwrap() <= log_size,
+        "{st:#}"
+    );
     assert!(st["log"]["head_lsn"].as_u64() >= st["log"]["tail_lsn"].as_u64());
-    assert_eq!(st["grace"]["remaining_seconds"], Value::Null, "fresh volume: {st:#}");
+    assert_eq!(
+        st["grace"]["remaining_seconds"],
+        Value::Null,
+        "fresh volume: {st:#}"
+    );
     assert!(st["metadata_cache"]["budget_bytes"].as_u64().unwrap() > 0);
     assert_eq!(st["version"], env!("CARGO_PKG_VERSION"));
 
@@ -160,8 +174,16 @@ async fn clients_and_status_show_what_two_clients_hold() {
     // /metrics: every name of today, once, with its TYPE.
     let m = cli::get(admin, "/metrics").await.unwrap();
     for n in METRIC_NAMES {
-        let kind = if n.ends_with("_total") { "counter" } else { "gauge" };
-        assert_eq!(m.matches(&format!("# TYPE {n} {kind}\n")).count(), 1, "{n}: {m}");
+        let kind = if n.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        assert_eq!(
+            m.matches(&format!("# TYPE {n} {kind}\n")).count(),
+            1,
+            "{n}: {m}"
+        );
         assert_eq!(
             m.lines().filter(|l| l.split(' ').next() == Some(n)).count(),
             1,

@@ -256,7 +256,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn admin(view: pnfsd::admin::cli::View, a: &pnfsd::admin::cli::AdminArgs) -> Result<(), DaemonError> {
+fn admin(
+    view: pnfsd::admin::cli::View,
+    a: &pnfsd::admin::cli::AdminArgs,
+) -> Result<(), DaemonError> {
     let out = pnfsd::admin::cli::run(view, a)?;
     print!("{out}");
     Ok(())
@@ -710,11 +713,7 @@ async fn run(
                 srv: srv.clone(),
                 admin,
             };
-            Some(tokio::spawn(pnfsd::metrics::serve(
-                l,
-                ep,
-                stop_rx.clone(),
-            )))
+            Some(tokio::spawn(pnfsd::metrics::serve(l, ep, stop_rx.clone())))
         }
         None => None,
     };

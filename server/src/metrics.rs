@@ -299,10 +299,7 @@ async fn answer(method: &Method, path: &str, ep: Arc<Endpoint>) -> Reply {
         Ok(None) => reply(
             StatusCode::NOT_FOUND,
             TEXT,
-            format!(
-                "served: /metrics {}\n",
-                crate::admin::PATHS.join(" ")
-            ),
+            format!("served: /metrics {}\n", crate::admin::PATHS.join(" ")),
         ),
         Err(_) => reply(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -492,7 +489,9 @@ mod tests {
             .await
             .starts_with("HTTP/1.0 405"));
         let huge = vec![b'a'; MAX_HEAD + 10];
-        assert!(get(addr, &huge).await.starts_with("HTTP/1.0 400"));
+        // Too big a head: refused (hyper answers 431) or the connection is closed, never served.
+        let r = get(addr, &huge).await;
+        assert!(r.is_empty() || r.starts_with("HTTP/1.1 4"), "{r}");
 
         // Admin off: its paths are not served.
         assert!(get(addr, b"GET /clients HTTP/1.0\r\n\r\n")

@@ -353,7 +353,20 @@ mod tests {
         let a: Vec<&str> = lines[1].split_whitespace().collect();
         assert_eq!(
             &a[..12],
-            &["0000000000000102", "active", "3s", "2", "24", "3", "2", "1", "0", "1", "0", "none"],
+            &[
+                "0000000000000102",
+                "active",
+                "3s",
+                "2",
+                "24",
+                "3",
+                "2",
+                "1",
+                "0",
+                "1",
+                "0",
+                "none"
+            ],
             "{t}"
         );
         assert!(lines[1].ends_with("Linux NFSv4.2 a"), "{t}");
@@ -374,12 +387,18 @@ mod tests {
         .unwrap();
         let t = status_table(&j);
         assert!(t.contains("512.0 MiB free of 1.0 GiB"), "{t}");
-        assert!(t.contains("40 s left, 1 of 2 previous clients reclaimed"), "{t}");
+        assert!(
+            t.contains("40 s left, 1 of 2 previous clients reclaimed"),
+            "{t}"
+        );
         assert!(t.contains("4.0 KiB used of 16.0 MiB"), "{t}");
         assert!(t.contains("SHUT DOWN (EIO)"), "{t}");
         let j: Value =
             serde_json::from_str(r#"{"grace": {"remaining_seconds": null}, "log": {}}"#).unwrap();
         let t = status_table(&j);
-        assert!(t.contains("grace     over") && t.contains(", running"), "{t}");
+        assert!(
+            t.contains("grace     over") && t.contains(", running"),
+            "{t}"
+        );
     }
 }
