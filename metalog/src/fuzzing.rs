@@ -10,7 +10,7 @@ use crate::format::{
     F_UNMOUNT,
 };
 use crate::geometry::Geometry;
-use crate::items::{decode_all, encode_item, Item};
+use crate::items::{decode_all, encode_item, sample_items, Item};
 use crate::{Csn, FlushSeq, Log, LogOptions, Lsn};
 
 /// The UUID of the fuzzed logs.
@@ -209,86 +209,6 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     torn.extend(spec(3, 1, 3, 4, 1, 7, small));
     v.push(("recovery", "torn".to_string(), torn));
     v
-}
-
-/// One item of each kind.
-fn sample_items() -> Vec<Item> {
-    vec![
-        Item::InodeCore {
-            ino: 5,
-            gen: 2,
-            ftype: 1,
-            mode: 0o644,
-            uid: 1000,
-            gid: 100,
-            nlink: 1,
-            rdev: (0, 0),
-            size: 77,
-            atime: (1, 2),
-            mtime: (-3, 4),
-            ctime: (5, 6),
-            crtime: (7, 8),
-            change: 9,
-            parent: 1,
-        },
-        Item::Timestamps {
-            ino: 5,
-            atime: (1, 1),
-            mtime: (2, 2),
-            ctime: (3, 3),
-            change: 10,
-        },
-        Item::Size { ino: 5, size: 4096 },
-        Item::ExtentSet {
-            ino: 5,
-            file_block: 0,
-            len_blocks: 8,
-            phys_block: 100,
-            unwritten: true,
-        },
-        Item::ExtentConvert {
-            ino: 5,
-            file_block: 0,
-            len_blocks: 8,
-        },
-        Item::ExtentFree {
-            ino: 5,
-            file_block: 4,
-            len_blocks: 4,
-        },
-        Item::DirentAdd {
-            dir: 1,
-            name: b"a.txt".to_vec(),
-            ino: 5,
-            cookie: 3,
-        },
-        Item::DirentRemove {
-            dir: 1,
-            name: b"a.txt".to_vec(),
-        },
-        Item::InodeFree { ino: 5 },
-        Item::SpaceAlloc {
-            start_block: 100,
-            len_blocks: 8,
-        },
-        Item::SpaceFree {
-            start_block: 104,
-            len_blocks: 4,
-        },
-        Item::Intent {
-            id: 1,
-            body: vec![Item::SpaceFree {
-                start_block: 1,
-                len_blocks: 2,
-            }],
-        },
-        Item::Done { id: 1 },
-        Item::Opaque {
-            kind: 7,
-            key: b"k".to_vec(),
-            value: None,
-        },
-    ]
 }
 
 #[cfg(test)]

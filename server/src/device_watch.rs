@@ -112,26 +112,7 @@ mod tests {
 
     #[test]
     fn the_first_failure_is_logged_once_and_kept() {
-        #[derive(Clone, Default)]
-        struct Log(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Log {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let log = Log::default();
-        let sub = {
-            let log = log.clone();
-            tracing_subscriber::fmt()
-                .with_ansi(false)
-                .with_writer(move || log.clone())
-                .finish()
-        };
-        let _g = tracing::subscriber::set_default(sub);
+        let (log, _g) = crate::log_capture::capture();
         let fault = Arc::new(FaultDev::new(Arc::new(CrashDev::new(1 << 16, 1))));
         let d = WatchedDev::new(fault.clone(), "/srv/pnfs/volume.img");
         d.write_at(&[1; 512], 0).unwrap();
@@ -141,7 +122,7 @@ mod tests {
             assert!(d.write_at(&[1; 512], 512 * i).is_err());
         }
         assert!(d.flush().is_ok());
-        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let text = log.text();
         assert_eq!(text.matches("storage failure").count(), 1, "{text}");
         assert_eq!(text.matches("storage still failing").count(), 0, "{text}");
         assert!(text.contains("/srv/pnfs/volume.img") && text.contains("NFS4ERR_NOSPC"));

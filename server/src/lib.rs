@@ -11,6 +11,8 @@ pub mod admin;
 pub mod config;
 pub mod device_watch;
 pub mod fuzzing;
+#[cfg(test)]
+mod log_capture;
 pub mod metrics;
 pub mod nfs4;
 pub mod nvme;

@@ -178,97 +178,99 @@ pub fn decode_all(b: &[u8]) -> Result<Vec<Item>, DecodeError> {
     Ok(out)
 }
 
+/// One item of each kind (and both forms of `Opaque`): the round-trip tests and the fuzz seeds
+/// (`crate::fuzzing`) start from the same list.
+pub fn sample_items() -> Vec<Item> {
+    vec![
+        Item::InodeCore {
+            ino: 5,
+            gen: 2,
+            ftype: 1,
+            mode: 0o644,
+            uid: 1000,
+            gid: 100,
+            nlink: 1,
+            rdev: (0, 0),
+            size: 77,
+            atime: (1, 2),
+            mtime: (-3, 4),
+            ctime: (5, 6),
+            crtime: (7, 8),
+            change: 9,
+            parent: 1,
+        },
+        Item::Timestamps {
+            ino: 5,
+            atime: (1, 1),
+            mtime: (2, 2),
+            ctime: (3, 3),
+            change: 10,
+        },
+        Item::Size { ino: 5, size: 4096 },
+        Item::ExtentSet {
+            ino: 5,
+            file_block: 0,
+            len_blocks: 8,
+            phys_block: 100,
+            unwritten: true,
+        },
+        Item::ExtentConvert {
+            ino: 5,
+            file_block: 0,
+            len_blocks: 8,
+        },
+        Item::ExtentFree {
+            ino: 5,
+            file_block: 4,
+            len_blocks: 4,
+        },
+        Item::DirentAdd {
+            dir: 1,
+            name: b"a.txt".to_vec(),
+            ino: 5,
+            cookie: 3,
+        },
+        Item::DirentRemove {
+            dir: 1,
+            name: b"a.txt".to_vec(),
+        },
+        Item::InodeFree { ino: 5 },
+        Item::SpaceAlloc {
+            start_block: 100,
+            len_blocks: 8,
+        },
+        Item::SpaceFree {
+            start_block: 104,
+            len_blocks: 4,
+        },
+        Item::Intent {
+            id: 1,
+            body: vec![Item::SpaceFree {
+                start_block: 1,
+                len_blocks: 2,
+            }],
+        },
+        Item::Done { id: 1 },
+        Item::Opaque {
+            kind: 7,
+            key: b"k".to_vec(),
+            value: Some(b"v".to_vec()),
+        },
+        Item::Opaque {
+            kind: 7,
+            key: b"k".to_vec(),
+            value: None,
+        },
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    pub(crate) fn samples() -> Vec<Item> {
-        vec![
-            Item::InodeCore {
-                ino: 5,
-                gen: 2,
-                ftype: 1,
-                mode: 0o644,
-                uid: 1000,
-                gid: 100,
-                nlink: 1,
-                rdev: (0, 0),
-                size: 77,
-                atime: (1, 2),
-                mtime: (-3, 4),
-                ctime: (5, 6),
-                crtime: (7, 8),
-                change: 9,
-                parent: 1,
-            },
-            Item::Timestamps {
-                ino: 5,
-                atime: (1, 1),
-                mtime: (2, 2),
-                ctime: (3, 3),
-                change: 10,
-            },
-            Item::Size { ino: 5, size: 4096 },
-            Item::ExtentSet {
-                ino: 5,
-                file_block: 0,
-                len_blocks: 8,
-                phys_block: 100,
-                unwritten: true,
-            },
-            Item::ExtentConvert {
-                ino: 5,
-                file_block: 0,
-                len_blocks: 8,
-            },
-            Item::ExtentFree {
-                ino: 5,
-                file_block: 4,
-                len_blocks: 4,
-            },
-            Item::DirentAdd {
-                dir: 1,
-                name: b"a.txt".to_vec(),
-                ino: 5,
-                cookie: 3,
-            },
-            Item::DirentRemove {
-                dir: 1,
-                name: b"a.txt".to_vec(),
-            },
-            Item::InodeFree { ino: 5 },
-            Item::SpaceAlloc {
-                start_block: 100,
-                len_blocks: 8,
-            },
-            Item::SpaceFree {
-                start_block: 104,
-                len_blocks: 4,
-            },
-            Item::Intent {
-                id: 1,
-                body: vec![Item::SpaceFree {
-                    start_block: 1,
-                    len_blocks: 2,
-                }],
-            },
-            Item::Done { id: 1 },
-            Item::Opaque {
-                kind: 7,
-                key: b"k".to_vec(),
-                value: Some(b"v".to_vec()),
-            },
-            Item::Opaque {
-                kind: 7,
-                key: b"k".to_vec(),
-                value: None,
-            },
-        ]
-    }
-
     #[test]
     fn every_item_roundtrips() {
-        let items = samples();
+        let items = sample_items();
         let mut w = Vec::new();
         for it in &items {
             encode_item(it, &mut w);
@@ -279,7 +281,7 @@ mod tests {
     #[test]
     fn truncation_and_garbage_are_errors_not_panics() {
         let mut w = Vec::new();
-        for it in samples() {
+        for it in sample_items() {
             encode_item(&it, &mut w);
         }
         for cut in 0..w.len() {
@@ -313,7 +315,7 @@ mod tests {
 
     #[test]
     fn converts_flags_conversions() {
-        let c: Vec<bool> = samples().iter().map(Item::converts).collect();
+        let c: Vec<bool> = sample_items().iter().map(Item::converts).collect();
         assert_eq!(c.iter().filter(|&&b| b).count(), 1);
     }
 }

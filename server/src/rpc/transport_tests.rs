@@ -597,27 +597,8 @@ async fn at_the_cap_an_idle_connection_without_a_session_makes_room() {
 /// per 10 s, not one each (before issue 17: one each, 6,750 in one campaign).
 #[tokio::test]
 async fn refused_oversize_records_are_logged_once_per_interval() {
-    #[derive(Clone, Default)]
-    struct Log(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Log {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let log = Log::default();
-    let sub = {
-        let log = log.clone();
-        tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(move || log.clone())
-            .finish()
-    };
     // This runtime has one thread: the connections' tasks log through this subscriber.
-    let _g = tracing::subscriber::set_default(sub);
+    let (log, _g) = crate::log_capture::capture();
     bounded(async {
         let opts = RpcOptions {
             max_record: 4096,
@@ -631,7 +612,7 @@ async fn refused_oversize_records_are_logged_once_per_interval() {
         }
     })
     .await;
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let text = log.text();
     let lines = text.matches("closing connection").count();
     assert_eq!(lines, 1, "{text}");
 }
