@@ -174,6 +174,9 @@ pub struct Config {
     pub idle_timeout_seconds: u64,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
     pub metrics_listen: Option<SocketAddr>,
+    /// The admin views (`/status`, `/clients`, server/src/admin/) on the metrics listener;
+    /// off by default: they are unauthenticated and name the clients (docs/operations.md).
+    pub admin: bool,
     /// What the daemon logs, as a `tracing` filter (`"info"`, `"debug"`,
     /// `"info,pnfsd::nfs4=debug"`); `RUST_LOG`, when set, overrides it. SIGHUP reloads it.
     pub log_level: String,
@@ -206,6 +209,7 @@ impl Default for Config {
             max_connections: crate::rpc::DEFAULT_MAX_CONNECTIONS,
             idle_timeout_seconds: crate::rpc::DEFAULT_IDLE_TIMEOUT.as_secs(),
             metrics_listen: None,
+            admin: false,
             log_level: "info".to_string(),
         }
     }
@@ -449,6 +453,16 @@ impl Config {
             )),
             _ => {}
         }
+        match (self.admin, self.metrics_listen) {
+            (true, None) => w.push(
+                "admin = true but metrics_listen is unset: the admin views are not served".into(),
+            ),
+            (true, Some(m)) if !m.ip().is_loopback() => w.push(format!(
+                "the admin views (/status, /clients) are served on {m} without \
+                 authentication: anyone who reaches it sees every client"
+            )),
+            _ => {}
+        }
         w
     }
 
@@ -633,6 +647,24 @@ mod tests {
         };
         let c = Config::load(None, &o).unwrap();
         assert_eq!(c.metrics_listen.map(|a| a.port()), Some(9401));
+    }
+
+    /// The admin views are off unless asked for, and warned about off the loopback.
+    #[test]
+    fn admin_is_off_by_default_and_warned_about_off_the_loopback() {
+        assert!(!Config::default().admin);
+        let warn = |toml: &str| {
+            Config::parse(toml, Path::new("x"))
+                .unwrap()
+                .reachability_warnings()
+                .into_iter()
+                .filter(|w| w.contains("admin"))
+                .count()
+        };
+        assert_eq!(warn("admin = true\nmetrics_listen = \"127.0.0.1:9400\""), 0);
+        assert_eq!(warn("admin = true\nmetrics_listen = \"0.0.0.0:9400\""), 1);
+        assert_eq!(warn("admin = true"), 1);
+        assert_eq!(warn("metrics_listen = \"0.0.0.0:9400\""), 0);
     }
 
     /// The packaged file (/etc/pnfsd/pnfsd.toml) is the built-in defaults but for where the

@@ -7,6 +7,7 @@
 //! Data flows one way; lower layers know nothing of the ones above. `nvme` exports the same
 //! `BlockDev` over NVMe/TCP (crate `nvme-tcp`);
 //! `nvme_volume` is the reverse: a `BlockDev` on an external NVMe/TCP namespace.
+pub mod admin;
 pub mod config;
 pub mod device_watch;
 pub mod fuzzing;

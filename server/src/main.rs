@@ -67,6 +67,12 @@ enum Cmd {
         reports READY=1 once it serves, with the ready line as STATUS, and STOPPING=1."
     )]
     Serve(ServeArgs),
+    /// Show a running pnfsd: version, uptime, volume, free space, grace, log, metadata cache
+    /// (GET /status on its admin endpoint; `admin = true` in its configuration).
+    Status(pnfsd::admin::cli::AdminArgs),
+    /// List a running pnfsd's clients: lease, sessions, open/lock/delegation/layout counts,
+    /// reclaim (GET /clients on its admin endpoint).
+    Clients(pnfsd::admin::cli::AdminArgs),
     /// Print the man pages (roff), or write pnfsd.1, pnfsd-serve.1, ... into a directory.
     Man {
         /// Directory to write one page per command into; stdout (pnfsd.1 only) if absent.
@@ -161,6 +167,8 @@ enum DaemonError {
     Volume(#[from] pnfsd::volume::VolumeError),
     #[error(transparent)]
     Preflight(#[from] PreflightError),
+    #[error(transparent)]
+    Admin(#[from] pnfsd::admin::cli::CommandError),
     #[error("{what}: {err}")]
     Io { what: String, err: std::io::Error },
 }
@@ -229,6 +237,8 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Some(Cmd::Mkfs(a)) => mkfs(&a),
         Some(Cmd::Serve(a)) => serve(&a, &log),
+        Some(Cmd::Status(a)) => admin(pnfsd::admin::cli::View::Status, &a),
+        Some(Cmd::Clients(a)) => admin(pnfsd::admin::cli::View::Clients, &a),
         Some(Cmd::Man { dir }) => man(dir.as_deref()),
         Some(Cmd::Completions { shell }) => {
             clap_complete::generate(shell, &mut Cli::command(), "pnfsd", &mut std::io::stdout());
@@ -244,6 +254,15 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn admin(
+    view: pnfsd::admin::cli::View,
+    a: &pnfsd::admin::cli::AdminArgs,
+) -> Result<(), DaemonError> {
+    let out = pnfsd::admin::cli::run(view, a)?;
+    print!("{out}");
+    Ok(())
 }
 
 fn man(dir: Option<&Path>) -> Result<(), DaemonError> {
@@ -699,11 +718,19 @@ async fn run(
         Some(l) => {
             let local = l.local_addr().map_err(io_err("metrics address"))?;
             tracing::info!("metrics on http://{local}/metrics");
-            Some(tokio::spawn(pnfsd::metrics::serve(
-                l,
-                srv.clone(),
-                stop_rx.clone(),
-            )))
+            let admin = cfg.admin.then(|| pnfsd::admin::AdminInfo {
+                started: std::time::Instant::now(),
+                volume: volume.to_string(),
+                metadata_cache: cfg.metadata_cache.0,
+            });
+            if admin.is_some() {
+                tracing::info!("admin views on http://{local}/status and /clients");
+            }
+            let ep = pnfsd::metrics::Endpoint {
+                srv: srv.clone(),
+                admin,
+            };
+            Some(tokio::spawn(pnfsd::metrics::serve(l, ep, stop_rx.clone())))
         }
         None => None,
     };

@@ -4,19 +4,26 @@
 //! (`metalog::LogCounters`) and the data-volume flush sharing (`FlushSeq`). pnfs-bench reads
 //! it before and after each mode; anything that speaks HTTP can too (`curl`).
 //!
-//! A minimal HTTP/1.0 server on tokio, hand-written: one request per connection, the request
-//! head bounded to [`MAX_HEAD`] bytes and [`READ_TIMEOUT`], the reply closed after the body.
-//! It only reads atomics and one short mutex (no store lock, no I/O), so a scrape never
-//! slows an NFS operation down. Bind it to the loopback or a management network: it has no
-//! authentication.
+//! HTTP/1 by hyper on the daemon's tokio runtime (docs/operations.md says why hyper), the
+//! request head bounded to [`MAX_HEAD`] bytes and [`READ_TIMEOUT`]. A scrape only reads
+//! atomics and one short mutex (no store lock, no I/O), so it never slows an NFS operation
+//! down. With `admin = true` the same listener serves the admin views (crate::admin). Bind
+//! it to the loopback or a management network: it has no authentication.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use metalog::LogCounters;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::nfs4::layouts::PnfsCounters;
@@ -245,62 +252,94 @@ pub fn render(s: &Snapshot) -> String {
     o
 }
 
-/// What a request head asks for: the status line and body of the reply.
-fn answer(head: &[u8], srv: &Server) -> (&'static str, String) {
-    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET", "/metrics") => ("200 OK", render(&Snapshot::of(srv))),
-        ("GET", _) => ("404 Not Found", "only /metrics is served\n".into()),
-        _ => ("405 Method Not Allowed", "only GET is served\n".into()),
+/// What the listener serves: the counters always, the admin views when `admin` is set.
+pub struct Endpoint {
+    pub srv: Arc<Server>,
+    /// `admin = true` (issue 16): `/status` and `/clients` answer; 404 otherwise.
+    pub admin: Option<crate::admin::AdminInfo>,
+}
+
+type Reply = Response<Full<Bytes>>;
+
+fn reply(status: StatusCode, content_type: &'static str, body: String) -> Reply {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// One request: the method and path decide; headers and body are not read.
+async fn answer(method: &Method, path: &str, ep: Arc<Endpoint>) -> Reply {
+    if method != Method::GET {
+        return reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
+            "only GET is served\n".into(),
+        );
+    }
+    if path == "/metrics" {
+        return reply(StatusCode::OK, TEXT, render(&Snapshot::of(&ep.srv)));
+    }
+    let Some(info) = ep.admin.clone() else {
+        return reply(
+            StatusCode::NOT_FOUND,
+            TEXT,
+            "only /metrics is served (admin = true in the configuration adds /status and /clients)\n"
+                .into(),
+        );
+    };
+    let (srv, path_owned) = (ep.srv.clone(), path.to_string());
+    // The status reads the store's free space under its read lock: not on a runtime worker.
+    let view = tokio::task::spawn_blocking(move || crate::admin::view(&path_owned, &srv, &info));
+    match view.await {
+        Ok(Some(json)) => reply(StatusCode::OK, "application/json", json),
+        Ok(None) => reply(
+            StatusCode::NOT_FOUND,
+            TEXT,
+            format!("served: /metrics {}\n", crate::admin::PATHS.join(" ")),
+        ),
+        Err(_) => reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            TEXT,
+            "view failed\n".into(),
+        ),
     }
 }
 
-/// Reads the request head (up to the blank line); None if it is too big, cut short or slow.
-async fn read_head(sock: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    let read = async {
-        loop {
-            let n = sock.read(&mut buf).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            head.extend_from_slice(&buf[..n]);
-            if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
-                return Some(());
-            }
-            if head.len() > MAX_HEAD {
-                return None;
-            }
+/// Serves one connection with hyper's HTTP/1 server (keep-alive allowed; the head bounded to
+/// [`MAX_HEAD`] bytes and [`READ_TIMEOUT`]).
+async fn one(sock: TcpStream, ep: Arc<Endpoint>) {
+    let service = service_fn(move |req: Request<Incoming>| {
+        let ep = ep.clone();
+        async move {
+            let (method, path) = (req.method().clone(), req.uri().path().to_string());
+            Ok::<_, std::convert::Infallible>(answer(&method, &path, ep).await)
         }
-    };
-    tokio::time::timeout(READ_TIMEOUT, read).await.ok()??;
-    Some(head)
-}
-
-async fn one(mut sock: TcpStream, srv: Arc<Server>) {
-    let (status, body) = match read_head(&mut sock).await {
-        Some(head) => answer(&head, &srv),
-        None => ("400 Bad Request", "bad request\n".into()),
-    };
-    let reply = format!(
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = sock.write_all(reply.as_bytes()).await;
-    let _ = sock.shutdown().await;
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(READ_TIMEOUT)
+        .max_buf_size(MAX_HEAD)
+        // One request per connection, as a scraper does: an idle client cannot keep a slot.
+        .keep_alive(false)
+        // Header names as the HTTP/1.0 server of issue 7 wrote them (Content-Type, ...).
+        .title_case_headers(true)
+        .serve_connection(TokioIo::new(sock), service);
+    if let Err(e) = conn.await {
+        tracing::debug!("metrics connection: {e}");
+    }
 }
 
 /// Serves `listener` until `stop` turns true; each connection on its own task.
 pub async fn serve(
     listener: TcpListener,
-    srv: Arc<Server>,
+    ep: Endpoint,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    let ep = Arc::new(ep);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         tokio::select! {
@@ -308,9 +347,9 @@ pub async fn serve(
                 Ok((sock, _)) => {
                     // Slow or idle clients cannot pile up tasks: past the limit, close.
                     if let Ok(permit) = slots.clone().try_acquire_owned() {
-                        let srv = srv.clone();
+                        let ep = ep.clone();
                         tokio::spawn(async move {
-                            one(sock, srv).await;
+                            one(sock, ep).await;
                             drop(permit);
                         });
                     }
@@ -335,6 +374,7 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// The value of `name` in an exposition (None if absent or not a number).
     fn value(text: &str, name: &str) -> Option<f64> {
@@ -418,13 +458,23 @@ mod tests {
         let l = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = l.local_addr().unwrap();
         let (tx, rx) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(serve(l, srv.clone(), rx));
+        let ep = Endpoint {
+            srv: srv.clone(),
+            admin: None,
+        };
+        let task = tokio::spawn(serve(l, ep, rx));
 
         let r = get(addr, b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").await;
         let (head, body) = r.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.0 200 OK\r\n"), "{head}");
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         assert_eq!(value(body, "pnfsd_layoutcommits_total"), Some(3.0));
+        // Byte for byte the exposition of issue 7 (pnfs-bench and the guest scenarios parse it).
+        assert_eq!(body, render(&Snapshot::of(&srv)));
+        assert!(
+            head.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8"),
+            "{head}"
+        );
         // The create committed: the log counters are the live ones.
         assert_eq!(
             value(body, "pnfsd_log_commits_total"),
@@ -439,8 +489,44 @@ mod tests {
             .await
             .starts_with("HTTP/1.0 405"));
         let huge = vec![b'a'; MAX_HEAD + 10];
-        assert!(get(addr, &huge).await.starts_with("HTTP/1.0 400"));
+        // Too big a head: refused (hyper answers 431) or the connection is closed, never served.
+        let r = get(addr, &huge).await;
+        assert!(r.is_empty() || r.starts_with("HTTP/1.1 4"), "{r}");
 
+        // Admin off: its paths are not served.
+        assert!(get(addr, b"GET /clients HTTP/1.0\r\n\r\n")
+            .await
+            .starts_with("HTTP/1.0 404"));
+
+        tx.send(true).unwrap();
+        task.await.unwrap();
+
+        // Admin on: the same listener serves the views as JSON.
+        let l = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let ep = Endpoint {
+            srv: srv.clone(),
+            admin: Some(crate::admin::AdminInfo {
+                started: std::time::Instant::now(),
+                volume: "v.img".into(),
+                metadata_cache: 1 << 20,
+            }),
+        };
+        let task = tokio::spawn(serve(l, ep, rx));
+        let r = get(addr, b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        let (head, body) = r.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(head.contains("Content-Type: application/json"), "{head}");
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["volume"]["path"], "v.img", "{v:#}");
+        assert_eq!(v["metadata_cache"]["budget_bytes"], 1 << 20, "{v:#}");
+        assert_eq!(v["clients"], 0, "{v:#}");
+        let r = get(addr, b"GET /clients HTTP/1.0\r\n\r\n").await;
+        assert_eq!(r.split_once("\r\n\r\n").unwrap().1, "[]\n");
+        assert!(get(addr, b"GET /nothing HTTP/1.0\r\n\r\n")
+            .await
+            .starts_with("HTTP/1.0 404"));
         tx.send(true).unwrap();
         task.await.unwrap();
         drop(srv);

@@ -28,6 +28,7 @@ mod lock;
 mod locks;
 mod session;
 mod sessions;
+mod snapshot;
 mod stateid;
 #[cfg(test)]
 mod tests;
@@ -52,6 +53,7 @@ pub use lock::{range_of, LockRange};
 pub use locks::{Denied, LockError, LockReq, Locker};
 pub use session::{ChannelAttrs, MAX_IO, MAX_SLOTS};
 pub use sessions::CbSlot;
+pub use snapshot::{ClientInfo, GraceInfo, LeaseState, ReclaimState, SessionInfo, StateCounts};
 pub use stateid::is_special;
 
 /// The session and slot of a COMPOUND, as SEQUENCE found them.
