@@ -41,7 +41,7 @@ pub mod results;
 pub mod rpc;
 pub mod session;
 pub mod session_args;
-mod sys;
+pub mod sys;
 
 pub use compound::{Compound, Reply};
 pub use conn::Connection;

@@ -59,6 +59,8 @@ pub struct Server {
     pub boot_verifier: u64,
     /// pNFS grants and counters (issue 4).
     pub pnfs: crate::nfs4::pnfs::Pnfs,
+    /// The exports and client rules in force (crate::exports; SIGHUP replaces them).
+    pub exports: crate::exports::Exports,
 }
 
 impl Server {
@@ -74,6 +76,7 @@ impl Server {
             state,
             opts,
             pnfs: Default::default(),
+            exports: Default::default(),
         }
     }
 }

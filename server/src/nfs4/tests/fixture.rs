@@ -68,6 +68,7 @@ pub(crate) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) ->
         opts,
         boot_verifier,
         pnfs: Default::default(),
+        exports: Default::default(),
     }
 }
 

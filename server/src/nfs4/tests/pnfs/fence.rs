@@ -36,6 +36,7 @@ fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
             opts,
             boot_verifier: 1,
             pnfs: Default::default(),
+            exports: Default::default(),
         },
         conn: conn(1, None),
     };
