@@ -275,7 +275,7 @@ impl ExportTable {
     pub fn compile(exports: &[ExportConfig]) -> Result<ExportTable, ExportError> {
         let mut rules = Vec::new();
         for e in exports {
-            if e.path.trim_end_matches('/') != "" {
+            if !e.path.trim_end_matches('/').is_empty() {
                 return Err(ExportError::Path(e.path.clone()));
             }
             if e.clients.is_empty() {
