@@ -70,7 +70,7 @@ run() { # run NAME SCENARIO VERS [extra env...]
     if [[ -n ${CHECKSUMS_DIR:-} && -s $dir/out/checksums.txt ]]; then
         cp "$dir/out/checksums.txt" "$CHECKSUMS_DIR/$name.sha256"
     fi
-    grep -E '^(CHECK .* FAIL|CHECK host-bytes|RESULT)' "$log" | sed "s/^/[$name] /" >&2
+    grep -E '^(CHECK .* FAIL|CHECK host-bytes|RESULT|\[run-guest\] RETRY)' "$log" | sed "s/^/[$name] /" >&2
     # crash-write.sh: seconds from each restart to the first LAYOUTCOMMIT answered OK, and
     # what the client sent after the first restart
     local fc ar
