@@ -24,6 +24,7 @@
 //! or retries on its own — a test sees every status.
 #![deny(unsafe_code)]
 
+pub mod abuse;
 pub mod attrs;
 pub mod callback;
 pub mod cat;

@@ -8,6 +8,11 @@ pub enum LogError {
     /// down and every later call returns this same error.
     #[error("log I/O error: {0}")]
     Io(String),
+    /// A device write failed with ENOSPC (the filesystem under a sparse volume file is
+    /// full). Like `Io`, the log is shut down after it; kept apart so that the store can
+    /// answer NFS4ERR_NOSPC rather than NFS4ERR_IO (issue 17).
+    #[error("log I/O error: no space left on the device: {0}")]
+    NoDeviceSpace(String),
     /// The log was unmounted (or its owner dropped it).
     #[error("log is shut down")]
     Shutdown,
@@ -30,6 +35,9 @@ pub enum LogError {
 
 impl From<std::io::Error> for LogError {
     fn from(e: std::io::Error) -> Self {
+        if e.raw_os_error() == Some(libc::ENOSPC) {
+            return LogError::NoDeviceSpace(e.to_string());
+        }
         LogError::Io(e.to_string())
     }
 }

@@ -23,6 +23,7 @@ mod cil;
 mod error;
 pub mod flush;
 pub mod format;
+pub mod fuzzing;
 mod geometry;
 mod iclog;
 pub mod items;
@@ -33,7 +34,7 @@ mod worker;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use blockdev::{BlockDev, CrashDev, FileDev};
+pub use blockdev::{BlockDev, CrashDev, Fault, FaultDev, FileDev};
 pub use error::LogError;
 pub use flush::{FlushOutcome, FlushSeq};
 pub use items::Item;

@@ -22,6 +22,7 @@
 pub mod backend;
 mod controller;
 pub mod error;
+pub mod fuzzing;
 pub mod initiator;
 pub mod namespace;
 pub mod pdu;

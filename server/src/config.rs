@@ -167,6 +167,10 @@ pub struct Config {
     pub metadata_cache: Size,
     /// Transport limit on one RPC record (rpc/record.rs).
     pub max_record_size: Size,
+    /// Open NFS connections; at the cap an idle one with no session makes room (rpc/limits.rs).
+    pub max_connections: usize,
+    /// A connection with no session that is idle this long is closed.
+    pub idle_timeout_seconds: u64,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
     pub metrics_listen: Option<SocketAddr>,
     /// What the daemon logs, as a `tracing` filter (`"info"`, `"debug"`,
@@ -200,6 +204,8 @@ impl Default for Config {
             log_force_interval_seconds: 30,
             metadata_cache: Size(crate::store::DEFAULT_METADATA_CACHE),
             max_record_size: Size(crate::rpc::record::DEFAULT_MAX_RECORD as u64),
+            max_connections: crate::rpc::DEFAULT_MAX_CONNECTIONS,
+            idle_timeout_seconds: crate::rpc::DEFAULT_IDLE_TIMEOUT.as_secs(),
             metrics_listen: None,
             log_level: "info".to_string(),
             exports: crate::exports::default_exports(),
@@ -393,6 +399,11 @@ impl Config {
                 "max_record_size must be between 4K and 1G".into(),
             ));
         }
+        if self.max_connections == 0 || self.idle_timeout_seconds == 0 {
+            return Err(ConfigError::Invalid(
+                "max_connections and idle_timeout_seconds must be > 0".into(),
+            ));
+        }
         self.log_filter()?;
         self.export_table()?;
         self.check_nvme_access()
@@ -516,6 +527,8 @@ impl Config {
             // AUTH_NONE passes the transport, as in knfsd; the export's rule decides whether it
             // may touch the namespace (WRONGSEC unless its `sec` lists "none").
             auth: crate::rpc::auth::AuthPolicy { allow_none: true },
+            max_connections: self.max_connections,
+            idle_timeout: Duration::from_secs(self.idle_timeout_seconds),
             ..RpcOptions::default()
         }
     }
@@ -562,6 +575,8 @@ mod tests {
             [[exports.clients]]
             hosts = ["10.0.0.0/24"]
             access = "ro"
+            max_connections = 50
+            idle_timeout_seconds = 7
         "#;
         let c = Config::parse(text, Path::new("t.toml")).unwrap();
         assert_eq!(c.volume_path(), PathBuf::from("/dev/nvme0n1"));
@@ -590,6 +605,10 @@ mod tests {
         assert_eq!(
             c.exports[0].clients[0].access,
             crate::exports::AccessMode::Ro
+        );
+        assert_eq!(
+            (r.max_connections, r.idle_timeout),
+            (50, Duration::from_secs(7))
         );
     }
 
@@ -656,6 +675,8 @@ mod tests {
             "listen = \"nohost\"",
             "nvme_listen = \"of\"",
             "nvme_nqn = \"volume\"",
+            "max_connections = 0",
+            "idle_timeout_seconds = 0",
         ] {
             assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
         }

@@ -8,6 +8,7 @@
 //! `BlockDev` over NVMe/TCP (crate `nvme-tcp`);
 //! `nvme_volume` is the reverse: a `BlockDev` on an external NVMe/TCP namespace.
 pub mod config;
+pub mod device_watch;
 pub mod exports;
 pub mod fuzzing;
 pub mod metrics;

@@ -36,6 +36,8 @@ pub struct Snapshot {
     pub log: LogCounters,
     /// Data-volume flushes of every store caller: (issued, joined another caller's).
     pub data_flushes: (u64, u64),
+    /// The metadata log shut down after a failed write or flush: changes are refused.
+    pub log_shut_down: bool,
 }
 
 impl Snapshot {
@@ -44,6 +46,7 @@ impl Snapshot {
             pnfs: srv.pnfs.metrics.snapshot(),
             log: srv.store.log().counters(),
             data_flushes: srv.store.data_flush_counts(),
+            log_shut_down: srv.store.log().shutdown_error().is_some(),
         }
     }
 }
@@ -232,6 +235,13 @@ pub fn render(s: &Snapshot) -> String {
         "Store data-volume flush requests served by another caller's flush.",
         s.data_flushes.1,
     );
+    let _ = writeln!(
+        c,
+        "# HELP pnfsd_log_shut_down 1 once a failed log write or flush shut the metadata log \
+         down: changes are refused until pnfsd restarts (the log names the device).\n\
+         # TYPE pnfsd_log_shut_down gauge\npnfsd_log_shut_down {}",
+        u8::from(s.log_shut_down)
+    );
     o
 }
 
@@ -369,8 +379,8 @@ mod tests {
             .filter(|l| !l.starts_with('#'))
             .filter_map(|l| l.split(' ').next())
             .collect();
-        assert_eq!(samples.len(), 29);
-        for n in &samples {
+        assert_eq!(samples.len(), 30);
+        for n in samples.iter().filter(|n| **n != "pnfsd_log_shut_down") {
             assert!(n.ends_with("_total"), "{n}");
             assert_eq!(
                 t.matches(&format!("# TYPE {n} counter\n")).count(),

@@ -130,6 +130,9 @@ impl Volume {
                     path: path.clone(),
                     err,
                 })?;
+                // Says once, when it happens, that the volume failed (device_watch.rs).
+                let name = path.display().to_string();
+                let dev = crate::device_watch::WatchedDev::new(Arc::new(dev), name);
                 Ok(Volume {
                     dev: Arc::new(dev),
                     nvme: None,

@@ -31,6 +31,10 @@ pub struct ScaleArgs {
     pub window: u64,
     pub baseline: Option<std::path::PathBuf>,
     pub baseline_files: u64,
+    /// Interleaved rounds of the baseline comparison (median reported).
+    pub baseline_rounds: usize,
+    /// Only the comparison against `baseline` (no scale run).
+    pub compare_only: bool,
 }
 
 impl Default for ScaleArgs {
@@ -45,6 +49,8 @@ impl Default for ScaleArgs {
             window: 10_000,
             baseline: None,
             baseline_files: 20_000,
+            baseline_rounds: 3,
+            compare_only: false,
         }
     }
 }
@@ -283,9 +289,56 @@ async fn create_rate(a: &ScaleArgs, bin: Option<&std::path::Path>) -> Result<f64
     Ok(a.baseline_files as f64 / t.elapsed().as_secs_f64())
 }
 
+/// C sessions creating files against `bin` and this pnfsd, `rounds` interleaved rounds (the
+/// order alternates each round); returns every round's rates (this, baseline).
+async fn compare(a: &ScaleArgs, bin: &std::path::Path) -> Result<Vec<(f64, f64)>> {
+    let mut v = Vec::new();
+    for r in 0..a.baseline_rounds.max(1) {
+        let (new, old) = if r % 2 == 0 {
+            let n = create_rate(a, None).await?;
+            (n, create_rate(a, Some(bin)).await?)
+        } else {
+            let o = create_rate(a, Some(bin)).await?;
+            (create_rate(a, None).await?, o)
+        };
+        v.push((new, old));
+    }
+    Ok(v)
+}
+
+fn compare_line(a: &ScaleArgs, v: &[(f64, f64)]) -> String {
+    let new = median(v.iter().map(|x| x.0).collect());
+    let old = median(v.iter().map(|x| x.1).collect());
+    let ratios: Vec<String> = v.iter().map(|x| format!("{:.2}", x.0 / x.1)).collect();
+    format!(
+        "  {} sessions creating {} files (median of {} interleaved rounds): this pnfsd {new:.0}/s, baseline {old:.0}/s ({:.2}×; per round {})",
+        a.sessions,
+        a.baseline_files,
+        v.len(),
+        new / old.max(1e-9),
+        ratios.join(" ")
+    )
+}
+
 pub async fn run(a: &ScaleArgs) -> Result<String> {
     let mut out = String::new();
     let load0 = super::loadavg();
+    if a.compare_only {
+        let bin = a
+            .baseline
+            .as_ref()
+            .ok_or_else(|| harness("--compare-only needs --baseline"))?;
+        let v = compare(a, bin).await?;
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            out,
+            "pnfs-bench scale --compare-only on {}, load average {load0} before, {} after",
+            super::machine(),
+            super::loadavg()
+        );
+        let _ = writeln!(out, "{}", compare_line(a, &v));
+        return Ok(out);
+    }
     // The log is 1/64 of the volume, 4 MiB to 256 MiB (layout::Geometry).
     let vol_bytes = client_tests_size(&a.volume_size)?;
     let log_bytes = (vol_bytes / 64).clamp(4 << 20, 256 << 20);
@@ -375,14 +428,7 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     drop(s);
     p.terminate()?;
     let baseline = match &a.baseline {
-        Some(bin) => {
-            let (mut new, mut old) = (Vec::new(), Vec::new());
-            for _ in 0..3 {
-                new.push(create_rate(a, None).await?);
-                old.push(create_rate(a, Some(bin)).await?);
-            }
-            Some((median(new), median(old)))
-        }
+        Some(bin) => Some(compare(a, bin).await?),
         None => None,
     };
     use std::fmt::Write as _;
@@ -441,14 +487,8 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
         "  READDIR of the big directory: {} entries in {readdir_secs:.2} s",
         ents.len()
     );
-    if let Some((new, old)) = baseline {
-        let _ = writeln!(
-            out,
-            "  {} sessions creating {} files (median of 3 interleaved): this pnfsd {new:.0}/s, baseline {old:.0}/s ({:.2}×)",
-            a.sessions,
-            a.baseline_files,
-            new / old.max(1e-9)
-        );
+    if let Some(v) = baseline {
+        let _ = writeln!(out, "{}", compare_line(a, &v));
     }
     Ok(out)
 }

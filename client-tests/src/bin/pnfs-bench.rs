@@ -12,6 +12,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: pnfs-bench [OPTIONS] [WORKLOAD...]
        pnfs-bench scale [--files N] [--dirs D] [--sessions C] [--big M] [--volume-size 64G]
                         [--cache 256M] [--window W] [--baseline PNFSD_BIN] [--baseline-files N]
+                       [--baseline-rounds R] [--compare-only]
   workloads: overwrite-1 overwrite-4 small newfiles meta-1 meta-8 (default: all)
   scale: N empty files in D directories by C sessions plus one directory of M entries
          (issue 11; docs/benchmarks.md \"Scale\"), on a pnfsd it starts
@@ -111,6 +112,10 @@ fn parse_scale(mut it: impl Iterator<Item = String>) -> Result<bench::scale::Sca
             "--baseline-files" => {
                 a.baseline_files = num("--baseline-files", val("--baseline-files")?)?
             }
+            "--baseline-rounds" => {
+                a.baseline_rounds = num("--baseline-rounds", val("--baseline-rounds")?)? as usize
+            }
+            "--compare-only" => a.compare_only = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other}")),
         }

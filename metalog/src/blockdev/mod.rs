@@ -1,10 +1,13 @@
 //! All storage I/O of the log goes through [`BlockDev`] (style.md rule 10): a file or block
-//! device in production ([`FileDev`]) and a volatile-write-cache simulator in tests ([`CrashDev`]).
+//! device in production ([`FileDev`]), a volatile-write-cache simulator in tests ([`CrashDev`]),
+//! and a device that fails on purpose ([`FaultDev`]).
 
 mod crash;
+mod fault;
 mod file;
 
 pub use crash::CrashDev;
+pub use fault::{Fault, FaultDev};
 pub use file::FileDev;
 
 /// A byte-addressed device with a volatile write cache, as NVMe and SATA disks have.

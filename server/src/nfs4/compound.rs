@@ -420,6 +420,10 @@ impl crate::rpc::Program for Server {
     fn connection_closed(&self, id: u64) {
         self.state.conn_closed(id)
     }
+
+    fn connection_in_session(&self, id: u64) -> bool {
+        self.state.conn_in_session(id)
+    }
 }
 
 #[cfg(test)]

@@ -13,8 +13,9 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::rpc::limits::{ReplyBudget, Shared};
 use crate::rpc::msg::{self, flavor, AcceptError, OpaqueAuth};
 use crate::rpc::program::{self, Action};
 use crate::rpc::record::RecordReader;
@@ -25,8 +26,12 @@ use crate::xdr::XdrWriter;
 /// NFSv4 callback program version (RFC 8881 §20, `NFS_CB` = 1); procedure 1 is CB_COMPOUND.
 pub const CB_VERSION: u32 = 1;
 
-/// Replies and callbacks queued for the writer of one connection.
+/// Replies and callbacks queued for the writer of one connection (records; their bytes are
+/// bounded by the reply budget, `RpcOptions::max_reply_queued`).
 const REPLY_QUEUE: usize = 1024;
+
+/// Requests up to this size are copied out of the read buffer (see `serve_connection`).
+const SMALL_REQUEST: usize = 16 << 10;
 
 type Waiter = std_mpsc::SyncSender<Result<Bytes, msg::ReplyError>>;
 
@@ -34,7 +39,7 @@ type Waiter = std_mpsc::SyncSender<Result<Bytes, msg::ReplyError>>;
 #[derive(Debug)]
 pub struct TcpBackchannel {
     /// The connection's writer; `None` once the connection is closing.
-    tx: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    tx: Mutex<Option<mpsc::Sender<Outgoing>>>,
     /// Calls waiting for their reply, by xid.
     pending: Mutex<HashMap<u32, Waiter>>,
     next_xid: AtomicU32,
@@ -47,7 +52,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl TcpBackchannel {
-    pub fn new(tx: mpsc::Sender<Vec<u8>>, timeout: Duration) -> Self {
+    pub fn new(tx: mpsc::Sender<Outgoing>, timeout: Duration) -> Self {
         TcpBackchannel {
             tx: Mutex::new(Some(tx)),
             pending: Mutex::new(HashMap::new()),
@@ -103,7 +108,7 @@ impl TcpBackchannel {
         // `try_send`: this may run on any thread (async or not); a full queue means the
         // client is not reading, and the caller retries the callback later.
         let sent = match &*lock(&self.tx) {
-            Some(tx) => tx.try_send(rec).map_err(|e| match e {
+            Some(tx) => tx.try_send(Outgoing::uncharged(rec)).map_err(|e| match e {
                 mpsc::error::TrySendError::Full(_) => io::ErrorKind::WouldBlock,
                 mpsc::error::TrySendError::Closed(_) => io::ErrorKind::NotConnected,
             }),
@@ -144,66 +149,209 @@ impl Backchannel for TcpBackchannel {
     }
 }
 
-/// Writes records as they come; flushes when nothing else is queued.
-async fn write_loop(wr: tokio::net::tcp::OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>) {
-    let mut wr = BufWriter::with_capacity(64 << 10, wr);
-    while let Some(rec) = rx.recv().await {
-        if wr.write_all(&rec).await.is_err() {
-            return;
-        }
-        while let Ok(rec) = rx.try_recv() {
-            if wr.write_all(&rec).await.is_err() {
-                return;
-            }
-        }
-        if wr.flush().await.is_err() {
-            return;
-        }
-    }
-    let _ = wr.shutdown().await;
+/// One record for the writer, with the part of the reply budget it holds until written.
+#[derive(Debug)]
+pub struct Outgoing {
+    pub rec: Vec<u8>,
+    pub charge: u32,
 }
 
-/// Serves one connection until the peer closes it, it breaks a rule of the transport, or
-/// `shutdown` turns true. Returns after every request it started has been answered.
+impl Outgoing {
+    /// A record that holds no budget (backchannel calls: few, small, bounded by the queue).
+    pub fn uncharged(rec: Vec<u8>) -> Outgoing {
+        Outgoing { rec, charge: 0 }
+    }
+}
+
+/// Writes records as they come and gives their budget back once the socket took them;
+/// flushes when nothing else is queued. When the socket fails, the budget closes so that
+/// nothing waits for room that will never come.
+async fn write_loop(
+    wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Outgoing>,
+    budget: Arc<ReplyBudget>,
+) {
+    let mut wr = BufWriter::with_capacity(64 << 10, wr);
+    let ok = 'w: {
+        while let Some(o) = rx.recv().await {
+            if wr.write_all(&o.rec).await.is_err() {
+                break 'w false;
+            }
+            budget.give_back(o.charge);
+            while let Ok(o) = rx.try_recv() {
+                if wr.write_all(&o.rec).await.is_err() {
+                    break 'w false;
+                }
+                budget.give_back(o.charge);
+            }
+            if wr.flush().await.is_err() {
+                break 'w false;
+            }
+        }
+        true
+    };
+    budget.close();
+    if ok {
+        let _ = wr.shutdown().await;
+    }
+}
+
+/// A COMPOUND read from the connection, waiting for a blocking thread.
+struct Job {
+    xid: u32,
+    cred: crate::rpc::Cred,
+    args: Bytes,
+    sizes: RpcSizes,
+    /// The connection's in-flight permit, held until the reply is queued.
+    inflight: OwnedSemaphorePermit,
+}
+
+/// What the tasks of one connection share.
+struct ConnCtx<P> {
+    prog: Arc<P>,
+    conn: Arc<ConnInfo>,
+    tx: mpsc::Sender<Outgoing>,
+    budget: Arc<ReplyBudget>,
+    shared: Arc<Shared>,
+}
+
+impl<P> Clone for ConnCtx<P> {
+    fn clone(&self) -> Self {
+        ConnCtx {
+            prog: self.prog.clone(),
+            conn: self.conn.clone(),
+            tx: self.tx.clone(),
+            budget: self.budget.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Hands the connection's COMPOUNDs to blocking threads in arrival order. Waiting here, one
+/// permit at a time, is what makes the shared pool fair: a connection is in the pool's FIFO
+/// queue at most once, so when every thread is busy the connections take turns.
+async fn dispatch<P: Program>(mut jobs: mpsc::UnboundedReceiver<Job>, cx: ConnCtx<P>) {
+    while let Some(job) = jobs.recv().await {
+        // No new reply while every byte of the budget waits for the peer: the requests
+        // already read wait here as a few hundred bytes each, not as replies.
+        if cx.budget.is_spent() && !cx.budget.wait_for_room().await {
+            return;
+        }
+        let Some(thread) = cx.shared.blocking_permit().await else {
+            return;
+        };
+        tokio::spawn(run_job(job, thread, cx.clone()));
+    }
+}
+
+async fn run_job<P: Program>(job: Job, thread: OwnedSemaphorePermit, cx: ConnCtx<P>) {
+    let Job {
+        xid,
+        cred,
+        args,
+        sizes,
+        inflight,
+    } = job;
+    let (prog, conn) = (cx.prog.clone(), cx.conn.clone());
+    let res = cx
+        .shared
+        .pool
+        .run(move || prog.compound(&conn, cred, &args, sizes))
+        .await;
+    // The turn is over before this reply waits for room.
+    drop(thread);
+    let reply = match res {
+        Ok(Ok(res)) => program::compound_reply(xid, Ok(&res)),
+        Ok(Err(_)) => program::compound_reply(xid, Err(AcceptError::GarbageArgs)),
+        // The program panicked outside the dispatcher's own guard.
+        Err(()) => program::compound_reply(xid, Err(AcceptError::SystemErr)),
+    };
+    if let Some(charge) = cx.budget.take(reply.len()).await {
+        let _ = cx.tx.send(Outgoing { rec: reply, charge }).await;
+    }
+    drop(inflight);
+}
+
+/// Why the reader stopped waiting.
+enum Wake {
+    Go,
+    Stop,
+}
+
+/// Serves one connection until the peer closes it, it breaks a rule of the transport, it is
+/// idle too long without a session (or closed to make room for another), or `shutdown`
+/// turns true. Returns after every request it started has been answered.
 pub async fn serve_connection<P: Program>(
     stream: TcpStream,
     id: u64,
     peer: SocketAddr,
     prog: Arc<P>,
     opts: Arc<RpcOptions>,
+    shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
-    // Bounded: a peer that sends requests without reading replies stops being read once this
-    // many replies wait (backpressure instead of unbounded memory).
+    let budget = Arc::new(ReplyBudget::new(opts.max_reply_queued));
     let (tx, rx) = mpsc::channel(REPLY_QUEUE);
-    let writer = tokio::spawn(write_loop(wr, rx));
+    let writer = tokio::spawn(write_loop(wr, rx, budget.clone()));
     let bc = Arc::new(TcpBackchannel::new(tx.clone(), opts.callback_timeout));
     let conn = Arc::new(ConnInfo {
         id,
         peer,
         backchannel: Some(bc.clone() as Arc<dyn Backchannel>),
     });
+    let cx = ConnCtx {
+        prog: prog.clone(),
+        conn,
+        tx,
+        budget: budget.clone(),
+        shared: shared.clone(),
+    };
+    let (jobs, jobs_rx) = mpsc::unbounded_channel();
+    let dispatcher = tokio::spawn(dispatch(jobs_rx, cx.clone()));
     let max_inflight = opts
         .max_inflight
         .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
     let inflight = Arc::new(Semaphore::new(max_inflight));
+    let track = shared.register(id, inflight.clone(), max_inflight, budget.clone());
+    let idle = opts.idle_timeout.max(Duration::from_millis(10));
     let mut reader = RecordReader::new(opts.max_record);
     let mut buf = BytesMut::with_capacity(64 << 10);
     'conn: loop {
         loop {
+            // Start nothing new while every reply byte is spent: the peer is not reading
+            // (the socket is not read either, so its requests wait in the kernel).
+            if budget.is_spent() {
+                let wake = tokio::select! {
+                    ok = budget.wait_for_room() => if ok { Wake::Go } else { Wake::Stop },
+                    _ = shutdown.changed() => Wake::Stop,
+                };
+                if let Wake::Stop = wake {
+                    break 'conn;
+                }
+            }
             let rec = match reader.decode(&mut buf) {
                 Ok(Some(rec)) => rec,
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(conn = id, %peer, "closing connection: {e}");
+                    if let Some(n) = shared.log_oversize.allow() {
+                        tracing::warn!(
+                            conn = id,
+                            %peer,
+                            similar_not_logged = n,
+                            "closing connection: {e}"
+                        );
+                    }
                     break 'conn;
                 }
             };
             match program::classify(&rec, opts.auth) {
                 Action::Reply(r) => {
-                    if tx.send(r).await.is_err() {
+                    let Some(charge) = budget.take(r.len()).await else {
+                        break 'conn;
+                    };
+                    if cx.tx.send(Outgoing { rec: r, charge }).await.is_err() {
                         break 'conn;
                     }
                 }
@@ -219,27 +367,26 @@ pub async fn serve_connection<P: Program>(
                     let Ok(permit) = inflight.clone().acquire_owned().await else {
                         break 'conn;
                     };
-                    let args = rec.slice_ref(args);
-                    let sizes = RpcSizes {
-                        request_len: rec.len(),
-                        reply_header_len: msg::SUCCESS_HEADER_LEN,
+                    // A small request is copied: a slice would pin the whole read buffer it
+                    // came in (64 KiB or more) while it waits for a thread or for room.
+                    let args = if rec.len() <= SMALL_REQUEST {
+                        Bytes::copy_from_slice(args)
+                    } else {
+                        rec.slice_ref(args)
                     };
-                    let (prog, conn, tx) = (prog.clone(), conn.clone(), tx.clone());
-                    tokio::spawn(async move {
-                        let job = tokio::task::spawn_blocking(move || {
-                            prog.compound(&conn, cred, &args, sizes)
-                        });
-                        let reply = match job.await {
-                            Ok(Ok(res)) => program::compound_reply(xid, Ok(&res)),
-                            Ok(Err(_)) => {
-                                program::compound_reply(xid, Err(AcceptError::GarbageArgs))
-                            }
-                            // The program panicked outside the dispatcher's own guard.
-                            Err(_) => program::compound_reply(xid, Err(AcceptError::SystemErr)),
-                        };
-                        let _ = tx.send(reply).await;
-                        drop(permit);
-                    });
+                    let job = Job {
+                        xid,
+                        cred,
+                        args,
+                        sizes: RpcSizes {
+                            request_len: rec.len(),
+                            reply_header_len: msg::SUCCESS_HEADER_LEN,
+                        },
+                        inflight: permit,
+                    };
+                    if jobs.send(job).is_err() {
+                        break 'conn;
+                    }
                 }
             }
         }
@@ -249,21 +396,39 @@ pub async fn serve_connection<P: Program>(
                 .wanted(buf.len())
                 .clamp(64 << 10, opts.max_record.max(64 << 10)),
         );
+        let idle_at = shared.instant_of(track.last_rx_ms()) + idle;
         tokio::select! {
             n = rd.read_buf(&mut buf) => match n {
                 Ok(0) | Err(_) => break,
-                Ok(_) => {}
+                Ok(_) => track.touch(shared.now_ms()),
             },
+            _ = tokio::time::sleep_until(idle_at.into()) => {
+                if track.quiet() && !prog.connection_in_session(id) {
+                    tracing::debug!(conn = id, %peer, "closing a connection idle {idle:?} with no session");
+                    break;
+                }
+                track.touch(shared.now_ms());
+            }
+            _ = track.evict.notified() => {
+                // Checked again: it may have received a request since it was chosen.
+                if track.quiet() && !prog.connection_in_session(id) {
+                    tracing::debug!(conn = id, %peer, "closing an idle connection with no session to make room");
+                    break;
+                }
+                track.spared();
+            }
             _ = shutdown.changed() => break,
         }
     }
     // Nothing more will be read: callbacks waiting for a reply fail now rather than at their
     // timeout. Then the requests already started finish and are answered, and we close.
     bc.close();
+    drop(jobs);
     let _ = inflight.acquire_many(max_inflight as u32).await;
-    drop(tx);
-    drop(conn);
+    let _ = dispatcher.await;
+    drop(cx);
     let _ = writer.await;
+    shared.unregister(id);
     prog.connection_closed(id);
 }
 
@@ -281,7 +446,7 @@ mod tests {
             .unwrap()
             .as_ref()
             .unwrap()
-            .try_send(vec![])
+            .try_send(Outgoing::uncharged(vec![]))
             .unwrap();
         let e = bc.call(1, 1, XdrWriter::new()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
@@ -302,7 +467,7 @@ mod tests {
             std::thread::spawn(move || bc.call_as(7, 1, &CbCred::Sys(sys_cred()), XdrWriter::new()))
         };
         // The call is on the wire (AUTH_SYS as asked); then the connection goes away.
-        let rec = rx.blocking_recv().unwrap();
+        let rec = rx.blocking_recv().unwrap().rec;
         let Ok(msg::Incoming::Call(c)) = msg::decode(&rec[4..]) else {
             panic!("not a call")
         };

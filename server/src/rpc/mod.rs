@@ -2,15 +2,17 @@
 //!
 //! ```text
 //! socket ─▶ record::RecordReader ─▶ program::classify ─┬─ NULL / errors ──────────────▶ writer task
-//!   (one reader task per connection)                   ├─ COMPOUND ─▶ spawn_blocking ─▶ writer task
+//!   (one reader task per connection)                   ├─ COMPOUND ─▶ dispatch ─▶ spawn_blocking ─▶ writer task
 //!                                                      └─ REPLY (msg_type 1) ─▶ conn::TcpBackchannel waiter
 //! ```
 //! `record`, `msg`, `auth` and `program` are pure codecs and decisions (style.md rule 1);
-//! `conn` and `tcp` own the sockets. The COMPOUND itself is run by a [`Program`] (the NFS
+//! `conn` and `tcp` own the sockets; `limits` what connections may use (in-flight requests,
+//! queued reply bytes, blocking threads shared in turns, the connection cap, idle timeout). The COMPOUND itself is run by a [`Program`] (the NFS
 //! server in production, fakes in tests), so the transport is testable without a store.
 
 pub mod auth;
 pub mod conn;
+pub mod limits;
 pub mod msg;
 pub mod program;
 pub mod record;
@@ -96,9 +98,17 @@ pub trait Program: Send + Sync + 'static {
     fn connection_closed(&self, conn_id: u64) {
         let _ = conn_id;
     }
+
+    /// Whether a session has connection `conn_id` bound: such a connection is never closed
+    /// for being idle or to make room for another (limits.rs). The default says no.
+    fn connection_in_session(&self, conn_id: u64) -> bool {
+        let _ = conn_id;
+        false
+    }
 }
 
-/// Transport settings (the `[rpc]` part of the configuration).
+/// Transport settings (the `[rpc]` part of the configuration). What each bound protects
+/// against, and the figures behind the defaults: docs/robustness.md.
 #[derive(Debug, Clone)]
 pub struct RpcOptions {
     /// Largest record accepted (record.rs explains the limit and why the connection closes).
@@ -107,9 +117,37 @@ pub struct RpcOptions {
     /// How long a backchannel call waits for the client's reply.
     pub callback_timeout: Duration,
     /// Requests of one connection being processed at once; the connection stops reading when
-    /// it is reached (the session's slot count bounds well-behaved clients far below this).
+    /// it is reached. The default is a session's slot count (a client never has more in
+    /// flight on its fore channel).
     pub max_inflight: usize,
+    /// Reply bytes one connection may have waiting for its socket: past this it stops
+    /// reading until the peer drains its replies (limits.rs `ReplyBudget`).
+    pub max_reply_queued: usize,
+    /// COMPOUNDs running at once on blocking threads, all connections together, taken in
+    /// turns when they are all busy (limits.rs `Shared::blocking`).
+    pub max_blocking: usize,
+    /// Open connections; at the cap an idle one with no session is closed to make room.
+    pub max_connections: usize,
+    /// A connection with no session and nothing in flight that receives nothing for this
+    /// long is closed.
+    pub idle_timeout: Duration,
 }
+
+/// A session's slots all in flight on one connection (state::MAX_SLOTS).
+pub const DEFAULT_MAX_INFLIGHT: usize = crate::nfs4::state::MAX_SLOTS as usize;
+/// 1 MiB: the socket's own buffer (several MiB on loopback and LANs) does the real
+/// buffering; this only holds what piles up once the kernel's is full, and a larger reply
+/// (a 1 MiB READ) still goes out alone.
+pub const DEFAULT_MAX_REPLY_QUEUED: usize = 1 << 20;
+/// A session's slots all running at once; beyond that, connections take turns. Each is a
+/// thread blocked on the log or the volume; on the seed's machines (2 cores) more do not
+/// add throughput (docs/robustness.md).
+pub const DEFAULT_MAX_BLOCKING: usize = crate::nfs4::state::MAX_SLOTS as usize;
+/// A Linux client opens one connection per mount (up to 16 with `nconnect`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// A client connects, then creates its session within a few round trips; an idle
+/// connection with no session is a client that left or never came.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Default for RpcOptions {
     fn default() -> Self {
@@ -119,7 +157,11 @@ impl Default for RpcOptions {
             // Well under a lease (90 s): a recall that gets no answer is retried by the state
             // layer in time.
             callback_timeout: Duration::from_secs(15),
-            max_inflight: 256,
+            max_inflight: DEFAULT_MAX_INFLIGHT,
+            max_reply_queued: DEFAULT_MAX_REPLY_QUEUED,
+            max_blocking: DEFAULT_MAX_BLOCKING,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }

@@ -45,6 +45,60 @@ pub fn all(kv: &Kv, ino: u64) -> R<Vec<Ext>> {
     overlapping(kv, ino, 0, u64::MAX)
 }
 
+/// Calls `f` for the extents of `ino` ending after `fb`, in order, until it returns
+/// `Ok(false)`: one seek, then as many entries as `f` takes (no list of the whole file).
+pub fn each_from(kv: &Kv, ino: u64, fb: u64, f: &mut dyn FnMut(Ext) -> R<bool>) -> R<()> {
+    kv.scan(
+        &key(ino, fb.saturating_add(1)),
+        &ino_end(K_EXTENT, ino),
+        &mut |k, v| f(decode_extent(k, v).map_err(bad)?),
+    )
+}
+
+/// The extent holding block `b`, if it is mapped (one seek).
+pub fn extent_at(kv: &Kv, ino: u64, b: u64) -> R<Option<Ext>> {
+    Ok(first_after(kv, ino, b)?.filter(|e| e.start <= b))
+}
+
+/// Where the mapped run that starts at `from` ends, before `hi`, after at most `max_ext`
+/// extents: the same as `layout::reach::run_end` over a lookup of `[from, hi)`, but it stops
+/// at the first hole (or the cap) instead of listing every extent up to `hi`, so its cost
+/// does not follow the file's extent count (issue 11 item 5).
+pub fn run_end(kv: &Kv, ino: u64, from: u64, hi: u64, max_ext: usize) -> R<u64> {
+    let mut end = from;
+    let mut n = 0;
+    if from >= hi {
+        return Ok(from);
+    }
+    each_from(kv, ino, from, &mut |e| {
+        if e.start > end || n == max_ext {
+            return Ok(false);
+        }
+        end = e.end.min(hi);
+        n += 1;
+        Ok(end < hi)
+    })?;
+    Ok(end)
+}
+
+/// Mapped blocks right before `first`, back to the first hole, at most `cap` blocks and
+/// `max_ext` extents: one seek per extent (the map is keyed by extent end, so stepping back
+/// is a seek for the extent holding the block before).
+pub fn mapped_before(kv: &Kv, ino: u64, first: u64, cap: u64, max_ext: usize) -> R<u64> {
+    let lo = first.saturating_sub(cap);
+    let mut at = first;
+    for _ in 0..max_ext {
+        if at <= lo {
+            break;
+        }
+        match extent_at(kv, ino, at - 1)? {
+            Some(e) => at = e.start.max(lo),
+            None => break,
+        }
+    }
+    Ok(first - at)
+}
+
 /// The first extent ending after `block`.
 fn first_after(kv: &Kv, ino: u64, block: u64) -> R<Option<Ext>> {
     match kv.first(&key(ino, block.saturating_add(1)), &ino_end(K_EXTENT, ino))? {
@@ -249,6 +303,21 @@ mod tests {
                 let got: Vec<_> = all(&kv, 7).unwrap().iter().map(|e| (e.start, e.phys, e.end - e.start, e.state)).collect();
                 prop_assert_eq!(got, m.iter().collect::<Vec<_>>());
                 prop_assert_eq!(next_mapped(&kv, 7, 3).unwrap(), m.next_mapped(3));
+                // The seeking run queries give what layout::reach's rules give over a lookup.
+                for (from, hi) in [(0u64, 100u64), (5, 40), (13, 14), (30, 90)] {
+                    prop_assert_eq!(
+                        run_end(&kv, 7, from, hi, usize::MAX).unwrap(),
+                        layout::reach::run_end(&m.lookup(from, hi - from), from)
+                    );
+                    let lo = from.saturating_sub(hi - from);
+                    prop_assert_eq!(
+                        extent_at(&kv, 7, hi).unwrap().map_or(hi, |e| e.start.max(lo)),
+                        layout::reach::run_start(&m.lookup(lo, hi + 1 - lo), hi).max(lo)
+                    );
+                    let back: u64 = m.lookup(lo, from - lo).iter().rev()
+                        .take_while(|s| matches!(s, Segment::Mapped { .. })).map(|s| s.len()).sum();
+                    prop_assert_eq!(mapped_before(&kv, 7, from, from - lo, usize::MAX).unwrap(), back);
+                }
                 prop_assert_eq!(all(&kv, 6).unwrap().len(), 1);
                 prop_assert_eq!(all(&kv, 8).unwrap().len(), 1);
             }

@@ -131,6 +131,14 @@ impl Checkpoint {
     }
 }
 
+/// Give an edited checkpoint block the CRC of `slot` (the fuzz harness: store/fuzzing.rs).
+pub fn seal_checkpoint(slot: u64, b: &mut [u8]) {
+    if b.len() >= CHECKPOINT_BYTES {
+        let crc = slot_crc(slot, &b[..OFF_CRC]);
+        b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
 fn slot_crc(slot: u64, b: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&slot.to_le_bytes()), b)
 }

@@ -98,7 +98,12 @@ pub struct MountStats {
 const RESERVE_BASE: u64 = 8 * 400 + 2 * (4096 + 512);
 
 /// Errors of the log: the log is shut down or failed (its own I/O errors are strings by then).
+/// A log shut down by ENOSPC from the device under it is `DeviceFull` (NFS4ERR_NOSPC, issue
+/// 17), like ENOSPC on the store's own device I/O (`From<io::Error>`).
 pub fn log_err(e: metalog::LogError) -> StoreError {
+    if let metalog::LogError::NoDeviceSpace(what) = e {
+        return StoreError::DeviceFull(what);
+    }
     StoreError::Io(e.to_string())
 }
 

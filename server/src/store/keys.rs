@@ -57,6 +57,15 @@ pub fn pair_key(kind: u8, a: u64, b: u64) -> Vec<u8> {
     k
 }
 
+/// The big-endian number that ends a key read from the tree, at `o`: a corrupt node may hold
+/// a key of any length in a range, so the length is checked, never trusted.
+pub fn key_u64(k: &[u8], o: usize) -> Result<u64, String> {
+    match k.get(o..) {
+        Some(t) if t.len() == 8 => Ok(be64(k, o)),
+        _ => Err(format!("bad key of {} bytes", k.len())),
+    }
+}
+
 pub fn be64(b: &[u8], o: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[o..o + 8]);

@@ -40,6 +40,7 @@ mod crash_tests;
 mod data;
 mod extents;
 mod format;
+pub mod fuzzing;
 mod inner;
 mod inode;
 mod keys;
@@ -282,9 +283,9 @@ pub struct StoreOptions {
     pub sync: bool,
     /// How often the background worker forces the log so lazy timestamps reach the disk.
     pub log_force_interval: std::time::Duration,
-    /// Bytes of metadata kept in memory: the page cache of tree nodes; changes not yet
-    /// written back are bounded by an eighth of it before a write-back starts (config
-    /// `metadata_cache`, issue 11 item 2).
+    /// Bytes of metadata kept in memory (config `metadata_cache`, issue 11 item 2): changes
+    /// not yet written back start a write-back at an eighth and make committers wait at a
+    /// quarter; the page cache of tree nodes gets half (mount.rs `budget`).
     pub metadata_cache: u64,
 }
 

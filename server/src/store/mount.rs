@@ -27,8 +27,12 @@ use super::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_IN
 /// Zero-write in pieces of this size (bounded memory for a 256 MiB log).
 const ZERO_CHUNK: u64 = 1 << 20;
 
-/// How often mount and recovery say how far they got (issue 11 item 3).
+/// How often mount and recovery say how far they got (issue 11 item 3); the tests see
+/// every line.
+#[cfg(not(test))]
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+#[cfg(test)]
+const PROGRESS_EVERY: Duration = Duration::ZERO;
 
 fn zero_region(dev: &dyn BlockDev, start_block: u64, blocks: u64) -> Result<()> {
     let zeros = vec![0u8; ZERO_CHUNK as usize];
@@ -168,7 +172,13 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         3 + ck.free.blocks as u64 + ck.clients.blocks as u64,
         Ordering::Relaxed,
     );
-    let cache = Arc::new(PageCache::new(opts.metadata_cache));
+    // `metadata_cache` is the whole budget (issue 11 item 2): the changes not yet written
+    // back take up to a quarter of it (`soft_limit` × 2, inner.rs `throttle`), clean pages
+    // half, and the last quarter is for what a write-back and the allocator hold beside
+    // them. (Pages with the whole budget: the 2,000,000-file run peaked at 519 MiB of RSS
+    // against the 484 MiB bound; with three quarters, 493 MiB.)
+    let (soft_limit, page_budget) = budget(opts.metadata_cache);
+    let cache = Arc::new(PageCache::new(page_budget));
     let rd = Reader {
         dev: dev.clone(),
         cache: cache.clone(),
@@ -213,8 +223,9 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
             replayed += 1;
             if last_note.elapsed() >= PROGRESS_EVERY {
                 last_note = Instant::now();
+                // What is left: metalog's own line says records and KiB replayed of the total.
                 tracing::info!(
-                    "store recovery: {replayed} log items replayed (checkpoint {}), {} KiB of changes in memory",
+                    "store recovery: {replayed} log items replayed (log CSN {}, the tree covers {covered}), {} KiB of changes in memory",
                     csn.0,
                     core.kv.live_bytes >> 10
                 );
@@ -244,7 +255,7 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         log,
         sb,
         boot,
-        soft_limit: (opts.metadata_cache / 8).max(1 << 20),
+        soft_limit,
         opts,
         core: RwLock::new(core),
         wb: Mutex::new(Wb {
@@ -280,16 +291,28 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         stale_mark,
     };
     let _ = inner.mount_stats.set(stats);
-    let files = inner.rd().files;
+    let (files, free_extents) = {
+        let g = inner.rd();
+        (g.files, g.alloc.extent_count())
+    };
     let ck = inner.wb.lock().unwrap_or_else(|e| e.into_inner()).ck;
+    // The free-space list is held whole (docs/store.md "Memory"): its size is logged.
     tracing::info!(
-        "store mounted: {files} inodes, checkpoint {} (log CSN {}), {} metadata blocks read, {replayed} log items replayed, {} ms",
+        "store mounted: {files} inodes, checkpoint {} (log CSN {}), {} metadata blocks read, {replayed} log items replayed, {} ms; free space {free_extents} extents ({} list blocks)",
         ck.seq,
         ck.csn,
         stats.blocks_read,
-        t0.elapsed().as_millis()
+        t0.elapsed().as_millis(),
+        ck.free.blocks
     );
     Ok(inner)
+}
+
+/// The write-back trigger (changes pending) and the page cache's bytes for a budget of
+/// `metadata_cache`: a write-back starts at an eighth, committers wait at a quarter, and the
+/// pages get half.
+pub fn budget(metadata_cache: u64) -> (u64, u64) {
+    ((metadata_cache / 8).max(1 << 20), metadata_cache / 2)
 }
 
 fn rand_bytes() -> [u8; 8] {
@@ -337,11 +360,25 @@ impl Inner {
     /// this reads only them.
     fn free_orphans(&self) -> Result<()> {
         let mut from = 0;
+        let mut freed = 0u64;
+        let mut note = Instant::now();
         loop {
             let batch = self.rd().marked(K_ORPHAN, from, 256)?;
             let Some(&last) = batch.last() else {
+                if freed > 0 {
+                    tracing::info!("store mount: {freed} unlinked inodes freed");
+                }
                 return Ok(());
             };
+            if note.elapsed() >= PROGRESS_EVERY {
+                note = Instant::now();
+                tracing::info!(
+                    "store mount: {freed} unlinked inodes freed, next batch of {} from inode {}",
+                    batch.len(),
+                    batch[0]
+                );
+            }
+            freed += batch.len() as u64;
             for ino in batch {
                 let res = self.reserve(0)?;
                 let mut g = self.wr();

@@ -109,7 +109,7 @@ impl Core {
             &mut |k, v| {
                 let (ino, n) = decode_dirent(v).map_err(bad)?;
                 if n == name {
-                    out = Some((ino, keys::be64(k, 9)));
+                    out = Some((ino, keys::key_u64(k, 9).map_err(bad)?));
                     return Ok(false);
                 }
                 Ok(true)
@@ -127,12 +127,12 @@ impl Core {
             &pair_key(K_DIRENT, dir, base),
             &pair_key(K_DIRENT, dir, base + COOKIE_SLOTS),
             &mut |k, _| {
-                let c = keys::be64(k, 9);
+                let c = keys::key_u64(k, 9).map_err(bad)?;
                 if c > next {
                     found = Some(next);
                     return Ok(false);
                 }
-                next = c + 1;
+                next = c.saturating_add(1);
                 Ok(true)
             },
         )?;
@@ -160,7 +160,7 @@ impl Core {
                     return Ok(false);
                 }
                 let (ino, n) = decode_dirent(v).map_err(bad)?;
-                out.push((keys::be64(k, 9), n.to_vec(), ino));
+                out.push((keys::key_u64(k, 9).map_err(bad)?, n.to_vec(), ino));
                 Ok(true)
             },
         )?;
@@ -220,7 +220,7 @@ impl Core {
         let mut out = Vec::new();
         self.kv
             .scan(&ino_key(kind, from), &[kind + 1], &mut |k, _| {
-                out.push(keys::be64(k, 1));
+                out.push(keys::key_u64(k, 1).map_err(bad)?);
                 Ok(out.len() < max)
             })?;
         Ok(out)

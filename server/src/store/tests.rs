@@ -482,3 +482,163 @@ fn capacity_figures() {
         s.unmount().unwrap();
     }
 }
+
+/// Issue 11 item 4: a READDIR walked page by page while entries come and go, with a power
+/// loss and a remount in the middle, returns every entry that lived through the whole walk
+/// exactly once, never one removed before the walk reached it, and no name twice; the
+/// cookies the first half handed out resume the walk on the remounted volume.
+#[test]
+fn readdir_cookies_survive_concurrent_changes_and_a_restart() {
+    use std::collections::{BTreeSet, HashMap};
+    let dev = super::crash_tests::crash_vol(21);
+    let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+    let d = mk(&s, ROOT_INO, "d", NewNode::Directory).ino;
+    let n = 3000;
+    for i in 0..n {
+        mk(&s, d, &format!("e{i}"), NewNode::Regular);
+    }
+    s.write_back().unwrap();
+    let mut seen: HashMap<Vec<u8>, u64> = HashMap::new();
+    let mut removed: BTreeSet<String> = BTreeSet::new();
+    let mut cookie = 0;
+    let mut s = s;
+    let mut dev = dev;
+    let mut page = 0;
+    loop {
+        let r = s.readdir(d, cookie, 97).unwrap();
+        for e in &r.entries {
+            assert!(e.cookie > cookie, "cookies go forward");
+            assert!(
+                seen.insert(e.name.clone(), e.cookie).is_none(),
+                "{:?} twice",
+                e.name
+            );
+            assert!(!removed.contains(std::str::from_utf8(&e.name).unwrap()));
+        }
+        if let Some(l) = r.entries.last() {
+            cookie = l.cookie;
+        }
+        if r.eof {
+            break;
+        }
+        page += 1;
+        // Between pages: new names, and removals of names both seen and not yet seen.
+        for j in 0..20 {
+            mk(&s, d, &format!("n{page}-{j}"), NewNode::Regular);
+            let victim = format!("e{}", (page * 131 + j * 17) % n);
+            if !removed.contains(&victim) && !seen.contains_key(victim.as_bytes()) {
+                s.remove(d, victim.as_bytes()).unwrap();
+                removed.insert(victim);
+            }
+        }
+        if page == 12 {
+            // Power loss half way (every change above was acknowledged on a sync export).
+            let dev2 = super::crash_tests::kill(&dev);
+            drop(s);
+            s = Store::open_dev(dev2.clone(), StoreOptions::default()).unwrap();
+            dev = dev2;
+        }
+        assert!(page < 1000);
+    }
+    // Everything that lived through the walk came back once; removed names never did.
+    for i in 0..n {
+        let name = format!("e{i}");
+        assert_eq!(
+            seen.contains_key(name.as_bytes()),
+            !removed.contains(&name),
+            "{name}"
+        );
+    }
+    assert!(removed.len() > 100, "{} removed", removed.len());
+    // The cookie of an entry is the same after the restart.
+    let all = s.readdir(d, 0, 100_000).unwrap().entries;
+    for e in &all {
+        if let Some(c) = seen.get(&e.name) {
+            assert_eq!(*c, e.cookie, "{:?}", e.name);
+        }
+    }
+    super::crash_tests::fsck(&s);
+    s.unmount().unwrap();
+}
+
+fn rss_mib() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |f: &str| -> f64 {
+        s.lines()
+            .find(|l| l.starts_with(f))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    kib("VmRSS:") / 1024.0
+}
+
+/// Figures, not a test: `cargo test --release -p pnfsd --lib memory_figures -- --ignored
+/// --nocapture` (FILES, CACHE_MIB). The process's RSS against `metadata_cache` while one
+/// directory fills, then while it is read whole, page by page as READDIR does.
+#[test]
+#[ignore]
+fn memory_figures() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let n = env("FILES", 400_000);
+    let cache = env("CACHE_MIB", 64) << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vol.img");
+    Store::mkfs(&path, 8 << 30, false).unwrap();
+    let opts = StoreOptions {
+        sync: false,
+        metadata_cache: cache,
+        ..StoreOptions::default()
+    };
+    let s = Store::open(&path, opts).unwrap();
+    let r0 = rss_mib();
+    let d = mk(&s, ROOT_INO, "big", NewNode::Directory).ino;
+    let mut peak: f64 = 0.0;
+    let mut rates = Vec::new();
+    let mut t = std::time::Instant::now();
+    for i in 0..n {
+        mk(&s, d, &format!("entry-{i}"), NewNode::Regular);
+        if i % 20_000 == 0 {
+            peak = peak.max(rss_mib());
+        }
+        if (i + 1) % 100_000 == 0 {
+            rates.push(100_000.0 / t.elapsed().as_secs_f64());
+            t = std::time::Instant::now();
+        }
+    }
+    let r: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+    println!("creates/s per 100,000 (in-process, async): {}", r.join(" "));
+    let (nodes, pending, pages) = s.metadata_usage();
+    println!(
+        "cache {} MiB: RSS {r0:.0} MiB empty; {n} creates: peak {peak:.0} MiB, now {:.0} MiB ({pages} cached pages = {:.0} MiB, {:.1} MiB pending, {nodes} nodes)",
+        cache >> 20,
+        rss_mib(),
+        pages as f64 * 4.1 / 1024.0,
+        pending as f64 / 1048576.0
+    );
+    let mut cookie = 0;
+    let mut seen = 0;
+    let mut peak2: f64 = 0.0;
+    loop {
+        let r = s.readdir(d, cookie, 292).unwrap();
+        seen += r.entries.len();
+        if seen % 50_000 < 292 {
+            peak2 = peak2.max(rss_mib());
+        }
+        match r.entries.last() {
+            Some(e) if !r.eof => cookie = e.cookie,
+            _ => break,
+        }
+    }
+    let (_, _, pages) = s.metadata_usage();
+    println!(
+        "  READDIR of {seen}: peak {peak2:.0} MiB, now {:.0} MiB ({pages} cached pages)",
+        rss_mib()
+    );
+    s.unmount().unwrap();
+}

@@ -466,11 +466,20 @@ pub fn read_blob(
     if r.bytes as u64 > r.blocks as u64 * format::BLOB_PAYLOAD as u64 {
         return Err(StoreError::Io("checkpoint names a bad blob".into()));
     }
+    // A chain on a corrupt disk may loop: each block once, so what is read stays within
+    // the volume, whatever count the checkpoint says.
+    if r.blocks as u64 > dev.size() / BLOCK {
+        return Err(StoreError::Io("checkpoint names a bad blob".into()));
+    }
+    let mut seen = std::collections::HashSet::new();
     let mut at = r.start;
     let mut buf = vec![0u8; BLOCK as usize];
     for i in 0..r.blocks {
-        if at == 0 || at * BLOCK >= dev.size() {
+        if at == 0 || at.saturating_mul(BLOCK) >= dev.size() {
             return Err(StoreError::Io("checkpoint blob: broken chain".into()));
+        }
+        if !seen.insert(at) {
+            return Err(StoreError::Io("checkpoint blob: the chain loops".into()));
         }
         dev.read_at(&mut buf, at * BLOCK)?;
         blocks.push(at);

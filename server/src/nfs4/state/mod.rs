@@ -50,7 +50,7 @@ pub use files::{OpenReq, ShareAccess};
 pub use grace::CommitClaim;
 pub use lock::{range_of, LockRange};
 pub use locks::{Denied, LockError, LockReq, Locker};
-pub use session::{ChannelAttrs, MAX_IO};
+pub use session::{ChannelAttrs, MAX_IO, MAX_SLOTS};
 pub use sessions::CbSlot;
 pub use stateid::is_special;
 
@@ -272,6 +272,12 @@ impl StateManager {
     /// Called by the transport when a connection closes.
     pub fn conn_closed(&self, conn: u64) {
         self.with(|i, _| i.conn_closed(conn))
+    }
+
+    /// Whether a session has connection `conn` bound (the transport never closes those for
+    /// being idle; rpc/limits.rs).
+    pub fn conn_in_session(&self, conn: u64) -> bool {
+        self.with(|i, _| i.sessions.values().any(|s| s.conns.contains(&conn)))
     }
 
     pub fn destroy_clientid(&self, clientid: u64) -> Result<(), NfsStat> {

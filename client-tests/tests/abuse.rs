@@ -1,0 +1,110 @@
+//! Hostile clients against the real daemon (issue 17, docs/robustness.md): what they may cost
+//! is bounded, and a well-behaved client still gets in. Each test names the figure the same
+//! abuse reached before the bounds (measured with `nfs-abuse` on the daemon of main d301194).
+//! Latency under abuse is a benchmark figure (`nfs-abuse`), not asserted here.
+
+use std::time::Duration;
+
+use client_tests::abuse::{self, UnreadFlood};
+use client_tests::{Compound, PnfsdProcess, ServerOptions, Session};
+
+fn stats(srv: &PnfsdProcess) -> abuse::ProcStats {
+    abuse::proc_stats(srv.pid().expect("server running")).unwrap()
+}
+
+/// 20 connections flood 180-byte requests for 30 KiB replies (retries answered from the
+/// reply cache) and never read. Before: 823 MB RSS and 516 threads. Now each connection
+/// is stopped after its reply budget (1 MiB) and a few replies in flight, and COMPOUNDs run
+/// on at most 64 threads; a well-behaved session still gets its answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_nobody_reads_cost_bounded_memory_and_threads() {
+    let srv = PnfsdProcess::start().unwrap();
+    let good = Session::connect(srv.addr()).await.unwrap();
+    let before = stats(&srv);
+    let flood = UnreadFlood::start(srv.addr(), 20, 30 << 10).await.unwrap();
+    let sent = flood
+        .wait_stalled(Duration::from_millis(500), Duration::from_secs(120))
+        .await;
+    let peak = stats(&srv);
+    assert!(
+        sent.is_some(),
+        "the server kept reading a peer that reads nothing"
+    );
+    good.run_ok(Compound::new().putrootfh().getfh())
+        .await
+        .unwrap();
+    let grown_mb = (peak.rss_kib.saturating_sub(before.rss_kib)) / 1024;
+    eprintln!("before {before:?}, stalled {peak:?}: +{grown_mb} MB");
+    // 20 × (1 MiB budget + the replies of the COMPOUNDs running when it filled + read
+    // buffers), with room for the allocator.
+    assert!(grown_mb <= 100, "RSS grew by {grown_mb} MB");
+    assert!(peak.threads <= 64 + 16, "{} threads", peak.threads);
+}
+
+/// Past the file-descriptor limit, idle connections with no session make room for a new
+/// client instead of locking it out, and the failed accepts are logged once per 10 s.
+/// Before: under a 1,024-file limit, 1,100 idle sockets locked new clients out for ~10 s
+/// and the accept error was logged 218 times in 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_past_the_file_limit_do_not_lock_clients_out() {
+    let srv = PnfsdProcess::start().unwrap();
+    let pid = srv.pid().unwrap().to_string();
+    // Lower the running server's limit (root may; CI runs as root).
+    let out = std::process::Command::new("prlimit")
+        .args(["--pid", &pid, "--nofile=128:128"])
+        .output()
+        .expect("prlimit (util-linux)");
+    assert!(out.status.success(), "prlimit: {out:?}");
+    let idle = abuse::idle_connections(srv.addr(), 200).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let t = std::time::Instant::now();
+    let s = tokio::time::timeout(Duration::from_secs(5), Session::connect(srv.addr()))
+        .await
+        .expect("a new client was locked out")
+        .unwrap();
+    eprintln!("session after {:?}", t.elapsed());
+    s.run_ok(Compound::new().putrootfh().getfh()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let log = srv.log_text();
+    let lines = log.matches("accept failed").count();
+    assert!(lines <= 2, "{lines} accept-failure lines:\n{log}");
+    drop(idle);
+}
+
+/// Connections with no session that say nothing are closed after `idle_timeout_seconds`;
+/// a session's connection is not. Before: 2,000 idle connections were all kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_without_a_session_are_closed() {
+    let srv = PnfsdProcess::start_with(ServerOptions {
+        config_toml: Some("idle_timeout_seconds = 1\n".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let good = Session::connect(srv.addr()).await.unwrap();
+    let idle = abuse::idle_connections(srv.addr(), 50).await;
+    assert_eq!(idle.len(), 50);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(abuse::open_count(&idle).await, 0);
+    // Idle as long, but in a session: still served.
+    good.run_ok(Compound::new().putrootfh().getfh())
+        .await
+        .unwrap();
+}
+
+/// Oversize records from 200 connections: one WARN line per 10 s, with the count of those
+/// left out. Before: one line each (6,750 in one campaign).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversize_records_do_not_flood_the_log() {
+    let srv = PnfsdProcess::start().unwrap();
+    for _ in 0..200 {
+        let c = client_tests::Connection::connect(srv.addr()).await.unwrap();
+        // A fragment header announcing 64 MiB: refused at the header.
+        c.send_bytes(&(0x8000_0000u32 | (64 << 20)).to_be_bytes())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = srv.log_text();
+    let lines = log.matches("closing connection").count();
+    assert!((1..=2).contains(&lines), "{lines} lines:\n{log}");
+}

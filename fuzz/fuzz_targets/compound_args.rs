@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|d: &[u8]| pnfsd::fuzzing::compound_args(d));
