@@ -570,13 +570,13 @@ mod tests {
             log_force_interval_seconds = 5
             metadata_cache = "64M"
             max_record_size = 2097152
+            max_connections = 50
+            idle_timeout_seconds = 7
             [[exports]]
             path = "/"
             [[exports.clients]]
             hosts = ["10.0.0.0/24"]
             access = "ro"
-            max_connections = 50
-            idle_timeout_seconds = 7
         "#;
         let c = Config::parse(text, Path::new("t.toml")).unwrap();
         assert_eq!(c.volume_path(), PathBuf::from("/dev/nvme0n1"));
