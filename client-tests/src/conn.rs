@@ -50,6 +50,27 @@ impl Connection {
 
     pub async fn connect_with(addr: SocketAddr, cred: Cred) -> Result<Connection> {
         let stream = TcpStream::connect(addr).await?;
+        Connection::over(stream, cred).await
+    }
+
+    /// Connects from the local address `from` (any 127.x.y.z works on Linux: the whole
+    /// 127/8 is local), so that the server sees another client host (export rules).
+    pub async fn connect_from(
+        from: std::net::IpAddr,
+        addr: SocketAddr,
+        cred: Cred,
+    ) -> Result<Connection> {
+        let sock = if from.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        sock.bind(SocketAddr::new(from, 0))?;
+        let stream = sock.connect(addr).await?;
+        Connection::over(stream, cred).await
+    }
+
+    async fn over(stream: TcpStream, cred: Cred) -> Result<Connection> {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
         let (rd, wr) = stream.into_split();

@@ -42,7 +42,7 @@ pub mod results;
 pub mod rpc;
 pub mod session;
 pub mod session_args;
-mod sys;
+pub mod sys;
 
 pub use compound::{Compound, Reply};
 pub use conn::Connection;

@@ -4,7 +4,7 @@
 
 use std::io;
 
-pub use libc::{SIGKILL, SIGTERM};
+pub use libc::{SIGHUP, SIGKILL, SIGTERM};
 
 /// Sends `sig` to process `pid`.
 pub fn signal(pid: u32, sig: i32) -> io::Result<()> {

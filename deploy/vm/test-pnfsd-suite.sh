@@ -43,6 +43,15 @@ nvme_advertise = "10.0.2.2:$NVME_PORT"
 lease_seconds = ${LEASE:-15}
 layout_types = ["block"]
 metrics_listen = "127.0.0.1:$METRICS_PORT"
+# The guest reaches the host through QEMU's user network: its connections arrive from
+# 127.0.0.1, and its root writes where the suites write, so no_root_squash (as a knfsd
+# /etc/exports line for a test client, docs/admin-guide.md "Exports").
+[[exports]]
+path = "/"
+[[exports.clients]]
+hosts = ["127.0.0.1"]
+access = "rw"
+squash = "no_root_squash"
 EOF
 # $T/ctl start | stop SIGNAL | restart N (N = 1: SIGTERM, else SIGKILL) - used as RESTART_CMD
 #        | layout block|scsi - SWITCH_LAYOUT_CMD: restart with layout_types ["block"], or

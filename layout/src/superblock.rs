@@ -27,7 +27,14 @@ const OFF_META_BLOCKS: usize = 72;
 const OFF_DATA_START: usize = 80;
 const OFF_DATA_BLOCKS: usize = 88;
 const OFF_CREATED: usize = 96;
-const OFF_END_OF_FIELDS: usize = 104;
+/// The mount mark ([`MountMark`]): seconds since the epoch, 0 = not mounted. A volume written
+/// before the mark existed has zeros here, so it reads as not mounted (no format change).
+const OFF_MOUNT_SINCE: usize = 104;
+const OFF_MOUNT_PID: usize = 112;
+const OFF_MOUNT_HOST: usize = 116;
+/// The host name is kept to this many bytes, NUL-padded (Linux allows 64: HOST_NAME_MAX).
+pub const MOUNT_HOST_BYTES: usize = 64;
+const OFF_END_OF_FIELDS: usize = OFF_MOUNT_HOST + MOUNT_HOST_BYTES;
 /// The CRC32C covers bytes `0..OFF_CRC`.
 const OFF_CRC: usize = 508;
 /// Encoded size: one 512-byte sector, so a superblock write is never torn.
@@ -141,6 +148,44 @@ impl Geometry {
     }
 }
 
+/// "Mounted by host X since T": written when pnfsd mounts the volume and cleared by its clean
+/// unmount, so that `pnfsd mkfs` can name who may be serving a volume it cannot lock (an
+/// external NVMe/TCP namespace), and a mount can say the last one did not end cleanly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MountMark {
+    host: [u8; MOUNT_HOST_BYTES],
+    pub pid: u32,
+    /// Seconds since the epoch; never 0 (0 on disk means "not mounted").
+    pub since: i64,
+}
+
+impl MountMark {
+    /// `host` is cut to [`MOUNT_HOST_BYTES`] (at a character boundary); `since` ≤ 0 becomes 1.
+    pub fn new(host: &str, pid: u32, since: i64) -> MountMark {
+        let mut end = host.len().min(MOUNT_HOST_BYTES);
+        while !host.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut h = [0u8; MOUNT_HOST_BYTES];
+        h[..end].copy_from_slice(&host.as_bytes()[..end]);
+        MountMark {
+            host: h,
+            pid,
+            since: since.max(1),
+        }
+    }
+
+    /// The host name as written (bytes that are not UTF-8 are shown replaced).
+    pub fn host(&self) -> String {
+        let n = self
+            .host
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(MOUNT_HOST_BYTES);
+        String::from_utf8_lossy(&self.host[..n]).into_owned()
+    }
+}
+
 /// The decoded superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Superblock {
@@ -149,6 +194,8 @@ pub struct Superblock {
     pub geometry: Geometry,
     /// mkfs time, seconds since the epoch (informational).
     pub created: i64,
+    /// Who has the volume mounted, if a pnfsd has not unmounted it cleanly.
+    pub mounted: Option<MountMark>,
 }
 
 fn put_u32(b: &mut [u8], off: usize, v: u32) {
@@ -186,6 +233,11 @@ impl Superblock {
         put_u64(&mut b, OFF_DATA_START, g.data_start);
         put_u64(&mut b, OFF_DATA_BLOCKS, g.data_blocks);
         put_u64(&mut b, OFF_CREATED, self.created as u64);
+        if let Some(m) = &self.mounted {
+            put_u64(&mut b, OFF_MOUNT_SINCE, m.since as u64);
+            put_u32(&mut b, OFF_MOUNT_PID, m.pid);
+            b[OFF_MOUNT_HOST..OFF_END_OF_FIELDS].copy_from_slice(&m.host);
+        }
         let crc = crc32c::crc32c(&b[..OFF_CRC]);
         put_u32(&mut b, OFF_CRC, crc);
         b
@@ -235,11 +287,22 @@ impl Superblock {
             data_blocks: get_u64(b, OFF_DATA_BLOCKS),
         };
         geometry.check()?;
+        let since = get_u64(b, OFF_MOUNT_SINCE) as i64;
+        let mounted = (since != 0).then(|| {
+            let mut host = [0u8; MOUNT_HOST_BYTES];
+            host.copy_from_slice(&b[OFF_MOUNT_HOST..OFF_END_OF_FIELDS]);
+            MountMark {
+                host,
+                pid: get_u32(b, OFF_MOUNT_PID),
+                since,
+            }
+        });
         Ok(Superblock {
             uuid,
             features: get_u64(b, OFF_FEATURES),
             geometry,
             created: get_u64(b, OFF_CREATED) as i64,
+            mounted,
         })
     }
 }
@@ -254,7 +317,33 @@ mod tests {
             features: 0,
             geometry: Geometry::for_volume(1 << 30).unwrap(),
             created: 1_700_000_000,
+            mounted: None,
         }
+    }
+
+    #[test]
+    fn the_mount_mark_round_trips_and_is_cleared() {
+        let mut s = sb();
+        s.mounted = Some(MountMark::new("mds-a.example", 4242, 1_800_000_000));
+        let d = Superblock::decode(&s.encode()).unwrap();
+        assert_eq!(d, s);
+        let m = d.mounted.unwrap();
+        assert_eq!(
+            (m.host(), m.pid, m.since),
+            ("mds-a.example".into(), 4242, 1_800_000_000)
+        );
+        // Cleared: zeros, as a volume from before the mark reads.
+        s.mounted = None;
+        let b = s.encode();
+        assert!(b[OFF_MOUNT_SINCE..OFF_END_OF_FIELDS]
+            .iter()
+            .all(|&x| x == 0));
+        assert_eq!(Superblock::decode(&b).unwrap().mounted, None);
+        // A long name is cut at a character boundary, never past its field.
+        let long = "é".repeat(40);
+        let m = MountMark::new(&long, 1, 0);
+        assert_eq!(m.host(), "é".repeat(32));
+        assert_eq!(m.since, 1);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::exports::{ExportConfig, ExportTable};
 use crate::rpc::RpcOptions;
 use crate::server::NfsOptions;
 use crate::store::StoreOptions;
@@ -166,8 +167,6 @@ pub struct Config {
     pub metadata_cache: Size,
     /// Transport limit on one RPC record (rpc/record.rs).
     pub max_record_size: Size,
-    /// Accept AUTH_NONE for COMPOUND (as "nobody").
-    pub allow_auth_none: bool,
     /// Open NFS connections; at the cap an idle one with no session makes room (rpc/limits.rs).
     pub max_connections: usize,
     /// A connection with no session that is idle this long is closed.
@@ -180,6 +179,9 @@ pub struct Config {
     /// What the daemon logs, as a `tracing` filter (`"info"`, `"debug"`,
     /// `"info,pnfsd::nfs4=debug"`); `RUST_LOG`, when set, overrides it. SIGHUP reloads it.
     pub log_level: String,
+    /// `[[exports]]` with their `[[exports.clients]]` rules (crate::exports); without any,
+    /// the namespace is exported to this machine only. SIGHUP reloads them.
+    pub exports: Vec<ExportConfig>,
 }
 
 impl Default for Config {
@@ -205,20 +207,20 @@ impl Default for Config {
             log_force_interval_seconds: 30,
             metadata_cache: Size(crate::store::DEFAULT_METADATA_CACHE),
             max_record_size: Size(crate::rpc::record::DEFAULT_MAX_RECORD as u64),
-            allow_auth_none: true,
             max_connections: crate::rpc::DEFAULT_MAX_CONNECTIONS,
             idle_timeout_seconds: crate::rpc::DEFAULT_IDLE_TIMEOUT.as_secs(),
             metrics_listen: None,
             admin: false,
             log_level: "info".to_string(),
+            exports: crate::exports::default_exports(),
         }
     }
 }
 
 /// The keys SIGHUP applies to the running daemon (issue 12 Deliver 2). Every other changed
-/// key is named as needing a restart. Exports and client rules join this list when they
-/// exist; whatever is listed here, [`Config::apply_reloadable`] must copy.
-pub const RELOADABLE: &[&str] = &["log_level"];
+/// key is named as needing a restart. Whatever is listed here, [`Config::apply_reloadable`]
+/// must copy.
+pub const RELOADABLE: &[&str] = &["log_level", "exports"];
 
 /// What a SIGHUP's new configuration changes, key by key (TOML names).
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -284,9 +286,18 @@ fn listen_or_off<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Socket
 
 impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let c: Config = toml::from_str(text).map_err(|err| ConfigError::Parse {
-            path: path.to_path_buf(),
-            err: Box::new(err),
+        let c: Config = toml::from_str(text).map_err(|err| {
+            if err.message().contains("`allow_auth_none`") {
+                return ConfigError::Invalid(format!(
+                    "{}: allow_auth_none is gone: AUTH_NONE is off by default, and an \
+                     [[exports.clients]] rule with sec = [\"sys\", \"none\"] accepts it",
+                    path.display()
+                ));
+            }
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                err: Box::new(err),
+            }
         })?;
         c.validate()?;
         Ok(c)
@@ -339,6 +350,13 @@ impl Config {
     /// Takes the [`RELOADABLE`] keys of `new` (a SIGHUP); everything else stays as started.
     pub fn apply_reloadable(&mut self, new: &Config) {
         self.log_level = new.log_level.clone();
+        self.exports = new.exports.clone();
+    }
+
+    /// The exports compiled (host names resolved): checked at load, so a bad rule fails the
+    /// start or the reload.
+    pub fn export_table(&self) -> Result<ExportTable, ConfigError> {
+        ExportTable::compile(&self.exports).map_err(|e| ConfigError::Invalid(e.to_string()))
     }
 
     pub fn apply(&mut self, o: &Overrides) {
@@ -391,6 +409,7 @@ impl Config {
             ));
         }
         self.log_filter()?;
+        self.export_table()?;
         self.check_nvme_access()
     }
 
@@ -434,6 +453,13 @@ impl Config {
             _ => Some(self.nvme_listen),
         };
         let mut w = Vec::new();
+        if nfs_remote && self.export_table().is_ok_and(|t| !t.admits_remote()) {
+            w.push(format!(
+                "NFS listens on {} but the exports admit only this machine: other hosts get \
+                 NFS4ERR_ACCESS (add [[exports]] client rules, docs/admin-guide.md \"Exports\")",
+                self.listen
+            ));
+        }
         match data {
             Some(None) if nfs_remote => w.push(format!(
                 "NFS listens on {} but the NVMe/TCP target is off: remote clients get no \
@@ -512,9 +538,9 @@ impl Config {
     pub fn rpc_options(&self) -> RpcOptions {
         RpcOptions {
             max_record: self.max_record_size.0 as usize,
-            auth: crate::rpc::auth::AuthPolicy {
-                allow_none: self.allow_auth_none,
-            },
+            // AUTH_NONE passes the transport, as in knfsd; the export's rule decides whether it
+            // may touch the namespace (WRONGSEC unless its `sec` lists "none").
+            auth: crate::rpc::auth::AuthPolicy { allow_none: true },
             max_connections: self.max_connections,
             idle_timeout: Duration::from_secs(self.idle_timeout_seconds),
             ..RpcOptions::default()
@@ -558,9 +584,13 @@ mod tests {
             log_force_interval_seconds = 5
             metadata_cache = "64M"
             max_record_size = 2097152
-            allow_auth_none = false
             max_connections = 50
             idle_timeout_seconds = 7
+            [[exports]]
+            path = "/"
+            [[exports.clients]]
+            hosts = ["10.0.0.0/24"]
+            access = "ro"
         "#;
         let c = Config::parse(text, Path::new("t.toml")).unwrap();
         assert_eq!(c.volume_path(), PathBuf::from("/dev/nvme0n1"));
@@ -583,11 +613,63 @@ mod tests {
             "metadata_cache defaults to 256M"
         );
         let r = c.rpc_options();
-        assert_eq!((r.max_record, r.auth.allow_none), (2 << 20, false));
+        // AUTH_NONE passes the transport; the export rules refuse it (crate::exports).
+        assert_eq!((r.max_record, r.auth.allow_none), (2 << 20, true));
+        assert_eq!(c.exports.len(), 1);
+        assert_eq!(
+            c.exports[0].clients[0].access,
+            crate::exports::AccessMode::Ro
+        );
         assert_eq!(
             (r.max_connections, r.idle_timeout),
             (50, Duration::from_secs(7))
         );
+    }
+
+    /// Issue 12 Deliver 3: the exports section parses with knfsd's defaults, a bad rule
+    /// fails the load, and the old AUTH_NONE switch says what replaced it.
+    #[test]
+    fn exports_parse_with_knfsd_defaults_and_bad_rules_fail() {
+        use crate::exports::{AccessMode, SecFlavor};
+        use crate::rpc::auth::Squash;
+        let c = Config::parse(
+            "[[exports]]\n[[exports.clients]]\nhosts = [\"*\"]\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        let r = &c.exports[0].clients[0];
+        assert_eq!(c.exports[0].path, "/");
+        assert_eq!(
+            (
+                r.access,
+                r.squash,
+                r.anon_uid,
+                r.anon_gid,
+                &r.sec[..],
+                r.pnfs
+            ),
+            (
+                AccessMode::Rw,
+                Squash::Root,
+                65534,
+                65534,
+                &[SecFlavor::Sys][..],
+                true
+            )
+        );
+        for bad in [
+            "[[exports]]\npath = \"/srv\"\n[[exports.clients]]\nhosts = [\"*\"]",
+            "[[exports]]\nclients = []",
+            "[[exports]]\n[[exports.clients]]\nhosts = [\"10.0.0.0/40\"]",
+            "[[exports]]\n[[exports.clients]]\nhosts = [\"*\"]\nsquash = \"root\"",
+            "[[exports]]\n[[exports.clients]]\nhosts = [\"*\"]\nsec = [\"krb5\"]",
+            "[[exports]]\n[[exports.clients]]\nhosts = [\"*\"]\nsec = []",
+            "[[exports]]\n[[exports.clients]]\nhost = [\"*\"]",
+        ] {
+            assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
+        }
+        let e = Config::parse("allow_auth_none = true", Path::new("x")).unwrap_err();
+        assert!(e.to_string().contains("sec = [\"sys\", \"none\"]"), "{e}");
     }
 
     #[test]
@@ -770,18 +852,30 @@ mod tests {
                 .reachability_warnings()
         };
         assert!(warn("").is_empty());
-        let w = warn("listen = \"0.0.0.0:2049\"");
+        let any = "\n[[exports]]\n[[exports.clients]]\nhosts = [\"*\"]\n";
+        let w = warn(&format!("listen = \"0.0.0.0:2049\"{any}"));
         assert!(w.len() == 1 && w[0].contains("fall back"), "{w:?}");
-        let w = warn("listen = \"0.0.0.0:2049\"\nnvme_listen = \"off\"");
+        let w = warn(&format!(
+            "listen = \"0.0.0.0:2049\"\nnvme_listen = \"off\"{any}"
+        ));
         assert!(w.len() == 1 && w[0].contains("off"), "{w:?}");
+        // The built-in exports admit this machine only: a remote listener is told so.
+        let w = warn("listen = \"0.0.0.0:2049\"\nnvme_listen = \"off\"");
+        assert!(
+            w.len() == 2 && w[0].contains("admit only this machine"),
+            "{w:?}"
+        );
         let w = warn("nvme_listen = \"0.0.0.0:4420\"\nnvme_allow_any_host = true");
         assert!(w.len() == 1 && w[0].contains("cannot mount"), "{w:?}");
-        assert!(warn(
-            "listen = \"0.0.0.0:2049\"\nnvme_listen = \"0.0.0.0:4420\"\nnvme_allow_any_host = true"
-        )
+        assert!(warn(&format!(
+            "listen = \"0.0.0.0:2049\"\nnvme_listen = \"0.0.0.0:4420\"\nnvme_allow_any_host = true{any}"
+        ))
         .is_empty());
         // An external volume: its target is not ours to judge.
-        assert!(warn("listen = \"0.0.0.0:2049\"\nvolume = \"nvme-tcp://h/nqn.a\"").is_empty());
+        assert!(warn(&format!(
+            "listen = \"0.0.0.0:2049\"\nvolume = \"nvme-tcp://h/nqn.a\"{any}"
+        ))
+        .is_empty());
     }
 
     /// Issue 12 Deliver 2: SIGHUP applies log_level and names every other changed key.
@@ -790,18 +884,28 @@ mod tests {
         let old = Config::default();
         let new = Config::parse(
             "log_level = \"debug\"\nlisten = \"127.0.0.1:3049\"\nnvme_listen = \"off\"\n\
-             metrics_listen = \"127.0.0.1:9400\"\nlayout_types = [\"block\", \"scsi\"]",
+             metrics_listen = \"127.0.0.1:9400\"\nlayout_types = [\"block\", \"scsi\"]\n\
+             [[exports]]\n[[exports.clients]]\nhosts = [\"10.0.0.0/8\"]\naccess = \"ro\"",
             Path::new("x"),
         )
         .unwrap();
         let plan = reload_plan(&old, &new).unwrap();
         assert_eq!(
-            plan.apply,
-            vec![(
+            plan.apply.iter().map(|a| &a.0[..]).collect::<Vec<_>>(),
+            ["exports", "log_level"]
+        );
+        assert_eq!(
+            plan.apply[1],
+            (
                 "log_level".to_string(),
                 "\"info\"".to_string(),
                 "\"debug\"".to_string()
-            )]
+            )
+        );
+        assert!(
+            plan.apply[0].2.contains("10.0.0.0/8"),
+            "{:?}",
+            plan.apply[0]
         );
         assert_eq!(
             plan.restart,
@@ -833,14 +937,21 @@ mod tests {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd.toml"),
         )
         .unwrap();
-        let documented = example
+        // The plain keys come before the first table (`[[exports]]`), which documents itself.
+        let plain = example
             .lines()
+            .take_while(|l| !l.trim_start_matches("# ").starts_with("[["))
             .filter_map(|l| l.trim_start_matches("# ").split_once(" = "))
             .filter(|(k, _)| !k.contains(' ') && !k.is_empty())
             .map(|(k, _)| k)
             .collect::<std::collections::BTreeSet<_>>()
             .len();
-        assert_eq!(keys, documented, "deploy/pnfsd.toml documents every key");
+        let tables = usize::from(example.lines().any(|l| l == "[[exports]]"));
+        assert_eq!(
+            keys,
+            plain + tables,
+            "deploy/pnfsd.toml documents every key"
+        );
         assert!(Config::parse("log_level = \"info,[\"", Path::new("x")).is_err());
     }
 

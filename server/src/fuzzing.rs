@@ -729,8 +729,17 @@ pub mod seeds {
                     features: 0,
                     geometry,
                     created: 1_700_000_000,
+                    mounted: None,
                 };
-                vec![("mkfs-1g".to_string(), sb.encode())]
+                // and as a mount marks it (store/mount.rs mark_mounted)
+                let marked = Superblock {
+                    mounted: Some(layout::MountMark::new("mds-a", 42, 1_800_000_000)),
+                    ..sb
+                };
+                vec![
+                    ("mkfs-1g".to_string(), sb.encode()),
+                    ("mounted-1g".to_string(), marked.encode()),
+                ]
             })
             .unwrap_or_default()
     }

@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod config;
 pub mod device_watch;
+pub mod exports;
 pub mod fuzzing;
 #[cfg(test)]
 mod log_capture;

@@ -425,6 +425,8 @@ struct Reloader<'a> {
     overrides: Overrides,
     log: &'a Logging,
     running: Config,
+    /// The server whose exports a reload replaces (set once it exists).
+    srv: Option<Arc<Server>>,
 }
 
 impl Reloader<'_> {
@@ -448,7 +450,15 @@ impl Reloader<'_> {
                 return;
             }
         };
+        let mut new = new;
         for (key, old, new_v) in &plan.apply {
+            if key == "exports" {
+                if !self.reload_exports(&new) {
+                    // Not applied: the running rules stay, and stay the running config.
+                    new.exports = self.running.exports.clone();
+                }
+                continue;
+            }
             if key == "log_level" && self.log.env.is_some() {
                 tracing::warn!("SIGHUP: {key} {old} -> {new_v} not applied: RUST_LOG overrides it");
                 continue;
@@ -469,6 +479,36 @@ impl Reloader<'_> {
             tracing::info!("SIGHUP: {} reloaded, nothing changed", path.display());
         }
         self.running.apply_reloadable(&new);
+    }
+
+    /// Puts `new`'s exports in force; `false` (logged) if they do not compile.
+    fn reload_exports(&self, new: &Config) -> bool {
+        let table = match new.export_table() {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!("SIGHUP: {e}; the running exports stay");
+                return false;
+            }
+        };
+        if let Some(srv) = &self.srv {
+            srv.exports.replace(table);
+        }
+        let old = pnfsd::exports::describe(&self.running.exports);
+        let now = pnfsd::exports::describe(&new.exports);
+        let mut told = false;
+        for r in old.iter().filter(|r| !now.contains(r)) {
+            tracing::info!("SIGHUP: exports: rule removed: {r}");
+            told = true;
+        }
+        for r in now.iter().filter(|r| !old.contains(r)) {
+            tracing::info!("SIGHUP: exports: rule added: {r}");
+            told = true;
+        }
+        if !told {
+            // Same rules in another order (the first match decides) or spelled otherwise.
+            tracing::info!("SIGHUP: exports: rules now: {}", now.join("; "));
+        }
+        true
     }
 }
 
@@ -536,6 +576,7 @@ fn serve(a: &ServeArgs, log: &Logging) -> Result<(), DaemonError> {
         overrides,
         log,
         running: cfg.clone(),
+        srv: None,
     };
     let res = serve_volume(&cfg, &volume, rt, listeners, signals, reloader, &mut fresh);
     // Failed before it served: what this start created goes (issue 12).
@@ -553,7 +594,7 @@ fn serve_volume(
     rt: tokio::runtime::Runtime,
     listeners: Listeners,
     signals: Signals,
-    reloader: Reloader<'_>,
+    mut reloader: Reloader<'_>,
     fresh: &mut Option<FreshVolume>,
 ) -> Result<(), DaemonError> {
     notify(&[sd_notify::NotifyState::Status(&format!(
@@ -572,6 +613,11 @@ fn serve_volume(
     );
     let opts = cfg.nfs_options();
     let srv = Arc::new(Server::new(store.clone(), opts));
+    srv.exports.replace(cfg.export_table()?);
+    for r in pnfsd::exports::describe(&cfg.exports) {
+        tracing::info!("export: {r}");
+    }
+    reloader.srv = Some(srv.clone());
     let served = rt.block_on(run(
         cfg,
         volume,

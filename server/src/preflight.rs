@@ -139,9 +139,15 @@ fn own_superblock(b0: &[u8]) -> Option<String> {
     }
     Some(match layout::Superblock::decode(b0) {
         Ok(sb) => format!(
-            "a pnfsd volume (uuid {}, {} bytes)",
+            "a pnfsd volume (uuid {}, {} bytes){}",
             uuid::Uuid::from_bytes(sb.uuid),
-            sb.geometry.total_blocks * layout::BLOCK_SIZE as u64
+            sb.geometry.total_blocks * layout::BLOCK_SIZE as u64,
+            // An external namespace cannot be locked: the mark names who may serve it.
+            sb.mounted.map_or(String::new(), |m| format!(
+                " marked mounted by {}: a pnfsd may be serving it, or stopped without a clean \
+                 unmount",
+                crate::store::describe_mark(&m)
+            ))
         ),
         Err(e) => format!("a pnfsd volume ({e})"),
     })

@@ -61,6 +61,8 @@ pub struct Server {
     pub layouts: crate::nfs4::layouts::Layouts,
     /// Callbacks waiting for the backchannel (layout recalls; `callback::run_sender`).
     pub callbacks: crate::nfs4::callback::CbQueue,
+    /// The exports and client rules in force (crate::exports; SIGHUP replaces them).
+    pub exports: crate::exports::Exports,
 }
 
 impl Server {
@@ -77,6 +79,7 @@ impl Server {
             opts,
             layouts: Default::default(),
             callbacks: Default::default(),
+            exports: Default::default(),
         }
     }
 }

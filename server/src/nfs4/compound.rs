@@ -3,12 +3,14 @@
 //!
 //! The dispatcher checks everything the table and the session say, once (style.md rule 8):
 //! minor version, ILLEGAL opcodes, the SEQUENCE rules of RFC 8881 §2.10.6 / §18.46.3, the
-//! session's operation and size limits, the current filehandle. Its core, [`run_compound`],
+//! session's operation and size limits, the current filehandle, and the export's client rule
+//! (crate::exports, decided once per COMPOUND in [`Ctx::new`]). Its core, [`run_compound`],
 //! is generic over [`OpEnv`] so those rules are tested with fake operations; [`process`]
 //! runs it over the real table and hands SEQUENCE'd replies to the reply cache.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::exports::{Decision, Need};
 use crate::nfs4::opcode::NfsOp;
 use crate::nfs4::ops::{self, OpFlags};
 use crate::nfs4::state::SessionSlotRef;
@@ -23,7 +25,12 @@ pub struct Ctx<'a> {
     pub srv: &'a Server,
     pub conn: &'a ConnInfo,
     pub minor: u32,
+    /// The credential the operations act with: the request's, squashed by the export rule.
     pub cred: Cred,
+    /// The request's credential as sent (the principal of client records, RFC 8881 §2.4).
+    pub rpc_cred: Cred,
+    /// What the export's client rule allows this request (the dispatcher enforces it).
+    pub access: Decision,
     pub current_fh: Option<Fh>,
     pub saved_fh: Option<Fh>,
     /// RFC 8881 §16.2.3.1.2: the current stateid, set by ops that return a stateid.
@@ -40,12 +47,17 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// The context of a request from `conn` with `cred`: the exports in force decide, once,
+    /// what it may do and as whom.
     pub fn new(srv: &'a Server, conn: &'a ConnInfo, cred: Cred) -> Self {
+        let access = srv.exports.current().decide(conn.peer.ip(), &cred);
         Ctx {
             srv,
             conn,
             minor: 0,
-            cred,
+            cred: access.cred.clone(),
+            rpc_cred: cred,
+            access,
             current_fh: None,
             saved_fh: None,
             current_stateid: None,
@@ -93,6 +105,13 @@ pub trait OpEnv {
         w: &mut XdrWriter,
     ) -> Result<(), NfsStat>;
     fn has_current_fh(&self) -> bool;
+    /// The export rule's refusal of an operation that needs `need`, if any. The default
+    /// refuses nothing: it is for fake environments (fuzzing, dispatcher tests); [`Ctx`]
+    /// answers from its [`Decision`].
+    fn refuse(&self, need: Need) -> Option<NfsStat> {
+        let _ = need;
+        None
+    }
     fn session(&self) -> Option<&SessionSlotRef>;
     fn take_cached_reply(&mut self) -> Option<Vec<u8>>;
 }
@@ -289,7 +308,8 @@ fn precheck<E: OpEnv>(
     if f.needs_fh && !env.has_current_fh() {
         return Some(NfsStat::NOFILEHANDLE);
     }
-    None
+    // The export's client rule (ACCESS, WRONGSEC, ROFS, LAYOUTUNAVAILABLE; crate::exports).
+    env.refuse(f.access)
 }
 
 /// RFC 8881 §2.10.6.4 / §18.46.3: a reply that outgrows the session's limits.
@@ -330,6 +350,10 @@ impl OpEnv for Ctx<'_> {
 
     fn has_current_fh(&self) -> bool {
         self.current_fh.is_some()
+    }
+
+    fn refuse(&self, need: Need) -> Option<NfsStat> {
+        self.access.check(need)
     }
 
     fn session(&self) -> Option<&SessionSlotRef> {

@@ -13,11 +13,16 @@ struct Fake {
     session: Option<SessionSlotRef>,
     cached: Option<Vec<u8>>,
     ran: Vec<NfsOp>,
+    /// The export rule's decision; `None` allows everything.
+    access: Option<crate::exports::Decision>,
 }
 
 impl OpEnv for Fake {
     fn meta(&self, op: NfsOp) -> Option<OpFlags> {
         ops::lookup(op).map(|d| d.flags)
+    }
+    fn refuse(&self, need: Need) -> Option<NfsStat> {
+        self.access.as_ref().and_then(|d| d.check(need))
     }
     fn begin(&mut self, minor: u32, _: usize) {
         self.minor = minor;
@@ -649,4 +654,66 @@ proptest::proptest! {
             .collect();
         let _ = run_compound(&mut Fake::default(), &args(b"", minor, &list), SIZES);
     }
+}
+
+/// The export's client rule is enforced from the table's `access` flags, before the handler
+/// runs: the put-filehandle operations pass, the next operation is refused.
+#[test]
+fn export_rules_refuse_before_the_handler_runs() {
+    use crate::exports::{ClientRule, ExportConfig, ExportTable};
+    use crate::rpc::auth::Cred;
+    let t = ExportTable::compile(&[ExportConfig {
+        path: "/".into(),
+        clients: vec![ClientRule {
+            access: crate::exports::AccessMode::Ro,
+            ..ClientRule::for_hosts(&["127.0.0.2"])
+        }],
+    }])
+    .unwrap();
+    let sys = Cred {
+        flavor: crate::rpc::msg::flavor::AUTH_SYS,
+        uid: 1000,
+        gid: 1000,
+        gids: vec![],
+        machine: vec![],
+    };
+    let run_as = |peer: &str, cred: &Cred, ops: &[(NfsOp, &[u32])]| {
+        let mut f = Fake {
+            fh: true,
+            access: Some(t.decide(peer.parse().unwrap(), cred)),
+            ..Fake::default()
+        };
+        let mut all = vec![(NfsOp::SEQUENCE, SEQ)];
+        all.extend_from_slice(ops);
+        let out = run_compound(&mut f, &args(b"", 1, &all), SIZES).unwrap();
+        (f.ran, results(&out, 0).1)
+    };
+    let read = [(NfsOp::PUTROOTFH, &[][..]), (NfsOp::GETFH, &[][..])];
+    // Read-only: reads run, a change is ROFS, a layout unavailable.
+    let (ran, res) = run_as("127.0.0.2", &sys, &read);
+    assert_eq!(ran, [NfsOp::SEQUENCE, NfsOp::PUTROOTFH, NfsOp::GETFH]);
+    assert_eq!(res[2], (NfsOp::GETFH, NfsStat::OK));
+    for (op, st) in [
+        (NfsOp::WRITE, NfsStat::ROFS),
+        (NfsOp::REMOVE, NfsStat::ROFS),
+        (NfsOp::LAYOUTGET, NfsStat::LAYOUTUNAVAILABLE),
+    ] {
+        let (ran, res) = run_as("127.0.0.2", &sys, &[(NfsOp::PUTROOTFH, &[]), (op, &[])]);
+        assert!(!ran.contains(&op), "{op:?} ran");
+        assert_eq!(res[2], (op, st));
+    }
+    // A host no rule names: ACCESS on the first operation on the namespace.
+    let (ran, res) = run_as("127.0.0.9", &sys, &read);
+    assert_eq!(ran, [NfsOp::SEQUENCE, NfsOp::PUTROOTFH]);
+    assert_eq!(res[2], (NfsOp::GETFH, NfsStat::ACCESS));
+    // AUTH_NONE on a rule without sec "none": WRONGSEC, but SECINFO_NO_NAME answers.
+    let none = Cred::anonymous(65534, 65534);
+    let (_, res) = run_as("127.0.0.2", &none, &read);
+    assert_eq!(res[2], (NfsOp::GETFH, NfsStat::WRONGSEC));
+    let (ran, _) = run_as(
+        "127.0.0.2",
+        &none,
+        &[(NfsOp::PUTROOTFH, &[]), (NfsOp::SECINFO_NO_NAME, &[])],
+    );
+    assert!(ran.contains(&NfsOp::SECINFO_NO_NAME));
 }

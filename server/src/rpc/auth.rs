@@ -26,6 +26,68 @@ pub struct Cred {
 
 impl Cred {
     pub const NOBODY: u32 = 65534;
+
+    /// An AUTH_NONE caller, acting as `uid`:`gid`.
+    pub fn anonymous(uid: u32, gid: u32) -> Cred {
+        Cred {
+            flavor: flavor::AUTH_NONE,
+            uid,
+            gid,
+            gids: Vec::new(),
+            machine: Vec::new(),
+        }
+    }
+
+    /// The credential an export rule makes of this one (knfsd `nfsd_setuser`): `Root` maps
+    /// uid 0 to `anon_uid` and gid 0 (primary or supplementary) to `anon_gid`; `All` maps
+    /// everyone to the anon ids without groups. An AUTH_NONE caller is always the anon ids.
+    pub fn squashed(&self, squash: Squash, anon_uid: u32, anon_gid: u32) -> Cred {
+        if self.flavor == flavor::AUTH_NONE || squash == Squash::All {
+            return Cred {
+                flavor: self.flavor,
+                machine: self.machine.clone(),
+                ..Cred::anonymous(anon_uid, anon_gid)
+            };
+        }
+        let mut c = self.clone();
+        if squash == Squash::Root {
+            if c.uid == 0 {
+                c.uid = anon_uid;
+            }
+            if c.gid == 0 {
+                c.gid = anon_gid;
+            }
+            for g in &mut c.gids {
+                if *g == 0 {
+                    *g = anon_gid;
+                }
+            }
+        }
+        c
+    }
+}
+
+/// Root squashing of an export rule (knfsd `root_squash` / `no_root_squash` / `all_squash`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+pub enum Squash {
+    /// The default, as in knfsd.
+    #[default]
+    #[serde(rename = "root_squash")]
+    Root,
+    #[serde(rename = "no_root_squash")]
+    None,
+    #[serde(rename = "all_squash")]
+    All,
+}
+
+impl Squash {
+    pub fn name(self) -> &'static str {
+        match self {
+            Squash::Root => "root_squash",
+            Squash::None => "no_root_squash",
+            Squash::All => "all_squash",
+        }
+    }
 }
 
 /// What the configuration allows.
@@ -61,13 +123,7 @@ pub fn authenticate(
             if !null_proc && !policy.allow_none {
                 return Err(AuthStat::TooWeak);
             }
-            Ok(Cred {
-                flavor: flavor::AUTH_NONE,
-                uid: Cred::NOBODY,
-                gid: Cred::NOBODY,
-                gids: Vec::new(),
-                machine: Vec::new(),
-            })
+            Ok(Cred::anonymous(Cred::NOBODY, Cred::NOBODY))
         }
         flavor::AUTH_SYS => {
             let cred = decode_authsys(call.cred.body).ok_or(AuthStat::BadCred)?;

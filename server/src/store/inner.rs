@@ -88,6 +88,9 @@ pub struct MountStats {
     /// Time spent reading the checkpoint, and inside `Log::mount` (recovery).
     pub load_ms: u64,
     pub log_mount_ms: u64,
+    /// The mount mark an earlier mount left in the superblock (it did not unmount cleanly),
+    /// logged as a warning at mount.
+    pub stale_mark: Option<layout::MountMark>,
 }
 
 /// Log space reserved for a namespace transaction: the items of a rename (≤ 8 items of

@@ -50,6 +50,7 @@ mod misc;
 #[cfg(test)]
 mod model_tests;
 mod mount;
+pub use mount::describe_mark;
 mod ns;
 mod rename;
 mod setattr;

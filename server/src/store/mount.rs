@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use layout::{Allocator, Geometry, Superblock};
+use layout::{Allocator, Geometry, MountMark, Superblock};
 use metalog::{BlockDev, FileDev, FlushSeq, Log, LogOptions, Writeback};
 
 use super::cache::PageCache;
@@ -74,6 +74,12 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
     if Superblock::looks_formatted(&b0) && !force {
         return Err(StoreError::Exist);
     }
+    if let Some(m) = Superblock::decode(&b0).ok().and_then(|sb| sb.mounted) {
+        tracing::warn!(
+            "mkfs --force over a volume marked mounted by {}",
+            describe_mark(&m)
+        );
+    }
     let g = Geometry::for_volume(dev.size()).map_err(sb_err)?;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     // The log region is zero-written, not left sparse, by `Log::format` below: a later log
@@ -109,6 +115,7 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
         features: 0,
         geometry: g,
         created,
+        mounted: None,
     };
     // Superblock last and durable: a crash during mkfs leaves an unformatted volume.
     dev.write_fua(&sb.encode(), 0)?;
@@ -275,11 +282,13 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         Arc::downgrade(&inner) as std::sync::Weak<dyn Writeback>;
     inner.log.set_writeback(w);
     inner.free_orphans()?;
+    let stale_mark = inner.mark_mounted()?;
     let stats = MountStats {
         blocks_read: reads.load(Ordering::Relaxed),
         items_replayed: replayed,
         load_ms,
         log_mount_ms,
+        stale_mark,
     };
     let _ = inner.mount_stats.set(stats);
     let (files, free_extents) = {
@@ -381,8 +390,134 @@ impl Inner {
     }
 
     /// The log forces everything, calls our write-back, moves its tail and writes the
-    /// clean-unmount record: the next mount replays nothing.
+    /// clean-unmount record: the next mount replays nothing. Then the mount mark is cleared.
     pub fn unmount(&self) -> Result<()> {
-        self.log.unmount().map_err(log_err)
+        self.log.unmount().map_err(log_err)?;
+        let sb = Superblock {
+            mounted: None,
+            ..self.sb
+        };
+        self.dev.write_fua(&sb.encode(), 0)?;
+        Ok(())
+    }
+
+    /// Writes "mounted by this host since now" into the superblock (durable before anything is
+    /// served) and returns the mark an earlier mount left, if any: that mount did not end with
+    /// a clean unmount, or another pnfsd is serving the volume now.
+    fn mark_mounted(&self) -> Result<Option<MountMark>> {
+        let stale = self.sb.mounted;
+        if let Some(m) = &stale {
+            tracing::warn!(
+                "volume {}: the superblock says it is mounted by {}; that pnfsd stopped without \
+                 a clean unmount, or is still serving this volume (two servers on one volume \
+                 corrupt it: stop one)",
+                uuid::Uuid::from_bytes(self.sb.uuid),
+                describe_mark(m)
+            );
+        }
+        let mark = MountMark::new(&host_name(), std::process::id(), Timespec::now().sec);
+        let sb = Superblock {
+            mounted: Some(mark),
+            ..self.sb
+        };
+        self.dev.write_fua(&sb.encode(), 0)?;
+        Ok(stale)
+    }
+}
+
+/// "host H (pid P) since T", T in RFC 3339 UTC: what mkfs and a mount say about a mark.
+pub fn describe_mark(m: &MountMark) -> String {
+    let since = std::time::UNIX_EPOCH + std::time::Duration::from_secs(m.since.max(0) as u64);
+    format!(
+        "host {} (pid {}) since {}",
+        m.host(),
+        m.pid,
+        humantime::format_rfc3339_seconds(since)
+    )
+}
+
+/// This machine's name as the kernel has it (uname -n); "unknown" if it cannot be read.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use metalog::{BlockDev, CrashDev};
+
+    use super::super::{tests::VOL, Store, StoreOptions};
+    use super::*;
+
+    fn on_disk(dev: &dyn BlockDev) -> Option<MountMark> {
+        let mut b0 = vec![0u8; BLOCK as usize];
+        dev.read_at(&mut b0, 0).unwrap();
+        Superblock::decode(&b0).unwrap().mounted
+    }
+
+    #[test]
+    fn the_mount_mark_is_written_at_mount_and_cleared_by_a_clean_unmount() {
+        let dev = Arc::new(CrashDev::new(VOL, 7));
+        Store::mkfs_dev(dev.clone(), false).unwrap();
+        assert_eq!(on_disk(&*dev), None, "mkfs leaves the volume unmounted");
+        let before = Timespec::now().sec;
+        let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+        assert_eq!(s.mount_stats().stale_mark, None);
+        let m = on_disk(&*dev).expect("marked at mount");
+        assert_eq!((m.host(), m.pid), (host_name(), std::process::id()));
+        assert!(m.since >= before && m.since <= Timespec::now().sec);
+        s.unmount().unwrap();
+        drop(s);
+        assert_eq!(on_disk(&*dev), None, "cleared by the clean unmount");
+        // The next mount after a clean unmount finds no mark.
+        let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+        assert_eq!(s.mount_stats().stale_mark, None);
+        s.unmount().unwrap();
+    }
+
+    #[test]
+    fn a_mark_left_by_a_crash_is_reported_and_named_by_mkfs() {
+        let dev = Arc::new(CrashDev::new(VOL, 8));
+        Store::mkfs_dev(dev.clone(), false).unwrap();
+        let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+        let m = on_disk(&*dev).unwrap();
+        // Power loss: the mark (written with FUA) survives, the unmount never ran.
+        let survivor = Arc::new(dev.crash());
+        dev.freeze();
+        drop(s);
+        assert_eq!(on_disk(&*survivor), Some(m));
+        // mkfs without --force names who marked it (preflight, what `pnfsd mkfs` runs first).
+        let e = crate::preflight::check_unused_dev(&*survivor, "nvme-tcp://h/nqn.x")
+            .unwrap_err()
+            .to_string();
+        let since = describe_mark(&m);
+        assert!(
+            e.contains(&format!("marked mounted by {since}")) && e.contains("--force"),
+            "{e}"
+        );
+        assert!(since.contains(&host_name()) && since.contains('T') && since.ends_with('Z'));
+        // The next mount reports the stale mark, then marks the volume as its own.
+        let s = Store::open_dev(survivor.clone(), StoreOptions::default()).unwrap();
+        assert_eq!(s.mount_stats().stale_mark, Some(m));
+        assert!(on_disk(&*survivor).is_some());
+        s.unmount().unwrap();
+        drop(s);
+        // --force formats over a marked volume; the new volume is unmarked.
+        let s = Store::open_dev(survivor.clone(), StoreOptions::default()).unwrap();
+        let survivor2 = Arc::new(survivor.crash());
+        survivor.freeze();
+        drop(s);
+        assert!(on_disk(&*survivor2).is_some());
+        assert!(matches!(
+            Store::mkfs_dev(survivor2.clone(), false),
+            Err(StoreError::Exist)
+        ));
+        Store::mkfs_dev(survivor2.clone(), true).unwrap();
+        assert_eq!(on_disk(&*survivor2), None);
     }
 }

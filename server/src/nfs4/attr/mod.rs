@@ -225,7 +225,12 @@ pub fn with_env<R>(ctx: &Ctx, f: impl FnOnce(&AttrEnv<'_>) -> R) -> R {
     let env = AttrEnv {
         minor: ctx.minor,
         lease_seconds: ctx.srv.opts.lease_seconds,
-        layout_types: &ctx.srv.opts.layout_types,
+        // A client whose export rule says `pnfs = false` sees no layout type (crate::exports).
+        layout_types: if ctx.access.pnfs {
+            &ctx.srv.opts.layout_types
+        } else {
+            &[]
+        },
         volume_uuid: store.volume_uuid(),
         block_size: store.block_size(),
         fsstat: &fsstat,

@@ -11,11 +11,12 @@ use crate::rpc::msg::flavor;
 use crate::rpc::CbCred;
 use crate::xdr::{XdrReader, XdrResult};
 
-/// The principal of the request: who owns client records (RFC 8881 §2.4).
+/// The principal of the request: who owns client records (RFC 8881 §2.4), from the
+/// credential as sent, not as an export rule squashed it.
 pub fn principal(ctx: &Ctx<'_>) -> Principal {
     Principal {
-        flavor: ctx.cred.flavor,
-        uid: ctx.cred.uid,
+        flavor: ctx.rpc_cred.flavor,
+        uid: ctx.rpc_cred.uid,
     }
 }
 

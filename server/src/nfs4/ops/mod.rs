@@ -6,6 +6,7 @@
 //! status, and checks, once, everything the table says (minor version, SEQUENCE first or a
 //! sessionless op alone, NFSv4.0-only ops, current filehandle): handlers never re-check those.
 
+use crate::exports::Need;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::opcode::NfsOp;
 use crate::nfs4::status::NfsStat;
@@ -29,6 +30,9 @@ pub struct OpFlags {
     pub solo: bool,
     /// An NFSv4.0 operation that 4.1 made obsolete ("MNI", RFC 8881 §18 table 12): NOTSUPP.
     pub v40_only: bool,
+    /// What the export's client rule must allow (crate::exports): an operation with a
+    /// current filehandle reads the namespace unless the table says more or less.
+    pub access: Need,
 }
 
 /// An operation of the table: its handler and what the dispatcher checks first.
@@ -47,6 +51,7 @@ const fn op(handler: Handler, min_minor: u32) -> OpDesc {
             sessionless: false,
             solo: false,
             v40_only: false,
+            access: Need::Nothing,
         },
     }
 }
@@ -54,6 +59,16 @@ const fn op(handler: Handler, min_minor: u32) -> OpDesc {
 impl OpDesc {
     const fn fh(mut self) -> Self {
         self.flags.needs_fh = true;
+        self.flags.access = Need::Read;
+        self
+    }
+    /// Changes the namespace (ROFS on a read-only rule).
+    const fn write(mut self) -> Self {
+        self.flags.access = Need::Write;
+        self
+    }
+    const fn needs(mut self, access: Need) -> Self {
+        self.flags.access = access;
         self
     }
     const fn sessionless(mut self) -> Self {
@@ -164,13 +179,16 @@ static OPS: [Option<OpDesc>; TABLE_LEN] = table(&[
     (NfsOp::RECLAIM_COMPLETE, op(reclaim_complete::run, 1)),
     (NfsOp::OPEN, op(open::run, 0).fh()),
     (NfsOp::OPEN_DOWNGRADE, op(open_downgrade::run, 0).fh()),
-    (NfsOp::CLOSE, op(close::run, 0).fh()),
+    (NfsOp::CLOSE, op(close::run, 0).fh().needs(Need::Nothing)),
     (NfsOp::LOCK, op(lock::run, 0).fh()),
     (NfsOp::LOCKT, op(lockt::run, 0).fh()),
-    (NfsOp::LOCKU, op(locku::run, 0).fh()),
+    (NfsOp::LOCKU, op(locku::run, 0).fh().needs(Need::Nothing)),
     (NfsOp::TEST_STATEID, op(test_stateid::run, 1)),
     (NfsOp::FREE_STATEID, op(free_stateid::run, 1)),
-    (NfsOp::DELEGRETURN, op(delegreturn::run, 0).fh()),
+    (
+        NfsOp::DELEGRETURN,
+        op(delegreturn::run, 0).fh().needs(Need::Nothing),
+    ),
     // No delegations: DELEGPURGE is NOTSUPP (RFC 8881 §18.5.3, no CLAIM_DELEGATE_PREV),
     // and so are WANT_DELEGATION and GET_DIR_DELEGATION.
     (NfsOp::DELEGPURGE, op(notsupp, 0)),
@@ -193,24 +211,30 @@ static OPS: [Option<OpDesc>; TABLE_LEN] = table(&[
     (NfsOp::LOOKUP, op(lookup::run, 0).fh()),
     (NfsOp::LOOKUPP, op(lookupp::run, 0).fh()),
     (NfsOp::GETATTR, op(getattr::run, 0).fh()),
-    (NfsOp::SETATTR, op(setattr::run, 0).fh()),
+    (NfsOp::SETATTR, op(setattr::run, 0).fh().write()),
     (NfsOp::VERIFY, op(verify::run, 0).fh()),
     (NfsOp::NVERIFY, op(nverify::run, 0).fh()),
     (NfsOp::ACCESS, op(access::run, 0).fh()),
-    (NfsOp::CREATE, op(create::run, 0).fh()),
-    (NfsOp::REMOVE, op(remove::run, 0).fh()),
-    (NfsOp::RENAME, op(rename::run, 0).fh()),
-    (NfsOp::LINK, op(link::run, 0).fh()),
+    (NfsOp::CREATE, op(create::run, 0).fh().write()),
+    (NfsOp::REMOVE, op(remove::run, 0).fh().write()),
+    (NfsOp::RENAME, op(rename::run, 0).fh().write()),
+    (NfsOp::LINK, op(link::run, 0).fh().write()),
     (NfsOp::READDIR, op(readdir::run, 0).fh()),
     (NfsOp::READLINK, op(readlink::run, 0).fh()),
     (NfsOp::READ, op(read::run, 0).fh()),
-    (NfsOp::WRITE, op(write::run, 0).fh()),
-    (NfsOp::COMMIT, op(commit::run, 0).fh()),
-    (NfsOp::SECINFO, op(secinfo::run, 0).fh()),
-    (NfsOp::SECINFO_NO_NAME, op(secinfo_no_name::run, 1).fh()),
+    (NfsOp::WRITE, op(write::run, 0).fh().write()),
+    (NfsOp::COMMIT, op(commit::run, 0).fh().write()),
+    (
+        NfsOp::SECINFO,
+        op(secinfo::run, 0).fh().needs(Need::Secinfo),
+    ),
+    (
+        NfsOp::SECINFO_NO_NAME,
+        op(secinfo_no_name::run, 1).fh().needs(Need::Secinfo),
+    ),
     (NfsOp::OPENATTR, op(notsupp, 0).fh()),
-    (NfsOp::ALLOCATE, op(allocate::run, 2).fh()),
-    (NfsOp::DEALLOCATE, op(deallocate::run, 2).fh()),
+    (NfsOp::ALLOCATE, op(allocate::run, 2).fh().write()),
+    (NfsOp::DEALLOCATE, op(deallocate::run, 2).fh().write()),
     (NfsOp::SEEK, op(seek::run, 2).fh()),
     (NfsOp::READ_PLUS, op(notsupp, 2).fh()),
     (NfsOp::COPY, op(notsupp, 2).fh()),
@@ -221,16 +245,28 @@ static OPS: [Option<OpDesc>; TABLE_LEN] = table(&[
     (NfsOp::WRITE_SAME, op(notsupp, 2).fh()),
     (NfsOp::CLONE, op(notsupp, 2).fh()),
     (NfsOp::GETXATTR, op(getxattr::run, 2).fh()),
-    (NfsOp::SETXATTR, op(setxattr::run, 2).fh()),
+    (NfsOp::SETXATTR, op(setxattr::run, 2).fh().write()),
     (NfsOp::LISTXATTRS, op(listxattrs::run, 2).fh()),
-    (NfsOp::REMOVEXATTR, op(removexattr::run, 2).fh()),
+    (NfsOp::REMOVEXATTR, op(removexattr::run, 2).fh().write()),
     // ---- pNFS operations (layout work) ----
-    (NfsOp::LAYOUTGET, op(layoutget::run, 1).fh()),
-    (NfsOp::LAYOUTCOMMIT, op(layoutcommit::run, 1).fh()),
+    (
+        NfsOp::LAYOUTGET,
+        op(layoutget::run, 1).fh().needs(Need::Layout),
+    ),
+    (
+        NfsOp::LAYOUTCOMMIT,
+        op(layoutcommit::run, 1).fh().needs(Need::LayoutWrite),
+    ),
     // LAYOUTRETURN(ALL) needs no current filehandle; FILE and FSID check for one.
     (NfsOp::LAYOUTRETURN, op(layoutreturn::run, 1)),
-    (NfsOp::GETDEVICEINFO, op(getdeviceinfo::run, 1)),
-    (NfsOp::GETDEVICELIST, op(getdevicelist::run, 1).fh()),
+    (
+        NfsOp::GETDEVICEINFO,
+        op(getdeviceinfo::run, 1).needs(Need::Layout),
+    ),
+    (
+        NfsOp::GETDEVICELIST,
+        op(getdevicelist::run, 1).fh().needs(Need::Layout),
+    ),
     (NfsOp::LAYOUTERROR, op(notsupp, 2).fh()),
     (NfsOp::LAYOUTSTATS, op(notsupp, 2).fh()),
 ]);
@@ -261,6 +297,43 @@ mod tests {
             assert_eq!(lookup(NfsOp(n)).is_some(), known, "{:?}", NfsOp(n));
         }
         assert!(lookup(NfsOp::ILLEGAL).is_none());
+    }
+
+    /// Every operation on the current filehandle is checked against the export's rules,
+    /// except those that only give state back; every change needs a read-write rule.
+    #[test]
+    fn every_filehandle_operation_is_checked_against_the_exports() {
+        let gives_back = [NfsOp::CLOSE, NfsOp::LOCKU, NfsOp::DELEGRETURN];
+        let changes = [
+            NfsOp::SETATTR,
+            NfsOp::CREATE,
+            NfsOp::REMOVE,
+            NfsOp::RENAME,
+            NfsOp::LINK,
+            NfsOp::WRITE,
+            NfsOp::COMMIT,
+            NfsOp::ALLOCATE,
+            NfsOp::DEALLOCATE,
+            NfsOp::SETXATTR,
+            NfsOp::REMOVEXATTR,
+        ];
+        for n in 0..TABLE_LEN as u32 {
+            let Some(d) = lookup(NfsOp(n)) else { continue };
+            let op = NfsOp(n);
+            if d.flags.needs_fh && !gives_back.contains(&op) {
+                assert_ne!(d.flags.access, Need::Nothing, "{op:?}");
+            }
+            if changes.contains(&op) {
+                assert_eq!(d.flags.access, Need::Write, "{op:?}");
+            }
+        }
+        for op in [NfsOp::LAYOUTGET, NfsOp::GETDEVICEINFO, NfsOp::GETDEVICELIST] {
+            assert_eq!(lookup(op).unwrap().flags.access, Need::Layout, "{op:?}");
+        }
+        assert_eq!(
+            lookup(NfsOp::LAYOUTCOMMIT).unwrap().flags.access,
+            Need::LayoutWrite
+        );
     }
 }
 

@@ -119,6 +119,11 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         return Err(NfsStat::INVAL);
     }
     let share = ShareAccess::new(args.share_access & 0xff, args.share_deny)?;
+    // OPEN reads the namespace (the table's flag); opening for write or creating changes it,
+    // which the export's rule must allow (ROFS otherwise, as knfsd).
+    if share.access & ShareAccess::WRITE != 0 || args.create.is_some() {
+        ctx.access.require_write()?;
+    }
     let reclaim = matches!(args.claim, Claim::Previous(_));
     ctx.srv.state.check_open_reclaim(cid, reclaim)?;
     let t = find_or_create(ctx, &args, share)?;

@@ -1,5 +1,5 @@
 //! SECINFO (RFC 8881 §18.29): the security flavors for a name in the current directory.
-//! pnfsd offers AUTH_SYS and AUTH_NONE. On success the current filehandle is consumed
+//! The flavors are those the export's client rule accepts (crate::exports). On success the current filehandle is consumed
 //! (§2.6.3.1.1.8): a following operation that needs one gets NOFILEHANDLE.
 
 use crate::nfs4::compound::Ctx;
@@ -7,15 +7,15 @@ use crate::nfs4::helpers::fh::{cur_attr, require_dir};
 use crate::nfs4::helpers::name::{check_name, decode_component};
 use crate::nfs4::helpers::perm::{require, ACCESS4_LOOKUP};
 use crate::nfs4::status::NfsStat;
-use crate::rpc::msg::flavor;
 use crate::xdr::{XdrReader, XdrWriter};
 
 /// `SECINFO4resok`: the flavors in order of preference (no RPCSEC_GSS, so no
 /// `rpcsec_gss_info` bodies).
-pub fn encode_flavors(w: &mut XdrWriter) {
-    w.u32(2);
-    w.u32(flavor::AUTH_SYS);
-    w.u32(flavor::AUTH_NONE);
+pub fn encode_flavors(w: &mut XdrWriter, flavors: &[u32]) {
+    w.u32(flavors.len() as u32);
+    for f in flavors {
+        w.u32(*f);
+    }
 }
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
@@ -25,7 +25,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     check_name(&name)?;
     require(&ctx.cred, &dir, ACCESS4_LOOKUP)?;
     ctx.srv.store.lookup(dir.ino, &name)?;
-    encode_flavors(w);
+    encode_flavors(w, &ctx.access.flavors);
     ctx.current_fh = None;
     Ok(())
 }
@@ -33,11 +33,12 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc::msg::flavor;
 
     #[test]
     fn flavors() {
         let mut w = XdrWriter::new();
-        encode_flavors(&mut w);
+        encode_flavors(&mut w, &[flavor::AUTH_SYS, flavor::AUTH_NONE]);
         let mut r = XdrReader::new(&w.buf);
         assert_eq!(r.u32().unwrap(), 2);
         assert_eq!(

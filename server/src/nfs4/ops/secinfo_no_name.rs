@@ -27,7 +27,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         }
         _ => return Err(XdrError::BadValue.into()),
     }
-    encode_flavors(w);
+    encode_flavors(w, &ctx.access.flavors);
     ctx.current_fh = None;
     Ok(())
 }
