@@ -55,6 +55,9 @@ pub(crate) struct Namespace {
     /// Where the reservation state persists through power loss (`TargetConfig::ptpl_dir`);
     /// `None`: PTPL not supported.
     pub ptpl: Option<PtplFile>,
+    /// LBAs `[0, mds_blocks)` are the MDS's own: never written by a host
+    /// (`TargetConfig::mds_blocks`).
+    pub mds_blocks: u64,
 }
 
 impl Namespace {
@@ -74,6 +77,7 @@ impl Namespace {
             ids: NamespaceIds::from_volume_uuid(c.volume_uuid),
             resv: Mutex::new(resv),
             ptpl,
+            mds_blocks: 0,
         })
     }
 }

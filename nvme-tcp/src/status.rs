@@ -56,6 +56,9 @@ impl Status {
     pub const CONNECT_INVALID_HOST: Status = Status::new(1, 0x84);
     // Media and data integrity errors (SCT 2).
     pub const WRITE_FAULT: Status = Status::new(2, 0x80);
+    /// Access Denied (NVMe Base 2.0 Figure 103, SCT 2h SC 86h): the host may not touch these
+    /// blocks (the MDS's own, `TargetConfig::mds_blocks`).
+    pub const ACCESS_DENIED: Status = Status::new(2, 0x86);
     pub const UNRECOVERED_READ: Status = Status::new(2, 0x81);
 
     pub fn sct(self) -> u8 {

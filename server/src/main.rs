@@ -666,7 +666,8 @@ async fn run(
     let uuid_bytes = srv.store.volume_uuid();
     let nvme = match cfg.embedded_target() {
         Some(addr) => {
-            let tc = pnfsd::nvme::target_config(cfg, dev, uuid_bytes);
+            let mut tc = pnfsd::nvme::target_config(cfg, dev, uuid_bytes);
+            pnfsd::nvme::guard_mds_blocks(&mut tc, &srv.store.superblock().geometry);
             let target = pnfsd::nvme::bind(addr, tc).await?;
             tracing::info!(
                 "nvme-tcp target on {} subsystem {} namespace {} = {}",

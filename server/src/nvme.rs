@@ -103,6 +103,15 @@ pub fn target_config(cfg: &Config, dev: Arc<dyn BlockDev>, volume_uuid: [u8; 16]
     t
 }
 
+/// No host writes the volume's own blocks through the target: the superblock, the log and
+/// the checkpoints, everything before the data area (issue 12; the target answers Access
+/// Denied). The MDS writes them through its own device. Tree nodes live among the data
+/// blocks (docs/store.md): keeping hosts off those is the layouts' enforcement, not this.
+pub fn guard_mds_blocks(tc: &mut TargetConfig, g: &layout::Geometry) {
+    let lbas = g.data_start * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
+    tc.mds_blocks = vec![(NSID, lbas)];
+}
+
 /// Binds the target on `addr` (nothing is served until `Target::spawn`).
 pub async fn bind(addr: SocketAddr, tc: TargetConfig) -> Result<Target, NvmeError> {
     Target::bind(addr, tc).await.map_err(|err| match err {
@@ -303,6 +312,75 @@ mod tests {
         assert_eq!(rtype, Some(RType::EXCLUSIVE_ACCESS_REG_ONLY));
         assert_eq!(regs.len(), 1);
         target.shutdown();
+    }
+
+    /// Issue 12 item 4: through the embedded target no host writes, zeroes or deallocates the
+    /// superblock, the log or the checkpoints (Access Denied), while it still reads them (the
+    /// block layout's signature) and writes the data area; the volume mounts afterwards.
+    #[tokio::test]
+    async fn no_host_writes_the_mds_blocks() {
+        use crate::store::{Store, StoreOptions};
+        use bytes::Bytes;
+        use nvme_tcp::{Initiator, InitiatorConfig, Status};
+        let dir = tempfile::tempdir().unwrap();
+        let volume = dir.path().join("volume.img");
+        Store::mkfs(&volume, 64 << 20, false).unwrap();
+        let store = Store::open(&volume, StoreOptions::default()).unwrap();
+        let g = store.superblock().geometry;
+        let uuid = store.volume_uuid();
+        drop(store);
+        let cfg = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&volume).unwrap());
+        let mut tc = target_config(&cfg, dev, uuid);
+        guard_mds_blocks(&mut tc, &g);
+        let target = bind("127.0.0.1:0".parse().unwrap(), tc).await.unwrap();
+        let _task = target.spawn();
+        let ini = Initiator::connect(
+            target.local_addr(),
+            InitiatorConfig::new(cfg.nvme_nqn.clone(), "nqn.2014-08.org.example:stray"),
+        )
+        .await
+        .unwrap();
+        let denied = |r: Result<(), nvme_tcp::Error>| matches!(r, Err(nvme_tcp::Error::Status(s)) if s == Status::ACCESS_DENIED);
+        let lba = |block: u64| block * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
+        let junk = || Bytes::from(vec![0xeeu8; LBA_SIZE as usize]);
+        let first_data = lba(g.data_start);
+        assert!(first_data > 0);
+        for at in [0, lba(g.log_start), first_data - 1] {
+            assert!(
+                denied(ini.write(NSID, at, junk(), LBA_SIZE, false).await),
+                "{at}"
+            );
+            assert!(
+                denied(ini.write(NSID, at, junk(), LBA_SIZE, true).await),
+                "{at}"
+            );
+            assert!(denied(ini.write_zeroes(NSID, at, 1).await), "{at}");
+            assert!(denied(ini.deallocate(NSID, &[(at, 1)]).await), "{at}");
+        }
+        // A write that starts before the data area and runs into it is refused whole.
+        let two = Bytes::from(vec![0xeeu8; 2 * LBA_SIZE as usize]);
+        assert!(denied(
+            ini.write(NSID, first_data - 1, two, LBA_SIZE, false).await
+        ));
+        // Reads are allowed (the signature), and so are the data area (its last block: no
+        // tree node there in a fresh volume) and Flush.
+        let sb = ini.read(NSID, 0, 1, LBA_SIZE).await.unwrap();
+        assert_eq!(
+            &sb[..],
+            &std::fs::read(&volume).unwrap()[..LBA_SIZE as usize]
+        );
+        let last = lba(g.total_blocks) - 1;
+        ini.write(NSID, last, junk(), LBA_SIZE, false)
+            .await
+            .unwrap();
+        ini.flush(NSID).await.unwrap();
+        target.shutdown();
+        drop(ini);
+        Store::open(&volume, StoreOptions::default()).unwrap();
     }
 
     /// Issue 13 ("after a SIGKILL restart, the SCSI reservations and the fence state are

@@ -130,6 +130,14 @@ fn the_initiator_reads_the_superblock_and_writes_the_volume_through_pnfsd() {
         let b0 = ini.read(1, 0, 1, 4096).await.unwrap();
         assert_eq!(&b0[..8], &layout::superblock::MAGIC);
         assert_eq!(&b0[32..48], &uuid, "the same volume");
+        // The superblock is the MDS's: no host writes it through the target (issue 12).
+        let stray = ini
+            .write(1, 0, bytes::Bytes::from(vec![0u8; 4096]), 4096, false)
+            .await;
+        assert!(
+            matches!(stray, Err(nvme_tcp::Error::Status(s)) if s == nvme_tcp::Status::ACCESS_DENIED),
+            "{stray:?}"
+        );
         // The last two blocks are data area, unused on a fresh volume.
         let last = ns.blocks - 2;
         ini.write(1, last, bytes::Bytes::from(pattern.clone()), 4096, false)

@@ -250,6 +250,9 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
                 let slba = le64(r, 8);
                 match slba.checked_add(nlb) {
                     Some(end) if end <= ns.backend.num_blocks() => {
+                        if deallocate {
+                            mds_blocks_untouched(&ns, slba, nlb)?;
+                        }
                         ranges.push((slba * bs, nlb * bs))
                     }
                     _ => return Err(Status::LBA_OUT_OF_RANGE),
@@ -286,11 +289,31 @@ fn requester(c: &Controller) -> Requester {
 /// state. This is the one place for further per-host rules (a host's writes inside its
 /// layouts, the MDS's own blocks), which must stay cheap: it runs once per I/O.
 fn access(c: &Controller, ns: &Namespace, a: Access, slba: u64, nlb: u64) -> Result<(), Status> {
-    let _ = (slba, nlb);
+    lock(&ns.resv).check(&c.hostid, a)?;
+    if a == Access::Write {
+        mds_blocks_untouched(ns, slba, nlb)?;
+    }
+    Ok(())
+}
+
+/// The reservation check for a command that names no blocks (Flush) or checks its ranges
+/// itself (DSM).
+fn check(c: &Controller, ns: &Namespace, a: Access) -> Result<(), Status> {
     lock(&ns.resv).check(&c.hostid, a)
 }
 
-/// `access` for a command that covers the whole namespace (Flush, DSM).
-fn check(c: &Controller, ns: &Namespace, a: Access) -> Result<(), Status> {
-    access(c, ns, a, 0, ns.backend.num_blocks())
+/// No host writes (or deallocates) the MDS's own blocks: the superblock, the log and the
+/// checkpoints (`TargetConfig::mds_blocks`). Reads stay allowed: the block layout client reads
+/// the signature there (RFC 5663 §2.2.1).
+fn mds_blocks_untouched(ns: &Namespace, slba: u64, nlb: u64) -> Result<(), Status> {
+    if nlb > 0 && slba < ns.mds_blocks {
+        tracing::debug!(
+            slba,
+            nlb,
+            mds_blocks = ns.mds_blocks,
+            "write to the MDS's blocks refused"
+        );
+        return Err(Status::ACCESS_DENIED);
+    }
+    Ok(())
 }

@@ -40,6 +40,11 @@ pub struct TargetConfig {
     /// `None`: PTPL is not supported (RESCAP bit 0 clear) and reservations die with the
     /// target.
     pub ptpl_dir: Option<std::path::PathBuf>,
+    /// Per namespace id, how many leading LBAs hold the MDS's own blocks (superblock, log,
+    /// checkpoints): no host may write or deallocate them (Access Denied). The MDS writes
+    /// them through its own device, never through the target, so nothing legitimate is
+    /// refused; a host's stray write there would corrupt the volume for everyone.
+    pub mds_blocks: Vec<(u32, u64)>,
 }
 
 impl TargetConfig {
@@ -52,6 +57,7 @@ impl TargetConfig {
             max_io_queues: 64,
             advertise: None,
             ptpl_dir: None,
+            mds_blocks: Vec::new(),
         }
     }
 }
@@ -116,12 +122,17 @@ impl Target {
         // The stored reservations are back before the listener accepts anyone (PTPL).
         let mut namespaces: BTreeMap<u32, Arc<Namespace>> = BTreeMap::new();
         for n in &cfg.namespaces {
-            let ns = Namespace::new(n, cfg.ptpl_dir.as_deref()).map_err(|e| {
+            let mut ns = Namespace::new(n, cfg.ptpl_dir.as_deref()).map_err(|e| {
                 Error::Config(format!(
                     "namespace {}: reservation state directory {:?}: {e}",
                     n.nsid, cfg.ptpl_dir
                 ))
             })?;
+            ns.mds_blocks = cfg
+                .mds_blocks
+                .iter()
+                .find(|(id, _)| *id == n.nsid)
+                .map_or(0, |&(_, lbas)| lbas);
             namespaces.insert(n.nsid, Arc::new(ns));
         }
         let mut subsys = Subsystem::new(
