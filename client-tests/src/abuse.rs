@@ -211,3 +211,77 @@ pub fn percentile(v: &[Duration], p: usize) -> Duration {
     }
     v[((v.len() - 1) * p.min(100)) / 100]
 }
+
+/// A file of `len` bytes for [`walk_away_clients`] to read (a handle any session may use).
+pub async fn reply_file(s: &Session, len: usize) -> Result<Vec<u8>> {
+    let root = s.lookup_path("").await?;
+    let name = format!("walkaway-{}-{}", std::process::id(), rand_suffix());
+    let f = s.create_file(&root, &name, 0o644).await?;
+    s.write_all(&f, 0, &vec![0xcd; len.max(1)], Stable::FileSync)
+        .await?;
+    Ok(f.fh)
+}
+
+/// What [`walk_away_clients`] got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalkAway {
+    /// Clients that got a session (the rest were refused: RESOURCE or DELAY).
+    pub sessions: usize,
+    /// Slots the server granted, all sessions together, and cached replies they hold.
+    pub slots: u64,
+    pub cached_bytes: u64,
+    /// EXCHANGE_ID or CREATE_SESSION refused by a limit.
+    pub refused: usize,
+}
+
+/// `n` clients that each create a session asking for `slots` slots of `cached` cached-reply
+/// bytes, fill every slot granted with a cached READ reply as large as the session lets it
+/// cache (of the file `fh`, at least `cached` bytes long), then go without DESTROY_SESSION
+/// or DESTROY_CLIENTID: their connections close, their state stays on the server until it
+/// expires it (issue 17: 200 such clients cost 393 MB).
+pub async fn walk_away_clients(
+    addr: SocketAddr,
+    n: usize,
+    slots: u32,
+    cached: u32,
+    fh: &[u8],
+) -> Result<WalkAway> {
+    let mut out = WalkAway::default();
+    for i in 0..n {
+        let mut o = crate::session::SessionOptions::new(&format!("walkaway{i}"));
+        o.fore.maxrequests = slots;
+        o.fore.maxresponsesize_cached = cached;
+        let s = match Session::connect_with(addr, o).await {
+            Ok(s) => s,
+            Err(ClientError::Nfs {
+                status: crate::NfsStat::RESOURCE | crate::NfsStat::DELAY,
+                ..
+            }) => {
+                out.refused += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let granted = s.created.fore.maxrequests.min(s.slot_count());
+        // READ4resok and the COMPOUND around it take ~150 bytes of the cached reply.
+        let count = s.created.fore.maxresponsesize_cached.saturating_sub(256);
+        let read = Compound::new()
+            .putfh(fh)
+            .read(pnfsd::nfs4::types::Stateid::ANONYMOUS, 0, count);
+        let mut held = Vec::with_capacity(granted as usize);
+        for _ in 0..granted {
+            let mut slot = s.take_slot().await?;
+            let rep = s.send_on(&slot, &read, true).await?;
+            slot.settle(&rep);
+            if rep.status == crate::NfsStat::OK {
+                out.cached_bytes += u64::from(count);
+            }
+            held.push(slot);
+        }
+        out.sessions += 1;
+        out.slots += u64::from(granted);
+        drop(held);
+        drop(s);
+    }
+    Ok(out)
+}

@@ -215,6 +215,13 @@ impl PnfsdProcess {
         self.child.as_ref().map(|c| c.id())
     }
 
+    /// The metrics/admin listener the server logged (`--metrics-listen 127.0.0.1:0`).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        let log = self.log_text();
+        let at = log.rfind("metrics on http://")? + "metrics on http://".len();
+        log[at..].split('/').next()?.parse().ok()
+    }
+
     /// Everything the server logged so far (all runs), one line per entry.
     pub fn log_text(&self) -> String {
         self.log.lock().map(|l| l.join("\n")).unwrap_or_default()

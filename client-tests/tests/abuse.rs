@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use client_tests::abuse::{self, UnreadFlood};
 use client_tests::{Compound, PnfsdProcess, ServerOptions, Session};
+use pnfsd::admin::cli;
+use serde_json::Value;
 
 fn stats(srv: &PnfsdProcess) -> abuse::ProcStats {
     abuse::proc_stats(srv.pid().expect("server running")).unwrap()
@@ -107,4 +109,71 @@ async fn oversize_records_do_not_flood_the_log() {
     let log = srv.log_text();
     let lines = log.matches("closing connection").count();
     assert!((1..=2).contains(&lines), "{lines} lines:\n{log}");
+}
+
+/// The admin `/status` of `srv` (started with `admin = true` and `--metrics-listen`).
+async fn status(srv: &PnfsdProcess) -> Value {
+    let admin = srv.metrics_addr().expect("the metrics listener in the log");
+    cli::get_json(admin, "/status").await.unwrap()
+}
+
+/// 200 clients each create a session asking for 64 slots of 32 KiB cached replies, fill
+/// every slot and walk away. Before: 393 MB, all of it still there after 2.5 leases (an
+/// expired client without state was kept 24 h as a courtesy client; nothing bounded the
+/// sessions). Now the reply caches are sized from `max_client_memory` at CREATE_SESSION,
+/// and a client without state goes at lease end with its sessions: what the state holds
+/// (`/status` `client_state`; RSS is the allocator's and noisy, so only reported) returns to
+/// its idle level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walk_away_clients_are_bounded_and_go_at_lease_end() {
+    const LEASE: u64 = 4;
+    const BUDGET: u64 = 64 << 20;
+    let srv = PnfsdProcess::start_with(ServerOptions {
+        config_toml: Some(format!(
+            "lease_seconds = {LEASE}\nadmin = true\nmax_client_memory = \"{}M\"\n",
+            BUDGET >> 20
+        )),
+        extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
+    })
+    .unwrap();
+    let setup = Session::connect(srv.addr()).await.unwrap();
+    let fh = abuse::reply_file(&setup, 32 << 10).await.unwrap();
+    setup.destroy().await.unwrap();
+    let idle = status(&srv).await;
+    let rss_idle = stats(&srv);
+    let w = abuse::walk_away_clients(srv.addr(), 200, 64, 32 << 10, &fh)
+        .await
+        .unwrap();
+    let peak = status(&srv).await;
+    let rss_peak = stats(&srv);
+    eprintln!("walk-away: {w:?}\nidle {idle:#}\npeak {peak:#}");
+    // Every client got in (fewer or smaller slots when the budget was short, or the room
+    // of clients whose lease had ended), and the caches never held more than the budget.
+    assert_eq!(w.sessions + w.refused, 200, "{w:?}");
+    assert!(w.sessions >= 100, "{w:?}");
+    let cs = &peak["client_state"];
+    let held = cs["reply_cache_bytes"]
+        .as_u64()
+        .expect("client_state in /status");
+    let reserved = cs["reserved_bytes"].as_u64().unwrap();
+    assert!(reserved <= BUDGET, "{cs:#}");
+    assert!(held <= reserved, "{cs:#}");
+    // 2.5 leases later (the server expires leases on its 1 s tick) nothing is left.
+    tokio::time::sleep(Duration::from_millis(LEASE * 2500 + 1500)).await;
+    let after = status(&srv).await;
+    let rss_after = stats(&srv);
+    eprintln!(
+        "RSS: idle {} MB, peak {} MB, after 2.5 leases {} MB (load {})\nafter {after:#}",
+        rss_idle.rss_kib / 1024,
+        rss_peak.rss_kib / 1024,
+        rss_after.rss_kib / 1024,
+        abuse::loadavg()
+    );
+    assert_eq!(after["clients"], 0, "{after:#}");
+    assert_eq!(after["client_state"]["sessions"], 0, "{after:#}");
+    assert_eq!(
+        after["client_state"]["reply_cache_bytes"], idle["client_state"]["reply_cache_bytes"],
+        "{after:#}"
+    );
+    assert_eq!(after["client_state"]["reserved_bytes"], 0, "{after:#}");
 }

@@ -171,6 +171,15 @@ pub struct Config {
     pub max_connections: usize,
     /// A connection with no session that is idle this long is closed.
     pub idle_timeout_seconds: u64,
+    /// Client state bounds (nfs4/state/client.rs, docs/robustness.md "Client state
+    /// bounds"): client records (EXCHANGE_ID answers NFS4ERR_RESOURCE past it), sessions
+    /// per client (CREATE_SESSION: NFS4ERR_RESOURCE), the memory all sessions' reply
+    /// caches may take (CREATE_SESSION grants fewer slots or a smaller cache, then
+    /// NFS4ERR_DELAY), and expired clients kept because they hold state.
+    pub max_clients: usize,
+    pub max_sessions_per_client: usize,
+    pub max_client_memory: Size,
+    pub max_courtesy_clients: usize,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
     pub metrics_listen: Option<SocketAddr>,
     /// The admin views (`/status`, `/clients`, server/src/admin/) on the metrics listener;
@@ -209,6 +218,11 @@ impl Default for Config {
             max_record_size: Size(crate::rpc::record::DEFAULT_MAX_RECORD as u64),
             max_connections: crate::rpc::DEFAULT_MAX_CONNECTIONS,
             idle_timeout_seconds: crate::rpc::DEFAULT_IDLE_TIMEOUT.as_secs(),
+            max_clients: crate::nfs4::state::ClientLimits::default().max_clients,
+            max_sessions_per_client: crate::nfs4::state::ClientLimits::default()
+                .max_sessions_per_client,
+            max_client_memory: Size(crate::nfs4::state::ClientLimits::default().max_client_memory),
+            max_courtesy_clients: crate::nfs4::state::ClientLimits::default().max_courtesy_clients,
             metrics_listen: None,
             admin: false,
             log_level: "info".to_string(),
@@ -408,6 +422,17 @@ impl Config {
                 "max_connections and idle_timeout_seconds must be > 0".into(),
             ));
         }
+        if self.max_clients == 0 || self.max_sessions_per_client == 0 {
+            return Err(ConfigError::Invalid(
+                "max_clients and max_sessions_per_client must be > 0".into(),
+            ));
+        }
+        // One session of one slot with the smallest cache must fit.
+        if self.max_client_memory.0 < 64 << 10 {
+            return Err(ConfigError::Invalid(
+                "max_client_memory must be at least 64K".into(),
+            ));
+        }
         self.log_filter()?;
         self.export_table()?;
         self.check_nvme_access()
@@ -524,6 +549,13 @@ impl Config {
             layoutcommit_sync: self.layoutcommit == LayoutCommitMode::Sync,
             fence_command: self.fence_command.clone(),
             layout_prealloc_max: self.layout_prealloc_max.0,
+            client_limits: crate::nfs4::state::ClientLimits {
+                max_clients: self.max_clients,
+                max_sessions_per_client: self.max_sessions_per_client,
+                max_client_memory: self.max_client_memory.0,
+                max_courtesy_clients: self.max_courtesy_clients,
+                ..Default::default()
+            },
         }
     }
 
@@ -562,6 +594,36 @@ mod tests {
         assert_eq!(parse_size("12345").unwrap(), Size(12345));
         for bad in ["", "G", "8X", "-1G", "99999999999T", "1.5G"] {
             assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn client_state_limits_parse_and_are_checked() {
+        let c = Config::parse(
+            "max_clients = 10\nmax_sessions_per_client = 2\nmax_client_memory = \"8M\"\n\
+             max_courtesy_clients = 3\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let l = c.nfs_options().client_limits;
+        assert_eq!(
+            (
+                l.max_clients,
+                l.max_sessions_per_client,
+                l.max_client_memory
+            ),
+            (10, 2, 8 << 20)
+        );
+        assert_eq!(l.max_courtesy_clients, 3);
+        let d = Config::default().nfs_options().client_limits;
+        assert_eq!(d, crate::nfs4::state::ClientLimits::default());
+        assert_eq!(d.max_client_memory, 256 << 20);
+        for bad in [
+            "max_clients = 0",
+            "max_sessions_per_client = 0",
+            "max_client_memory = \"4K\"",
+        ] {
+            assert!(Config::parse(bad, Path::new("t.toml")).is_err(), "{bad}");
         }
     }
 

@@ -24,6 +24,8 @@ pub struct NfsOptions {
     /// Most bytes of speculative preallocation past EOF one RW LAYOUTGET adds (config
     /// `layout_prealloc_max`; 0 turns it off; layout::reach, docs/pnfs.md).
     pub layout_prealloc_max: u64,
+    /// Bounds on client state (config `max_clients`, `max_client_memory`, …).
+    pub client_limits: crate::nfs4::state::ClientLimits,
 }
 
 impl NfsOptions {
@@ -47,6 +49,7 @@ impl Default for NfsOptions {
             layoutcommit_sync: false,
             fence_command: None,
             layout_prealloc_max: layout::reach::DEFAULT_PREALLOC_MAX_BYTES,
+            client_limits: Default::default(),
         }
     }
 }
@@ -72,6 +75,7 @@ impl Server {
     pub fn new(store: Arc<Store>, opts: NfsOptions) -> Server {
         let state = StateManager::new(opts.state_config(store.boot_verifier()), store.clone());
         store.set_open_probe(Box::new(state.open_probe()));
+        state.set_limits(opts.client_limits);
         Server {
             boot_verifier: store.boot_verifier(),
             store,

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use client_tests::abuse::{self, UnreadFlood};
-use client_tests::{PnfsdProcess, Session};
+use client_tests::{PnfsdProcess, ServerOptions, Session};
 
 const USAGE: &str = "usage: nfs-abuse [OPTIONS]
   --conns N          abusive connections per round (default 50)
@@ -18,6 +18,13 @@ const USAGE: &str = "usage: nfs-abuse [OPTIONS]
   --idle N           instead: open N idle connections with no session, then time a new
                      client's session and count the idle ones still open after --wait
   --wait SECONDS     with --idle: how long to keep them (default 5)
+  --walkaway N       instead: N clients each create a session, fill its slots with cached
+                     replies and go without destroying anything; RSS (and with a started
+                     server, the state's held bytes from /status) before, at the peak and
+                     after 2.5 leases
+  --slots N          with --walkaway: slots each client asks for (default 64)
+  --cached BYTES     with --walkaway: ca_maxresponsesize_cached asked for (default 32768)
+  --lease SECONDS    lease_seconds of the started server (default 90)
   --server HOST:PORT use a running pnfsd (give --pid for its memory and threads)
   --pid PID          its process id
   Without --server a pnfsd is started (PNFSD_BIN chooses the binary).";
@@ -29,6 +36,12 @@ struct Args {
     samples: usize,
     idle: Option<usize>,
     wait: u64,
+    walkaway: Option<usize>,
+    slots: u32,
+    cached: u32,
+    lease: u64,
+    /// The started server's admin endpoint (for `/status`).
+    admin: Option<std::net::SocketAddr>,
     server: Option<std::net::SocketAddr>,
     pid: Option<u32>,
 }
@@ -41,6 +54,11 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         samples: 300,
         idle: None,
         wait: 5,
+        walkaway: None,
+        slots: 64,
+        cached: 32 << 10,
+        lease: 90,
+        admin: None,
         server: None,
         pid: None,
     };
@@ -54,6 +72,10 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--samples" => a.samples = num("--samples", val("--samples")?)?.max(1),
             "--idle" => a.idle = Some(num("--idle", val("--idle")?)?),
             "--wait" => a.wait = num("--wait", val("--wait")?)? as u64,
+            "--walkaway" => a.walkaway = Some(num("--walkaway", val("--walkaway")?)?),
+            "--slots" => a.slots = num("--slots", val("--slots")?)? as u32,
+            "--cached" => a.cached = num("--cached", val("--cached")?)? as u32,
+            "--lease" => a.lease = (num("--lease", val("--lease")?)? as u64).max(1),
             "--server" => {
                 a.server = Some(
                     val("--server")?
@@ -181,6 +203,67 @@ async fn idle(a: &Args, n: usize, addr: std::net::SocketAddr) -> Result<(), Stri
     Ok(())
 }
 
+/// The state's held bytes from the admin `/status` (`client_state`), when it has them.
+async fn held(a: &Args) -> String {
+    let Some(admin) = a.admin else {
+        return "held ?".into();
+    };
+    match pnfsd::admin::cli::get_json(admin, "/status").await {
+        Ok(v) => match v.get("client_state") {
+            Some(c) => format!(
+                "clients {} sessions {} reply cache {} B (reserved {} B)",
+                c["clients"], c["sessions"], c["reply_cache_bytes"], c["reserved_bytes"]
+            ),
+            None => "held ? (no client_state in /status)".into(),
+        },
+        Err(e) => format!("held ? ({e})"),
+    }
+}
+
+async fn walkaway(a: &Args, n: usize, addr: std::net::SocketAddr) -> Result<(), String> {
+    let e = |e: client_tests::ClientError| e.to_string();
+    let setup = Session::connect(addr).await.map_err(e)?;
+    let fh = abuse::reply_file(&setup, a.cached as usize)
+        .await
+        .map_err(e)?;
+    setup.destroy().await.map_err(e)?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    println!(
+        "before: {} | {} | load {} ({n} clients x {} slots x {} B cached, lease {} s)",
+        stats(a.pid),
+        held(a).await,
+        abuse::loadavg(),
+        a.slots,
+        a.cached,
+        a.lease
+    );
+    let t = Instant::now();
+    let w = abuse::walk_away_clients(addr, n, a.slots, a.cached, &fh)
+        .await
+        .map_err(e)?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    println!(
+        "peak: {} | {} | load {} | {} sessions ({} refused), {} slots, {:.1} MB of replies \
+         cached, in {:.1} s",
+        stats(a.pid),
+        held(a).await,
+        abuse::loadavg(),
+        w.sessions,
+        w.refused,
+        w.slots,
+        w.cached_bytes as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_millis(a.lease * 2500)).await;
+    println!(
+        "after 2.5 leases: {} | {} | load {}",
+        stats(a.pid),
+        held(a).await,
+        abuse::loadavg()
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let a = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
@@ -201,17 +284,24 @@ fn main() -> ExitCode {
     };
     let res = rt.block_on(async {
         let started;
+        let mut admin = None;
         let (addr, pid) = match a.server {
             Some(s) => (s, a.pid),
             None => {
-                started = PnfsdProcess::start().map_err(|e| e.to_string())?;
+                started = PnfsdProcess::start_with(ServerOptions {
+                    config_toml: Some(format!("lease_seconds = {}\nadmin = true\n", a.lease)),
+                    extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
+                })
+                .map_err(|e| e.to_string())?;
+                admin = started.metrics_addr();
                 (started.addr(), started.pid())
             }
         };
-        let a = Args { pid, ..a };
-        match a.idle {
-            Some(n) => idle(&a, n, addr).await,
-            None => unread(&a, addr).await,
+        let a = Args { pid, admin, ..a };
+        match (a.idle, a.walkaway) {
+            (Some(n), _) => idle(&a, n, addr).await,
+            (None, Some(n)) => walkaway(&a, n, addr).await,
+            (None, None) => unread(&a, addr).await,
         }
     });
     match res {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::nfs4::state::GraceInfo;
+use crate::nfs4::state::{ClientStateUsage, GraceInfo};
 use crate::server::Server;
 
 use super::AdminInfo;
@@ -18,6 +18,8 @@ pub struct Status {
     pub log: LogStatus,
     pub metadata_cache: CacheStatus,
     pub clients: usize,
+    /// Sessions, reply-cache bytes and the `max_client_memory` budget (issue 17).
+    pub client_state: ClientStateUsage,
 }
 
 /// The volume and its geometry (layout::Geometry, in blocks of `block_size` bytes).
@@ -104,5 +106,6 @@ pub fn status(srv: &Server, info: &AdminInfo) -> Status {
             tree_nodes: nodes,
         },
         clients: srv.state.clients_snapshot().len(),
+        client_state: srv.state.client_state_usage(),
     }
 }

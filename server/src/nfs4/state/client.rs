@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::session::{ChannelAttrs, Session, SlotTable};
+use super::session::{slot_charge, ChannelAttrs, Session, SlotTable, SOLO_REPLY_ROOM};
 use super::{Inner, SessionSlotRef};
 use crate::nfs4::status::NfsStat;
 use crate::rpc::Backchannel;
@@ -30,6 +30,41 @@ pub mod exchgid {
         | USE_PNFS_MDS
         | USE_PNFS_DS
         | UPD_CONFIRMED_REC_A;
+}
+
+/// What client state may take (issue 17, docs/robustness.md "Client state bounds"). One
+/// memory budget sizes every session's reply cache at CREATE_SESSION; the counts bound what
+/// the budget does not see (client records, sessions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Client records, confirmed or not: past it EXCHANGE_ID answers NFS4ERR_RESOURCE (once
+    /// no courtesy client is left to make room).
+    pub max_clients: usize,
+    /// Sessions of one client: past it CREATE_SESSION answers NFS4ERR_RESOURCE.
+    pub max_sessions_per_client: usize,
+    /// Slots × cached-reply bytes of all sessions together (`slot_charge`).
+    pub max_client_memory: u64,
+    /// Expired clients kept because they hold state; past it the oldest goes.
+    pub max_courtesy_clients: usize,
+    /// How long an expired client with state is kept while nobody conflicts with it.
+    pub courtesy_seconds: u64,
+}
+
+pub const DEFAULT_MAX_CLIENTS: usize = 1024;
+pub const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 16;
+pub const DEFAULT_MAX_CLIENT_MEMORY: u64 = 256 << 20;
+pub const DEFAULT_MAX_COURTESY_CLIENTS: usize = 256;
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        ClientLimits {
+            max_clients: DEFAULT_MAX_CLIENTS,
+            max_sessions_per_client: DEFAULT_MAX_SESSIONS_PER_CLIENT,
+            max_client_memory: DEFAULT_MAX_CLIENT_MEMORY,
+            max_courtesy_clients: DEFAULT_MAX_COURTESY_CLIENTS,
+            courtesy_seconds: super::COURTESY_SECONDS,
+        }
+    }
 }
 
 /// CREATE_SESSION4_FLAG_*.
@@ -238,6 +273,12 @@ impl Inner {
             // Case 5: an unconfirmed record is replaced.
             self.remove_client(u);
         }
+        // The client cap: courtesy clients make room, oldest first; then RESOURCE.
+        while self.clients.len() >= self.limits.max_clients {
+            if !self.evict_oldest_courtesy() {
+                return Err(NfsStat::RESOURCE);
+            }
+        }
         let id = self.new_client(req, now);
         self.owners
             .entry(req.owner.clone())
@@ -275,10 +316,14 @@ impl Inner {
         if req.flags & !(CS_FLAG_PERSIST | CS_FLAG_CONN_BACK_CHAN | CS_FLAG_CONN_RDMA) != 0 {
             return Err(NfsStat::INVAL);
         }
-        let fore = req.fore.negotiate_fore()?;
+        if c.sessions.len() >= self.limits.max_sessions_per_client {
+            return Err(NfsStat::RESOURCE);
+        }
+        let mut fore = req.fore.negotiate_fore()?;
         let back = req.back.negotiate_back()?;
         let was_confirmed = c.confirmed;
         let owner = c.owner.clone();
+        let charge = self.size_reply_cache(&mut fore, req.clientid)?;
         if !was_confirmed {
             // Confirming a replacement record (case 4) drops the old client and its state.
             let old = self.owners.get(&owner).and_then(|r| r.confirmed);
@@ -324,7 +369,8 @@ impl Inner {
             Session {
                 id: sid,
                 client: req.clientid,
-                slots: SlotTable::new(fore.maxrequests),
+                slots: SlotTable::new(fore.maxrequests, fore.maxresponsesize_cached),
+                charge,
                 fore,
                 cb_program: req.cb_program,
                 cb_cred: Default::default(),
@@ -347,6 +393,94 @@ impl Inner {
         c.last_renew = now;
         c.courtesy = false;
         Ok(res)
+    }
+
+    /// What the sessions take of `max_client_memory` now.
+    pub(super) fn reserved_bytes(&self) -> u64 {
+        self.sessions.values().map(|s| s.charge).sum()
+    }
+
+    /// Sizes a new session's reply cache from what is left of `max_client_memory` (RFC 8881
+    /// §18.36.3: the server may lower `ca_maxrequests` and `ca_maxresponsesize_cached`),
+    /// after courtesy clients (oldest first) make room; returns the session's charge. DELAY
+    /// when not even one slot fits: sessions that end or expire give memory back.
+    fn size_reply_cache(&mut self, fore: &mut ChannelAttrs, clientid: u64) -> Result<u64, NfsStat> {
+        let budget = self.limits.max_client_memory;
+        let per_slot = slot_charge(fore.maxresponsesize_cached);
+        let want = u64::from(fore.maxrequests) * per_slot;
+        while budget.saturating_sub(self.reserved_bytes()) < want {
+            if !self.evict_oldest_courtesy_except(clientid) {
+                break;
+            }
+        }
+        let left = budget.saturating_sub(self.reserved_bytes());
+        if want <= left {
+            return Ok(want);
+        }
+        let fit = left / per_slot;
+        if fit >= 1 {
+            fore.maxrequests = fit as u32;
+            return Ok(fit * per_slot);
+        }
+        // Not one slot of the size asked for: one slot with a smaller cache.
+        let cached = left.saturating_sub(super::session::SLOT_OVERHEAD);
+        if cached >= u64::from(SOLO_REPLY_ROOM) {
+            fore.maxrequests = 1;
+            fore.maxresponsesize_cached = cached as u32;
+            return Ok(slot_charge(fore.maxresponsesize_cached));
+        }
+        Err(NfsStat::DELAY)
+    }
+
+    /// Drops the courtesy client that expired first (its layouts go to the layout engine's
+    /// expiry, as at any lease expiry). False when there is none.
+    pub(super) fn evict_oldest_courtesy(&mut self) -> bool {
+        self.evict_oldest_courtesy_except(0)
+    }
+
+    fn evict_oldest_courtesy_except(&mut self, keep: u64) -> bool {
+        let oldest = self
+            .clients
+            .values()
+            .filter(|c| c.courtesy && c.id != keep)
+            .min_by_key(|c| (c.last_renew, c.id))
+            .map(|c| c.id);
+        match oldest {
+            Some(id) => {
+                self.expire_client(id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Leases (RFC 8881 §8.3), from the server's tick: an unconfirmed client, or one that
+    /// holds no state (no open, lock, delegation or layout), goes at lease end with its
+    /// sessions and reply caches, as in knfsd; one with state becomes a courtesy client,
+    /// kept `courtesy_seconds` at most and `max_courtesy_clients` at most (oldest first).
+    pub(super) fn expire_leases(&mut self, now: u64) {
+        let lease = u64::from(self.cfg.lease_seconds);
+        let courtesy_seconds = self.limits.courtesy_seconds;
+        let mut purge = Vec::new();
+        let mut courtesy = 0;
+        for c in self.clients.values_mut() {
+            let idle = now.saturating_sub(c.last_renew);
+            if idle <= lease {
+                continue;
+            }
+            if !c.confirmed || c.states.is_empty() || idle > lease + courtesy_seconds {
+                purge.push(c.id);
+            } else {
+                c.courtesy = true;
+                courtesy += 1;
+            }
+        }
+        for id in purge {
+            self.expire_client(id);
+        }
+        while courtesy > self.limits.max_courtesy_clients && self.evict_oldest_courtesy() {
+            courtesy -= 1;
+        }
     }
 
     /// RFC 8881 §18.50.3: only a client without sessions can be destroyed. With SP4_NONE

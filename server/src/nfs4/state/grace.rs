@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use super::stateid::{is_special, parse_other};
-use super::{Inner, StateManager, COURTESY_SECONDS};
+use super::{Inner, StateManager};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 
@@ -158,26 +158,10 @@ impl Inner {
         Ok(CommitClaim::Current)
     }
 
-    /// Leases (RFC 8881 §8.3): an expired client becomes a courtesy client; courtesy and
-    /// unconfirmed clients are purged later; the grace period ends.
+    /// Leases (RFC 8881 §8.3: `expire_leases`), then the grace period ends.
     pub fn tick(&mut self, now: u64) {
-        let lease = self.cfg.lease_seconds as u64;
-        let mut purge = Vec::new();
-        for c in self.clients.values_mut() {
-            let idle = now.saturating_sub(c.last_renew);
-            if !c.confirmed {
-                if idle > lease {
-                    purge.push(c.id);
-                }
-            } else if idle > lease + COURTESY_SECONDS {
-                purge.push(c.id);
-            } else if idle > lease {
-                c.courtesy = true;
-            }
-        }
-        for id in purge {
-            self.expire_client(id);
-        }
+        // Lease expiry and the courtesy bounds live with the client records (client.rs).
+        self.expire_leases(now);
         if !self.grace.ended && !self.grace.active(now) {
             self.grace.ended = true;
             // Owners that did not come back during grace can no longer reclaim.

@@ -34,6 +34,8 @@ mod stateid;
 mod tests;
 #[cfg(test)]
 mod tests_files;
+#[cfg(test)]
+mod tests_limits;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -43,8 +45,8 @@ use crate::nfs4::types::Stateid;
 use crate::store::Ino;
 
 pub use client::{
-    exchgid, seq4, BindDir, CreateSessionReq, CreateSessionRes, ExchangeIdReq, ExchangeIdRes,
-    Principal, SequenceOutcome, SequenceReq, CS_FLAG_CONN_BACK_CHAN,
+    exchgid, seq4, BindDir, ClientLimits, CreateSessionReq, CreateSessionRes, ExchangeIdReq,
+    ExchangeIdRes, Principal, SequenceOutcome, SequenceReq, CS_FLAG_CONN_BACK_CHAN,
 };
 pub use delegs::Recall;
 pub use files::{OpenReq, ShareAccess};
@@ -53,7 +55,9 @@ pub use lock::{range_of, LockRange};
 pub use locks::{Denied, LockError, LockReq, Locker};
 pub use session::{ChannelAttrs, MAX_IO, MAX_SLOTS};
 pub use sessions::CbSlot;
-pub use snapshot::{ClientInfo, GraceInfo, LeaseState, ReclaimState, SessionInfo, StateCounts};
+pub use snapshot::{
+    ClientInfo, ClientStateUsage, GraceInfo, LeaseState, ReclaimState, SessionInfo, StateCounts,
+};
 pub use stateid::is_special;
 
 /// The session and slot of a COMPOUND, as SEQUENCE found them.
@@ -135,6 +139,8 @@ type RecordOp = (Vec<u8>, Option<Vec<u8>>);
 
 pub(crate) struct Inner {
     cfg: StateConfig,
+    /// Bounds on clients, sessions and reply-cache memory (client.rs).
+    limits: client::ClientLimits,
     epoch: u32,
     next_id: u64,
     clients: HashMap<u64, client::Client>,
@@ -168,6 +174,7 @@ impl StateManager {
         let now = clock.now();
         let inner = Inner {
             cfg,
+            limits: client::ClientLimits::default(),
             // The low and high halves mixed, so that two boots differ in the 4 bytes kept.
             epoch: (cfg.boot_verifier ^ (cfg.boot_verifier >> 32)) as u32,
             next_id: 1,
@@ -185,6 +192,12 @@ impl StateManager {
             records,
             clock,
         }
+    }
+
+    /// Replaces the bounds on client state (configuration `max_clients`, …); sessions
+    /// that exist keep what they were given.
+    pub fn set_limits(&self, limits: ClientLimits) {
+        self.lock().limits = limits;
     }
 
     /// Runs `f` on the state at the current time, then persists the record changes it made.

@@ -23,6 +23,12 @@ pub const MAX_RESPONSE_CACHED: u32 = 32 * 1024;
 pub const MAX_OPS: u32 = 128;
 /// Slots per session (RFC 8881 §2.10.6.1: the server chooses; Linux asks for 64).
 pub const MAX_SLOTS: u32 = 64;
+/// What a slot may keep whatever `ca_maxresponsesize_cached` says: a SEQUENCE-only reply
+/// is cached without `sa_cachethis` (§2.10.6.1.3), and with the longest tag (1,024 bytes)
+/// it takes 1,080 bytes.
+pub const SOLO_REPLY_ROOM: u32 = 1152;
+/// The slot itself, beside its reply (seqid, state, request hash, the Vec).
+pub const SLOT_OVERHEAD: u64 = 64;
 /// Below these a COMPOUND with SEQUENCE cannot even carry its own header: TOOSMALL.
 pub const MIN_REQUEST: u32 = 256;
 pub const MIN_RESPONSE: u32 = 256;
@@ -37,6 +43,12 @@ pub struct ChannelAttrs {
     pub maxoperations: u32,
     pub maxrequests: u32,
     pub rdma_ird: Option<u32>,
+}
+
+/// What one slot of a session with this `ca_maxresponsesize_cached` may hold at most:
+/// its share of `max_client_memory` (RFC 8881 §18.36.3: the server sizes the reply cache).
+pub fn slot_charge(maxresponsesize_cached: u32) -> u64 {
+    u64::from(maxresponsesize_cached.max(SOLO_REPLY_ROOM)) + SLOT_OVERHEAD
 }
 
 impl ChannelAttrs {
@@ -118,11 +130,16 @@ pub enum SlotUse {
 #[derive(Debug, Clone)]
 pub struct SlotTable {
     slots: Vec<Slot>,
+    /// The largest reply a slot keeps: the negotiated `ca_maxresponsesize_cached` (or
+    /// `SOLO_REPLY_ROOM`). A larger one is not kept, so the cache never holds more than
+    /// the session was charged for (`slot_charge`).
+    max_cached: usize,
 }
 
 impl SlotTable {
-    pub fn new(n: u32) -> SlotTable {
+    pub fn new(n: u32, maxresponsesize_cached: u32) -> SlotTable {
         SlotTable {
+            max_cached: maxresponsesize_cached.max(SOLO_REPLY_ROOM) as usize,
             slots: vec![
                 Slot {
                     seqid: 0,
@@ -178,7 +195,10 @@ impl SlotTable {
             return;
         }
         if let Cached::InProgress { hash, cache } = s.cached {
-            s.cached = if cache {
+            // A reply over the cache's bound (the dispatcher answered REP_TOO_BIG_TO_CACHE
+            // with `sa_cachethis`; a long solo SEQUENCE cannot be) is not kept: a retry
+            // gets RETRY_UNCACHED_REP.
+            s.cached = if cache && reply.len() <= self.max_cached {
                 Cached::Reply {
                     hash,
                     bytes: reply.to_vec(),
@@ -187,6 +207,17 @@ impl SlotTable {
                 Cached::Uncached { hash }
             };
         }
+    }
+
+    /// Bytes the cached replies take.
+    pub fn cached_bytes(&self) -> u64 {
+        self.slots
+            .iter()
+            .map(|s| match &s.cached {
+                Cached::Reply { bytes, .. } => bytes.capacity() as u64,
+                _ => 0,
+            })
+            .sum()
     }
 
     /// How many requests run on the table's slots.
@@ -209,6 +240,8 @@ pub struct Session {
     /// The minor version of CB_COMPOUNDs: the one CREATE_SESSION came in (the client's).
     pub cb_minor: u32,
     pub slots: SlotTable,
+    /// What the session takes of `max_client_memory`: slots × `slot_charge`.
+    pub charge: u64,
     /// Connections bound to the session (RFC 8881 §2.10.3.1).
     pub conns: HashSet<u64>,
     /// The connection and sender of the backchannel, if one is bound.
@@ -227,7 +260,7 @@ mod tests {
 
     #[test]
     fn new_request_then_retry_answered_from_the_cache() {
-        let mut t = SlotTable::new(4);
+        let mut t = SlotTable::new(4, 0);
         assert_eq!(t.begin(0, 1, 11, true), Ok(SlotUse::New));
         // A retry while the original still runs.
         assert_eq!(t.begin(0, 1, 11, true), Err(NfsStat::DELAY));
@@ -246,7 +279,7 @@ mod tests {
 
     #[test]
     fn false_retry_and_uncached_retry() {
-        let mut t = SlotTable::new(2);
+        let mut t = SlotTable::new(2, 0);
         assert_eq!(t.begin(1, 1, 5, true), Ok(SlotUse::New));
         t.done(1, 1, b"r");
         assert_eq!(t.begin(1, 1, 6, true), Err(NfsStat::SEQ_FALSE_RETRY));
@@ -258,7 +291,7 @@ mod tests {
 
     #[test]
     fn misordered_and_bad_slot() {
-        let mut t = SlotTable::new(2);
+        let mut t = SlotTable::new(2, 0);
         assert_eq!(t.begin(2, 1, 0, true), Err(NfsStat::BADSLOT));
         // The first request of a slot must use seqid 1.
         assert_eq!(t.begin(0, 0, 0, true), Err(NfsStat::SEQ_MISORDERED));
@@ -271,9 +304,27 @@ mod tests {
         assert_eq!(t.busy_count(), 1);
     }
 
+    /// The cache keeps no reply over what the session negotiated (and was charged for).
+    #[test]
+    fn the_cache_keeps_no_reply_over_the_negotiated_size() {
+        let mut t = SlotTable::new(2, 4096);
+        assert_eq!(t.begin(0, 1, 1, true), Ok(SlotUse::New));
+        t.done(0, 1, &[7; 4096]);
+        assert_eq!(t.begin(1, 1, 2, true), Ok(SlotUse::New));
+        t.done(1, 1, &[7; 4097]);
+        assert_eq!(t.cached_bytes(), 4096);
+        assert_eq!(t.begin(1, 1, 2, true), Err(NfsStat::RETRY_UNCACHED_REP));
+        // A solo SEQUENCE with the longest tag fits even a session that caches nothing.
+        let mut z = SlotTable::new(1, 0);
+        assert_eq!(z.begin(0, 1, 3, true), Ok(SlotUse::New));
+        z.done(0, 1, &[0; 1080]);
+        assert_eq!(z.cached_bytes(), 1080);
+        assert!(z.cached_bytes() <= slot_charge(0));
+    }
+
     #[test]
     fn seqid_wraps() {
-        let mut t = SlotTable::new(1);
+        let mut t = SlotTable::new(1, 0);
         t.slots[0].seqid = u32::MAX;
         t.slots[0].cached = Cached::Uncached { hash: 0 };
         assert_eq!(t.begin(0, 0, 1, true), Ok(SlotUse::New));

@@ -78,6 +78,22 @@ pub struct GraceInfo {
     pub reclaimed: usize,
 }
 
+/// What client state holds now, against its bounds (issue 17; `/status` `client_state`):
+/// the bytes pnfsd itself keeps, whatever the allocator does with freed pages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ClientStateUsage {
+    pub clients: usize,
+    pub courtesy_clients: usize,
+    pub sessions: usize,
+    pub slots: u64,
+    /// Bytes of cached replies held in the slot tables.
+    pub reply_cache_bytes: u64,
+    /// What the sessions take of `max_client_memory` (slots × the per-slot charge).
+    pub reserved_bytes: u64,
+    pub max_client_memory: u64,
+    pub max_clients: usize,
+}
+
 pub(crate) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -151,6 +167,21 @@ impl StateManager {
             .collect();
         out.sort_by_key(|c| c.id);
         out
+    }
+
+    /// Counts and bytes of client state, in one short pass under the state lock.
+    pub fn client_state_usage(&self) -> ClientStateUsage {
+        let g = self.lock();
+        ClientStateUsage {
+            clients: g.clients.len(),
+            courtesy_clients: g.clients.values().filter(|c| c.courtesy).count(),
+            sessions: g.sessions.len(),
+            slots: g.sessions.values().map(|s| u64::from(s.slots.len())).sum(),
+            reply_cache_bytes: g.sessions.values().map(|s| s.slots.cached_bytes()).sum(),
+            reserved_bytes: g.reserved_bytes(),
+            max_client_memory: g.limits.max_client_memory,
+            max_clients: g.limits.max_clients,
+        }
     }
 
     /// The grace period now.
