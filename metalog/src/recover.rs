@@ -5,10 +5,10 @@
 //! Clean mount: the superblock names the clean-unmount record; one read finds head and tail.
 //! Otherwise the whole area is scanned for valid records, through a window of [`SCAN_WINDOW`]
 //! bytes (records straddling its edge are read on their own), keeping headers only: the
-//! chain is read again record by record as it replays, so memory does not follow the log size. `R` = the valid record with the
-//! highest (epoch, LSN); its tail cannot point into overwritten space (a record is only
-//! written over space that the tail of a *durable* record released). A chain never steps
-//! back to a lower epoch. Walking record by record from that
+//! chain is read again record by record as it replays, so memory does not follow the log
+//! size. `R` = the valid record with the highest (epoch, LSN); its tail cannot point into
+//! overwritten space (a record is only written over space that the tail of a *durable* record
+//! released). A chain never steps back to a lower epoch. Walking record by record from that
 //! tail gives the head `H`: the first missing, torn or stale record. Replay then starts at the
 //! tail carried by the last record before `H` — a function of the durable chain only, so a
 //! second recovery picks the same start — and the free area `[H, tail + size)` is zeroed, so
