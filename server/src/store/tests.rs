@@ -695,6 +695,14 @@ fn dir_scale_figures() {
     );
     let ops = 200u64;
     let rows = ["lookup", "create", "remove", "create+wb"];
+    // Tree nodes each lookup asks the page cache for (hits and misses), and the misses.
+    let gets = || {
+        let c = &s.inner.cache;
+        let h = c.hits.load(std::sync::atomic::Ordering::Relaxed);
+        let m = c.misses.load(std::sync::atomic::Ordering::Relaxed);
+        (h + m, m)
+    };
+    let mut node_gets = [(0u64, 0u64); 2];
     let mut us = [vec![Vec::new(); 4], vec![Vec::new(); 4]];
     let median = |mut v: Vec<f64>| {
         v.sort_by(|a, b| a.total_cmp(b));
@@ -705,12 +713,16 @@ fn dir_scale_figures() {
             let per = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e6 / ops as f64;
             // Settle what the previous figures dirtied, untimed.
             s.write_back().unwrap();
+            let g0 = gets();
             let t = std::time::Instant::now();
             for i in 0..ops {
                 let e = (i * 7919 + round * 104_729) % n;
                 s.lookup(dir, format!("entry-{e}").as_bytes()).unwrap();
             }
             us[k][0].push(per(t));
+            let g1 = gets();
+            node_gets[k].0 += g1.0 - g0.0;
+            node_gets[k].1 += g1.1 - g0.1;
             let name = |i: u64| format!("new-{round}-{i}");
             let t = std::time::Instant::now();
             for i in 0..ops {
@@ -733,5 +745,13 @@ fn dir_scale_figures() {
             b / sm
         );
     }
+    let calls = 7 * ops;
+    println!(
+        "  lookup node gets per call: {:.1} ({:.2} misses) in the {big_n}-entry dir, {:.1} ({:.2} misses) in the 100-entry dir",
+        node_gets[0].0 as f64 / calls as f64,
+        node_gets[0].1 as f64 / calls as f64,
+        node_gets[1].0 as f64 / calls as f64,
+        node_gets[1].1 as f64 / calls as f64
+    );
     s.unmount().unwrap();
 }
