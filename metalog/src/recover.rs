@@ -3,10 +3,12 @@
 //! replays the same thing.
 //!
 //! Clean mount: the superblock names the clean-unmount record; one read finds head and tail.
-//! Otherwise the whole area is scanned for valid records. `R` = the valid record with the
-//! highest (epoch, LSN); its tail cannot point into overwritten space (a record is only
-//! written over space that the tail of a *durable* record released). A chain never steps
-//! back to a lower epoch. Walking record by record from that
+//! Otherwise the whole area is scanned for valid records, through a window of [`SCAN_WINDOW`]
+//! bytes (records straddling its edge are read on their own), keeping headers only: the
+//! chain is read again record by record as it replays, so memory does not follow the log
+//! size. `R` = the valid record with the highest (epoch, LSN); its tail cannot point into
+//! overwritten space (a record is only written over space that the tail of a *durable* record
+//! released). A chain never steps back to a lower epoch. Walking record by record from that
 //! tail gives the head `H`: the first missing, torn or stale record. Replay then starts at the
 //! tail carried by the last record before `H` — a function of the durable chain only, so a
 //! second recovery picks the same start — and the free area `[H, tail + size)` is zeroed, so
@@ -42,6 +44,12 @@ struct Rec {
 }
 
 pub(crate) type ReplayFn<'a> = dyn FnMut(Csn, &Item) -> Result<(), String> + 'a;
+
+/// The crash-mount scan reads the area through a buffer of this size, never whole: a 64 GiB
+/// volume has a 256 MiB log and mount must stay within the store's memory bound (issue 11).
+/// A record straddling the window's end (or the area's) is read on its own, at most
+/// `max_rec` bytes more.
+pub(crate) const SCAN_WINDOW: u64 = 4 << 20;
 
 /// Read and validate the record at `lsn` from the device (None if absent or torn).
 fn read_record(g: &Geometry, lsn: u64) -> Result<Option<Rec>, LogError> {
@@ -80,14 +88,15 @@ pub(crate) fn recover_clean(
         return Ok(None);
     }
     let tail = r.h.tail_lsn;
-    // Replay what write-back had not yet written when the log was unmounted.
+    // Replay what write-back had not yet written when the log was unmounted. Headers only:
+    // the payloads are read again one record at a time as they replay.
     let mut chain = Vec::new();
     let mut lsn = tail;
     while lsn < clean_lsn {
         match read_record(g, lsn)? {
             Some(rec) if rec.h.epoch <= r.h.epoch => {
                 lsn += rec.h.rec_len as u64;
-                chain.push(rec);
+                chain.push(rec.h);
             }
             _ => return Ok(None),
         }
@@ -95,7 +104,7 @@ pub(crate) fn recover_clean(
     if lsn != clean_lsn {
         return Ok(None);
     }
-    let replayed = replay_chain(&chain, replay)?;
+    let replayed = replay_chain(g, &chain, replay)?;
     Ok(Some(Recovered {
         head: clean_lsn + BLOCK,
         tail,
@@ -106,75 +115,105 @@ pub(crate) fn recover_clean(
     }))
 }
 
+/// Every valid record of the area by LSN, headers only, read through a `window`-byte buffer
+/// (rounded to whole blocks). The result does not depend on `window`.
+fn scan_valid(g: &Geometry, window: u64) -> Result<BTreeMap<u64, RecordHeader>, LogError> {
+    let size = g.area_len;
+    let window = (window / BLOCK).max(1).saturating_mul(BLOCK).min(size);
+    let mut buf = vec![0u8; window as usize];
+    let mut spill = Vec::new();
+    let mut valid = BTreeMap::new();
+    let mut note = std::time::Instant::now();
+    let mut start = 0u64;
+    while start < size {
+        if note.elapsed() >= PROGRESS_EVERY {
+            note = std::time::Instant::now();
+            tracing::info!(
+                "log recovery: scanned {} of {} KiB, {} valid records",
+                start >> 10,
+                size >> 10,
+                valid.len()
+            );
+        }
+        let n = window.min(size - start) as usize;
+        g.dev.read_at(&mut buf[..n], g.area_off + start)?;
+        for off in (0..n).step_by(BLOCK as usize) {
+            let pos = start + off as u64;
+            let Some(h) = RecordHeader::parse(&buf[off..n]) else {
+                continue;
+            };
+            let len = h.rec_len as u64;
+            if h.lsn % size != pos || len < BLOCK || len > g.max_rec() || !len.is_multiple_of(BLOCK)
+            {
+                continue;
+            }
+            let len = len as usize;
+            let rec: &[u8] = if off + len <= n {
+                &buf[off..off + len]
+            } else {
+                // Straddles the window's end or wraps at the area's.
+                spill.resize(len, 0);
+                g.read_area(pos, &mut spill)?;
+                &spill
+            };
+            if let Ok((h, _)) = check_record(rec, &g.uuid, Lsn(h.lsn)) {
+                valid.insert(h.lsn, h);
+            }
+        }
+        start += n as u64;
+    }
+    Ok(valid)
+}
+
 /// Crash mount: scan, replay, zero the free area (see the module doc).
 pub(crate) fn recover_scan(
     g: &Geometry,
     min_lsn: u64,
     replay: &mut ReplayFn<'_>,
 ) -> Result<Recovered, LogError> {
+    recover_scan_window(g, min_lsn, replay, SCAN_WINDOW)
+}
+
+/// [`recover_scan`] with the scan buffer's size as a parameter (tests try small ones).
+fn recover_scan_window(
+    g: &Geometry,
+    min_lsn: u64,
+    replay: &mut ReplayFn<'_>,
+    window: u64,
+) -> Result<Recovered, LogError> {
     let size = g.area_len;
     tracing::info!(
         "log recovery: the log was not unmounted cleanly, scanning {} KiB",
         size >> 10
     );
-    let mut area = vec![0u8; size as usize];
-    g.dev.read_at(&mut area, g.area_off)?;
-    let mut valid: BTreeMap<u64, Rec> = BTreeMap::new();
-    let mut pos = 0u64;
-    while pos < size {
-        let b = &area[pos as usize..];
-        if let Some(h) = RecordHeader::parse(b) {
-            let len = h.rec_len as u64;
-            if h.lsn % size == pos
-                && len >= BLOCK
-                && len <= g.max_rec()
-                && len.is_multiple_of(BLOCK)
-            {
-                let mut rec = vec![0u8; len as usize];
-                let first = ((size - pos) as usize).min(rec.len());
-                rec[..first].copy_from_slice(&area[pos as usize..pos as usize + first]);
-                let rest = rec.len() - first;
-                rec[first..].copy_from_slice(&area[..rest]);
-                if let Ok((h, p)) = check_record(&rec, &g.uuid, Lsn(h.lsn)) {
-                    valid.insert(
-                        h.lsn,
-                        Rec {
-                            h,
-                            payload: p.to_vec(),
-                        },
-                    );
-                }
-            }
-        }
-        pos += BLOCK;
-    }
+    let valid = scan_valid(g, window)?;
     // R: highest epoch first, then highest LSN (see the module doc).
-    let Some(rmax) = valid.values().max_by_key(|r| (r.h.epoch, r.h.lsn)) else {
+    let Some(rmax) = valid.values().max_by_key(|h| (h.epoch, h.lsn)) else {
         return Err(LogError::Corrupt("no valid log record".into()));
     };
-    let max_csn = valid.values().map(|r| r.h.csn).max().unwrap_or(0);
-    let max_epoch = rmax.h.epoch;
+    let max_csn = valid.values().map(|h| h.csn).max().unwrap_or(0);
+    let max_epoch = rmax.epoch;
     let walk = |from: u64| -> (u64, Vec<u64>) {
         let mut lsn = from;
         let mut chain = Vec::new();
         let mut epoch = 0;
-        while let Some(r) = valid.get(&lsn) {
-            if r.h.epoch < epoch {
+        while let Some(h) = valid.get(&lsn) {
+            if h.epoch < epoch {
                 break;
             }
-            epoch = r.h.epoch;
+            epoch = h.epoch;
             chain.push(lsn);
-            lsn += r.h.rec_len as u64;
+            lsn += h.rec_len as u64;
         }
         (lsn, chain)
     };
-    let (head, chain) = walk(rmax.h.tail_lsn);
+    let (head, chain) = walk(rmax.tail_lsn);
     // Replay from the tail of the last durable record (see module doc); it is never later
     // than R's tail, and the chain from it reaches the same head.
-    let mut tail = rmax.h.tail_lsn;
+    let mut tail = rmax.tail_lsn;
     let mut chain = chain;
     if let Some(last) = chain.last().and_then(|l| valid.get(l)) {
-        let t = last.h.tail_lsn;
+        let t = last.tail_lsn;
         let (h2, c2) = walk(t);
         if h2 == head {
             tail = t;
@@ -186,8 +225,9 @@ pub(crate) fn recover_scan(
             "log head {head} before the last mount's head {min_lsn}"
         )));
     }
-    let recs: Vec<&Rec> = chain.iter().filter_map(|l| valid.get(l)).collect();
-    let replayed = replay_refs(&recs, replay)?;
+    let recs: Vec<RecordHeader> = chain.iter().filter_map(|l| valid.get(l)).copied().collect();
+    drop(valid);
+    let replayed = replay_chain(g, &recs, replay)?;
 
     // First a tail record at the head, in a new epoch, made durable: from now on it is the
     // record recovery starts from (highest epoch), so crashing anywhere in what follows
@@ -230,20 +270,36 @@ pub(crate) fn recover_scan(
     })
 }
 
-fn replay_chain(chain: &[Rec], replay: &mut ReplayFn<'_>) -> Result<u64, LogError> {
-    let refs: Vec<&Rec> = chain.iter().collect();
-    replay_refs(&refs, replay)
+/// Replay the chain of records `chain` names, reading each again as its turn comes, so
+/// memory holds one record and the checkpoint being assembled, not the log.
+fn replay_chain(
+    g: &Geometry,
+    chain: &[RecordHeader],
+    replay: &mut ReplayFn<'_>,
+) -> Result<u64, LogError> {
+    replay_records(chain, replay, |h| match read_record(g, h.lsn)? {
+        Some(r) if r.h == *h => Ok(r.payload),
+        _ => Err(LogError::Corrupt(format!(
+            "log record at LSN {} changed during recovery",
+            h.lsn
+        ))),
+    })
 }
 
 /// How often a long replay says how far it got (issue 11 item 3).
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Replay complete checkpoints in order; intents without their done are applied at the end.
-fn replay_refs(chain: &[&Rec], replay: &mut ReplayFn<'_>) -> Result<u64, LogError> {
+/// `payload` gives each record's payload.
+fn replay_records(
+    chain: &[RecordHeader],
+    replay: &mut ReplayFn<'_>,
+    mut payload: impl FnMut(&RecordHeader) -> Result<Vec<u8>, LogError>,
+) -> Result<u64, LogError> {
     let mut cur: Option<(u64, Vec<u8>)> = None;
     let mut intents: BTreeMap<u64, (u64, Vec<Item>)> = BTreeMap::new();
     let mut n = 0;
-    let total: u64 = chain.iter().map(|r| r.h.rec_len as u64).sum();
+    let total: u64 = chain.iter().map(|h| h.rec_len as u64).sum();
     let mut done = 0u64;
     let mut note = std::time::Instant::now();
     if !chain.is_empty() {
@@ -251,11 +307,11 @@ fn replay_refs(chain: &[&Rec], replay: &mut ReplayFn<'_>) -> Result<u64, LogErro
             "log recovery: replaying {} records ({} KiB) from LSN {}",
             chain.len(),
             total >> 10,
-            chain[0].h.lsn
+            chain[0].lsn
         );
     }
-    for (i, r) in chain.iter().enumerate() {
-        done += r.h.rec_len as u64;
+    for (i, h) in chain.iter().enumerate() {
+        done += h.rec_len as u64;
         if note.elapsed() >= PROGRESS_EVERY {
             note = std::time::Instant::now();
             tracing::info!(
@@ -265,12 +321,12 @@ fn replay_refs(chain: &[&Rec], replay: &mut ReplayFn<'_>) -> Result<u64, LogErro
                 total >> 10
             );
         }
-        let h = &r.h;
+        // Only records that can join a checkpoint are read again.
         if h.flags & F_START != 0 {
-            cur = Some((h.csn, r.payload.clone()));
+            cur = Some((h.csn, payload(h)?));
         } else if let Some((c, buf)) = cur.as_mut() {
             if *c == h.csn {
-                buf.extend_from_slice(&r.payload);
+                buf.extend_from_slice(&payload(h)?);
             }
         }
         if h.flags & F_END == 0 {
@@ -304,3 +360,7 @@ fn replay_refs(chain: &[&Rec], replay: &mut ReplayFn<'_>) -> Result<u64, LogErro
     }
     Ok(n)
 }
+
+#[cfg(test)]
+#[path = "recover_tests.rs"]
+mod tests;

@@ -94,19 +94,29 @@ async fn sessions(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Arc<Sessio
 
 /// Completion times of every `STEP`-th create, for windowed rates.
 const STEP: u64 = 1000;
+/// How often a long phase prints where it is (stderr), so an hour-long run shows its pace.
+const NOTE_EVERY: f64 = 30.0;
 
 struct Progress {
     done: AtomicU64,
     t0: Instant,
     marks: Mutex<Vec<(u64, f64)>>,
+    /// What the progress lines say: phase name, total, server pid.
+    what: Option<(String, u64, u32)>,
 }
 
 impl Progress {
     fn new() -> Arc<Progress> {
+        Self::noted(None)
+    }
+    /// A progress that prints a line every `NOTE_EVERY` seconds: done of `total`, the rate
+    /// of the last interval, the server's RSS and peak.
+    fn noted(what: Option<(&str, u64, u32)>) -> Arc<Progress> {
         Arc::new(Progress {
             done: AtomicU64::new(0),
             t0: Instant::now(),
             marks: Mutex::new(vec![(0, 0.0)]),
+            what: what.map(|(n, t, p)| (n.to_string(), t, p)),
         })
     }
     fn tick(&self) {
@@ -114,6 +124,20 @@ impl Progress {
         if n.is_multiple_of(STEP) {
             let t = self.t0.elapsed().as_secs_f64();
             if let Ok(mut m) = self.marks.lock() {
+                let last = m.last().copied().unwrap_or((0, 0.0));
+                if let Some((name, total, pid)) = &self.what {
+                    let noted = m.iter().rev().find(|x| x.1 <= t - NOTE_EVERY);
+                    if (t / NOTE_EVERY).floor() > (last.1 / NOTE_EVERY).floor() {
+                        let (n0, t0) = noted.copied().unwrap_or((0, 0.0));
+                        eprintln!(
+                            "pnfs-bench scale: {name} {n} of {total} in {t:.0} s ({:.0}/s lately), server RSS {:.0} MiB (peak {:.0}), load {}",
+                            (n - n0) as f64 / (t - t0).max(1e-9),
+                            rss_kib(*pid, "VmRSS:") as f64 / 1024.0,
+                            rss_kib(*pid, "VmHWM:") as f64 / 1024.0,
+                            super::loadavg()
+                        );
+                    }
+                }
                 m.push((n, t));
             }
         }
@@ -372,11 +396,11 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
         Arc::new(vec![big.clone()]),
         "b",
         a.big,
-        Progress::new(),
+        Progress::noted(Some(("big directory", a.big, pid))),
     )
     .await?;
     let big_secs = t.elapsed().as_secs_f64();
-    let prog = Progress::new();
+    let prog = Progress::noted(Some(("files", a.files, pid)));
     let t = Instant::now();
     create_files(&sess, Arc::new(dirs), "f", a.files, prog.clone()).await?;
     let files_secs = t.elapsed().as_secs_f64();
@@ -412,6 +436,9 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     p.terminate()?;
     let meta = meta_bytes(&p, log_bytes);
     let (term_ready, term_mount) = timed_restart(&mut p)?;
+    // A restarted server's VmHWM right after ready is its mount's peak (the sampler above
+    // watched the first process only); the bound holds there too (issue 11).
+    let term_hwm = p.pid().map_or(0, |pid| rss_kib(pid, "VmHWM:"));
     // A burst of creates, then SIGKILL: the log holds what the write-back has not taken.
     let sess = sessions(p.addr(), a.sessions).await?;
     let root = sess[0].lookup_path("").await?;
@@ -422,6 +449,7 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     drop(sess);
     p.kill()?;
     let (kill_ready, kill_mount) = timed_restart(&mut p)?;
+    let kill_hwm = p.pid().map_or(0, |pid| rss_kib(pid, "VmHWM:"));
     let s = session(p.addr()).await?;
     let big2 = s.lookup_path("big").await?;
     s.run_ok(Compound::new().putfh(&big2).lookup("b0")).await?;
@@ -462,6 +490,12 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
         "  server peak RSS {:.1} MiB; 1.5 × metadata_cache + 100 MiB = {:.1} MiB",
         rss_peak as f64 / 1024.0,
         (cache as f64 * 1.5) / (1 << 20) as f64 + 100.0
+    );
+    let _ = writeln!(
+        out,
+        "  peak RSS of the mounts: {:.1} MiB after SIGTERM, {:.1} MiB after SIGKILL (log replay)",
+        term_hwm as f64 / 1024.0,
+        kill_hwm as f64 / 1024.0
     );
     let _ = writeln!(
         out,

@@ -642,3 +642,116 @@ fn memory_figures() {
     );
     s.unmount().unwrap();
 }
+
+/// Figures, not a test: `cargo test --release -p pnfsd --lib dir_scale_figures -- --ignored
+/// --nocapture` (ENTRIES, default 1,000,000; CACHE_MIB, default 256). The store's work per
+/// lookup, create and remove in an ENTRIES-entry directory against a 100-entry one (issue
+/// 11: ≤ 1.5×), on tmpfs when there is one, async (no log force in the figure): medians of
+/// interleaved rounds of 200 calls, µs per call. "create+wb" adds the write-back of what the
+/// creates dirtied (the leaf rewrites the log worker does beside the server), per create.
+#[test]
+#[ignore]
+fn dir_scale_figures() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let big_n = env("ENTRIES", 1_000_000);
+    let cache = env("CACHE_MIB", 256) << 20;
+    let shm = std::path::Path::new("/dev/shm");
+    let tmp = if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
+    let path = tmp.path().join("vol.img");
+    Store::mkfs(&path, 16 << 30, false).unwrap();
+    let opts = StoreOptions {
+        sync: false,
+        metadata_cache: cache,
+        ..StoreOptions::default()
+    };
+    let s = Store::open(&path, opts).unwrap();
+    let t = std::time::Instant::now();
+    let big = mk(&s, ROOT_INO, "big", NewNode::Directory).ino;
+    for i in 0..big_n {
+        mk(&s, big, &format!("entry-{i}"), NewNode::Regular);
+    }
+    let small = mk(&s, ROOT_INO, "small", NewNode::Directory).ino;
+    for i in 0..100 {
+        mk(&s, small, &format!("entry-{i}"), NewNode::Regular);
+    }
+    s.write_back().unwrap();
+    let (nodes, _, pages) = s.metadata_usage();
+    println!(
+        "load average {}; {big_n} entries made in {:.1} s; tree {nodes} nodes, {pages} cached pages, cache {} MiB",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim(),
+        t.elapsed().as_secs_f64(),
+        cache >> 20
+    );
+    let ops = 200u64;
+    let rows = ["lookup", "create", "remove", "create+wb"];
+    // Tree nodes each lookup asks the page cache for (hits and misses), and the misses.
+    let gets = || {
+        let c = &s.inner.cache;
+        let h = c.hits.load(std::sync::atomic::Ordering::Relaxed);
+        let m = c.misses.load(std::sync::atomic::Ordering::Relaxed);
+        (h + m, m)
+    };
+    let mut node_gets = [(0u64, 0u64); 2];
+    let mut us = [vec![Vec::new(); 4], vec![Vec::new(); 4]];
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    for round in 0..7u64 {
+        for (k, (dir, n)) in [(big, big_n), (small, 100)].into_iter().enumerate() {
+            let per = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e6 / ops as f64;
+            // Settle what the previous figures dirtied, untimed.
+            s.write_back().unwrap();
+            let g0 = gets();
+            let t = std::time::Instant::now();
+            for i in 0..ops {
+                let e = (i * 7919 + round * 104_729) % n;
+                s.lookup(dir, format!("entry-{e}").as_bytes()).unwrap();
+            }
+            us[k][0].push(per(t));
+            let g1 = gets();
+            node_gets[k].0 += g1.0 - g0.0;
+            node_gets[k].1 += g1.1 - g0.1;
+            let name = |i: u64| format!("new-{round}-{i}");
+            let t = std::time::Instant::now();
+            for i in 0..ops {
+                mk(&s, dir, &name(i), NewNode::Regular);
+            }
+            us[k][1].push(per(t));
+            s.write_back().unwrap();
+            us[k][3].push(per(t));
+            let t = std::time::Instant::now();
+            for i in 0..ops {
+                s.remove(dir, name(i).as_bytes()).unwrap();
+            }
+            us[k][2].push(per(t));
+        }
+    }
+    for (i, row) in rows.iter().enumerate() {
+        let (b, sm) = (median(us[0][i].clone()), median(us[1][i].clone()));
+        println!(
+            "  {row:<10} {big_n}-entry dir {b:8.1} µs, 100-entry dir {sm:8.1} µs ({:.2}×)",
+            b / sm
+        );
+    }
+    let calls = 7 * ops;
+    println!(
+        "  lookup node gets per call: {:.1} ({:.2} misses) in the {big_n}-entry dir, {:.1} ({:.2} misses) in the 100-entry dir",
+        node_gets[0].0 as f64 / calls as f64,
+        node_gets[0].1 as f64 / calls as f64,
+        node_gets[1].0 as f64 / calls as f64,
+        node_gets[1].1 as f64 / calls as f64
+    );
+    s.unmount().unwrap();
+}
