@@ -159,7 +159,8 @@ impl Inner {
     }
 
     /// Leases (RFC 8881 §8.3): an expired client becomes a courtesy client; courtesy and
-    /// unconfirmed clients are purged later; the grace period ends.
+    /// unconfirmed clients are purged later; unreturned recalled delegations are revoked;
+    /// the grace period ends.
     pub fn tick(&mut self, now: u64) {
         let lease = self.cfg.lease_seconds as u64;
         let mut purge = Vec::new();
@@ -178,6 +179,7 @@ impl Inner {
         for id in purge {
             self.expire_client(id);
         }
+        self.revoke_unreturned_delegs(now);
         if !self.grace.ended && !self.grace.active(now) {
             self.grace.ended = true;
             // Owners that did not come back during grace can no longer reclaim.
