@@ -31,6 +31,7 @@ pub mod commit;
 pub mod fence;
 pub mod get;
 pub mod recall;
+pub mod snapshot;
 
 use crate::nfs4::state::{CommitClaim, IoAccess};
 use crate::nfs4::status::NfsStat;
