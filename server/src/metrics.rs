@@ -45,6 +45,8 @@ pub struct Snapshot {
     pub data_flushes: (u64, u64),
     /// The metadata log shut down after a failed write or flush: changes are refused.
     pub log_shut_down: bool,
+    /// Delegations granted, recalled and revoked (issue 15).
+    pub delegs: crate::nfs4::state::DelegCounters,
 }
 
 impl Snapshot {
@@ -54,6 +56,7 @@ impl Snapshot {
             log: srv.store.log().counters(),
             data_flushes: srv.store.data_flush_counts(),
             log_shut_down: srv.store.log().shutdown_error().is_some(),
+            delegs: srv.state.deleg_counters(),
         }
     }
 }
@@ -242,6 +245,24 @@ pub fn render(s: &Snapshot) -> String {
         "Store data-volume flush requests served by another caller's flush.",
         s.data_flushes.1,
     );
+    counter(
+        c,
+        "pnfsd_delegations_granted_total",
+        "Delegations granted by OPEN.",
+        s.delegs.granted,
+    );
+    counter(
+        c,
+        "pnfsd_delegations_recalled_total",
+        "Delegations recalled (a CB_RECALL queued for a conflicting access).",
+        s.delegs.recalled,
+    );
+    counter(
+        c,
+        "pnfsd_delegations_revoked_total",
+        "Recalled delegations revoked for not being returned within a lease.",
+        s.delegs.revoked,
+    );
     let _ = writeln!(
         c,
         "# HELP pnfsd_log_shut_down 1 once a failed log write or flush shut the metadata log \
@@ -406,7 +427,11 @@ mod tests {
         s.log.log_writes = 5;
         s.data_flushes = (9, 31);
         s.pnfs.trimmed_blocks = 12;
+        s.delegs.granted = 21;
+        s.delegs.revoked = 2;
         let t = render(&s);
+        assert_eq!(value(&t, "pnfsd_delegations_granted_total"), Some(21.0));
+        assert_eq!(value(&t, "pnfsd_delegations_revoked_total"), Some(2.0));
         assert_eq!(value(&t, "pnfsd_layout_trimmed_blocks_total"), Some(12.0));
         assert_eq!(value(&t, "pnfsd_layoutcommits_total"), Some(40.0));
         assert_eq!(
@@ -430,7 +455,7 @@ mod tests {
             .filter(|l| !l.starts_with('#'))
             .filter_map(|l| l.split(' ').next())
             .collect();
-        assert_eq!(samples.len(), 30);
+        assert_eq!(samples.len(), 33);
         for n in samples.iter().filter(|n| **n != "pnfsd_log_shut_down") {
             assert!(n.ends_with("_total"), "{n}");
             assert_eq!(

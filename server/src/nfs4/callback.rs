@@ -1,5 +1,5 @@
 //! The backchannel (RFC 8881 §20): CB_COMPOUND encoding, and the queue of callbacks that
-//! services send asynchronously (`CbQueue`; layout recalls, layouts/recall.rs).
+//! services send asynchronously (`CbQueue`: layout and delegation recalls).
 //!
 //! ```text
 //! CB_COMPOUND4args (procedure 1 of the client's callback program):
@@ -12,10 +12,10 @@
 //!   CB_RECALL (4):        stateid4 | truncate bool = false | fh opaque<>
 //! CB_COMPOUND4res: status u32 | tag opaque<> | results …  (only the status is read)
 //! ```
-//! Delegation recalls (RFC 8881 §20.2) use the same CB_SEQUENCE header (`recall_delegs`,
-//! still sent from the COMPOUND that found the conflict); their conflict and revocation
-//! rules are in nfs4/state/delegs.rs. Layout recalls go through `CbQueue`: the COMPOUND that
-//! causes one answers at once and the sender does the round trip.
+//! Both recalls go through `CbQueue`: the COMPOUND that causes one answers at once (DELAY)
+//! and the sender does the round trip. What a recall means and when it has gone unanswered
+//! too long belongs to its service: delegations in nfs4/state/delegs.rs and
+//! nfs4/helpers/deleg.rs, layouts in nfs4/layouts/recall.rs.
 
 use std::time::{Duration, Instant};
 
@@ -61,32 +61,6 @@ pub fn encode_recall(slot: &CbSlot, fh: &Fh, stateid: &Stateid) -> XdrWriter {
     w
 }
 
-/// Sends CB_RECALL for the delegations whose recall was just decided. Blocking: one
-/// backchannel round trip each; the holder answers at once and DELEGRETURNs later. A recall
-/// that cannot be sent is not retried: the delegation is revoked a lease after the
-/// conflict was found either way (state/delegs.rs).
-pub fn recall_delegs(srv: &Server, fh: Fh, recalls: &[crate::nfs4::state::Recall]) {
-    for r in recalls.iter().filter(|r| r.send) {
-        let slot = match srv.state.cb_begin(r.client) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::info!(client = r.client, status = e.name(), "CB_RECALL not sent");
-                continue;
-            }
-        };
-        let args = encode_recall(&slot, &fh, &r.stateid);
-        // With the credential the client gave for callbacks (RFC 8881 §18.36.3).
-        let res = slot
-            .channel
-            .call_as(slot.program, CB_COMPOUND, &slot.cred, args);
-        srv.state.cb_done(&slot, res.is_ok());
-        match res.as_deref().map(decode_status) {
-            Ok(Ok(st)) => tracing::debug!(client = r.client, status = st.name(), "recalled"),
-            Ok(Err(_)) | Err(_) => tracing::info!(client = r.client, "CB_RECALL failed"),
-        }
-    }
-}
-
 /// Encodes CB_COMPOUND { CB_SEQUENCE, CB_LAYOUTRECALL(FILE, whole file) }.
 pub fn encode_layoutrecall(
     slot: &CbSlot,
@@ -123,6 +97,8 @@ pub enum CbKind {
         ltype: LayoutType,
         stateid: Stateid,
     },
+    /// CB_RECALL of the client's delegation `stateid` of `fh` (RFC 8881 §20.2).
+    Recall { fh: Fh, stateid: Stateid },
 }
 
 impl CbKind {
@@ -131,6 +107,7 @@ impl CbKind {
             CbKind::LayoutRecall { fh, ltype, stateid } => {
                 encode_layoutrecall(slot, fh, stateid, *ltype)
             }
+            CbKind::Recall { fh, stateid } => encode_recall(slot, fh, stateid),
         }
     }
 }

@@ -176,8 +176,8 @@ pub fn run_compound<E: OpEnv>(
     if !MINOR_VERSIONS.contains(&minor) {
         return finish(w, NfsStat::MINOR_VERS_MISMATCH, 0, None);
     }
-    // RFC 8881 §16.2.3: the tag is a utf8str_cs.
-    if std::str::from_utf8(tag).is_err() {
+    // RFC 8881 §16.2.3: the tag is a utf8str_cs (noncharacters refused too: COMP3).
+    if !crate::nfs4::helpers::name::is_utf8str(tag) {
         return finish(w, NfsStat::INVAL, 0, None);
     }
     env.begin(minor, count);

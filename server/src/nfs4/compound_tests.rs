@@ -182,6 +182,9 @@ fn tag_is_echoed_and_must_be_utf8() {
     assert_eq!(parse(&out.reply, 0).1, b"tag test");
     let (_, out) = run(&args(&[0xff, 0xfe], 1, &[(NfsOp::SEQUENCE, SEQ)]));
     assert_eq!(results(&out, 0), (NfsStat::INVAL, vec![]));
+    // COMP3: valid UTF-8 holding a noncharacter (U+FFFE) is no utf8str either.
+    let (_, out) = run(&args("a\u{fffe}".as_bytes(), 1, &[(NfsOp::SEQUENCE, SEQ)]));
+    assert_eq!(results(&out, 0), (NfsStat::INVAL, vec![]));
 }
 
 #[test]

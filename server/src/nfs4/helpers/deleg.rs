@@ -5,13 +5,16 @@
 //! OPEN4_SHARE_ACCESS_WANT_*_DELEG flag and has a backchannel to recall it over; a plain OPEN
 //! gets OPEN_DELEGATE_NONE (the server may always decline, §10.4).
 
-use crate::nfs4::callback;
+use std::time::{Duration, Instant};
+
+use crate::nfs4::callback::{Callback, CbKind};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::fh_of;
-use crate::nfs4::state::ShareAccess;
+use crate::nfs4::state::{Recall, ShareAccess};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
+use crate::server::Server;
 use crate::store::{Attr, FileType};
 use crate::xdr::{Xdr, XdrWriter};
 
@@ -37,15 +40,49 @@ const WND4_CANCELLED: u32 = 7;
 const NFS_LIMIT_SIZE: u32 = 1;
 
 /// Before an OPEN of `fh` by `clientid`: DELAY while another client's conflicting
-/// delegation is being recalled (CB_RECALL is sent the first time).
+/// delegation is being recalled. The first time, the CB_RECALL is queued (never sent from
+/// here: the caller's COMPOUND must not wait on another client's backchannel, §10.4.1).
 pub fn break_conflicts(ctx: &Ctx<'_>, clientid: u64, fh: Fh, access: u32) -> Result<(), NfsStat> {
     let write = access & ShareAccess::WRITE != 0;
     let recalls = ctx.srv.state.deleg_conflicts(clientid, fh.ino, write);
     if recalls.is_empty() {
         return Ok(());
     }
-    callback::recall_delegs(ctx.srv, fh, &recalls);
+    queue_recalls(ctx.srv, fh, &recalls);
     Err(NfsStat::DELAY)
+}
+
+/// Queues a CB_RECALL for each recall just decided. The queue gives up after a lease: by
+/// then the state tick revokes the delegation (state/delegs.rs).
+pub fn queue_recalls(srv: &Server, fh: Fh, recalls: &[Recall]) {
+    let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
+    let deadline = Instant::now() + lease;
+    for r in recalls.iter().filter(|r| r.send) {
+        srv.callbacks.push(Callback {
+            client: r.client,
+            kind: CbKind::Recall {
+                fh,
+                stateid: r.stateid,
+            },
+            deadline,
+            answered: recall_answered,
+            wanted: recall_wanted,
+        });
+    }
+}
+
+/// A CB_RECALL goes (again) only while the delegation is held and still recalled.
+fn recall_wanted(srv: &Server, cb: &Callback) -> bool {
+    match &cb.kind {
+        CbKind::Recall { stateid, .. } => srv.state.deleg_recall_pending(cb.client, stateid),
+        _ => false,
+    }
+}
+
+/// The holder answered its CB_RECALL; the delegation stays until it DELEGRETURNs or the
+/// lease runs out (an error answer changes nothing: §10.2.1 still gives it the lease).
+fn recall_answered(_srv: &Server, cb: &Callback, st: NfsStat) {
+    tracing::debug!(client = cb.client, status = st.name(), "CB_RECALL answered");
 }
 
 /// Before REMOVE or SETATTR changes a regular file: DELAY while a delegation of another

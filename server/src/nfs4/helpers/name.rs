@@ -13,9 +13,21 @@ pub fn decode_component(r: &mut XdrReader<'_>) -> Result<Vec<u8>, NfsStat> {
     Ok(r.string(n)?)
 }
 
+/// The one check of a `utf8str_*` (tags, names, keys; RFC 8881 §1.4.2, §14): valid UTF-8
+/// and no noncharacter (Unicode §23.7: U+FDD0–U+FDEF and the last two code points of every
+/// plane, U+FFFE, U+FFFF, U+1FFFE, …), which no string exchanged between systems carries.
+pub fn is_utf8str(b: &[u8]) -> bool {
+    std::str::from_utf8(b).is_ok_and(|s| !s.chars().any(is_noncharacter))
+}
+
+fn is_noncharacter(c: char) -> bool {
+    let c = u32::from(c);
+    (0xfdd0..=0xfdef).contains(&c) || c & 0xfffe == 0xfffe
+}
+
 /// Rules for a name that is looked up or created (RFC 8881 §14.2, §18.4.3): empty → INVAL,
-/// longer than the store's `NAME_MAX` (what `maxname` advertises) → NAMETOOLONG, not UTF-8 (or a noncharacter) → INVAL, a '/' or
-/// NUL → BADCHAR.
+/// longer than the store's `NAME_MAX` (what `maxname` advertises) → NAMETOOLONG, not a
+/// `utf8str` (`is_utf8str`) → INVAL, a '/' or NUL → BADCHAR.
 pub fn check_name(name: &[u8]) -> Result<(), NfsStat> {
     if name.is_empty() {
         return Err(NfsStat::INVAL);
@@ -23,10 +35,8 @@ pub fn check_name(name: &[u8]) -> Result<(), NfsStat> {
     if name.len() > NAME_MAX {
         return Err(NfsStat::NAMETOOLONG);
     }
-    // U+FFFE and U+FFFF are not characters (ISO 10646): invalid in a utf8str too.
-    match std::str::from_utf8(name) {
-        Ok(s) if !s.contains(['\u{fffe}', '\u{ffff}']) => {}
-        _ => return Err(NfsStat::INVAL),
+    if !is_utf8str(name) {
+        return Err(NfsStat::INVAL);
     }
     if name.iter().any(|c| *c == b'/' || *c == 0) {
         return Err(NfsStat::BADCHAR);
@@ -53,7 +63,7 @@ pub fn is_dot(name: &[u8]) -> bool {
 /// keeps names as given (pynfs and the Linux client send the "user." prefix themselves).
 pub fn decode_xattr_key(r: &mut XdrReader<'_>) -> Result<Vec<u8>, NfsStat> {
     let name = decode_component(r)?;
-    if name.is_empty() || name.contains(&0) || std::str::from_utf8(&name).is_err() {
+    if name.is_empty() || name.contains(&0) || !is_utf8str(&name) {
         return Err(NfsStat::INVAL);
     }
     if name.len() > XATTR_NAME_MAX {
@@ -97,5 +107,32 @@ mod tests {
             decode_component(&mut XdrReader::new(&[0xff, 0xff, 0xff, 0xff, b'a'])),
             Err(NfsStat::BADXDR)
         );
+    }
+
+    #[test]
+    fn noncharacters_are_refused() {
+        for bad in [
+            "\u{fffe}",
+            "a\u{ffff}",
+            "\u{fdd0}",
+            "x\u{fdef}y",
+            "\u{1fffe}",
+            "\u{10ffff}",
+        ] {
+            assert!(!is_utf8str(bad.as_bytes()), "{bad:?}");
+            assert_eq!(check_name(bad.as_bytes()), Err(NfsStat::INVAL), "{bad:?}");
+        }
+        for good in [
+            "",
+            "tag",
+            "\u{fdcf}",
+            "\u{fdf0}",
+            "\u{fffd}",
+            "\u{1f600}",
+            "\u{10fffd}",
+        ] {
+            assert!(is_utf8str(good.as_bytes()), "{good:?}");
+        }
+        assert!(!is_utf8str(&[0xff, 0xfe]));
     }
 }

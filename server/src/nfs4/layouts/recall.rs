@@ -112,14 +112,18 @@ pub fn recall_file(srv: &Server, fh: Fh, clients: &[u64]) {
 /// A CB_LAYOUTRECALL goes only while its recall is pending: a layout returned before the
 /// send needs none, and a NOMATCHING_LAYOUT answer must not drop a layout granted after.
 fn wanted(srv: &Server, cb: &Callback) -> bool {
-    let CbKind::LayoutRecall { fh, .. } = &cb.kind;
+    let CbKind::LayoutRecall { fh, .. } = &cb.kind else {
+        return false;
+    };
     srv.layouts.recall_pending(cb.client, fh.ino)
 }
 
 /// The holder answered a CB_LAYOUTRECALL.
 fn answered(srv: &Server, cb: &Callback, st: NfsStat) {
     add(&srv.layouts.metrics.recalls_sent, 1);
-    let CbKind::LayoutRecall { fh, stateid, .. } = &cb.kind;
+    let CbKind::LayoutRecall { fh, stateid, .. } = &cb.kind else {
+        return;
+    };
     if st == NfsStat::NOMATCHING_LAYOUT {
         // RFC 8881 §20.3.3: the client has nothing; its layouts are gone.
         let _ = srv.state.layout_return(cb.client, fh.ino, stateid, true);

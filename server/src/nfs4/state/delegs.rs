@@ -3,11 +3,15 @@
 //!
 //! ```text
 //! OPEN(want deleg) ─ no conflicting open / deleg ─▶ Deleg { write, recalled_at: None }
-//! OPEN by another client that conflicts ─▶ recalled_at = now, CB_RECALL sent (caller),
-//!        the OPEN answers DELAY ─ DELEGRETURN ─▶ state dropped, the next OPEN goes on
-//!                                 └ a lease later, still held ─▶ revoked DELEG_REVOKED
-//!        (SEQUENCE: RECALLABLE_STATE_REVOKED; TEST_STATEID says so until FREE_STATEID)
+//! OPEN by another client that conflicts ─▶ recalled_at = now, CB_RECALL queued (caller,
+//!        callback::CbQueue), the OPEN answers DELAY at once
+//!        ├ DELEGRETURN ─▶ state dropped, the next OPEN goes on
+//!        └ a lease after the recall, still held (the tick, or the next conflict)
+//!            ─▶ revoked DELEG_REVOKED (SEQUENCE: RECALLABLE_STATE_REVOKED; TEST_STATEID
+//!               says so until FREE_STATEID)
 //! ```
+//! The queue re-sends an unanswered CB_RECALL on whichever session of the holder has a
+//! backchannel then, so a recall survives the holder replacing its session (DSESS9003).
 
 use super::files::{ShareAccess, StateKind};
 use super::stateid::parse_other;
@@ -21,6 +25,23 @@ pub struct DelegState {
     pub write: bool,
     /// When the recall was decided (`None` while not recalled).
     pub recalled_at: Option<u64>,
+}
+
+/// Delegation bookkeeping beside the states: the recalls not yet answered by a DELEGRETURN
+/// (so the tick finds them without a scan of every state), and the counters.
+#[derive(Debug, Default)]
+pub(crate) struct DelegBook {
+    /// State ids of delegations being recalled.
+    recalled: std::collections::HashSet<u64>,
+    pub counters: DelegCounters,
+}
+
+/// Delegation counters since the start (metrics.rs shows them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DelegCounters {
+    pub granted: u64,
+    pub recalled: u64,
+    pub revoked: u64,
 }
 
 /// A delegation another client must give back before an operation may go on.
@@ -70,6 +91,7 @@ impl Inner {
                 recalled_at: None,
             }),
         );
+        self.delegs.counters.granted += 1;
         Some(self.stateid_of(id))
     }
 
@@ -103,7 +125,7 @@ impl Inner {
                 continue;
             }
             match recalled_at {
-                Some(t) if now >= t + lease => self.revoke_id(id, NfsStat::DELEG_REVOKED),
+                Some(t) if now >= t + lease => self.revoke_deleg(id),
                 Some(_) => out.push(Recall {
                     client,
                     stateid: sid,
@@ -114,6 +136,8 @@ impl Inner {
                     {
                         d.recalled_at = Some(now);
                     }
+                    self.delegs.recalled.insert(id);
+                    self.delegs.counters.recalled += 1;
                     out.push(Recall {
                         client,
                         stateid: sid,
@@ -123,6 +147,58 @@ impl Inner {
             }
         }
         out
+    }
+
+    /// Revokes a delegation whose recall went unanswered (§10.2.1).
+    fn revoke_deleg(&mut self, id: u64) {
+        self.delegs.recalled.remove(&id);
+        if self.states.get(&id).is_some_and(|s| s.revoked.is_none()) {
+            self.delegs.counters.revoked += 1;
+        }
+        self.revoke_id(id, NfsStat::DELEG_REVOKED);
+    }
+
+    /// From the tick: revokes the delegations recalled a lease ago or more and still held
+    /// (a holder whose backchannel never delivered the recall included: the recall is
+    /// what started the clock, §10.2.1).
+    pub(super) fn revoke_unreturned_delegs(&mut self, now: u64) {
+        let lease = u64::from(self.cfg.lease_seconds);
+        let late: Vec<u64> = self
+            .delegs
+            .recalled
+            .iter()
+            .copied()
+            .filter(
+                |id| match self.states.get(id).map(|s| (&s.kind, s.revoked)) {
+                    Some((StateKind::Deleg(d), None)) => {
+                        d.recalled_at.is_some_and(|t| now >= t + lease)
+                    }
+                    // Returned, expired or already revoked: nothing left to wait for.
+                    _ => true,
+                },
+            )
+            .collect();
+        for id in late {
+            let live = self.states.get(&id).is_some_and(|s| s.revoked.is_none());
+            if live {
+                self.revoke_deleg(id);
+            } else {
+                self.delegs.recalled.remove(&id);
+            }
+        }
+    }
+
+    /// Whether the delegation `sid` of `client` is still held and being recalled: the
+    /// queue sends (or re-sends) its CB_RECALL only then.
+    pub fn deleg_recall_pending(&self, client: u64, sid: &Stateid) -> bool {
+        parse_other(self.epoch, &sid.other)
+            .ok()
+            .and_then(|id| self.states.get(&id))
+            .is_some_and(|st| {
+                st.client == client
+                    && st.revoked.is_none()
+                    && matches!(&st.kind, StateKind::Deleg(d) if d.recalled_at.is_some())
+            })
     }
 
     /// DELEGRETURN (§18.6.3). Like knfsd, the type is checked before the seqid: any other
@@ -139,6 +215,7 @@ impl Inner {
             Some(st) if st.ino == ino && matches!(st.kind, StateKind::Deleg(_)) => {}
             _ => return Err(NfsStat::BAD_STATEID),
         }
+        self.delegs.recalled.remove(&id);
         self.drop_state(id);
         Ok(())
     }
@@ -223,5 +300,39 @@ mod tests {
         assert_ne!(flags(&e, sa, 3) & seq4::RECALLABLE_STATE_REVOKED, 0);
         e.sm.free_stateid(a, &d).unwrap();
         assert_eq!(flags(&e, sa, 4) & seq4::RECALLABLE_STATE_REVOKED, 0);
+    }
+
+    /// The tick revokes a recalled delegation a lease after its recall even when nobody
+    /// asks again (the conflicting client may have given up), and counts it; a returned one
+    /// is only forgotten.
+    #[test]
+    fn the_tick_revokes_an_unreturned_recall_after_a_lease() {
+        let e = env();
+        let (a, sa) = mount(&e, b"a");
+        let (b, _) = mount(&e, b"b");
+        open(&e, a, b"oa", 10, 1, 0).unwrap();
+        open(&e, a, b"oa", 11, 1, 0).unwrap();
+        let d = e.sm.grant_deleg(a, Ino(10), false).unwrap();
+        let kept = e.sm.grant_deleg(a, Ino(11), false).unwrap();
+        e.clock.0.store(5, Ordering::SeqCst);
+        assert!(e.sm.deleg_conflicts(b, Ino(10), true)[0].send);
+        assert!(e.sm.deleg_conflicts(b, Ino(11), true)[0].send);
+        assert!(e.sm.deleg_recall_pending(a, &d));
+        assert!(!e.sm.deleg_recall_pending(b, &d));
+        e.sm.delegreturn(a, &kept, Ino(11)).unwrap();
+        assert!(!e.sm.deleg_recall_pending(a, &kept));
+        e.sm.sequence(&seq(sa, 0, 1, 1)).unwrap();
+        e.clock.0.store(94, Ordering::SeqCst);
+        e.sm.tick();
+        assert_eq!(e.sm.test_stateid(a, &d), NfsStat::OK);
+        e.clock.0.store(95, Ordering::SeqCst);
+        e.sm.tick();
+        assert_eq!(e.sm.test_stateid(a, &d), NfsStat::DELEG_REVOKED);
+        assert!(!e.sm.deleg_recall_pending(a, &d));
+        assert_ne!(flags(&e, sa, 2) & seq4::RECALLABLE_STATE_REVOKED, 0);
+        let c = e.sm.deleg_counters();
+        assert_eq!((c.granted, c.recalled, c.revoked), (2, 2, 1));
+        // The conflict is gone: the other client's access goes on.
+        assert!(e.sm.deleg_conflicts(b, Ino(10), true).is_empty());
     }
 }

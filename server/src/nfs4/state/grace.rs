@@ -158,10 +158,12 @@ impl Inner {
         Ok(CommitClaim::Current)
     }
 
-    /// Leases (RFC 8881 §8.3: `expire_leases`), then the grace period ends.
+    /// Leases (RFC 8881 §8.3: `expire_leases`), unreturned recalled delegations revoked,
+    /// then the grace period ends.
     pub fn tick(&mut self, now: u64) {
         // Lease expiry and the courtesy bounds live with the client records (client.rs).
         self.expire_leases(now);
+        self.revoke_unreturned_delegs(now);
         if !self.grace.ended && !self.grace.active(now) {
             self.grace.ended = true;
             // Owners that did not come back during grace can no longer reclaim.

@@ -48,7 +48,7 @@ pub use client::{
     exchgid, seq4, BindDir, ClientLimits, CreateSessionReq, CreateSessionRes, ExchangeIdReq,
     ExchangeIdRes, Principal, SequenceOutcome, SequenceReq, CS_FLAG_CONN_BACK_CHAN,
 };
-pub use delegs::Recall;
+pub use delegs::{DelegCounters, Recall};
 pub use files::{OpenReq, ShareAccess};
 pub use grace::CommitClaim;
 pub use lock::{range_of, LockRange};
@@ -154,6 +154,8 @@ pub(crate) struct Inner {
     pending: Vec<RecordOp>,
     /// Layouts of clients that went away or expired, for the layout engine.
     dropped_layouts: Vec<(u64, Ino)>,
+    /// Recalls pending and counters of delegations (delegs.rs).
+    delegs: delegs::DelegBook,
 }
 
 impl StateManager {
@@ -186,6 +188,7 @@ impl StateManager {
             grace: grace::Grace::start(previous, now, cfg.grace_seconds),
             pending: Vec::new(),
             dropped_layouts: Vec::new(),
+            delegs: Default::default(),
         };
         StateManager {
             inner: Arc::new(Mutex::new(inner)),
@@ -427,6 +430,16 @@ impl StateManager {
     /// caller sends CB_RECALL for those with `send` and answers DELAY while any is left.
     pub fn deleg_conflicts(&self, clientid: u64, ino: Ino, write: bool) -> Vec<Recall> {
         self.with(|i, now| i.deleg_conflicts(clientid, ino, write, now))
+    }
+
+    /// Whether a recall of the delegation `stateid` of `client` is still to be answered.
+    pub fn deleg_recall_pending(&self, client: u64, stateid: &Stateid) -> bool {
+        self.with(|i, _| i.deleg_recall_pending(client, stateid))
+    }
+
+    /// Delegations granted, recalled and revoked since the start.
+    pub fn deleg_counters(&self) -> DelegCounters {
+        self.lock().delegs.counters
     }
 
     /// Whether any client has the file open (REMOVE keeps an open file's inode).
