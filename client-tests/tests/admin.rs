@@ -214,3 +214,260 @@ async fn admin_views_are_off_by_default() {
         .unwrap()
         .contains("pnfsd_log_commits_total "));
 }
+
+/// `/clients/ID/states`, `/layouts` and `POST /clients/ID/evict` (issue 16 items 1–2), and
+/// the commands that read them, against what two clients hold: an open, a lock and an RW
+/// layout of one, an open of the other, a recall in flight after the other's truncate, and
+/// an eviction that takes the holder's state, record and layouts away.
+#[tokio::test]
+async fn states_layouts_and_eviction_follow_two_clients() {
+    use client_tests::attrs::SetAttrs;
+    use client_tests::callback::CbEvent;
+    use client_tests::ops::{lock_type, Locker, Op};
+    use client_tests::pnfs::iomode;
+    use client_tests::{Compound, NfsStat, Stateid};
+    use std::time::Duration;
+
+    let p = PnfsdProcess::start_with(ServerOptions {
+        config_toml: Some(
+            "volume_size = \"1G\"\nadmin = true\ngrace_seconds = 1\nlease_seconds = 10\n".into(),
+        ),
+        extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
+    })
+    .unwrap();
+    let admin = admin_addr(&p);
+    let addr = admin.to_string();
+    let a = Session::connect_with(p.addr(), SessionOptions::new("states-a"))
+        .await
+        .unwrap();
+    let b = Session::connect_with(p.addr(), SessionOptions::new("states-b"))
+        .await
+        .unwrap();
+    let root = a.lookup_path("").await.unwrap();
+    let f = a.create_file(&root, "held", 0o666).await.unwrap();
+    a.run_ok(Compound::new().putfh(&f.fh).op(Op::Lock {
+        locktype: lock_type::WRITE,
+        reclaim: false,
+        offset: 0,
+        length: 100,
+        locker: Locker::New {
+            open_seqid: 0,
+            open_stateid: f.stateid,
+            lock_seqid: 0,
+            clientid: a.clientid,
+            owner: b"lock-owner-a".to_vec(),
+        },
+    }))
+    .await
+    .unwrap();
+    let l = a.layoutget(&f, iomode::RW, 0, 1 << 20).await.unwrap();
+    let _g = b.create_file(&root, "other", 0o644).await.unwrap();
+    let f_id = b
+        .getattr_fh(&f.fh, client_tests::attrs::basic())
+        .await
+        .unwrap()
+        .fileid
+        .expect("fileid");
+
+    // a's states: one of each kind on its file, with the lock's range and the open's modes.
+    let st = cli::get_json(admin, &format!("/clients/{:016x}/states", a.clientid))
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = st
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["layout", "lock", "open"], "{st:#}");
+    for s in st.as_array().unwrap() {
+        assert_eq!(s["fileid"], f_id, "{st:#}");
+        assert_eq!(s["revoked"], Value::Null, "{st:#}");
+    }
+    let by_kind = |k: &str| {
+        st.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["kind"] == k)
+            .unwrap()
+    };
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    assert_eq!(by_kind("open")["stateid"], hex(&f.stateid.other).as_str());
+    assert_eq!(by_kind("open")["deny"], "none", "{st:#}");
+    assert_eq!(by_kind("layout")["stateid"], hex(&l.stateid.other).as_str());
+    let lock_ranges = by_kind("lock")["ranges"].as_array().unwrap().clone();
+    assert_eq!(lock_ranges.len(), 1, "{st:#}");
+    assert!(lock_ranges[0].as_str().unwrap().starts_with("0-"), "{st:#}");
+    assert!(
+        lock_ranges[0].as_str().unwrap().ends_with(" write"),
+        "{st:#}"
+    );
+    match cli::get(admin, "/clients/00000000deadbeef/states").await {
+        Err(cli::CliError::Status { status, .. }) => assert_eq!(status.as_u16(), 404),
+        other => panic!("unknown client: {other:?}"),
+    }
+
+    // /layouts: the file, its one holder, the RW range, where the holder came from.
+    let lay = cli::get_json(admin, "/layouts").await.unwrap();
+    assert_eq!(lay.as_array().unwrap().len(), 1, "{lay:#}");
+    assert_eq!(lay[0]["fileid"], f_id, "{lay:#}");
+    let h = &lay[0]["holders"][0];
+    assert_eq!(h["client"], a.clientid, "{lay:#}");
+    assert_eq!(h["layout_type"], "block", "{lay:#}");
+    assert_eq!(h["address"], "127.0.0.1", "{lay:#}");
+    assert_eq!(h["recall"], Value::Null, "{lay:#}");
+    assert_eq!(h["fenced"], false, "{lay:#}");
+    assert!(
+        h["ranges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["iomode"] == "rw" && r["offset"] == 0),
+        "{lay:#}"
+    );
+    let clients = cli::get_json(admin, "/clients").await.unwrap();
+    assert_eq!(client(&clients, &a)["address"], "127.0.0.1", "{clients:#}");
+    assert_eq!(
+        client(&clients, &b)["address"],
+        Value::Null,
+        "no layout: {clients:#}"
+    );
+
+    // a commits 8 KiB (the blocks of a fresh sparse volume read as zeros); b truncates:
+    // DELAY, and the recall shows with its deadline (two leases).
+    a.layoutcommit_all(&f, &l, 8191).await.unwrap();
+    let truncate = Compound::new()
+        .putfh(&f.fh)
+        .setattr(Stateid::ANONYMOUS, SetAttrs::size(0));
+    assert_eq!(b.run(truncate).await.unwrap().status, NfsStat::DELAY);
+    a.conn
+        .callbacks
+        .wait_for(Duration::from_secs(10), |e| {
+            matches!(e, CbEvent::LayoutRecall { .. })
+        })
+        .await
+        .expect("CB_LAYOUTRECALL");
+    let lay = cli::get_json(admin, "/layouts").await.unwrap();
+    let left = lay[0]["holders"][0]["recall"]["deadline_in_seconds"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("a recall in flight: {lay:#}"));
+    assert!((1..=20).contains(&left), "{lay:#}");
+
+    // The tables say the same.
+    let table = pnfsd_cli(&["layouts", "--admin", &addr]);
+    let row = table.lines().nth(1).unwrap_or_else(|| panic!("{table}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cols[..4],
+        [
+            f_id.to_string().as_str(),
+            &format!("{:016x}", a.clientid),
+            "block",
+            "127.0.0.1"
+        ],
+        "{table}"
+    );
+    assert!(row.contains("s left") && row.contains(" rw"), "{table}");
+    let states = pnfsd_cli(&[
+        "clients",
+        "states",
+        &format!("{:016x}", a.clientid),
+        "--admin",
+        &addr,
+    ]);
+    assert_eq!(states.lines().count(), 4, "{states}");
+    assert!(
+        states
+            .lines()
+            .any(|l| l.contains(" open ") && l.contains("deny none")),
+        "{states}"
+    );
+    println!("{table}\n{states}");
+
+    // Eviction: a's client, sessions and states go; its layouts are handed to expiry (and
+    // fenced); a's next request is refused; b is untouched.
+    let out = pnfsd_cli(&[
+        "clients",
+        "evict",
+        &format!("{:016x}", a.clientid),
+        "--admin",
+        &addr,
+    ]);
+    assert!(out.contains("evicted"), "{out}");
+    println!("{out}");
+    let clients = cli::get_json(admin, "/clients").await.unwrap();
+    assert_eq!(clients.as_array().unwrap().len(), 1, "{clients:#}");
+    client(&clients, &b);
+    assert_eq!(
+        cli::get_json(admin, "/layouts").await.unwrap(),
+        serde_json::json!([]),
+        "the evicted client's layouts are forgotten"
+    );
+    let st = a.run(Compound::new()).await.unwrap().status;
+    assert!(
+        matches!(
+            st,
+            NfsStat::BADSESSION | NfsStat::STALE_CLIENTID | NfsStat::DEADSESSION
+        ),
+        "the evicted client's session: {}",
+        st.name()
+    );
+    let m = cli::get(admin, "/metrics").await.unwrap();
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("pnfsd_layout_fences_total ") && !l.ends_with(" 0")),
+        "the eviction fenced the layout holder: {m}"
+    );
+    // Evicting it again, or a client that never was: 404 and a failing command.
+    let again = std::process::Command::new(client_tests::harness::pnfsd_bin().unwrap())
+        .args([
+            "clients",
+            "evict",
+            &format!("{:016x}", a.clientid),
+            "--admin",
+            &addr,
+        ])
+        .output()
+        .unwrap();
+    assert!(!again.status.success(), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("no client"),
+        "{again:?}"
+    );
+    b.destroy().await.unwrap();
+}
+
+/// `log_format = "json"` (issue 16 item 4): every line the daemon logs is one JSON object
+/// with a level, a target and the message, as tracing-subscriber's json format writes them.
+#[tokio::test]
+async fn json_log_lines_for_log_shippers() {
+    let p = PnfsdProcess::start_with(ServerOptions {
+        config_toml: Some("volume_size = \"1G\"\nlog_format = \"json\"\n".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let s = Session::connect(p.addr()).await.unwrap();
+    s.destroy().await.unwrap();
+    let log = p.log_text();
+    // The harness prefixes each line with the run it came from ("[run 1] ").
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| match l.strip_prefix("[run ") {
+            Some(r) => r.split_once("] ").map_or(l, |(_, rest)| rest),
+            None => l,
+        })
+        .collect();
+    assert!(lines.len() >= 2, "{log}");
+    for l in &lines {
+        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}"));
+        assert!(v["level"].is_string() && v["target"].is_string(), "{l}");
+        assert!(v["fields"]["message"].is_string(), "{l}");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("\"level\":\"INFO\"") && l.contains("pnfsd ready")),
+        "{log}"
+    );
+}

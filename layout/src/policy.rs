@@ -199,6 +199,11 @@ impl Grants {
         self.ranges.is_empty()
     }
 
+    /// The ranges held, `(start, end, iomode)`, in grant order (overlaps kept as granted).
+    pub fn ranges(&self) -> &[(u64, u64, IoMode)] {
+        &self.ranges
+    }
+
     /// Whether any RW range is held.
     pub fn has_rw(&self) -> bool {
         self.ranges.iter().any(|r| r.2 == IoMode::RW)

@@ -122,6 +122,15 @@ pub fn parse_size(s: &str) -> Result<Size, ConfigError> {
 
 /// The file's keys. Unknown keys are an error (a typo must not silently fall back).
 /// `Serialize` only to compare two configurations key by key on SIGHUP ([`reload_plan`]).
+/// How the daemon writes its log lines (`log_format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -183,6 +192,9 @@ pub struct Config {
     /// What the daemon logs, as a `tracing` filter (`"info"`, `"debug"`,
     /// `"info,pnfsd::nfs4=debug"`); `RUST_LOG`, when set, overrides it. SIGHUP reloads it.
     pub log_level: String,
+    /// `"text"` (for a person) or `"json"` (one JSON object per line, tracing-subscriber's
+    /// json format, for log shippers). Read at start; a change needs a restart.
+    pub log_format: LogFormat,
     /// `[[exports]]` with their `[[exports.clients]]` rules (crate::exports); without any,
     /// the namespace is exported to this machine only. SIGHUP reloads them.
     pub exports: Vec<ExportConfig>,
@@ -217,6 +229,7 @@ impl Default for Config {
             metrics_listen: None,
             admin: false,
             log_level: "info".to_string(),
+            log_format: LogFormat::Text,
             exports: crate::exports::default_exports(),
         }
     }

@@ -20,6 +20,7 @@ use pnfsd::store::{Store, StoreError};
 use pnfsd::volume::{Volume, VolumeLock, VolumeSource};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::{reload, EnvFilter, Registry};
 
 #[derive(Debug, Parser)]
@@ -71,8 +72,12 @@ enum Cmd {
     /// (GET /status on its admin endpoint; `admin = true` in its configuration).
     Status(pnfsd::admin::cli::AdminArgs),
     /// List a running pnfsd's clients: lease, sessions, open/lock/delegation/layout counts,
-    /// reclaim (GET /clients on its admin endpoint).
-    Clients(pnfsd::admin::cli::AdminArgs),
+    /// reclaim, address (GET /clients on its admin endpoint); `states ID` lists what one
+    /// client holds, `evict ID` expires it now with its layouts fenced.
+    Clients(ClientsArgs),
+    /// List a running pnfsd's outstanding layouts: file, holder, type, ranges, recalls in
+    /// flight, fenced (GET /layouts on its admin endpoint).
+    Layouts(pnfsd::admin::cli::AdminArgs),
     /// Print the man pages (roff), or write pnfsd.1, pnfsd-serve.1, ... into a directory.
     Man {
         /// Directory to write one page per command into; stdout (pnfsd.1 only) if absent.
@@ -83,6 +88,30 @@ enum Cmd {
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ClientsArgs {
+    #[command(flatten)]
+    admin: pnfsd::admin::cli::AdminArgs,
+    #[command(subcommand)]
+    action: Option<ClientsAction>,
+}
+
+#[derive(Debug, Subcommand)]
+enum ClientsAction {
+    /// The states one client holds: opens, locks, delegations, layouts, by file
+    /// (GET /clients/ID/states).
+    States {
+        /// The client id as `pnfsd clients` prints it.
+        id: String,
+    },
+    /// Expire a client now, as if its lease had run out: its sessions and state go and its
+    /// layouts are fenced (POST /clients/ID/evict; knfsd's `echo expire > .../ctl`).
+    Evict {
+        /// The client id as `pnfsd clients` prints it.
+        id: String,
     },
 }
 
@@ -198,7 +227,7 @@ struct Logging {
 }
 
 impl Logging {
-    fn init() -> Logging {
+    fn init(format: pnfsd::config::LogFormat) -> Logging {
         let env = std::env::var("RUST_LOG")
             .ok()
             .filter(|s| !s.trim().is_empty());
@@ -207,14 +236,17 @@ impl Logging {
             .and_then(|s| EnvFilter::try_new(s).ok())
             .unwrap_or_else(|| EnvFilter::new("info"));
         let (filter, handle) = reload::Layer::new(filter);
+        let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        let lines = match format {
+            // Plain text when the log goes to a file or a pipe (test harnesses grep it).
+            pnfsd::config::LogFormat::Text => stderr
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .boxed(),
+            pnfsd::config::LogFormat::Json => stderr.json().boxed(),
+        };
         tracing_subscriber::registry()
             .with(filter)
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_writer(std::io::stderr)
-                    // Plain text when the log goes to a file or a pipe (test harnesses grep it).
-                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-            )
+            .with(lines)
             .init();
         Logging { handle, env }
     }
@@ -232,13 +264,33 @@ impl Logging {
 }
 
 fn main() -> ExitCode {
-    let log = Logging::init();
     let cli = Cli::parse();
+    // The format is fixed when logging starts: the daemon's configuration names it (read
+    // again, with errors reported, by `serve`).
+    let format = match &cli.cmd {
+        Some(Cmd::Serve(a)) => Config::load(a.config.as_deref(), &a.overrides())
+            .map(|c| c.log_format)
+            .unwrap_or_default(),
+        None => Config::load(None, &Default::default())
+            .map(|c| c.log_format)
+            .unwrap_or_default(),
+        _ => Default::default(),
+    };
+    let log = Logging::init(format);
     let res = match cli.cmd {
         Some(Cmd::Mkfs(a)) => mkfs(&a),
         Some(Cmd::Serve(a)) => serve(&a, &log),
         Some(Cmd::Status(a)) => admin(pnfsd::admin::cli::View::Status, &a),
-        Some(Cmd::Clients(a)) => admin(pnfsd::admin::cli::View::Clients, &a),
+        Some(Cmd::Clients(a)) => {
+            use pnfsd::admin::cli::View;
+            let view = match a.action {
+                None => View::Clients,
+                Some(ClientsAction::States { id }) => View::ClientStates(id),
+                Some(ClientsAction::Evict { id }) => View::Evict(id),
+            };
+            admin(view, &a.admin)
+        }
+        Some(Cmd::Layouts(a)) => admin(pnfsd::admin::cli::View::Layouts, &a),
         Some(Cmd::Man { dir }) => man(dir.as_deref()),
         Some(Cmd::Completions { shell }) => {
             clap_complete::generate(shell, &mut Cli::command(), "pnfsd", &mut std::io::stdout());

@@ -307,14 +307,15 @@ const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// One request: the method and path decide; headers and body are not read.
 async fn answer(method: &Method, path: &str, ep: Arc<Endpoint>) -> Reply {
-    if method != Method::GET {
+    let post = method == Method::POST;
+    if method != Method::GET && !(post && ep.admin.is_some()) {
         return reply(
             StatusCode::METHOD_NOT_ALLOWED,
             TEXT,
-            "only GET is served\n".into(),
+            "only GET is served (and POST for the admin actions)\n".into(),
         );
     }
-    if path == "/metrics" {
+    if path == "/metrics" && !post {
         return reply(StatusCode::OK, TEXT, render(&Snapshot::of(&ep.srv)));
     }
     let Some(info) = ep.admin.clone() else {
@@ -326,10 +327,20 @@ async fn answer(method: &Method, path: &str, ep: Arc<Endpoint>) -> Reply {
         );
     };
     let (srv, path_owned) = (ep.srv.clone(), path.to_string());
-    // The status reads the store's free space under its read lock: not on a runtime worker.
-    let view = tokio::task::spawn_blocking(move || crate::admin::view(&path_owned, &srv, &info));
+    // The views read the store and the state under their locks, an eviction fences: not on
+    // a runtime worker.
+    let view = tokio::task::spawn_blocking(move || {
+        if post {
+            crate::admin::action(&path_owned, &srv)
+        } else {
+            crate::admin::view(&path_owned, &srv, &info)
+        }
+    });
     match view.await {
-        Ok(Some(json)) => reply(StatusCode::OK, "application/json", json),
+        Ok(Some(crate::admin::Answer::Json(json))) => {
+            reply(StatusCode::OK, "application/json", json)
+        }
+        Ok(Some(crate::admin::Answer::NotFound(text))) => reply(StatusCode::NOT_FOUND, TEXT, text),
         Ok(None) => reply(
             StatusCode::NOT_FOUND,
             TEXT,

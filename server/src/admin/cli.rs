@@ -1,5 +1,6 @@
-//! `pnfsd status` and `pnfsd clients`: GET the admin views of a running pnfsd and print them
-//! as a table for a person, or the JSON as served (`--json`). The tables read the JSON
+//! `pnfsd status`, `pnfsd clients [states ID | evict ID]` and `pnfsd layouts`: GET the admin
+//! views of a running pnfsd (POST for an eviction) and print them as a table for a person,
+//! or the JSON as served (`--json`). The tables read the JSON
 //! loosely (a field a newer daemon adds is ignored, one it lacks prints as "-"), so the CLI
 //! and the daemon need not be the same build.
 
@@ -39,6 +40,15 @@ pub enum CliError {
 
 /// `GET path` on `addr` with hyper's HTTP/1 client; the body if the status is 200.
 pub async fn get(addr: SocketAddr, path: &str) -> Result<String, CliError> {
+    request(hyper::Method::GET, addr, path).await
+}
+
+/// `method path` on `addr`; the body if the status is 200.
+pub async fn request(
+    method: hyper::Method,
+    addr: SocketAddr,
+    path: &str,
+) -> Result<String, CliError> {
     let connect = |err: String| CliError::Connect { addr, err };
     let fetch = async {
         let sock = tokio::net::TcpStream::connect(addr)
@@ -48,7 +58,9 @@ pub async fn get(addr: SocketAddr, path: &str) -> Result<String, CliError> {
             .await
             .map_err(|e| connect(e.to_string()))?;
         tokio::spawn(conn);
-        let req = Request::get(path)
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
             .header(hyper::header::HOST, addr.to_string())
             .body(Empty::<Bytes>::new())
             .map_err(|e| connect(e.to_string()))?;
@@ -96,21 +108,38 @@ pub async fn get_json(addr: SocketAddr, path: &str) -> Result<Value, CliError> {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct AdminArgs {
     /// The admin endpoint (the daemon's metrics_listen); default: metrics_listen of --config.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", global = true)]
     pub admin: Option<SocketAddr>,
     /// The daemon's configuration, to find its metrics_listen.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     pub config: Option<std::path::PathBuf>,
     /// Print the JSON as served instead of a table.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
 }
 
-/// Which view a command prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which view a command prints (or which action it takes).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum View {
     Status,
     Clients,
+    /// One client's states, by the id `pnfsd clients` prints.
+    ClientStates(String),
+    Layouts,
+    /// Expire a client now, its layouts fenced (POST).
+    Evict(String),
+}
+
+impl View {
+    fn path(&self) -> String {
+        match self {
+            View::Status => "/status".into(),
+            View::Clients => "/clients".into(),
+            View::ClientStates(id) => format!("/clients/{id}/states"),
+            View::Layouts => "/layouts".into(),
+            View::Evict(id) => format!("/clients/{id}/evict"),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -151,21 +180,30 @@ pub fn address(a: &AdminArgs) -> Result<SocketAddr, CommandError> {
 /// Runs `pnfsd status` / `pnfsd clients`: what to print.
 pub fn run(view: View, a: &AdminArgs) -> Result<String, CommandError> {
     let addr = address(a)?;
-    let path = match view {
-        View::Status => "/status",
-        View::Clients => "/clients",
-    };
+    let path = view.path();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(CommandError::Runtime)?;
+    let method = if matches!(view, View::Evict(_)) {
+        hyper::Method::POST
+    } else {
+        hyper::Method::GET
+    };
+    let body = rt.block_on(request(method, addr, &path))?;
     if a.json {
-        return Ok(rt.block_on(get(addr, path))?);
+        return Ok(body);
     }
-    let v = rt.block_on(get_json(addr, path))?;
+    let v: Value = serde_json::from_str(&body).map_err(|err| CliError::Json { addr, path, err })?;
     Ok(match view {
         View::Status => status_table(&v),
         View::Clients => clients_table(&v),
+        View::ClientStates(_) => states_table(&v),
+        View::Layouts => layouts_table(&v),
+        View::Evict(_) => format!(
+            "client {} evicted: its sessions and state are gone, its layouts fenced\n",
+            text(&v, &["evicted"])
+        ),
     })
 }
 
@@ -269,13 +307,120 @@ pub fn status_table(s: &Value) -> String {
     o
 }
 
+/// Rows as aligned columns; the last column is not padded.
+fn columns(rows: &[Vec<String>]) -> String {
+    let cols = rows.first().map_or(0, Vec::len);
+    let width: Vec<usize> = (0..cols)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut o = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, cell) in r.iter().enumerate() {
+            if i + 1 == cols {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ", w = width[i]);
+            }
+        }
+        let _ = writeln!(o, "{}", line.trim_end());
+    }
+    o
+}
+
+fn header(h: &[&str]) -> Vec<Vec<String>> {
+    vec![h.iter().map(|h| h.to_string()).collect()]
+}
+
+/// `pnfsd clients states ID` for a person: one line per state.
+pub fn states_table(v: &Value) -> String {
+    let mut rows = header(&["FILEID", "KIND", "STATEID", "SEQ", "MODE", "DETAIL"]);
+    for st in v.as_array().into_iter().flatten() {
+        let mode = match (st.get("access").and_then(Value::as_str), st.get("deny")) {
+            (Some(a), Some(Value::String(d))) => format!("{a}/deny {d}"),
+            (Some(a), _) => a.to_string(),
+            (None, _) => "-".into(),
+        };
+        let mut detail: Vec<String> = st
+            .get("ranges")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect();
+        if st.get("recalled").and_then(Value::as_bool) == Some(true) {
+            detail.push("recalled".into());
+        }
+        if let Some(r) = st.get("revoked").and_then(Value::as_str) {
+            detail.push(format!("revoked ({r})"));
+        }
+        rows.push(vec![
+            n_or_dash(num(st, &["fileid"])),
+            text(st, &["kind"]),
+            text(st, &["stateid"]),
+            n_or_dash(num(st, &["seqid"])),
+            mode,
+            if detail.is_empty() {
+                "-".into()
+            } else {
+                detail.join(", ")
+            },
+        ]);
+    }
+    columns(&rows)
+}
+
+/// `pnfsd layouts` for a person: one line per (file, holder).
+pub fn layouts_table(v: &Value) -> String {
+    let mut rows = header(&[
+        "FILEID", "CLIENTID", "TYPE", "ADDRESS", "RECALL", "FENCED", "RANGES",
+    ]);
+    for f in v.as_array().into_iter().flatten() {
+        for h in f
+            .get("holders")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let ranges: Vec<String> = h
+                .get("ranges")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    format!(
+                        "{}+{} {}",
+                        n_or_dash(num(r, &["offset"])),
+                        n_or_dash(num(r, &["length"])),
+                        text(r, &["iomode"])
+                    )
+                })
+                .collect();
+            rows.push(vec![
+                n_or_dash(num(f, &["fileid"])),
+                num(h, &["client"]).map_or("-".into(), |id| format!("{id:016x}")),
+                text(h, &["layout_type"]),
+                text(h, &["address"]),
+                num(h, &["recall", "deadline_in_seconds"])
+                    .map_or("-".into(), |s| format!("{s}s left")),
+                match h.get("fenced").and_then(Value::as_bool) {
+                    Some(true) => "yes".into(),
+                    Some(false) => "no".into(),
+                    None => "-".into(),
+                },
+                ranges.join(", "),
+            ]);
+        }
+    }
+    columns(&rows)
+}
+
 /// `pnfsd clients` for a person: one line per client.
 pub fn clients_table(c: &Value) -> String {
-    let header = [
+    let mut rows = header(&[
         "CLIENTID", "LEASE", "IDLE", "SESS", "SLOTS", "CONNS", "OPENS", "LOCKS", "DELEGS",
-        "LAYOUTS", "REVOKED", "RECLAIM", "OWNER",
-    ];
-    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+        "LAYOUTS", "REVOKED", "RECLAIM", "ADDRESS", "OWNER",
+    ]);
     for cl in c.as_array().into_iter().flatten() {
         let sessions = cl.get("sessions").and_then(Value::as_array);
         let sum = |k: &str| {
@@ -298,26 +443,11 @@ pub fn clients_table(c: &Value) -> String {
             n_or_dash(num(cl, &["states", "layouts"])),
             n_or_dash(num(cl, &["states", "revoked"])),
             text(cl, &["reclaim"]),
+            text(cl, &["address"]),
             text(cl, &["owner"]),
         ]);
     }
-    let cols = header.len();
-    let width: Vec<usize> = (0..cols)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut o = String::new();
-    for r in &rows {
-        let mut line = String::new();
-        for (i, cell) in r.iter().enumerate() {
-            if i + 1 == cols {
-                line.push_str(cell);
-            } else {
-                let _ = write!(line, "{cell:<w$}  ", w = width[i]);
-            }
-        }
-        let _ = writeln!(o, "{}", line.trim_end());
-    }
-    o
+    columns(&rows)
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub mod fence;
 pub mod get;
 pub mod hosts;
 pub mod recall;
+pub mod snapshot;
 
 use crate::nfs4::state::{CommitClaim, IoAccess};
 use crate::nfs4::status::NfsStat;

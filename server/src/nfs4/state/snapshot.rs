@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::files::StateKind;
+use super::stateid::make_other;
 use super::StateManager;
 
 /// How a client's lease stands (RFC 8881 §8.3; courtesy as knfsd keeps them).
@@ -66,6 +67,33 @@ pub struct ClientInfo {
     pub sessions: Vec<SessionInfo>,
     pub states: StateCounts,
     pub reclaim: ReclaimState,
+    /// The address the client's layouts came from, when it holds or held one (filled by
+    /// the admin view from the layouts service; the state layer does not keep addresses).
+    pub address: Option<String>,
+}
+
+/// One state a client holds (`GET /clients/ID/states`), as knfsd's
+/// /proc/fs/nfsd/clients/ID/states lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateInfo {
+    /// The stateid's `other` field in hex (what the client sends; seqid left out).
+    pub stateid: String,
+    /// "open", "lock", "delegation" or "layout".
+    pub kind: &'static str,
+    /// The file's inode number (`fileid`).
+    pub fileid: u64,
+    pub seqid: u32,
+    /// Open: "read", "write" or "both", and the deny mode ("none", …). Delegation: "read" or
+    /// "write". Lock: the byte ranges held ("0-4095 write").
+    pub access: Option<&'static str>,
+    pub deny: Option<&'static str>,
+    pub ranges: Vec<String>,
+    /// The open or lock owner in hex.
+    pub owner: Option<String>,
+    /// A delegation being recalled.
+    pub recalled: bool,
+    /// Revoked by the server, waiting for FREE_STATEID: the status the client gets.
+    pub revoked: Option<&'static str>,
 }
 
 /// The grace period now.
@@ -80,6 +108,16 @@ pub struct GraceInfo {
 
 pub(crate) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// OPEN4_SHARE_ACCESS_* / OPEN4_SHARE_DENY_* by value (RFC 8881 §18.16.3).
+fn share_name(v: u32) -> &'static str {
+    match v {
+        0 => "none",
+        1 => "read",
+        2 => "write",
+        _ => "both",
+    }
 }
 
 fn owner_text(o: &[u8]) -> String {
@@ -146,11 +184,84 @@ impl StateManager {
                     sessions,
                     states,
                     reclaim,
+                    address: None,
                 }
             })
             .collect();
         out.sort_by_key(|c| c.id);
         out
+    }
+
+    /// What one client holds, state by state (`None`: no such client).
+    pub fn client_states(&self, clientid: u64) -> Option<Vec<StateInfo>> {
+        let g = self.lock();
+        let c = g.clients.get(&clientid)?;
+        let mut out: Vec<StateInfo> = c
+            .states
+            .iter()
+            .filter_map(|id| g.states.get(id).map(|st| (*id, st)))
+            .map(|(id, st)| {
+                let mut info = StateInfo {
+                    stateid: hex(&make_other(g.epoch, id)),
+                    kind: "layout",
+                    fileid: st.ino.0,
+                    seqid: st.seqid,
+                    access: None,
+                    deny: None,
+                    ranges: Vec::new(),
+                    owner: None,
+                    recalled: false,
+                    revoked: st.revoked.map(|s| s.name()),
+                };
+                match &st.kind {
+                    StateKind::Open(o) => {
+                        info.kind = "open";
+                        info.access = Some(share_name(o.share.access));
+                        info.deny = Some(share_name(o.share.deny));
+                        info.owner = Some(hex(&o.owner));
+                    }
+                    StateKind::Lock(l) => {
+                        info.kind = "lock";
+                        info.owner = Some(hex(&l.owner));
+                        if let Some(f) = g.files.get(&st.ino) {
+                            info.ranges = f
+                                .locks
+                                .iter()
+                                .filter(|r| r.owner == id)
+                                .map(|r| {
+                                    let mode = if r.write { "write" } else { "read" };
+                                    format!("{}-{} {mode}", r.start, r.end)
+                                })
+                                .collect();
+                        }
+                    }
+                    StateKind::Deleg(d) => {
+                        info.kind = "delegation";
+                        info.access = Some(if d.write { "write" } else { "read" });
+                        info.recalled = d.recalled_at.is_some();
+                    }
+                    StateKind::Layout => {}
+                }
+                info
+            })
+            .collect();
+        out.sort_by(|a, b| (a.fileid, a.kind, &a.stateid).cmp(&(b.fileid, b.kind, &b.stateid)));
+        Some(out)
+    }
+
+    /// Expires a client now, as if its lease had run out and someone needed its state
+    /// (`pnfsd clients evict`, knfsd's `echo expire > /proc/fs/nfsd/clients/ID/ctl`): its
+    /// sessions and states go, its record too (it cannot reclaim), and its layouts are
+    /// handed to the layouts service's expiry (`take_dropped_layouts`), which fences it.
+    /// False if there is no such client.
+    pub fn evict_client(&self, clientid: u64) -> bool {
+        self.with(|i, _| {
+            if !i.clients.contains_key(&clientid) {
+                return false;
+            }
+            i.expire_client(clientid);
+            true
+        })
     }
 
     /// The grace period now.
