@@ -47,6 +47,7 @@ impl NamespaceIds {
 }
 
 pub(crate) struct Namespace {
+    pub nsid: u32,
     pub backend: Arc<dyn Backend>,
     pub ids: NamespaceIds,
     /// What every I/O command is checked against; changed only through
@@ -73,6 +74,7 @@ impl Namespace {
             None => (None, Reservations::default()),
         };
         Ok(Namespace {
+            nsid: c.nsid,
             backend: c.backend.clone(),
             ids: NamespaceIds::from_volume_uuid(c.volume_uuid),
             resv: Mutex::new(resv),

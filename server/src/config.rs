@@ -156,6 +156,10 @@ pub struct Config {
     pub nvme_allow_any_host: bool,
     /// Address the Discovery Log advertises (behind NAT); default: the one the host reached.
     pub nvme_advertise: Option<SocketAddr>,
+    /// `[nvme_hosts]`: host NQN → the NFS client its NVMe connections belong to, by address
+    /// or `co_ownerid` (NAT'd clients, several clients at one address); unlisted hosts
+    /// belong to the clients at their TCP peer address (nfs4/layouts/hosts.rs).
+    pub nvme_hosts: std::collections::BTreeMap<String, String>,
     /// With an external NVMe/TCP volume, also export it through the embedded target (off by
     /// default: the clients connect to the external target themselves).
     pub nvme_reexport: bool,
@@ -217,6 +221,7 @@ impl Default for Config {
             nvme_allowed_hosts: None,
             nvme_allow_any_host: false,
             nvme_advertise: None,
+            nvme_hosts: Default::default(),
             nvme_reexport: false,
             lease_seconds: 90,
             grace_seconds: None,

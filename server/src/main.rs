@@ -720,7 +720,9 @@ async fn run(
         Some(addr) => {
             let mut tc = pnfsd::nvme::target_config(cfg, dev, uuid_bytes);
             pnfsd::nvme::guard_mds_blocks(&mut tc, &srv.store.superblock().geometry);
+            pnfsd::nvme::gate_hosts(&mut tc, &srv, cfg);
             let target = pnfsd::nvme::bind(addr, tc).await?;
+            pnfsd::nvme::install_fencing(&srv, &target, cfg);
             tracing::info!(
                 "nvme-tcp target on {} subsystem {} namespace {} = {}",
                 target.local_addr(),

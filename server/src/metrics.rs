@@ -40,6 +40,8 @@ pub const MAX_CONNECTIONS: usize = 16;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Snapshot {
     pub pnfs: PnfsCounters,
+    /// The embedded target's fences and host admission (nfs4/layouts/hosts.rs).
+    pub hosts: crate::nfs4::layouts::hosts::HostCounters,
     pub log: LogCounters,
     /// Data-volume flushes of every store caller: (issued, joined another caller's).
     pub data_flushes: (u64, u64),
@@ -53,6 +55,7 @@ impl Snapshot {
     pub fn of(srv: &Server) -> Snapshot {
         Snapshot {
             pnfs: srv.layouts.metrics.snapshot(),
+            hosts: srv.layouts.hosts.metrics.snapshot(),
             log: srv.store.log().counters(),
             data_flushes: srv.store.data_flush_counts(),
             log_shut_down: srv.store.log().shutdown_error().is_some(),
@@ -149,6 +152,37 @@ pub fn render(s: &Snapshot) -> String {
         p.recalls_sent,
     );
     counter(c, "pnfsd_layout_fences_total", "Clients fenced.", p.fences);
+    counter(
+        c,
+        "pnfsd_layout_fences_without_mechanism_total",
+        "Fences with no fence command, embedded target or SCSI fencer: nothing was done.",
+        p.fences_without_mechanism,
+    );
+    let h = &s.hosts;
+    counter(
+        c,
+        "pnfsd_nvme_fences_disconnect_total",
+        "Block-layout clients fenced by disconnecting their hosts at the embedded target.",
+        h.fences_disconnect,
+    );
+    counter(
+        c,
+        "pnfsd_nvme_fences_shared_host_total",
+        "Target fences refused: other clients share the address and no [nvme_hosts] entry.",
+        h.fences_shared_host,
+    );
+    counter(
+        c,
+        "pnfsd_nvme_hosts_disconnected_total",
+        "Controllers the target fences disconnected.",
+        h.hosts_disconnected,
+    );
+    counter(
+        c,
+        "pnfsd_nvme_connects_refused_total",
+        "NVMe Connects refused because the host's NFS client is fenced.",
+        h.connects_refused,
+    );
     counter(
         c,
         "pnfsd_layoutget_allocations_total",

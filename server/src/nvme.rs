@@ -12,8 +12,9 @@
 //! reservation, its fences and the clients' registrations are back after a restart
 //! (docs/pnfs.md "After a restart").
 //!
-//! Never does: protect the superblock, log or metadata area from a host that writes there —
-//! the block layout trusts its clients, and the SCSI layout fences them with reservations.
+//! Fences of block-layout clients are enforced here too: the layouts service is the
+//! target's `HostPolicy` (`gate_hosts`), refusing a fenced client's hosts at Connect, and
+//! disconnects them when it fences (`install_fencing`; docs/pnfs.md "Fencing").
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -111,6 +112,30 @@ pub fn guard_mds_blocks(tc: &mut TargetConfig, g: &layout::Geometry) {
     let lbas = g.data_start * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
     tc.mds_blocks = vec![(NSID, lbas)];
 }
+
+/// The layouts service decides which hosts connect (fenced clients' hosts do not): its
+/// host map (`[nvme_hosts]`) is the target's `HostPolicy` (nfs4/layouts/hosts.rs).
+pub fn gate_hosts(tc: &mut TargetConfig, srv: &crate::server::Server, cfg: &Config) {
+    use crate::nfs4::layouts::hosts::HostOwner;
+    let m = cfg
+        .nvme_hosts
+        .iter()
+        .map(|(nqn, who)| (nqn.clone(), HostOwner::parse(who)))
+        .collect();
+    srv.layouts.hosts.set_overrides(m);
+    tc.host_policy = Some(srv.layouts.hosts.clone());
+}
+
+/// The bound target is the volume's: fencing a block-layout client disconnects its hosts,
+/// and the fences persist in `<data_dir>/nvme-fences`, next to the reservations.
+pub fn install_fencing(srv: &crate::server::Server, target: &Target, cfg: &Config) {
+    srv.layouts
+        .hosts
+        .install(target.clone(), cfg.data_dir.join(FENCE_FILE));
+}
+
+/// The target's fence state file in the data directory (hosts.rs).
+pub const FENCE_FILE: &str = "nvme-fences";
 
 /// Binds the target on `addr` (nothing is served until `Target::spawn`).
 pub async fn bind(addr: SocketAddr, tc: TargetConfig) -> Result<Target, NvmeError> {

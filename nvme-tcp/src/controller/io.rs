@@ -251,7 +251,7 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
                 match slba.checked_add(nlb) {
                     Some(end) if end <= ns.backend.num_blocks() => {
                         if deallocate {
-                            mds_blocks_untouched(&ns, slba, nlb)?;
+                            access(c, &ns, Access::Write, slba, nlb)?;
                         }
                         ranges.push((slba * bs, nlb * bs))
                     }
@@ -292,6 +292,11 @@ fn access(c: &Controller, ns: &Namespace, a: Access, slba: u64, nlb: u64) -> Res
     lock(&ns.resv).check(&c.hostid, a)?;
     if a == Access::Write {
         mds_blocks_untouched(ns, slba, nlb)?;
+    }
+    if let Some(p) = &c.subsys.policy {
+        if !p.access(&c.host(), ns.nsid, a, slba, nlb) {
+            return Err(Status::ACCESS_DENIED);
+        }
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ pub(crate) mod io;
 
 use crate::namespace::{lock, Namespace};
 use crate::pdu::{connect_off, ConnectData, Sqe};
+use crate::policy::{HostPolicy, HostRef};
 use crate::status::Status;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
@@ -56,6 +57,8 @@ pub(crate) struct Subsystem {
     /// Address for the Discovery Log (else the one the host connected to).
     pub advertise: Option<std::net::SocketAddr>,
     pub controllers: Mutex<HashMap<u16, Arc<Controller>>>,
+    /// The embedder's admission and per-command rules (`TargetConfig::host_policy`).
+    pub policy: Option<Arc<dyn HostPolicy>>,
     next_cntlid: Mutex<u16>,
 }
 
@@ -76,6 +79,7 @@ impl Subsystem {
             max_io_queues,
             advertise: None,
             controllers: Mutex::new(HashMap::new()),
+            policy: None,
             next_cntlid: Mutex::new(1),
         }
     }
@@ -135,11 +139,22 @@ pub(crate) struct Controller {
     pub subsys: Arc<Subsystem>,
     pub hostnqn: String,
     pub hostid: [u8; 16],
+    /// The TCP peer address of the connection that created the controller.
+    pub peer: std::net::IpAddr,
     pub state: Mutex<CtrlState>,
     dead: watch::Sender<bool>,
 }
 
 impl Controller {
+    /// The host, as the embedder's policy sees it.
+    pub fn host(&self) -> HostRef<'_> {
+        HostRef {
+            nqn: &self.hostnqn,
+            hostid: &self.hostid,
+            ip: self.peer,
+        }
+    }
+
     pub fn ready(&self) -> bool {
         lock(&self.state).csts & 1 != 0
     }
@@ -268,6 +283,7 @@ pub(crate) fn connect(
     subsys: &Arc<Subsystem>,
     sqe: &Sqe,
     data: &Bytes,
+    peer: std::net::IpAddr,
 ) -> Result<Connected, ConnectError> {
     let recfmt = u16::from_le_bytes([sqe.0[connect_off::RECFMT], sqe.0[connect_off::RECFMT + 1]]);
     if recfmt != 0 {
@@ -291,6 +307,17 @@ pub(crate) fn connect(
     if kind == CtrlKind::Io && !subsys.host_allowed(&d.hostnqn) {
         return Err(ConnectError::status(Status::CONNECT_INVALID_HOST));
     }
+    if kind == CtrlKind::Io {
+        let host = HostRef {
+            nqn: &d.hostnqn,
+            hostid: &d.hostid,
+            ip: peer,
+        };
+        if subsys.policy.as_ref().is_some_and(|p| !p.admit(&host)) {
+            tracing::info!(host = %d.hostnqn, %peer, "connect refused by the host policy");
+            return Err(ConnectError::status(Status::CONNECT_INVALID_HOST));
+        }
+    }
     if qid == 0 {
         if d.cntlid != 0xFFFF && d.cntlid != 0xFFFE {
             return Err(ConnectError::param(1, ConnectData::OFF_CNTLID));
@@ -305,6 +332,7 @@ pub(crate) fn connect(
             subsys: subsys.clone(),
             hostnqn: d.hostnqn,
             hostid: d.hostid,
+            peer,
             state: Mutex::new(CtrlState {
                 cc: 0,
                 csts: 0,

@@ -39,6 +39,9 @@ pub struct InitiatorConfig {
     pub send_keep_alive: bool,
     pub header_digest: bool,
     pub data_digest: bool,
+    /// Local address every queue's socket binds to before connecting (a test playing two
+    /// hosts from 127.0.0.1 and 127.0.0.2); `None`: the kernel's choice.
+    pub source: Option<std::net::IpAddr>,
 }
 
 impl InitiatorConfig {
@@ -64,6 +67,7 @@ impl InitiatorConfig {
             send_keep_alive: true,
             header_digest: false,
             data_digest: false,
+            source: None,
         }
     }
 }
@@ -172,7 +176,7 @@ impl Initiator {
             header: cfg.header_digest,
             data: cfg.data_digest,
         };
-        let admin = Arc::new(HostQueue::open(addr, ADMIN_DEPTH, dg, 8192).await?);
+        let admin = Arc::new(HostQueue::open(addr, cfg.source, ADMIN_DEPTH, dg, 8192).await?);
         let cntlid = fabrics_connect(&admin, &cfg, 0, ADMIN_DEPTH - 1, 0xFFFF).await?;
         let mut ini = Initiator {
             admin,
@@ -217,7 +221,7 @@ impl Initiator {
             let ioccsz = le32(&ini.identify, 1792) as usize;
             let inline_max = (ioccsz * 16).saturating_sub(64);
             for qid in 1..=cfg.io_queues.min(granted) {
-                let q = HostQueue::open(addr, depth, dg, inline_max).await?;
+                let q = HostQueue::open(addr, cfg.source, depth, dg, inline_max).await?;
                 fabrics_connect(&q, &cfg, qid, depth - 1, cntlid).await?;
                 ini.io.push(q);
             }

@@ -88,11 +88,23 @@ impl HostQueue {
     /// Connects and exchanges ICReq/ICResp. `depth` commands may be outstanding.
     pub async fn open(
         addr: SocketAddr,
+        source: Option<std::net::IpAddr>,
         depth: u16,
         dg: Digests,
         inline_max: usize,
     ) -> Result<HostQueue, Error> {
-        let stream = TcpStream::connect(addr).await?;
+        let stream = match source {
+            None => TcpStream::connect(addr).await?,
+            Some(ip) => {
+                let sock = if ip.is_ipv4() {
+                    tokio::net::TcpSocket::new_v4()?
+                } else {
+                    tokio::net::TcpSocket::new_v6()?
+                };
+                sock.bind(SocketAddr::new(ip, 0))?;
+                sock.connect(addr).await?
+            }
+        };
         stream.set_nodelay(true)?;
         let (rd, tx) = split(stream)?;
         let rules = Rules {

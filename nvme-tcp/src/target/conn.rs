@@ -52,6 +52,8 @@ struct Queue {
     tx: OutTx,
     dg: Digests,
     local: SocketAddr,
+    /// The host's end of the connection (the host policy's `HostRef::ip`).
+    peer: SocketAddr,
     ctrl: Option<Arc<Controller>>,
     qid: u16,
     sqsize: u16,
@@ -94,7 +96,7 @@ pub(crate) async fn serve(
     _busy: Busy,
 ) {
     let _ = stream.set_nodelay(true);
-    let Ok(local) = stream.local_addr() else {
+    let (Ok(local), Ok(peer)) = (stream.local_addr(), stream.peer_addr()) else {
         return;
     };
     // A descriptor of our own on the socket: shutting it down ends a queue thread's receive.
@@ -163,6 +165,7 @@ pub(crate) async fn serve(
         tx,
         dg,
         local,
+        peer,
         ctrl: None,
         qid: 0,
         sqsize: MQES,
@@ -738,7 +741,7 @@ impl Queue {
                 return Flow::Continue;
             }
         };
-        match controller::connect(&self.subsys, &sqe, &payload) {
+        match controller::connect(&self.subsys, &sqe, &payload, self.peer.ip()) {
             Ok(c) => {
                 tracing::debug!(cntlid = c.ctrl.cntlid, qid = c.qid, host = %c.ctrl.hostnqn, "connect");
                 let cntlid = c.ctrl.cntlid;

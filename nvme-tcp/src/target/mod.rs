@@ -45,6 +45,9 @@ pub struct TargetConfig {
     /// them through its own device, never through the target, so nothing legitimate is
     /// refused; a host's stray write there would corrupt the volume for everyone.
     pub mds_blocks: Vec<(u32, u64)>,
+    /// The embedder's rules for hosts (`policy::HostPolicy`): asked at Connect and by every
+    /// Read, Write, Write Zeroes and deallocate. `None`: the allow-list alone.
+    pub host_policy: Option<Arc<dyn crate::policy::HostPolicy>>,
 }
 
 impl TargetConfig {
@@ -58,6 +61,7 @@ impl TargetConfig {
             advertise: None,
             ptpl_dir: None,
             mds_blocks: Vec::new(),
+            host_policy: None,
         }
     }
 }
@@ -143,6 +147,7 @@ impl Target {
             cfg.max_io_queues,
         );
         subsys.advertise = cfg.advertise;
+        subsys.policy = cfg.host_policy;
         let subsys = Arc::new(subsys);
         let (stop, _) = watch::channel(false);
         Ok(Target {
@@ -167,6 +172,22 @@ impl Target {
     /// Live controllers (discovery and I/O).
     pub fn controller_count(&self) -> usize {
         lock(&self.inner.subsys.controllers).len()
+    }
+
+    /// Ends every NVM-subsystem controller of the hosts `which` picks, and with it every
+    /// queue connection of theirs (the embedder fences them; whether they may come back is
+    /// its `HostPolicy::admit`). Returns how many controllers went.
+    pub fn disconnect_host(&self, which: &dyn Fn(&crate::policy::HostRef<'_>) -> bool) -> usize {
+        let gone: Vec<_> = lock(&self.inner.subsys.controllers)
+            .values()
+            .filter(|c| c.kind == crate::controller::CtrlKind::Io && which(&c.host()))
+            .cloned()
+            .collect();
+        for c in &gone {
+            tracing::warn!(cntlid = c.cntlid, host = %c.hostnqn, peer = %c.peer, "host disconnected by the embedder");
+            c.kill();
+        }
+        gone.len()
     }
 
     /// Accepts connections until `shutdown()`. Call once.

@@ -85,23 +85,49 @@ pub enum FenceError {
     Command(String),
     #[error("SCSI preempt: {0}")]
     Scsi(#[from] crate::nfs4::scsi::PreemptError),
+    #[error("embedded target: {0}")]
+    Target(#[from] super::hosts::HostFenceError),
 }
 
-/// Cuts `client` off the volume: runs `fence_command <client address> <device id hex>` when
-/// one is configured, and preempts its SCSI reservation key when the SCSI hook is installed
-/// (RFC 8154 §2.4.2). Counted in `fences` and remembered (`Pnfs::is_fenced`) when it
-/// succeeded. With neither configured nothing can be done: the server trusts its clients.
+/// Cuts `client` off the volume (RFC 8154 §2.4.2 for SCSI; docs/pnfs.md "Fencing"):
+/// - `fence_command <client address> <device id hex>` when one is configured (external
+///   targets);
+/// - else, for a block-layout client while the embedded target serves the volume, its
+///   hosts are disconnected and refused until the fence is lifted (hosts.rs);
+/// - and its SCSI reservation key is preempted when the SCSI hook is installed.
+///
+/// Counted in `fences` and remembered (`Layouts::is_fenced`) when it succeeded; a fence
+/// for which none of these exists is counted in `fences_without_mechanism` too: the server
+/// then trusts its clients.
 pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceError> {
     let addr = srv.layouts.peer_of(client);
     tracing::warn!(client, ?addr, why, "fencing");
-    let r = run_fence_command(srv, client).and_then(|()| {
-        crate::nfs4::scsi::fence(srv, client)?;
-        Ok(())
-    });
+    let hosts = &srv.layouts.hosts;
+    let by_target = srv.opts.fence_command.is_none()
+        && hosts.can_disconnect()
+        && hosts.client(client).is_some_and(|c| c.block);
+    let mechanism =
+        srv.opts.fence_command.is_some() || by_target || srv.layouts.scsi.get().is_some();
+    let r = run_fence_command(srv, client)
+        .and_then(|()| {
+            if by_target {
+                let live = |id| srv.state.client_identity(id).is_some();
+                let n = hosts.fence(client, &live, Instant::now())?;
+                tracing::warn!(client, controllers = n, "fenced at the embedded target");
+            }
+            Ok(())
+        })
+        .and_then(|()| {
+            crate::nfs4::scsi::fence(srv, client)?;
+            Ok(())
+        });
     match &r {
         Ok(()) => {
             srv.layouts.mark_fenced(client);
             add(&srv.layouts.metrics.fences, 1);
+            if !mechanism {
+                add(&srv.layouts.metrics.fences_without_mechanism, 1);
+            }
         }
         Err(e) => tracing::error!(
             client,
@@ -110,6 +136,17 @@ pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceErr
         ),
     }
     r
+}
+
+/// Lifts the target's fences whose client is gone (recall.rs `tick`; hosts.rs `lift`).
+pub fn lift_fences(srv: &Server, now: Instant) {
+    let live = |id| srv.state.client_identity(id).is_some();
+    let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
+    let instances = srv.state.client_identities();
+    let previous_gone = !srv.state.layouts_reclaimable();
+    srv.layouts
+        .hosts
+        .lift(&live, &instances, previous_gone, lease, now);
 }
 
 fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {

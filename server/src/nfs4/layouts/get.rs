@@ -2,7 +2,7 @@
 //! docs/pnfs.md): the stateid, conflicts (recalled asynchronously: RECALLCONFLICT at once),
 //! how far the layout reaches, the allocation through the store, the extents, the grant.
 
-use super::{add, check_get_stateid, recall, Server};
+use super::{add, check_get_stateid, hosts, recall, Server};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
@@ -111,6 +111,17 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
     srv.layouts.grant(cid, ino, q.ltype, (lo, hi), q.mode);
     drop(getting);
     srv.layouts.set_peer(cid, q.peer);
+    if let Some((owner, verifier)) = srv.state.client_identity(cid) {
+        srv.layouts.hosts.note_client(
+            cid,
+            hosts::ClientHost {
+                ip: q.peer.ip(),
+                owner,
+                verifier,
+                block: q.ltype == LayoutType::BLOCK_VOLUME,
+            },
+        );
+    }
     Ok(Granted {
         stateid: sid,
         start: lo,

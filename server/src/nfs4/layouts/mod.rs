@@ -30,6 +30,7 @@ use layout::policy::Grants;
 pub mod commit;
 pub mod fence;
 pub mod get;
+pub mod hosts;
 pub mod recall;
 pub mod snapshot;
 
@@ -61,6 +62,9 @@ pub struct PnfsMetrics {
     pub layoutreturns: AtomicU64,
     pub recalls_sent: AtomicU64,
     pub fences: AtomicU64,
+    /// Of `fences`, those that had no mechanism (no fence command, no embedded target, no
+    /// SCSI fencer): counted, nothing done.
+    pub fences_without_mechanism: AtomicU64,
     /// LAYOUTGETs that allocated blocks (each forced the log once).
     pub layoutget_allocations: AtomicU64,
     /// Blocks those LAYOUTGETs allocated, the speculative ones included.
@@ -85,6 +89,7 @@ pub struct PnfsCounters {
     pub layoutreturns: u64,
     pub recalls_sent: u64,
     pub fences: u64,
+    pub fences_without_mechanism: u64,
     pub layoutget_allocations: u64,
     pub layoutget_allocated_blocks: u64,
     pub trimmed_blocks: u64,
@@ -126,6 +131,7 @@ impl PnfsMetrics {
             layoutreturns: get(&self.layoutreturns),
             recalls_sent: get(&self.recalls_sent),
             fences: get(&self.fences),
+            fences_without_mechanism: get(&self.fences_without_mechanism),
             layoutget_allocations: get(&self.layoutget_allocations),
             layoutget_allocated_blocks: get(&self.layoutget_allocated_blocks),
             trimmed_blocks: get(&self.trimmed_blocks),
@@ -153,6 +159,9 @@ pub struct Layouts {
     recalls: Mutex<HashMap<(u64, Ino), Instant>>,
     /// The address each layout holder last came from (what the fence command is given).
     peers: Mutex<HashMap<u64, SocketAddr>>,
+    /// The NVMe hosts of the clients and the embedded target's fences (hosts.rs); the
+    /// target's `HostPolicy`.
+    pub hosts: std::sync::Arc<hosts::HostGate>,
     /// The SCSI layout's fencing through the volume's reservations (nfs4::scsi).
     pub scsi: crate::nfs4::scsi::ScsiHook,
     /// The sweep of the previous instance's registrations after a restart.

@@ -148,6 +148,7 @@ pub fn tick(srv: &Server, now: Instant) {
             srv.layouts.keep_unfenced(client, [], now);
         }
     }
+    super::fence::lift_fences(srv, now);
     crate::nfs4::callback::send_due(srv, now);
     // The previous instance's SCSI clients are cut off before anything they held is freed.
     crate::nfs4::scsi_restart::run_if_due(srv);

@@ -512,6 +512,24 @@ impl StateManager {
     pub fn revoke(&self, stateid: &Stateid) {
         self.with(|i, _| i.revoke(stateid))
     }
+
+    /// The owner and verifier of a client this instance knows (courtesy clients included):
+    /// what the target's host map and fences name (nfs4/layouts/hosts.rs).
+    pub fn client_identity(&self, clientid: u64) -> Option<(Vec<u8>, [u8; 8])> {
+        let g = self.lock();
+        g.clients
+            .get(&clientid)
+            .map(|c| (c.owner.clone(), c.verifier))
+    }
+
+    /// The owners and verifiers of every client this instance knows.
+    pub fn client_identities(&self) -> Vec<(Vec<u8>, [u8; 8])> {
+        let g = self.lock();
+        g.clients
+            .values()
+            .map(|c| (c.owner.clone(), c.verifier))
+            .collect()
+    }
 }
 
 fn file_is_open(inner: &Mutex<Inner>, ino: Ino) -> bool {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The lease clock, set by the test.
 #[derive(Default)]
-struct FakeClock(AtomicU64);
+pub(super) struct FakeClock(AtomicU64);
 
 impl Clock for FakeClock {
     fn now(&self) -> u64 {
@@ -19,7 +19,7 @@ impl Clock for FakeClock {
 }
 
 /// A server over a 64 MiB volume (room for speculative preallocation) on a fake clock.
-fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
+pub(super) fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
     let dev = Arc::new(CrashDev::new(64 << 20, 1));
     Store::mkfs_dev(dev.clone(), false).unwrap();
     let store = Arc::new(Store::open_dev(dev.clone(), StoreOptions::default()).unwrap());
@@ -72,7 +72,7 @@ fn lines(log: &std::path::Path) -> Vec<String> {
 }
 
 /// The lease clock past a courtesy client's purge, then one server tick (as main.rs does).
-fn expire_and_tick(fx: &Fx, clock: &FakeClock, now: Instant) {
+pub(super) fn expire_and_tick(fx: &Fx, clock: &FakeClock, now: Instant) {
     let past = u64::from(fx.srv.opts.lease_seconds) + COURTESY_SECONDS + 2;
     clock.0.fetch_add(past, Ordering::Relaxed);
     fx.srv.state.tick();

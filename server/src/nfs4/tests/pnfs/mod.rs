@@ -1127,3 +1127,6 @@ mod scsi;
 
 /// Fencing of clients whose layouts went without a return shares it too.
 mod fence;
+
+/// Fencing at the embedded target without a fence command shares it too.
+mod target;

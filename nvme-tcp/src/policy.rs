@@ -1,0 +1,33 @@
+//! The embedder's say over hosts (docs/nvme-tcp.md "Host policy"): whether a host may
+//! connect, and whether one Read- or Write-class command of it may touch its blocks. The
+//! target knows hosts only by what Connect told it (host NQN, Host Identifier) and the TCP
+//! peer address; what a host is to the embedder (pnfsd: the NFS clients it belongs to) is
+//! the embedder's business.
+
+use std::net::IpAddr;
+
+pub use crate::reservation::Access;
+
+/// A host as the target knows it: borrowed from its controller, so asking costs nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct HostRef<'a> {
+    pub nqn: &'a str,
+    pub hostid: &'a [u8; 16],
+    /// The TCP peer address of its admin queue's connection.
+    pub ip: IpAddr,
+}
+
+/// Consulted at every NVM-subsystem Connect (admin and I/O queues) and by every Read,
+/// Write, Write Zeroes and Dataset Management command (`access`, after the reservation
+/// check and the MDS-blocks guard). Both run on the command path: no blocking, no lock
+/// held across I/O; `access` should not allocate.
+pub trait HostPolicy: Send + Sync {
+    /// Whether the host may connect (refused: Connect Invalid Host).
+    fn admit(&self, host: &HostRef<'_>) -> bool;
+
+    /// Whether the command may touch LBAs `[slba, slba + nlb)` of `nsid` (refused: Access
+    /// Denied). Flush names no blocks and is not asked.
+    fn access(&self, _host: &HostRef<'_>, _nsid: u32, _a: Access, _slba: u64, _nlb: u64) -> bool {
+        true
+    }
+}

@@ -1,0 +1,488 @@
+//! The NVMe hosts of the NFS clients (issue 13 Deliver 2; docs/pnfs.md "Fencing at the
+//! embedded target"): which target connections belong to which NFS client, and the fences
+//! the embedded target enforces — a fenced client's hosts are disconnected and their
+//! reconnects refused (`nvme_tcp::HostPolicy::admit`) until the fence is lifted.
+//!
+//! A host (its TCP peer address and host NQN, known at Connect) belongs to the NFS clients
+//! whose LAYOUTGETs came from the same IP address, unless `[nvme_hosts]` in the
+//! configuration maps its NQN to a client address or `co_ownerid` (NAT'd clients, or several
+//! clients behind one address). Several clients at one address without such a mapping cannot
+//! be told apart at the target: fencing one of them by disconnect would cut the others off,
+//! so that fence fails (WARN, `fences_shared_host`), the blocks of its layouts are kept and
+//! it is retried each lease, as any failed fence (fence.rs).
+//!
+//! Fences are lifted when the fenced client's state is gone — lease expired and purged,
+//! DESTROY_CLIENTID, or replaced by a new instance (a new verifier) — and at least a lease
+//! has passed since the fence. They persist in `<data_dir>/nvme-fences` (written whole and
+//! renamed into place), and a restarted server refuses the same hosts until its grace period
+//! is over or the fenced owner comes back with a new verifier.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+
+use nvme_tcp::{HostPolicy, HostRef, Target};
+
+/// What `[nvme_hosts]` maps a host NQN to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostOwner {
+    /// The NFS clients coming from this address.
+    Addr(IpAddr),
+    /// The NFS client with this `co_ownerid` (RFC 8881 §18.35: the Linux client's is
+    /// `Linux NFSv4.1 <hostname>` unless set by `nfs4_unique_id`).
+    Owner(Vec<u8>),
+}
+
+impl HostOwner {
+    /// An address if the text is one, else an owner string.
+    pub fn parse(s: &str) -> HostOwner {
+        match s.parse::<IpAddr>() {
+            Ok(a) => HostOwner::Addr(a),
+            Err(_) => HostOwner::Owner(s.as_bytes().to_vec()),
+        }
+    }
+}
+
+/// An NFS client as the target side needs it: where it comes from, who it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientHost {
+    pub ip: IpAddr,
+    pub owner: Vec<u8>,
+    pub verifier: [u8; 8],
+    /// It asked for a block layout (SCSI clients are fenced by their reservation key).
+    pub block: bool,
+}
+
+/// One fence in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fence {
+    /// The fenced client of this instance; `None`: restored from the state file.
+    clientid: Option<u64>,
+    ip: IpAddr,
+    owner: Vec<u8>,
+    verifier: [u8; 8],
+    since: Instant,
+}
+
+/// Counters of the target-side fencing (metrics.rs).
+#[derive(Debug, Default)]
+pub struct HostMetrics {
+    /// Fences done by disconnecting the client's hosts at the embedded target.
+    pub fences_disconnect: AtomicU64,
+    /// Fences refused because other live clients share the client's address.
+    pub fences_shared_host: AtomicU64,
+    /// Controllers the fences disconnected.
+    pub hosts_disconnected: AtomicU64,
+    /// Connects refused because the host belongs to a fenced client.
+    pub connects_refused: AtomicU64,
+}
+
+/// A copy of [`HostMetrics`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostCounters {
+    pub fences_disconnect: u64,
+    pub fences_shared_host: u64,
+    pub hosts_disconnected: u64,
+    pub connects_refused: u64,
+}
+
+impl HostMetrics {
+    pub fn snapshot(&self) -> HostCounters {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        HostCounters {
+            fences_disconnect: g(&self.fences_disconnect),
+            fences_shared_host: g(&self.fences_shared_host),
+            hosts_disconnected: g(&self.hosts_disconnected),
+            connects_refused: g(&self.connects_refused),
+        }
+    }
+}
+
+/// The host ↔ client map and the target's fences (`Layouts::hosts`; shared with the target
+/// as its `HostPolicy`).
+#[derive(Debug, Default)]
+pub struct HostGate {
+    overrides: RwLock<HashMap<String, HostOwner>>,
+    /// clientid → where it comes from (recorded at LAYOUTGET).
+    clients: Mutex<HashMap<u64, ClientHost>>,
+    fences: RwLock<Vec<Fence>>,
+    /// Set once a fence is in force: `admit` reads nothing else while none is.
+    any_fence: AtomicBool,
+    target: OnceLock<TargetHandle>,
+    state_file: OnceLock<PathBuf>,
+    pub metrics: HostMetrics,
+}
+
+/// The embedded target, once it serves the volume.
+struct TargetHandle(Target);
+
+impl std::fmt::Debug for TargetHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Target")
+    }
+}
+
+/// Why disconnecting a client's hosts was not done.
+#[derive(Debug, thiserror::Error)]
+pub enum HostFenceError {
+    #[error("the client's address is unknown")]
+    NoAddress,
+    #[error(
+        "other NFS clients share {0} and no [nvme_hosts] entry names this one's hosts: \
+         disconnecting them would cut those off too"
+    )]
+    Shared(IpAddr),
+    #[error("fence state file: {0}")]
+    Persist(std::io::Error),
+}
+
+impl HostGate {
+    /// The configured NQN → client map (`[nvme_hosts]`).
+    pub fn set_overrides(&self, m: HashMap<String, HostOwner>) {
+        *self.overrides.write().unwrap_or_else(|e| e.into_inner()) = m;
+    }
+
+    /// The embedded target serves the volume: fences disconnect its hosts. `state_file`
+    /// keeps them across restarts; the fences found there are in force again at once.
+    pub fn install(&self, target: Target, state_file: PathBuf) {
+        let restored = read_fences(&state_file);
+        if !restored.is_empty() {
+            tracing::warn!(
+                fences = restored.len(),
+                "fences of the previous instance restored: their hosts stay refused until \
+                 grace ends"
+            );
+            let mut f = self.fences.write().unwrap_or_else(|e| e.into_inner());
+            f.extend(restored);
+            self.any_fence.store(true, Ordering::Relaxed);
+        }
+        let _ = self.state_file.set(state_file);
+        let _ = self.target.set(TargetHandle(target));
+    }
+
+    /// Whether fences can disconnect hosts (the embedded target is installed).
+    pub fn can_disconnect(&self) -> bool {
+        self.target.get().is_some()
+    }
+
+    /// LAYOUTGET from `clientid`: where it comes from, who it is.
+    pub fn note_client(&self, clientid: u64, c: ClientHost) {
+        let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let e = m.entry(clientid).or_insert_with(|| c.clone());
+        let block = e.block || c.block;
+        *e = ClientHost { block, ..c };
+    }
+
+    pub fn client(&self, clientid: u64) -> Option<ClientHost> {
+        let m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&clientid).cloned()
+    }
+
+    fn override_of(&self, nqn: &str) -> Option<HostOwner> {
+        let o = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        o.get(nqn).cloned()
+    }
+
+    /// Whether the host belongs to the client at `ip` with `owner`.
+    fn host_is(&self, h: &HostRef<'_>, ip: IpAddr, owner: &[u8]) -> bool {
+        match self.override_of(h.nqn) {
+            Some(HostOwner::Owner(o)) => o == owner,
+            Some(HostOwner::Addr(a)) => a == ip,
+            None => h.ip == ip,
+        }
+    }
+
+    /// Whether some `[nvme_hosts]` entry names the client by its owner.
+    fn named_by_owner(&self, owner: &[u8]) -> bool {
+        let o = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        o.values()
+            .any(|v| matches!(v, HostOwner::Owner(x) if x.as_slice() == owner))
+    }
+
+    /// Fences `clientid` at the target: records the fence (and persists it), then
+    /// disconnects its hosts. `live(id)`: whether the state layer still knows client `id`.
+    pub fn fence(
+        &self,
+        clientid: u64,
+        live: &dyn Fn(u64) -> bool,
+        now: Instant,
+    ) -> Result<usize, HostFenceError> {
+        let Some(target) = self.target.get() else {
+            return Ok(0);
+        };
+        let c = self.client(clientid).ok_or(HostFenceError::NoAddress)?;
+        if !self.named_by_owner(&c.owner) {
+            let shared = {
+                let m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+                m.iter()
+                    .filter(|(id, o)| **id != clientid && o.ip == c.ip && o.owner != c.owner)
+                    .map(|(id, _)| *id)
+                    .collect::<Vec<_>>()
+            };
+            if shared.iter().any(|id| live(*id) && !self.is_fenced(*id)) {
+                self.metrics
+                    .fences_shared_host
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    clientid,
+                    ip = %c.ip,
+                    "not fenced at the target: other clients share its address; map its \
+                     host NQN in [nvme_hosts]"
+                );
+                return Err(HostFenceError::Shared(c.ip));
+            }
+        }
+        {
+            let mut f = self.fences.write().unwrap_or_else(|e| e.into_inner());
+            if !f.iter().any(|x| x.clientid == Some(clientid)) {
+                f.push(Fence {
+                    clientid: Some(clientid),
+                    ip: c.ip,
+                    owner: c.owner.clone(),
+                    verifier: c.verifier,
+                    since: now,
+                });
+            }
+            self.any_fence.store(true, Ordering::Relaxed);
+        }
+        self.persist().map_err(HostFenceError::Persist)?;
+        let n = target
+            .0
+            .disconnect_host(&|h| self.host_is(h, c.ip, &c.owner));
+        self.metrics
+            .fences_disconnect
+            .fetch_add(1, Ordering::Relaxed);
+        self.metrics
+            .hosts_disconnected
+            .fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// Whether a fence of this instance names `clientid`.
+    pub fn is_fenced(&self, clientid: u64) -> bool {
+        let f = self.fences.read().unwrap_or_else(|e| e.into_inner());
+        f.iter().any(|x| x.clientid == Some(clientid))
+    }
+
+    /// How many fences are in force.
+    pub fn fence_count(&self) -> usize {
+        self.fences.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Lifts the fences whose client is gone (`live` false) for a lease or more, and, once
+    /// `previous_gone` (the grace period is over), those restored from the state file; a
+    /// restored fence also goes as soon as its owner is back with another verifier
+    /// (`instances`: the live clients' owners and verifiers).
+    pub fn lift(
+        &self,
+        live: &dyn Fn(u64) -> bool,
+        instances: &[(Vec<u8>, [u8; 8])],
+        previous_gone: bool,
+        lease: Duration,
+        now: Instant,
+    ) {
+        if !self.any_fence.load(Ordering::Relaxed) {
+            return;
+        }
+        let lifted = {
+            let mut f = self.fences.write().unwrap_or_else(|e| e.into_inner());
+            let before = f.len();
+            f.retain(|x| {
+                let keep = match x.clientid {
+                    Some(id) => live(id) || now.saturating_duration_since(x.since) < lease,
+                    None => {
+                        !previous_gone
+                            && !instances
+                                .iter()
+                                .any(|(o, v)| *o == x.owner && *v != x.verifier)
+                    }
+                };
+                if !keep {
+                    tracing::info!(client = ?x.clientid, ip = %x.ip, "fence lifted");
+                }
+                keep
+            });
+            self.any_fence.store(!f.is_empty(), Ordering::Relaxed);
+            f.len() != before
+        };
+        if lifted {
+            if let Err(e) = self.persist() {
+                tracing::warn!(%e, "fence state file not updated (lifted fences come back at restart)");
+            }
+        }
+    }
+
+    /// Writes the fences to the state file, whole, then renames it into place.
+    fn persist(&self) -> std::io::Result<()> {
+        let Some(path) = self.state_file.get() else {
+            return Ok(());
+        };
+        let mut text = String::new();
+        for x in self.fences.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            text.push_str(&format!(
+                "{} {} {}\n",
+                x.ip,
+                hex(&x.owner),
+                hex(&x.verifier)
+            ));
+        }
+        let tmp = path.with_extension("tmp");
+        {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+impl HostPolicy for HostGate {
+    fn admit(&self, h: &HostRef<'_>) -> bool {
+        if !self.any_fence.load(Ordering::Relaxed) {
+            return true;
+        }
+        let f = self.fences.read().unwrap_or_else(|e| e.into_inner());
+        let fenced = f.iter().any(|x| self.host_is(h, x.ip, &x.owner));
+        if fenced {
+            self.metrics
+                .connects_refused
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(host = %h.nqn, ip = %h.ip, "connect refused: the host's NFS client is fenced");
+        }
+        !fenced
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The fences in the state file (none if it is absent; a bad line is logged and skipped).
+fn read_fences(path: &std::path::Path) -> Vec<Fence> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let now = Instant::now();
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut w = line.split_whitespace();
+        let parsed = (|| {
+            let ip = w.next()?.parse().ok()?;
+            let owner = unhex(w.next()?)?;
+            let verifier: [u8; 8] = unhex(w.next()?)?.try_into().ok()?;
+            Some(Fence {
+                clientid: None,
+                ip,
+                owner,
+                verifier,
+                since: now,
+            })
+        })();
+        match parsed {
+            Some(f) => out.push(f),
+            None => tracing::warn!(?path, line, "bad line in the fence state file, skipped"),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(nqn: &str, ip: &str) -> (String, IpAddr) {
+        (nqn.to_string(), ip.parse().unwrap())
+    }
+
+    fn admits(g: &HostGate, (nqn, ip): &(String, IpAddr)) -> bool {
+        g.admit(&HostRef {
+            nqn,
+            hostid: &[0; 16],
+            ip: *ip,
+        })
+    }
+
+    #[test]
+    fn state_file_round_trip_and_restored_fences_lift() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nvme-fences");
+        let g = HostGate::default();
+        g.fences.write().unwrap().push(Fence {
+            clientid: Some(1),
+            ip: "127.0.0.2".parse().unwrap(),
+            owner: b"a b".to_vec(),
+            verifier: [1; 8],
+            since: Instant::now(),
+        });
+        g.state_file.set(path.clone()).unwrap();
+        g.persist().unwrap();
+        let back = read_fences(&path);
+        assert_eq!(back.len(), 1);
+        assert_eq!(
+            (back[0].owner.as_slice(), back[0].verifier),
+            (&b"a b"[..], [1; 8])
+        );
+        let r = HostGate::default();
+        r.fences.write().unwrap().extend(back);
+        r.any_fence.store(true, Ordering::Relaxed);
+        let h = host("nqn.x", "127.0.0.2");
+        assert!(!admits(&r, &h));
+        assert!(admits(&r, &host("nqn.x", "127.0.0.3")));
+        let none = |_| false;
+        let lease = Duration::from_secs(1);
+        // The same instance back: still fenced; a new verifier: lifted.
+        r.lift(
+            &none,
+            &[(b"a b".to_vec(), [1; 8])],
+            false,
+            lease,
+            Instant::now(),
+        );
+        assert!(!admits(&r, &h));
+        r.lift(
+            &none,
+            &[(b"a b".to_vec(), [2; 8])],
+            false,
+            lease,
+            Instant::now(),
+        );
+        assert!(admits(&r, &h));
+    }
+
+    #[test]
+    fn an_override_names_the_host() {
+        let g = HostGate::default();
+        let mut m = HashMap::new();
+        m.insert("nqn.a".to_string(), HostOwner::parse("owner-a"));
+        m.insert("nqn.nat".to_string(), HostOwner::parse("10.0.0.5"));
+        g.set_overrides(m);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let r = |nqn| HostRef {
+            nqn,
+            hostid: &[0; 16],
+            ip,
+        };
+        assert!(g.host_is(&r("nqn.a"), "10.9.9.9".parse().unwrap(), b"owner-a"));
+        assert!(!g.host_is(&r("nqn.a"), ip, b"owner-b"));
+        assert!(g.host_is(&r("nqn.nat"), "10.0.0.5".parse().unwrap(), b"x"));
+        assert!(!g.host_is(&r("nqn.nat"), ip, b"x"));
+        assert!(g.host_is(&r("nqn.other"), ip, b"x"));
+    }
+}
