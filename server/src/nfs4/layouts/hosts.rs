@@ -12,10 +12,12 @@
 //! it is retried each lease, as any failed fence (fence.rs).
 //!
 //! Fences are lifted when the fenced client's state is gone — lease expired and purged,
-//! DESTROY_CLIENTID, or replaced by a new instance (a new verifier) — and at least a lease
-//! has passed since the fence. They persist in `<data_dir>/nvme-fences` (written whole and
-//! renamed into place), and a restarted server refuses the same hosts until its grace period
-//! is over or the fenced owner comes back with a new verifier.
+//! DESTROY_CLIENTID, or replaced by a new instance (a new verifier) — and [`READMIT_AFTER`]
+//! (11 minutes, past Linux's `ctrl_loss_tmo`, or a lease if longer) has passed since the
+//! fence. They persist in `<data_dir>/nvme-fences` (written whole and renamed into place), and
+//! a restarted server refuses the same hosts until its grace period is over and
+//! `READMIT_AFTER` has passed since it started, or the fenced owner comes back with a new
+//! verifier.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -46,6 +48,13 @@ impl HostOwner {
         }
     }
 }
+
+/// How long a fenced host stays refused at the least, whatever became of its client: past the
+/// Linux nvme-tcp default `ctrl_loss_tmo` (600 s) a host cut off from its controller has failed
+/// the writes it queued, so its reconnect cannot replay them into blocks that were freed and
+/// handed to another file meanwhile (the layouts it wrote through are gone by then). A new
+/// instance of the client (another verifier) rebooted and is admitted at once.
+pub const READMIT_AFTER: Duration = Duration::from_secs(660);
 
 /// An NFS client as the target side needs it: where it comes from, who it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,7 +282,8 @@ impl HostGate {
         self.fences.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// Lifts the fences whose client is gone (`live` false) for a lease or more, and, once
+    /// Lifts the fences whose client is gone (`live` false) for [`READMIT_AFTER`] (or a lease,
+    /// if longer) since the fence, and, once that has passed and
     /// `previous_gone` (the grace period is over), those restored from the state file; a
     /// restored fence also goes as soon as its owner is back with another verifier
     /// (`instances`: the live clients' owners and verifiers).
@@ -291,15 +301,16 @@ impl HostGate {
         let lifted = {
             let mut f = self.fences.write().unwrap_or_else(|e| e.into_inner());
             let before = f.len();
+            let hold = lease.max(READMIT_AFTER);
             f.retain(|x| {
+                let held = now.saturating_duration_since(x.since) < hold;
+                // A new instance (another verifier) rebooted: nothing it queued survives.
+                let rebooted = instances
+                    .iter()
+                    .any(|(o, v)| *o == x.owner && *v != x.verifier);
                 let keep = match x.clientid {
-                    Some(id) => live(id) || now.saturating_duration_since(x.since) < lease,
-                    None => {
-                        !previous_gone
-                            && !instances
-                                .iter()
-                                .any(|(o, v)| *o == x.owner && *v != x.verifier)
-                    }
+                    Some(id) => live(id) || (held && !rebooted),
+                    None => (!previous_gone || held) && !rebooted,
                 };
                 if !keep {
                     tracing::info!(client = ?x.clientid, ip = %x.ip, "fence lifted");
@@ -464,6 +475,34 @@ mod tests {
             Instant::now(),
         );
         assert!(admits(&r, &h));
+    }
+
+    /// A host whose client is gone stays refused until its own reconnect timeout has failed
+    /// what it queued (READMIT_AFTER), not just a lease: a replayed write would land in
+    /// blocks freed and reused meanwhile. The same for a fence restored after a restart.
+    #[test]
+    fn a_gone_client_stays_refused_past_the_hosts_reconnect_timeout() {
+        let t0 = Instant::now();
+        let fence = |clientid| Fence {
+            clientid,
+            ip: "127.0.0.2".parse().unwrap(),
+            owner: b"o".to_vec(),
+            verifier: [1; 8],
+            since: t0,
+        };
+        let lease = Duration::from_secs(1);
+        let h = host("nqn.x", "127.0.0.2");
+        let none = |_| false;
+        for (clientid, previous_gone) in [(Some(1), false), (None, true)] {
+            let g = HostGate::default();
+            g.fences.write().unwrap().push(fence(clientid));
+            g.any_fence.store(true, Ordering::Relaxed);
+            g.lift(&none, &[], previous_gone, lease, t0 + 2 * lease);
+            assert!(!admits(&g, &h), "{clientid:?}: a lease after the fence");
+            let past = t0 + READMIT_AFTER + lease;
+            g.lift(&none, &[], previous_gone, lease, past);
+            assert!(admits(&g, &h), "{clientid:?}: past READMIT_AFTER");
+        }
     }
 
     #[test]

@@ -163,9 +163,13 @@ async fn an_expired_client_is_fenced_at_the_target_then_readmitted_once_cleaned_
     assert_eq!(fx.srv.layouts.hosts.metrics.snapshot().fences_disconnect, 1);
     assert!(closed(&h).await);
     assert!(refused(host(&t, "c", "127.0.0.4").await));
-    // Its state is gone (purged with its layouts); a lease after the fence it is admitted.
+    // Its state is gone (purged with its layouts): a lease later it is still refused (what it
+    // queued may not have failed yet); past READMIT_AFTER it is admitted.
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
     recall::tick(&fx.srv, now + lease + Duration::from_secs(1));
+    assert!(refused(host(&t, "c", "127.0.0.4").await));
+    let hold = lease.max(crate::nfs4::layouts::hosts::READMIT_AFTER);
+    recall::tick(&fx.srv, now + hold + Duration::from_secs(1));
     let h = host(&t, "c", "127.0.0.4").await.unwrap();
     write(&h, 8).await.unwrap();
     t.shutdown();
