@@ -34,10 +34,12 @@ async fn renewal_keeps_state_and_an_expired_client_yields_to_a_conflict() {
         .status;
     assert_eq!(st, NfsStat::SHARE_DENIED, "a writer holds x open");
 
-    // a renews with SEQUENCE for two lease periods: its open still blocks b.
+    // a renews with SEQUENCE for two lease periods: its open still blocks b. (b renews too:
+    // a client that holds no state goes at lease end, docs/robustness.md.)
     for _ in 0..8 {
         tokio::time::sleep(Duration::from_millis(500)).await;
         a.run_ok(Compound::new()).await.unwrap();
+        b.run_ok(Compound::new()).await.unwrap();
     }
     let st = b
         .run(Compound::new().putfh(&root).open(deny.clone()))
@@ -48,7 +50,10 @@ async fn renewal_keeps_state_and_an_expired_client_yields_to_a_conflict() {
 
     // a goes quiet past its lease: b's conflicting OPEN wins (DELAY while a is expired is
     // allowed, so retry that).
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        b.run_ok(Compound::new()).await.unwrap();
+    }
     let mut st = NfsStat::DELAY;
     for _ in 0..50 {
         st = b

@@ -11,34 +11,6 @@ use crate::config::Config;
 use bytes::Bytes;
 use nvme_tcp::{Initiator, InitiatorConfig, MemBackend, NamespaceConfig, Target, TargetConfig};
 
-/// `mount` with the client's boot verifier: a new one is a new instance of the client.
-fn mount_v(ctx: &mut Ctx<'_>, owner: &[u8], verifier: [u8; 8]) -> u64 {
-    let mut w = XdrWriter::new();
-    w.opaque_fixed(&verifier);
-    w.opaque(owner);
-    w.u32(0);
-    w.u32(0);
-    w.u32(0);
-    let (s, body) = call(ctx, exchange_id::run, &w.buf);
-    assert_eq!(s, NfsStat::OK);
-    let mut r = XdrReader::new(&body);
-    let clientid = r.u64().unwrap();
-    let seq = r.u32().unwrap();
-    let (s, body) = call(ctx, create_session::run, &session_args(clientid, seq));
-    assert_eq!(s, NfsStat::OK);
-    let sid: [u8; 16] = XdrReader::new(&body).array().unwrap();
-    assert_eq!(
-        call(ctx, sequence::run, &seq_args(sid, 1, 0, false)).0,
-        NfsStat::OK
-    );
-    let rc = call(ctx, reclaim_complete::run, &[0; 4]).0;
-    assert!(
-        rc == NfsStat::OK || rc == NfsStat::COMPLETE_ALREADY,
-        "{rc:?}"
-    );
-    clientid
-}
-
 /// The embedded target as `pnfsd serve` wires it (nvme.rs `gate_hosts`, `install_fencing`),
 /// over a memory namespace, its state in `dir`.
 async fn target_for(srv: &Server, dir: &std::path::Path) -> Target {
