@@ -489,7 +489,7 @@ mod tests {
             .filter(|l| !l.starts_with('#'))
             .filter_map(|l| l.split(' ').next())
             .collect();
-        assert_eq!(samples.len(), 33);
+        assert_eq!(samples.len(), 38);
         for n in samples.iter().filter(|n| **n != "pnfsd_log_shut_down") {
             assert!(n.ends_with("_total"), "{n}");
             assert_eq!(
