@@ -144,6 +144,8 @@ pub fn lift_fences(srv: &Server, now: Instant) {
     let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
     let instances = srv.state.client_identities();
     let previous_gone = !srv.state.layouts_reclaimable();
+    // Once the previous instance's layouts are gone, so is the leeway their hosts had.
+    srv.layouts.hosts.set_reclaim(!previous_gone);
     srv.layouts
         .hosts
         .lift(&live, &instances, previous_gone, lease, now);

@@ -18,8 +18,17 @@
 //! a restarted server refuses the same hosts until its grace period is over and
 //! `READMIT_AFTER` has passed since it started, or the fenced owner comes back with a new
 //! verifier.
+//!
+//! While `nvme_enforce_layouts` is on (the default), the gate also decides each Read- and
+//! Write-class command (`HostPolicy::access`; docs/pnfs.md "The target enforces the
+//! layouts"): a host attached to NFS clients writes only the blocks of their RW layouts and
+//! reads only those of their layouts, the signature block and the probe window
+//! ([`PROBE_LBAS`]); an `nvme_admin_hosts` host reads everything and writes outside the MDS
+//! blocks; any other host reads and never writes; while a previous instance's layouts may
+//! still be reclaimed, hosts no client of this instance has claimed write as before
+//! enforcement (their layouts are the previous instance's, which this one cannot see).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -27,7 +36,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+use nvme_tcp::policy::Access;
 use nvme_tcp::{HostPolicy, HostRef, Target};
+
+use super::enforce::{BlockSets, Want};
+
+/// The LBAs at each end of the namespace every host may read, attached or not: a Linux host
+/// reads there whenever the namespace appears, a reconnect too (the kernel's partition scan:
+/// LBA 0, 1 and the last; udev's blkid: superblock magics in the first and the last few
+/// hundred KiB). Refused, each shows as an I/O error in the host's log and fails nothing;
+/// allowed, a host may read up to 1 MiB of some file's data at the volume's end (the start
+/// is the superblock and the log). Counted in `probe_reads`.
+pub const PROBE_LBAS: u64 = (1 << 20) / crate::nvme::LBA_SIZE as u64;
 
 /// What `[nvme_hosts]` maps a host NQN to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +108,13 @@ pub struct HostMetrics {
     pub hosts_disconnected: AtomicU64,
     /// Connects refused because the host belongs to a fenced client.
     pub connects_refused: AtomicU64,
+    /// Write-class commands (Write, Write Zeroes, DSM) refused Access Denied by the layout
+    /// check.
+    pub writes_refused: AtomicU64,
+    /// Reads refused Access Denied by the layout check.
+    pub reads_refused: AtomicU64,
+    /// Reads of an attached host outside its layouts let through in the probe window.
+    pub probe_reads: AtomicU64,
 }
 
 /// A copy of [`HostMetrics`] at one moment.
@@ -97,6 +124,9 @@ pub struct HostCounters {
     pub fences_shared_host: u64,
     pub hosts_disconnected: u64,
     pub connects_refused: u64,
+    pub writes_refused: u64,
+    pub reads_refused: u64,
+    pub probe_reads: u64,
 }
 
 impl HostMetrics {
@@ -107,6 +137,9 @@ impl HostMetrics {
             fences_shared_host: g(&self.fences_shared_host),
             hosts_disconnected: g(&self.hosts_disconnected),
             connects_refused: g(&self.connects_refused),
+            writes_refused: g(&self.writes_refused),
+            reads_refused: g(&self.reads_refused),
+            probe_reads: g(&self.probe_reads),
         }
     }
 }
@@ -124,6 +157,38 @@ pub struct HostGate {
     target: OnceLock<TargetHandle>,
     state_file: OnceLock<PathBuf>,
     pub metrics: HostMetrics,
+    /// The volume blocks of each client's layouts (enforce.rs), kept by the ledger.
+    pub(super) blocks: RwLock<BlockSets>,
+    /// What the per-command check needs besides the sets.
+    rules: Rules,
+}
+
+/// The per-command check's settings (`HostGate::enforce`).
+#[derive(Debug, Default)]
+struct Rules {
+    /// `nvme_enforce_layouts`; off: `access` allows all (admission and the MDS guard stay).
+    on: AtomicBool,
+    /// A previous instance's layouts may still be reclaimed (fence.rs `lift_fences` keeps it).
+    reclaim: AtomicBool,
+    /// LBAs `[0, signature_end)` hold the block-layout signature (GETDEVICEINFO's).
+    signature_end: AtomicU64,
+    /// The namespace's size in LBAs (the probe window's far end).
+    lbas: AtomicU64,
+    /// `nvme_admin_hosts`.
+    admins: RwLock<HashSet<String>>,
+}
+
+/// The volume facts and keys the per-command check needs (nvme.rs `gate_hosts`).
+#[derive(Debug, Clone, Default)]
+pub struct Enforce {
+    pub on: bool,
+    pub admin_hosts: Vec<String>,
+    /// The byte range of the block-layout signature (`Superblock::signature`).
+    pub signature: (u64, u64),
+    /// The namespace's size in LBAs.
+    pub lbas: u64,
+    /// The server starts with layouts of a previous instance reclaimable.
+    pub reclaim: bool,
 }
 
 /// The embedded target, once it serves the volume.
@@ -173,6 +238,23 @@ impl HostGate {
         let _ = self.target.set(TargetHandle(target));
     }
 
+    /// Turns the per-command layout check on or off, with the facts it needs.
+    pub fn enforce(&self, e: Enforce) {
+        let r = &self.rules;
+        let lba = u64::from(crate::nvme::LBA_SIZE);
+        r.signature_end
+            .store(e.signature.1.div_ceil(lba), Ordering::Relaxed);
+        r.lbas.store(e.lbas, Ordering::Relaxed);
+        *r.admins.write().unwrap_or_else(|p| p.into_inner()) = e.admin_hosts.into_iter().collect();
+        r.reclaim.store(e.reclaim, Ordering::Relaxed);
+        r.on.store(e.on, Ordering::Relaxed);
+    }
+
+    /// Whether a previous instance's layouts may still be reclaimed (fence.rs).
+    pub fn set_reclaim(&self, reclaimable: bool) {
+        self.rules.reclaim.store(reclaimable, Ordering::Relaxed);
+    }
+
     /// Whether fences can disconnect hosts (the embedded target is installed).
     pub fn can_disconnect(&self) -> bool {
         self.target.get().is_some()
@@ -180,6 +262,10 @@ impl HostGate {
 
     /// LAYOUTGET from `clientid`: where it comes from, who it is.
     pub fn note_client(&self, clientid: u64, c: ClientHost) {
+        self.blocks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .note_client(clientid, c.ip, &c.owner);
         let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         let e = m.entry(clientid).or_insert_with(|| c.clone());
         let block = e.block || c.block;
@@ -355,7 +441,116 @@ impl HostGate {
     }
 }
 
+/// What the per-command check decided, and why (the refusal's log line says it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Allow,
+    /// Allowed outside the host's layouts only by the probe window.
+    Probe,
+    /// Refused: the host's clients' layouts do not cover the blocks.
+    NotInLayouts,
+    /// Refused: a host of no NFS client, not in `nvme_admin_hosts`, writes.
+    Unattached,
+}
+
+impl HostGate {
+    /// The clients the host belongs to (the module comment's rule), as the sets know them.
+    fn clients_of<'a>(&self, sets: &'a BlockSets, h: &HostRef<'_>) -> &'a [u64] {
+        let o = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        let c = match o.get(h.nqn) {
+            Some(HostOwner::Owner(x)) => sets.by_owner.get(x.as_slice()),
+            Some(HostOwner::Addr(ip)) => sets.by_ip.get(ip),
+            None => sets.by_ip.get(&h.ip),
+        };
+        c.map_or(&[][..], Vec::as_slice)
+    }
+
+    fn verdict(&self, h: &HostRef<'_>, a: Access, slba: u64, nlb: u64) -> Verdict {
+        let r = &self.rules;
+        if !r.on.load(Ordering::Relaxed) {
+            return Verdict::Allow;
+        }
+        let want = match a {
+            Access::Read => Want::Read,
+            Access::Write => Want::Write,
+        };
+        // Admin hosts read all and write outside the MDS blocks (the target's guard).
+        if r.admins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(h.nqn)
+        {
+            return Verdict::Allow;
+        }
+        let sets = self.blocks.read().unwrap_or_else(|e| e.into_inner());
+        let clients = self.clients_of(&sets, h);
+        if sets.covers(clients, want, slba, nlb) {
+            return Verdict::Allow;
+        }
+        // Restart: the previous instance's layouts (docs/pnfs.md "After a restart").
+        if r.reclaim.load(Ordering::Relaxed) {
+            return Verdict::Allow;
+        }
+        if clients.is_empty() {
+            return match want {
+                Want::Read => Verdict::Allow,
+                Want::Write => Verdict::Unattached,
+            };
+        }
+        if want == Want::Read {
+            let end = slba.saturating_add(nlb);
+            if end <= r.signature_end.load(Ordering::Relaxed) {
+                return Verdict::Allow;
+            }
+            let lbas = r.lbas.load(Ordering::Relaxed);
+            if end <= PROBE_LBAS || slba >= lbas.saturating_sub(PROBE_LBAS) {
+                return Verdict::Probe;
+            }
+        }
+        Verdict::NotInLayouts
+    }
+}
+
 impl HostPolicy for HostGate {
+    fn access(&self, h: &HostRef<'_>, _nsid: u32, a: Access, slba: u64, nlb: u64) -> bool {
+        match self.verdict(h, a, slba, nlb) {
+            Verdict::Allow => true,
+            Verdict::Probe => {
+                self.metrics.probe_reads.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Verdict::NotInLayouts | Verdict::Unattached => false,
+        }
+    }
+
+    fn refused(&self, h: &HostRef<'_>, _nsid: u32, a: Access, slba: u64, nlb: u64) {
+        let c = match a {
+            Access::Read => &self.metrics.reads_refused,
+            Access::Write => &self.metrics.writes_refused,
+        };
+        let n = c.fetch_add(1, Ordering::Relaxed) + 1;
+        // One line per refusal, thinned once a host keeps at it: the 16 first of each kind,
+        // then at each power of two (the counters have them all).
+        if n <= 16 || n.is_power_of_two() {
+            let why = self.verdict(h, a, slba, nlb);
+            let clients = {
+                let sets = self.blocks.read().unwrap_or_else(|e| e.into_inner());
+                self.clients_of(&sets, h).to_vec()
+            };
+            tracing::info!(
+                host = %h.nqn,
+                ip = %h.ip,
+                ?clients,
+                access = ?a,
+                slba,
+                nlb,
+                ?why,
+                refusals = n,
+                "target host refused by the gate"
+            );
+        }
+    }
+
     fn admit(&self, h: &HostRef<'_>) -> bool {
         if !self.any_fence.load(Ordering::Relaxed) {
             return true;
