@@ -159,6 +159,9 @@ pub struct HostGate {
     pub metrics: HostMetrics,
     /// The volume blocks of each client's layouts (enforce.rs), kept by the ledger.
     pub(super) blocks: RwLock<BlockSets>,
+    /// The host NQNs seen at Connect from each address (a few each), for the log lines that
+    /// name a client's hosts.
+    seen: Mutex<HashMap<IpAddr, Vec<String>>>,
     /// What the per-command check needs besides the sets.
     rules: Rules,
 }
@@ -399,7 +402,12 @@ impl HostGate {
                     None => (!previous_gone || held) && !rebooted,
                 };
                 if !keep {
-                    tracing::info!(client = ?x.clientid, ip = %x.ip, "fence lifted");
+                    tracing::info!(
+                        client = ?x.clientid,
+                        ip = %x.ip,
+                        owner = %String::from_utf8_lossy(&x.owner),
+                        "fence lifted"
+                    );
                 }
                 keep
             });
@@ -511,6 +519,44 @@ impl HostGate {
     }
 }
 
+impl HostGate {
+    /// Remembers that `h` connected (at most [`SEEN_PER_ADDR`] NQNs per address).
+    fn saw(&self, h: &HostRef<'_>) {
+        let mut s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let v = s.entry(h.ip).or_default();
+        if !v.iter().any(|n| n == h.nqn) {
+            if v.len() >= SEEN_PER_ADDR {
+                v.remove(0);
+            }
+            v.push(h.nqn.to_string());
+        }
+    }
+
+    /// The NQNs of the hosts seen that belong to `clientid` (for log lines).
+    pub fn host_nqns(&self, clientid: u64) -> Vec<String> {
+        let Some(c) = self.client(clientid) else {
+            return Vec::new();
+        };
+        let o = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<String> = o
+            .iter()
+            .filter(|(_, w)| match w {
+                HostOwner::Owner(x) => *x == c.owner,
+                HostOwner::Addr(a) => *a == c.ip,
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        let s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = s.get(&c.ip) {
+            out.extend(v.iter().filter(|n| !o.contains_key(*n)).cloned());
+        }
+        out
+    }
+}
+
+/// How many host NQNs `HostGate` remembers per address.
+const SEEN_PER_ADDR: usize = 8;
+
 impl HostPolicy for HostGate {
     fn access(&self, h: &HostRef<'_>, _nsid: u32, a: Access, slba: u64, nlb: u64) -> bool {
         match self.verdict(h, a, slba, nlb) {
@@ -552,6 +598,7 @@ impl HostPolicy for HostGate {
     }
 
     fn admit(&self, h: &HostRef<'_>) -> bool {
+        self.saw(h);
         if !self.any_fence.load(Ordering::Relaxed) {
             return true;
         }
@@ -697,6 +744,168 @@ mod tests {
             let past = t0 + READMIT_AFTER + lease;
             g.lift(&none, &[], previous_gone, lease, past);
             assert!(admits(&g, &h), "{clientid:?}: past READMIT_AFTER");
+        }
+    }
+
+    /// The per-command rules without a target: a host gets the union of its clients'
+    /// sets (by address, or by the owner `[nvme_hosts]` names), the probe window is read
+    /// and counted, a host of no client reads only, and while the previous instance's
+    /// layouts may be reclaimed nobody's write is refused for want of a layout.
+    #[test]
+    fn access_follows_the_clients_sets() {
+        use layout::block::{BlockExtent, ExtentState, IoMode};
+        use layout::policy::Grants;
+        let g = HostGate::default();
+        g.enforce(Enforce {
+            on: true,
+            admin_hosts: vec![],
+            signature: (32, 48),
+            lbas: 10_000,
+            reclaim: false,
+        });
+        let mut m = HashMap::new();
+        m.insert("nqn.nat".to_string(), HostOwner::parse("owner-c"));
+        g.set_overrides(m);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let note = |id, at: &str, owner: &[u8]| {
+            g.note_client(
+                id,
+                ClientHost {
+                    ip: ip(at),
+                    owner: owner.to_vec(),
+                    verifier: [0; 8],
+                    block: true,
+                },
+            )
+        };
+        note(1, "10.0.0.1", b"owner-a");
+        note(2, "10.0.0.1", b"owner-b");
+        note(3, "10.0.0.3", b"owner-c");
+        let lba = u64::from(crate::nvme::LBA_SIZE);
+        let give = |id, ino, at: u64, n: u64| {
+            let mut gr = Grants::default();
+            gr.add(0, n * lba, IoMode::RW);
+            let x = BlockExtent {
+                deviceid: [0; 16],
+                file_offset: 0,
+                length: n * lba,
+                storage_offset: at * lba,
+                state: ExtentState::INVALID_DATA,
+            };
+            g.blocks.write().unwrap().sync(
+                id,
+                crate::store::Ino(ino),
+                Some(&gr),
+                Some((&[x], IoMode::RW)),
+            );
+        };
+        give(1, 10, 5000, 2);
+        give(2, 11, 5002, 2);
+        give(3, 12, 6000, 1);
+        let io = |nqn: &str, at: &str, a, slba, nlb| {
+            g.access(
+                &HostRef {
+                    nqn,
+                    hostid: &[0; 16],
+                    ip: ip(at),
+                },
+                1,
+                a,
+                slba,
+                nlb,
+            )
+        };
+        // Both clients at 10.0.0.1: one write across both files' blocks.
+        assert!(io("nqn.x", "10.0.0.1", Access::Write, 5000, 4));
+        assert!(!io("nqn.x", "10.0.0.1", Access::Write, 5000, 5));
+        assert!(!io("nqn.x", "10.0.0.1", Access::Write, 6000, 1));
+        // The NAT'd host named by owner: client 3's blocks, wherever it connects from.
+        assert!(io("nqn.nat", "10.0.0.1", Access::Write, 6000, 1));
+        assert!(!io("nqn.nat", "10.0.0.1", Access::Write, 5000, 1));
+        // Reads: the signature block and the probe windows, the latter counted.
+        assert!(io("nqn.x", "10.0.0.1", Access::Read, 0, 1));
+        assert_eq!(g.metrics.snapshot().probe_reads, 0);
+        assert!(io("nqn.x", "10.0.0.1", Access::Read, 1, 1));
+        assert!(io("nqn.x", "10.0.0.1", Access::Read, 10_000 - 1, 1));
+        assert_eq!(g.metrics.snapshot().probe_reads, 2);
+        assert!(!io("nqn.x", "10.0.0.1", Access::Read, 7000, 1));
+        // A host of no client: reads, never writes.
+        assert!(io("nqn.y", "10.0.0.9", Access::Read, 7000, 1));
+        assert!(!io("nqn.y", "10.0.0.9", Access::Write, 7000, 1));
+        // The previous instance's layouts may still be reclaimed: writes go through.
+        g.set_reclaim(true);
+        assert!(io("nqn.y", "10.0.0.9", Access::Write, 7000, 1));
+        assert!(io("nqn.x", "10.0.0.1", Access::Write, 7000, 1));
+        g.set_reclaim(false);
+        assert!(!io("nqn.x", "10.0.0.1", Access::Write, 7000, 1));
+    }
+
+    /// The per-command check's cost through `access` (the locks, the host's clients, the
+    /// run lookup; docs/pnfs.md "The target enforces the layouts"): ns per check with 10,
+    /// 10,000 and 1,000,000 runs held by the host's client, at LBAs spread over them (a
+    /// third outside). A figure, not a limit:
+    /// `cargo test --release -p pnfsd -- --ignored check_cost --nocapture`.
+    #[test]
+    #[ignore]
+    fn check_cost() {
+        use layout::block::{BlockExtent, ExtentState, IoMode};
+        use layout::policy::Grants;
+        let lba = u64::from(crate::nvme::LBA_SIZE);
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let h = HostRef {
+            nqn: "nqn.x",
+            hostid: &[0; 16],
+            ip,
+        };
+        for n in [10u64, 10_000, 1_000_000] {
+            let g = HostGate::default();
+            g.enforce(Enforce {
+                on: true,
+                signature: (32, 48),
+                lbas: 4 * n + 1000,
+                ..Enforce::default()
+            });
+            g.note_client(
+                1,
+                ClientHost {
+                    ip,
+                    owner: b"o".to_vec(),
+                    verifier: [0; 8],
+                    block: true,
+                },
+            );
+            {
+                let mut b = g.blocks.write().unwrap();
+                let mut gr = Grants::default();
+                gr.add(0, 2 * lba, IoMode::RW);
+                // One file per run, two blocks each, a block apart: nothing merges.
+                for i in 0..n {
+                    let x = BlockExtent {
+                        deviceid: [0; 16],
+                        file_offset: 0,
+                        length: 2 * lba,
+                        storage_offset: (PROBE_LBAS + 3 * i) * lba,
+                        state: ExtentState::INVALID_DATA,
+                    };
+                    b.sync(
+                        1,
+                        crate::store::Ino(i + 10),
+                        Some(&gr),
+                        Some((&[x], IoMode::RW)),
+                    );
+                }
+                assert_eq!(b.runs_of(1), n as usize);
+            }
+            let checks = 2_000_000u64;
+            let mut hit = 0u64;
+            let t0 = Instant::now();
+            for k in 0..checks {
+                let at = PROBE_LBAS + (k.wrapping_mul(2_654_435_761) % n) * 3 + k % 3;
+                hit += u64::from(g.access(&h, 1, Access::Write, at, 1));
+            }
+            let ns = t0.elapsed().as_nanos() as f64 / checks as f64;
+            assert!(hit > checks / 2 && hit < checks, "{hit}");
+            println!("{n} runs: {ns:.1} ns/check");
         }
     }
 
