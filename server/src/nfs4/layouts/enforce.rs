@@ -179,23 +179,53 @@ impl FileBlocks {
         }
     }
 
-    /// The LBA ranges the pieces give under `grants`: each piece where a grant covers it,
-    /// whole blocks (a partly returned block is still partly held).
+    /// The LBA ranges the pieces give under `grants`: each piece where the union of the
+    /// grants covers it (readable) and where the union of the RW grants does (writable, if
+    /// the piece is), whole blocks (a partly returned block is still partly held). The
+    /// unions first: the ledger keeps overlapping grants as granted, and each would
+    /// otherwise add its own copy of the same runs.
     fn under(&self, grants: &Grants) -> Vec<(u64, u64, bool)> {
+        let any = union(grants.ranges().iter().map(|r| (r.0, r.1)));
+        let rw = union(
+            grants
+                .ranges()
+                .iter()
+                .filter(|r| r.2 == IoMode::RW)
+                .map(|r| (r.0, r.1)),
+        );
         let mut out = Vec::new();
         for p in &self.pieces {
-            for &(gs, ge, mode) in grants.ranges() {
-                let (s, e) = (p.file.max(gs), p.file_end.min(ge));
-                if s >= e {
-                    continue;
+            let mut emit = |set: &[(u64, u64)], write: bool| {
+                for &(gs, ge) in set {
+                    let (s, e) = (p.file.max(gs), p.file_end.min(ge));
+                    if s < e {
+                        let first = p.lba + (s - p.file) / LBA;
+                        let end = p.lba + (e - p.file).div_ceil(LBA);
+                        out.push((first, end, write));
+                    }
                 }
-                let first = p.lba + (s - p.file) / LBA;
-                let end = p.lba + (e - p.file).div_ceil(LBA);
-                out.push((first, end, p.writable && mode == IoMode::RW));
+            };
+            emit(&any, false);
+            if p.writable {
+                emit(&rw, true);
             }
         }
         out
     }
+}
+
+/// The union of byte ranges, sorted, disjoint.
+fn union(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = ranges.filter(|r| r.0 < r.1).collect();
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (s, e) in v {
+        match out.last_mut() {
+            Some(l) if s <= l.1 => l.1 = l.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
 }
 
 /// The sets of all clients, and which clients a host address or owner stands for (hosts.rs).
@@ -244,16 +274,27 @@ impl BlockSets {
         }
     }
 
-    /// Records where a client comes from and who it is (LAYOUTGET, hosts.rs `note_client`).
-    pub fn note_client(&mut self, clientid: u64, ip: IpAddr, owner: &[u8]) {
-        for v in self.by_ip.values_mut() {
-            v.retain(|c| *c != clientid);
+    /// Records where a client comes from (`was`: where it came from before, if it did) and
+    /// who it is (LAYOUTGET, hosts.rs `note_client`).
+    pub fn note_client(&mut self, clientid: u64, was: Option<IpAddr>, ip: IpAddr, owner: &[u8]) {
+        if let Some(old) = was.filter(|o| *o != ip) {
+            if let Some(v) = self.by_ip.get_mut(&old) {
+                v.retain(|c| *c != clientid);
+                if v.is_empty() {
+                    self.by_ip.remove(&old);
+                }
+            }
         }
-        self.by_ip.retain(|_, v| !v.is_empty());
-        self.by_ip.entry(ip).or_default().push(clientid);
-        let o = self.by_owner.entry(owner.to_vec()).or_default();
-        if !o.contains(&clientid) {
-            o.push(clientid);
+        let v = self.by_ip.entry(ip).or_default();
+        if !v.contains(&clientid) {
+            v.push(clientid);
+        }
+        match self.by_owner.get_mut(owner) {
+            Some(o) if o.contains(&clientid) => {}
+            Some(o) => o.push(clientid),
+            None => {
+                self.by_owner.insert(owner.to_vec(), vec![clientid]);
+            }
         }
     }
 
@@ -386,6 +427,14 @@ mod tests {
         assert!(b.covers(&[1], Want::Write, 500, 2));
         assert!(!b.covers(&[1], Want::Write, 102, 1));
         assert!(b.covers(&[1], Want::Write, 100, 2) && b.covers(&[1], Want::Write, 104, 4));
+        // The ledger keeps repeated grants as granted: one copy of each run all the same.
+        let mut many = Grants::default();
+        for _ in 0..100 {
+            many.add(0, 8 * LBA, IoMode::RW);
+        }
+        b.sync(1, f, Some(&many), None);
+        assert_eq!(b.files[&(1, f)].given.len(), 6, "3 pieces, read and write");
+        assert!(b.covers(&[1], Want::Write, 500, 2));
         let mut half = Grants::default();
         half.add(0, LBA + 1, IoMode::RW);
         b.sync(1, f, Some(&half), None);

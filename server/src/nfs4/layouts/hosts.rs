@@ -265,11 +265,12 @@ impl HostGate {
 
     /// LAYOUTGET from `clientid`: where it comes from, who it is.
     pub fn note_client(&self, clientid: u64, c: ClientHost) {
+        let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let was = m.get(&clientid).map(|e| e.ip);
         self.blocks
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .note_client(clientid, c.ip, &c.owner);
-        let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            .note_client(clientid, was, c.ip, &c.owner);
         let e = m.entry(clientid).or_insert_with(|| c.clone());
         let block = e.block || c.block;
         *e = ClientHost { block, ..c };
