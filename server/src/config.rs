@@ -160,6 +160,13 @@ pub struct Config {
     /// or `co_ownerid` (NAT'd clients, several clients at one address); unlisted hosts
     /// belong to the clients at their TCP peer address (nfs4/layouts/hosts.rs).
     pub nvme_hosts: std::collections::BTreeMap<String, String>,
+    /// The embedded target refuses (NVMe Access Denied) a host's command outside the blocks
+    /// its NFS clients' layouts name (docs/pnfs.md "The target enforces the layouts"); off:
+    /// no per-command check, while admission, fences and the MDS-blocks guard stay.
+    pub nvme_enforce_layouts: bool,
+    /// Host NQNs of hosts that belong to no NFS client (backup, repair): they read the whole
+    /// volume and write outside the MDS's blocks. Other hosts of no client only read.
+    pub nvme_admin_hosts: Vec<String>,
     /// With an external NVMe/TCP volume, also export it through the embedded target (off by
     /// default: the clients connect to the external target themselves).
     pub nvme_reexport: bool,
@@ -222,6 +229,8 @@ impl Default for Config {
             nvme_allow_any_host: false,
             nvme_advertise: None,
             nvme_hosts: Default::default(),
+            nvme_enforce_layouts: true,
+            nvme_admin_hosts: Vec::new(),
             nvme_reexport: false,
             lease_seconds: 90,
             grace_seconds: None,
