@@ -118,10 +118,8 @@ impl Subsystem {
         for _ in 0..0xFFEF {
             let id = *next;
             *next = if id >= 0xFFEF { 1 } else { id + 1 };
-            if !ctrls.contains_key(&id) {
-                let c = make(id);
-                ctrls.insert(id, c.clone());
-                return Ok(c);
+            if let std::collections::hash_map::Entry::Vacant(e) = ctrls.entry(id) {
+                return Ok(e.insert(make(id)).clone());
             }
         }
         Err(Refused::NoControllerId)
