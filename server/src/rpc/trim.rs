@@ -7,7 +7,7 @@
 //! each heap by itself. 50 connections that never read their replies left 73–100 MB of a
 //! 9 MB idle daemon behind 10 s after they went; `malloc_trim(0)` brought it to 28–33 MB
 //! (docs/benchmarks.md "Abuse: RSS after the abusers leave"). So a task per listener asks glibc to
-//! trim when a burst of connections has ended and once a minute, and only when its arenas
+//! trim when a burst of connections has ended and every 10 s, and only when its arenas
 //! hold enough free memory to be worth the walk (`mallinfo2`). `MALLOC_ARENA_MAX` and
 //! `MALLOC_TRIM_THRESHOLD_` were measured too and paid less; they stay for the operator's
 //! environment.
@@ -22,8 +22,9 @@ use crate::rpc::limits::Shared;
 /// How often the connection count is looked at.
 const TICK: Duration = Duration::from_secs(1);
 /// At most this long between two looks at the allocator (memory freed without any
-/// connection closing: client state at lease end, the store's caches).
-const PERIOD: Duration = Duration::from_secs(60);
+/// connection closing: client state at lease end, the store's caches). A look that finds
+/// less than `MIN_FREE` free costs one `mallinfo2` walk of the arenas' bins.
+const PERIOD: Duration = Duration::from_secs(10);
 /// A burst has ended when the connection count fell by at least this many, to half its
 /// peak or less.
 const BURST: usize = 8;
@@ -131,6 +132,7 @@ mod tests {
         assert!(p.due(20, s(6)), "the second look, AGAIN after the burst");
         assert!(!p.due(14, s(7)), "fell by fewer than BURST");
         assert!(!p.due(14, s(8)), "one second look only");
-        assert!(p.due(14, s(6 + 60)), "a period after the last look");
+        assert!(!p.due(14, s(6 + 9)), "not yet a period");
+        assert!(p.due(14, s(6 + 10)), "a period after the last look");
     }
 }
