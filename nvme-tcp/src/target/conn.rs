@@ -202,10 +202,10 @@ pub(crate) async fn serve(
 }
 
 impl Drop for Queue {
-    /// The connection is gone. The admin queue carries the association (NVMe Base 2.0
-    /// §3.3.2.x; nvmet does the same): losing it ends the controller at once — its I/O
-    /// queues close and its keep-alive timer ends — rather than at KATO × 1.5. An I/O queue
-    /// gives its QID back.
+    /// The connection is gone. The admin queue carries the association (NVMe over Fabrics:
+    /// an association ends with its admin queue; nvmet tears the controller down then too):
+    /// losing it ends the controller at once — its I/O queues close and its keep-alive
+    /// timer ends — rather than at KATO × 1.5. An I/O queue gives its QID back.
     fn drop(&mut self) {
         if let Some(c) = &self.ctrl {
             if self.qid == 0 {
