@@ -170,6 +170,14 @@ pub struct Config {
     /// With an external NVMe/TCP volume, also export it through the embedded target (off by
     /// default: the clients connect to the external target themselves).
     pub nvme_reexport: bool,
+    /// The embedded target's bounds (nvme_tcp::Limits, docs/nvme-tcp.md "Limits"):
+    /// controllers in all and per host NQN (past them Connect answers Controller Busy), TCP
+    /// connections (past it a new one is closed at accept), and the longest Keep Alive
+    /// Timeout granted (a host asking more gets this). [`Config::nvme_limits`].
+    pub nvme_max_controllers: usize,
+    pub nvme_max_controllers_per_host: usize,
+    pub nvme_max_connections: usize,
+    pub nvme_max_kato_ms: u32,
     pub lease_seconds: u32,
     /// Default: one lease, as knfsd does (a client reclaims within its first renewal).
     pub grace_seconds: Option<u32>,
@@ -232,6 +240,10 @@ impl Default for Config {
             nvme_enforce_layouts: true,
             nvme_admin_hosts: Vec::new(),
             nvme_reexport: false,
+            nvme_max_controllers: nvme_tcp::Limits::default().max_controllers,
+            nvme_max_controllers_per_host: nvme_tcp::Limits::default().max_controllers_per_host,
+            nvme_max_connections: nvme_tcp::Limits::default().max_connections,
+            nvme_max_kato_ms: nvme_tcp::Limits::default().max_kato_ms,
             lease_seconds: 90,
             grace_seconds: None,
             export_sync: ExportSync::Sync,
@@ -254,6 +266,20 @@ impl Default for Config {
             log_level: "info".to_string(),
             log_format: LogFormat::Text,
             exports: crate::exports::default_exports(),
+        }
+    }
+}
+
+impl Config {
+    /// The embedded target's `TargetConfig::limits` from the `nvme_max_*` keys (the rest
+    /// keep nvme_tcp's defaults); `Target::bind` refuses values it cannot use.
+    pub fn nvme_limits(&self) -> nvme_tcp::Limits {
+        nvme_tcp::Limits {
+            max_controllers: self.nvme_max_controllers,
+            max_controllers_per_host: self.nvme_max_controllers_per_host,
+            max_connections: self.nvme_max_connections,
+            max_kato_ms: self.nvme_max_kato_ms,
+            ..nvme_tcp::Limits::default()
         }
     }
 }
