@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::Duration;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::blockdev::BlockDev;
 use crate::cil::{tx_bound, Cil};

@@ -827,10 +827,12 @@ async fn run(
             if admin.is_some() {
                 tracing::info!("admin views on http://{local}/status and /clients");
             }
-            let ep = pnfsd::metrics::Endpoint {
-                srv: srv.clone(),
-                admin,
-            };
+            // nvme-tcp exposes live controllers only (no command or byte counters yet).
+            let controllers = nvme.as_ref().map(|(t, _)| {
+                let t = t.clone();
+                Arc::new(move || t.controller_count()) as pnfsd::metrics::ControllerCount
+            });
+            let ep = pnfsd::metrics::Endpoint::new(srv.clone(), controllers, admin);
             Some(tokio::spawn(pnfsd::metrics::serve(l, ep, stop_rx.clone())))
         }
         None => None,
