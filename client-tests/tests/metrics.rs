@@ -8,6 +8,7 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
+use client_tests::harness::after_grace;
 use client_tests::pnfs::iomode;
 use client_tests::{PnfsdProcess, ServerOptions, Session, SessionOptions};
 use pnfsd::admin::cli;
@@ -166,5 +167,59 @@ async fn metrics_follow_prometheus_conventions_and_what_clients_did() {
         value(&m, "pnfsd_clients{state=\"active\"}"),
         Some(0.0),
         "{m}"
+    );
+}
+
+/// The start line tells a clean start from a recovery after a crash, and says what the
+/// recovery replayed (issue 16 Deliver 4).
+#[tokio::test]
+async fn the_start_line_tells_a_clean_start_from_a_recovery() {
+    let mut p = PnfsdProcess::start_with(ServerOptions {
+        config_toml: Some("grace_seconds = 2\n".into()),
+        extra_args: vec![],
+    })
+    .unwrap();
+    let s = Session::connect_with(p.addr(), SessionOptions::new("start-line"))
+        .await
+        .unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    s.create_file(&root, "before-stop", 0o644).await.unwrap();
+    drop(s);
+    assert!(p.terminate().unwrap().success());
+    p.restart().unwrap();
+    let log = p.log_text();
+    let starts: Vec<&str> = log.lines().filter(|l| l.contains("start: ")).collect();
+    assert_eq!(starts.len(), 2, "{log}");
+    assert!(
+        starts.iter().all(|l| l.contains("start: clean")),
+        "{starts:#?}"
+    );
+
+    let s = Session::connect_with(p.addr(), SessionOptions::new("start-line"))
+        .await
+        .unwrap();
+    let root = s.lookup_path("").await.unwrap();
+    // After the restart OPEN waits out the grace period.
+    after_grace(|| s.create_file(&root, "before-crash", 0o644)).await;
+    drop(s);
+    p.kill().unwrap();
+    p.restart().unwrap();
+    let log = p.log_text();
+    let last = log
+        .lines()
+        .filter(|l| l.contains("start: "))
+        .next_back()
+        .unwrap();
+    assert!(last.contains("start: recovery after a crash"), "{last}");
+    assert!(last.contains("last_mounted_by=host "), "{last}");
+    let replayed: u64 = last
+        .split("items_replayed=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{last}"));
+    assert!(
+        replayed >= 1,
+        "the create was committed before the kill: {last}"
     );
 }

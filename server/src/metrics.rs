@@ -365,6 +365,46 @@ mod tests {
         store.unmount().unwrap();
     }
 
+    /// A failed log flush: the gauge turns 1 and one ERROR line names the device and the
+    /// error (issue 16 Deliver 4, "log shut down").
+    #[test]
+    fn a_failed_log_flush_shows_in_the_gauge_and_one_line_naming_the_device() {
+        use metalog::{CrashDev, Fault, FaultDev};
+        let (log, _g) = crate::log_capture::capture();
+        let fault = Arc::new(FaultDev::new(Arc::new(CrashDev::new(64 << 20, 1))));
+        crate::store::Store::mkfs_dev(fault.clone(), false).unwrap();
+        let store =
+            Arc::new(crate::store::Store::open_dev(fault.clone(), Default::default()).unwrap());
+        assert!(store.log().set_device_name("/srv/pnfs/volume.img"));
+        let srv = Arc::new(Server::new(store.clone(), Default::default()));
+        let metrics = Metrics::new(srv.clone(), None);
+        assert_eq!(
+            value(&metrics.render(false), "pnfsd_log_shut_down"),
+            Some(0.0)
+        );
+        fault.fail_flushes_after(0, Fault::Io);
+        let set = crate::store::SetAttrs::default();
+        let made = store.create(
+            crate::store::ROOT_INO,
+            b"f",
+            crate::store::NewNode::Regular,
+            &set,
+            (0, 0),
+        );
+        let forced = store.log().force_all();
+        assert!(made.is_err() || forced.is_err());
+        assert_eq!(
+            value(&metrics.render(false), "pnfsd_log_shut_down"),
+            Some(1.0)
+        );
+        let text = log.text();
+        assert_eq!(text.matches("metadata log shut down").count(), 1, "{text}");
+        assert!(
+            text.contains("ERROR") && text.contains("device=\"/srv/pnfs/volume.img\""),
+            "{text}"
+        );
+    }
+
     async fn get(addr: SocketAddr, request: &[u8]) -> String {
         let mut s = TcpStream::connect(addr).await.unwrap();
         s.write_all(request).await.unwrap();
