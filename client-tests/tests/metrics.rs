@@ -205,11 +205,7 @@ async fn the_start_line_tells_a_clean_start_from_a_recovery() {
     p.kill().unwrap();
     p.restart().unwrap();
     let log = p.log_text();
-    let last = log
-        .lines()
-        .filter(|l| l.contains("start: "))
-        .next_back()
-        .unwrap();
+    let last = log.lines().rfind(|l| l.contains("start: ")).unwrap();
     assert!(last.contains("start: recovery after a crash"), "{last}");
     assert!(last.contains("last_mounted_by=host "), "{last}");
     let replayed: u64 = last
