@@ -111,6 +111,15 @@ counters! {
     "pnfsd_nvme_connects_refused_total",
         "NVMe Connects refused because the host's NFS client is fenced.",
         |s| Count(s.hosts.connects_refused);
+    "pnfsd_nvme_writes_refused_total",
+        "Writes the embedded target refused: outside the RW layouts of the host's clients.",
+        |s| Count(s.hosts.writes_refused);
+    "pnfsd_nvme_reads_refused_total",
+        "Reads the embedded target refused: outside the layouts of the host's clients.",
+        |s| Count(s.hosts.reads_refused);
+    "pnfsd_nvme_probe_reads_total",
+        "Reads outside a host's layouts let through in the probe window (udev, blkid).",
+        |s| Count(s.hosts.probe_reads);
     "pnfsd_layoutget_allocations_total",
         "RW LAYOUTGETs that allocated blocks (each forced the log once).",
         |s| Count(s.pnfs.layoutget_allocations);
