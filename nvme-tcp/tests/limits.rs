@@ -8,9 +8,8 @@ use common::*;
 use nvme_tcp::pdu::{
     sgl_id, ConnectData, DataPdu, Digests, FcType, IcReq, Pdu, Rules, Sgl, Side, Sqe, Stage,
 };
-use nvme_tcp::{FileBackend, Initiator, Limits, NamespaceConfig, Status, Target, TargetConfig};
+use nvme_tcp::{Initiator, Limits, Status};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -19,27 +18,8 @@ use tokio::net::TcpStream;
 const FID_KATO: u8 = 0x0F;
 const MAX_TRANSFER: usize = 512 * 1024;
 
-struct LimitRig {
-    target: Target,
-    _dir: tempfile::TempDir,
-}
-
-async fn limit_rig(limits: Limits) -> LimitRig {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("vol.img");
-    let backend = Arc::new(FileBackend::create(&path, 256 * BS as u64, BS).unwrap());
-    let mut cfg = TargetConfig::new(
-        NQN,
-        vec![NamespaceConfig {
-            nsid: 1,
-            backend,
-            volume_uuid: UUID,
-        }],
-    );
-    cfg.limits = limits;
-    let target = Target::bind("127.0.0.1:0", cfg).await.unwrap();
-    target.spawn();
-    LimitRig { target, _dir: dir }
+async fn limit_rig(limits: Limits) -> Rig {
+    rig_with(256, |cfg| cfg.limits = limits).await
 }
 
 fn enc(p: &Pdu) -> Vec<u8> {
