@@ -293,8 +293,8 @@ impl Cursor {
     }
 }
 
-/// Every block of the tree (fsck, tests): root first, then level by level.
-#[cfg(test)]
+/// Every block of the tree, root first, then level by level; reads only the internal nodes
+/// (the NVMe guard's walk after a mount, meta_blocks.rs; fsck).
 pub fn all_blocks(r: &dyn NodeRead, root: Option<Root>) -> Result<Vec<u64>, StoreError> {
     let mut out = Vec::new();
     let Some(root) = root else { return Ok(out) };

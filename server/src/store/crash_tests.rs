@@ -28,6 +28,11 @@ pub(super) fn kill(dev: &Arc<CrashDev>) -> Arc<CrashDev> {
 pub(super) fn fsck(s: &Store) {
     use super::keys::*;
     use std::collections::{BTreeMap, HashMap};
+    // The walk of the tree's nodes after a mount runs on its own thread (meta_blocks.rs).
+    let t0 = std::time::Instant::now();
+    while !s.inner.meta_blocks.is_ready() && t0.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let wb = s.inner.wb.lock().unwrap();
     let g = s.inner.rd();
     let mut inodes: BTreeMap<u64, super::inode::Meta> = BTreeMap::new();
@@ -99,6 +104,20 @@ pub(super) fn fsck(s: &Store) {
     owned.extend(nodes.iter().map(|&b| (b, 1, "node".to_string())));
     owned.extend(wb.free_blocks.iter().map(|&b| (b, 1, "free list".into())));
     owned.extend(wb.clients_blocks.iter().map(|&b| (b, 1, "clients".into())));
+    // The NVMe guard's set (meta_blocks.rs) is exactly the nodes and the blobs.
+    let mut meta: Vec<u64> = nodes.clone();
+    meta.extend(&wb.clients_blocks);
+    meta.extend(&wb.free_blocks);
+    meta.sort_unstable();
+    let guarded: Vec<u64> = s
+        .inner
+        .meta_blocks
+        .runs()
+        .iter()
+        .flat_map(|&(b, l)| b..b + l)
+        .collect();
+    assert!(s.inner.meta_blocks.is_ready(), "metadata blocks not walked");
+    assert_eq!(guarded, meta, "the guarded metadata blocks");
     owned.extend(g.busy.iter().map(|b| (b.phys, b.len, "busy".into())));
     owned.extend(g.reserved.iter().map(|(&p, &l)| (p, l, "reserved".into())));
     owned.sort();

@@ -10,6 +10,7 @@ use layout::Superblock;
 use metalog::{BlockDev, Csn, FlushSeq, Item, Log, Reservation, Transaction, TxObject};
 
 use super::cache::PageCache;
+use super::meta_blocks::MetaBlocks;
 use super::state::{Busy, Core};
 use super::writeback::Wb;
 use super::{Ino, Result, StoreError, StoreOptions};
@@ -73,6 +74,9 @@ pub struct Inner {
     /// Per-file data locks (sharded by inode number), taken before the state lock by WRITE,
     /// truncation, ALLOCATE, DEALLOCATE and block commits.
     pub file_locks: Vec<Mutex<()>>,
+    /// The blocks tree nodes and checkpoint blobs hold, for the NVMe target's guard
+    /// (meta_blocks.rs): changed next to every metadata allocation and free (writeback.rs).
+    pub meta_blocks: Arc<MetaBlocks>,
 }
 
 /// Shards of `Inner::file_locks`.

@@ -46,6 +46,7 @@ mod inode;
 mod keys;
 mod kv;
 mod layout_map;
+mod meta_blocks;
 mod misc;
 #[cfg(test)]
 mod model_tests;
@@ -66,6 +67,7 @@ use std::time::SystemTime;
 pub use blocks::{BlockCommit, WrittenExtent};
 pub use inner::{MountStats, OpenProbe};
 pub use layout_map::{LayoutMap, Reach};
+pub use meta_blocks::{MetaBlocks, MetaCheck};
 pub use ns::{LINK_MAX, NAME_MAX};
 pub use xattr::{XattrSet, XATTR_NAME_MAX, XATTR_SIZE_MAX};
 
@@ -623,6 +625,12 @@ impl Store {
     /// The volume's superblock (geometry for layouts and GETDEVICEINFO).
     pub fn superblock(&self) -> layout::Superblock {
         self.inner.sb
+    }
+
+    /// The blocks the metadata holds among the data blocks (tree nodes, checkpoint blobs),
+    /// for the NVMe target's guard: no host writes them (issue 12 item 4).
+    pub fn meta_blocks(&self) -> Arc<MetaBlocks> {
+        self.inner.meta_blocks.clone()
     }
 
     /// The metadata log (counters, `object_seqs`, forces for LAYOUTCOMMIT).

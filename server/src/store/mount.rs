@@ -20,6 +20,7 @@ use super::inner::{log_err, Inner, MountStats};
 use super::inode::Meta;
 use super::keys::{hash_key, K_ORPHAN};
 use super::kv::{Kv, Reader};
+use super::meta_blocks::MetaBlocks;
 use super::state::Core;
 use super::writeback::{read_blob, Wb};
 use super::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_INO};
@@ -161,6 +162,11 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
             .map_err(|e| StoreError::Io(format!("free-space list: {e}")))?;
     }
     let (cbytes, clients_blocks) = read_blob(&*dev, &ck.clients)?;
+    // The blobs' blocks are known now; the tree's nodes after the mount (`walk_meta_blocks`).
+    let meta_blocks = Arc::new(MetaBlocks::new());
+    for &b in free_blocks.iter().chain(&clients_blocks) {
+        meta_blocks.insert(b, 1);
+    }
     let clients: BTreeMap<Vec<u8>, Vec<u8>> = format::decode_clients(&cbytes)
         .map_err(StoreError::Io)?
         .into_iter()
@@ -277,6 +283,7 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
             .map(|_| Mutex::new(()))
             .collect(),
         mount_stats: std::sync::OnceLock::new(),
+        meta_blocks,
     });
     let w: std::sync::Weak<dyn Writeback> =
         Arc::downgrade(&inner) as std::sync::Weak<dyn Writeback>;
@@ -291,6 +298,11 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         stale_mark,
     };
     let _ = inner.mount_stats.set(stats);
+    let walker = inner.clone();
+    std::thread::Builder::new()
+        .name("pnfsd-metablocks".into())
+        .spawn(move || walker.walk_meta_blocks())
+        .map_err(StoreError::from)?;
     let (files, free_extents) = {
         let g = inner.rd();
         (g.files, g.alloc.extent_count())

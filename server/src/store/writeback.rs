@@ -83,6 +83,7 @@ impl NodeWrite for Sink<'_> {
                 return Err(StoreError::NoSpace);
             };
             self.taken.push((s, l));
+            self.inner.meta_blocks.insert(s, l);
             self.run = (s, l);
         }
         let b = self.run.0;
@@ -134,7 +135,9 @@ impl Sink<'_> {
         let (s, l) = self.run;
         self.run = (0, 0);
         if l > 0 {
-            let _ = self.inner.wr().alloc.free(s, l);
+            let mut g = self.inner.wr();
+            let _ = g.alloc.free(s, l);
+            self.inner.meta_blocks.remove(s, l);
             if let Some(last) = self.taken.last_mut() {
                 last.1 -= l;
             }
@@ -302,6 +305,7 @@ impl Inner {
                 Ok(m) => {
                     for &(s, l) in &m.release {
                         let _ = g.alloc.free(s, l);
+                        self.meta_blocks.remove(s, l);
                         for b in s..s + l {
                             self.cache.evict(b);
                         }
@@ -319,6 +323,7 @@ impl Inner {
                     let mut g = self.wr();
                     for &(s, l) in &sink.taken {
                         let _ = g.alloc.free(s, l);
+                        self.meta_blocks.remove(s, l);
                         for b in s..s + l {
                             self.cache.evict(b);
                         }
@@ -432,6 +437,7 @@ impl Inner {
                 return Err(StoreError::NoSpace);
             };
             sink.taken.push((s, l));
+            self.meta_blocks.insert(s, l);
             out.extend(s..s + l);
         }
         Ok(out)
