@@ -14,6 +14,7 @@ pub mod exports;
 pub mod fuzzing;
 #[cfg(test)]
 mod log_capture;
+pub mod meta_guard;
 pub mod metrics;
 pub mod nfs4;
 pub mod nvme;

@@ -772,6 +772,7 @@ async fn run(
             let mut tc = pnfsd::nvme::target_config(cfg, dev, uuid_bytes);
             pnfsd::nvme::guard_mds_blocks(&mut tc, &srv.store.superblock().geometry);
             pnfsd::nvme::gate_hosts(&mut tc, &srv, cfg);
+            pnfsd::meta_guard::guard_metadata(&mut tc, srv.store.meta_blocks());
             let target = pnfsd::nvme::bind(addr, tc).await?;
             pnfsd::nvme::install_fencing(&srv, &target, cfg);
             tracing::info!(

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::RwLock;
+use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
 
 use super::btree;
@@ -43,6 +43,8 @@ pub enum MetaCheck {
 pub struct MetaBlocks {
     runs: RwLock<BTreeMap<u64, u64>>,
     ready: AtomicBool,
+    /// What the walk after the mount found: (tree nodes, milliseconds).
+    walked: OnceLock<(u64, u64)>,
 }
 
 impl MetaBlocks {
@@ -118,6 +120,11 @@ impl MetaBlocks {
         self.ready.store(true, Ordering::Release);
     }
 
+    /// (tree nodes found, milliseconds) of the walk after the mount, once it is done.
+    pub fn walked(&self) -> Option<(u64, u64)> {
+        self.walked.get().copied()
+    }
+
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
@@ -166,12 +173,13 @@ impl Inner {
             self.meta_blocks.insert(blocks[i], (j - i) as u64);
             i = j;
         }
+        let ms = t0.elapsed().as_millis() as u64;
+        let _ = self.meta_blocks.walked.set((blocks.len() as u64, ms));
         self.meta_blocks.set_ready();
         let (runs, n) = self.meta_blocks.size();
         tracing::info!(
-            "metadata blocks guarded: {n} in {runs} runs ({} tree nodes found in {} ms)",
-            blocks.len(),
-            t0.elapsed().as_millis()
+            "metadata blocks guarded: {n} in {runs} runs ({} tree nodes found in {ms} ms)",
+            blocks.len()
         );
     }
 }

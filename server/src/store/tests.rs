@@ -452,6 +452,16 @@ fn capacity_figures() {
         let st = s.fsstat();
         let used = st0.free_bytes - st.free_bytes;
         let (nodes, _, _) = s.metadata_usage();
+        let meta = s.meta_blocks();
+        let t0 = std::time::Instant::now();
+        while !meta.is_ready() && t0.elapsed().as_secs() < 60 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let (walked, walk_ms) = meta.walked().unwrap();
+        println!(
+            "  NVMe guard's walk after the mount: {walked} tree nodes in {walk_ms} ms, {} runs",
+            meta.size().0
+        );
         println!(
             "{} GiB volume: {n} files in {secs:.1} s ({:.0}/s in-process); metadata {:.1} MiB \
              ({} tree nodes), {:.0} bytes per file; fsstat: {} files, {} more would fit; clean \
