@@ -71,6 +71,7 @@ impl From<StoreError> for NfsStat {
             StoreError::XattrTooBig => NfsStat::XATTR2BIG,
             StoreError::Io(_) => NfsStat::IO,
             StoreError::DeviceFull(_) => NfsStat::NOSPC,
+            StoreError::Served(_) => NfsStat::IO,
         }
     }
 }

@@ -51,7 +51,7 @@ mod misc;
 #[cfg(test)]
 mod model_tests;
 mod mount;
-pub use mount::describe_mark;
+pub use mount::{describe_mark, mark_is_live};
 mod ns;
 mod rename;
 mod setattr;
@@ -262,6 +262,13 @@ pub enum StoreError {
     /// the backing file system, not a full volume.
     #[error("the device holding the volume is full: {0}")]
     DeviceFull(String),
+    /// Mount or mkfs of a volume whose superblock is marked mounted by a pnfsd that is running
+    /// on this machine (an external namespace has no lock file: the mark is all there is).
+    #[error(
+        "the volume is marked mounted by {0}, and that pnfsd is running: two servers on one \
+         volume corrupt it (stop it first; --force does not override a live mount)"
+    )]
+    Served(String),
 }
 
 /// The one conversion of device errors (style.md rule 3): ENOSPC of the backing file stays

@@ -76,6 +76,9 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
         return Err(StoreError::Exist);
     }
     if let Some(m) = Superblock::decode(&b0).ok().and_then(|sb| sb.mounted) {
+        if mark_is_live(&m) {
+            return Err(StoreError::Served(describe_mark(&m)));
+        }
         tracing::warn!(
             "mkfs --force over a volume marked mounted by {}",
             describe_mark(&m)
@@ -144,6 +147,11 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
     let mut b0 = vec![0u8; BLOCK as usize];
     dev.read_at(&mut b0, 0)?;
     let sb = Superblock::decode(&b0).map_err(sb_err)?;
+    // Before anything is replayed or written: a volume file is locked (volume.rs), an
+    // external namespace has only its mark.
+    if let Some(m) = sb.mounted.filter(mark_is_live) {
+        return Err(StoreError::Served(describe_mark(&m)));
+    }
     let g = sb.geometry;
     if g.total_blocks * BLOCK > dev.size() {
         return Err(StoreError::Io(
@@ -448,6 +456,27 @@ pub fn describe_mark(m: &MountMark) -> String {
     )
 }
 
+/// Whether the pnfsd that made mark `m` is still running: it names this machine and a live
+/// process called pnfsd that is not this one (a mark of this very process is an earlier
+/// mount of its own). A mark of another machine cannot be checked from here: mount and
+/// mkfs --force only warn about it (a crash leaves one behind).
+pub fn mark_is_live(m: &MountMark) -> bool {
+    if m.host() != host_name() || m.pid == std::process::id() {
+        return false;
+    }
+    // `/proc/PID/stat` is "PID (COMM) STATE …": a zombie (Z) or dead (X) process serves
+    // nothing (a killed server its parent has not reaped yet).
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", m.pid)) else {
+        return false;
+    };
+    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        return false;
+    };
+    let comm = &stat[open + 1..close];
+    let state = stat[close + 1..].trim_start().chars().next();
+    comm.starts_with("pnfsd") && !matches!(state, Some('Z' | 'X') | None)
+}
+
 /// This machine's name as the kernel has it (uname -n); "unknown" if it cannot be read.
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -490,6 +519,66 @@ mod tests {
         let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
         assert_eq!(s.mount_stats().stale_mark, None);
         s.unmount().unwrap();
+    }
+
+    /// Issue 12: a namespace marked by a pnfsd running on this machine is neither mounted nor
+    /// formatted, --force or not; a mark of a process that is gone (or of this one) is not live.
+    #[test]
+    fn a_live_mark_refuses_mount_and_mkfs_force() {
+        let dev = Arc::new(CrashDev::new(VOL, 9));
+        Store::mkfs_dev(dev.clone(), false).unwrap();
+        let mut b0 = vec![0u8; BLOCK as usize];
+        dev.read_at(&mut b0, 0).unwrap();
+        let sb = Superblock::decode(&b0).unwrap();
+        // A live pnfsd of this machine: a child process named pnfsd (sleep, run through a
+        // link of that name: a process's comm is the name it was executed by).
+        let bin = tempfile::tempdir().unwrap();
+        let link = bin.path().join("pnfsd");
+        std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
+        let mut child = std::process::Command::new(&link).arg("30").spawn().unwrap();
+        let pid = child.id();
+        let comm_is_pnfsd = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains("(pnfsd)"))
+        };
+        let t0 = std::time::Instant::now();
+        while !comm_is_pnfsd() && t0.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mark = MountMark::new(&host_name(), pid, 1_800_000_000);
+        assert!(mark_is_live(&mark));
+        let marked = Superblock {
+            mounted: Some(mark),
+            ..sb
+        };
+        dev.write_at(&marked.encode(), 0).unwrap();
+        let e = Store::open_dev(dev.clone(), StoreOptions::default())
+            .err()
+            .unwrap();
+        assert!(matches!(e, StoreError::Served(_)), "{e}");
+        assert!(e.to_string().contains(&format!("pid {pid}")), "{e}");
+        let e = Store::mkfs_dev(dev.clone(), true).unwrap_err();
+        assert!(matches!(e, StoreError::Served(_)), "{e}");
+        // The volume is untouched: once that process is gone, it mounts (a stale mark).
+        // Killed and not reaped yet, it is a zombie that still has its comm: not live.
+        child.kill().unwrap();
+        let t0 = std::time::Instant::now();
+        while mark_is_live(&mark) && t0.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(comm_is_pnfsd() && !mark_is_live(&mark));
+        child.wait().unwrap();
+        assert!(!mark_is_live(&mark));
+        let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+        assert_eq!(s.mount_stats().stale_mark, Some(mark));
+        s.unmount().unwrap();
+        // Other machines' marks and this process's own are not live.
+        assert!(!mark_is_live(&MountMark::new("another-host", pid, 1)));
+        assert!(!mark_is_live(&MountMark::new(
+            &host_name(),
+            std::process::id(),
+            1
+        )));
     }
 
     #[test]
