@@ -162,8 +162,8 @@ async fn clients_and_status_show_what_two_clients_hold() {
     assert!(status.contains(&vol.display().to_string()), "{status}");
     assert!(status.contains("grace     over"), "{status}");
     assert!(status.contains(", running"), "{status}");
-    let v: Value = serde_json::from_str(&pnfsd_cli(&["status", "--admin", &addr, "--json"]))
-        .unwrap();
+    let v: Value =
+        serde_json::from_str(&pnfsd_cli(&["status", "--admin", &addr, "--json"])).unwrap();
     assert_eq!(v["clients"], 2, "{v:#}");
     assert_eq!(v["volume"]["path"], vol.display().to_string().as_str());
     println!("{status}\n{table}");
@@ -386,10 +386,13 @@ async fn states_layouts_and_eviction_follow_two_clients() {
         "{table}"
     );
     // --json prints the view as served.
-    let v: Value = serde_json::from_str(&pnfsd_cli(&["layouts", "--admin", &addr, "--json"]))
-        .unwrap();
+    let v: Value =
+        serde_json::from_str(&pnfsd_cli(&["layouts", "--admin", &addr, "--json"])).unwrap();
     assert_eq!(v[0]["holders"][0]["client"], a.clientid, "{v:#}");
-    assert!(v[0]["holders"][0]["recall"]["age_seconds"].is_u64(), "{v:#}");
+    assert!(
+        v[0]["holders"][0]["recall"]["age_seconds"].is_u64(),
+        "{v:#}"
+    );
     let states = pnfsd_cli(&[
         "clients",
         "states",
@@ -407,7 +410,10 @@ async fn states_layouts_and_eviction_follow_two_clients() {
             .find(|r| r.split_whitespace().nth(1) == Some(kind))
             .unwrap_or_else(|| panic!("{kind} in {states}"));
         let cols: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!((cols[0], cols[2]), (f_id.to_string().as_str(), sid.as_str()));
+        assert_eq!(
+            (cols[0], cols[2]),
+            (f_id.to_string().as_str(), sid.as_str())
+        );
     }
     assert!(
         states
