@@ -444,6 +444,36 @@ impl Drop for PnfsdProcess {
     }
 }
 
+/// A pnfsd with its metrics listener on a free loopback port and two clients connected to
+/// it: the setup tests/admin.rs and tests/metrics.rs share.
+pub struct TwoClients {
+    pub server: PnfsdProcess,
+    /// The metrics (and, with `admin = true`, admin) listener the server logged.
+    pub http: SocketAddr,
+    pub a: crate::Session,
+    pub b: crate::Session,
+}
+
+impl TwoClients {
+    /// Starts pnfsd with `config_toml` and `--metrics-listen 127.0.0.1:0`, then connects
+    /// two clients whose owners are `owners` (EXCHANGE_ID and CREATE_SESSION each).
+    pub async fn start(config_toml: &str, owners: [&str; 2]) -> Result<TwoClients> {
+        let server = PnfsdProcess::start_with(ServerOptions {
+            config_toml: Some(config_toml.into()),
+            extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
+        })?;
+        let http = server
+            .metrics_addr()
+            .ok_or_else(|| harness_err("no \"metrics on http://\" line in the log"))?;
+        let connect = |owner: &str| {
+            crate::Session::connect_with(server.addr(), crate::SessionOptions::new(owner))
+        };
+        let a = connect(owners[0]).await?;
+        let b = connect(owners[1]).await?;
+        Ok(TwoClients { server, http, a, b })
+    }
+}
+
 /// Deterministic test data: `len` bytes that differ for every `seed` and offset, so a misplaced
 /// or stale block is caught.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {

@@ -2,9 +2,8 @@
 //! `pnfsd clients` and `pnfsd status` show what they hold; `/metrics` still carries every
 //! counter name pnfs-bench and the guest scenarios scrape.
 
-use std::net::SocketAddr;
-
-use client_tests::{PnfsdProcess, ServerOptions, Session, SessionOptions};
+use client_tests::harness::TwoClients;
+use client_tests::{PnfsdProcess, ServerOptions, Session};
 use pnfsd::admin::cli;
 use serde_json::Value;
 
@@ -43,11 +42,9 @@ const METRIC_NAMES: [&str; 30] = [
     "pnfsd_log_shut_down",
 ];
 
-fn admin_addr(p: &PnfsdProcess) -> SocketAddr {
-    let log = p.log_text();
-    let at = log.find("metrics on http://").expect("metrics line") + "metrics on http://".len();
-    log[at..].split('/').next().unwrap().parse().unwrap()
-}
+/// A 1 GiB volume with the admin views on, and a short grace period (a fresh volume has none
+/// to wait out, but the restart tests' figure keeps startup quick).
+const ADMIN_TOML: &str = "volume_size = \"1G\"\nadmin = true\ngrace_seconds = 1\n";
 
 fn client<'a>(clients: &'a Value, s: &Session) -> &'a Value {
     let owner = String::from_utf8(s.options.owner.clone()).unwrap();
@@ -71,16 +68,12 @@ fn pnfsd_cli(args: &[&str]) -> String {
 
 #[tokio::test]
 async fn clients_and_status_show_what_two_clients_hold() {
-    let p = PnfsdProcess::start_with(ServerOptions {
-        config_toml: Some("volume_size = \"1G\"\nadmin = true\ngrace_seconds = 1\n".into()),
-        extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
-    })
-    .unwrap();
-    let admin = admin_addr(&p);
-    let a = Session::connect_with(p.addr(), SessionOptions::new("admin-a"))
-        .await
-        .unwrap();
-    let b = Session::connect_with(p.addr(), SessionOptions::new("admin-b"))
+    let TwoClients {
+        server: p,
+        http: admin,
+        a,
+        b,
+    } = TwoClients::start(ADMIN_TOML, ["admin-a", "admin-b"])
         .await
         .unwrap();
     let root = a.lookup_path("").await.unwrap();
@@ -169,6 +162,10 @@ async fn clients_and_status_show_what_two_clients_hold() {
     assert!(status.contains(&vol.display().to_string()), "{status}");
     assert!(status.contains("grace     over"), "{status}");
     assert!(status.contains(", running"), "{status}");
+    let v: Value =
+        serde_json::from_str(&pnfsd_cli(&["status", "--admin", &addr, "--json"])).unwrap();
+    assert_eq!(v["clients"], 2, "{v:#}");
+    assert_eq!(v["volume"]["path"], vol.display().to_string().as_str());
     println!("{status}\n{table}");
 
     // /metrics: every name of today, once, with its TYPE.
@@ -202,7 +199,7 @@ async fn admin_views_are_off_by_default() {
         extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
     })
     .unwrap();
-    let admin = admin_addr(&p);
+    let admin = p.metrics_addr().expect("the metrics line");
     for path in ["/status", "/clients"] {
         match cli::get(admin, path).await {
             Err(cli::CliError::Status { status, .. }) => assert_eq!(status.as_u16(), 404),
@@ -228,21 +225,18 @@ async fn states_layouts_and_eviction_follow_two_clients() {
     use client_tests::{Compound, NfsStat, Stateid};
     use std::time::Duration;
 
-    let p = PnfsdProcess::start_with(ServerOptions {
-        config_toml: Some(
-            "volume_size = \"1G\"\nadmin = true\ngrace_seconds = 1\nlease_seconds = 10\n".into(),
-        ),
-        extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
-    })
+    let TwoClients {
+        server: _p,
+        http: admin,
+        a,
+        b,
+    } = TwoClients::start(
+        &format!("{ADMIN_TOML}lease_seconds = 10\n"),
+        ["states-a", "states-b"],
+    )
+    .await
     .unwrap();
-    let admin = admin_addr(&p);
     let addr = admin.to_string();
-    let a = Session::connect_with(p.addr(), SessionOptions::new("states-a"))
-        .await
-        .unwrap();
-    let b = Session::connect_with(p.addr(), SessionOptions::new("states-b"))
-        .await
-        .unwrap();
     let root = a.lookup_path("").await.unwrap();
     let f = a.create_file(&root, "held", 0o666).await.unwrap();
     a.run_ok(Compound::new().putfh(&f.fh).op(Op::Lock {
@@ -347,11 +341,22 @@ async fn states_layouts_and_eviction_follow_two_clients() {
         })
         .await
         .expect("CB_LAYOUTRECALL");
+    // The recall in flight, with its age: deadline and age add up to the recall window (two
+    // leases of 10 s), and the age grows while a does not return the layout.
+    let recall = |lay: &Value| {
+        let r = &lay[0]["holders"][0]["recall"];
+        let (age, left) = (r["age_seconds"].as_u64(), r["deadline_in_seconds"].as_u64());
+        age.zip(left)
+            .unwrap_or_else(|| panic!("a recall in flight: {lay:#}"))
+    };
     let lay = cli::get_json(admin, "/layouts").await.unwrap();
-    let left = lay[0]["holders"][0]["recall"]["deadline_in_seconds"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("a recall in flight: {lay:#}"));
-    assert!((1..=20).contains(&left), "{lay:#}");
+    let (age, left) = recall(&lay);
+    assert_eq!(age + left, 20, "{lay:#}");
+    assert!(age <= 3, "sent just now: {lay:#}");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let lay = cli::get_json(admin, "/layouts").await.unwrap();
+    let (later, _) = recall(&lay);
+    assert!(later >= age + 2, "the recall is older: {lay:#}");
 
     // The tables say the same.
     let table = pnfsd_cli(&["layouts", "--admin", &addr]);
@@ -367,7 +372,27 @@ async fn states_layouts_and_eviction_follow_two_clients() {
         ],
         "{table}"
     );
-    assert!(row.contains("s left") && row.contains(" rw"), "{table}");
+    assert!(row.contains(" rw"), "{table}");
+    let recall_cell = row
+        .split("sent ")
+        .nth(1)
+        .and_then(|r| r.split_once("s ago, "))
+        .and_then(|(age, rest)| Some((age.parse::<u64>().ok()?, rest.split_once("s left")?.0)))
+        .unwrap_or_else(|| panic!("the recall's age and deadline: {table}"));
+    assert!(recall_cell.0 >= later, "{table}");
+    assert_eq!(
+        recall_cell.0 + recall_cell.1.parse::<u64>().unwrap(),
+        20,
+        "{table}"
+    );
+    // --json prints the view as served.
+    let v: Value =
+        serde_json::from_str(&pnfsd_cli(&["layouts", "--admin", &addr, "--json"])).unwrap();
+    assert_eq!(v[0]["holders"][0]["client"], a.clientid, "{v:#}");
+    assert!(
+        v[0]["holders"][0]["recall"]["age_seconds"].is_u64(),
+        "{v:#}"
+    );
     let states = pnfsd_cli(&[
         "clients",
         "states",
@@ -376,12 +401,42 @@ async fn states_layouts_and_eviction_follow_two_clients() {
         &addr,
     ]);
     assert_eq!(states.lines().count(), 4, "{states}");
+    for (kind, sid) in [
+        ("open", hex(&f.stateid.other)),
+        ("layout", hex(&l.stateid.other)),
+    ] {
+        let row = states
+            .lines()
+            .find(|r| r.split_whitespace().nth(1) == Some(kind))
+            .unwrap_or_else(|| panic!("{kind} in {states}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            (cols[0], cols[2]),
+            (f_id.to_string().as_str(), sid.as_str())
+        );
+    }
     assert!(
         states
             .lines()
             .any(|l| l.contains(" open ") && l.contains("deny none")),
         "{states}"
     );
+    assert!(
+        states
+            .lines()
+            .any(|l| l.contains(" lock ") && l.contains(" write")),
+        "{states}"
+    );
+    let v: Value = serde_json::from_str(&pnfsd_cli(&[
+        "clients",
+        "states",
+        &format!("{:016x}", a.clientid),
+        "--admin",
+        &addr,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(v.as_array().map(Vec::len), Some(3), "{v:#}");
     println!("{table}\n{states}");
 
     // Eviction: a's client, sessions and states go; its layouts are handed to expiry (and
@@ -434,6 +489,117 @@ async fn states_layouts_and_eviction_follow_two_clients() {
         String::from_utf8_lossy(&again.stderr).contains("no client"),
         "{again:?}"
     );
+    b.destroy().await.unwrap();
+}
+
+/// An expiry (issue 16 Must show): a client that stops renewing while it holds an open is
+/// shown as a courtesy client by `/clients`, `pnfsd clients` (table and `--json`) and the
+/// `pnfsd_clients{state}` gauge, while the other client, which renews, stays active; when the
+/// other's conflicting OPEN takes the courtesy client's state, its open shows as revoked
+/// (EXPIRED) in `/clients/ID/states` and `pnfsd clients states ID`. The state layer keeps
+/// no "expired" client: one whose lease ends with no state goes at once, a courtesy client
+/// goes after `courtesy_seconds` (docs/operations.md). Lease 2 s: time must pass.
+#[tokio::test]
+async fn an_expired_client_shows_as_courtesy_and_its_state_as_revoked() {
+    use client_tests::ops::{share, OpenClaim};
+    use client_tests::{Compound, NfsStat};
+    use std::time::Duration;
+
+    let TwoClients {
+        server: _p,
+        http: admin,
+        a,
+        b,
+    } = TwoClients::start(
+        &format!("{ADMIN_TOML}lease_seconds = 2\n"),
+        ["expiry-a", "expiry-b"],
+    )
+    .await
+    .unwrap();
+    let addr = admin.to_string();
+    let root = a.lookup_path("").await.unwrap();
+    let _x = a.create_file(&root, "x", 0o644).await.unwrap();
+
+    // a goes quiet; b renews until the server's tick has made a a courtesy client.
+    let mut clients = Value::Null;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        b.run_ok(Compound::new()).await.unwrap();
+        clients = cli::get_json(admin, "/clients").await.unwrap();
+        if client(&clients, &a)["lease"] == "courtesy" {
+            break;
+        }
+    }
+    let ca = client(&clients, &a);
+    assert_eq!(ca["lease"], "courtesy", "{clients:#}");
+    assert!(ca["idle_seconds"].as_u64().unwrap() >= 2, "{clients:#}");
+    assert_eq!(ca["states"]["opens"], 1, "kept: {clients:#}");
+    assert_eq!(client(&clients, &b)["lease"], "active", "{clients:#}");
+
+    let m = cli::get(admin, "/metrics").await.unwrap();
+    for (state, n) in [("active", 1), ("courtesy", 1), ("unconfirmed", 0)] {
+        let sample = format!("pnfsd_clients{{state=\"{state}\"}} {n}");
+        assert!(m.lines().any(|l| l == sample), "{sample}: {m}");
+    }
+    let table = pnfsd_cli(&["clients", "--admin", &addr]);
+    for (s, lease) in [(&a, "courtesy"), (&b, "active")] {
+        let owner = String::from_utf8(s.options.owner.clone()).unwrap();
+        let row = table
+            .lines()
+            .find(|l| l.ends_with(&owner))
+            .unwrap_or_else(|| panic!("{owner} in {table}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            (cols[0], cols[1]),
+            (format!("{:016x}", s.clientid).as_str(), lease),
+            "{table}"
+        );
+    }
+    let v: Value =
+        serde_json::from_str(&pnfsd_cli(&["clients", "--admin", &addr, "--json"])).unwrap();
+    assert_eq!(client(&v, &a)["lease"], "courtesy", "{v:#}");
+    println!("{table}");
+
+    // b opens x denying writes: a's courtesy open is in the way and is revoked as EXPIRED
+    // (DELAY while the server takes it is allowed: retry).
+    let mut deny = b.open_args(share::ACCESS_READ, None, OpenClaim::Null(b"x".to_vec()));
+    deny.share_deny = 2; // OPEN4_SHARE_DENY_WRITE
+    let mut st = NfsStat::DELAY;
+    for _ in 0..50 {
+        st = b
+            .run(Compound::new().putfh(&root).open(deny.clone()))
+            .await
+            .unwrap()
+            .status;
+        if st != NfsStat::DELAY {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(st, NfsStat::OK);
+    let clients = cli::get_json(admin, "/clients").await.unwrap();
+    let ca = client(&clients, &a);
+    assert_eq!(
+        (&ca["states"]["opens"], &ca["states"]["revoked"]),
+        (&Value::from(0), &Value::from(1)),
+        "{clients:#}"
+    );
+    assert_eq!(client(&clients, &b)["states"]["opens"], 1, "{clients:#}");
+    let id = format!("{:016x}", a.clientid);
+    let st = cli::get_json(admin, &format!("/clients/{id}/states"))
+        .await
+        .unwrap();
+    assert_eq!(st[0]["kind"], "open", "{st:#}");
+    assert_eq!(st[0]["revoked"], "EXPIRED", "{st:#}");
+    let states = pnfsd_cli(&["clients", "states", &id, "--admin", &addr]);
+    assert!(
+        states
+            .lines()
+            .any(|l| l.contains(" open ") && l.ends_with("revoked (EXPIRED)")),
+        "{states}"
+    );
+    let m = cli::get(admin, "/metrics").await.unwrap();
+    assert!(m.lines().any(|l| l == "pnfsd_revoked_states 1"), "{m}");
     b.destroy().await.unwrap();
 }
 

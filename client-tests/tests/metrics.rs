@@ -8,15 +8,11 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
-use client_tests::harness::after_grace;
+use client_tests::harness::{after_grace, TwoClients};
 use client_tests::pnfs::iomode;
 use client_tests::{PnfsdProcess, ServerOptions, Session, SessionOptions};
 use pnfsd::admin::cli;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn metrics_addr(p: &PnfsdProcess) -> SocketAddr {
-    p.metrics_addr().expect("the metrics line in the log")
-}
 
 /// The value of the sample `name` (with its labels as written), if present.
 fn value(text: &str, name: &str) -> Option<f64> {
@@ -64,16 +60,12 @@ async fn get_openmetrics(addr: SocketAddr) -> String {
 
 #[tokio::test]
 async fn metrics_follow_prometheus_conventions_and_what_clients_did() {
-    let p = PnfsdProcess::start_with(ServerOptions {
-        config_toml: Some("volume_size = \"1G\"\n".into()),
-        extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
-    })
-    .unwrap();
-    let addr = metrics_addr(&p);
-    let a = Session::connect_with(p.addr(), SessionOptions::new("metrics-a"))
-        .await
-        .unwrap();
-    let b = Session::connect_with(p.addr(), SessionOptions::new("metrics-b"))
+    let TwoClients {
+        server: _p,
+        http: addr,
+        a,
+        b,
+    } = TwoClients::start("volume_size = \"1G\"\n", ["metrics-a", "metrics-b"])
         .await
         .unwrap();
     let root = a.lookup_path("").await.unwrap();

@@ -401,8 +401,14 @@ pub fn layouts_table(v: &Value) -> String {
                 num(h, &["client"]).map_or("-".into(), |id| format!("{id:016x}")),
                 text(h, &["layout_type"]),
                 text(h, &["address"]),
-                num(h, &["recall", "deadline_in_seconds"])
-                    .map_or("-".into(), |s| format!("{s}s left")),
+                match (
+                    num(h, &["recall", "age_seconds"]),
+                    num(h, &["recall", "deadline_in_seconds"]),
+                ) {
+                    (Some(age), Some(left)) => format!("sent {age}s ago, {left}s left"),
+                    (None, Some(left)) => format!("{left}s left"),
+                    _ => "-".into(),
+                },
                 match h.get("fenced").and_then(Value::as_bool) {
                     Some(true) => "yes".into(),
                     Some(false) => "no".into(),

@@ -74,7 +74,7 @@ pub fn view(path: &str, srv: &Server, info: &AdminInfo) -> Option<Answer> {
             }
             json(&v)
         }
-        "/layouts" => json(&srv.layouts.snapshot(Instant::now())),
+        "/layouts" => json(&layouts(srv, Instant::now())),
         _ => {
             let id = client_path(path, "states")?;
             match parse_clientid(id).and_then(|c| srv.state.client_states(c)) {
@@ -83,6 +83,28 @@ pub fn view(path: &str, srv: &Server, info: &AdminInfo) -> Option<Answer> {
             }
         }
     })
+}
+
+/// `/layouts`: the ledger's view, each recall in flight with its age as well as its
+/// deadline. The ledger keeps only the deadline, which is the send time plus the recall
+/// window (`recall_deadline`, two leases), so the age is that window less the time left.
+fn layouts(srv: &Server, now: Instant) -> serde_json::Value {
+    let window = crate::nfs4::layouts::recall::recall_deadline(srv, now)
+        .saturating_duration_since(now)
+        .as_secs();
+    let mut v = serde_json::to_value(srv.layouts.snapshot(now)).unwrap_or_default();
+    let holders = v
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.get_mut("holders")?.as_array_mut())
+        .flatten();
+    for recall in holders.filter_map(|h| h.get_mut("recall")?.as_object_mut()) {
+        let left = recall.get("deadline_in_seconds").and_then(|d| d.as_u64());
+        let age = window.saturating_sub(left.unwrap_or(0));
+        recall.insert("age_seconds".into(), age.into());
+    }
+    v
 }
 
 /// An action by request path (POST): `Some` for an admin action, `None` for any other.

@@ -87,7 +87,7 @@ fn gauge(e: &mut DescriptorEncoder<'_>, name: &str, help: &str, v: u64) -> std::
 pub fn encode(g: &Gauges, e: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
     let mut m = e.encode_descriptor(
         "pnfsd_clients",
-        "NFSv4 clients by lease state (unconfirmed: no session yet; courtesy: lease ran out, state kept until it conflicts). Expired clients are gone.",
+        "NFSv4 clients by lease state (unconfirmed: no session yet; courtesy: lease ran out, state kept). pnfsd keeps no expired client, so there is no expired series.",
         None,
         MetricType::Gauge,
     )?;
