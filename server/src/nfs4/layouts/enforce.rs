@@ -298,6 +298,25 @@ impl BlockSets {
         }
     }
 
+    /// Forgets a client that is gone (hosts.rs `forget_clients`): its sets and its place in
+    /// the address and owner indexes.
+    pub fn forget_client(&mut self, clientid: u64, ip: IpAddr, owner: &[u8]) {
+        if let Some(v) = self.by_ip.get_mut(&ip) {
+            v.retain(|c| *c != clientid);
+            if v.is_empty() {
+                self.by_ip.remove(&ip);
+            }
+        }
+        if let Some(v) = self.by_owner.get_mut(owner) {
+            v.retain(|c| *c != clientid);
+            if v.is_empty() {
+                self.by_owner.remove(owner);
+            }
+        }
+        self.clients.remove(&clientid);
+        self.files.retain(|k, _| k.0 != clientid);
+    }
+
     /// Whether the union of `clients`' sets covers `[slba, slba + nlb)` for `want`.
     pub fn covers(&self, clients: &[u64], want: Want, slba: u64, nlb: u64) -> bool {
         let end = slba.saturating_add(nlb);

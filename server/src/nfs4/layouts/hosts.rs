@@ -276,6 +276,31 @@ impl HostGate {
         *e = ClientHost { block, ..c };
     }
 
+    /// Forgets the clients `gone` selects (fence.rs `forget_gone_clients`): the host ↔
+    /// client map and the sets' address and owner indexes stop naming them, so their
+    /// address's hosts are no longer attached to them. The fences keep what they need
+    /// (address, owner, verifier) themselves. Returns how many went.
+    pub fn forget_clients(&self, gone: &dyn Fn(u64) -> bool) -> usize {
+        let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let ids: Vec<u64> = m.keys().copied().filter(|id| gone(*id)).collect();
+        if ids.is_empty() {
+            return 0;
+        }
+        let mut sets = self.blocks.write().unwrap_or_else(|e| e.into_inner());
+        for id in &ids {
+            if let Some(c) = m.remove(id) {
+                sets.forget_client(*id, c.ip, &c.owner);
+            }
+        }
+        ids.len()
+    }
+
+    /// The clients the map holds (fence.rs: which of them are gone).
+    pub fn client_ids(&self) -> Vec<u64> {
+        let m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        m.keys().copied().collect()
+    }
+
     pub fn client(&self, clientid: u64) -> Option<ClientHost> {
         let m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         m.get(&clientid).cloned()
