@@ -174,6 +174,8 @@ pub fn tick(srv: &Server, now: Instant) {
         }
     }
     super::fence::lift_fences(srv, now);
+    // The target's per-command check: flat copies of the runs that changed (hosts.rs).
+    srv.layouts.hosts.refresh_lookups();
     crate::nfs4::callback::send_due(srv, now);
     // The previous instance's SCSI clients are cut off before anything they held is freed.
     crate::nfs4::scsi_restart::run_if_due(srv);
