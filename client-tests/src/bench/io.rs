@@ -125,7 +125,7 @@ pub async fn run_writer(
         match mode {
             // The server flushes the data volume inside LAYOUTCOMMIT (design.md §4): the
             // client does not flush itself, as the Linux block-layout client (data.rs).
-            Mode::Pnfsd | Mode::Sync => {
+            Mode::Pnfsd | Mode::Sync | Mode::Unenforced => {
                 let ext = clip(&w.layout.extents, off, io);
                 let c0 = Instant::now();
                 w.session

@@ -35,6 +35,9 @@ pub enum Mode {
     /// `meta` on an `export_sync = "sync"` export, and on an `"async"` one.
     ExportSync,
     ExportAsync,
+    /// As `Pnfsd`, to a pnfsd with `nvme_enforce_layouts = false` (`--enforcement`: the
+    /// target's per-command layout check off, issue 13 "no regression with enforcement on").
+    Unenforced,
 }
 
 impl Mode {
@@ -46,11 +49,22 @@ impl Mode {
             Mode::Device => "device",
             Mode::ExportSync => "sync-export",
             Mode::ExportAsync => "async-export",
+            Mode::Unenforced => "enforce-off",
         }
+    }
+
+    /// Whether the mode runs on the second server of a workload (the one started with
+    /// another config).
+    fn on_second(self) -> bool {
+        matches!(self, Mode::Sync | Mode::Unenforced)
     }
 }
 
 const ORDER: [Mode; 4] = [Mode::Pnfsd, Mode::Limit, Mode::Sync, Mode::Device];
+
+/// `--enforcement`: the same writes with the target's layout check on (`pnfsd`, the
+/// default config) and off (`enforce-off`), nothing else, so each round is the pair.
+const ENFORCEMENT_ORDER: [Mode; 2] = [Mode::Pnfsd, Mode::Unenforced];
 
 /// A workload (for `meta`: `writers` clients, `file_size` files each): `writers` files of `file_size`, written in `io_size` units.
 #[derive(Debug, Clone)]
@@ -189,12 +203,18 @@ async fn round(
 
 /// Runs `spec` for `rounds` rounds, the modes interleaved (rotated each round). With
 /// `--server` only the running server is measured: `sync` needs a second one and is skipped.
+/// With `--enforcement` the second server is one with `nvme_enforce_layouts = false` and
+/// only `pnfsd` and `enforce-off` run.
 pub async fn run_workload(spec: &Spec, rounds: usize, o: &Options) -> Result<WorkloadResult> {
     if spec.meta {
         return meta::run(spec, rounds, o).await;
     }
     let mut notes = Vec::new();
-    let (a, b) = if o.server.is_some() {
+    let (a, b) = if o.enforcement {
+        let a = Target::start("", o, true, spec.writers).await?;
+        let b = Target::start("nvme_enforce_layouts = false\n", o, true, spec.writers).await?;
+        (a, Some(b))
+    } else if o.server.is_some() {
         notes.push(
             "sync skipped: --server measures one running pnfsd; the sync mode needs a second \
              one with layoutcommit = \"sync\""
@@ -209,10 +229,15 @@ pub async fn run_workload(spec: &Spec, rounds: usize, o: &Options) -> Result<Wor
     if a.metrics.is_none() {
         notes.push("no server counters: --server without --metrics".to_string());
     }
-    let order: Vec<Mode> = ORDER
+    let modes: &[Mode] = if o.enforcement {
+        &ENFORCEMENT_ORDER
+    } else {
+        &ORDER
+    };
+    let order: Vec<Mode> = modes
         .iter()
         .copied()
-        .filter(|m| *m != Mode::Sync || b.is_some())
+        .filter(|m| !m.on_second() || b.is_some())
         .collect();
     let tag = run_tag();
     let mut sa = Vec::new();
@@ -238,8 +263,8 @@ pub async fn run_workload(spec: &Spec, rounds: usize, o: &Options) -> Result<Wor
     for r in 0..rounds {
         for k in 0..order.len() {
             let mode = order[(k + r) % order.len()];
-            let (srv, sess) = match (&b, mode) {
-                (Some(b), Mode::Sync) => (b, &sb),
+            let (srv, sess) = match &b {
+                Some(b) if mode.on_second() => (b, &sb),
                 _ => (&a, &sa),
             };
             let seed = (r * 8 + k) as u64;
@@ -251,7 +276,7 @@ pub async fn run_workload(spec: &Spec, rounds: usize, o: &Options) -> Result<Wor
             let ws = match (&fixed, &fresh) {
                 (_, Some(ws)) => ws,
                 (Some((wa, wb)), None) => {
-                    if mode == Mode::Sync {
+                    if mode.on_second() {
                         wb
                     } else {
                         wa
@@ -268,7 +293,7 @@ pub async fn run_workload(spec: &Spec, rounds: usize, o: &Options) -> Result<Wor
             if let Some((_, f)) = figs.iter_mut().find(|(m, _)| *m == mode) {
                 f.record_round(out.wall, out.lats);
                 f.record_server(delta(before, after));
-                if spec.new_files && matches!(mode, Mode::Pnfsd | Mode::Sync) {
+                if spec.new_files && matches!(mode, Mode::Pnfsd | Mode::Sync | Mode::Unenforced) {
                     let chains = counters::groups(out.commits.clone());
                     f.record_groups(chains, counters::concurrent_sets(out.commits));
                 }

@@ -139,6 +139,15 @@ pub fn table(results: &[WorkloadResult]) -> String {
             server_lines(&mut s, r);
             continue;
         }
+        if r.mode(Mode::Unenforced).is_some() {
+            let _ = writeln!(
+                s,
+                "  enforcement on ÷ off {} (wall-time medians; > 1: the check costs)",
+                shown(r.ratio(Mode::Pnfsd, Mode::Unenforced))
+            );
+            server_lines(&mut s, r);
+            continue;
+        }
         let _ = writeln!(
             s,
             "  pnfsd ÷ limit {}   pnfsd ÷ device {}   sync ÷ pnfsd {}",
@@ -268,11 +277,12 @@ pub fn json(results: &[WorkloadResult], machine: &str) -> String {
         }
         let _ = write!(
             s,
-            "}},\n     \"ratios\": {{\"sync_export_over_async\": {}, \"pnfsd_over_limit\": {}, \"pnfsd_over_device\": {}, \"sync_over_pnfsd\": {}}},\n     \"notes\": [{}]}}{}\n",
+            "}},\n     \"ratios\": {{\"sync_export_over_async\": {}, \"pnfsd_over_limit\": {}, \"pnfsd_over_device\": {}, \"sync_over_pnfsd\": {}, \"enforce_on_over_off\": {}}},\n     \"notes\": [{}]}}{}\n",
             num(r.ratio(Mode::ExportSync, Mode::ExportAsync)),
             num(r.ratio(Mode::Pnfsd, Mode::Limit)),
             num(r.ratio(Mode::Pnfsd, Mode::Device)),
             num(r.ratio(Mode::Sync, Mode::Pnfsd)),
+            num(r.ratio(Mode::Pnfsd, Mode::Unenforced)),
             r.notes
                 .iter()
                 .map(|n| format!("\"{}\"", n.replace(['"', '\\'], "'")))

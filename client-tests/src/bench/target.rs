@@ -30,6 +30,9 @@ pub struct Options {
     pub nqn: Option<String>,
     /// `--metrics HOST:PORT`: the running server's metrics endpoint.
     pub metrics: Option<SocketAddr>,
+    /// `--enforcement`: compare two started servers, the target's layout check on and off
+    /// (bench/mod.rs `ENFORCEMENT_ORDER`); needs `--nvme`, where the check runs.
+    pub enforcement: bool,
 }
 
 pub struct Target {

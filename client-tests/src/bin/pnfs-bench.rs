@@ -23,6 +23,10 @@ const USAGE: &str = "usage: pnfs-bench [OPTIONS] [WORKLOAD...]
   --nvme                write data through the NVMe/TCP initiator to pnfsd's embedded target
                         (Write without FUA, the server flushes at LAYOUTCOMMIT; the limit
                         loop uses NVMe Write + Flush) instead of pwrite to the volume file
+  --enforcement         with --nvme: the layout workloads against two started servers, the
+                        target's layout check on (pnfsd) and off (enforce-off,
+                        nvme_enforce_layouts = false), and their ratio (default 5 rounds;
+                        docs/pnfs.md \"Enforcement\")
   --server HOST:PORT    use a running pnfsd instead of starting servers (modes that need a
                         second server config, sync and async-export, are skipped)
   --volume PATH         its volume file or device (for layout I/O without --nvme)
@@ -72,6 +76,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--json" => a.json = Some(PathBuf::from(val("--json")?)),
             "--quick" => quick = true,
             "--nvme" => a.target.nvme = true,
+            "--enforcement" => a.target.enforcement = true,
             "--server" => a.target.server = Some(addr("--server", val("--server")?)?),
             "--metrics" => a.target.metrics = Some(addr("--metrics", val("--metrics")?)?),
             "--nvme-addr" => a.target.nvme_addr = Some(addr("--nvme-addr", val("--nvme-addr")?)?),
@@ -85,10 +90,22 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     if quick {
         a.scale = a.scale.max(1) * 4;
     }
-    if a.rounds == 0 {
-        a.rounds = if quick { 1 } else { 3 };
-    }
     let t = &a.target;
+    if a.rounds == 0 {
+        a.rounds = match (quick, t.enforcement) {
+            (true, _) => 1,
+            // Two modes only: more rounds for the same time, a steadier median.
+            (false, true) => 5,
+            (false, false) => 3,
+        };
+    }
+    if t.enforcement && (!t.nvme || t.server.is_some()) {
+        return Err(
+            "--enforcement needs --nvme (the check runs at the target) and no --server \
+                    (it starts both servers)"
+                .into(),
+        );
+    }
     if t.server.is_none() && (t.volume.is_some() || t.metrics.is_some() || t.nvme_addr.is_some()) {
         return Err("--volume, --metrics and --nvme-addr describe a --server".into());
     }

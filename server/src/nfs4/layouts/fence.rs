@@ -98,7 +98,7 @@ pub enum FenceError {
 ///
 /// Counted in `fences` and remembered (`Layouts::is_fenced`) when it succeeded; a fence
 /// for which none of these exists is counted in `fences_without_mechanism` too: the server
-/// then trusts its clients.
+/// then trusts its clients. One whose mechanism failed is counted in `fences_failed`.
 pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceError> {
     let addr = srv.layouts.peer_of(client);
     tracing::warn!(client, ?addr, why, "fencing");
@@ -131,13 +131,16 @@ pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceErr
                 add(&srv.layouts.metrics.fences_without_mechanism, 1);
             }
         }
-        Err(e) => tracing::error!(
-            client,
-            ?addr,
-            hosts = ?hosts_nqn,
-            %e,
-            "fencing failed: the blocks of its layouts are kept, not trimmed nor freed"
-        ),
+        Err(e) => {
+            add(&srv.layouts.metrics.fences_failed, 1);
+            tracing::error!(
+                client,
+                ?addr,
+                hosts = ?hosts_nqn,
+                %e,
+                "fencing failed: the blocks of its layouts are kept, not trimmed nor freed"
+            )
+        }
     }
     r
 }
@@ -153,6 +156,54 @@ pub fn lift_fences(srv: &Server, now: Instant) {
     srv.layouts
         .hosts
         .lift(&live, &instances, previous_gone, lease, now);
+    srv.layouts.forget_gone_clients(&live);
+}
+
+impl Layouts {
+    /// Forgets the clients the state layer no longer knows (`live` false: expired and
+    /// purged, DESTROY_CLIENTID, replaced by a new instance) once their fence window is
+    /// over: no grant of theirs is left (their dropped layouts went through `expire`, which
+    /// fences first) and no failed fence of theirs waits for a retry (which needs their
+    /// address). Their hosts then belong to no client of theirs, and the maps stay as big
+    /// as the live clients.
+    pub fn forget_gone_clients(&self, live: &dyn Fn(u64) -> bool) {
+        let gone: Vec<u64> = self
+            .hosts
+            .client_ids()
+            .into_iter()
+            .filter(|id| !live(*id))
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let waiting: HashSet<u64> = {
+            let u = self.unfenced.lock().unwrap_or_else(|e| e.into_inner());
+            gone.iter()
+                .copied()
+                .filter(|id| u.contains_key(id))
+                .collect()
+        };
+        let holding: HashSet<u64> = {
+            let g = self.lock();
+            g.keys()
+                .map(|k| k.0)
+                .filter(|id| gone.contains(id))
+                .collect()
+        };
+        let done: HashSet<u64> = gone
+            .into_iter()
+            .filter(|id| !waiting.contains(id) && !holding.contains(id))
+            .collect();
+        if done.is_empty() {
+            return;
+        }
+        self.hosts.forget_clients(&|id| done.contains(&id));
+        let mut p = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        p.retain(|id, _| !done.contains(id));
+        drop(p);
+        let mut f = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
+        f.retain(|id| !done.contains(id));
+    }
 }
 
 fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {

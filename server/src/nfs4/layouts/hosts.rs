@@ -149,6 +149,8 @@ impl HostMetrics {
 #[derive(Debug, Default)]
 pub struct HostGate {
     overrides: RwLock<HashMap<String, HostOwner>>,
+    /// `overrides` is not empty: the per-command check looks the host's NQN up only then.
+    any_override: AtomicBool,
     /// clientid → where it comes from (recorded at LAYOUTGET).
     clients: Mutex<HashMap<u64, ClientHost>>,
     fences: RwLock<Vec<Fence>>,
@@ -179,6 +181,8 @@ struct Rules {
     lbas: AtomicU64,
     /// `nvme_admin_hosts`.
     admins: RwLock<HashSet<String>>,
+    /// `admins` is not empty: the per-command check hashes the host's NQN only then.
+    any_admin: AtomicBool,
 }
 
 /// The volume facts and keys the per-command check needs (nvme.rs `gate_hosts`).
@@ -220,7 +224,9 @@ pub enum HostFenceError {
 impl HostGate {
     /// The configured NQN → client map (`[nvme_hosts]`).
     pub fn set_overrides(&self, m: HashMap<String, HostOwner>) {
-        *self.overrides.write().unwrap_or_else(|e| e.into_inner()) = m;
+        let mut o = self.overrides.write().unwrap_or_else(|e| e.into_inner());
+        self.any_override.store(!m.is_empty(), Ordering::Relaxed);
+        *o = m;
     }
 
     /// The embedded target serves the volume: fences disconnect its hosts. `state_file`
@@ -248,6 +254,8 @@ impl HostGate {
         r.signature_end
             .store(e.signature.1.div_ceil(lba), Ordering::Relaxed);
         r.lbas.store(e.lbas, Ordering::Relaxed);
+        r.any_admin
+            .store(!e.admin_hosts.is_empty(), Ordering::Relaxed);
         *r.admins.write().unwrap_or_else(|p| p.into_inner()) = e.admin_hosts.into_iter().collect();
         r.reclaim.store(e.reclaim, Ordering::Relaxed);
         r.on.store(e.on, Ordering::Relaxed);
@@ -256,6 +264,32 @@ impl HostGate {
     /// Whether a previous instance's layouts may still be reclaimed (fence.rs).
     pub fn set_reclaim(&self, reclaimable: bool) {
         self.rules.reclaim.store(reclaimable, Ordering::Relaxed);
+    }
+
+    /// Brings the flat copies of the clients' runs up to date (enforce.rs `Flat`; recall.rs
+    /// `tick`, once a second): each is built under the read lock, the checks going on
+    /// meanwhile through the changed runs themselves, and installed if nothing changed since.
+    /// A million runs take a few milliseconds, paid at most once a second and only after a
+    /// change.
+    pub fn refresh_lookups(&self) {
+        let stale = self
+            .blocks
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .stale();
+        for c in stale {
+            let built = self
+                .blocks
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .build_flat(c);
+            if let Some((gen, f)) = built {
+                self.blocks
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .install_flat(c, gen, f);
+            }
+        }
     }
 
     /// Whether fences can disconnect hosts (the embedded target is installed).
@@ -274,6 +308,31 @@ impl HostGate {
         let e = m.entry(clientid).or_insert_with(|| c.clone());
         let block = e.block || c.block;
         *e = ClientHost { block, ..c };
+    }
+
+    /// Forgets the clients `gone` selects (fence.rs `forget_gone_clients`): the host ↔
+    /// client map and the sets' address and owner indexes stop naming them, so their
+    /// address's hosts are no longer attached to them. The fences keep what they need
+    /// (address, owner, verifier) themselves. Returns how many went.
+    pub fn forget_clients(&self, gone: &dyn Fn(u64) -> bool) -> usize {
+        let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let ids: Vec<u64> = m.keys().copied().filter(|id| gone(*id)).collect();
+        if ids.is_empty() {
+            return 0;
+        }
+        let mut sets = self.blocks.write().unwrap_or_else(|e| e.into_inner());
+        for id in &ids {
+            if let Some(c) = m.remove(id) {
+                sets.forget_client(*id, c.ip, &c.owner);
+            }
+        }
+        ids.len()
+    }
+
+    /// The clients the map holds (fence.rs: which of them are gone).
+    pub fn client_ids(&self) -> Vec<u64> {
+        let m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        m.keys().copied().collect()
     }
 
     pub fn client(&self, clientid: u64) -> Option<ClientHost> {
@@ -465,6 +524,9 @@ enum Verdict {
 impl HostGate {
     /// The clients the host belongs to (the module comment's rule), as the sets know them.
     fn clients_of<'a>(&self, sets: &'a BlockSets, h: &HostRef<'_>) -> &'a [u64] {
+        if !self.any_override.load(Ordering::Relaxed) {
+            return sets.by_ip.get(&h.ip).map_or(&[][..], Vec::as_slice);
+        }
         let o = self.overrides.read().unwrap_or_else(|e| e.into_inner());
         let c = match o.get(h.nqn) {
             Some(HostOwner::Owner(x)) => sets.by_owner.get(x.as_slice()),
@@ -484,10 +546,11 @@ impl HostGate {
             Access::Write => Want::Write,
         };
         // Admin hosts read all and write outside the MDS blocks (the target's guard).
-        if r.admins
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(h.nqn)
+        if r.any_admin.load(Ordering::Relaxed)
+            && r.admins
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(h.nqn)
         {
             return Verdict::Allow;
         }
@@ -898,8 +961,18 @@ mod tests {
                 assert_eq!(b.runs_of(1), n as usize);
             }
             let checks = 2_000_000u64;
-            // Spread at random over the runs, then in volume order (as a streaming writer).
-            for (what, spread) in [("random", 2_654_435_761u64), ("in order", 1)] {
+            // Spread at random over the runs, then in volume order (as a streaming writer);
+            // through the runs as they changed, then through the flat copy the tick makes.
+            let cases = [
+                ("random", 2_654_435_761u64, false),
+                ("in order", 1, false),
+                ("random, after the tick", 2_654_435_761, true),
+                ("in order, after the tick", 1, true),
+            ];
+            for (what, spread, tick) in cases {
+                if tick {
+                    g.refresh_lookups();
+                }
                 let mut hit = 0u64;
                 let t0 = Instant::now();
                 for k in 0..checks {

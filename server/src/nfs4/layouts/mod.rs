@@ -66,6 +66,11 @@ pub struct PnfsMetrics {
     /// Of `fences`, those that had no mechanism (no fence command, no embedded target, no
     /// SCSI fencer): counted, nothing done.
     pub fences_without_mechanism: AtomicU64,
+    /// Fences whose mechanism ran and failed (fence.rs `fence_client`: a fence command's
+    /// non-zero exit, a disconnect at the embedded target that could not be done — its
+    /// shared-address refusals, `fences_shared_host`, included — a SCSI preempt that
+    /// failed): not in `fences`; each is retried once a lease.
+    pub fences_failed: AtomicU64,
     /// LAYOUTGETs that allocated blocks (each forced the log once).
     pub layoutget_allocations: AtomicU64,
     /// Blocks those LAYOUTGETs allocated, the speculative ones included.
@@ -91,6 +96,7 @@ pub struct PnfsCounters {
     pub recalls_sent: u64,
     pub fences: u64,
     pub fences_without_mechanism: u64,
+    pub fences_failed: u64,
     pub layoutget_allocations: u64,
     pub layoutget_allocated_blocks: u64,
     pub trimmed_blocks: u64,
@@ -133,6 +139,7 @@ impl PnfsMetrics {
             recalls_sent: get(&self.recalls_sent),
             fences: get(&self.fences),
             fences_without_mechanism: get(&self.fences_without_mechanism),
+            fences_failed: get(&self.fences_failed),
             layoutget_allocations: get(&self.layoutget_allocations),
             layoutget_allocated_blocks: get(&self.layoutget_allocated_blocks),
             trimmed_blocks: get(&self.trimmed_blocks),

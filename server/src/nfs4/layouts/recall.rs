@@ -117,14 +117,7 @@ fn wanted(srv: &Server, cb: &Callback) -> bool {
     };
     let pending = srv.layouts.recall_pending(cb.client, fh.ino);
     if pending {
-        let (addr, hosts) = who(srv, cb.client);
-        tracing::info!(
-            client = cb.client,
-            ?addr,
-            ?hosts,
-            ino = fh.ino.0,
-            "layout recall sent"
-        );
+        log_recall(srv, cb.client, fh.ino, "sent", None);
     }
     pending
 }
@@ -137,21 +130,27 @@ pub(super) fn who(srv: &Server, client: u64) -> (Option<std::net::SocketAddr>, V
     )
 }
 
+/// The log line of a recall's step (`sent`, `answered` with the holder's status, `timed
+/// out`): one field set, so that the lines of one recall can be followed by client and file.
+fn log_recall(srv: &Server, client: u64, ino: Ino, step: &str, status: Option<NfsStat>) {
+    let (addr, hosts) = who(srv, client);
+    tracing::info!(
+        client,
+        ?addr,
+        ?hosts,
+        ino = ino.0,
+        status = status.map(NfsStat::name),
+        "layout recall {step}"
+    );
+}
+
 /// The holder answered a CB_LAYOUTRECALL.
 fn answered(srv: &Server, cb: &Callback, st: NfsStat) {
     add(&srv.layouts.metrics.recalls_sent, 1);
     let CbKind::LayoutRecall { fh, stateid, .. } = &cb.kind else {
         return;
     };
-    let (addr, hosts) = who(srv, cb.client);
-    tracing::info!(
-        client = cb.client,
-        ?addr,
-        ?hosts,
-        ino = fh.ino.0,
-        status = st.name(),
-        "layout recall answered"
-    );
+    log_recall(srv, cb.client, fh.ino, "answered", Some(st));
     if st == NfsStat::NOMATCHING_LAYOUT {
         // RFC 8881 §20.3.3: the client has nothing; its layouts are gone.
         let _ = srv.state.layout_return(cb.client, fh.ino, stateid, true);
@@ -175,6 +174,8 @@ pub fn tick(srv: &Server, now: Instant) {
         }
     }
     super::fence::lift_fences(srv, now);
+    // The target's per-command check: flat copies of the runs that changed (hosts.rs).
+    srv.layouts.hosts.refresh_lookups();
     crate::nfs4::callback::send_due(srv, now);
     // The previous instance's SCSI clients are cut off before anything they held is freed.
     crate::nfs4::scsi_restart::run_if_due(srv);
@@ -200,14 +201,7 @@ pub fn expire(srv: &Server, dropped: &[(u64, Ino)], now: Instant) {
 /// `Circumstance::Revoke`: a recall of `ino` not answered by its deadline. Fences `client`
 /// from the volume and revokes its layouts of the file (ADMIN_REVOKED; design.md §5).
 pub fn revoke(srv: &Server, client: u64, ino: Ino, now: Instant) {
-    let (addr, hosts) = who(srv, client);
-    tracing::info!(
-        client,
-        ?addr,
-        ?hosts,
-        ino = ino.0,
-        "layout recall timed out"
-    );
+    log_recall(srv, client, ino, "timed out", None);
     let ok = srv.layouts.is_fenced(client)
         || fence_client(srv, client, "layout not returned after two leases").is_ok();
     if !ok {

@@ -121,7 +121,7 @@ fn an_expired_clients_layout_is_fenced_once_then_trimmed() {
     // Fenced once, with the address it used and the device id; then trimmed.
     assert_eq!(lines(&log), vec![format!("127.0.0.3 {}", dev_hex(&fx.srv))]);
     let m = fx.srv.layouts.metrics.snapshot();
-    assert_eq!((m.fences, m.trimmed_blocks), (1, n));
+    assert_eq!((m.fences, m.trimmed_blocks, m.fences_failed), (1, n, 0));
     assert_eq!(mapped(&fx.srv, fh.ino, n), 0);
     // Later ticks fence no more.
     recall::tick(&fx.srv, Instant::now());
@@ -151,6 +151,7 @@ fn a_failed_fence_keeps_the_blocks_until_a_retry_succeeds() {
     assert_eq!(lines(&log).len(), 1);
     let m = fx.srv.layouts.metrics.snapshot();
     assert_eq!((m.fences, m.trimmed_blocks), (0, 0));
+    assert_eq!(m.fences_failed, 1, "a non-zero exit is a failed fence");
     assert_eq!(mapped(&fx.srv, fh.ino, n), n);
     assert_eq!(fx.srv.store.fsstat().free_bytes, free0);
     assert!(fx.srv.layouts.kept(fh.ino));
@@ -178,13 +179,14 @@ fn a_failed_fence_keeps_the_blocks_until_a_retry_succeeds() {
     assert_eq!(lines(&log).len(), 1, "no retry before a lease passed");
     recall::tick(&fx.srv, t0 + lease);
     assert_eq!(lines(&log).len(), 2);
+    assert_eq!(fx.srv.layouts.metrics.snapshot().fences_failed, 2);
     assert_eq!(mapped(&fx.srv, fh.ino, n), n);
     // Once the fence works, the retry fences it and the blocks past EOF go.
     std::fs::write(&ok, b"").unwrap();
     recall::tick(&fx.srv, t0 + 2 * lease);
     assert_eq!(lines(&log).len(), 3);
     let m = fx.srv.layouts.metrics.snapshot();
-    assert_eq!((m.fences, m.trimmed_blocks), (1, n));
+    assert_eq!((m.fences, m.trimmed_blocks, m.fences_failed), (1, n, 2));
     assert_eq!(mapped(&fx.srv, fh.ino, n), 0);
     assert!(!fx.srv.layouts.kept(fh.ino));
     recall::tick(&fx.srv, t0 + 4 * lease);
@@ -244,7 +246,8 @@ fn an_expired_scsi_clients_key_is_preempted_once_and_a_failed_preempt_keeps_bloc
     expire_and_tick(&fx, &clock, t0);
     let key_a = layout::scsi::client_pr_key(ida);
     assert_eq!(*pr.keys.lock().unwrap(), vec![key_a]);
-    assert_eq!(fx.srv.layouts.metrics.snapshot().trimmed_blocks, 0);
+    let m = fx.srv.layouts.metrics.snapshot();
+    assert_eq!((m.trimmed_blocks, m.fences, m.fences_failed), (0, 0, 1));
     assert!(fx.srv.layouts.kept(fa.ino));
     // B's layout expires while the preempt works: fenced, trimmed; A's file still kept.
     pr.fail.store(false, Ordering::Relaxed);
@@ -344,4 +347,64 @@ fn an_unlinked_file_a_failed_fence_keeps_is_not_freed_at_its_last_close() {
     fx.srv.layouts.keep_unfenced(99, [h.ino], Instant::now());
     assert_eq!(remove(&mut x, b"h"), NfsStat::DELAY);
     assert!(close_survives(&mut x, h, sh));
+}
+
+/// A client that is gone leaves the host ↔ client map once its fence window is over (its
+/// dropped layouts fenced and forgotten): its address's hosts are no longer attached to it,
+/// so the target treats them as a host of no client. One whose fence failed stays while
+/// the retry, which needs its address, is pending.
+#[test]
+fn a_gone_client_leaves_the_host_map_once_fenced() {
+    use crate::nfs4::layouts::hosts::Enforce;
+    use nvme_tcp::policy::Access;
+    use nvme_tcp::{HostPolicy, HostRef};
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, log, ok) = fence_script(dir.path());
+    let (fx, clock) = fixture_clocked(NfsOptions {
+        fence_command: Some(cmd),
+        ..NfsOptions::default()
+    });
+    let hosts = &fx.srv.layouts.hosts;
+    hosts.enforce(Enforce {
+        on: true,
+        lbas: 1 << 20,
+        ..Enforce::default()
+    });
+    // A read of its address's host far from the probe windows and outside its layouts.
+    let reads = || {
+        hosts.access(
+            &HostRef {
+                nqn: "nqn.a",
+                hostid: &[0; 16],
+                ip: "127.0.0.6".parse().unwrap(),
+            },
+            1,
+            Access::Read,
+            1 << 19,
+            1,
+        )
+    };
+    let c = conn(6, None);
+    let mut x = ctx(&fx.srv, &c);
+    let id = mount(&mut x, b"a");
+    let (_, sid) = create(&mut x, b"f");
+    get(&mut x, IoMode::RW.0, 0, 2 * B, sid).unwrap();
+    assert!(hosts.client(id).is_some());
+    assert!(!reads(), "attached to its client: only its layouts");
+    let t0 = Instant::now();
+    expire_and_tick(&fx, &clock, t0);
+    assert_eq!(lines(&log).len(), 1);
+    assert!(fx.srv.state.client_identity(id).is_none());
+    assert!(
+        hosts.client(id).is_some(),
+        "its failed fence waits for a retry"
+    );
+    assert!(fx.srv.layouts.peer_of(id).is_some());
+    std::fs::write(&ok, b"").unwrap();
+    let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
+    recall::tick(&fx.srv, t0 + lease);
+    assert_eq!(lines(&log).len(), 2);
+    assert!(hosts.client(id).is_none(), "fenced and gone: forgotten");
+    assert!(fx.srv.layouts.peer_of(id).is_none());
+    assert!(reads(), "its host belongs to no client now");
 }

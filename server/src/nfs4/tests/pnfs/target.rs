@@ -89,7 +89,10 @@ async fn a_client_ignoring_a_recall_is_cut_off_at_the_target_and_its_new_instanc
     let late = Instant::now() + 2 * lease + Duration::from_secs(1);
     recall::tick(&fx.srv, late);
     let m = fx.srv.layouts.metrics.snapshot();
-    assert_eq!((m.fences, m.fences_without_mechanism), (1, 0));
+    assert_eq!(
+        (m.fences, m.fences_without_mechanism, m.fences_failed),
+        (1, 0, 0)
+    );
     assert_eq!(fx.srv.layouts.hosts.metrics.snapshot().fences_disconnect, 1);
     // Its next NVMe write fails: the connection is gone, and so is any reconnect.
     assert!(closed(&ha).await);
