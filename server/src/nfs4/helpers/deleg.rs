@@ -1,9 +1,8 @@
 //! The delegation part of OPEN (RFC 8881 §10.4, §18.16.3): recalling the delegations of
 //! other clients an open conflicts with, and the `open_delegation4` of the reply.
 //!
-//! A delegation is offered only when the client asks for one with an
-//! OPEN4_SHARE_ACCESS_WANT_*_DELEG flag and has a backchannel to recall it over; a plain OPEN
-//! gets OPEN_DELEGATE_NONE (the server may always decline, §10.4).
+//! A read-only OPEN gets a read delegation unless something is in its way (`offer`); the
+//! WANT_* flags of §18.16.3 ask for more, or for none.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +10,7 @@ use crate::nfs4::callback::{Callback, CbKind};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::fh_of;
-use crate::nfs4::state::{Recall, ShareAccess};
+use crate::nfs4::state::{NoDeleg, Recall, ShareAccess};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
 use crate::server::Server;
@@ -105,27 +104,45 @@ pub enum Offer {
     Write(Stateid),
 }
 
-pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32) -> Offer {
+/// The delegation an OPEN gets (RFC 8881 §10.4, §18.16.3). Without a WANT_* flag
+/// (`WANT_NO_PREFERENCE`, what the Linux client sends) the server chooses: a read
+/// delegation for a read-only open by name or filehandle (`default_ok`: CLAIM_NULL,
+/// CLAIM_FH), as knfsd gives; write delegations only to a client that asks for one, until
+/// CB_GETATTR keeps other clients' view of size and change right (§10.4.3). A WANT_* that is
+/// not granted says why (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is
+/// plain OPEN_DELEGATE_NONE. No delegation without a backchannel that works (the probe,
+/// `StateManager::backchannel_works`): it could not be recalled.
+pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32, default_ok: bool) -> Offer {
     let access = share_access & 0xff;
-    let want_write = match share_access & WANT_MASK {
-        WANT_NO_PREFERENCE => return Offer::None,
+    let writes = access & ShareAccess::WRITE != 0;
+    let want = share_access & WANT_MASK;
+    let want_write = match want {
+        WANT_NO_PREFERENCE if writes || !default_ok => return Offer::None,
+        WANT_NO_PREFERENCE => false,
         WANT_NO_DELEG => return Offer::NoneExt(WND4_NOT_WANTED),
         WANT_CANCEL => return Offer::NoneExt(WND4_CANCELLED),
-        WANT_READ_DELEG if access & ShareAccess::WRITE != 0 => {
-            return Offer::NoneExt(WND4_CONTENTION)
-        }
+        WANT_READ_DELEG if writes => return Offer::NoneExt(WND4_CONTENTION),
         WANT_READ_DELEG => false,
         WANT_WRITE_DELEG => true,
-        WANT_ANY_DELEG => access & ShareAccess::WRITE != 0,
+        WANT_ANY_DELEG => writes,
         _ => return Offer::NoneExt(WND4_RESOURCE),
     };
-    if ctx.srv.state.backchannel_of(clientid).is_none() {
-        return Offer::NoneExt(WND4_RESOURCE);
+    let declined = |why: u32| {
+        if want == WANT_NO_PREFERENCE {
+            Offer::None
+        } else {
+            Offer::NoneExt(why)
+        }
+    };
+    let state = &ctx.srv.state;
+    if !state.delegations_enabled() || !state.backchannel_works(clientid) {
+        return declined(WND4_RESOURCE);
     }
-    match ctx.srv.state.grant_deleg(clientid, fh.ino, want_write) {
-        Some(sid) if want_write => Offer::Write(sid),
-        Some(sid) => Offer::Read(sid),
-        None => Offer::NoneExt(WND4_CONTENTION),
+    match state.grant_deleg(clientid, fh.ino, want_write) {
+        Ok(sid) if want_write => Offer::Write(sid),
+        Ok(sid) => Offer::Read(sid),
+        Err(NoDeleg::Contention) => declined(WND4_CONTENTION),
+        Err(NoDeleg::Resource) => declined(WND4_RESOURCE),
     }
 }
 

@@ -159,7 +159,8 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     }
     ctx.current_fh = Some(fh);
     ctx.current_stateid = Some(sid);
-    let offer = deleg::offer(ctx, cid, fh, args.share_access);
+    let by_name_or_fh = matches!(args.claim, Claim::Null(_) | Claim::Fh);
+    let offer = deleg::offer(ctx, cid, fh, args.share_access, by_name_or_fh);
     sid.encode(w);
     let c = t.cinfo.unwrap_or(DirChange {
         before: 0,

@@ -48,12 +48,23 @@ pub struct ClientLimits {
     pub max_courtesy_clients: usize,
     /// How long an expired client with state is kept while nobody conflicts with it.
     pub courtesy_seconds: u64,
+    /// Whether OPEN hands out delegations at all (config `delegations`).
+    pub delegations: bool,
+    /// Delegations held server-wide; past it OPEN offers none (WND4_RESOURCE to a client
+    /// that asked). Config `max_delegations`.
+    pub max_delegations: usize,
 }
 
 pub const DEFAULT_MAX_CLIENTS: usize = 1024;
 pub const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 16;
 pub const DEFAULT_MAX_CLIENT_MEMORY: u64 = 256 << 20;
 pub const DEFAULT_MAX_COURTESY_CLIENTS: usize = 256;
+/// 65,536 delegations: a delegation costs about 200 bytes here (its state and its place on
+/// the file), so some 16 MiB at the cap, and one conflicting access recalls at most the
+/// delegations of one file. It is thirteen Linux clients at their own cap
+/// (`nfs4_delegation_watermark`, 5,000 each); knfsd allows 4 per MiB of memory (16,384 on
+/// a 4 GiB server).
+pub const DEFAULT_MAX_DELEGATIONS: usize = 1 << 16;
 
 impl Default for ClientLimits {
     fn default() -> Self {
@@ -63,6 +74,8 @@ impl Default for ClientLimits {
             max_client_memory: DEFAULT_MAX_CLIENT_MEMORY,
             max_courtesy_clients: DEFAULT_MAX_COURTESY_CLIENTS,
             courtesy_seconds: super::COURTESY_SECONDS,
+            delegations: true,
+            max_delegations: DEFAULT_MAX_DELEGATIONS,
         }
     }
 }
@@ -380,6 +393,8 @@ impl Inner {
                 back_conn,
                 cb_seqid: 0,
                 cb_busy: false,
+                cb_path: Default::default(),
+                cb_probe_gen: 0,
             },
         );
         let c = self

@@ -148,6 +148,9 @@ impl Inner {
         let Some(st) = self.states.remove(&id) else {
             return;
         };
+        if matches!(st.kind, StateKind::Deleg(_)) && st.revoked.is_none() {
+            self.delegs.held = self.delegs.held.saturating_sub(1);
+        }
         if let Some(c) = self.clients.get_mut(&st.client) {
             c.states.remove(&id);
             c.revoked.remove(&id);
@@ -189,6 +192,9 @@ impl Inner {
             return;
         }
         st.revoked = Some(why);
+        if matches!(st.kind, StateKind::Deleg(_)) {
+            self.delegs.held = self.delegs.held.saturating_sub(1);
+        }
         let (client, ino) = (st.client, st.ino);
         let children = match &st.kind {
             StateKind::Open(o) => o.locks.clone(),
