@@ -119,6 +119,8 @@ pub struct Client {
     /// Ids of the client's stateids.
     pub states: HashSet<u64>,
     pub reclaim_complete: bool,
+    /// Its record says it took state (`RECORD_HELD_STATE`): written at its first OPEN.
+    pub state_recorded: bool,
     /// Ids of states the server took away (ADMIN_REVOKED or EXPIRED), reported by SEQUENCE
     /// until the client frees them.
     pub revoked: HashSet<u64>,
@@ -225,6 +227,7 @@ impl Inner {
                 sessions: HashSet::new(),
                 states: HashSet::new(),
                 reclaim_complete: false,
+                state_recorded: false,
                 revoked: HashSet::new(),
             },
         );
@@ -351,7 +354,8 @@ impl Inner {
             if !may_reclaim || self.grace.ended {
                 // A new client has nothing to reclaim (RFC 8881 §8.4.3: the record says
                 // who may reclaim after the next restart).
-                self.pending.push((owner.clone(), Some(b"v1".to_vec())));
+                self.pending
+                    .push((owner.clone(), Some(super::grace::RECORD_NO_STATE.to_vec())));
             }
         }
         let mut sid = [0u8; 16];

@@ -304,6 +304,7 @@ impl Inner {
     /// the owner's one, unless another owner's share reservation conflicts.
     pub fn open(&mut self, req: &OpenReq<'_>, _now: u64) -> Result<Stateid, NfsStat> {
         self.client(req.clientid)?;
+        self.record_state_taken(req.clientid);
         loop {
             let conflict = self.files.get(&req.ino).and_then(|f| {
                 f.opens.iter().find_map(|id| {
@@ -351,6 +352,18 @@ impl Inner {
             }),
         );
         Ok(self.stateid_of(id))
+    }
+
+    /// The first OPEN of a client rewrites its record to say it holds state, so that the
+    /// grace period after a restart waits for it (grace.rs); one record write per client.
+    fn record_state_taken(&mut self, clientid: u64) {
+        if let Some(c) = self.clients.get_mut(&clientid) {
+            if !c.state_recorded {
+                c.state_recorded = true;
+                let rec = super::grace::RECORD_HELD_STATE.to_vec();
+                self.pending.push((c.owner.clone(), Some(rec)));
+            }
+        }
     }
 
     pub(super) fn open_of(&self, clientid: u64, sid: &Stateid, ino: Ino) -> Result<u64, NfsStat> {

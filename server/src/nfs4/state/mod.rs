@@ -37,7 +37,7 @@ mod tests_files;
 #[cfg(test)]
 mod tests_limits;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::nfs4::status::NfsStat;
@@ -172,8 +172,17 @@ impl StateManager {
         records: Arc<dyn ClientRecords>,
         clock: Arc<dyn Clock>,
     ) -> StateManager {
-        let previous: HashSet<Vec<u8>> = records.list().into_iter().map(|(k, _)| k).collect();
+        let previous = records.list();
         let now = clock.now();
+        let grace = grace::Grace::start(previous, now, cfg.grace_seconds, cfg.lease_seconds);
+        if !grace.ended {
+            tracing::info!(
+                previous = grace.previous.len(),
+                waited_for = grace.waited.len(),
+                seconds = cfg.grace_seconds,
+                "grace period started"
+            );
+        }
         let inner = Inner {
             cfg,
             limits: client::ClientLimits::default(),
@@ -185,7 +194,7 @@ impl StateManager {
             sessions: HashMap::new(),
             states: HashMap::new(),
             files: HashMap::new(),
-            grace: grace::Grace::start(previous, now, cfg.grace_seconds),
+            grace,
             pending: Vec::new(),
             dropped_layouts: Vec::new(),
             delegs: Default::default(),
@@ -375,7 +384,13 @@ impl StateManager {
     /// RFC 8881 §8.4.2/§18.16.3/§18.51.3 grace rules for an OPEN before it touches
     /// anything (LOCK checks them itself).
     pub fn check_open_reclaim(&self, clientid: u64, reclaim: bool) -> Result<(), NfsStat> {
-        self.with(|i, now| i.check_reclaim(clientid, reclaim, true, now))
+        self.with(|i, now| {
+            i.check_reclaim(clientid, reclaim, true, now)?;
+            if reclaim {
+                i.grace.note_reclaim(now);
+            }
+            Ok(())
+        })
     }
 
     pub fn open(&self, req: &OpenReq<'_>) -> Result<Stateid, NfsStat> {
