@@ -339,7 +339,10 @@ pub fn probe(srv: &Server, p: Probe, now: Instant) {
     if ok {
         tracing::info!(client = p.client, "backchannel up (CB_NULL answered)");
     } else if now + RETRY_EVERY < p.deadline {
-        tracing::info!(client = p.client, "backchannel down (CB_NULL failed), probing again");
+        tracing::info!(
+            client = p.client,
+            "backchannel down (CB_NULL failed), probing again"
+        );
         srv.callbacks.probes().push((now + RETRY_EVERY, p));
     } else {
         tracing::info!(client = p.client, "backchannel down (CB_NULL failed)");

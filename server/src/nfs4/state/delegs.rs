@@ -77,7 +77,12 @@ impl Inner {
     /// no open or delegation of anyone else. A client gets one delegation per file, none is
     /// granted while a delegation of the file is being recalled (the conflict is live), and
     /// none past `max_delegations`.
-    pub fn grant_deleg(&mut self, clientid: u64, ino: Ino, write: bool) -> Result<Stateid, NoDeleg> {
+    pub fn grant_deleg(
+        &mut self,
+        clientid: u64,
+        ino: Ino,
+        write: bool,
+    ) -> Result<Stateid, NoDeleg> {
         let held: Vec<u64> = self
             .files
             .get(&ino)
@@ -263,12 +268,18 @@ mod tests {
         // A write open of another client forbids a read delegation.
         open(&e, b, b"ob", 10, 2, 0).unwrap();
         open(&e, a, b"oa", 10, 1, 0).unwrap();
-        assert_eq!(e.sm.grant_deleg(a, Ino(10), false), Err(NoDeleg::Contention));
+        assert_eq!(
+            e.sm.grant_deleg(a, Ino(10), false),
+            Err(NoDeleg::Contention)
+        );
         // Readers share read delegations, but one each, and no write delegation then.
         open(&e, a, b"oa", 11, 1, 0).unwrap();
         open(&e, b, b"ob", 11, 1, 0).unwrap();
         assert!(e.sm.grant_deleg(a, Ino(11), false).is_ok());
-        assert_eq!(e.sm.grant_deleg(a, Ino(11), false), Err(NoDeleg::Contention));
+        assert_eq!(
+            e.sm.grant_deleg(a, Ino(11), false),
+            Err(NoDeleg::Contention)
+        );
         assert!(e.sm.grant_deleg(b, Ino(11), false).is_ok());
         assert_eq!(e.sm.grant_deleg(b, Ino(11), true), Err(NoDeleg::Contention));
         // A write delegation needs the file to itself.

@@ -92,9 +92,7 @@ impl Grace {
     }
 
     pub fn active(&self, now: u64) -> bool {
-        !self.ended
-            && (now < self.end || self.held)
-            && self.completed.len() < self.previous.len()
+        !self.ended && (now < self.end || self.held) && self.completed.len() < self.previous.len()
     }
 
     /// A reclaim arrived at `now`: late in grace, it keeps grace open a little longer.
@@ -452,7 +450,8 @@ mod tests {
         let (a, _) = mount(&e1, b"held");
         mount(&e1, b"idle");
         open(&e1, a, b"oa", 10, 1, 0).unwrap();
-        let rec: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = records.list().into_iter().collect();
+        let rec: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+            records.list().into_iter().collect();
         assert_eq!(rec[&b"held".to_vec()], RECORD_HELD_STATE);
         assert_eq!(rec[&b"idle".to_vec()], RECORD_NO_STATE);
         let e2 = env_with(records.clone(), 2);

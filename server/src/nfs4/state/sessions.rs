@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::client::{seq4, BindDir, SequenceOutcome, SequenceReq};
-use super::session::{CbPath, Session};
 use super::session::SlotUse;
+use super::session::{CbPath, Session};
 use super::{Inner, SessionSlotRef};
 use crate::nfs4::status::NfsStat;
 use crate::rpc::Backchannel;

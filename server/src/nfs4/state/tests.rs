@@ -351,8 +351,13 @@ fn a_failed_probe_reports_the_path_down_until_a_new_probe_answers() {
     assert!(!e.sm.backchannel_works(client));
     assert_eq!(flags(&e), seq4::CB_PATH_DOWN_SESSION | seq4::CB_PATH_DOWN);
     // A new connection for the backchannel: probed again; the old probe is moot.
-    e.sm.bind_conn_to_session(&s.sessionid, BindDir::Back, 2, Some(Arc::new(NullBackchannel)))
-        .unwrap();
+    e.sm.bind_conn_to_session(
+        &s.sessionid,
+        BindDir::Back,
+        2,
+        Some(Arc::new(NullBackchannel)),
+    )
+    .unwrap();
     let (_, g2) = e.sm.probe_start(&s.sessionid).unwrap();
     assert!(e.sm.probe_target(&s.sessionid, g1).is_none());
     e.sm.probe_done(&s.sessionid, g2, true);

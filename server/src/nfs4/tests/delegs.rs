@@ -284,7 +284,10 @@ fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
     let ca = bc_conn(1, &bc);
     let mut a = cx(&fx.srv, &ca);
     let (_, sid) = mount(&mut a, b"a");
-    assert!(bc.procs.lock().unwrap().is_empty(), "probed inside the COMPOUND");
+    assert!(
+        bc.procs.lock().unwrap().is_empty(),
+        "probed inside the COMPOUND"
+    );
     assert_eq!(fx.srv.callbacks.probes_queued(), 1);
     bc.down.store(true, Ordering::SeqCst);
     callback::send_due_probes(&fx.srv, Instant::now());
@@ -298,7 +301,10 @@ fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
     w.opaque_fixed(&sid);
     w.u32(3);
     w.bool(false);
-    assert_eq!(call(&mut a, bind_conn_to_session::run, &w.buf).0, NfsStat::OK);
+    assert_eq!(
+        call(&mut a, bind_conn_to_session::run, &w.buf).0,
+        NfsStat::OK
+    );
     callback::send_due_probes(&fx.srv, Instant::now());
     assert_eq!(
         *bc.procs.lock().unwrap(),
