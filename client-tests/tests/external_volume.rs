@@ -305,7 +305,9 @@ async fn scsi_layout_names_the_external_namespace_and_holds_its_reservation() {
 async fn nvme_reexport_serves_the_external_namespace_through_the_embedded_target() {
     let ext = External::start();
     ext.mkfs();
-    let srv = ext.serve("nvme_reexport = true\n");
+    // Our initiator is no NFS client: an admin host may write the data area (nvme_admin_hosts).
+    let srv =
+        ext.serve("nvme_reexport = true\nnvme_admin_hosts = [\"nqn.2014-08.org.example:c\"]\n");
     assert!(
         srv.log_text()
             .contains(&format!("nvme {}", srv.nvme_addr())),

@@ -32,6 +32,9 @@ nvme_listen = "127.0.0.1:$NVME_PORT"
 nvme_nqn = "$NQN"
 # the guest reaches the host's loopback as 10.0.2.2 (QEMU user networking)
 nvme_advertise = "10.0.2.2:$NVME_PORT"
+# The guest drives the namespace as a plain NVMe device, from a host of no NFS client: with
+# the layouts enforced (docs/pnfs.md) such a host may only read the data area.
+nvme_enforce_layouts = false
 EOF
 
 fail() { echo "test-nvme-target: FAIL $*" >&2; exit 1; }

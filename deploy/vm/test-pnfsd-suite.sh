@@ -18,7 +18,8 @@
 # CRASH_LAYOUTS x CRASH_VERSIONS, default "block scsi" x "4.1 4.2", restarts
 # CRASH_SIGNALS "KILL KILL+KILL TERM": `ctl crash`, issue 18). NFS_PORT: the NFS
 # port (default a free one; fix it to capture the traffic with tshark).
-# Exit status: client-suite.sh's (0 only if every run passed).
+# Exit status: client-suite.sh's (0 only if every run passed), 1 if the target refused a
+# command of the client's hosts (layout enforcement).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -140,6 +141,14 @@ env NQN="$NQN" METRICS_PORT="$METRICS_PORT" SWITCH_LAYOUT_CMD="$T/ctl layout" NF
 rc=$?
 "$T/ctl" stop TERM
 trap - EXIT
+# The target enforces the layouts (docs/pnfs.md "The target enforces the layouts"): the real
+# client must never trip it. Each refused command logs "target host refused by the gate".
+refused=$(grep -c "target host refused by the gate" "$T/pnfsd.log")
+if (( refused > 0 )); then
+    grep "target host refused by the gate" "$T/pnfsd.log" | head -n 20
+    echo "test-pnfsd-suite: FAIL: the target refused $refused command(s) of the client's hosts"
+    rc=1
+fi
 grep -E "ERROR|WARN|panick" "$T/pnfsd.log" | tail -n 20
 echo "test-pnfsd-suite: suite exit $rc; pnfsd log $T/pnfsd.log"
 exit $rc

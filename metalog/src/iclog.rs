@@ -123,6 +123,9 @@ impl Inner {
                 .wait_ns
                 .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
+        if let Some(observe) = self.force_observer.get() {
+            observe(t0.elapsed());
+        }
         // Only a flush that began after this call began covers the caller's earlier writes.
         let wrote_log = waited && self.log_flush.flushed_since(ticket);
         if wrote_log {
@@ -276,6 +279,14 @@ impl Inner {
             // Issue 2 "Deliver" 9: after a failed write or flush nothing more is acknowledged.
             if io.shutdown.is_none() {
                 io.shutdown = Some(e.clone());
+                // The one line an operator needs: which device, what failed, what follows.
+                tracing::error!(
+                    device = self.device_name.get().map_or("(unnamed)", String::as_str),
+                    log_offset = self.area_off,
+                    error = %e,
+                    "metadata log shut down after a failed log write or flush: changes are \
+                     refused until pnfsd restarts (the log is replayed at the next mount)"
+                );
             }
             self.io_cond.notify_all();
             return Err(e);

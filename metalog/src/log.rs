@@ -5,8 +5,9 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::blockdev::BlockDev;
 use crate::cil::{tx_bound, Cil};
@@ -63,6 +64,11 @@ pub(crate) struct Inner {
     wb_err: Mutex<Option<String>>,
     wk: Mutex<WorkerReq>,
     pub wk_cond: Condvar,
+    /// Called with each force's wall time (`Log::set_force_observer`): the server's
+    /// latency histogram; metalog keeps no distribution itself.
+    pub force_observer: OnceLock<fn(Duration)>,
+    /// What the shutdown line calls the log's device (`Log::set_device_name`).
+    pub device_name: OnceLock<String>,
 }
 
 fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -229,6 +235,8 @@ impl Log {
             wb_err: Mutex::new(None),
             wk: Mutex::new(WorkerReq::default()),
             wk_cond: Condvar::new(),
+            force_observer: OnceLock::new(),
+            device_name: OnceLock::new(),
         });
         let w = inner.clone();
         let handle = std::thread::Builder::new()
@@ -380,6 +388,18 @@ impl Log {
             io.shutdown,
             self.counters()
         )
+    }
+
+    /// Calls `f` with the wall time of every force from now on (the server's latency
+    /// histogram). Set once: `false` if an observer was already set.
+    pub fn set_force_observer(&self, f: fn(Duration)) -> bool {
+        self.inner.force_observer.set(f).is_ok()
+    }
+
+    /// Names the log's device in the line a shutdown logs (the volume as the operator
+    /// named it). Set once: `false` if a name was already set.
+    pub fn set_device_name(&self, name: impl Into<String>) -> bool {
+        self.inner.device_name.set(name.into()).is_ok()
     }
 
     /// Whether the log is shut down (after an I/O error or unmount), and why.

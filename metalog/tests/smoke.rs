@@ -50,3 +50,27 @@ fn clean_unmount_then_mount_on_a_file() {
     assert_eq!(got.len(), 1);
     assert!(log.last_committed() >= Csn(c.0));
 }
+
+/// Forces this test's observer saw (a `fn` pointer cannot capture).
+static OBSERVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn count_force(_: std::time::Duration) {
+    OBSERVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[test]
+fn the_force_observer_sees_every_force_once() {
+    let dev = crash_dev(1 << 20, 2, 0, 256 * 1024);
+    let (log, _) = mount_collect(dev, 0, 256 * 1024).unwrap();
+    assert!(log.set_force_observer(count_force));
+    assert!(!log.set_force_observer(count_force), "set once");
+    let before = log.counters().forces;
+    let c = log.commit(tx(vec![kv(1, 1)], &[])).unwrap();
+    log.force_seq(c).unwrap();
+    // Already durable: still a force, and still observed (a near-zero latency).
+    log.force_seq(c).unwrap();
+    log.force_all().unwrap();
+    let forces = log.counters().forces - before;
+    assert_eq!(forces, 3);
+    assert_eq!(OBSERVED.load(std::sync::atomic::Ordering::Relaxed), forces);
+}

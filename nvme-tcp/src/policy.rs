@@ -30,4 +30,9 @@ pub trait HostPolicy: Send + Sync {
     fn access(&self, _host: &HostRef<'_>, _nsid: u32, _a: Access, _slba: u64, _nlb: u64) -> bool {
         true
     }
+
+    /// `access` refused the command and the target answers it Access Denied (SCT 2h
+    /// Media and Data Integrity Errors, SC 86h: `Status::ACCESS_DENIED`): told once per refused
+    /// command, for the embedder's counters and log. The fast paths' pre-check does not tell.
+    fn refused(&self, _host: &HostRef<'_>, _nsid: u32, _a: Access, _slba: u64, _nlb: u64) {}
 }

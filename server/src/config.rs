@@ -160,9 +160,24 @@ pub struct Config {
     /// or `co_ownerid` (NAT'd clients, several clients at one address); unlisted hosts
     /// belong to the clients at their TCP peer address (nfs4/layouts/hosts.rs).
     pub nvme_hosts: std::collections::BTreeMap<String, String>,
+    /// The embedded target refuses (NVMe Access Denied) a host's command outside the blocks
+    /// its NFS clients' layouts name (docs/pnfs.md "The target enforces the layouts"); off:
+    /// no per-command check, while admission, fences and the MDS-blocks guard stay.
+    pub nvme_enforce_layouts: bool,
+    /// Host NQNs of hosts that belong to no NFS client (backup, repair): they read the whole
+    /// volume and write outside the MDS's blocks. Other hosts of no client only read.
+    pub nvme_admin_hosts: Vec<String>,
     /// With an external NVMe/TCP volume, also export it through the embedded target (off by
     /// default: the clients connect to the external target themselves).
     pub nvme_reexport: bool,
+    /// The embedded target's bounds (nvme_tcp::Limits, docs/nvme-tcp.md "Limits"):
+    /// controllers in all and per host NQN (past them Connect answers Controller Busy), TCP
+    /// connections (past it a new one is closed at accept), and the longest Keep Alive
+    /// Timeout granted (a host asking more gets this). [`Config::nvme_limits`].
+    pub nvme_max_controllers: usize,
+    pub nvme_max_controllers_per_host: usize,
+    pub nvme_max_connections: usize,
+    pub nvme_max_kato_ms: u32,
     pub lease_seconds: u32,
     /// Default: one lease, as knfsd does (a client reclaims within its first renewal).
     pub grace_seconds: Option<u32>,
@@ -226,7 +241,13 @@ impl Default for Config {
             nvme_allow_any_host: false,
             nvme_advertise: None,
             nvme_hosts: Default::default(),
+            nvme_enforce_layouts: true,
+            nvme_admin_hosts: Vec::new(),
             nvme_reexport: false,
+            nvme_max_controllers: nvme_tcp::Limits::default().max_controllers,
+            nvme_max_controllers_per_host: nvme_tcp::Limits::default().max_controllers_per_host,
+            nvme_max_connections: nvme_tcp::Limits::default().max_connections,
+            nvme_max_kato_ms: nvme_tcp::Limits::default().max_kato_ms,
             lease_seconds: 90,
             grace_seconds: None,
             export_sync: ExportSync::Sync,
@@ -251,6 +272,20 @@ impl Default for Config {
             log_level: "info".to_string(),
             log_format: LogFormat::Text,
             exports: crate::exports::default_exports(),
+        }
+    }
+}
+
+impl Config {
+    /// The embedded target's `TargetConfig::limits` from the `nvme_max_*` keys (the rest
+    /// keep nvme_tcp's defaults); `Target::bind` refuses values it cannot use.
+    pub fn nvme_limits(&self) -> nvme_tcp::Limits {
+        nvme_tcp::Limits {
+            max_controllers: self.nvme_max_controllers,
+            max_controllers_per_host: self.nvme_max_controllers_per_host,
+            max_connections: self.nvme_max_connections,
+            max_kato_ms: self.nvme_max_kato_ms,
+            ..nvme_tcp::Limits::default()
         }
     }
 }

@@ -23,6 +23,8 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::{reload, EnvFilter, Registry};
 
+mod progress;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "pnfsd",
@@ -345,7 +347,7 @@ fn mkfs(a: &MkfsArgs) -> Result<(), DaemonError> {
                 if !a.force {
                     preflight::check_unused_path(path)?;
                 }
-                Store::mkfs(path, a.size, a.force).map_err(mkfs_err)?;
+                mkfs_file(path, a.size, a.force).map_err(mkfs_err)?;
             } else {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     if !dir.is_dir() {
@@ -363,7 +365,7 @@ fn mkfs(a: &MkfsArgs) -> Result<(), DaemonError> {
                     file: path.clone(),
                     dirs: Vec::new(),
                 };
-                if let Err(e) = Store::mkfs(path, a.size, false) {
+                if let Err(e) = mkfs_file(path, a.size, false) {
                     fresh.remove();
                     return Err(mkfs_err(e));
                 }
@@ -377,13 +379,39 @@ fn mkfs(a: &MkfsArgs) -> Result<(), DaemonError> {
                 false => preflight::check_unused_dev(&*vol.dev, &src.to_string()),
             }
             .map_err(DaemonError::from)
-            .and_then(|()| Store::mkfs_dev(vol.dev.clone(), a.force).map_err(mkfs_err));
+            .and_then(|()| mkfs_dev(vol.dev.clone(), &src.to_string(), a.force).map_err(mkfs_err));
             vol.close();
             r?;
         }
     }
     tracing::info!("formatted {src}");
     Ok(())
+}
+
+/// `Store::mkfs` of a file with progress (progress.rs): the file made or grown (sparse) as
+/// the store's `mkfs_path` does, then formatted through the progress device.
+fn mkfs_file(path: &Path, size: u64, force: bool) -> Result<(), StoreError> {
+    let dev: Arc<dyn metalog::BlockDev> = if path.exists() {
+        // A regular file smaller than asked grows (sparse); a block device keeps its size.
+        let md = std::fs::metadata(path)?;
+        if md.is_file() && md.len() < size {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)?
+                .set_len(size)?;
+        }
+        Arc::new(metalog::FileDev::open(path)?)
+    } else {
+        Arc::new(metalog::FileDev::create(path, size)?)
+    };
+    mkfs_dev(dev, &path.display().to_string(), force)
+}
+
+fn mkfs_dev(dev: Arc<dyn metalog::BlockDev>, what: &str, force: bool) -> Result<(), StoreError> {
+    let shown = progress::ProgressDev::new(dev, what);
+    let r = Store::mkfs_dev(shown.clone(), force);
+    shown.finish();
+    r
 }
 
 /// What `serve` created on this start: removed again if the start fails (issue 12).
@@ -663,6 +691,9 @@ fn serve_volume(
             err,
         })?,
     );
+    // The shutdown line names the volume as the operator does (metalog knows no names).
+    store.log().set_device_name(volume.to_string());
+    start_event(volume, &store.mount_stats());
     let opts = cfg.nfs_options();
     let srv = Arc::new(Server::new(store.clone(), opts));
     srv.exports.replace(cfg.export_table()?);
@@ -695,6 +726,26 @@ fn serve_volume(
     })?;
     tracing::info!("pnfsd stopped; {volume} unmounted cleanly");
     Ok(())
+}
+
+/// The start line (issue 16 Deliver 4): a clean start, or a recovery after a crash with
+/// what it replayed (metalog's own "log recovery:" lines give the records and KiB).
+fn start_event(volume: &VolumeSource, m: &pnfsd::store::MountStats) {
+    match &m.stale_mark {
+        None if m.items_replayed == 0 => tracing::info!(
+            volume = %volume,
+            mount_ms = m.load_ms + m.log_mount_ms,
+            "start: clean (the last unmount was clean, nothing replayed)"
+        ),
+        mark => tracing::info!(
+            volume = %volume,
+            last_mounted_by = %mark.as_ref().map_or("-".into(), pnfsd::store::describe_mark),
+            items_replayed = m.items_replayed,
+            recovery_ms = m.log_mount_ms,
+            blocks_read = m.blocks_read,
+            "start: recovery after a crash (the volume was not unmounted cleanly; its log was replayed)"
+        ),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -827,10 +878,12 @@ async fn run(
             if admin.is_some() {
                 tracing::info!("admin views on http://{local}/status and /clients");
             }
-            let ep = pnfsd::metrics::Endpoint {
-                srv: srv.clone(),
-                admin,
-            };
+            // nvme-tcp exposes live controllers only (no command or byte counters yet).
+            let controllers = nvme.as_ref().map(|(t, _)| {
+                let t = t.clone();
+                Arc::new(move || t.controller_count()) as pnfsd::metrics::ControllerCount
+            });
+            let ep = pnfsd::metrics::Endpoint::new(srv.clone(), controllers, admin);
             Some(tokio::spawn(pnfsd::metrics::serve(l, ep, stop_rx.clone())))
         }
         None => None,

@@ -101,20 +101,25 @@ pub fn target_config(cfg: &Config, dev: Arc<dyn BlockDev>, volume_uuid: [u8; 16]
     // With the volume's other state (the volume file itself, by default): the file names
     // the volume's UUID, so a re-formatted volume never gets an old state.
     t.ptpl_dir = Some(cfg.data_dir.clone());
+    // Controllers, connections, KATO (issue 17 Deliver 3; docs/nvme-tcp.md "Limits").
+    t.limits = cfg.nvme_limits();
     t
 }
 
 /// No host writes the volume's own blocks through the target: the superblock, the log and
 /// the checkpoints, everything before the data area (issue 12; the target answers Access
 /// Denied). The MDS writes them through its own device. Tree nodes live among the data
-/// blocks (docs/store.md): keeping hosts off those is the layouts' enforcement, not this.
+/// blocks (docs/store.md): keeping hosts off those is the layouts' enforcement
+/// (`gate_hosts`), not this.
 pub fn guard_mds_blocks(tc: &mut TargetConfig, g: &layout::Geometry) {
     let lbas = g.data_start * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
     tc.mds_blocks = vec![(NSID, lbas)];
 }
 
-/// The layouts service decides which hosts connect (fenced clients' hosts do not): its
-/// host map (`[nvme_hosts]`) is the target's `HostPolicy` (nfs4/layouts/hosts.rs).
+/// The layouts service decides which hosts connect (fenced clients' hosts do not) and, with
+/// `nvme_enforce_layouts`, which blocks each command of theirs may touch: its host map
+/// (`[nvme_hosts]`, `nvme_admin_hosts`) is the target's `HostPolicy`
+/// (nfs4/layouts/hosts.rs, enforce.rs).
 pub fn gate_hosts(tc: &mut TargetConfig, srv: &crate::server::Server, cfg: &Config) {
     use crate::nfs4::layouts::hosts::HostOwner;
     let m = cfg
@@ -123,6 +128,18 @@ pub fn gate_hosts(tc: &mut TargetConfig, srv: &crate::server::Server, cfg: &Conf
         .map(|(nqn, who)| (nqn.clone(), HostOwner::parse(who)))
         .collect();
     srv.layouts.hosts.set_overrides(m);
+    let sb = srv.store.superblock();
+    let (off, sig) = sb.signature();
+    let lbas = sb.geometry.total_blocks * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
+    srv.layouts
+        .hosts
+        .enforce(crate::nfs4::layouts::hosts::Enforce {
+            on: cfg.nvme_enforce_layouts,
+            admin_hosts: cfg.nvme_admin_hosts.clone(),
+            signature: (off, off + sig.len() as u64),
+            lbas,
+            reclaim: srv.state.layouts_reclaimable(),
+        });
     tc.host_policy = Some(srv.layouts.hosts.clone());
 }
 

@@ -106,7 +106,11 @@ fn rt() -> tokio::runtime::Runtime {
 fn the_initiator_reads_the_superblock_and_writes_the_volume_through_pnfsd() {
     let dir = tempfile::tempdir().unwrap();
     let (nfs, nvme) = (free_port(), free_port());
-    let mut d = Daemon::start(dir.path(), nfs, nvme);
+    // The host belongs to no NFS client: it writes the data area only as an admin host
+    // (docs/pnfs.md "The target enforces the layouts").
+    let hostnqn = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001";
+    let admin = format!("nvme_admin_hosts = [\"{hostnqn}\"]\n");
+    let mut d = Daemon::start_with(dir.path(), nfs, nvme, &admin);
     let ready = d.wait_for("pnfsd ready");
     assert!(
         ready.contains(NQN) && ready.contains(&nvme.to_string()),
@@ -117,7 +121,6 @@ fn the_initiator_reads_the_superblock_and_writes_the_volume_through_pnfsd() {
 
     let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
     let last_lba = rt().block_on(async {
-        let hostnqn = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001";
         let found = discover(nvme, hostnqn).await.unwrap();
         assert!(found.iter().any(|e| e.subnqn == NQN), "{found:?}");
         let ini = Initiator::connect(nvme, InitiatorConfig::new(NQN, hostnqn))
@@ -138,8 +141,21 @@ fn the_initiator_reads_the_superblock_and_writes_the_volume_through_pnfsd() {
             matches!(stray, Err(nvme_tcp::Error::Status(s)) if s == nvme_tcp::Status::ACCESS_DENIED),
             "{stray:?}"
         );
-        // The last two blocks are data area, unused on a fresh volume.
+        // The last two blocks are data area, unused on a fresh volume: a host of no client
+        // that is not an admin host writes nothing there.
         let last = ns.blocks - 2;
+        let other = Initiator::connect(nvme, InitiatorConfig::new(NQN, "nqn.2014-08.org.example:other"))
+            .await
+            .unwrap();
+        let refused = other
+            .write(1, last, bytes::Bytes::from(pattern.clone()), 4096, false)
+            .await;
+        assert!(
+            matches!(refused, Err(nvme_tcp::Error::Status(s)) if s == nvme_tcp::Status::ACCESS_DENIED),
+            "{refused:?}"
+        );
+        other.read(1, last, 2, 4096).await.unwrap();
+        other.disconnect().await.unwrap();
         ini.write(1, last, bytes::Bytes::from(pattern.clone()), 4096, false)
             .await
             .unwrap();

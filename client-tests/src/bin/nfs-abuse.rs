@@ -18,6 +18,8 @@ const USAGE: &str = "usage: nfs-abuse [OPTIONS]
   --idle N           instead: open N idle connections with no session, then time a new
                      client's session and count the idle ones still open after --wait
   --wait SECONDS     with --idle: how long to keep them (default 5)
+  --settle SECONDS   without --idle/--walkaway: how long after the abusers left the
+                     server's RSS is read again (default 10)
   --walkaway N       instead: N clients each create a session, fill its slots with cached
                      replies and go without destroying anything; RSS (and with a started
                      server, the state's held bytes from /status) before, at the peak and
@@ -36,6 +38,7 @@ struct Args {
     samples: usize,
     idle: Option<usize>,
     wait: u64,
+    settle: u64,
     walkaway: Option<usize>,
     slots: u32,
     cached: u32,
@@ -54,6 +57,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         samples: 300,
         idle: None,
         wait: 5,
+        settle: 10,
         walkaway: None,
         slots: 64,
         cached: 32 << 10,
@@ -72,6 +76,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--samples" => a.samples = num("--samples", val("--samples")?)?.max(1),
             "--idle" => a.idle = Some(num("--idle", val("--idle")?)?),
             "--wait" => a.wait = num("--wait", val("--wait")?)? as u64,
+            "--settle" => a.settle = num("--settle", val("--settle")?)? as u64,
             "--walkaway" => a.walkaway = Some(num("--walkaway", val("--walkaway")?)?),
             "--slots" => a.slots = num("--slots", val("--slots")?)? as u32,
             "--cached" => a.cached = num("--cached", val("--cached")?)? as u32,
@@ -164,9 +169,10 @@ async fn unread(a: &Args, addr: std::net::SocketAddr) -> Result<(), String> {
         us(b),
         b.as_secs_f64() / i.as_secs_f64()
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(a.settle)).await;
     println!(
-        "3 s after the abusers left: {} load {}",
+        "{} s after the abusers left: {} load {}",
+        a.settle,
         stats(a.pid),
         abuse::loadavg()
     );

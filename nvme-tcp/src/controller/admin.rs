@@ -150,7 +150,8 @@ fn set_features(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
             Ok(Reply::ok())
         }
         fid::KEEP_ALIVE => {
-            st.kato_ms = v;
+            // Capped (Limits::max_kato_ms); Get Features reports what was granted.
+            st.kato_ms = super::grant_kato(c.kind, v, c.subsys.limits.max_kato_ms);
             Ok(Reply::ok())
         }
         fid::POWER_MGMT if v & 0x1F != 0 => Err(Status::INVALID_FIELD),

@@ -52,12 +52,12 @@ fn plain(c: &Controller, cmd: &Cmd) -> Option<Plain> {
         if (cmd.data.len() as u64) < len || fua || !lock(&c.state).wce {
             return None;
         }
-        access(c, ns, Access::Write, slba, nlb).ok()?;
+        checked(c, ns, Access::Write, slba, nlb, false).ok()?;
     } else {
         if (cmd.xfer_len as u64) < len {
             return None;
         }
-        access(c, ns, Access::Read, slba, nlb).ok()?;
+        checked(c, ns, Access::Read, slba, nlb, false).ok()?;
     }
     Some(Plain {
         ns: ns.clone(),
@@ -285,16 +285,34 @@ fn requester(c: &Controller) -> Requester {
 
 /// The per-command access check: every Read- or Write-class command passes here before
 /// its first byte moves, on every path (inline, io_uring, blocking), with the LBA range it
-/// touches (`slba`, `nlb`; the whole namespace for Flush and DSM). Today: the reservation
-/// state. This is the one place for further per-host rules (a host's writes inside its
-/// layouts, the MDS's own blocks), which must stay cheap: it runs once per I/O.
+/// touches (`slba`, `nlb`; each range for DSM): the reservation state, the MDS's own blocks,
+/// then the embedder's `HostPolicy::access` (pnfsd: the host's writes inside its layouts),
+/// which must stay cheap: it runs once per I/O.
 fn access(c: &Controller, ns: &Namespace, a: Access, slba: u64, nlb: u64) -> Result<(), Status> {
+    checked(c, ns, a, slba, nlb, true)
+}
+
+/// `access`; `report`: a refusal is final and the policy is told (`HostPolicy::refused`,
+/// its counter), which the fast paths' pre-check (`plain`) does not do, since a refused
+/// command goes on to `handle`, which checks it again.
+fn checked(
+    c: &Controller,
+    ns: &Namespace,
+    a: Access,
+    slba: u64,
+    nlb: u64,
+    report: bool,
+) -> Result<(), Status> {
     lock(&ns.resv).check(&c.hostid, a)?;
     if a == Access::Write {
         mds_blocks_untouched(ns, slba, nlb)?;
     }
     if let Some(p) = &c.subsys.policy {
-        if !p.access(&c.host(), ns.nsid, a, slba, nlb) {
+        let h = c.host();
+        if !p.access(&h, ns.nsid, a, slba, nlb) {
+            if report {
+                p.refused(&h, ns.nsid, a, slba, nlb);
+            }
             return Err(Status::ACCESS_DENIED);
         }
     }

@@ -7,6 +7,7 @@ pub(crate) mod discovery;
 pub(crate) mod identify;
 pub(crate) mod io;
 
+use crate::limits::{Counters, Limits, LogLimit, LOG_EVERY};
 use crate::namespace::{lock, Namespace};
 use crate::pdu::{connect_off, ConnectData, Sqe};
 use crate::policy::{HostPolicy, HostRef};
@@ -59,6 +60,11 @@ pub(crate) struct Subsystem {
     pub controllers: Mutex<HashMap<u16, Arc<Controller>>>,
     /// The embedder's admission and per-command rules (`TargetConfig::host_policy`).
     pub policy: Option<Arc<dyn HostPolicy>>,
+    /// `TargetConfig::limits`.
+    pub limits: Limits,
+    pub counters: Counters,
+    /// Refused Connects are logged through this: any peer can send them at connection rate.
+    pub refused_log: LogLimit,
     next_cntlid: Mutex<u16>,
 }
 
@@ -80,6 +86,9 @@ impl Subsystem {
             advertise: None,
             controllers: Mutex::new(HashMap::new()),
             policy: None,
+            limits: Limits::default(),
+            counters: Counters::default(),
+            refused_log: LogLimit::new(LOG_EVERY),
             next_cntlid: Mutex::new(1),
         }
     }
@@ -88,18 +97,32 @@ impl Subsystem {
         self.namespaces.keys().next_back().copied().unwrap_or(0)
     }
 
-    /// Controller IDs 1..=0xFFEF (0xFFF0.. are reserved), never one in use.
-    fn alloc_cntlid(&self) -> Option<u16> {
-        let ctrls = lock(&self.controllers);
+    /// Creates and registers a controller for `hostnqn` with the CNTLID it is given
+    /// (1..=0xFFEF, 0xFFF0.. are reserved, never one in use), unless that would pass
+    /// `max_controllers` or `max_controllers_per_host`: counted and inserted under one lock,
+    /// so concurrent Connects cannot pass a limit together.
+    fn add_controller(
+        &self,
+        hostnqn: &str,
+        make: impl FnOnce(u16) -> Arc<Controller>,
+    ) -> Result<Arc<Controller>, Refused> {
+        let mut ctrls = lock(&self.controllers);
+        if ctrls.len() >= self.limits.max_controllers {
+            return Err(Refused::TooManyControllers);
+        }
+        let of_host = ctrls.values().filter(|c| c.hostnqn == hostnqn).count();
+        if of_host >= self.limits.max_controllers_per_host {
+            return Err(Refused::TooManyForHost);
+        }
         let mut next = lock(&self.next_cntlid);
         for _ in 0..0xFFEF {
             let id = *next;
             *next = if id >= 0xFFEF { 1 } else { id + 1 };
-            if !ctrls.contains_key(&id) {
-                return Some(id);
+            if let std::collections::hash_map::Entry::Vacant(e) = ctrls.entry(id) {
+                return Ok(e.insert(make(id)).clone());
             }
         }
-        None
+        Err(Refused::NoControllerId)
     }
 
     fn host_allowed(&self, hostnqn: &str) -> bool {
@@ -163,15 +186,31 @@ impl Controller {
         self.dead.subscribe()
     }
 
-    /// Ends the association: every queue connection of this controller closes.
+    /// Ends the association: every queue connection of this controller closes, and its
+    /// keep-alive timer ends.
     pub fn kill(&self) {
-        self.dead.send_replace(true);
+        let was_dead = self.dead.send_replace(true);
         let mut ctrls = lock(&self.subsys.controllers);
         if ctrls
             .get(&self.cntlid)
             .is_some_and(|c| std::ptr::eq(c.as_ref(), self))
         {
             ctrls.remove(&self.cntlid);
+        }
+        drop(ctrls);
+        if !was_dead {
+            self.log_event("nvme-tcp host disconnected");
+        }
+    }
+
+    /// One line per controller created or gone: info for the NVM subsystem, debug for
+    /// discovery (hosts open and close those all the time).
+    fn log_event(&self, what: &'static str) {
+        let (cntlid, host, peer) = (self.cntlid, &self.hostnqn, self.peer);
+        if self.kind == CtrlKind::Io {
+            tracing::info!(cntlid, %host, %peer, "{what}");
+        } else {
+            tracing::debug!(cntlid, %host, %peer, discovery = true, "{what}");
         }
     }
 
@@ -248,11 +287,40 @@ pub(crate) struct Connected {
     pub sqsize: u16,
 }
 
+/// Why a Connect was refused, for the log (the host learns only the status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    Format,
+    Param,
+    HostNotAllowed,
+    HostPolicy,
+    TooManyControllers,
+    TooManyForHost,
+    NoControllerId,
+    NotReady,
+}
+
+impl Refused {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refused::Format => "unsupported record format",
+            Refused::Param => "invalid parameter",
+            Refused::HostNotAllowed => "host not in the allowed list",
+            Refused::HostPolicy => "refused by the host policy",
+            Refused::TooManyControllers => "max_controllers reached",
+            Refused::TooManyForHost => "max_controllers_per_host reached",
+            Refused::NoControllerId => "no controller ID left",
+            Refused::NotReady => "controller not enabled",
+        }
+    }
+}
+
 /// A refused Connect: status and, for Invalid Parameters, where (IATTR 1 = in the data).
 pub(crate) struct ConnectError {
     pub status: Status,
     pub iattr: u8,
     pub ipo: u16,
+    pub why: Refused,
 }
 
 impl ConnectError {
@@ -261,13 +329,15 @@ impl ConnectError {
             status: Status::CONNECT_INVALID_PARAM,
             iattr,
             ipo,
+            why: Refused::Param,
         }
     }
-    fn status(status: Status) -> Self {
+    fn status(status: Status, why: Refused) -> Self {
         ConnectError {
             status,
             iattr: 0,
             ipo: 0,
+            why,
         }
     }
     /// Completion dword 0 of a refused Connect: IPO in bits 15:0, IATTR in 23:16.
@@ -287,7 +357,10 @@ pub(crate) fn connect(
 ) -> Result<Connected, ConnectError> {
     let recfmt = u16::from_le_bytes([sqe.0[connect_off::RECFMT], sqe.0[connect_off::RECFMT + 1]]);
     if recfmt != 0 {
-        return Err(ConnectError::status(Status::CONNECT_INCOMPATIBLE_FORMAT));
+        return Err(ConnectError::status(
+            Status::CONNECT_INCOMPATIBLE_FORMAT,
+            Refused::Format,
+        ));
     }
     let qid = u16::from_le_bytes([sqe.0[connect_off::QID], sqe.0[connect_off::QID + 1]]);
     let sqsize = u16::from_le_bytes([sqe.0[connect_off::SQSIZE], sqe.0[connect_off::SQSIZE + 1]]);
@@ -305,7 +378,10 @@ pub(crate) fn connect(
         return Err(ConnectError::param(1, ConnectData::OFF_SUBNQN));
     };
     if kind == CtrlKind::Io && !subsys.host_allowed(&d.hostnqn) {
-        return Err(ConnectError::status(Status::CONNECT_INVALID_HOST));
+        return Err(ConnectError::status(
+            Status::CONNECT_INVALID_HOST,
+            Refused::HostNotAllowed,
+        ));
     }
     if kind == CtrlKind::Io {
         let host = HostRef {
@@ -314,39 +390,44 @@ pub(crate) fn connect(
             ip: peer,
         };
         if subsys.policy.as_ref().is_some_and(|p| !p.admit(&host)) {
-            tracing::info!(host = %d.hostnqn, %peer, "connect refused by the host policy");
-            return Err(ConnectError::status(Status::CONNECT_INVALID_HOST));
+            return Err(ConnectError::status(
+                Status::CONNECT_INVALID_HOST,
+                Refused::HostPolicy,
+            ));
         }
     }
     if qid == 0 {
         if d.cntlid != 0xFFFF && d.cntlid != 0xFFFE {
             return Err(ConnectError::param(1, ConnectData::OFF_CNTLID));
         }
-        let cntlid = subsys
-            .alloc_cntlid()
-            .ok_or(ConnectError::status(Status::CONNECT_CTRL_BUSY))?;
-        let (dead, _) = watch::channel(false);
-        let ctrl = Arc::new(Controller {
-            cntlid,
-            kind,
-            subsys: subsys.clone(),
-            hostnqn: d.hostnqn,
-            hostid: d.hostid,
-            peer,
-            state: Mutex::new(CtrlState {
-                cc: 0,
-                csts: 0,
-                kato_ms: kato,
-                last_keep_alive: Instant::now(),
-                io_queues: subsys.max_io_queues,
-                connected_qids: Vec::new(),
-                aers: Vec::new(),
-                wce: true,
-                features: HashMap::new(),
-            }),
-            dead,
-        });
-        lock(&subsys.controllers).insert(cntlid, ctrl.clone());
+        let kato = grant_kato(kind, kato, subsys.limits.max_kato_ms);
+        let hostnqn = d.hostnqn.clone();
+        let ctrl = subsys
+            .add_controller(&hostnqn, |cntlid| {
+                let (dead, _) = watch::channel(false);
+                Arc::new(Controller {
+                    cntlid,
+                    kind,
+                    subsys: subsys.clone(),
+                    hostnqn: d.hostnqn,
+                    hostid: d.hostid,
+                    peer,
+                    state: Mutex::new(CtrlState {
+                        cc: 0,
+                        csts: 0,
+                        kato_ms: kato,
+                        last_keep_alive: Instant::now(),
+                        io_queues: subsys.max_io_queues,
+                        connected_qids: Vec::new(),
+                        aers: Vec::new(),
+                        wce: true,
+                        features: HashMap::new(),
+                    }),
+                    dead,
+                })
+            })
+            .map_err(|why| ConnectError::status(Status::CONNECT_CTRL_BUSY, why))?;
+        ctrl.log_event("nvme-tcp host connected");
         if kato != 0 {
             spawn_keep_alive_timer(&ctrl);
         }
@@ -365,7 +446,10 @@ pub(crate) fn connect(
     }
     let mut st = lock(&ctrl.state);
     if st.csts & 1 == 0 {
-        return Err(ConnectError::status(Status::CMD_SEQ_ERROR));
+        return Err(ConnectError::status(
+            Status::CMD_SEQ_ERROR,
+            Refused::NotReady,
+        ));
     }
     if qid > st.io_queues || st.connected_qids.contains(&qid) {
         return Err(ConnectError::param(0, connect_off::QID as u16));
@@ -378,12 +462,28 @@ pub(crate) fn connect(
     Ok(Connected { ctrl, qid, sqsize })
 }
 
+/// The KATO a controller gets for the `asked` of a Connect or Set Features (ms): at most
+/// `max` (Limits::max_kato_ms). NVMe has no field to refuse or renegotiate KATO in Connect,
+/// so the cap is silent there; Get Features Keep Alive Timer reports what was granted. A
+/// discovery controller asking for none gets `max` (nvmet gives such one 120 s), since a
+/// silent one would otherwise hold its connection for ever.
+pub(crate) fn grant_kato(kind: CtrlKind, asked: u32, max: u32) -> u32 {
+    match (kind, asked) {
+        (CtrlKind::Discovery, 0) => max,
+        _ => asked.min(max),
+    }
+}
+
 /// Keep Alive timer (NVMe Base 2.0 §3.9): if no Keep Alive arrives within KATO the
 /// controller is torn down. We allow KATO + half of it, because hosts send at KATO/2 and
-/// older Linux kernels sent at KATO.
+/// older Linux kernels sent at KATO. The timer ends with the controller (`kill`), not at its
+/// next deadline: a host that connects and goes leaves nothing behind.
 fn spawn_keep_alive_timer(ctrl: &Arc<Controller>) {
     let weak = Arc::downgrade(ctrl);
+    let mut dead = ctrl.dead_rx();
+    let running = TimerRunning::new(&ctrl.subsys);
     tokio::spawn(async move {
+        let _running = running;
         loop {
             let (deadline, limit) = {
                 let Some(c) = weak.upgrade() else { return };
@@ -397,7 +497,10 @@ fn spawn_keep_alive_timer(ctrl: &Arc<Controller>) {
                 let limit = Duration::from_millis(st.kato_ms as u64 + st.kato_ms as u64 / 2);
                 (st.last_keep_alive + limit, limit)
             };
-            tokio::time::sleep_until(deadline.into()).await;
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+                _ = dead.wait_for(|d| *d) => return,
+            }
             let Some(c) = weak.upgrade() else { return };
             let expired = lock(&c.state).last_keep_alive.elapsed() >= limit;
             if expired {
@@ -407,6 +510,29 @@ fn spawn_keep_alive_timer(ctrl: &Arc<Controller>) {
             }
         }
     });
+}
+
+/// Counts a keep-alive timer in `Counters::keep_alive_timers` from its spawn until its task
+/// ends.
+struct TimerRunning(Arc<Subsystem>);
+
+impl TimerRunning {
+    fn new(subsys: &Arc<Subsystem>) -> Self {
+        subsys
+            .counters
+            .keep_alive_timers
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        TimerRunning(subsys.clone())
+    }
+}
+
+impl Drop for TimerRunning {
+    fn drop(&mut self) {
+        self.0
+            .counters
+            .keep_alive_timers
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A command ready to execute: its SQE, the host's data (if any), and how many bytes the host

@@ -23,7 +23,7 @@ use crate::pdu::{
 use crate::status::Status;
 use crate::transport::{frame, split, terminate, OutTx, PduBuf, PduReader, RecvError};
 use bytes::Bytes;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
@@ -62,6 +62,12 @@ struct Queue {
     inflight: Arc<AtomicUsize>,
     transfers: HashMap<u16, Transfer>,
     next_ttag: u16,
+    /// Bytes the R2Ts of `transfers` solicited, at most `Limits::max_h2c_buffered_per_queue`
+    /// (checked in `solicit`): all a host can make this queue buffer.
+    h2c_solicited: usize,
+    /// Commands whose R2T waits for `h2c_solicited` to fall (in arrival order), with their
+    /// transfer length. Bounded by the SQ size, as every one is a command in flight.
+    r2t_waiting: VecDeque<(Sqe, usize)>,
     /// The reader holds further PDUs: answers sit in the send buffer (`held`) until the
     /// commands already received are answered, then leave in one write.
     more: bool,
@@ -92,8 +98,9 @@ pub(crate) async fn serve(
     subsys: Arc<Subsystem>,
     mut stop: watch::Receiver<bool>,
     gate: Arc<Gate>,
-    // Held until this connection's task ends (`Target::shutdown_and_wait`).
-    _busy: Busy,
+    // Held until this connection's task ends (`Target::shutdown_and_wait`), and its slot of
+    // `Limits::max_connections`.
+    _held: (Busy, super::ConnSlot),
 ) {
     let _ = stream.set_nodelay(true);
     let (Ok(local), Ok(peer)) = (stream.local_addr(), stream.peer_addr()) else {
@@ -173,6 +180,8 @@ pub(crate) async fn serve(
         inflight: Arc::new(AtomicUsize::new(0)),
         transfers: HashMap::new(),
         next_ttag: 0,
+        h2c_solicited: 0,
+        r2t_waiting: VecDeque::new(),
         more: false,
         held: std::cell::Cell::new(false),
         batch: Vec::new(),
@@ -182,25 +191,28 @@ pub(crate) async fn serve(
     };
     // With io_uring the queue runs on a thread of its own (`run_thread`), which blocks in
     // io_uring_enter for the socket and the file alike; without, on this task (`run`).
-    let q = match Ring::for_thread() {
+    // The queue's end (its `Drop`, wherever that happens) releases what it held.
+    match Ring::for_thread() {
         Some(ring) => {
             q.ring = Some(ring);
-            match q.spawn_thread(reader, watcher, stop).await {
-                Some(q) => q,
-                None => return,
+            drop(q.spawn_thread(reader, watcher, stop).await);
+        }
+        None => q.run(&mut reader, stop).await,
+    }
+}
+
+impl Drop for Queue {
+    /// The connection is gone. The admin queue carries the association (NVMe over Fabrics:
+    /// an association ends with its admin queue; nvmet tears the controller down then too):
+    /// losing it ends the controller at once — its I/O queues close and its keep-alive
+    /// timer ends — rather than at KATO × 1.5. An I/O queue gives its QID back.
+    fn drop(&mut self) {
+        if let Some(c) = &self.ctrl {
+            if self.qid == 0 {
+                c.kill();
+            } else {
+                lock(&c.state).connected_qids.retain(|&x| x != self.qid);
             }
-        }
-        None => {
-            q.run(&mut reader, stop).await;
-            q
-        }
-    };
-    if let Some(c) = &q.ctrl {
-        if q.qid == 0 {
-            // The admin queue carries the association: losing it ends the controller.
-            c.kill();
-        } else {
-            lock(&c.state).connected_qids.retain(|&x| x != q.qid);
         }
     }
 }
@@ -495,11 +507,14 @@ impl Queue {
     fn on_capsule(&mut self, sqe: Sqe, data: Bytes) -> Flow {
         self.advance_sqhd();
         let cid = sqe.cid();
-        // SQ flow control: a host may have at most SQSIZE+1 commands outstanding. One that
-        // ignores it would make us buffer without bound, so it is a fatal protocol error.
+        // SQ flow control, on every queue (admin too: its pending AERs count): a host may
+        // have at most SQSIZE+1 commands outstanding. One that ignores it would make us
+        // buffer without bound, so it is a fatal protocol error.
         let n = self.inflight.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.qid != 0 && n > self.sqsize as usize + 1 {
-            tracing::warn!(qid = self.qid, "host overran its submission queue");
+        if n > self.sqsize as usize + 1 {
+            if self.subsys.refused_log.allow().is_some() {
+                tracing::warn!(qid = self.qid, peer = %self.peer, "host overran its submission queue");
+            }
             let mut h = Vec::new();
             Pdu::CapsuleCmd(sqe, Bytes::new()).encode(Digests::default(), &mut h);
             h.truncate(crate::pdu::CAPSULE_CMD_HLEN);
@@ -597,10 +612,38 @@ impl Queue {
         }
     }
 
+    /// Solicits a command's data: at once if the queue's solicited bytes stay within
+    /// `max_h2c_buffered_per_queue`, else once earlier transfers complete (NVMe/TCP lets the
+    /// controller choose when to send an R2T). `len` ≤ MAX_TRANSFER ≤ the bound, so a
+    /// command alone always goes.
+    fn solicit(&mut self, sqe: Sqe, len: usize) {
+        let budget = self.subsys.limits.max_h2c_buffered_per_queue;
+        if !self.r2t_waiting.is_empty() || self.h2c_solicited + len > budget {
+            self.r2t_waiting.push_back((sqe, len));
+            return;
+        }
+        self.send_r2t(sqe, len);
+    }
+
+    /// A transfer ended: its bytes leave the queue's bound, and the waiting R2Ts that now
+    /// fit go out.
+    fn transfer_done(&mut self, len: usize) {
+        self.h2c_solicited -= len;
+        let budget = self.subsys.limits.max_h2c_buffered_per_queue;
+        while let Some(&(sqe, len)) = self.r2t_waiting.front() {
+            if self.h2c_solicited + len > budget {
+                break;
+            }
+            self.r2t_waiting.pop_front();
+            self.send_r2t(sqe, len);
+        }
+    }
+
     /// Sends one R2T for the whole transfer; the host splits it into MAXH2CDATA-sized
     /// H2CData PDUs (ICReq MAXR2T is 0's based: one outstanding R2T per command is always
     /// allowed).
-    fn solicit(&mut self, sqe: Sqe, len: usize) {
+    fn send_r2t(&mut self, sqe: Sqe, len: usize) {
+        self.h2c_solicited += len;
         let mut ttag = self.next_ttag;
         while self.transfers.contains_key(&ttag) {
             ttag = ttag.wrapping_add(1);
@@ -682,6 +725,7 @@ impl Queue {
         let Some(t) = self.transfers.remove(&d.ttag) else {
             return Flow::Continue;
         };
+        self.transfer_done(t.len);
         if t.failed {
             self.respond(t.sqe.cid(), 0, Reply::err(Status::TRANSIENT_TRANSPORT));
             return Flow::Continue;
@@ -756,7 +800,21 @@ impl Queue {
                 self.respond(cid, 0, Reply::dw0(cntlid as u32));
             }
             Err(e) => {
-                tracing::info!(status = %e.status, ipo = e.ipo, "connect refused");
+                self.subsys
+                    .counters
+                    .connects_refused
+                    .fetch_add(1, Ordering::Relaxed);
+                // Any peer can send Connects at connection rate: one line per LOG_EVERY.
+                if let Some(left_out) = self.subsys.refused_log.allow() {
+                    tracing::info!(
+                        peer = %self.peer,
+                        status = %e.status,
+                        why = e.why.as_str(),
+                        ipo = e.ipo,
+                        refused_since_last_line = left_out,
+                        "nvme-tcp connect refused"
+                    );
+                }
                 let mut r = Reply::err(e.status);
                 r.dw0 = e.dw0();
                 self.respond(cid, 0, r);
@@ -839,7 +897,13 @@ impl Queue {
                     Err(st) => Reply::err(st),
                 },
                 FcType::PROPERTY_SET if self.qid == 0 => {
-                    ctrl.property_set(s).map(|_| Reply::ok()).into()
+                    let aers = lock(&ctrl.state).aers.len();
+                    let r = ctrl.property_set(s).map(|_| Reply::ok()).into();
+                    // A reset (CC.EN 1→0) drops the pending AERs unanswered: they are no
+                    // longer outstanding on this queue.
+                    let dropped = aers.saturating_sub(lock(&ctrl.state).aers.len());
+                    self.inflight.fetch_sub(dropped, Ordering::Relaxed);
+                    r
                 }
                 FcType::DISCONNECT => {
                     self.respond(cid, 0, Reply::ok());

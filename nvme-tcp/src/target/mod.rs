@@ -7,6 +7,7 @@ mod ring;
 
 use crate::controller::Subsystem;
 use crate::error::Error;
+use crate::limits::{Limits, LogLimit, TargetStats, LOG_EVERY};
 use crate::namespace::{lock, Namespace, NamespaceConfig};
 use crate::reservation::persist::RestoredHosts;
 use crate::reservation::{
@@ -15,6 +16,7 @@ use crate::reservation::{
 use crate::status::Status;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, ToSocketAddrs};
@@ -48,6 +50,9 @@ pub struct TargetConfig {
     /// The embedder's rules for hosts (`policy::HostPolicy`): asked at Connect and by every
     /// Read, Write, Write Zeroes and deallocate. `None`: the allow-list alone.
     pub host_policy: Option<Arc<dyn crate::policy::HostPolicy>>,
+    /// Controllers, connections, KATO and buffered H2C data bounds (docs/nvme-tcp.md
+    /// "Limits"); `Limits::default()` unless the embedder says otherwise.
+    pub limits: Limits,
 }
 
 impl TargetConfig {
@@ -62,6 +67,7 @@ impl TargetConfig {
             ptpl_dir: None,
             mds_blocks: Vec::new(),
             host_policy: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -79,6 +85,31 @@ struct Inner {
     stop: watch::Sender<bool>,
     /// Held by every connection task and every backend call a command makes.
     gate: Arc<quiesce::Gate>,
+    /// Connections closed at accept (`max_connections`) are logged through this.
+    refused_log: LogLimit,
+}
+
+/// One of `Limits::max_connections`, held by a connection's task until it ends.
+pub(crate) struct ConnSlot(Arc<Subsystem>);
+
+impl ConnSlot {
+    /// A slot, unless `max_connections` are open.
+    fn take(subsys: &Arc<Subsystem>) -> Option<ConnSlot> {
+        let n = &subsys.counters.connections;
+        let max = subsys.limits.max_connections;
+        // Only the accept loop adds: a load then an add cannot pass the bound.
+        if n.load(Ordering::Relaxed) >= max {
+            return None;
+        }
+        n.fetch_add(1, Ordering::Relaxed);
+        Some(ConnSlot(subsys.clone()))
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.counters.connections.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 fn check_config(cfg: &TargetConfig) -> Result<(), Error> {
@@ -107,7 +138,7 @@ fn check_config(cfg: &TargetConfig) -> Result<(), Error> {
     if cfg.max_io_queues == 0 {
         return Err(Error::Config("max_io_queues must be ≥ 1".into()));
     }
-    Ok(())
+    cfg.limits.check().map_err(Error::Config)
 }
 
 impl Target {
@@ -148,6 +179,7 @@ impl Target {
         );
         subsys.advertise = cfg.advertise;
         subsys.policy = cfg.host_policy;
+        subsys.limits = cfg.limits;
         let subsys = Arc::new(subsys);
         let (stop, _) = watch::channel(false);
         Ok(Target {
@@ -157,6 +189,7 @@ impl Target {
                 subsys,
                 stop,
                 gate: Arc::default(),
+                refused_log: LogLimit::new(LOG_EVERY),
             }),
         })
     }
@@ -172,6 +205,23 @@ impl Target {
     /// Live controllers (discovery and I/O).
     pub fn controller_count(&self) -> usize {
         lock(&self.inner.subsys.controllers).len()
+    }
+
+    /// The target's gauges and counters (`TargetStats`), for the embedder's metrics.
+    pub fn stats(&self) -> TargetStats {
+        let c = &self.inner.subsys.counters;
+        TargetStats {
+            controllers: self.controller_count(),
+            connections: c.connections.load(Ordering::Relaxed),
+            keep_alive_timers: c.keep_alive_timers.load(Ordering::Relaxed),
+            connects_refused: c.connects_refused.load(Ordering::Relaxed),
+            connections_refused: c.connections_refused.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The limits the target was bound with.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.subsys.limits
     }
 
     /// Ends every NVM-subsystem controller of the hosts `which` picks, and with it every
@@ -205,9 +255,13 @@ impl Target {
                     Ok((stream, peer)) => {
                         // After `shutdown` the gate is closed: the connection is dropped.
                         let Some(busy) = self.inner.gate.enter() else { return Ok(()) };
+                        let Some(slot) = ConnSlot::take(&self.inner.subsys) else {
+                            self.refuse_connection(stream, peer);
+                            continue;
+                        };
                         tracing::debug!(%peer, "nvme-tcp connection");
                         let (subsys, gate) = (self.inner.subsys.clone(), self.inner.gate.clone());
-                        tokio::spawn(conn::serve(stream, subsys, self.inner.stop.subscribe(), gate, busy));
+                        tokio::spawn(conn::serve(stream, subsys, self.inner.stop.subscribe(), gate, (busy, slot)));
                     }
                     // Out of descriptors and the like: keep serving the connections we have.
                     Err(e) => {
@@ -217,6 +271,22 @@ impl Target {
                 },
                 _ = stop.changed() => return Ok(()),
             }
+        }
+    }
+
+    /// `max_connections` are open: the new one is closed before any PDU is read, counted,
+    /// and logged at most once per `LOG_EVERY`.
+    fn refuse_connection(&self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        drop(stream);
+        let c = &self.inner.subsys.counters;
+        c.connections_refused.fetch_add(1, Ordering::Relaxed);
+        if let Some(left_out) = self.inner.refused_log.allow() {
+            tracing::info!(
+                %peer,
+                max_connections = self.inner.subsys.limits.max_connections,
+                refused_since_last_line = left_out,
+                "nvme-tcp connection refused: max_connections open"
+            );
         }
     }
 

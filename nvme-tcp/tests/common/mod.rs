@@ -14,6 +14,11 @@ pub struct Rig {
 }
 
 pub async fn rig(blocks: u64, allowed: Option<Vec<String>>) -> Rig {
+    rig_with(blocks, |cfg| cfg.allowed_hosts = allowed).await
+}
+
+/// A target on a fresh volume file of `blocks` blocks, its config changed by `set` first.
+pub async fn rig_with(blocks: u64, set: impl FnOnce(&mut TargetConfig)) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vol.img");
     let backend = Arc::new(FileBackend::create(&path, blocks * BS as u64, BS).unwrap());
@@ -25,7 +30,7 @@ pub async fn rig(blocks: u64, allowed: Option<Vec<String>>) -> Rig {
             volume_uuid: UUID,
         }],
     );
-    cfg.allowed_hosts = allowed;
+    set(&mut cfg);
     let target = Target::bind("127.0.0.1:0", cfg).await.unwrap();
     target.spawn();
     Rig {

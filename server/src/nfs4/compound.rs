@@ -9,6 +9,7 @@
 //! runs it over the real table and hands SEQUENCE'd replies to the reply cache.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
 
 use crate::exports::{Decision, Need};
 use crate::nfs4::opcode::NfsOp;
@@ -114,6 +115,12 @@ pub trait OpEnv {
     }
     fn session(&self) -> Option<&SessionSlotRef>;
     fn take_cached_reply(&mut self) -> Option<Vec<u8>>;
+    /// Called once for every result the reply carries, with the status the client sees and
+    /// the handler's time (`None`: refused before it ran). The default records nothing (fake
+    /// environments); [`Ctx`] counts into `metrics::ops::NFS_OPS`.
+    fn record(&self, op: NfsOp, st: NfsStat, ran: Option<Duration>) {
+        let _ = (op, st, ran);
+    }
 }
 
 /// The result of a COMPOUND.
@@ -189,6 +196,7 @@ pub fn run_compound<E: OpEnv>(
         done = i + 1;
         let Ok(op) = r.u32().map(NfsOp) else {
             put_result(&mut w, at, NfsOp::ILLEGAL, NfsStat::BADXDR);
+            env.record(NfsOp::ILLEGAL, NfsStat::BADXDR, None);
             status = NfsStat::BADXDR;
             break;
         };
@@ -205,13 +213,16 @@ pub fn run_compound<E: OpEnv>(
                 op
             };
             put_result(&mut w, at, shown, st);
+            env.record(shown, st, None);
             status = st;
             break;
         }
         w.u32(op.0);
         let st_at = w.reserve_u32();
         let body_at = w.len();
+        let started = Instant::now();
         let run = catch_unwind(AssertUnwindSafe(|| env.run(op, i, &mut r, &mut w)));
+        let ran = started.elapsed();
         // The one place where a handler's result becomes the op's status.
         let st = match run {
             Ok(Ok(())) => NfsStat::OK,
@@ -240,6 +251,7 @@ pub fn run_compound<E: OpEnv>(
         status = st;
         if i == 0 && op == NfsOp::SEQUENCE && st == NfsStat::OK {
             if let Some(cached) = env.take_cached_reply() {
+                env.record(op, st, Some(ran));
                 return Ok(Outcome {
                     reply: cached,
                     slot: env.session().cloned(),
@@ -249,9 +261,11 @@ pub fn run_compound<E: OpEnv>(
         }
         if let Some(too_big) = reply_over_limit(env.session(), sizes.reply_header_len + w.len()) {
             put_result(&mut w, at, op, too_big);
+            env.record(op, too_big, Some(ran));
             status = too_big;
             break;
         }
+        env.record(op, st, Some(ran));
         if st != NfsStat::OK {
             break;
         }
@@ -362,6 +376,10 @@ impl OpEnv for Ctx<'_> {
 
     fn take_cached_reply(&mut self) -> Option<Vec<u8>> {
         self.cached_reply.take()
+    }
+
+    fn record(&self, op: NfsOp, st: NfsStat, ran: Option<Duration>) {
+        crate::metrics::ops::NFS_OPS.record(op, st, ran);
     }
 }
 

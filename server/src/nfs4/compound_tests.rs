@@ -15,6 +15,8 @@ struct Fake {
     ran: Vec<NfsOp>,
     /// The export rule's decision; `None` allows everything.
     access: Option<crate::exports::Decision>,
+    /// What `record` was told: (op, status, ran).
+    recorded: std::cell::RefCell<Vec<(NfsOp, NfsStat, bool)>>,
 }
 
 impl OpEnv for Fake {
@@ -88,6 +90,9 @@ impl OpEnv for Fake {
     }
     fn take_cached_reply(&mut self) -> Option<Vec<u8>> {
         self.cached.take()
+    }
+    fn record(&self, op: NfsOp, st: NfsStat, ran: Option<Duration>) {
+        self.recorded.borrow_mut().push((op, st, ran.is_some()));
     }
 }
 
@@ -719,4 +724,75 @@ fn export_rules_refuse_before_the_handler_runs() {
         &[(NfsOp::PUTROOTFH, &[]), (NfsOp::SECINFO_NO_NAME, &[])],
     );
     assert!(ran.contains(&NfsOp::SECINFO_NO_NAME));
+}
+
+/// The metrics hook sees each result the reply carries exactly once, with the status the
+/// client gets: a run op, a panicked one (SERVERFAULT), one the reply limit replaced
+/// (REP_TOO_BIG), a refused one (not run) and an undecodable opcode.
+#[test]
+fn every_result_in_the_reply_is_recorded_once_as_the_client_sees_it() {
+    let small: &[u32] = &[16, 1 << 20, 200, 200, 0, 0];
+    let cases: Vec<(Vec<u8>, Vec<bool>)> = vec![
+        (
+            args(
+                b"",
+                1,
+                &[
+                    (NfsOp::SEQUENCE, SEQ),
+                    (NfsOp::PUTROOTFH, &[]),
+                    (NfsOp::LINK, &[]),
+                ],
+            ),
+            vec![true, true, true],
+        ),
+        (
+            args(
+                b"",
+                1,
+                &[
+                    (NfsOp::SEQUENCE, small),
+                    (NfsOp::PUTROOTFH, &[]),
+                    (NfsOp::GETATTR, &[4000]),
+                ],
+            ),
+            vec![true, true, true],
+        ),
+        (
+            args(b"", 1, &[(NfsOp::SEQUENCE, SEQ), (NfsOp(9999), &[])]),
+            vec![true, false],
+        ),
+        (
+            args(b"", 1, &[(NfsOp::SEQUENCE, SEQ), (NfsOp::SEQUENCE, SEQ)]),
+            vec![true, false],
+        ),
+    ];
+    for (a, ran) in cases {
+        let mut env = Fake::default();
+        let out = run_compound(&mut env, &a, SIZES).unwrap();
+        let (_, _, results) = parse(&out.reply, 0);
+        let recorded = env.recorded.borrow().clone();
+        let seen: Vec<(NfsOp, NfsStat)> = results.iter().map(|(o, s, _)| (*o, *s)).collect();
+        let got: Vec<(NfsOp, NfsStat)> = recorded.iter().map(|(o, s, _)| (*o, *s)).collect();
+        assert_eq!(got, seen);
+        assert_eq!(
+            recorded.iter().map(|r| r.2).collect::<Vec<_>>(),
+            ran,
+            "{seen:?}"
+        );
+    }
+    // A truncated opcode: the reply's ILLEGAL/BADXDR is recorded, not run.
+    let mut a = args(b"", 1, &[(NfsOp::SEQUENCE, SEQ)]);
+    a[8..12].copy_from_slice(&2u32.to_be_bytes());
+    let mut env = Fake::default();
+    let out = run_compound(&mut env, &a, SIZES).unwrap();
+    let (_, _, results) = parse(&out.reply, 0);
+    assert_eq!(
+        results.last().map(|r| (r.0, r.1)),
+        Some((NfsOp::ILLEGAL, NfsStat::BADXDR))
+    );
+    assert_eq!(
+        env.recorded.borrow().last(),
+        Some(&(NfsOp::ILLEGAL, NfsStat::BADXDR, false))
+    );
+    assert_eq!(env.recorded.borrow().len(), results.len());
 }

@@ -7,7 +7,7 @@
 //! ```
 //! `record`, `msg`, `auth` and `program` are pure codecs and decisions (style.md rule 1);
 //! `conn` and `tcp` own the sockets; `limits` what connections may use (in-flight requests,
-//! queued reply bytes, blocking threads shared in turns, the connection cap, idle timeout). The COMPOUND itself is run by a [`Program`] (the NFS
+//! queued reply bytes, blocking threads shared in turns, the connection cap, idle timeout); `trim` gives the allocator's free pages back after a burst. The COMPOUND itself is run by a [`Program`] (the NFS
 //! server in production, fakes in tests), so the transport is testable without a store.
 
 pub mod auth;
@@ -17,6 +17,7 @@ pub mod msg;
 pub mod program;
 pub mod record;
 pub mod tcp;
+pub mod trim;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -38,6 +38,8 @@ pub async fn serve<P: Program>(
     let opts = Arc::new(opts);
     let mut conns = JoinSet::new();
     let has_session = |id| prog.connection_in_session(id);
+    // What a burst of connections freed goes back to the kernel (trim.rs).
+    let trimmer = tokio::spawn(crate::rpc::trim::run(shared.clone(), shutdown.clone()));
     loop {
         if *shutdown.borrow() {
             break;
@@ -97,6 +99,7 @@ pub async fn serve<P: Program>(
         }
     }
     drop(listener);
+    trimmer.abort();
     let all_done = async { while conns.join_next().await.is_some() {} };
     if tokio::time::timeout(drain, all_done).await.is_err() {
         tracing::warn!("connections still busy after {drain:?}; abandoning them");

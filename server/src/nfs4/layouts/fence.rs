@@ -121,8 +121,10 @@ pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceErr
             crate::nfs4::scsi::fence(srv, client)?;
             Ok(())
         });
+    let hosts_nqn = hosts.host_nqns(client);
     match &r {
         Ok(()) => {
+            tracing::info!(client, ?addr, hosts = ?hosts_nqn, mechanism, "fence done");
             srv.layouts.mark_fenced(client);
             add(&srv.layouts.metrics.fences, 1);
             if !mechanism {
@@ -131,6 +133,8 @@ pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceErr
         }
         Err(e) => tracing::error!(
             client,
+            ?addr,
+            hosts = ?hosts_nqn,
             %e,
             "fencing failed: the blocks of its layouts are kept, not trimmed nor freed"
         ),
@@ -144,6 +148,8 @@ pub fn lift_fences(srv: &Server, now: Instant) {
     let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
     let instances = srv.state.client_identities();
     let previous_gone = !srv.state.layouts_reclaimable();
+    // Once the previous instance's layouts are gone, so is the leeway their hosts had.
+    srv.layouts.hosts.set_reclaim(!previous_gone);
     srv.layouts
         .hosts
         .lift(&live, &instances, previous_gone, lease, now);

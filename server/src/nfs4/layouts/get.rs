@@ -108,7 +108,8 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
         _ => return Err(NfsStat::SERVERFAULT),
     };
     let sid = srv.state.layout_stateid(cid, ino, &q.stateid)?;
-    srv.layouts.grant(cid, ino, q.ltype, (lo, hi), q.mode);
+    srv.layouts
+        .grant_blocks(cid, ino, q.ltype, (lo, hi), q.mode, &ext);
     drop(getting);
     srv.layouts.set_peer(cid, q.peer);
     if let Some((owner, verifier)) = srv.state.client_identity(cid) {

@@ -18,8 +18,17 @@
 //! a restarted server refuses the same hosts until its grace period is over and
 //! `READMIT_AFTER` has passed since it started, or the fenced owner comes back with a new
 //! verifier.
+//!
+//! While `nvme_enforce_layouts` is on (the default), the gate also decides each Read- and
+//! Write-class command (`HostPolicy::access`; docs/pnfs.md "The target enforces the
+//! layouts"): a host attached to NFS clients writes only the blocks of their RW layouts and
+//! reads only those of their layouts, the signature block and the probe window
+//! ([`PROBE_LBAS`]); an `nvme_admin_hosts` host reads everything and writes outside the MDS
+//! blocks; any other host reads and never writes; while a previous instance's layouts may
+//! still be reclaimed, hosts no client of this instance has claimed write as before
+//! enforcement (their layouts are the previous instance's, which this one cannot see).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -27,7 +36,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+use nvme_tcp::policy::Access;
 use nvme_tcp::{HostPolicy, HostRef, Target};
+
+use super::enforce::{BlockSets, Want};
+
+/// The LBAs at each end of the namespace every host may read, attached or not: a Linux host
+/// reads there whenever the namespace appears, a reconnect too (the kernel's partition scan:
+/// LBA 0, 1 and the last; udev's blkid: superblock magics in the first and the last few
+/// hundred KiB). Refused, each shows as an I/O error in the host's log and fails nothing;
+/// allowed, a host may read up to 1 MiB of some file's data at the volume's end (the start
+/// is the superblock and the log). Counted in `probe_reads`.
+pub const PROBE_LBAS: u64 = (1 << 20) / crate::nvme::LBA_SIZE as u64;
 
 /// What `[nvme_hosts]` maps a host NQN to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +108,13 @@ pub struct HostMetrics {
     pub hosts_disconnected: AtomicU64,
     /// Connects refused because the host belongs to a fenced client.
     pub connects_refused: AtomicU64,
+    /// Write-class commands (Write, Write Zeroes, DSM) refused Access Denied by the layout
+    /// check.
+    pub writes_refused: AtomicU64,
+    /// Reads refused Access Denied by the layout check.
+    pub reads_refused: AtomicU64,
+    /// Reads of an attached host outside its layouts let through in the probe window.
+    pub probe_reads: AtomicU64,
 }
 
 /// A copy of [`HostMetrics`] at one moment.
@@ -97,6 +124,9 @@ pub struct HostCounters {
     pub fences_shared_host: u64,
     pub hosts_disconnected: u64,
     pub connects_refused: u64,
+    pub writes_refused: u64,
+    pub reads_refused: u64,
+    pub probe_reads: u64,
 }
 
 impl HostMetrics {
@@ -107,6 +137,9 @@ impl HostMetrics {
             fences_shared_host: g(&self.fences_shared_host),
             hosts_disconnected: g(&self.hosts_disconnected),
             connects_refused: g(&self.connects_refused),
+            writes_refused: g(&self.writes_refused),
+            reads_refused: g(&self.reads_refused),
+            probe_reads: g(&self.probe_reads),
         }
     }
 }
@@ -124,6 +157,41 @@ pub struct HostGate {
     target: OnceLock<TargetHandle>,
     state_file: OnceLock<PathBuf>,
     pub metrics: HostMetrics,
+    /// The volume blocks of each client's layouts (enforce.rs), kept by the ledger.
+    pub(super) blocks: RwLock<BlockSets>,
+    /// The host NQNs seen at Connect from each address (a few each), for the log lines that
+    /// name a client's hosts.
+    seen: Mutex<HashMap<IpAddr, Vec<String>>>,
+    /// What the per-command check needs besides the sets.
+    rules: Rules,
+}
+
+/// The per-command check's settings (`HostGate::enforce`).
+#[derive(Debug, Default)]
+struct Rules {
+    /// `nvme_enforce_layouts`; off: `access` allows all (admission and the MDS guard stay).
+    on: AtomicBool,
+    /// A previous instance's layouts may still be reclaimed (fence.rs `lift_fences` keeps it).
+    reclaim: AtomicBool,
+    /// LBAs `[0, signature_end)` hold the block-layout signature (GETDEVICEINFO's).
+    signature_end: AtomicU64,
+    /// The namespace's size in LBAs (the probe window's far end).
+    lbas: AtomicU64,
+    /// `nvme_admin_hosts`.
+    admins: RwLock<HashSet<String>>,
+}
+
+/// The volume facts and keys the per-command check needs (nvme.rs `gate_hosts`).
+#[derive(Debug, Clone, Default)]
+pub struct Enforce {
+    pub on: bool,
+    pub admin_hosts: Vec<String>,
+    /// The byte range of the block-layout signature (`Superblock::signature`).
+    pub signature: (u64, u64),
+    /// The namespace's size in LBAs.
+    pub lbas: u64,
+    /// The server starts with layouts of a previous instance reclaimable.
+    pub reclaim: bool,
 }
 
 /// The embedded target, once it serves the volume.
@@ -173,6 +241,23 @@ impl HostGate {
         let _ = self.target.set(TargetHandle(target));
     }
 
+    /// Turns the per-command layout check on or off, with the facts it needs.
+    pub fn enforce(&self, e: Enforce) {
+        let r = &self.rules;
+        let lba = u64::from(crate::nvme::LBA_SIZE);
+        r.signature_end
+            .store(e.signature.1.div_ceil(lba), Ordering::Relaxed);
+        r.lbas.store(e.lbas, Ordering::Relaxed);
+        *r.admins.write().unwrap_or_else(|p| p.into_inner()) = e.admin_hosts.into_iter().collect();
+        r.reclaim.store(e.reclaim, Ordering::Relaxed);
+        r.on.store(e.on, Ordering::Relaxed);
+    }
+
+    /// Whether a previous instance's layouts may still be reclaimed (fence.rs).
+    pub fn set_reclaim(&self, reclaimable: bool) {
+        self.rules.reclaim.store(reclaimable, Ordering::Relaxed);
+    }
+
     /// Whether fences can disconnect hosts (the embedded target is installed).
     pub fn can_disconnect(&self) -> bool {
         self.target.get().is_some()
@@ -181,6 +266,11 @@ impl HostGate {
     /// LAYOUTGET from `clientid`: where it comes from, who it is.
     pub fn note_client(&self, clientid: u64, c: ClientHost) {
         let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let was = m.get(&clientid).map(|e| e.ip);
+        self.blocks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .note_client(clientid, was, c.ip, &c.owner);
         let e = m.entry(clientid).or_insert_with(|| c.clone());
         let block = e.block || c.block;
         *e = ClientHost { block, ..c };
@@ -313,7 +403,12 @@ impl HostGate {
                     None => (!previous_gone || held) && !rebooted,
                 };
                 if !keep {
-                    tracing::info!(client = ?x.clientid, ip = %x.ip, "fence lifted");
+                    tracing::info!(
+                        client = ?x.clientid,
+                        ip = %x.ip,
+                        owner = %String::from_utf8_lossy(&x.owner),
+                        "fence lifted"
+                    );
                 }
                 keep
             });
@@ -355,8 +450,156 @@ impl HostGate {
     }
 }
 
+/// What the per-command check decided, and why (the refusal's log line says it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Allow,
+    /// Allowed outside the host's layouts only by the probe window.
+    Probe,
+    /// Refused: the host's clients' layouts do not cover the blocks.
+    NotInLayouts,
+    /// Refused: a host of no NFS client, not in `nvme_admin_hosts`, writes.
+    Unattached,
+}
+
+impl HostGate {
+    /// The clients the host belongs to (the module comment's rule), as the sets know them.
+    fn clients_of<'a>(&self, sets: &'a BlockSets, h: &HostRef<'_>) -> &'a [u64] {
+        let o = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        let c = match o.get(h.nqn) {
+            Some(HostOwner::Owner(x)) => sets.by_owner.get(x.as_slice()),
+            Some(HostOwner::Addr(ip)) => sets.by_ip.get(ip),
+            None => sets.by_ip.get(&h.ip),
+        };
+        c.map_or(&[][..], Vec::as_slice)
+    }
+
+    fn verdict(&self, h: &HostRef<'_>, a: Access, slba: u64, nlb: u64) -> Verdict {
+        let r = &self.rules;
+        if !r.on.load(Ordering::Relaxed) {
+            return Verdict::Allow;
+        }
+        let want = match a {
+            Access::Read => Want::Read,
+            Access::Write => Want::Write,
+        };
+        // Admin hosts read all and write outside the MDS blocks (the target's guard).
+        if r.admins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(h.nqn)
+        {
+            return Verdict::Allow;
+        }
+        let sets = self.blocks.read().unwrap_or_else(|e| e.into_inner());
+        let clients = self.clients_of(&sets, h);
+        if sets.covers(clients, want, slba, nlb) {
+            return Verdict::Allow;
+        }
+        // Restart: the previous instance's layouts (docs/pnfs.md "After a restart").
+        if r.reclaim.load(Ordering::Relaxed) {
+            return Verdict::Allow;
+        }
+        if clients.is_empty() {
+            return match want {
+                Want::Read => Verdict::Allow,
+                Want::Write => Verdict::Unattached,
+            };
+        }
+        if want == Want::Read {
+            let end = slba.saturating_add(nlb);
+            if end <= r.signature_end.load(Ordering::Relaxed) {
+                return Verdict::Allow;
+            }
+            let lbas = r.lbas.load(Ordering::Relaxed);
+            if end <= PROBE_LBAS || slba >= lbas.saturating_sub(PROBE_LBAS) {
+                return Verdict::Probe;
+            }
+        }
+        Verdict::NotInLayouts
+    }
+}
+
+impl HostGate {
+    /// Remembers that `h` connected (at most [`SEEN_PER_ADDR`] NQNs per address).
+    fn saw(&self, h: &HostRef<'_>) {
+        let mut s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let v = s.entry(h.ip).or_default();
+        if !v.iter().any(|n| n == h.nqn) {
+            if v.len() >= SEEN_PER_ADDR {
+                v.remove(0);
+            }
+            v.push(h.nqn.to_string());
+        }
+    }
+
+    /// The NQNs of the hosts seen that belong to `clientid` (for log lines).
+    pub fn host_nqns(&self, clientid: u64) -> Vec<String> {
+        let Some(c) = self.client(clientid) else {
+            return Vec::new();
+        };
+        let o = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<String> = o
+            .iter()
+            .filter(|(_, w)| match w {
+                HostOwner::Owner(x) => *x == c.owner,
+                HostOwner::Addr(a) => *a == c.ip,
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        let s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = s.get(&c.ip) {
+            out.extend(v.iter().filter(|n| !o.contains_key(*n)).cloned());
+        }
+        out
+    }
+}
+
+/// How many host NQNs `HostGate` remembers per address.
+const SEEN_PER_ADDR: usize = 8;
+
 impl HostPolicy for HostGate {
+    fn access(&self, h: &HostRef<'_>, _nsid: u32, a: Access, slba: u64, nlb: u64) -> bool {
+        match self.verdict(h, a, slba, nlb) {
+            Verdict::Allow => true,
+            Verdict::Probe => {
+                self.metrics.probe_reads.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Verdict::NotInLayouts | Verdict::Unattached => false,
+        }
+    }
+
+    fn refused(&self, h: &HostRef<'_>, _nsid: u32, a: Access, slba: u64, nlb: u64) {
+        let c = match a {
+            Access::Read => &self.metrics.reads_refused,
+            Access::Write => &self.metrics.writes_refused,
+        };
+        let n = c.fetch_add(1, Ordering::Relaxed) + 1;
+        // One line per refusal, thinned once a host keeps at it: the 16 first of each kind,
+        // then at each power of two (the counters have them all).
+        if n <= 16 || n.is_power_of_two() {
+            let why = self.verdict(h, a, slba, nlb);
+            let clients = {
+                let sets = self.blocks.read().unwrap_or_else(|e| e.into_inner());
+                self.clients_of(&sets, h).to_vec()
+            };
+            tracing::info!(
+                host = %h.nqn,
+                ip = %h.ip,
+                ?clients,
+                access = ?a,
+                slba,
+                nlb,
+                ?why,
+                refusals = n,
+                "target host refused by the gate"
+            );
+        }
+    }
+
     fn admit(&self, h: &HostRef<'_>) -> bool {
+        self.saw(h);
         if !self.any_fence.load(Ordering::Relaxed) {
             return true;
         }
@@ -502,6 +745,171 @@ mod tests {
             let past = t0 + READMIT_AFTER + lease;
             g.lift(&none, &[], previous_gone, lease, past);
             assert!(admits(&g, &h), "{clientid:?}: past READMIT_AFTER");
+        }
+    }
+
+    /// The per-command rules without a target: a host gets the union of its clients'
+    /// sets (by address, or by the owner `[nvme_hosts]` names), the probe window is read
+    /// and counted, a host of no client reads only, and while the previous instance's
+    /// layouts may be reclaimed nobody's write is refused for want of a layout.
+    #[test]
+    fn access_follows_the_clients_sets() {
+        use layout::block::{BlockExtent, ExtentState, IoMode};
+        use layout::policy::Grants;
+        let g = HostGate::default();
+        g.enforce(Enforce {
+            on: true,
+            admin_hosts: vec![],
+            signature: (32, 48),
+            lbas: 10_000,
+            reclaim: false,
+        });
+        let mut m = HashMap::new();
+        m.insert("nqn.nat".to_string(), HostOwner::parse("owner-c"));
+        g.set_overrides(m);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let note = |id, at: &str, owner: &[u8]| {
+            g.note_client(
+                id,
+                ClientHost {
+                    ip: ip(at),
+                    owner: owner.to_vec(),
+                    verifier: [0; 8],
+                    block: true,
+                },
+            )
+        };
+        note(1, "10.0.0.1", b"owner-a");
+        note(2, "10.0.0.1", b"owner-b");
+        note(3, "10.0.0.3", b"owner-c");
+        let lba = u64::from(crate::nvme::LBA_SIZE);
+        let give = |id, ino, at: u64, n: u64| {
+            let mut gr = Grants::default();
+            gr.add(0, n * lba, IoMode::RW);
+            let x = BlockExtent {
+                deviceid: [0; 16],
+                file_offset: 0,
+                length: n * lba,
+                storage_offset: at * lba,
+                state: ExtentState::INVALID_DATA,
+            };
+            g.blocks.write().unwrap().sync(
+                id,
+                crate::store::Ino(ino),
+                Some(&gr),
+                Some((&[x], IoMode::RW)),
+            );
+        };
+        give(1, 10, 5000, 2);
+        give(2, 11, 5002, 2);
+        give(3, 12, 6000, 1);
+        let io = |nqn: &str, at: &str, a, slba, nlb| {
+            g.access(
+                &HostRef {
+                    nqn,
+                    hostid: &[0; 16],
+                    ip: ip(at),
+                },
+                1,
+                a,
+                slba,
+                nlb,
+            )
+        };
+        // Both clients at 10.0.0.1: one write across both files' blocks.
+        assert!(io("nqn.x", "10.0.0.1", Access::Write, 5000, 4));
+        assert!(!io("nqn.x", "10.0.0.1", Access::Write, 5000, 5));
+        assert!(!io("nqn.x", "10.0.0.1", Access::Write, 6000, 1));
+        // The NAT'd host named by owner: client 3's blocks, wherever it connects from.
+        assert!(io("nqn.nat", "10.0.0.1", Access::Write, 6000, 1));
+        assert!(!io("nqn.nat", "10.0.0.1", Access::Write, 5000, 1));
+        // Reads: the signature block and the probe windows, the latter counted.
+        assert!(io("nqn.x", "10.0.0.1", Access::Read, 0, 1));
+        assert_eq!(g.metrics.snapshot().probe_reads, 0);
+        assert!(io("nqn.x", "10.0.0.1", Access::Read, 1, 1));
+        assert!(io("nqn.x", "10.0.0.1", Access::Read, 10_000 - 1, 1));
+        assert_eq!(g.metrics.snapshot().probe_reads, 2);
+        assert!(!io("nqn.x", "10.0.0.1", Access::Read, 7000, 1));
+        // A host of no client: reads, never writes.
+        assert!(io("nqn.y", "10.0.0.9", Access::Read, 7000, 1));
+        assert!(!io("nqn.y", "10.0.0.9", Access::Write, 7000, 1));
+        // The previous instance's layouts may still be reclaimed: writes go through.
+        g.set_reclaim(true);
+        assert!(io("nqn.y", "10.0.0.9", Access::Write, 7000, 1));
+        assert!(io("nqn.x", "10.0.0.1", Access::Write, 7000, 1));
+        g.set_reclaim(false);
+        assert!(!io("nqn.x", "10.0.0.1", Access::Write, 7000, 1));
+    }
+
+    /// The per-command check's cost through `access` (the locks, the host's clients, the
+    /// run lookup; docs/pnfs.md "The target enforces the layouts"): ns per check with 10,
+    /// 10,000 and 1,000,000 runs held by the host's client, at LBAs spread over them (a
+    /// third outside). A figure, not a limit:
+    /// `cargo test --release -p pnfsd -- --ignored check_cost --nocapture`.
+    #[test]
+    #[ignore]
+    fn check_cost() {
+        use layout::block::{BlockExtent, ExtentState, IoMode};
+        use layout::policy::Grants;
+        let lba = u64::from(crate::nvme::LBA_SIZE);
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let h = HostRef {
+            nqn: "nqn.x",
+            hostid: &[0; 16],
+            ip,
+        };
+        for n in [10u64, 10_000, 1_000_000] {
+            let g = HostGate::default();
+            g.enforce(Enforce {
+                on: true,
+                signature: (32, 48),
+                lbas: 4 * n + 1000,
+                ..Enforce::default()
+            });
+            g.note_client(
+                1,
+                ClientHost {
+                    ip,
+                    owner: b"o".to_vec(),
+                    verifier: [0; 8],
+                    block: true,
+                },
+            );
+            {
+                let mut b = g.blocks.write().unwrap();
+                let mut gr = Grants::default();
+                gr.add(0, 2 * lba, IoMode::RW);
+                // One file per run, two blocks each, a block apart: nothing merges.
+                for i in 0..n {
+                    let x = BlockExtent {
+                        deviceid: [0; 16],
+                        file_offset: 0,
+                        length: 2 * lba,
+                        storage_offset: (PROBE_LBAS + 3 * i) * lba,
+                        state: ExtentState::INVALID_DATA,
+                    };
+                    b.sync(
+                        1,
+                        crate::store::Ino(i + 10),
+                        Some(&gr),
+                        Some((&[x], IoMode::RW)),
+                    );
+                }
+                assert_eq!(b.runs_of(1), n as usize);
+            }
+            let checks = 2_000_000u64;
+            // Spread at random over the runs, then in volume order (as a streaming writer).
+            for (what, spread) in [("random", 2_654_435_761u64), ("in order", 1)] {
+                let mut hit = 0u64;
+                let t0 = Instant::now();
+                for k in 0..checks {
+                    let at = PROBE_LBAS + (k / 3).wrapping_mul(spread) % n * 3 + k % 3;
+                    hit += u64::from(g.access(&h, 1, Access::Write, at, 1));
+                }
+                let ns = t0.elapsed().as_nanos() as f64 / checks as f64;
+                assert!(hit > checks / 2 && hit < checks, "{hit}");
+                println!("{n} runs, {what}: {ns:.1} ns/check");
+            }
         }
     }
 

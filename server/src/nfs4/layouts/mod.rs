@@ -24,10 +24,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use layout::block::{IoMode, LayoutType};
+use layout::block::{BlockExtent, IoMode, LayoutType};
 use layout::policy::Grants;
 
 pub mod commit;
+pub mod enforce;
 pub mod fence;
 pub mod get;
 pub mod hosts;
@@ -227,14 +228,45 @@ impl Layouts {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Brings the client's block set for `ino` in step with its grants (enforce.rs), under
+    /// the ledger's lock `m`, so that no other change of the file's grants comes between.
+    fn sync_blocks(
+        &self,
+        m: &HashMap<(u64, Ino), Held>,
+        clientid: u64,
+        ino: Ino,
+        learned: Option<(&[BlockExtent], IoMode)>,
+    ) {
+        let g = m.get(&(clientid, ino)).map(|h| &h.grants);
+        self.hosts
+            .blocks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .sync(clientid, ino, g, learned);
+    }
+
     /// LAYOUTGET handed `[start, end)` of type `ltype` in `mode` to the client.
     pub fn grant(
         &self,
         clientid: u64,
         ino: Ino,
         ltype: LayoutType,
+        range: (u64, u64),
+        mode: IoMode,
+    ) {
+        self.grant_blocks(clientid, ino, ltype, range, mode, &[]);
+    }
+
+    /// `grant`, with the extents LAYOUTGET sent: their volume blocks join the client's
+    /// block set (what its NVMe hosts may touch, hosts.rs).
+    pub fn grant_blocks(
+        &self,
+        clientid: u64,
+        ino: Ino,
+        ltype: LayoutType,
         (start, end): (u64, u64),
         mode: IoMode,
+        extents: &[BlockExtent],
     ) {
         // A new layout after a fence: the client may have regained access (re-registered
         // its key), so losing this layout fences it again.
@@ -249,6 +281,7 @@ impl Layouts {
         });
         h.ltype = ltype;
         h.grants.add(start, end, mode);
+        self.sync_blocks(&m, clientid, ino, Some((extents, mode)));
     }
 
     /// A copy of what the client holds of the file (empty if nothing).
@@ -280,13 +313,20 @@ impl Layouts {
                 m.remove(&(clientid, ino));
                 self.end_recalls(|k| *k == (clientid, ino));
             }
+            self.sync_blocks(&m, clientid, ino, None);
             self.queue_trim([ino]);
         }
     }
 
     /// Everything the client holds of one file.
     pub(crate) fn release_file(&self, clientid: u64, ino: Ino) {
-        if self.lock().remove(&(clientid, ino)).is_some() {
+        let gone = {
+            let mut m = self.lock();
+            let gone = m.remove(&(clientid, ino)).is_some();
+            self.sync_blocks(&m, clientid, ino, None);
+            gone
+        };
+        if gone {
             self.queue_trim([ino]);
         }
         self.end_recalls(|k| *k == (clientid, ino));
@@ -295,12 +335,18 @@ impl Layouts {
     /// Everything the client holds (one file system).
     fn release_client(&self, clientid: u64) {
         let mut gone = Vec::new();
-        self.lock().retain(|(c, i), _| {
-            if *c == clientid {
-                gone.push(*i);
+        {
+            let mut m = self.lock();
+            m.retain(|(c, i), _| {
+                if *c == clientid {
+                    gone.push(*i);
+                }
+                *c != clientid
+            });
+            for i in &gone {
+                self.sync_blocks(&m, clientid, *i, None);
             }
-            *c != clientid
-        });
+        }
         self.queue_trim(gone);
         self.end_recalls(|k| k.0 == clientid);
     }
@@ -352,6 +398,7 @@ impl Layouts {
             let mut m = self.lock();
             for k in dropped {
                 m.remove(k);
+                self.sync_blocks(&m, k.0, k.1, None);
             }
         }
         self.queue_trim(dropped.iter().map(|k| k.1));

@@ -115,7 +115,26 @@ fn wanted(srv: &Server, cb: &Callback) -> bool {
     let CbKind::LayoutRecall { fh, .. } = &cb.kind else {
         return false;
     };
-    srv.layouts.recall_pending(cb.client, fh.ino)
+    let pending = srv.layouts.recall_pending(cb.client, fh.ino);
+    if pending {
+        let (addr, hosts) = who(srv, cb.client);
+        tracing::info!(
+            client = cb.client,
+            ?addr,
+            ?hosts,
+            ino = fh.ino.0,
+            "layout recall sent"
+        );
+    }
+    pending
+}
+
+/// Where a client comes from and its NVMe hosts, for the log lines.
+pub(super) fn who(srv: &Server, client: u64) -> (Option<std::net::SocketAddr>, Vec<String>) {
+    (
+        srv.layouts.peer_of(client),
+        srv.layouts.hosts.host_nqns(client),
+    )
 }
 
 /// The holder answered a CB_LAYOUTRECALL.
@@ -124,12 +143,19 @@ fn answered(srv: &Server, cb: &Callback, st: NfsStat) {
     let CbKind::LayoutRecall { fh, stateid, .. } = &cb.kind else {
         return;
     };
+    let (addr, hosts) = who(srv, cb.client);
+    tracing::info!(
+        client = cb.client,
+        ?addr,
+        ?hosts,
+        ino = fh.ino.0,
+        status = st.name(),
+        "layout recall answered"
+    );
     if st == NfsStat::NOMATCHING_LAYOUT {
         // RFC 8881 §20.3.3: the client has nothing; its layouts are gone.
         let _ = srv.state.layout_return(cb.client, fh.ino, stateid, true);
         srv.layouts.release_file(cb.client, fh.ino);
-    } else {
-        tracing::debug!(client = cb.client, status = st.name(), "layout recalled");
     }
 }
 
@@ -174,6 +200,14 @@ pub fn expire(srv: &Server, dropped: &[(u64, Ino)], now: Instant) {
 /// `Circumstance::Revoke`: a recall of `ino` not answered by its deadline. Fences `client`
 /// from the volume and revokes its layouts of the file (ADMIN_REVOKED; design.md §5).
 pub fn revoke(srv: &Server, client: u64, ino: Ino, now: Instant) {
+    let (addr, hosts) = who(srv, client);
+    tracing::info!(
+        client,
+        ?addr,
+        ?hosts,
+        ino = ino.0,
+        "layout recall timed out"
+    );
     let ok = srv.layouts.is_fenced(client)
         || fence_client(srv, client, "layout not returned after two leases").is_ok();
     if !ok {

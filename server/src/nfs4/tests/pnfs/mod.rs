@@ -1140,3 +1140,6 @@ mod fence;
 
 /// Fencing at the embedded target without a fence command shares it too.
 mod target;
+
+/// The target's enforcement of the layouts shares it too.
+mod enforce;

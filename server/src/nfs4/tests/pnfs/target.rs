@@ -14,8 +14,11 @@ use nvme_tcp::{Initiator, InitiatorConfig, MemBackend, NamespaceConfig, Target, 
 /// The embedded target as `pnfsd serve` wires it (nvme.rs `gate_hosts`, `install_fencing`),
 /// over a memory namespace, its state in `dir`.
 async fn target_for(srv: &Server, dir: &std::path::Path) -> Target {
+    // These hosts write anywhere in the namespace: what is checked here is fencing; the
+    // per-command layout check has its own tests (enforce.rs).
     let cfg = Config {
         data_dir: dir.to_path_buf(),
+        nvme_enforce_layouts: false,
         ..Config::default()
     };
     let ns = NamespaceConfig {

@@ -1,0 +1,165 @@
+//! What one host, or all of them, may make the target hold (issue 17 Deliver 3,
+//! docs/nvme-tcp.md "Limits"): the bounds (`Limits`, a `TargetConfig` field), the counters
+//! the target keeps of them (`TargetStats`), and the rate limit on the log lines a peer can
+//! cause at connection rate.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The target's bounds. Every one is checked where the resource is taken; what the host is
+/// told, and what happens past each, is in docs/nvme-tcp.md "Limits".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Controllers (discovery and I/O) at once, all hosts together. Past it a Connect that
+    /// would create one is refused with *Connect Controller Busy*.
+    pub max_controllers: usize,
+    /// Controllers one host NQN may hold at once (a Linux host holds one per `nvme connect`
+    /// plus a discovery controller). Past it: *Connect Controller Busy*.
+    pub max_controllers_per_host: usize,
+    /// TCP connections at once (every queue is one). Past it a new connection is closed at
+    /// accept, before any PDU is read.
+    pub max_connections: usize,
+    /// Keep Alive Timeout granted at most, in ms: a host asking for more (Connect or Set
+    /// Features) gets this, which Get Features reports. A discovery controller asking for
+    /// none (KATO 0) gets it too, as nvmet gives such one 120 s, so an idle discovery
+    /// connection does not stay for ever.
+    pub max_kato_ms: u32,
+    /// Bytes of host-to-controller data one queue may have solicited (R2T) and not yet
+    /// received in full: the most a host can make the target buffer per queue by sending
+    /// part of a transfer, or none. Further R2Ts wait until earlier transfers complete.
+    /// At least one command's largest transfer (MDTS), so every command can proceed.
+    pub max_h2c_buffered_per_queue: usize,
+}
+
+/// Defaults: room for 64 hosts with 16 I/O queues each (the per-host controller count covers
+/// multipath and reconnects), KATO as nvmet's default for discovery controllers (120 s; Linux
+/// hosts ask for 5 s on I/O controllers), and four of the largest writes in flight per queue.
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_controllers: 1024,
+            max_controllers_per_host: 16,
+            max_connections: 4096,
+            max_kato_ms: 120_000,
+            max_h2c_buffered_per_queue: 4 * crate::controller::MAX_TRANSFER as usize,
+        }
+    }
+}
+
+impl Limits {
+    /// Why a configuration is unusable, if it is.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let min_h2c = crate::controller::MAX_TRANSFER as usize;
+        if self.max_controllers == 0 || self.max_controllers_per_host == 0 {
+            return Err("max_controllers and max_controllers_per_host must be ≥ 1".into());
+        }
+        // An admin queue plus at least one I/O queue.
+        if self.max_connections < 2 {
+            return Err("max_connections must be ≥ 2".into());
+        }
+        if self.max_kato_ms == 0 {
+            return Err("max_kato_ms must be ≥ 1".into());
+        }
+        if self.max_h2c_buffered_per_queue < min_h2c {
+            return Err(format!(
+                "max_h2c_buffered_per_queue must be ≥ {min_h2c} (one command's largest transfer)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A snapshot of the target's gauges and counters (`Target::stats`), for the embedder's
+/// metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TargetStats {
+    /// Live controllers, discovery and I/O.
+    pub controllers: usize,
+    /// Open TCP connections (queues, and connections not yet connected).
+    pub connections: usize,
+    /// Running keep-alive timers (one per live controller with a KATO).
+    pub keep_alive_timers: usize,
+    /// Connects refused, for any reason (host not allowed, a limit, bad parameters).
+    pub connects_refused: u64,
+    /// Connections closed at accept because `max_connections` were open.
+    pub connections_refused: u64,
+}
+
+/// The live counters behind `TargetStats`, shared by the listener, connections and
+/// controllers.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub connections: AtomicUsize,
+    pub keep_alive_timers: AtomicUsize,
+    pub connects_refused: AtomicU64,
+    pub connections_refused: AtomicU64,
+}
+
+/// At most one log line per `every` for an event any peer can cause at connection rate
+/// (issue 17: "no peer can flood the log"); the line says how many were left out.
+pub(crate) struct LogLimit {
+    every: Duration,
+    /// When the last line was written, and how many events were left out since.
+    st: Mutex<(Option<Instant>, u64)>,
+}
+
+impl LogLimit {
+    pub const fn new(every: Duration) -> Self {
+        LogLimit {
+            every,
+            st: Mutex::new((None, 0)),
+        }
+    }
+
+    /// `Some(suppressed)` when this event is to be logged, with how many were not since the
+    /// last line; `None` to stay silent.
+    pub fn allow(&self) -> Option<u64> {
+        self.allow_at(Instant::now())
+    }
+
+    fn allow_at(&self, now: Instant) -> Option<u64> {
+        let mut st = crate::namespace::lock(&self.st);
+        match st.0 {
+            Some(last) if now.duration_since(last) < self.every => {
+                st.1 += 1;
+                None
+            }
+            _ => {
+                let left_out = st.1;
+                *st = (Some(now), 0);
+                Some(left_out)
+            }
+        }
+    }
+}
+
+/// One line per ten seconds for each kind of refusal.
+pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_limit_lets_one_line_per_period_and_counts_the_rest() {
+        let l = LogLimit::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert_eq!(l.allow_at(t0), Some(0));
+        for i in 1..=5 {
+            assert_eq!(l.allow_at(t0 + Duration::from_secs(i)), None);
+        }
+        assert_eq!(l.allow_at(t0 + Duration::from_secs(10)), Some(5));
+        assert_eq!(l.allow_at(t0 + Duration::from_secs(11)), None);
+    }
+
+    #[test]
+    fn defaults_are_valid_and_small_h2c_bounds_refused() {
+        assert_eq!(Limits::default().check(), Ok(()));
+        let l = Limits {
+            max_h2c_buffered_per_queue: 4096,
+            ..Limits::default()
+        };
+        assert!(l.check().is_err());
+    }
+}
