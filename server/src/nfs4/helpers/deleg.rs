@@ -27,8 +27,8 @@ pub const WANT_NO_DELEG: u32 = 0x400;
 pub const WANT_CANCEL: u32 = 0x500;
 /// `open_delegation_type4` (NONE is also what a CLAIM_PREVIOUS of no delegation names).
 pub const OPEN_DELEGATE_NONE: u32 = 0;
-const OPEN_DELEGATE_READ: u32 = 1;
-const OPEN_DELEGATE_WRITE: u32 = 2;
+pub const OPEN_DELEGATE_READ: u32 = 1;
+pub const OPEN_DELEGATE_WRITE: u32 = 2;
 const OPEN_DELEGATE_NONE_EXT: u32 = 3;
 /// `why_no_delegation4`.
 const WND4_NOT_WANTED: u32 = 0;
@@ -96,12 +96,13 @@ pub fn break_for_change(ctx: &Ctx<'_>, a: &Attr) -> Result<(), NfsStat> {
     break_conflicts(ctx, cid, fh_of(a), ShareAccess::WRITE)
 }
 
-/// What the reply offers: a delegation if asked for and possible.
+/// What the reply offers: a delegation if asked for and possible. The flag of `Read` and
+/// `Write` is `recall` (§18.16.3): set only on a reclaimed delegation the server wants back.
 pub enum Offer {
     None,
     NoneExt(u32),
-    Read(Stateid),
-    Write(Stateid),
+    Read(Stateid, bool),
+    Write(Stateid, bool),
 }
 
 /// The delegation an OPEN gets (RFC 8881 §10.4, §18.16.3). Without a WANT_* flag
@@ -139,10 +140,25 @@ pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32, default_ok
         return declined(WND4_RESOURCE);
     }
     match state.grant_deleg(clientid, fh.ino, want_write) {
-        Ok(sid) if want_write => Offer::Write(sid),
-        Ok(sid) => Offer::Read(sid),
+        Ok(sid) if want_write => Offer::Write(sid, false),
+        Ok(sid) => Offer::Read(sid, false),
         Err(NoDeleg::Contention) => declined(WND4_CONTENTION),
         Err(NoDeleg::Resource) => declined(WND4_RESOURCE),
+    }
+}
+
+/// The delegation an OPEN CLAIM_PREVIOUS reclaims after a restart (RFC 8881 §10.2.1, §9.11):
+/// the one the client held, of the type it names, given back (`Inner::reclaim_deleg`). One
+/// that cannot stay — a conflicting reclaim, the cap, delegations off, a backchannel that
+/// does not work (it could not be recalled later) — comes with `recall` set.
+pub fn reclaim(ctx: &Ctx<'_>, clientid: u64, fh: Fh, write: bool) -> Offer {
+    let state = &ctx.srv.state;
+    let give_back = !state.delegations_enabled() || !state.backchannel_works(clientid);
+    let (sid, recall) = state.reclaim_deleg(clientid, fh.ino, write, give_back);
+    if write {
+        Offer::Write(sid, recall)
+    } else {
+        Offer::Read(sid, recall)
     }
 }
 
@@ -159,15 +175,15 @@ pub fn encode(w: &mut XdrWriter, o: &Offer) {
                 w.bool(false);
             }
         }
-        Offer::Read(sid) | Offer::Write(sid) => {
-            let write = matches!(o, Offer::Write(_));
+        Offer::Read(sid, recall) | Offer::Write(sid, recall) => {
+            let write = matches!(o, Offer::Write(..));
             w.u32(if write {
                 OPEN_DELEGATE_WRITE
             } else {
                 OPEN_DELEGATE_READ
             });
             sid.encode(w);
-            w.bool(false);
+            w.bool(*recall);
             if write {
                 w.u32(NFS_LIMIT_SIZE);
                 w.u64(u64::MAX);
@@ -193,7 +209,7 @@ mod tests {
             other: [4; 12],
         };
         let mut w = XdrWriter::new();
-        encode(&mut w, &Offer::Write(sid));
+        encode(&mut w, &Offer::Write(sid, false));
         let mut r = XdrReader::new(&w.buf);
         assert_eq!(r.u32().unwrap(), OPEN_DELEGATE_WRITE);
         assert_eq!(Stateid::decode(&mut r).unwrap(), sid);

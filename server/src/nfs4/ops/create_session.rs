@@ -87,6 +87,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         cb_program: a.cb_program,
         principal: principal(ctx),
         conn: ctx.conn.id,
+        peer: ctx.conn.peer,
         backchannel: ctx.conn.backchannel.clone(),
     })?;
     ctx.srv

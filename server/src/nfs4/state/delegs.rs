@@ -83,6 +83,13 @@ impl Inner {
         ino: Ino,
         write: bool,
     ) -> Result<Stateid, NoDeleg> {
+        self.deleg_blocked(clientid, ino, write)?;
+        let id = self.new_deleg(clientid, ino, write, None);
+        Ok(self.stateid_of(id))
+    }
+
+    /// What is in the way of a new delegation (see `grant_deleg`).
+    fn deleg_blocked(&self, clientid: u64, ino: Ino, write: bool) -> Result<(), NoDeleg> {
         let held: Vec<u64> = self
             .files
             .get(&ino)
@@ -105,17 +112,55 @@ impl Inner {
         if self.delegs.held >= self.limits.max_delegations {
             return Err(NoDeleg::Resource);
         }
+        Ok(())
+    }
+
+    fn new_deleg(&mut self, clientid: u64, ino: Ino, write: bool, recalled_at: Option<u64>) -> u64 {
         let id = self.new_state(
             clientid,
             ino,
-            StateKind::Deleg(DelegState {
-                write,
-                recalled_at: None,
-            }),
+            StateKind::Deleg(DelegState { write, recalled_at }),
         );
         self.delegs.held += 1;
         self.delegs.counters.granted += 1;
-        Ok(self.stateid_of(id))
+        if recalled_at.is_some() {
+            self.delegs.recalled.insert(id);
+            self.delegs.counters.recalled += 1;
+        }
+        id
+    }
+
+    /// OPEN CLAIM_PREVIOUS of a delegation in grace (RFC 8881 §10.2.1, §9.11): the client
+    /// gets back the delegation it held before the restart. The server may not refuse it
+    /// (§18.16.3: it sets `recall` instead), so when it cannot stay — another client's
+    /// reclaimed open or delegation conflicts, the cap is reached, or `give_back` (the
+    /// client's backchannel does not work, delegations are off) — it is granted already
+    /// recalled: `recall` in the reply, revoked by the tick a lease later unless returned.
+    /// A second reclaim of the same file by the client gets the delegation it already has.
+    /// Returns the stateid and whether it is recalled.
+    pub fn reclaim_deleg(
+        &mut self,
+        clientid: u64,
+        ino: Ino,
+        write: bool,
+        give_back: bool,
+        now: u64,
+    ) -> (Stateid, bool) {
+        let own = self.delegs_of(ino).into_iter().find(|id| {
+            self.states
+                .get(id)
+                .is_some_and(|st| st.client == clientid && st.revoked.is_none())
+        });
+        if let Some(id) = own {
+            let recalled = matches!(
+                self.states.get(&id).map(|s| &s.kind),
+                Some(StateKind::Deleg(d)) if d.recalled_at.is_some()
+            );
+            return (self.stateid_of(id), recalled);
+        }
+        let recall = give_back || self.deleg_blocked(clientid, ino, write).is_err();
+        let id = self.new_deleg(clientid, ino, write, recall.then_some(now));
+        (self.stateid_of(id), recall)
     }
 
     /// The delegations of other clients that an access by `clientid` to `ino` conflicts
@@ -291,6 +336,31 @@ mod tests {
         let r = e.sm.deleg_conflicts(b, Ino(12), false);
         assert_eq!(r.len(), 1);
         assert!(r[0].send && r[0].client == a && r[0].stateid == w);
+    }
+
+    /// A reclaimed delegation (OPEN CLAIM_PREVIOUS) is given back even when it cannot
+    /// stay: with another client's reclaimed write open in the way, or `give_back`, it comes
+    /// recalled, and the tick revokes it a lease later unless returned. Without a conflict
+    /// it is a plain delegation; the same reclaim again finds it.
+    #[test]
+    fn a_reclaimed_delegation_in_the_way_comes_recalled() {
+        let e = env();
+        let (a, _) = mount(&e, b"a");
+        let (b, _) = mount(&e, b"b");
+        let (d, recall) = e.sm.reclaim_deleg(a, Ino(10), false, false);
+        assert!(!recall);
+        assert_eq!(e.sm.reclaim_deleg(a, Ino(10), false, false), (d, false));
+        open(&e, b, b"ob", 11, 3, 0).unwrap();
+        let (w, recall) = e.sm.reclaim_deleg(a, Ino(11), false, false);
+        assert!(recall, "b writes the file");
+        let (g, recall) = e.sm.reclaim_deleg(a, Ino(12), false, true);
+        assert!(recall, "give_back");
+        assert_eq!(e.sm.deleg_counters().granted, 3);
+        assert_eq!(e.sm.delegreturn(a, &g, Ino(12)), Ok(()));
+        e.clock.0.store(90, Ordering::SeqCst);
+        e.sm.tick();
+        assert_eq!(e.sm.test_stateid(a, &w), NfsStat::DELEG_REVOKED);
+        assert_eq!(e.sm.test_stateid(a, &d), NfsStat::OK);
     }
 
     #[test]

@@ -221,6 +221,10 @@ impl Inner {
     /// A courtesy client is in someone's way (RFC 8881 §8.3, courteous server): all its
     /// state is revoked as EXPIRED; the client keeps its sessions and is told by SEQUENCE.
     pub(super) fn expire_state(&mut self, client: u64) {
+        self.log_client_end(
+            client,
+            super::client::ClientEnd::Evicted("courtesy client in another's way: state revoked"),
+        );
         let ids: Vec<u64> = self
             .clients
             .get(&client)

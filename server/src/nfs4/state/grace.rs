@@ -441,6 +441,32 @@ mod tests {
         assert!(!e.sm.in_grace(), "grace outlived its bound");
     }
 
+    /// Clients that hold state and stop renewing (pynfs's REBT2c: 1,000 of them, none
+    /// renewing while the rest are set up) are courtesy clients until someone needs the
+    /// room: their records survive, so after a restart every one of them may reclaim. A
+    /// count cap below the client cap evicted the oldest (and deleted their records) with
+    /// nobody in need of the room, and they got RECLAIM_BAD.
+    #[test]
+    fn expired_clients_with_state_keep_their_records_through_a_restart() {
+        let records = Arc::new(MemRecords::default());
+        let e1 = env_with(records.clone(), 1);
+        let n = 300;
+        for i in 0..n {
+            let owner = format!("c{i}");
+            let (c, _) = mount(&e1, owner.as_bytes());
+            open(&e1, c, b"o", 10 + i, 1, 0).unwrap();
+        }
+        // Every lease runs out; nobody else wants the room.
+        at(&e1, 200);
+        assert_eq!(e1.sm.client_state_usage().courtesy_clients, n as usize);
+        let e2 = env_with(records, 2);
+        for i in 0..n {
+            let owner = format!("c{i}");
+            let (c, _) = mount(&e2, owner.as_bytes());
+            assert_eq!(e2.sm.check_open_reclaim(c, true), Ok(()), "client {i}");
+        }
+    }
+
     /// Grace ends at the tick after every previous client that held state sent
     /// RECLAIM_COMPLETE; one that never took state (its record says so) is not waited for.
     #[test]

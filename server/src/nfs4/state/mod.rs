@@ -460,6 +460,17 @@ impl StateManager {
         self.with(|i, _| i.grant_deleg(clientid, ino, write))
     }
 
+    /// See `Inner::reclaim_deleg` (delegs.rs): the stateid and whether it is recalled.
+    pub fn reclaim_deleg(
+        &self,
+        clientid: u64,
+        ino: Ino,
+        write: bool,
+        give_back: bool,
+    ) -> (Stateid, bool) {
+        self.with(|i, now| i.reclaim_deleg(clientid, ino, write, give_back, now))
+    }
+
     /// Delegations of other clients in the way of an access to `ino` (see delegs.rs); the
     /// caller sends CB_RECALL for those with `send` and answers DELAY while any is left.
     pub fn deleg_conflicts(&self, clientid: u64, ino: Ino, write: bool) -> Vec<Recall> {

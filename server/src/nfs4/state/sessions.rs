@@ -119,6 +119,13 @@ impl Inner {
         self.sessions.remove(sessionid);
         if let Some(c) = self.clients.get_mut(&client) {
             c.sessions.remove(sessionid);
+            let addr = c.addr.map_or_else(|| "-".to_string(), |a| a.to_string());
+            tracing::info!(
+                session = %super::client::hex16(sessionid),
+                client = %format_args!("{client:016x}"),
+                %addr,
+                "session destroyed"
+            );
         }
         Ok(())
     }

@@ -98,6 +98,7 @@ pub(super) fn cs_req(clientid: u64, sequence: u32, uid: u32) -> CreateSessionReq
         cb_program: 0x4000_0000,
         principal: princ(uid),
         conn: 1,
+        peer: std::net::SocketAddr::from(([127, 0, 0, 1], 700)),
         backchannel: None,
     }
 }

@@ -468,3 +468,85 @@ fn a_link_recalls() {
         call(b, link::run, &w.buf).0
     });
 }
+
+/// OPEN CLAIM_PREVIOUS of the file behind the current filehandle `fh` for read, reclaiming
+/// a delegation of type `deleg`: the delegation type, its stateid and its `recall` flag.
+fn open_previous(
+    x: &mut Ctx<'_>,
+    fh: Fh,
+    deleg: u32,
+) -> Result<(u32, Option<Stateid>, bool), NfsStat> {
+    x.current_fh = Some(fh);
+    let mut w = XdrWriter::new();
+    w.u32(0);
+    w.u32(1);
+    w.u32(0);
+    w.u64(0);
+    w.opaque(b"owner");
+    w.u32(0);
+    w.u32(1);
+    w.u32(deleg);
+    let (s, body) = call(x, open::run, &w.buf);
+    if s != NfsStat::OK {
+        return Err(s);
+    }
+    let mut r = XdrReader::new(&body);
+    Stateid::decode(&mut r).unwrap();
+    r.bool().unwrap();
+    r.u64().unwrap();
+    r.u64().unwrap();
+    r.u32().unwrap();
+    Bitmap::decode(&mut r).unwrap();
+    let dtype = r.u32().unwrap();
+    if dtype != 1 && dtype != 2 {
+        return Ok((dtype, None, false));
+    }
+    let sid = Stateid::decode(&mut r).unwrap();
+    Ok((dtype, Some(sid), r.bool().unwrap()))
+}
+
+/// A client that held a read delegation when the server crashed reclaims it in grace with
+/// OPEN CLAIM_PREVIOUS (delegate_type READ, RFC 8881 §10.2.1): it is granted back, not
+/// refused nor dropped, and it is a delegation of the new instance (DELEGRETURN takes it).
+/// Once the client's grace is over (its RECLAIM_COMPLETE), no reclaim.
+#[test]
+fn a_read_delegation_is_reclaimed_after_a_crash() {
+    let fx = Fx::new(NfsOptions::default());
+    let bc = Arc::new(Bc::default());
+    let ca = bc_conn(1, &bc);
+    let fh = {
+        let mut a = cx(&fx.srv, &ca);
+        mount(&mut a, b"a");
+        let (_, dtype, d) = open_name(&mut a, b"f", 1, true).unwrap();
+        assert_eq!(
+            (dtype, d.is_some()),
+            (1, true),
+            "a read delegation before the crash"
+        );
+        a.current_fh.unwrap()
+    };
+    // The crash: what the volume has durably, a new instance over it.
+    let store = Arc::new(
+        crate::store::Store::open_dev(
+            Arc::new(fx.dev.crash()),
+            crate::store::StoreOptions::default(),
+        )
+        .unwrap(),
+    );
+    let srv = super::fixture::server(store, NfsOptions::default(), 2);
+    assert!(srv.state.in_grace());
+    let mut a = cx(&srv, &ca);
+    let (cid, seq) = exid(&mut a, b"a");
+    session(&mut a, cid, seq);
+    let (dtype, d, recall) = open_previous(&mut a, fh, 1).unwrap();
+    assert_eq!(
+        (dtype, recall),
+        (1, false),
+        "the read delegation given back"
+    );
+    let d = d.unwrap();
+    assert_eq!(srv.state.deleg_counters().granted, 1);
+    assert_eq!(call(&mut a, reclaim_complete::run, &[0; 4]).0, NfsStat::OK);
+    assert_eq!(open_previous(&mut a, fh, 1), Err(NfsStat::NO_GRACE));
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
+}
