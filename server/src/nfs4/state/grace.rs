@@ -181,7 +181,10 @@ impl Inner {
         let c = self.client(clientid)?;
         let grace = self.grace.active(now);
         if reclaim {
-            if !grace || c.reclaim_complete {
+            // An owner that already said RECLAIM_COMPLETE in this grace period has reclaimed
+            // all it had: a new incarnation of it (a client restarted since) has nothing
+            // of the previous instance left to claim (pynfs REBT4c's duplicate reclaims).
+            if !grace || c.reclaim_complete || self.grace.completed.contains(&c.owner) {
                 return Err(NfsStat::NO_GRACE);
             }
             if !self.grace.previous.contains(&c.owner) {
@@ -324,10 +327,11 @@ mod tests {
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
-    use super::super::tests::{env_with, exid, mount, seq, MemRecords};
+    use super::super::tests::{cs_req, env_with, exid, mount, seq, MemRecords};
     use super::super::tests_files::open;
     use super::super::ClientRecords;
     use super::{RECORD_HELD_STATE, RECORD_NO_STATE};
+    use crate::nfs4::status::NfsStat;
 
     /// `hold_grace` keeps grace (while a previous client is missing) and the layout reclaim
     /// window open past their time, and the tick does not end grace, until `release_grace`.
@@ -465,6 +469,23 @@ mod tests {
             let (c, _) = mount(&e2, owner.as_bytes());
             assert_eq!(e2.sm.check_open_reclaim(c, true), Ok(()), "client {i}");
         }
+    }
+
+    /// A previous client that completed its reclaim and comes back as a new incarnation
+    /// (another verifier) while grace lasts may not reclaim again: NO_GRACE.
+    #[test]
+    fn a_client_that_completed_its_reclaim_may_not_reclaim_again() {
+        let (e, a, _) = restarted();
+        e.sm.check_open_reclaim(a, true).unwrap();
+        e.sm.reclaim_complete(a, false).unwrap();
+        assert!(e.sm.in_grace(), "b has not reclaimed");
+        let r = e.sm.exchange_id(&exid(b"a", 9, 0, 0)).unwrap();
+        e.sm.create_session(cs_req(r.clientid, r.sequenceid, 0))
+            .unwrap();
+        assert_eq!(
+            e.sm.check_open_reclaim(r.clientid, true),
+            Err(NfsStat::NO_GRACE)
+        );
     }
 
     /// Grace ends at the tick after every previous client that held state sent
