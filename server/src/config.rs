@@ -208,6 +208,10 @@ pub struct Config {
     pub max_sessions_per_client: usize,
     pub max_client_memory: Size,
     pub max_courtesy_clients: usize,
+    /// Delegations (docs/delegations.md): whether OPEN hands them out, and how many may be
+    /// held server-wide (past it OPEN offers none; a client that asked gets WND4_RESOURCE).
+    pub delegations: bool,
+    pub max_delegations: usize,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
     pub metrics_listen: Option<SocketAddr>,
     /// The admin views (`/status`, `/clients`, server/src/admin/) on the metrics listener;
@@ -261,6 +265,8 @@ impl Default for Config {
                 .max_sessions_per_client,
             max_client_memory: Size(crate::nfs4::state::ClientLimits::default().max_client_memory),
             max_courtesy_clients: crate::nfs4::state::ClientLimits::default().max_courtesy_clients,
+            delegations: true,
+            max_delegations: crate::nfs4::state::ClientLimits::default().max_delegations,
             metrics_listen: None,
             admin: false,
             log_level: "info".to_string(),
@@ -607,6 +613,8 @@ impl Config {
                 max_sessions_per_client: self.max_sessions_per_client,
                 max_client_memory: self.max_client_memory.0,
                 max_courtesy_clients: self.max_courtesy_clients,
+                delegations: self.delegations,
+                max_delegations: self.max_delegations,
                 ..Default::default()
             },
         }

@@ -29,6 +29,8 @@ use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
 
 /// `CB_COMPOUND` is procedure 1 of the callback program (RFC 8881 §20.1).
 pub const CB_COMPOUND: u32 = 1;
+/// `CB_NULL`, procedure 0: the probe of a backchannel (RFC 8881 §18.36.3).
+pub const CB_NULL: u32 = 0;
 const OP_CB_RECALL: u32 = 4;
 const OP_CB_LAYOUTRECALL: u32 = 5;
 const OP_CB_SEQUENCE: u32 = 11;
@@ -147,6 +149,9 @@ pub const RETRY_EVERY: Duration = Duration::from_secs(1);
 pub struct CbQueue {
     /// (not before, callback), in no particular order (a handful at a time).
     q: std::sync::Mutex<Vec<(Instant, Callback)>>,
+    /// (not before, probe): CB_NULLs, apart from the callbacks because they need no
+    /// callback slot and no service answers them (`send_due` leaves them to the sender).
+    probes: std::sync::Mutex<Vec<(Instant, Probe)>>,
     wake: std::sync::Condvar,
     in_flight: std::sync::atomic::AtomicUsize,
     stop: std::sync::atomic::AtomicBool,
@@ -196,6 +201,29 @@ impl CbQueue {
         self.len() == 0
     }
 
+    fn probes(&self) -> std::sync::MutexGuard<'_, Vec<(Instant, Probe)>> {
+        self.probes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Probes waiting or being retried.
+    pub fn probes_queued(&self) -> usize {
+        self.probes().len()
+    }
+
+    fn take_due_probes(&self, now: Instant, max: usize) -> Vec<Probe> {
+        let mut q = self.probes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < q.len() && out.len() < max {
+            if q[i].0 <= now {
+                out.push(q.swap_remove(i).1);
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
     /// Ends `run_sender`.
     pub fn stop(&self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -219,26 +247,105 @@ pub fn run_sender(srv: std::sync::Arc<Server>) {
     let q = &srv.callbacks;
     while !q.stop.load(Ordering::Relaxed) {
         let room = MAX_IN_FLIGHT.saturating_sub(q.in_flight.load(Ordering::Relaxed));
-        let due = q.take_due(Instant::now(), room);
-        if due.is_empty() {
+        let now = Instant::now();
+        let due = q.take_due(now, room);
+        let probes = q.take_due_probes(now, room.saturating_sub(due.len()));
+        if due.is_empty() && probes.is_empty() {
             let g = q.lock();
             let _ = q.wake.wait_timeout(g, Duration::from_millis(250));
             continue;
         }
         for cb in due {
-            q.in_flight.fetch_add(1, Ordering::Relaxed);
-            let s = srv.clone();
-            let spawned = std::thread::Builder::new()
-                .name("pnfsd-callback".into())
-                .spawn(move || {
-                    send(&s, cb, Instant::now());
-                    s.callbacks.in_flight.fetch_sub(1, Ordering::Relaxed);
-                });
-            if let Err(e) = spawned {
-                q.in_flight.fetch_sub(1, Ordering::Relaxed);
-                tracing::error!(%e, "no thread for a callback");
-            }
+            spawn_send(&srv, move |s| send(s, cb, Instant::now()));
         }
+        for p in probes {
+            spawn_send(&srv, move |s| probe(s, p, Instant::now()));
+        }
+    }
+}
+
+/// Runs one backchannel round trip on a thread of its own, counted in `in_flight`.
+fn spawn_send(srv: &std::sync::Arc<Server>, f: impl FnOnce(&Server) + Send + 'static) {
+    use std::sync::atomic::Ordering;
+    let q = &srv.callbacks;
+    q.in_flight.fetch_add(1, Ordering::Relaxed);
+    let s = srv.clone();
+    let spawned = std::thread::Builder::new()
+        .name("pnfsd-callback".into())
+        .spawn(move || {
+            f(&s);
+            s.callbacks.in_flight.fetch_sub(1, Ordering::Relaxed);
+        });
+    if let Err(e) = spawned {
+        q.in_flight.fetch_sub(1, Ordering::Relaxed);
+        tracing::error!(%e, "no thread for a callback");
+    }
+}
+
+/// A CB_NULL probe of one session's backchannel (`queue_probe`).
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub client: u64,
+    pub sessionid: [u8; 16],
+    /// The session's probe generation (`StateManager::probe_start`).
+    pub generation: u64,
+    /// Failed probes are retried until then (one lease): the client may have been slow to
+    /// listen; after it the path stays down until the client binds a connection again.
+    pub deadline: Instant,
+}
+
+/// Queues a CB_NULL probe of the session's backchannel: after CREATE_SESSION with a
+/// backchannel, BACKCHANNEL_CTL and BIND_CONN_TO_SESSION (RFC 8881 §18.36.3, §18.33.3;
+/// pynfs CSESS20/21). Never sent from the COMPOUND: the client may only answer once our
+/// reply reached it, and a dead backchannel must hold no server thread of a COMPOUND.
+pub fn queue_probe(srv: &Server, sessionid: &[u8; 16]) {
+    let Some((client, generation)) = srv.state.probe_start(sessionid) else {
+        return;
+    };
+    let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
+    let now = Instant::now();
+    srv.callbacks.probes().push((
+        now,
+        Probe {
+            client,
+            sessionid: *sessionid,
+            generation,
+            deadline: now + lease,
+        },
+    ));
+    srv.callbacks.wake.notify_one();
+}
+
+/// Sends every probe due at `now` on the calling thread (tests; the sender does it in
+/// the server).
+pub fn send_due_probes(srv: &Server, now: Instant) {
+    for p in srv.callbacks.take_due_probes(now, usize::MAX) {
+        probe(srv, p, now);
+    }
+}
+
+/// One CB_NULL round trip, unless a newer probe or the loss of the backchannel made it
+/// moot. The result decides the session's `CbPath` (SEQUENCE's CB_PATH_DOWN flags, and
+/// whether the client gets delegations).
+pub fn probe(srv: &Server, p: Probe, now: Instant) {
+    let Some(t) = srv.state.probe_target(&p.sessionid, p.generation) else {
+        return;
+    };
+    let ok = t
+        .channel
+        .call_as(t.program, CB_NULL, &t.cred, XdrWriter::new())
+        .is_ok();
+    srv.state.probe_done(&p.sessionid, p.generation, ok);
+    if ok {
+        tracing::info!(client = p.client, "backchannel up (CB_NULL answered)");
+    } else if now + RETRY_EVERY < p.deadline {
+        tracing::info!(
+            client = p.client,
+            "backchannel down (CB_NULL failed), probing again"
+        );
+        srv.callbacks.probes().push((now + RETRY_EVERY, p));
+    } else {
+        tracing::info!(client = p.client, "backchannel down (CB_NULL failed)");
     }
 }
 

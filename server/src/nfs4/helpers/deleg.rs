@@ -1,9 +1,8 @@
 //! The delegation part of OPEN (RFC 8881 §10.4, §18.16.3): recalling the delegations of
 //! other clients an open conflicts with, and the `open_delegation4` of the reply.
 //!
-//! A delegation is offered only when the client asks for one with an
-//! OPEN4_SHARE_ACCESS_WANT_*_DELEG flag and has a backchannel to recall it over; a plain OPEN
-//! gets OPEN_DELEGATE_NONE (the server may always decline, §10.4).
+//! A read-only OPEN gets a read delegation unless something is in its way (`offer`); the
+//! WANT_* flags of §18.16.3 ask for more, or for none.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +10,7 @@ use crate::nfs4::callback::{Callback, CbKind};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::fh_of;
-use crate::nfs4::state::{Recall, ShareAccess};
+use crate::nfs4::state::{NoDeleg, Recall, ShareAccess};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
 use crate::server::Server;
@@ -28,8 +27,8 @@ pub const WANT_NO_DELEG: u32 = 0x400;
 pub const WANT_CANCEL: u32 = 0x500;
 /// `open_delegation_type4` (NONE is also what a CLAIM_PREVIOUS of no delegation names).
 pub const OPEN_DELEGATE_NONE: u32 = 0;
-const OPEN_DELEGATE_READ: u32 = 1;
-const OPEN_DELEGATE_WRITE: u32 = 2;
+pub const OPEN_DELEGATE_READ: u32 = 1;
+pub const OPEN_DELEGATE_WRITE: u32 = 2;
 const OPEN_DELEGATE_NONE_EXT: u32 = 3;
 /// `why_no_delegation4`.
 const WND4_NOT_WANTED: u32 = 0;
@@ -97,35 +96,69 @@ pub fn break_for_change(ctx: &Ctx<'_>, a: &Attr) -> Result<(), NfsStat> {
     break_conflicts(ctx, cid, fh_of(a), ShareAccess::WRITE)
 }
 
-/// What the reply offers: a delegation if asked for and possible.
+/// What the reply offers: a delegation if asked for and possible. The flag of `Read` and
+/// `Write` is `recall` (§18.16.3): set only on a reclaimed delegation the server wants back.
 pub enum Offer {
     None,
     NoneExt(u32),
-    Read(Stateid),
-    Write(Stateid),
+    Read(Stateid, bool),
+    Write(Stateid, bool),
 }
 
-pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32) -> Offer {
+/// The delegation an OPEN gets (RFC 8881 §10.4, §18.16.3). Without a WANT_* flag
+/// (`WANT_NO_PREFERENCE`, what the Linux client sends) the server chooses: a read
+/// delegation for a read-only open by name or filehandle (`default_ok`: CLAIM_NULL,
+/// CLAIM_FH), as knfsd gives; write delegations only to a client that asks for one, until
+/// CB_GETATTR keeps other clients' view of size and change right (§10.4.3). A WANT_* that is
+/// not granted says why (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is
+/// plain OPEN_DELEGATE_NONE. No delegation without a backchannel that works (the probe,
+/// `StateManager::backchannel_works`): it could not be recalled.
+pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32, default_ok: bool) -> Offer {
     let access = share_access & 0xff;
-    let want_write = match share_access & WANT_MASK {
-        WANT_NO_PREFERENCE => return Offer::None,
+    let writes = access & ShareAccess::WRITE != 0;
+    let want = share_access & WANT_MASK;
+    let want_write = match want {
+        WANT_NO_PREFERENCE if writes || !default_ok => return Offer::None,
+        WANT_NO_PREFERENCE => false,
         WANT_NO_DELEG => return Offer::NoneExt(WND4_NOT_WANTED),
         WANT_CANCEL => return Offer::NoneExt(WND4_CANCELLED),
-        WANT_READ_DELEG if access & ShareAccess::WRITE != 0 => {
-            return Offer::NoneExt(WND4_CONTENTION)
-        }
+        WANT_READ_DELEG if writes => return Offer::NoneExt(WND4_CONTENTION),
         WANT_READ_DELEG => false,
         WANT_WRITE_DELEG => true,
-        WANT_ANY_DELEG => access & ShareAccess::WRITE != 0,
+        WANT_ANY_DELEG => writes,
         _ => return Offer::NoneExt(WND4_RESOURCE),
     };
-    if ctx.srv.state.backchannel_of(clientid).is_none() {
-        return Offer::NoneExt(WND4_RESOURCE);
+    let declined = |why: u32| {
+        if want == WANT_NO_PREFERENCE {
+            Offer::None
+        } else {
+            Offer::NoneExt(why)
+        }
+    };
+    let state = &ctx.srv.state;
+    if !state.delegations_enabled() || !state.backchannel_works(clientid) {
+        return declined(WND4_RESOURCE);
     }
-    match ctx.srv.state.grant_deleg(clientid, fh.ino, want_write) {
-        Some(sid) if want_write => Offer::Write(sid),
-        Some(sid) => Offer::Read(sid),
-        None => Offer::NoneExt(WND4_CONTENTION),
+    match state.grant_deleg(clientid, fh.ino, want_write) {
+        Ok(sid) if want_write => Offer::Write(sid, false),
+        Ok(sid) => Offer::Read(sid, false),
+        Err(NoDeleg::Contention) => declined(WND4_CONTENTION),
+        Err(NoDeleg::Resource) => declined(WND4_RESOURCE),
+    }
+}
+
+/// The delegation an OPEN CLAIM_PREVIOUS reclaims after a restart (RFC 8881 §10.2.1, §9.11):
+/// the one the client held, of the type it names, given back (`Inner::reclaim_deleg`). One
+/// that cannot stay — a conflicting reclaim, the cap, delegations off, a backchannel that
+/// does not work (it could not be recalled later) — comes with `recall` set.
+pub fn reclaim(ctx: &Ctx<'_>, clientid: u64, fh: Fh, write: bool) -> Offer {
+    let state = &ctx.srv.state;
+    let give_back = !state.delegations_enabled() || !state.backchannel_works(clientid);
+    let (sid, recall) = state.reclaim_deleg(clientid, fh.ino, write, give_back);
+    if write {
+        Offer::Write(sid, recall)
+    } else {
+        Offer::Read(sid, recall)
     }
 }
 
@@ -142,15 +175,15 @@ pub fn encode(w: &mut XdrWriter, o: &Offer) {
                 w.bool(false);
             }
         }
-        Offer::Read(sid) | Offer::Write(sid) => {
-            let write = matches!(o, Offer::Write(_));
+        Offer::Read(sid, recall) | Offer::Write(sid, recall) => {
+            let write = matches!(o, Offer::Write(..));
             w.u32(if write {
                 OPEN_DELEGATE_WRITE
             } else {
                 OPEN_DELEGATE_READ
             });
             sid.encode(w);
-            w.bool(false);
+            w.bool(*recall);
             if write {
                 w.u32(NFS_LIMIT_SIZE);
                 w.u64(u64::MAX);
@@ -176,7 +209,7 @@ mod tests {
             other: [4; 12],
         };
         let mut w = XdrWriter::new();
-        encode(&mut w, &Offer::Write(sid));
+        encode(&mut w, &Offer::Write(sid, false));
         let mut r = XdrReader::new(&w.buf);
         assert_eq!(r.u32().unwrap(), OPEN_DELEGATE_WRITE);
         assert_eq!(Stateid::decode(&mut r).unwrap(), sid);

@@ -1,6 +1,7 @@
 //! BACKCHANNEL_CTL (RFC 8881 §18.33): a new callback program (and security parameters)
 //! for the COMPOUND's session.
 
+use crate::nfs4::callback;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::decode_cb_sec;
 use crate::nfs4::status::NfsStat;
@@ -16,5 +17,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Resu
     ctx.srv
         .state
         .set_cb_cred(&sessionid, cred.unwrap_or_default(), ctx.minor);
+    // The new program and credentials are probed with CB_NULL, asynchronously (§18.33.3).
+    callback::queue_probe(ctx.srv, &sessionid);
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! BIND_CONN_TO_SESSION (RFC 8881 §18.34): binds the connection to a session for the fore
 //! channel, the backchannel or both. The backchannel needs a sender from the transport.
 
+use crate::nfs4::callback;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::state::BindDir;
 use crate::nfs4::status::NfsStat;
@@ -39,6 +40,11 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         ctx.conn.id,
         ctx.conn.backchannel.clone(),
     )?;
+    if got != BindDir::Fore {
+        // A connection bound for the backchannel is probed afresh: the answer to a
+        // CB_PATH_DOWN_SESSION (RFC 8881 §18.34.3).
+        callback::queue_probe(ctx.srv, &sessionid);
+    }
     w.opaque_fixed(&sessionid);
     w.u32(dir_to_server(got));
     w.bool(false);

@@ -1,7 +1,9 @@
 //! CREATE_SESSION (RFC 8881 §18.36): confirms a client record and makes a session; the
 //! channel attributes are negotiated in `nfs4::state::session`. With
-//! CREATE_SESSION4_FLAG_CONN_BACK_CHAN the fore connection also carries the backchannel.
+//! CREATE_SESSION4_FLAG_CONN_BACK_CHAN the fore connection also carries the backchannel,
+//! which the callback sender then probes with CB_NULL.
 
+use crate::nfs4::callback;
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::{decode_cb_sec, principal};
 use crate::nfs4::state::{ChannelAttrs, CreateSessionReq};
@@ -85,11 +87,14 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         cb_program: a.cb_program,
         principal: principal(ctx),
         conn: ctx.conn.id,
+        peer: ctx.conn.peer,
         backchannel: ctx.conn.backchannel.clone(),
     })?;
     ctx.srv
         .state
         .set_cb_cred(&res.sessionid, a.cb_cred.unwrap_or_default(), ctx.minor);
+    // A backchannel is probed with CB_NULL, asynchronously (§18.36.3).
+    callback::queue_probe(ctx.srv, &res.sessionid);
     w.opaque_fixed(&res.sessionid);
     w.u32(res.sequence);
     w.u32(res.flags);

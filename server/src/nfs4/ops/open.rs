@@ -1,5 +1,5 @@
 //! OPEN (RFC 8881 §18.16): CLAIM_NULL (by name, with create), CLAIM_FH and CLAIM_PREVIOUS
-//! (reclaim in grace); UNCHECKED4, GUARDED4, EXCLUSIVE4 and EXCLUSIVE4_1 creates, the
+//! (reclaim in grace, of an open and of the delegation the client held); UNCHECKED4, GUARDED4, EXCLUSIVE4 and EXCLUSIVE4_1 creates, the
 //! verifier kept in atime/mtime (§18.16.3). Delegations (recall of conflicting ones, the
 //! offer in the reply) are in helpers/deleg.rs.
 
@@ -7,7 +7,9 @@ use crate::nfs4::attr::{self, num};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::{clientid, decode_owner};
 use crate::nfs4::helpers::deleg;
-use crate::nfs4::helpers::deleg::{OPEN_DELEGATE_NONE, WANT_CANCEL, WANT_MASK};
+use crate::nfs4::helpers::deleg::{
+    OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE, WANT_CANCEL, WANT_MASK,
+};
 use crate::nfs4::helpers::fh::{cur_attr, require_lookup_dir, require_regular, NotRegular};
 use crate::nfs4::helpers::name::{check_name, decode_component};
 use crate::nfs4::helpers::perm::{require, share_access_bits, ACCESS4_MODIFY};
@@ -159,7 +161,14 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     }
     ctx.current_fh = Some(fh);
     ctx.current_stateid = Some(sid);
-    let offer = deleg::offer(ctx, cid, fh, args.share_access);
+    let by_name_or_fh = matches!(args.claim, Claim::Null(_) | Claim::Fh);
+    let offer = match args.claim {
+        // The reclaim of a delegation held before the restart (§10.2.1).
+        Claim::Previous(t) if t != OPEN_DELEGATE_NONE => {
+            deleg::reclaim(ctx, cid, fh, t == OPEN_DELEGATE_WRITE)
+        }
+        _ => deleg::offer(ctx, cid, fh, args.share_access, by_name_or_fh),
+    };
     sid.encode(w);
     let c = t.cinfo.unwrap_or(DirChange {
         before: 0,
@@ -183,9 +192,13 @@ fn find_or_create(ctx: &Ctx<'_>, args: &OpenArgs, share: ShareAccess) -> Result<
                 return Err(NfsStat::INVAL);
             }
             if let Claim::Previous(deleg) = args.claim {
-                // We never gave a delegation, so there is none to reclaim.
-                if deleg != OPEN_DELEGATE_NONE {
-                    return Err(NfsStat::RECLAIM_BAD);
+                // NONE, or the delegation the client held (given back by `run`);
+                // OPEN_DELEGATE_NONE_EXT is no type a client can have held.
+                if !matches!(
+                    deleg,
+                    OPEN_DELEGATE_NONE | OPEN_DELEGATE_READ | OPEN_DELEGATE_WRITE
+                ) {
+                    return Err(NfsStat::INVAL);
                 }
             }
             return Ok(Target {

@@ -3,6 +3,7 @@
 //! request/answer types of the session operations live here too.
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::session::{slot_charge, ChannelAttrs, Session, SlotTable, SOLO_REPLY_ROOM};
@@ -48,12 +49,28 @@ pub struct ClientLimits {
     pub max_courtesy_clients: usize,
     /// How long an expired client with state is kept while nobody conflicts with it.
     pub courtesy_seconds: u64,
+    /// Whether OPEN hands out delegations at all (config `delegations`).
+    pub delegations: bool,
+    /// Delegations held server-wide; past it OPEN offers none (WND4_RESOURCE to a client
+    /// that asked). Config `max_delegations`.
+    pub max_delegations: usize,
 }
 
 pub const DEFAULT_MAX_CLIENTS: usize = 1024;
 pub const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 16;
 pub const DEFAULT_MAX_CLIENT_MEMORY: u64 = 256 << 20;
-pub const DEFAULT_MAX_COURTESY_CLIENTS: usize = 256;
+/// As many as the client cap: a courtesy client goes when the client cap or the memory
+/// budget needs its room (both evict courtesy clients first), not before. A lower count
+/// evicted clients nobody needed gone, and their records with them, so after a restart they
+/// could not reclaim (RFC 8881 §8.4.3; pynfs REBT2c/3c/4c, 1,000 clients that stop renewing
+/// while the rest are set up). knfsd bounds courtesy clients only under memory pressure.
+pub const DEFAULT_MAX_COURTESY_CLIENTS: usize = DEFAULT_MAX_CLIENTS;
+/// 65,536 delegations: a delegation costs about 200 bytes here (its state and its place on
+/// the file), so some 16 MiB at the cap, and one conflicting access recalls at most the
+/// delegations of one file. It is thirteen Linux clients at their own cap
+/// (`nfs4_delegation_watermark`, 5,000 each); knfsd allows 4 per MiB of memory (16,384 on
+/// a 4 GiB server).
+pub const DEFAULT_MAX_DELEGATIONS: usize = 1 << 16;
 
 impl Default for ClientLimits {
     fn default() -> Self {
@@ -63,6 +80,8 @@ impl Default for ClientLimits {
             max_client_memory: DEFAULT_MAX_CLIENT_MEMORY,
             max_courtesy_clients: DEFAULT_MAX_COURTESY_CLIENTS,
             courtesy_seconds: super::COURTESY_SECONDS,
+            delegations: true,
+            max_delegations: DEFAULT_MAX_DELEGATIONS,
         }
     }
 }
@@ -106,6 +125,10 @@ pub struct Client {
     /// Ids of the client's stateids.
     pub states: HashSet<u64>,
     pub reclaim_complete: bool,
+    /// Its record says it took state (`RECORD_HELD_STATE`): written at its first OPEN.
+    pub state_recorded: bool,
+    /// Where it confirmed itself from (its first CREATE_SESSION): the event lines say it.
+    pub addr: Option<SocketAddr>,
     /// Ids of states the server took away (ADMIN_REVOKED or EXPIRED), reported by SEQUENCE
     /// until the client frees them.
     pub revoked: HashSet<u64>,
@@ -115,6 +138,20 @@ pub struct Client {
 pub struct OwnerRecs {
     pub confirmed: Option<u64>,
     pub unconfirmed: Option<u64>,
+}
+
+/// How a client went without DESTROY_CLIENTID (the event line, `Inner::log_client_end`).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum ClientEnd {
+    /// Its lease ran out (without state, or past the courtesy time).
+    Expired,
+    /// Taken away before its time: room needed, another principal, the admin.
+    Evicted(&'static str),
+}
+
+/// A sessionid as the event lines print it: 32 hex digits.
+pub(super) fn hex16(id: &[u8; 16]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Debug, Clone)]
@@ -141,6 +178,8 @@ pub struct CreateSessionReq {
     pub cb_program: u32,
     pub principal: Principal,
     pub conn: u64,
+    /// The peer of the connection it came on (the event lines).
+    pub peer: SocketAddr,
     pub backchannel: Option<Arc<dyn Backchannel>>,
 }
 
@@ -212,6 +251,8 @@ impl Inner {
                 sessions: HashSet::new(),
                 states: HashSet::new(),
                 reclaim_complete: false,
+                state_recorded: false,
+                addr: None,
                 revoked: HashSet::new(),
             },
         );
@@ -261,6 +302,10 @@ impl Inner {
                 if !c.courtesy && (!c.states.is_empty() || !c.sessions.is_empty()) {
                     return Err(NfsStat::CLID_INUSE);
                 }
+                self.log_client_end(
+                    cid,
+                    ClientEnd::Evicted("its owner is taken by another principal"),
+                );
                 self.expire_client(cid);
             }
             // Case 4 (client restarted: new verifier) falls through to a new unconfirmed
@@ -335,10 +380,17 @@ impl Inner {
                 r.confirmed = Some(req.clientid);
                 r.unconfirmed = None;
             }
+            tracing::info!(
+                client = %format_args!("{:016x}", req.clientid),
+                addr = %req.peer,
+                reclaims = may_reclaim && !self.grace.ended,
+                "client created"
+            );
             if !may_reclaim || self.grace.ended {
                 // A new client has nothing to reclaim (RFC 8881 §8.4.3: the record says
                 // who may reclaim after the next restart).
-                self.pending.push((owner.clone(), Some(b"v1".to_vec())));
+                self.pending
+                    .push((owner.clone(), Some(super::grace::RECORD_NO_STATE.to_vec())));
             }
         }
         let mut sid = [0u8; 16];
@@ -380,13 +432,22 @@ impl Inner {
                 back_conn,
                 cb_seqid: 0,
                 cb_busy: false,
+                cb_path: Default::default(),
+                cb_probe_gen: 0,
             },
         );
         let c = self
             .clients
             .get_mut(&req.clientid)
             .ok_or(NfsStat::STALE_CLIENTID)?;
+        tracing::info!(
+            session = %hex16(&sid),
+            client = %format_args!("{:016x}", req.clientid),
+            addr = %req.peer,
+            "session created"
+        );
         c.confirmed = true;
+        c.addr.get_or_insert(req.peer);
         c.cs_seqid = req.sequence;
         c.cs_reply = Some(res.clone());
         c.sessions.insert(sid);
@@ -447,6 +508,7 @@ impl Inner {
             .map(|c| c.id);
         match oldest {
             Some(id) => {
+                self.log_client_end(id, ClientEnd::Evicted("courtesy client, room needed"));
                 self.expire_client(id);
                 true
             }
@@ -476,10 +538,30 @@ impl Inner {
             }
         }
         for id in purge {
+            self.log_client_end(id, ClientEnd::Expired);
             self.expire_client(id);
         }
         while courtesy > self.limits.max_courtesy_clients && self.evict_oldest_courtesy() {
             courtesy -= 1;
+        }
+    }
+
+    /// Issue 16: the info line of a client that goes without asking (a confirmed one; an
+    /// unconfirmed record that lapses is no event).
+    pub(super) fn log_client_end(&self, clientid: u64, end: ClientEnd) {
+        let Some(c) = self.clients.get(&clientid).filter(|c| c.confirmed) else {
+            return;
+        };
+        let client = format_args!("{clientid:016x}");
+        let addr = c.addr.map_or_else(|| "-".to_string(), |a| a.to_string());
+        match end {
+            ClientEnd::Expired => tracing::info!(
+                %client,
+                %addr,
+                held_state = !c.states.is_empty(),
+                "client expired"
+            ),
+            ClientEnd::Evicted(why) => tracing::info!(%client, %addr, why, "client evicted"),
         }
     }
 

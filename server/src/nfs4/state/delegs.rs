@@ -33,7 +33,19 @@ pub struct DelegState {
 pub(crate) struct DelegBook {
     /// State ids of delegations being recalled.
     recalled: std::collections::HashSet<u64>,
+    /// Delegations held now, revoked ones not counted (the `max_delegations` cap).
+    pub held: usize,
     pub counters: DelegCounters,
+}
+
+/// Why no delegation was granted (OPEN's `why_no_delegation4` when one was asked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoDeleg {
+    /// Another client's open or delegation is in the way, or a recall of the file is
+    /// under way (WND4_CONTENTION).
+    Contention,
+    /// `max_delegations` are held (WND4_RESOURCE).
+    Resource,
 }
 
 /// Delegation counters since the start (metrics.rs shows them).
@@ -62,8 +74,22 @@ impl Inner {
 
     /// A delegation for `clientid` on `ino` if nothing is in its way (§10.4): a read
     /// delegation needs no write open and no write delegation of another client, a write one
-    /// no open or delegation of anyone else. A client gets one delegation per file.
-    pub fn grant_deleg(&mut self, clientid: u64, ino: Ino, write: bool) -> Option<Stateid> {
+    /// no open or delegation of anyone else. A client gets one delegation per file, none is
+    /// granted while a delegation of the file is being recalled (the conflict is live), and
+    /// none past `max_delegations`.
+    pub fn grant_deleg(
+        &mut self,
+        clientid: u64,
+        ino: Ino,
+        write: bool,
+    ) -> Result<Stateid, NoDeleg> {
+        self.deleg_blocked(clientid, ino, write)?;
+        let id = self.new_deleg(clientid, ino, write, None);
+        Ok(self.stateid_of(id))
+    }
+
+    /// What is in the way of a new delegation (see `grant_deleg`).
+    fn deleg_blocked(&self, clientid: u64, ino: Ino, write: bool) -> Result<(), NoDeleg> {
         let held: Vec<u64> = self
             .files
             .get(&ino)
@@ -76,23 +102,65 @@ impl Inner {
             let other = st.client != clientid;
             let blocks = match &st.kind {
                 StateKind::Open(o) => other && (write || o.share.access & ShareAccess::WRITE != 0),
-                StateKind::Deleg(d) => !other || write || d.write,
+                StateKind::Deleg(d) => !other || write || d.write || d.recalled_at.is_some(),
                 _ => false,
             };
             if blocks {
-                return None;
+                return Err(NoDeleg::Contention);
             }
         }
+        if self.delegs.held >= self.limits.max_delegations {
+            return Err(NoDeleg::Resource);
+        }
+        Ok(())
+    }
+
+    fn new_deleg(&mut self, clientid: u64, ino: Ino, write: bool, recalled_at: Option<u64>) -> u64 {
         let id = self.new_state(
             clientid,
             ino,
-            StateKind::Deleg(DelegState {
-                write,
-                recalled_at: None,
-            }),
+            StateKind::Deleg(DelegState { write, recalled_at }),
         );
+        self.delegs.held += 1;
         self.delegs.counters.granted += 1;
-        Some(self.stateid_of(id))
+        if recalled_at.is_some() {
+            self.delegs.recalled.insert(id);
+            self.delegs.counters.recalled += 1;
+        }
+        id
+    }
+
+    /// OPEN CLAIM_PREVIOUS of a delegation in grace (RFC 8881 §10.2.1, §9.11): the client
+    /// gets back the delegation it held before the restart. The server may not refuse it
+    /// (§18.16.3: it sets `recall` instead), so when it cannot stay — another client's
+    /// reclaimed open or delegation conflicts, the cap is reached, or `give_back` (the
+    /// client's backchannel does not work, delegations are off) — it is granted already
+    /// recalled: `recall` in the reply, revoked by the tick a lease later unless returned.
+    /// A second reclaim of the same file by the client gets the delegation it already has.
+    /// Returns the stateid and whether it is recalled.
+    pub fn reclaim_deleg(
+        &mut self,
+        clientid: u64,
+        ino: Ino,
+        write: bool,
+        give_back: bool,
+        now: u64,
+    ) -> (Stateid, bool) {
+        let own = self.delegs_of(ino).into_iter().find(|id| {
+            self.states
+                .get(id)
+                .is_some_and(|st| st.client == clientid && st.revoked.is_none())
+        });
+        if let Some(id) = own {
+            let recalled = matches!(
+                self.states.get(&id).map(|s| &s.kind),
+                Some(StateKind::Deleg(d)) if d.recalled_at.is_some()
+            );
+            return (self.stateid_of(id), recalled);
+        }
+        let recall = give_back || self.deleg_blocked(clientid, ino, write).is_err();
+        let id = self.new_deleg(clientid, ino, write, recall.then_some(now));
+        (self.stateid_of(id), recall)
     }
 
     /// The delegations of other clients that an access by `clientid` to `ino` conflicts
@@ -245,14 +313,20 @@ mod tests {
         // A write open of another client forbids a read delegation.
         open(&e, b, b"ob", 10, 2, 0).unwrap();
         open(&e, a, b"oa", 10, 1, 0).unwrap();
-        assert_eq!(e.sm.grant_deleg(a, Ino(10), false), None);
+        assert_eq!(
+            e.sm.grant_deleg(a, Ino(10), false),
+            Err(NoDeleg::Contention)
+        );
         // Readers share read delegations, but one each, and no write delegation then.
         open(&e, a, b"oa", 11, 1, 0).unwrap();
         open(&e, b, b"ob", 11, 1, 0).unwrap();
-        assert!(e.sm.grant_deleg(a, Ino(11), false).is_some());
-        assert_eq!(e.sm.grant_deleg(a, Ino(11), false), None);
-        assert!(e.sm.grant_deleg(b, Ino(11), false).is_some());
-        assert_eq!(e.sm.grant_deleg(b, Ino(11), true), None);
+        assert!(e.sm.grant_deleg(a, Ino(11), false).is_ok());
+        assert_eq!(
+            e.sm.grant_deleg(a, Ino(11), false),
+            Err(NoDeleg::Contention)
+        );
+        assert!(e.sm.grant_deleg(b, Ino(11), false).is_ok());
+        assert_eq!(e.sm.grant_deleg(b, Ino(11), true), Err(NoDeleg::Contention));
         // A write delegation needs the file to itself.
         open(&e, a, b"oa", 12, 3, 0).unwrap();
         let w = e.sm.grant_deleg(a, Ino(12), true).unwrap();
@@ -262,6 +336,31 @@ mod tests {
         let r = e.sm.deleg_conflicts(b, Ino(12), false);
         assert_eq!(r.len(), 1);
         assert!(r[0].send && r[0].client == a && r[0].stateid == w);
+    }
+
+    /// A reclaimed delegation (OPEN CLAIM_PREVIOUS) is given back even when it cannot
+    /// stay: with another client's reclaimed write open in the way, or `give_back`, it comes
+    /// recalled, and the tick revokes it a lease later unless returned. Without a conflict
+    /// it is a plain delegation; the same reclaim again finds it.
+    #[test]
+    fn a_reclaimed_delegation_in_the_way_comes_recalled() {
+        let e = env();
+        let (a, _) = mount(&e, b"a");
+        let (b, _) = mount(&e, b"b");
+        let (d, recall) = e.sm.reclaim_deleg(a, Ino(10), false, false);
+        assert!(!recall);
+        assert_eq!(e.sm.reclaim_deleg(a, Ino(10), false, false), (d, false));
+        open(&e, b, b"ob", 11, 3, 0).unwrap();
+        let (w, recall) = e.sm.reclaim_deleg(a, Ino(11), false, false);
+        assert!(recall, "b writes the file");
+        let (g, recall) = e.sm.reclaim_deleg(a, Ino(12), false, true);
+        assert!(recall, "give_back");
+        assert_eq!(e.sm.deleg_counters().granted, 3);
+        assert_eq!(e.sm.delegreturn(a, &g, Ino(12)), Ok(()));
+        e.clock.0.store(90, Ordering::SeqCst);
+        e.sm.tick();
+        assert_eq!(e.sm.test_stateid(a, &w), NfsStat::DELEG_REVOKED);
+        assert_eq!(e.sm.test_stateid(a, &d), NfsStat::OK);
     }
 
     #[test]
@@ -332,7 +431,43 @@ mod tests {
         assert_ne!(flags(&e, sa, 2) & seq4::RECALLABLE_STATE_REVOKED, 0);
         let c = e.sm.deleg_counters();
         assert_eq!((c.granted, c.recalled, c.revoked), (2, 2, 1));
+        assert_eq!(e.sm.delegations_held(), 0, "one returned, one revoked");
         // The conflict is gone: the other client's access goes on.
         assert!(e.sm.deleg_conflicts(b, Ino(10), true).is_empty());
+    }
+
+    /// `max_delegations` caps the delegations held server-wide (WND4_RESOURCE); a returned
+    /// or revoked one makes room. A file whose delegation is being recalled gets no new one.
+    #[test]
+    fn the_cap_and_a_pending_recall_refuse_new_delegations() {
+        let e = env();
+        e.sm.set_limits(super::super::ClientLimits {
+            max_delegations: 2,
+            ..Default::default()
+        });
+        let (a, _) = mount(&e, b"a");
+        let (b, _) = mount(&e, b"b");
+        for ino in 10..13 {
+            open(&e, a, b"oa", ino, 1, 0).unwrap();
+        }
+        let d10 = e.sm.grant_deleg(a, Ino(10), false).unwrap();
+        e.sm.grant_deleg(a, Ino(11), false).unwrap();
+        assert_eq!(e.sm.grant_deleg(a, Ino(12), false), Err(NoDeleg::Resource));
+        assert_eq!(e.sm.delegations_held(), 2);
+        e.sm.delegreturn(a, &d10, Ino(10)).unwrap();
+        let d12 = e.sm.grant_deleg(a, Ino(12), false).unwrap();
+        // Recalled for b's write: no other client gets one of that file meanwhile.
+        assert!(e.sm.deleg_conflicts(b, Ino(12), true)[0].send);
+        open(&e, b, b"ob", 12, 1, 0).unwrap();
+        e.sm.delegreturn(a, &d12, Ino(12)).unwrap();
+        assert!(e.sm.grant_deleg(b, Ino(12), false).is_ok());
+        // Revoked, it no longer counts.
+        let (c, _) = mount(&e, b"c");
+        open(&e, c, b"oc", 13, 1, 0).unwrap();
+        assert_eq!(e.sm.grant_deleg(c, Ino(13), false), Err(NoDeleg::Resource));
+        assert!(e.sm.deleg_conflicts(b, Ino(11), true)[0].send);
+        e.clock.0.store(100, Ordering::SeqCst);
+        e.sm.tick();
+        assert!(e.sm.grant_deleg(c, Ino(13), false).is_ok());
     }
 }

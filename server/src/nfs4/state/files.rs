@@ -148,6 +148,9 @@ impl Inner {
         let Some(st) = self.states.remove(&id) else {
             return;
         };
+        if matches!(st.kind, StateKind::Deleg(_)) && st.revoked.is_none() {
+            self.delegs.held = self.delegs.held.saturating_sub(1);
+        }
         if let Some(c) = self.clients.get_mut(&st.client) {
             c.states.remove(&id);
             c.revoked.remove(&id);
@@ -189,6 +192,9 @@ impl Inner {
             return;
         }
         st.revoked = Some(why);
+        if matches!(st.kind, StateKind::Deleg(_)) {
+            self.delegs.held = self.delegs.held.saturating_sub(1);
+        }
         let (client, ino) = (st.client, st.ino);
         let children = match &st.kind {
             StateKind::Open(o) => o.locks.clone(),
@@ -215,6 +221,10 @@ impl Inner {
     /// A courtesy client is in someone's way (RFC 8881 §8.3, courteous server): all its
     /// state is revoked as EXPIRED; the client keeps its sessions and is told by SEQUENCE.
     pub(super) fn expire_state(&mut self, client: u64) {
+        self.log_client_end(
+            client,
+            super::client::ClientEnd::Evicted("courtesy client in another's way: state revoked"),
+        );
         let ids: Vec<u64> = self
             .clients
             .get(&client)
@@ -298,6 +308,7 @@ impl Inner {
     /// the owner's one, unless another owner's share reservation conflicts.
     pub fn open(&mut self, req: &OpenReq<'_>, _now: u64) -> Result<Stateid, NfsStat> {
         self.client(req.clientid)?;
+        self.record_state_taken(req.clientid);
         loop {
             let conflict = self.files.get(&req.ino).and_then(|f| {
                 f.opens.iter().find_map(|id| {
@@ -345,6 +356,18 @@ impl Inner {
             }),
         );
         Ok(self.stateid_of(id))
+    }
+
+    /// The first OPEN of a client rewrites its record to say it holds state, so that the
+    /// grace period after a restart waits for it (grace.rs); one record write per client.
+    fn record_state_taken(&mut self, clientid: u64) {
+        if let Some(c) = self.clients.get_mut(&clientid) {
+            if !c.state_recorded {
+                c.state_recorded = true;
+                let rec = super::grace::RECORD_HELD_STATE.to_vec();
+                self.pending.push((c.owner.clone(), Some(rec)));
+            }
+        }
     }
 
     pub(super) fn open_of(&self, clientid: u64, sid: &Stateid, ino: Ino) -> Result<u64, NfsStat> {

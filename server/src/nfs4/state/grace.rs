@@ -24,11 +24,34 @@ pub enum CommitClaim {
     Current,
 }
 
+/// The value of a client record (RFC 8881 §8.4.3) once the client took state: the grace
+/// period after a restart waits for its RECLAIM_COMPLETE. Records of earlier versions all
+/// say this, so a client they name is waited for.
+pub const RECORD_HELD_STATE: &[u8] = b"v1";
+/// The value of the record of a confirmed client that has not taken state yet: it may come
+/// back after a restart, but there is nothing of it to wait for.
+pub const RECORD_NO_STATE: &[u8] = b"v1-nostate";
+
 /// The grace period after a restart: the owners that held state before it may reclaim.
+///
+/// It lasts `grace_seconds` (default: one lease) and ends early once every previous client
+/// that held state has sent RECLAIM_COMPLETE (at the next tick). A reclaim in its last
+/// `extension` seconds pushes the end to `extension` after it, as knfsd keeps grace while
+/// reclaims still arrive, but never past `bound`: two leases after the nominal end, so a
+/// client that keeps reclaiming cannot hold everyone else's new opens for longer than a
+/// client that stopped renewing takes to expire twice over.
 pub struct Grace {
+    /// The nominal end (`grace_seconds` after the start): the layout reclaim window.
     pub until: u64,
+    /// The end as reclaims pushed it (`until` ≤ `end` ≤ `bound`).
+    pub end: u64,
+    pub bound: u64,
+    /// How far a late reclaim pushes the end.
+    pub extension: u64,
     pub previous: HashSet<Vec<u8>>,
-    /// Previous owners that said RECLAIM_COMPLETE (when all have, grace ends early).
+    /// The previous owners whose record says they held state: the ones waited for.
+    pub waited: HashSet<Vec<u8>>,
+    /// Previous owners that said RECLAIM_COMPLETE (when all waited ones have, grace ends early).
     pub completed: HashSet<Vec<u8>>,
     pub ended: bool,
     /// Set while something outside the state must act before the previous instance's
@@ -37,12 +60,31 @@ pub struct Grace {
     pub held: bool,
 }
 
+/// Why the grace period ended (the info line says it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraceEnd {
+    Timeout,
+    AllReclaimed,
+}
+
 impl Grace {
-    pub fn start(previous: HashSet<Vec<u8>>, now: u64, seconds: u32) -> Grace {
+    /// `records`: the owners of the previous instance with their record values.
+    pub fn start(records: Vec<(Vec<u8>, Vec<u8>)>, now: u64, seconds: u32, lease: u32) -> Grace {
+        let waited = records
+            .iter()
+            .filter(|(_, v)| v.as_slice() != RECORD_NO_STATE)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let previous: HashSet<Vec<u8>> = records.into_iter().map(|(k, _)| k).collect();
         let ended = previous.is_empty();
+        let until = now + u64::from(seconds);
         Grace {
-            until: now + seconds as u64,
+            until,
+            end: until,
+            bound: until + 2 * u64::from(lease),
+            extension: (u64::from(lease) / 10).max(2),
             previous,
+            waited,
             completed: HashSet::new(),
             ended,
             held: false,
@@ -50,7 +92,31 @@ impl Grace {
     }
 
     pub fn active(&self, now: u64) -> bool {
-        !self.ended && (now < self.until || self.held) && self.completed.len() < self.previous.len()
+        !self.ended && (now < self.end || self.held) && self.completed.len() < self.previous.len()
+    }
+
+    /// A reclaim arrived at `now`: late in grace, it keeps grace open a little longer.
+    pub fn note_reclaim(&mut self, now: u64) {
+        if self.active(now) {
+            self.end = self.end.max(now + self.extension).min(self.bound);
+        }
+    }
+
+    /// Whether grace should end at `now`, and why.
+    fn should_end(&self, now: u64) -> Option<GraceEnd> {
+        if self.ended {
+            return None;
+        }
+        // Every previous client back: over at once (`active`). Every one that held state
+        // back: over at the next tick, unless held. The tick's lag lets the last reclaimer's
+        // own requests right after its RECLAIM_COMPLETE still see grace, as knfsd's
+        // laundromat does (pynfs REBT2a–4c check that a new OPEN then still gets GRACE).
+        if self.completed.len() >= self.previous.len()
+            || (!self.held && self.waited.iter().all(|o| self.completed.contains(o)))
+        {
+            return Some(GraceEnd::AllReclaimed);
+        }
+        (!self.active(now)).then_some(GraceEnd::Timeout)
     }
 
     /// Layouts of the previous instance may still commit: for the whole nominal grace period,
@@ -75,7 +141,7 @@ impl Inner {
         &mut self,
         clientid: u64,
         one_fs: bool,
-        _now: u64,
+        now: u64,
     ) -> Result<(), NfsStat> {
         let c = self
             .clients
@@ -93,8 +159,11 @@ impl Inner {
         let owner = c.owner.clone();
         if self.grace.previous.contains(&owner) && !self.grace.ended {
             self.grace.completed.insert(owner.clone());
-            // Reclaimed: its record stays valid for the next restart.
-            self.pending.push((owner, Some(b"v1".to_vec())));
+            self.grace.note_reclaim(now);
+            if self.grace.waited.contains(&owner) {
+                // Reclaimed: its record stays valid for the next restart.
+                self.pending.push((owner, Some(RECORD_HELD_STATE.to_vec())));
+            }
         }
         Ok(())
     }
@@ -112,7 +181,10 @@ impl Inner {
         let c = self.client(clientid)?;
         let grace = self.grace.active(now);
         if reclaim {
-            if !grace || c.reclaim_complete {
+            // An owner that already said RECLAIM_COMPLETE in this grace period has reclaimed
+            // all it had: a new incarnation of it (a client restarted since) has nothing
+            // of the previous instance left to claim (pynfs REBT4c's duplicate reclaims).
+            if !grace || c.reclaim_complete || self.grace.completed.contains(&c.owner) {
                 return Err(NfsStat::NO_GRACE);
             }
             if !self.grace.previous.contains(&c.owner) {
@@ -164,8 +236,22 @@ impl Inner {
         // Lease expiry and the courtesy bounds live with the client records (client.rs).
         self.expire_leases(now);
         self.revoke_unreturned_delegs(now);
-        if !self.grace.ended && !self.grace.active(now) {
+        if let Some(why) = self.grace.should_end(now) {
             self.grace.ended = true;
+            let (previous, reclaimed) = (self.grace.previous.len(), self.grace.completed.len());
+            match why {
+                GraceEnd::AllReclaimed => tracing::info!(
+                    previous,
+                    reclaimed,
+                    "grace period ended: every client that held state reclaimed"
+                ),
+                GraceEnd::Timeout => tracing::info!(
+                    previous,
+                    reclaimed,
+                    extended_by = self.grace.end.saturating_sub(self.grace.until),
+                    "grace period ended: time out"
+                ),
+            }
             // Owners that did not come back during grace can no longer reclaim.
             let gone: Vec<Vec<u8>> = self
                 .grace
@@ -241,8 +327,11 @@ mod tests {
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
-    use super::super::tests::{env_with, exid, mount, MemRecords};
+    use super::super::tests::{cs_req, env_with, exid, mount, seq, MemRecords};
+    use super::super::tests_files::open;
     use super::super::ClientRecords;
+    use super::{RECORD_HELD_STATE, RECORD_NO_STATE};
+    use crate::nfs4::status::NfsStat;
 
     /// `hold_grace` keeps grace (while a previous client is missing) and the layout reclaim
     /// window open past their time, and the tick does not end grace, until `release_grace`.
@@ -283,6 +372,7 @@ mod tests {
         e2.sm.hold_grace();
         let (c, _) = mount(&e2, b"back");
         e2.sm.reclaim_complete(c, false).unwrap();
+        e2.sm.tick();
         assert!(!e2.sm.in_grace());
         e2.clock.0.store(91, Ordering::SeqCst);
         assert!(e2.sm.layouts_reclaimable());
@@ -291,5 +381,134 @@ mod tests {
         // Without previous clients there is nothing to wait for.
         let e3 = env_with(Arc::new(MemRecords::default()), 3);
         assert!(e3.sm.previous_layouts_expired() && !e3.sm.in_grace());
+    }
+
+    fn at(e: &super::super::tests::Env, t: u64) {
+        e.clock.0.store(t, Ordering::SeqCst);
+        e.sm.tick();
+    }
+
+    /// A restart after clients "a" and "b" held state; "a" is back (not yet complete).
+    fn restarted() -> (super::super::tests::Env, u64, [u8; 16]) {
+        let records = Arc::new(MemRecords::default());
+        let e1 = env_with(records.clone(), 1);
+        let (a, _) = mount(&e1, b"a");
+        let (b, _) = mount(&e1, b"b");
+        open(&e1, a, b"oa", 10, 1, 0).unwrap();
+        open(&e1, b, b"ob", 11, 1, 0).unwrap();
+        let e2 = env_with(records, 2);
+        let (a, sid) = mount(&e2, b"a");
+        (e2, a, sid)
+    }
+
+    /// A reclaim late in grace pushes its end `extension` (9 s at a 90-s lease) past the
+    /// reclaim; an early one changes nothing.
+    #[test]
+    fn a_late_reclaim_extends_grace() {
+        let (e, a, _) = restarted();
+        e.sm.check_open_reclaim(a, true).unwrap();
+        at(&e, 89);
+        assert!(e.sm.in_grace());
+        e.sm.check_open_reclaim(a, true).unwrap();
+        at(&e, 97);
+        assert!(e.sm.in_grace(), "a reclaim at 89 keeps grace to 98");
+        at(&e, 98);
+        assert!(!e.sm.in_grace());
+        // Without the late reclaim it ends on time.
+        let (e, _, _) = restarted();
+        at(&e, 90);
+        assert!(!e.sm.in_grace());
+    }
+
+    /// Reclaims that keep coming extend grace up to its bound, two leases after the nominal
+    /// end (270 s), and no further.
+    #[test]
+    fn reclaims_extend_grace_no_further_than_its_bound() {
+        let (e, a, sid) = restarted();
+        for (n, t) in (85..400).step_by(5).enumerate() {
+            e.clock.0.store(t, Ordering::SeqCst);
+            if !e.sm.in_grace() {
+                break;
+            }
+            // The reclaimer renews its lease as it goes.
+            if let Ok(super::super::SequenceOutcome::New { slot, .. }) =
+                e.sm.sequence(&seq(sid, 0, n as u32 + 1, n as u64))
+            {
+                e.sm.slot_done(&slot, b"");
+            }
+            e.sm.check_open_reclaim(a, true).unwrap();
+            e.sm.tick();
+        }
+        at(&e, 269);
+        assert!(e.sm.in_grace());
+        at(&e, 270);
+        assert!(!e.sm.in_grace(), "grace outlived its bound");
+    }
+
+    /// Clients that hold state and stop renewing (pynfs's REBT2c: 1,000 of them, none
+    /// renewing while the rest are set up) are courtesy clients until someone needs the
+    /// room: their records survive, so after a restart every one of them may reclaim. A
+    /// count cap below the client cap evicted the oldest (and deleted their records) with
+    /// nobody in need of the room, and they got RECLAIM_BAD.
+    #[test]
+    fn expired_clients_with_state_keep_their_records_through_a_restart() {
+        let records = Arc::new(MemRecords::default());
+        let e1 = env_with(records.clone(), 1);
+        let n = 300;
+        for i in 0..n {
+            let owner = format!("c{i}");
+            let (c, _) = mount(&e1, owner.as_bytes());
+            open(&e1, c, b"o", 10 + i, 1, 0).unwrap();
+        }
+        // Every lease runs out; nobody else wants the room.
+        at(&e1, 200);
+        assert_eq!(e1.sm.client_state_usage().courtesy_clients, n as usize);
+        let e2 = env_with(records, 2);
+        for i in 0..n {
+            let owner = format!("c{i}");
+            let (c, _) = mount(&e2, owner.as_bytes());
+            assert_eq!(e2.sm.check_open_reclaim(c, true), Ok(()), "client {i}");
+        }
+    }
+
+    /// A previous client that completed its reclaim and comes back as a new incarnation
+    /// (another verifier) while grace lasts may not reclaim again: NO_GRACE.
+    #[test]
+    fn a_client_that_completed_its_reclaim_may_not_reclaim_again() {
+        let (e, a, _) = restarted();
+        e.sm.check_open_reclaim(a, true).unwrap();
+        e.sm.reclaim_complete(a, false).unwrap();
+        assert!(e.sm.in_grace(), "b has not reclaimed");
+        let r = e.sm.exchange_id(&exid(b"a", 9, 0, 0)).unwrap();
+        e.sm.create_session(cs_req(r.clientid, r.sequenceid, 0))
+            .unwrap();
+        assert_eq!(
+            e.sm.check_open_reclaim(r.clientid, true),
+            Err(NfsStat::NO_GRACE)
+        );
+    }
+
+    /// Grace ends at the tick after every previous client that held state sent
+    /// RECLAIM_COMPLETE; one that never took state (its record says so) is not waited for.
+    #[test]
+    fn grace_ends_early_once_every_client_with_state_reclaimed() {
+        let records = Arc::new(MemRecords::default());
+        let e1 = env_with(records.clone(), 1);
+        let (a, _) = mount(&e1, b"held");
+        mount(&e1, b"idle");
+        open(&e1, a, b"oa", 10, 1, 0).unwrap();
+        let rec: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+            records.list().into_iter().collect();
+        assert_eq!(rec[&b"held".to_vec()], RECORD_HELD_STATE);
+        assert_eq!(rec[&b"idle".to_vec()], RECORD_NO_STATE);
+        let e2 = env_with(records.clone(), 2);
+        assert!(e2.sm.in_grace());
+        let (a, _) = mount(&e2, b"held");
+        e2.sm.reclaim_complete(a, false).unwrap();
+        at(&e2, 1);
+        assert!(!e2.sm.in_grace(), "waited for a client without state");
+        // The stateless client did not come back: its record goes with the grace.
+        let keys: Vec<Vec<u8>> = records.list().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, vec![b"held".to_vec()]);
     }
 }

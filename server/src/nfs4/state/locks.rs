@@ -93,6 +93,9 @@ impl Inner {
     /// LOCK (RFC 8881 §18.10.3).
     pub fn lock(&mut self, req: &LockReq<'_>, now: u64) -> Result<Stateid, LockError> {
         self.check_reclaim(req.clientid, req.reclaim, false, now)?;
+        if req.reclaim {
+            self.grace.note_reclaim(now);
+        }
         let lock_id = match &req.locker {
             Locker::Existing { lock } => {
                 let id = self.find(req.clientid, lock)?;

@@ -37,7 +37,7 @@ mod tests_files;
 #[cfg(test)]
 mod tests_limits;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::nfs4::status::NfsStat;
@@ -48,13 +48,13 @@ pub use client::{
     exchgid, seq4, BindDir, ClientLimits, CreateSessionReq, CreateSessionRes, ExchangeIdReq,
     ExchangeIdRes, Principal, SequenceOutcome, SequenceReq, CS_FLAG_CONN_BACK_CHAN,
 };
-pub use delegs::{DelegCounters, Recall};
+pub use delegs::{DelegCounters, NoDeleg, Recall};
 pub use files::{OpenReq, ShareAccess};
 pub use grace::CommitClaim;
 pub use lock::{range_of, LockRange};
 pub use locks::{Denied, LockError, LockReq, Locker};
-pub use session::{ChannelAttrs, MAX_IO, MAX_SLOTS};
-pub use sessions::CbSlot;
+pub use session::{CbPath, ChannelAttrs, MAX_IO, MAX_SLOTS};
+pub use sessions::{CbSlot, ProbeTarget};
 pub use snapshot::{
     ClientInfo, ClientStateUsage, GraceInfo, LeaseState, ReclaimState, SessionInfo, StateCounts,
 };
@@ -172,8 +172,17 @@ impl StateManager {
         records: Arc<dyn ClientRecords>,
         clock: Arc<dyn Clock>,
     ) -> StateManager {
-        let previous: HashSet<Vec<u8>> = records.list().into_iter().map(|(k, _)| k).collect();
+        let previous = records.list();
         let now = clock.now();
+        let grace = grace::Grace::start(previous, now, cfg.grace_seconds, cfg.lease_seconds);
+        if !grace.ended {
+            tracing::info!(
+                previous = grace.previous.len(),
+                waited_for = grace.waited.len(),
+                seconds = cfg.grace_seconds,
+                "grace period started"
+            );
+        }
         let inner = Inner {
             cfg,
             limits: client::ClientLimits::default(),
@@ -185,7 +194,7 @@ impl StateManager {
             sessions: HashMap::new(),
             states: HashMap::new(),
             files: HashMap::new(),
-            grace: grace::Grace::start(previous, now, cfg.grace_seconds),
+            grace,
             pending: Vec::new(),
             dropped_layouts: Vec::new(),
             delegs: Default::default(),
@@ -351,12 +360,37 @@ impl StateManager {
         self.with(|i, _| i.cb_done(slot, answered))
     }
 
+    /// See `Inner::probe_start` (sessions.rs).
+    pub fn probe_start(&self, sessionid: &[u8; 16]) -> Option<(u64, u64)> {
+        self.with(|i, _| i.probe_start(sessionid))
+    }
+
+    pub fn probe_target(&self, sessionid: &[u8; 16], generation: u64) -> Option<ProbeTarget> {
+        self.with(|i, _| i.probe_target(sessionid, generation))
+    }
+
+    pub fn probe_done(&self, sessionid: &[u8; 16], generation: u64, ok: bool) {
+        self.with(|i, _| i.probe_done(sessionid, generation, ok))
+    }
+
+    /// Whether the client has a backchannel that works (or is being probed): no
+    /// delegation otherwise.
+    pub fn backchannel_works(&self, clientid: u64) -> bool {
+        self.with(|i, _| i.backchannel_works(clientid))
+    }
+
     // ---- opens, locks, stateids (files.rs) ----
 
     /// RFC 8881 §8.4.2/§18.16.3/§18.51.3 grace rules for an OPEN before it touches
     /// anything (LOCK checks them itself).
     pub fn check_open_reclaim(&self, clientid: u64, reclaim: bool) -> Result<(), NfsStat> {
-        self.with(|i, now| i.check_reclaim(clientid, reclaim, true, now))
+        self.with(|i, now| {
+            i.check_reclaim(clientid, reclaim, true, now)?;
+            if reclaim {
+                i.grace.note_reclaim(now);
+            }
+            Ok(())
+        })
     }
 
     pub fn open(&self, req: &OpenReq<'_>) -> Result<Stateid, NfsStat> {
@@ -422,8 +456,19 @@ impl StateManager {
     }
 
     /// A read (`write == false`) or write delegation of `ino` if none conflicts.
-    pub fn grant_deleg(&self, clientid: u64, ino: Ino, write: bool) -> Option<Stateid> {
+    pub fn grant_deleg(&self, clientid: u64, ino: Ino, write: bool) -> Result<Stateid, NoDeleg> {
         self.with(|i, _| i.grant_deleg(clientid, ino, write))
+    }
+
+    /// See `Inner::reclaim_deleg` (delegs.rs): the stateid and whether it is recalled.
+    pub fn reclaim_deleg(
+        &self,
+        clientid: u64,
+        ino: Ino,
+        write: bool,
+        give_back: bool,
+    ) -> (Stateid, bool) {
+        self.with(|i, now| i.reclaim_deleg(clientid, ino, write, give_back, now))
     }
 
     /// Delegations of other clients in the way of an access to `ino` (see delegs.rs); the
@@ -440,6 +485,16 @@ impl StateManager {
     /// Delegations granted, recalled and revoked since the start.
     pub fn deleg_counters(&self) -> DelegCounters {
         self.lock().delegs.counters
+    }
+
+    /// Delegations held now (not revoked).
+    pub fn delegations_held(&self) -> usize {
+        self.lock().delegs.held
+    }
+
+    /// Whether OPEN may offer delegations at all (config `delegations`).
+    pub fn delegations_enabled(&self) -> bool {
+        self.lock().limits.delegations
     }
 
     /// Whether any client has the file open (REMOVE keeps an open file's inode).

@@ -252,6 +252,26 @@ pub struct Session {
     /// CB_COMPOUND is outstanding on it (RFC 8881 §2.10.6.3 applies to both channels).
     pub cb_seqid: u32,
     pub cb_busy: bool,
+    /// What the CB_NULL probe found of the backchannel (RFC 8881 §18.36.3, §18.33.3).
+    pub cb_path: CbPath,
+    /// Counts the probes started, so that an old probe's answer never overrides a newer
+    /// probe of a backchannel bound since.
+    pub cb_probe_gen: u64,
+}
+
+/// The backchannel as the server last saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CbPath {
+    /// A probe is on its way (or none was sent yet). Counted as working, as knfsd does for
+    /// NFSv4.1 (`nfsd4_cb_channel_good`): the client bound the backchannel itself, and a
+    /// delegation granted meanwhile is recalled over it or revoked a lease later.
+    #[default]
+    Unknown,
+    /// CB_NULL or a CB_COMPOUND was answered.
+    Up,
+    /// CB_NULL or a CB_COMPOUND got no answer: SEQUENCE reports CB_PATH_DOWN_SESSION until
+    /// the client binds a connection again (BIND_CONN_TO_SESSION re-probes).
+    Down,
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::client::{seq4, BindDir, SequenceOutcome, SequenceReq};
-use super::session::Session;
 use super::session::SlotUse;
+use super::session::{CbPath, Session};
 use super::{Inner, SessionSlotRef};
 use crate::nfs4::status::NfsStat;
 use crate::rpc::Backchannel;
@@ -40,19 +40,19 @@ impl Inner {
             max_response_size_cached: s.fore.maxresponsesize_cached,
         };
         let mut flags = 0;
-        if s.back_conn.is_none() && s.wants_back {
+        if s.wants_back && !s.back_works() {
             flags |= seq4::CB_PATH_DOWN_SESSION;
         }
         let clientid = s.client;
-        let has_back = self
-            .clients
-            .get(&clientid)
-            .map(|c| {
-                c.sessions
-                    .iter()
-                    .any(|id| self.sessions.get(id).is_some_and(|s| s.back_conn.is_some()))
-            })
-            .unwrap_or(false);
+        let sessions = self.clients.get(&clientid).map(|c| &c.sessions);
+        let sessions = || {
+            sessions
+                .into_iter()
+                .flatten()
+                .filter_map(|id| self.sessions.get(id))
+        };
+        let has_back = sessions().any(Session::back_works);
+        let probe_failed = sessions().any(|s| s.back_conn.is_some() && s.cb_path == CbPath::Down);
         let mut admin = false;
         let mut expired = false;
         let mut recallable = false;
@@ -82,7 +82,12 @@ impl Inner {
         if let Some(c) = self.clients.get_mut(&clientid) {
             c.last_renew = now;
             c.courtesy = false;
-            if !has_back && !c.states.is_empty() && flags & seq4::CB_PATH_DOWN_SESSION != 0 {
+            // §18.46.3: no session of the client has a backchannel the server can use, and
+            // the client needs one (it holds state that callbacks recall) or its probe failed.
+            if !has_back
+                && (!c.states.is_empty() || probe_failed)
+                && flags & seq4::CB_PATH_DOWN_SESSION != 0
+            {
                 flags |= seq4::CB_PATH_DOWN;
             }
         }
@@ -114,6 +119,13 @@ impl Inner {
         self.sessions.remove(sessionid);
         if let Some(c) = self.clients.get_mut(&client) {
             c.sessions.remove(sessionid);
+            let addr = c.addr.map_or_else(|| "-".to_string(), |a| a.to_string());
+            tracing::info!(
+                session = %super::client::hex16(sessionid),
+                client = %format_args!("{client:016x}"),
+                %addr,
+                "session destroyed"
+            );
         }
         Ok(())
     }
@@ -143,6 +155,8 @@ impl Inner {
         if let (true, Some(bc)) = (back, backchannel) {
             s.back_conn = Some((conn, bc));
             s.wants_back = true;
+            // A new backchannel is probed afresh (`probe_start`, from the operation).
+            s.cb_path = CbPath::Unknown;
         }
         Ok(match (fore, back) {
             (true, true) => BindDir::Both,
@@ -231,9 +245,70 @@ impl Inner {
             s.cb_busy = false;
             if answered {
                 s.cb_seqid = slot.seqid;
+                s.cb_path = CbPath::Up;
+            } else {
+                // No answer: the path is down until the client binds a connection again,
+                // which is what CB_PATH_DOWN_SESSION asks it to do (§18.46.3).
+                s.cb_path = CbPath::Down;
             }
         }
     }
+
+    /// Starts a CB_NULL probe of the session's backchannel (after CREATE_SESSION,
+    /// BACKCHANNEL_CTL and BIND_CONN_TO_SESSION, RFC 8881 §18.36.3, §18.33.3): the client and
+    /// the probe's generation, or `None` without a backchannel to probe.
+    pub fn probe_start(&mut self, sessionid: &[u8; 16]) -> Option<(u64, u64)> {
+        let s = self.sessions.get_mut(sessionid)?;
+        s.back_conn.as_ref()?;
+        s.cb_probe_gen += 1;
+        s.cb_path = CbPath::Unknown;
+        Some((s.client, s.cb_probe_gen))
+    }
+
+    /// What probe `generation` calls: the backchannel, the callback program and the
+    /// credential, while that probe is the session's latest and the backchannel is bound.
+    pub fn probe_target(&self, sessionid: &[u8; 16], generation: u64) -> Option<ProbeTarget> {
+        let s = self.sessions.get(sessionid)?;
+        let (_, channel) = s.back_conn.as_ref()?;
+        (s.cb_probe_gen == generation).then(|| ProbeTarget {
+            channel: channel.clone(),
+            program: s.cb_program,
+            cred: s.cb_cred.clone(),
+        })
+    }
+
+    /// The CB_NULL of probe `generation` was answered (`ok`) or not.
+    pub fn probe_done(&mut self, sessionid: &[u8; 16], generation: u64, ok: bool) {
+        if let Some(s) = self.sessions.get_mut(sessionid) {
+            if s.cb_probe_gen == generation {
+                s.cb_path = if ok { CbPath::Up } else { CbPath::Down };
+            }
+        }
+    }
+
+    /// Whether one of the client's sessions has a backchannel that is not known to fail:
+    /// what a delegation needs (it must be recallable, RFC 8881 §10.4).
+    pub fn backchannel_works(&self, clientid: u64) -> bool {
+        self.clients.get(&clientid).is_some_and(|c| {
+            c.sessions
+                .iter()
+                .any(|id| self.sessions.get(id).is_some_and(Session::back_works))
+        })
+    }
+}
+
+impl Session {
+    /// A backchannel is bound and its last probe or callback did not fail.
+    fn back_works(&self) -> bool {
+        self.back_conn.is_some() && self.cb_path != CbPath::Down
+    }
+}
+
+/// Where a CB_NULL probe goes (`Inner::probe_target`).
+pub struct ProbeTarget {
+    pub channel: Arc<dyn Backchannel>,
+    pub program: u32,
+    pub cred: crate::rpc::CbCred,
 }
 
 /// A callback slot taken by `cb_begin`: what CB_SEQUENCE carries and where to send it.

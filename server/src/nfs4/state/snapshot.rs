@@ -290,6 +290,7 @@ impl StateManager {
             if !i.clients.contains_key(&clientid) {
                 return false;
             }
+            i.log_client_end(clientid, super::client::ClientEnd::Evicted("by the admin"));
             i.expire_client(clientid);
             true
         })

@@ -98,6 +98,7 @@ pub(super) fn cs_req(clientid: u64, sequence: u32, uid: u32) -> CreateSessionReq
         cb_program: 0x4000_0000,
         principal: princ(uid),
         conn: 1,
+        peer: std::net::SocketAddr::from(([127, 0, 0, 1], 700)),
         backchannel: None,
     }
 }
@@ -314,6 +315,64 @@ impl crate::rpc::Backchannel for NullBackchannel {
     fn call(&self, _: u32, _: u32, _: crate::xdr::XdrWriter) -> std::io::Result<Vec<u8>> {
         Ok(Vec::new())
     }
+}
+
+/// The CB_NULL probe decides whether the backchannel works (RFC 8881 §18.36.3): a failed
+/// probe is CB_PATH_DOWN_SESSION (and CB_PATH_DOWN once the client holds state) and no
+/// delegation, an answer of an older probe changes nothing, and a connection bound again
+/// is probed afresh.
+#[test]
+fn a_failed_probe_reports_the_path_down_until_a_new_probe_answers() {
+    let e = env();
+    let r = e.sm.exchange_id(&exid(b"p", 1, 0, 0)).unwrap();
+    let mut req = cs_req(r.clientid, 1, 0);
+    req.flags = CS_FLAG_CONN_BACK_CHAN;
+    req.backchannel = Some(Arc::new(NullBackchannel));
+    let s = e.sm.create_session(req).unwrap();
+    let mut seqid = 0;
+    let mut flags = |e: &Env| {
+        seqid += 1;
+        match e.sm.sequence(&seq(s.sessionid, 0, seqid, 0)) {
+            Ok(SequenceOutcome::New {
+                slot, status_flags, ..
+            }) => {
+                e.sm.slot_done(&slot, b"");
+                status_flags & (seq4::CB_PATH_DOWN | seq4::CB_PATH_DOWN_SESSION)
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    // Being probed counts as working.
+    let (client, g1) = e.sm.probe_start(&s.sessionid).unwrap();
+    assert_eq!(client, r.clientid);
+    assert_eq!(flags(&e), 0);
+    assert!(e.sm.backchannel_works(client));
+    assert!(e.sm.probe_target(&s.sessionid, g1).is_some());
+    e.sm.probe_done(&s.sessionid, g1, false);
+    assert!(!e.sm.backchannel_works(client));
+    assert_eq!(flags(&e), seq4::CB_PATH_DOWN_SESSION | seq4::CB_PATH_DOWN);
+    // A new connection for the backchannel: probed again; the old probe is moot.
+    e.sm.bind_conn_to_session(
+        &s.sessionid,
+        BindDir::Back,
+        2,
+        Some(Arc::new(NullBackchannel)),
+    )
+    .unwrap();
+    let (_, g2) = e.sm.probe_start(&s.sessionid).unwrap();
+    assert!(e.sm.probe_target(&s.sessionid, g1).is_none());
+    e.sm.probe_done(&s.sessionid, g2, true);
+    e.sm.probe_done(&s.sessionid, g1, false);
+    assert!(e.sm.backchannel_works(client));
+    assert_eq!(flags(&e), 0);
+    // A callback that gets no answer takes the path down too.
+    let cb = e.sm.cb_begin(client).unwrap();
+    e.sm.cb_done(&cb, false);
+    assert!(!e.sm.backchannel_works(client));
+    assert_ne!(flags(&e) & seq4::CB_PATH_DOWN_SESSION, 0);
+    // Without a backchannel there is nothing to probe.
+    e.sm.conn_closed(2);
+    assert_eq!(e.sm.probe_start(&s.sessionid), None);
 }
 
 #[test]

@@ -9,8 +9,10 @@ use super::fixture::{call, conn, ctx, seq_args, session_args, Fx};
 use crate::nfs4::callback::{self, RETRY_EVERY};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::ops::{
-    create_session, delegreturn, destroy_session, exchange_id, open, reclaim_complete, sequence,
+    backchannel_ctl, bind_conn_to_session, create_session, delegreturn, destroy_session,
+    exchange_id, link, open, reclaim_complete, remove, rename, sequence, setattr,
 };
+use crate::nfs4::state::ClientLimits;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::rpc::{Backchannel, ConnInfo};
@@ -26,13 +28,19 @@ const WANT_READ_DELEG: u32 = 0x100;
 #[derive(Debug, Default)]
 pub(super) struct Bc {
     pub calls: Mutex<Vec<Vec<u8>>>,
+    /// (program, procedure) of every call answered, CB_NULLs included.
+    pub procs: Mutex<Vec<(u32, u32)>>,
     pub down: AtomicBool,
 }
 
 impl Backchannel for Bc {
-    fn call(&self, _: u32, _: u32, args: XdrWriter) -> std::io::Result<Vec<u8>> {
+    fn call(&self, program: u32, procedure: u32, args: XdrWriter) -> std::io::Result<Vec<u8>> {
         if self.down.load(Ordering::SeqCst) {
             return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.procs.lock().unwrap().push((program, procedure));
+        if procedure == callback::CB_NULL {
+            return Ok(Vec::new());
         }
         self.calls.lock().unwrap().push(args.into_inner());
         Ok(vec![0; 12])
@@ -127,6 +135,16 @@ pub(super) fn open_name(
     share_access: u32,
     create: bool,
 ) -> Result<(Stateid, u32, Option<Stateid>), NfsStat> {
+    open_why(x, name, share_access, create).map(|(s, t, d, _)| (s, t, d))
+}
+
+/// `open_name`, with the `why_no_delegation4` of an OPEN_DELEGATE_NONE_EXT as well.
+pub(super) fn open_why(
+    x: &mut Ctx<'_>,
+    name: &[u8],
+    share_access: u32,
+    create: bool,
+) -> Result<(Stateid, u32, Option<Stateid>, Option<u32>), NfsStat> {
     x.current_fh = Some(root_fh(x.srv));
     let mut w = XdrWriter::new();
     w.u32(0);
@@ -157,7 +175,8 @@ pub(super) fn open_name(
     Bitmap::decode(&mut r).unwrap();
     let dtype = r.u32().unwrap();
     let dsid = (dtype == 1 || dtype == 2).then(|| Stateid::decode(&mut r).unwrap());
-    Ok((sid, dtype, dsid))
+    let why = (dtype == 3).then(|| r.u32().unwrap());
+    Ok((sid, dtype, dsid, why))
 }
 
 pub(super) fn delegreturn(x: &mut Ctx<'_>, fh: Fh, d: &Stateid) -> NfsStat {
@@ -244,4 +263,290 @@ fn an_unanswered_recall_is_sent_again_on_the_new_session() {
     callback::send_due(&fx.srv, t0 + RETRY_EVERY);
     assert_eq!(new_bc.seen(), vec![(s2, OP_CB_RECALL)]);
     assert!(fx.srv.callbacks.is_empty());
+}
+
+const OPEN_DELEGATE_READ: u32 = 1;
+const OPEN_DELEGATE_NONE_EXT: u32 = 3;
+const WND4_NOT_WANTED: u32 = 0;
+const WND4_CONTENTION: u32 = 1;
+const WND4_RESOURCE: u32 = 2;
+const WND4_CANCELLED: u32 = 7;
+
+/// CSESS20/21: CREATE_SESSION with a backchannel queues a CB_NULL probe, sent by the
+/// sender (not the COMPOUND) with the session's callback program. Once the probe fails the
+/// client gets no delegation, a plain read-only OPEN then gets OPEN_DELEGATE_NONE and one
+/// that asked WND4_RESOURCE; BIND_CONN_TO_SESSION probes again, and the answer brings
+/// delegations back.
+#[test]
+fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
+    let fx = Fx::new(NfsOptions::default());
+    let bc = Arc::new(Bc::default());
+    let ca = bc_conn(1, &bc);
+    let mut a = cx(&fx.srv, &ca);
+    let (_, sid) = mount(&mut a, b"a");
+    assert!(
+        bc.procs.lock().unwrap().is_empty(),
+        "probed inside the COMPOUND"
+    );
+    assert_eq!(fx.srv.callbacks.probes_queued(), 1);
+    bc.down.store(true, Ordering::SeqCst);
+    callback::send_due_probes(&fx.srv, Instant::now());
+    let (_, dtype, _) = open_name(&mut a, b"f", 1, true).unwrap();
+    assert_eq!(dtype, 0, "a delegation over a dead backchannel");
+    let (_, dtype, _, why) = open_why(&mut a, b"f", 1 | WANT_READ_DELEG, false).unwrap();
+    assert_eq!((dtype, why), (OPEN_DELEGATE_NONE_EXT, Some(WND4_RESOURCE)));
+    // The client answers CB_PATH_DOWN_SESSION with BIND_CONN_TO_SESSION.
+    bc.down.store(false, Ordering::SeqCst);
+    let mut w = XdrWriter::new();
+    w.opaque_fixed(&sid);
+    w.u32(3);
+    w.bool(false);
+    assert_eq!(
+        call(&mut a, bind_conn_to_session::run, &w.buf).0,
+        NfsStat::OK
+    );
+    callback::send_due_probes(&fx.srv, Instant::now());
+    assert_eq!(
+        *bc.procs.lock().unwrap(),
+        vec![(0x4000_0000, callback::CB_NULL)]
+    );
+    let (_, dtype, _) = open_name(&mut a, b"f", 1, false).unwrap();
+    assert_eq!(dtype, OPEN_DELEGATE_READ);
+    // BACKCHANNEL_CTL probes the new program.
+    let mut w = XdrWriter::new();
+    w.u32(0x4000_0007);
+    w.u32(1);
+    w.u32(0);
+    assert_eq!(call(&mut a, backchannel_ctl::run, &w.buf).0, NfsStat::OK);
+    callback::send_due_probes(&fx.srv, Instant::now());
+    assert_eq!(
+        bc.procs.lock().unwrap().last(),
+        Some(&(0x4000_0007, callback::CB_NULL))
+    );
+}
+
+/// Read delegations by default, and what each WANT_* flag gets (RFC 8881 §18.16.3).
+#[test]
+fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
+    let fx = Fx::new(NfsOptions::default());
+    let bc = Arc::new(Bc::default());
+    let ca = bc_conn(1, &bc);
+    let mut a = cx(&fx.srv, &ca);
+    mount(&mut a, b"a");
+    let (_, dtype, d) = open_name(&mut a, b"r", 1, true).unwrap();
+    assert_eq!(dtype, OPEN_DELEGATE_READ);
+    assert!(d.is_some());
+    // A write open gets none unless it asks; WANT_NO_DELEG and WANT_CANCEL say so.
+    assert_eq!(open_name(&mut a, b"w", 3, true).unwrap().1, 0);
+    let why = |a: &mut Ctx<'_>, name: &[u8], access: u32| {
+        let (_, t, _, why) = open_why(a, name, access, true).unwrap();
+        (t, why)
+    };
+    let ext = |w| (OPEN_DELEGATE_NONE_EXT, Some(w));
+    assert_eq!(why(&mut a, b"n", 1 | 0x400), ext(WND4_NOT_WANTED));
+    assert_eq!(why(&mut a, b"n", 1 | 0x500), ext(WND4_CANCELLED));
+    assert_eq!(why(&mut a, b"n", 1 | 0x500 | 0x1_0000), ext(WND4_CANCELLED));
+    // Another client writing the file: contention, reported only to who asked.
+    let cb = conn(2, None);
+    let mut b = cx(&fx.srv, &cb);
+    mount(&mut b, b"b");
+    open_name(&mut b, b"c", 2, true).unwrap();
+    assert_eq!(why(&mut a, b"c", 1), (0, None));
+    assert_eq!(why(&mut a, b"c", 1 | WANT_READ_DELEG), ext(WND4_CONTENTION));
+    // WANT_WRITE_DELEG on a file to itself.
+    assert_eq!(open_name(&mut a, b"x", 3 | 0x200, true).unwrap().1, 2);
+    // `delegations = false`: none, and WND4_RESOURCE to who asked.
+    fx.srv.state.set_limits(ClientLimits {
+        delegations: false,
+        ..Default::default()
+    });
+    assert_eq!(why(&mut a, b"y", 1), (0, None));
+    assert_eq!(why(&mut a, b"y", 1 | WANT_READ_DELEG), ext(WND4_RESOURCE));
+    let c = fx.srv.state.deleg_counters();
+    assert_eq!(c.granted, 2);
+}
+
+/// One conflicting access by client b of the file `f` that client a holds a read
+/// delegation of: it answers DELAY and queues one CB_RECALL (a retry queues no other),
+/// and goes on once the delegation is returned. `op` runs the access with the file's and
+/// the root's filehandles.
+fn recall_trigger(op: fn(&mut Ctx<'_>, Fh, Fh) -> NfsStat) {
+    let fx = Fx::new(NfsOptions::default());
+    let bc = Arc::new(Bc::default());
+    let ca = bc_conn(1, &bc);
+    let mut a = cx(&fx.srv, &ca);
+    mount(&mut a, b"a");
+    let (_, dtype, d) = open_name(&mut a, b"f", 1, true).unwrap();
+    assert_eq!(dtype, OPEN_DELEGATE_READ);
+    let fh = a.current_fh.unwrap();
+    let cb = conn(2, None);
+    let mut b = cx(&fx.srv, &cb);
+    mount(&mut b, b"b");
+    open_name(&mut b, b"g", 3, true).unwrap();
+    let root = root_fh(&fx.srv);
+    // The holder's own access recalls nothing.
+    assert_eq!(fx.srv.callbacks.len(), 0);
+    for _ in 0..2 {
+        assert_eq!(op(&mut b, fh, root), NfsStat::DELAY);
+    }
+    assert_eq!(fx.srv.callbacks.len(), 1);
+    callback::send_due(&fx.srv, Instant::now());
+    assert_eq!(bc.seen().iter().filter(|s| s.1 == OP_CB_RECALL).count(), 1);
+    assert_eq!(delegreturn(&mut a, fh, &d.unwrap()), NfsStat::OK);
+    assert_eq!(op(&mut b, fh, root), NfsStat::OK);
+    assert_eq!(fx.srv.state.deleg_counters().recalled, 1);
+}
+
+/// SETATTR of `attr` (number, its XDR value) on `fh` with the anonymous stateid.
+fn setattr(x: &mut Ctx<'_>, fh: Fh, attr: u32, val: &[u8]) -> NfsStat {
+    x.current_fh = Some(fh);
+    let mut w = XdrWriter::new();
+    Stateid {
+        seqid: 0,
+        other: [0; 12],
+    }
+    .encode(&mut w);
+    let mut m = Bitmap::default();
+    m.set(attr);
+    m.encode(&mut w);
+    w.opaque(val);
+    call(x, setattr::run, &w.buf).0
+}
+
+#[test]
+fn an_open_for_write_recalls() {
+    recall_trigger(|b, _, _| open_name(b, b"f", 2, false).err().unwrap_or(NfsStat::OK));
+}
+
+#[test]
+fn a_setattr_of_size_recalls() {
+    recall_trigger(|b, fh, _| setattr(b, fh, 4, &5u64.to_be_bytes()));
+}
+
+#[test]
+fn a_setattr_of_mode_recalls() {
+    recall_trigger(|b, fh, _| setattr(b, fh, 33, &0o600u32.to_be_bytes()));
+}
+
+#[test]
+fn a_remove_recalls() {
+    recall_trigger(|b, _, root| {
+        b.current_fh = Some(root);
+        let mut w = XdrWriter::new();
+        w.string(b"f");
+        call(b, remove::run, &w.buf).0
+    });
+}
+
+/// RENAME `old` to `new` in the root.
+fn rename_in_root(b: &mut Ctx<'_>, root: Fh, old: &[u8], new: &[u8]) -> NfsStat {
+    b.current_fh = Some(root);
+    b.saved_fh = Some(root);
+    let mut w = XdrWriter::new();
+    w.string(old);
+    w.string(new);
+    call(b, rename::run, &w.buf).0
+}
+
+#[test]
+fn a_rename_of_the_file_recalls() {
+    recall_trigger(|b, _, root| rename_in_root(b, root, b"f", b"h"));
+}
+
+#[test]
+fn a_rename_over_the_file_recalls() {
+    recall_trigger(|b, _, root| rename_in_root(b, root, b"g", b"f"));
+}
+
+#[test]
+fn a_link_recalls() {
+    recall_trigger(|b, fh, root| {
+        b.saved_fh = Some(fh);
+        b.current_fh = Some(root);
+        let mut w = XdrWriter::new();
+        w.string(b"l");
+        call(b, link::run, &w.buf).0
+    });
+}
+
+/// OPEN CLAIM_PREVIOUS of the file behind the current filehandle `fh` for read, reclaiming
+/// a delegation of type `deleg`: the delegation type, its stateid and its `recall` flag.
+fn open_previous(
+    x: &mut Ctx<'_>,
+    fh: Fh,
+    deleg: u32,
+) -> Result<(u32, Option<Stateid>, bool), NfsStat> {
+    x.current_fh = Some(fh);
+    let mut w = XdrWriter::new();
+    w.u32(0);
+    w.u32(1);
+    w.u32(0);
+    w.u64(0);
+    w.opaque(b"owner");
+    w.u32(0);
+    w.u32(1);
+    w.u32(deleg);
+    let (s, body) = call(x, open::run, &w.buf);
+    if s != NfsStat::OK {
+        return Err(s);
+    }
+    let mut r = XdrReader::new(&body);
+    Stateid::decode(&mut r).unwrap();
+    r.bool().unwrap();
+    r.u64().unwrap();
+    r.u64().unwrap();
+    r.u32().unwrap();
+    Bitmap::decode(&mut r).unwrap();
+    let dtype = r.u32().unwrap();
+    if dtype != 1 && dtype != 2 {
+        return Ok((dtype, None, false));
+    }
+    let sid = Stateid::decode(&mut r).unwrap();
+    Ok((dtype, Some(sid), r.bool().unwrap()))
+}
+
+/// A client that held a read delegation when the server crashed reclaims it in grace with
+/// OPEN CLAIM_PREVIOUS (delegate_type READ, RFC 8881 §10.2.1): it is granted back, not
+/// refused nor dropped, and it is a delegation of the new instance (DELEGRETURN takes it).
+/// Once the client's grace is over (its RECLAIM_COMPLETE), no reclaim.
+#[test]
+fn a_read_delegation_is_reclaimed_after_a_crash() {
+    let fx = Fx::new(NfsOptions::default());
+    let bc = Arc::new(Bc::default());
+    let ca = bc_conn(1, &bc);
+    let fh = {
+        let mut a = cx(&fx.srv, &ca);
+        mount(&mut a, b"a");
+        let (_, dtype, d) = open_name(&mut a, b"f", 1, true).unwrap();
+        assert_eq!(
+            (dtype, d.is_some()),
+            (1, true),
+            "a read delegation before the crash"
+        );
+        a.current_fh.unwrap()
+    };
+    // The crash: what the volume has durably, a new instance over it.
+    let store = Arc::new(
+        crate::store::Store::open_dev(
+            Arc::new(fx.dev.crash()),
+            crate::store::StoreOptions::default(),
+        )
+        .unwrap(),
+    );
+    let srv = super::fixture::server(store, NfsOptions::default(), 2);
+    assert!(srv.state.in_grace());
+    let mut a = cx(&srv, &ca);
+    let (cid, seq) = exid(&mut a, b"a");
+    session(&mut a, cid, seq);
+    let (dtype, d, recall) = open_previous(&mut a, fh, 1).unwrap();
+    assert_eq!(
+        (dtype, recall),
+        (1, false),
+        "the read delegation given back"
+    );
+    let d = d.unwrap();
+    assert_eq!(srv.state.deleg_counters().granted, 1);
+    assert_eq!(call(&mut a, reclaim_complete::run, &[0; 4]).0, NfsStat::OK);
+    assert_eq!(open_previous(&mut a, fh, 1), Err(NfsStat::NO_GRACE));
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
 }
