@@ -100,6 +100,9 @@ counters! {
     "pnfsd_layout_fences_with_mechanism_total",
         "Fences a fence command, the embedded target or the SCSI fencer carried out.",
         |s| Count(s.pnfs.fences.saturating_sub(s.pnfs.fences_without_mechanism));
+    "pnfsd_layout_fences_failed_total",
+        "Fences whose mechanism (fence command, embedded target, SCSI preempt) ran and failed; retried each lease (not in pnfsd_layout_fences_total).",
+        |s| Count(s.pnfs.fences_failed);
     "pnfsd_nvme_fences_disconnect_total",
         "Block-layout clients fenced by disconnecting their hosts at the embedded target.",
         |s| Count(s.hosts.fences_disconnect);
