@@ -37,7 +37,7 @@ pub use backend::{Backend, FileBackend, IoFile, MemBackend};
 pub use controller::DISCOVERY_NQN;
 pub use error::Error;
 pub use initiator::{discover, DiscoveryEntry, Initiator, InitiatorConfig, NamespaceInfo};
-pub use limits::{Limits, TargetStats};
+pub use limits::{Limits, RateLimit, TargetStats};
 pub use namespace::{NamespaceConfig, NamespaceIds};
 pub use policy::{HostPolicy, HostRef};
 pub use reservation::persist::RestoredHosts;

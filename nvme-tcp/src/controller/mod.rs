@@ -7,7 +7,7 @@ pub(crate) mod discovery;
 pub(crate) mod identify;
 pub(crate) mod io;
 
-use crate::limits::{Counters, Limits, LogLimit, LOG_EVERY};
+use crate::limits::{Counters, Limits, RateLimit, LOG_EVERY};
 use crate::namespace::{lock, Namespace};
 use crate::pdu::{connect_off, ConnectData, Sqe};
 use crate::policy::{HostPolicy, HostRef};
@@ -64,7 +64,7 @@ pub(crate) struct Subsystem {
     pub limits: Limits,
     pub counters: Counters,
     /// Refused Connects are logged through this: any peer can send them at connection rate.
-    pub refused_log: LogLimit,
+    pub refused_log: RateLimit,
     next_cntlid: Mutex<u16>,
 }
 
@@ -88,7 +88,7 @@ impl Subsystem {
             policy: None,
             limits: Limits::default(),
             counters: Counters::default(),
-            refused_log: LogLimit::new(LOG_EVERY),
+            refused_log: RateLimit::new(LOG_EVERY),
             next_cntlid: Mutex::new(1),
         }
     }

@@ -7,7 +7,7 @@ mod ring;
 
 use crate::controller::Subsystem;
 use crate::error::Error;
-use crate::limits::{Limits, LogLimit, TargetStats, LOG_EVERY};
+use crate::limits::{Limits, RateLimit, TargetStats, LOG_EVERY};
 use crate::namespace::{lock, Namespace, NamespaceConfig};
 use crate::reservation::persist::RestoredHosts;
 use crate::reservation::{
@@ -86,7 +86,7 @@ struct Inner {
     /// Held by every connection task and every backend call a command makes.
     gate: Arc<quiesce::Gate>,
     /// Connections closed at accept (`max_connections`) are logged through this.
-    refused_log: LogLimit,
+    refused_log: RateLimit,
 }
 
 /// One of `Limits::max_connections`, held by a connection's task until it ends.
@@ -189,7 +189,7 @@ impl Target {
                 subsys,
                 stop,
                 gate: Arc::default(),
-                refused_log: LogLimit::new(LOG_EVERY),
+                refused_log: RateLimit::new(LOG_EVERY),
             }),
         })
     }
