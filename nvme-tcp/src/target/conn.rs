@@ -125,10 +125,17 @@ pub(crate) async fn serve(
         max_data_pdu: MAXH2CDATA,
     };
     let mut reader = PduReader::new(rd, rules);
+    // ICReq and a successful Connect must come by then (`Limits::connect_timeout_ms`).
+    let connect_by = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(subsys.limits.connect_timeout_ms as u64);
     let first = tokio::select! {
         r = reader.read() => r,
         // wait_for, not changed: a stop sent before we subscribed counts too.
         _ = stop.wait_for(|s| *s) => return,
+        _ = tokio::time::sleep_until(connect_by) => {
+            connect_timed_out(&subsys, peer, "ICReq");
+            return;
+        }
     };
     let dg = match first {
         Ok(Pdu::IcReq(req)) => {
@@ -195,9 +202,27 @@ pub(crate) async fn serve(
     match Ring::for_thread() {
         Some(ring) => {
             q.ring = Some(ring);
-            drop(q.spawn_thread(reader, watcher, stop).await);
+            drop(q.spawn_thread(reader, watcher, stop, connect_by).await);
         }
-        None => q.run(&mut reader, stop).await,
+        None => q.run(&mut reader, stop, connect_by).await,
+    }
+}
+
+/// A connection that did not get as far as a controller in time: counted, and logged at
+/// most once per `LOG_EVERY` (any peer can open connections and stay silent).
+fn connect_timed_out(subsys: &Subsystem, peer: SocketAddr, waited_for: &'static str) {
+    subsys
+        .counters
+        .connect_timeouts
+        .fetch_add(1, Ordering::Relaxed);
+    if let Some(left_out) = subsys.idle_log.allow() {
+        tracing::info!(
+            %peer,
+            waited_for,
+            connect_timeout_ms = subsys.limits.connect_timeout_ms,
+            closed_since_last_line = left_out,
+            "nvme-tcp connection closed: no Connect in time"
+        );
     }
 }
 
@@ -227,6 +252,7 @@ impl Queue {
         reader: PduReader<OwnedReadHalf>,
         watcher: std::net::TcpStream,
         mut stop: watch::Receiver<bool>,
+        connect_by: tokio::time::Instant,
     ) -> Option<Queue> {
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let (dead_tx, dead_rx) = tokio::sync::oneshot::channel::<watch::Receiver<bool>>();
@@ -238,6 +264,10 @@ impl Queue {
         self.tx.detach_writer().await.ok()?;
         let (rd, mut buf) = reader.into_parts();
         drop(rd);
+        let (self_subsys, self_peer) = (self.subsys.clone(), self.peer);
+        // The thread's held answers are written (blocking) once they reach the bound.
+        self.tx
+            .set_hold_limit(self.subsys.limits.max_send_queued_per_connection);
         let spawned = std::thread::Builder::new()
             .name("nvme-tcp-queue".into())
             .spawn(move || {
@@ -252,12 +282,16 @@ impl Queue {
             tracing::warn!("nvme-tcp: cannot start a queue thread");
             return None;
         }
+        let (subsys, peer) = (self_subsys, self_peer);
+        // The thread hands over the controller's end at its Connect: until then, the
+        // connect deadline stands.
         let dead = async {
-            match dead_rx.await {
-                Ok(mut rx) => {
+            match tokio::time::timeout_at(connect_by, dead_rx).await {
+                Ok(Ok(mut rx)) => {
                     let _ = rx.wait_for(|d| *d).await;
                 }
-                Err(_) => std::future::pending::<()>().await,
+                Ok(Err(_)) => std::future::pending::<()>().await,
+                Err(_) => connect_timed_out(&subsys, peer, "Connect"),
             }
         };
         tokio::pin!(done_rx);
@@ -381,9 +415,23 @@ impl Queue {
         &mut self,
         reader: &mut PduReader<OwnedReadHalf>,
         mut stop: watch::Receiver<bool>,
+        connect_by: tokio::time::Instant,
     ) {
         let mut dead: Option<watch::Receiver<bool>> = None;
+        let send_bound = self.subsys.limits.max_send_queued_per_connection;
         loop {
+            // Answers the host has not read reached the bound: no further command is read
+            // from the socket until the writer drains below it (completions still run).
+            let full = self.tx.queued() >= send_bound;
+            let connecting = self.ctrl.is_none();
+            let mut timed_out = false;
+            let waiting_tx = full.then(|| self.tx.clone());
+            let drained = async {
+                match waiting_tx.as_ref() {
+                    Some(tx) => tx.wait_below(send_bound).await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
             let dead_fut = async {
                 match dead.as_mut() {
                     Some(rx) => {
@@ -399,11 +447,19 @@ impl Queue {
                 }
             };
             let r = tokio::select! {
-                r = reader.read() => Some(Some(r)),
+                r = reader.read(), if !full => Some(Some(r)),
                 _ = ring_ready => Some(None),
+                _ = drained => Some(None),
                 _ = dead_fut => None,
+                _ = tokio::time::sleep_until(connect_by), if connecting => {
+                    timed_out = true;
+                    None
+                }
                 _ = stop.wait_for(|s| *s) => None,
             };
+            if timed_out {
+                connect_timed_out(&self.subsys, self.peer, "Connect");
+            }
             // More commands already buffered: hold answers for one write after the last.
             self.more = reader.has_buffered_pdu();
             let flow = match r {
@@ -429,6 +485,10 @@ impl Queue {
             if let Flow::Close = flow {
                 let _ = self.tx.flush();
                 return;
+            }
+            // At the bound: end the batch here (what is held leaves now) and wait above.
+            if self.more && self.tx.queued() >= send_bound {
+                self.more = false;
             }
             if !self.more && !self.batch.is_empty() {
                 self.run_batch();

@@ -216,6 +216,7 @@ impl Target {
             keep_alive_timers: c.keep_alive_timers.load(Ordering::Relaxed),
             connects_refused: c.connects_refused.load(Ordering::Relaxed),
             connections_refused: c.connections_refused.load(Ordering::Relaxed),
+            connect_timeouts: c.connect_timeouts.load(Ordering::Relaxed),
         }
     }
 
