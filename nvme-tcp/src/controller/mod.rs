@@ -63,6 +63,8 @@ pub(crate) struct Subsystem {
     /// `TargetConfig::limits`.
     pub limits: Limits,
     pub counters: Counters,
+    /// Commands and bytes, per queue (`stats.rs`).
+    pub stats: crate::stats::Registry,
     /// Refused Connects are logged through this: any peer can send them at connection rate.
     pub refused_log: RateLimit,
     /// Connections closed for want of a Connect (`Limits::connect_timeout_ms`).
@@ -90,6 +92,7 @@ impl Subsystem {
             policy: None,
             limits: Limits::default(),
             counters: Counters::default(),
+            stats: Default::default(),
             refused_log: RateLimit::new(LOG_EVERY),
             idle_log: RateLimit::new(LOG_EVERY),
             next_cntlid: Mutex::new(1),

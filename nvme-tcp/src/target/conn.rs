@@ -20,6 +20,7 @@ use crate::pdu::{
     sgl_id, Cqe, DataDir, DataPdu, Digests, Fatal, FcType, Fes, IcResp, Pdu, PduType, R2t, Rules,
     Side, Sqe, Stage,
 };
+use crate::stats::{Op, QueueStats};
 use crate::status::Status;
 use crate::transport::{frame, split, terminate, OutTx, PduBuf, PduReader, RecvError};
 use bytes::Bytes;
@@ -60,6 +61,8 @@ struct Queue {
     sqhd: Arc<AtomicU16>,
     /// Commands received and not yet answered (bounded by the SQ size).
     inflight: Arc<AtomicUsize>,
+    /// This queue's counters (`stats.rs`), summed with the others' at scrape.
+    stats: Arc<QueueStats>,
     transfers: HashMap<u16, Transfer>,
     next_ttag: u16,
     /// Bytes the R2Ts of `transfers` solicited, at most `Limits::max_h2c_buffered_per_queue`
@@ -172,6 +175,7 @@ pub(crate) async fn serve(
     let _ = tx.send(frame(&Pdu::IcResp(resp), dg));
     reader.b.rules.stage = Stage::Ready;
     reader.b.rules.digests = dg;
+    let stats = subsys.stats.queue();
     let mut q = Queue {
         subsys,
         rt: tokio::runtime::Handle::current(),
@@ -185,6 +189,7 @@ pub(crate) async fn serve(
         sqsize: MQES,
         sqhd: Arc::new(AtomicU16::new(0)),
         inflight: Arc::new(AtomicUsize::new(0)),
+        stats,
         transfers: HashMap::new(),
         next_ttag: 0,
         h2c_solicited: 0,
@@ -232,6 +237,7 @@ impl Drop for Queue {
     /// losing it ends the controller at once — its I/O queues close and its keep-alive
     /// timer ends — rather than at KATO × 1.5. An I/O queue gives its QID back.
     fn drop(&mut self) {
+        self.subsys.stats.retire(&self.stats);
         if let Some(c) = &self.ctrl {
             if self.qid == 0 {
                 c.kill();
@@ -399,9 +405,12 @@ impl Queue {
     fn on_done(&mut self, d: Done) {
         match d {
             Done::Read(cmd, data) => {
-                self.respond_held(cmd.sqe.cid(), cmd.xfer_len, Reply::data(data))
+                self.respond_held(Tag::of(self.qid, &cmd.sqe), cmd.xfer_len, Reply::data(data))
             }
-            Done::Write(cmd) => self.respond_held(cmd.sqe.cid(), 0, Reply::ok()),
+            Done::Write(cmd) => {
+                let tag = Tag::of(self.qid, &cmd.sqe);
+                self.respond_held(tag, 0, Reply::ok())
+            }
             Done::Retry(cmd) => {
                 if let Some(ctrl) = self.ctrl.clone() {
                     let _ = self.blocking(ctrl, cmd);
@@ -530,11 +539,13 @@ impl Queue {
             qid: self.qid,
             sqhd: self.sqhd.clone(),
             inflight: self.inflight.clone(),
+            stats: self.stats.clone(),
+            subsys: self.subsys.clone(),
         }
     }
 
     /// Like `respond`, but always held for the loop's write (completions reaped in a batch).
-    fn respond_held(&self, cid: u16, xfer_len: u32, r: Reply) {
+    fn respond_held(&self, cid: Tag, xfer_len: u32, r: Reply) {
         self.held.set(true);
         send_reply(
             true,
@@ -543,13 +554,14 @@ impl Queue {
             self.qid,
             &self.sqhd,
             &self.inflight,
+            (&self.stats, &self.subsys),
             cid,
             xfer_len,
             r,
         );
     }
 
-    fn respond(&self, cid: u16, xfer_len: u32, r: Reply) {
+    fn respond(&self, cid: Tag, xfer_len: u32, r: Reply) {
         self.held.set(self.held.get() | self.more);
         send_reply(
             self.more,
@@ -558,6 +570,7 @@ impl Queue {
             self.qid,
             &self.sqhd,
             &self.inflight,
+            (&self.stats, &self.subsys),
             cid,
             xfer_len,
             r,
@@ -566,7 +579,7 @@ impl Queue {
 
     fn on_capsule(&mut self, sqe: Sqe, data: Bytes) -> Flow {
         self.advance_sqhd();
-        let cid = sqe.cid();
+        let cid = Tag::of(self.qid, &sqe);
         // SQ flow control, on every queue (admin too: its pending AERs count): a host may
         // have at most SQSIZE+1 commands outstanding. One that ignores it would make us
         // buffer without bound, so it is a fatal protocol error.
@@ -787,7 +800,11 @@ impl Queue {
         };
         self.transfer_done(t.len);
         if t.failed {
-            self.respond(t.sqe.cid(), 0, Reply::err(Status::TRANSIENT_TRANSPORT));
+            self.respond(
+                Tag::of(self.qid, &t.sqe),
+                0,
+                Reply::err(Status::TRANSIENT_TRANSPORT),
+            );
             return Flow::Continue;
         }
         let data = t.whole.unwrap_or_else(|| Bytes::from(t.buf));
@@ -804,7 +821,12 @@ impl Queue {
         if ty == PduType::CAPSULE_CMD {
             self.advance_sqhd();
             self.inflight.fetch_add(1, Ordering::Relaxed);
-            self.respond(cccid, 0, Reply::err(Status::TRANSIENT_TRANSPORT));
+            let tag = Tag {
+                cid: cccid,
+                op: Op::other(self.qid == 0),
+                data_in: 0,
+            };
+            self.respond(tag, 0, Reply::err(Status::TRANSIENT_TRANSPORT));
             return Flow::Continue;
         }
         // H2CData: account for the bytes so later PDUs of the transfer stay in range.
@@ -832,7 +854,7 @@ impl Queue {
     }
 
     fn on_connect(&mut self, sqe: Sqe, data: Bytes) -> Flow {
-        let cid = sqe.cid();
+        let cid = Tag::of(self.qid, &sqe);
         let sgl = sqe.sgl();
         // Connect data always travels in the capsule (NVMe/TCP 1.0 §3.3.x: there is no
         // queue to solicit it on yet).
@@ -899,7 +921,7 @@ impl Queue {
         self.rt.spawn_blocking(move || {
             let _busy = busy;
             for cmd in batch {
-                let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
+                let (cid, xfer) = (Tag::of(to.qid, &cmd.sqe), cmd.xfer_len);
                 let r = io::handle(&ctrl, cmd);
                 to.send(true, cid, xfer, r);
             }
@@ -942,7 +964,7 @@ impl Queue {
         if self.gate.is_closed() {
             return Flow::Close;
         }
-        let cid = cmd.sqe.cid();
+        let cid = Tag::of(self.qid, &cmd.sqe);
         let xfer = cmd.xfer_len;
         if cmd.sqe.is_fabrics() {
             let s = &cmd.sqe;
@@ -1021,7 +1043,7 @@ impl Queue {
     /// Runs `cmd` where it may block: under `block_in_place` when it is alone on its queue,
     /// else on tokio's blocking pool; the thread sends the answer itself.
     fn blocking(&mut self, ctrl: Arc<Controller>, cmd: Cmd) -> Flow {
-        let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
+        let (cid, xfer) = (Tag::of(self.qid, &cmd.sqe), cmd.xfer_len);
         let Some(busy) = self.gate.enter() else {
             return Flow::Close;
         };
@@ -1048,6 +1070,27 @@ impl Queue {
     }
 }
 
+/// What an answer needs of its command: the CID, and for the counters its opcode and the
+/// bytes of data it brought.
+#[derive(Clone, Copy)]
+struct Tag {
+    cid: u16,
+    op: Op,
+    data_in: u32,
+}
+
+impl Tag {
+    fn of(qid: u16, sqe: &Sqe) -> Tag {
+        let op = Op::of(qid == 0, sqe);
+        Tag {
+            cid: sqe.cid(),
+            op,
+            // A Write's data is its SGL's length, whether in the capsule or solicited.
+            data_in: if op == Op::WRITE { sqe.sgl().len } else { 0 },
+        }
+    }
+}
+
 /// The queue's reply path, owned by a command that runs on a blocking thread.
 struct ReplyTo {
     tx: OutTx,
@@ -1055,10 +1098,12 @@ struct ReplyTo {
     qid: u16,
     sqhd: Arc<AtomicU16>,
     inflight: Arc<AtomicUsize>,
+    stats: Arc<QueueStats>,
+    subsys: Arc<Subsystem>,
 }
 
 impl ReplyTo {
-    fn send(&self, hold: bool, cid: u16, xfer_len: u32, r: Reply) {
+    fn send(&self, hold: bool, tag: Tag, xfer_len: u32, r: Reply) {
         let (tx, dg, qid) = (&self.tx, self.dg, self.qid);
         send_reply(
             hold,
@@ -1067,7 +1112,8 @@ impl ReplyTo {
             qid,
             &self.sqhd,
             &self.inflight,
-            cid,
+            (&self.stats, &self.subsys),
+            tag,
             xfer_len,
             r,
         );
@@ -1085,11 +1131,19 @@ fn send_reply(
     qid: u16,
     sqhd: &AtomicU16,
     inflight: &AtomicUsize,
-    cid: u16,
+    (stats, subsys): (&QueueStats, &Subsystem),
+    tag: Tag,
     xfer_len: u32,
     r: Reply,
 ) {
     inflight.fetch_sub(1, Ordering::Relaxed);
+    let cid = tag.cid;
+    let data_out = if r.status.is_success() && xfer_len > 0 {
+        r.data.len().min(xfer_len as usize)
+    } else {
+        0
+    };
+    stats.answered(&subsys.stats, tag.op, r.status, data_out, tag.data_in);
     let cqe = Pdu::CapsuleResp(Cqe {
         dw0: r.dw0,
         dw1: r.dw1,

@@ -220,6 +220,36 @@ impl Target {
         }
     }
 
+    /// Commands answered by queue, opcode and status, and bytes read and written, since
+    /// the target started (per-queue counters, summed now).
+    pub fn command_stats(&self) -> crate::stats::CommandStats {
+        self.inner.subsys.stats.snapshot()
+    }
+
+    /// The controllers connected now, by CNTLID.
+    pub fn controllers(&self) -> Vec<crate::stats::ControllerInfo> {
+        let all: Vec<_> = lock(&self.inner.subsys.controllers)
+            .values()
+            .cloned()
+            .collect();
+        let mut v: Vec<_> = all
+            .iter()
+            .map(|c| {
+                let st = lock(&c.state);
+                crate::stats::ControllerInfo {
+                    cntlid: c.cntlid,
+                    discovery: c.kind == crate::controller::CtrlKind::Discovery,
+                    host_nqn: c.hostnqn.clone(),
+                    host_addr: c.peer,
+                    io_queues: st.connected_qids.len(),
+                    kato_ms: st.kato_ms,
+                }
+            })
+            .collect();
+        v.sort_by_key(|c| c.cntlid);
+        v
+    }
+
     /// The limits the target was bound with.
     pub fn limits(&self) -> &Limits {
         &self.inner.subsys.limits
