@@ -1,7 +1,7 @@
 //! What one host, or all of them, may make the target hold (issue 17 Deliver 3,
 //! docs/nvme-tcp.md "Limits"): the bounds (`Limits`, a `TargetConfig` field), the counters
 //! the target keeps of them (`TargetStats`), and the rate limit on the log lines a peer can
-//! cause at connection rate.
+//! cause at connection rate (`RateLimit`, the workspace's one).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Mutex;
@@ -30,11 +30,27 @@ pub struct Limits {
     /// part of a transfer, or none. Further R2Ts wait until earlier transfers complete.
     /// At least one command's largest transfer (MDTS), so every command can proceed.
     pub max_h2c_buffered_per_queue: usize,
+    /// Bytes of answers (C2HData, CapsuleResp, R2T) one connection may have queued for its
+    /// socket that the host has not read. Past it the queue takes no further command from
+    /// that socket until the host drains it: a host that sends Reads and never reads the
+    /// answers holds at most this, plus the commands already in flight (SQ window).
+    pub max_send_queued_per_connection: usize,
+    /// A connection that has not completed ICReq/ICResp and a successful Connect this many
+    /// ms after accept is closed (counted in `TargetStats::connect_timeouts`). nvmet has no
+    /// such timeout; a Linux host sends both at once, so the bound only meets peers that
+    /// hold a connection slot and never use it.
+    pub connect_timeout_ms: u32,
 }
 
 /// Defaults: room for 64 hosts with 16 I/O queues each (the per-host controller count covers
 /// multipath and reconnects), KATO as nvmet's default for discovery controllers (120 s; Linux
-/// hosts ask for 5 s on I/O controllers), and four of the largest writes in flight per queue.
+/// hosts ask for 5 s on I/O controllers), four of the largest writes in flight per queue, and
+/// eight of the largest reads' answers queued per connection (4 MiB: at 10 Gb/s the socket
+/// drains that in 3.4 ms, far longer than a host that reads takes to come back, so a
+/// well-behaved host never meets it; 4096 connections × 4 MiB is the worst case), and 10 s
+/// from accept to a successful Connect (Linux needs milliseconds; 10 s leaves room for a
+/// host under load and a few TCP retransmissions, and still frees a slot taken by a silent
+/// peer well before `max_connections` idle sockets pile up).
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -43,6 +59,8 @@ impl Default for Limits {
             max_connections: 4096,
             max_kato_ms: 120_000,
             max_h2c_buffered_per_queue: 4 * crate::controller::MAX_TRANSFER as usize,
+            max_send_queued_per_connection: 8 * crate::controller::MAX_TRANSFER as usize,
+            connect_timeout_ms: 10_000,
         }
     }
 }
@@ -58,12 +76,20 @@ impl Limits {
         if self.max_connections < 2 {
             return Err("max_connections must be ≥ 2".into());
         }
+        if self.connect_timeout_ms == 0 {
+            return Err("connect_timeout_ms must be ≥ 1".into());
+        }
         if self.max_kato_ms == 0 {
             return Err("max_kato_ms must be ≥ 1".into());
         }
         if self.max_h2c_buffered_per_queue < min_h2c {
             return Err(format!(
                 "max_h2c_buffered_per_queue must be ≥ {min_h2c} (one command's largest transfer)"
+            ));
+        }
+        if self.max_send_queued_per_connection < min_h2c {
+            return Err(format!(
+                "max_send_queued_per_connection must be ≥ {min_h2c} (one Read's answer)"
             ));
         }
         Ok(())
@@ -84,6 +110,9 @@ pub struct TargetStats {
     pub connects_refused: u64,
     /// Connections closed at accept because `max_connections` were open.
     pub connections_refused: u64,
+    /// Connections closed because no ICReq, or no successful Connect, came within
+    /// `Limits::connect_timeout_ms`.
+    pub connect_timeouts: u64,
 }
 
 /// The live counters behind `TargetStats`, shared by the listener, connections and
@@ -94,26 +123,30 @@ pub(crate) struct Counters {
     pub keep_alive_timers: AtomicUsize,
     pub connects_refused: AtomicU64,
     pub connections_refused: AtomicU64,
+    pub connect_timeouts: AtomicU64,
 }
 
-/// At most one log line per `every` for an event any peer can cause at connection rate
-/// (issue 17: "no peer can flood the log"); the line says how many were left out.
-pub(crate) struct LogLimit {
-    every: Duration,
+/// At most one log line per interval for an event any peer can cause at connection rate
+/// (issue 17: "no peer can flood the log"); the line says how many were left out. The one
+/// limiter of the workspace: pnfsd's RPC listener and device watch use it too
+/// (docs/nvme-tcp.md "Limits", why it lives here).
+#[derive(Debug)]
+pub struct RateLimit {
+    interval: Duration,
     /// When the last line was written, and how many events were left out since.
     st: Mutex<(Option<Instant>, u64)>,
 }
 
-impl LogLimit {
-    pub const fn new(every: Duration) -> Self {
-        LogLimit {
-            every,
+impl RateLimit {
+    pub const fn new(interval: Duration) -> Self {
+        RateLimit {
+            interval,
             st: Mutex::new((None, 0)),
         }
     }
 
-    /// `Some(suppressed)` when this event is to be logged, with how many were not since the
-    /// last line; `None` to stay silent.
+    /// `Some(n)`: log now, and say that `n` similar lines were left out since the last one.
+    /// `None`: leave this one out.
     pub fn allow(&self) -> Option<u64> {
         self.allow_at(Instant::now())
     }
@@ -121,14 +154,13 @@ impl LogLimit {
     fn allow_at(&self, now: Instant) -> Option<u64> {
         let mut st = crate::namespace::lock(&self.st);
         match st.0 {
-            Some(last) if now.duration_since(last) < self.every => {
+            Some(last) if now.saturating_duration_since(last) < self.interval => {
                 st.1 += 1;
                 None
             }
             _ => {
-                let left_out = st.1;
-                *st = (Some(now), 0);
-                Some(left_out)
+                st.0 = Some(now);
+                Some(std::mem::take(&mut st.1))
             }
         }
     }
@@ -142,15 +174,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn log_limit_lets_one_line_per_period_and_counts_the_rest() {
-        let l = LogLimit::new(Duration::from_secs(10));
+    fn rate_limit_lets_one_line_per_interval_and_counts_the_rest() {
+        let r = RateLimit::new(Duration::from_secs(10));
         let t0 = Instant::now();
-        assert_eq!(l.allow_at(t0), Some(0));
-        for i in 1..=5 {
-            assert_eq!(l.allow_at(t0 + Duration::from_secs(i)), None);
+        assert_eq!(r.allow_at(t0), Some(0));
+        for i in 1..=1000 {
+            assert_eq!(r.allow_at(t0 + Duration::from_millis(i)), None);
         }
-        assert_eq!(l.allow_at(t0 + Duration::from_secs(10)), Some(5));
-        assert_eq!(l.allow_at(t0 + Duration::from_secs(11)), None);
+        assert_eq!(r.allow_at(t0 + Duration::from_secs(10)), Some(1000));
+        assert_eq!(r.allow_at(t0 + Duration::from_secs(11)), None);
+        assert_eq!(r.allow_at(t0 + Duration::from_secs(21)), Some(1));
+        // A clock read earlier than the last line (another thread's `now`) is no panic.
+        assert_eq!(r.allow_at(t0), None);
     }
 
     #[test]
@@ -158,6 +193,11 @@ mod tests {
         assert_eq!(Limits::default().check(), Ok(()));
         let l = Limits {
             max_h2c_buffered_per_queue: 4096,
+            ..Limits::default()
+        };
+        assert!(l.check().is_err());
+        let l = Limits {
+            max_send_queued_per_connection: 4096,
             ..Limits::default()
         };
         assert!(l.check().is_err());

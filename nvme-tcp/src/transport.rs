@@ -194,12 +194,18 @@ struct Shared {
     /// writer task is detached (`detach_writer`), blocking after.
     direct: std::net::TcpStream,
     wake: Notify,
+    /// The writer task finished a write (or the connection died): `wait_below` checks again.
+    drained: Notify,
     /// The writer task, until it is detached.
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 struct WState {
     buf: Vec<u8>,
+    /// Bytes the writer task took out of `buf` and is writing.
+    writing: usize,
+    /// Blocking mode: `hold_pdus` writes once `buf` holds this much (`set_hold_limit`).
+    hold_limit: usize,
     /// The writer task owns the socket until `buf` is empty again.
     active: bool,
     close: bool,
@@ -285,7 +291,41 @@ impl OutTx {
             return Err(SendClosed);
         }
         pdus.iter().for_each(|p| p.encode(dg, &mut st.buf));
+        let full = st.blocking && st.buf.len() >= st.hold_limit;
+        drop(st);
+        if full {
+            // Held answers are bounded too: written now, with a blocking write that waits
+            // for the peer to read (the queue thread stops receiving meanwhile).
+            return self.flush();
+        }
         Ok(())
+    }
+
+    /// Bytes accepted and not yet written to the socket (in the buffer or being written).
+    pub fn queued(&self) -> usize {
+        let st = lock(&self.sh.st);
+        st.buf.len() + st.writing
+    }
+
+    /// Waits until fewer than `limit` bytes are queued (or the connection is gone): the
+    /// peer has read enough of its answers (`Limits::max_send_queued_per_connection`).
+    pub async fn wait_below(&self, limit: usize) {
+        loop {
+            // Made before the check: a write that ends in between still wakes it.
+            let drained = self.sh.drained.notified();
+            {
+                let st = lock(&self.sh.st);
+                if st.dead || st.buf.len() + st.writing < limit {
+                    return;
+                }
+            }
+            drained.await;
+        }
+    }
+
+    /// Once the writer task is detached, `hold_pdus` writes as soon as this much is held.
+    pub fn set_hold_limit(&self, limit: usize) {
+        lock(&self.sh.st).hold_limit = limit;
     }
 
     /// Writes whatever `hold_pdus` left in the buffer.
@@ -416,6 +456,8 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
     let sh = Arc::new(Shared {
         st: Mutex::new(WState {
             buf: Vec::with_capacity(64 * 1024),
+            writing: 0,
+            hold_limit: usize::MAX,
             active: false,
             close: false,
             dead: false,
@@ -425,6 +467,7 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
         }),
         direct,
         wake: Notify::new(),
+        drained: Notify::new(),
         task: Mutex::new(None),
     });
     let task = sh.clone();
@@ -453,18 +496,25 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
                         break;
                     }
                     std::mem::swap(&mut st.buf, &mut spare);
+                    st.writing = spare.len();
                 }
-                if wr.write_all(&spare).await.is_err() {
+                let ok = wr.write_all(&spare).await.is_ok();
+                {
                     let mut st = lock(&task.st);
-                    st.dead = true;
-                    st.buf.clear();
+                    st.writing = 0;
+                    if !ok {
+                        st.dead = true;
+                        st.buf.clear();
+                    }
                 }
+                task.drained.notify_waiters();
                 spare.clear();
             }
             if lock(&task.st).dead {
                 break;
             }
         }
+        task.drained.notify_waiters();
         let _ = wr.shutdown().await;
     });
     *lock(&sh.task) = Some(handle);

@@ -5,11 +5,8 @@
 mod common;
 use bytes::Bytes;
 use common::*;
-use nvme_tcp::pdu::{
-    sgl_id, ConnectData, DataPdu, Digests, FcType, IcReq, Pdu, Rules, Sgl, Side, Sqe, Stage,
-};
+use nvme_tcp::pdu::{sgl_id, DataPdu, FcType, Pdu, Sgl, Sqe};
 use nvme_tcp::{Initiator, Limits, Status};
-use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -20,67 +17,6 @@ const MAX_TRANSFER: usize = 512 * 1024;
 
 async fn limit_rig(limits: Limits) -> Rig {
     rig_with(256, |cfg| cfg.limits = limits).await
-}
-
-fn enc(p: &Pdu) -> Vec<u8> {
-    let mut v = Vec::new();
-    p.encode(Digests::default(), &mut v);
-    v
-}
-
-/// Reads one whole PDU as the host sees it.
-async fn read_pdu(s: &mut TcpStream) -> Pdu {
-    let mut h = [0u8; 8];
-    s.read_exact(&mut h).await.unwrap();
-    let plen = u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
-    let mut all = h.to_vec();
-    all.resize(plen, 0);
-    s.read_exact(&mut all[8..]).await.unwrap();
-    let rules = Rules {
-        receiver: Side::Host,
-        stage: Stage::Ready,
-        digests: Digests::default(),
-        max_capsule_data: 0,
-        max_data_pdu: 8 << 20,
-    };
-    Pdu::decode(&all, &rules).unwrap()
-}
-
-/// TCP connect and ICReq/ICResp.
-async fn raw(addr: SocketAddr) -> TcpStream {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let ic = IcReq {
-        pfv: 0,
-        hpda: 0,
-        digests: Digests::default(),
-        maxr2t: 0,
-    };
-    s.write_all(&enc(&Pdu::IcReq(ic))).await.unwrap();
-    let mut resp = [0u8; 128];
-    s.read_exact(&mut resp).await.unwrap();
-    s
-}
-
-/// A Fabrics Connect for `qid` of controller `cntlid` (0xFFFF: a new one) with `kato_ms`.
-fn connect_pdu(qid: u16, cntlid: u16, kato_ms: u32, hostnqn: &str, hostid: [u8; 16]) -> Vec<u8> {
-    let mut sqe = Sqe::fabrics(FcType::CONNECT);
-    sqe.set_cid(1);
-    sqe.0[42..44].copy_from_slice(&qid.to_le_bytes());
-    sqe.0[44..46].copy_from_slice(&31u16.to_le_bytes());
-    sqe.0[48..52].copy_from_slice(&kato_ms.to_le_bytes());
-    let d = ConnectData {
-        hostid,
-        cntlid,
-        subnqn: NQN.into(),
-        hostnqn: hostnqn.into(),
-    }
-    .encode();
-    sqe.set_sgl(Sgl {
-        addr: 0,
-        len: 1024,
-        id: sgl_id::DATA_OFFSET,
-    });
-    enc(&Pdu::CapsuleCmd(sqe, Bytes::from(d)))
 }
 
 async fn connect_status(s: &mut TcpStream, pdu: Vec<u8>) -> Status {
@@ -417,4 +353,89 @@ async fn admin_queue_overrun_is_cut_off() {
     );
     let t = &r.target;
     eventually("its controller gone", || t.controller_count() == 0).await;
+}
+
+/// A connection that sends no ICReq, or no Connect after its ICReq, is closed at
+/// `connect_timeout_ms` and counted; a host that connected keeps its connections past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_without_connect_are_closed_at_the_connect_timeout() {
+    let r = limit_rig(Limits {
+        connect_timeout_ms: 300,
+        ..Limits::default()
+    })
+    .await;
+    let addr = r.target.local_addr();
+    let ini = Initiator::connect(addr, host("prompt", 1)).await.unwrap();
+    let closed = |mut s: TcpStream| async move {
+        let mut b = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut b)).await;
+        assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "closed: {n:?}");
+    };
+    // Silent from the start.
+    closed(TcpStream::connect(addr).await.unwrap()).await;
+    assert_eq!(r.target.stats().connect_timeouts, 1);
+    // ICReq, then nothing.
+    closed(raw(addr).await).await;
+    assert_eq!(r.target.stats().connect_timeouts, 2);
+    // A refused Connect does not stop the clock either.
+    let mut s = raw(addr).await;
+    let st = connect_status(&mut s, connect_pdu(1, 0x7777, 0, "nqn.x:y", [5; 16])).await;
+    assert!(!st.is_success());
+    closed(s).await;
+    assert_eq!(r.target.stats().connect_timeouts, 3);
+    // The host that connected at once is still served, well past the timeout.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    ini.write(1, 0, Bytes::from(vec![7u8; BS as usize]), BS, false)
+        .await
+        .unwrap();
+    assert_eq!(r.target.controller_count(), 1);
+    assert_eq!(r.target.stats().connect_timeouts, 3);
+}
+
+/// Set Features Keep Alive Timer on a controller that connected with KATO 0 starts the timer
+/// (capped), and one that lowers KATO takes effect at once, not at the old deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_features_kato_starts_and_restarts_the_timer() {
+    let r = limit_rig(Limits {
+        max_kato_ms: 300,
+        ..Limits::default()
+    })
+    .await;
+    let t = &r.target;
+    let mut cfg = host("late-kato", 0);
+    cfg.kato_ms = 0;
+    cfg.send_keep_alive = false;
+    let ini = Initiator::connect(t.local_addr(), cfg).await.unwrap();
+    assert_eq!(t.stats().keep_alive_timers, 0);
+    ini.set_features(FID_KATO, u32::MAX).await.unwrap();
+    assert_eq!(ini.get_features(FID_KATO, 0).await.unwrap(), 300);
+    assert_eq!(t.stats().keep_alive_timers, 1);
+    eventually("silent host torn down after Set Features", || {
+        t.controller_count() == 0
+    })
+    .await;
+    assert_eq!(t.stats().keep_alive_timers, 0);
+    drop(ini);
+    // KATO 100 s at Connect (cap raised), then 200 ms: gone in ~300 ms, not 150 s.
+    let r = limit_rig(Limits::default()).await;
+    let t = &r.target;
+    let mut cfg = host("lowered-kato", 0);
+    cfg.kato_ms = 100_000;
+    cfg.send_keep_alive = false;
+    let ini = Initiator::connect(t.local_addr(), cfg).await.unwrap();
+    ini.set_features(FID_KATO, 200).await.unwrap();
+    assert_eq!(t.stats().keep_alive_timers, 1);
+    eventually("silent host torn down at the lowered KATO", || {
+        t.controller_count() == 0
+    })
+    .await;
+    // KATO 0 by Set Features ends the timer, and the controller stays.
+    let mut cfg = host("no-kato", 0);
+    cfg.kato_ms = 5_000;
+    cfg.send_keep_alive = false;
+    let ini2 = Initiator::connect(t.local_addr(), cfg).await.unwrap();
+    ini2.set_features(FID_KATO, 0).await.unwrap();
+    eventually("timer ended", || t.stats().keep_alive_timers == 0).await;
+    assert_eq!(t.controller_count(), 1);
+    drop(ini);
 }

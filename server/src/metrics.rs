@@ -17,6 +17,7 @@
 pub mod counters;
 pub mod gauges;
 pub mod hist;
+pub mod nvme;
 pub mod ops;
 pub mod text;
 
@@ -90,6 +91,7 @@ impl Metrics {
         srv.store.log().set_force_observer(ops::observe_log_force);
         let mut registry = Registry::default();
         registry.register_collector(Box::new(ServerCollector { srv, controllers }));
+        nvme::register(&mut registry);
         Metrics { registry }
     }
 

@@ -154,14 +154,26 @@ pub fn install_fencing(srv: &crate::server::Server, target: &Target, cfg: &Confi
 /// The target's fence state file in the data directory (hosts.rs).
 pub const FENCE_FILE: &str = "nvme-fences";
 
-/// Binds the target on `addr` (nothing is served until `Target::spawn`).
+/// Binds the target on `addr` (nothing is served until `Target::spawn`). The target bound
+/// last is the one `/metrics` (metrics/nvme.rs) and `/status` (admin/status.rs) show.
 pub async fn bind(addr: SocketAddr, tc: TargetConfig) -> Result<Target, NvmeError> {
-    Target::bind(addr, tc).await.map_err(|err| match err {
+    let t = Target::bind(addr, tc).await.map_err(|err| match err {
         nvme_tcp::Error::Io(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
             NvmeError::AddrInUse { addr }
         }
         err => NvmeError::Target { addr, err },
-    })
+    })?;
+    *EMBEDDED.lock().unwrap_or_else(|e| e.into_inner()) = Some(t.clone());
+    Ok(t)
+}
+
+/// The daemon's embedded target, for the metrics and admin views: they are built where the
+/// target is not passed (metrics.rs, admin/mod.rs), and a process runs one target.
+static EMBEDDED: std::sync::Mutex<Option<Target>> = std::sync::Mutex::new(None);
+
+/// The embedded target, if this process bound one.
+pub fn embedded() -> Option<Target> {
+    EMBEDDED.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// The Host Identifier under which the MDS holds its registration (it never connects: the

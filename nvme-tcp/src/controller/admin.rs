@@ -150,8 +150,11 @@ fn set_features(c: &Controller, cmd: &Cmd) -> Result<Reply, Status> {
             Ok(Reply::ok())
         }
         fid::KEEP_ALIVE => {
-            // Capped (Limits::max_kato_ms); Get Features reports what was granted.
-            st.kato_ms = super::grant_kato(c.kind, v, c.subsys.limits.max_kato_ms);
+            // Capped (Limits::max_kato_ms); Get Features reports what was granted. The
+            // timer starts (KATO was 0) or takes the new value at once.
+            let kato = super::grant_kato(c.kind, v, c.subsys.limits.max_kato_ms);
+            drop(st);
+            c.set_kato(kato);
             Ok(Reply::ok())
         }
         fid::POWER_MGMT if v & 0x1F != 0 => Err(Status::INVALID_FIELD),

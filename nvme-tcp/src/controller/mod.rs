@@ -7,7 +7,7 @@ pub(crate) mod discovery;
 pub(crate) mod identify;
 pub(crate) mod io;
 
-use crate::limits::{Counters, Limits, LogLimit, LOG_EVERY};
+use crate::limits::{Counters, Limits, RateLimit, LOG_EVERY};
 use crate::namespace::{lock, Namespace};
 use crate::pdu::{connect_off, ConnectData, Sqe};
 use crate::policy::{HostPolicy, HostRef};
@@ -63,8 +63,12 @@ pub(crate) struct Subsystem {
     /// `TargetConfig::limits`.
     pub limits: Limits,
     pub counters: Counters,
+    /// Commands and bytes, per queue (`stats.rs`).
+    pub stats: crate::stats::Registry,
     /// Refused Connects are logged through this: any peer can send them at connection rate.
-    pub refused_log: LogLimit,
+    pub refused_log: RateLimit,
+    /// Connections closed for want of a Connect (`Limits::connect_timeout_ms`).
+    pub idle_log: RateLimit,
     next_cntlid: Mutex<u16>,
 }
 
@@ -88,7 +92,9 @@ impl Subsystem {
             policy: None,
             limits: Limits::default(),
             counters: Counters::default(),
-            refused_log: LogLimit::new(LOG_EVERY),
+            stats: Default::default(),
+            refused_log: RateLimit::new(LOG_EVERY),
+            idle_log: RateLimit::new(LOG_EVERY),
             next_cntlid: Mutex::new(1),
         }
     }
@@ -145,6 +151,8 @@ pub(crate) struct CtrlState {
     pub csts: u32,
     pub kato_ms: u32,
     pub last_keep_alive: Instant,
+    /// A keep-alive timer task runs (it ends when KATO becomes 0, or with the controller).
+    pub timer: bool,
     /// I/O queues granted by Set Features (Number of Queues); `max_io_queues` until then.
     pub io_queues: u16,
     pub connected_qids: Vec<u16>,
@@ -166,6 +174,10 @@ pub(crate) struct Controller {
     pub peer: std::net::IpAddr,
     pub state: Mutex<CtrlState>,
     dead: watch::Sender<bool>,
+    /// Itself, for the keep-alive timer a Set Features starts.
+    me: std::sync::Weak<Controller>,
+    /// Set Features changed KATO: the timer computes its deadline again.
+    kato_changed: Arc<tokio::sync::Notify>,
 }
 
 impl Controller {
@@ -216,6 +228,21 @@ impl Controller {
 
     pub fn is_dead(&self) -> bool {
         *self.dead.borrow()
+    }
+
+    /// Set Features Keep Alive Timer granted `kato_ms` (already capped): the timer runs with
+    /// it from now on, started if KATO was 0, woken to take the new deadline if it runs.
+    pub fn set_kato(&self, kato_ms: u32) {
+        let mut st = lock(&self.state);
+        st.kato_ms = kato_ms;
+        st.last_keep_alive = Instant::now();
+        let start = kato_ms != 0 && !st.timer;
+        drop(st);
+        if start {
+            spawn_keep_alive_timer(self);
+        } else {
+            self.kato_changed.notify_one();
+        }
     }
 
     /// Records a Keep Alive (or any admin command): restarts the keep-alive timer.
@@ -405,7 +432,7 @@ pub(crate) fn connect(
         let ctrl = subsys
             .add_controller(&hostnqn, |cntlid| {
                 let (dead, _) = watch::channel(false);
-                Arc::new(Controller {
+                Arc::new_cyclic(|me| Controller {
                     cntlid,
                     kind,
                     subsys: subsys.clone(),
@@ -417,6 +444,7 @@ pub(crate) fn connect(
                         csts: 0,
                         kato_ms: kato,
                         last_keep_alive: Instant::now(),
+                        timer: false,
                         io_queues: subsys.max_io_queues,
                         connected_qids: Vec::new(),
                         aers: Vec::new(),
@@ -424,6 +452,8 @@ pub(crate) fn connect(
                         features: HashMap::new(),
                     }),
                     dead,
+                    me: me.clone(),
+                    kato_changed: Arc::new(tokio::sync::Notify::new()),
                 })
             })
             .map_err(|why| ConnectError::status(Status::CONNECT_CTRL_BUSY, why))?;
@@ -477,10 +507,13 @@ pub(crate) fn grant_kato(kind: CtrlKind, asked: u32, max: u32) -> u32 {
 /// Keep Alive timer (NVMe Base 2.0 §3.9): if no Keep Alive arrives within KATO the
 /// controller is torn down. We allow KATO + half of it, because hosts send at KATO/2 and
 /// older Linux kernels sent at KATO. The timer ends with the controller (`kill`), not at its
-/// next deadline: a host that connects and goes leaves nothing behind.
-fn spawn_keep_alive_timer(ctrl: &Arc<Controller>) {
-    let weak = Arc::downgrade(ctrl);
+/// next deadline: a host that connects and goes leaves nothing behind. A Set Features that
+/// changes KATO wakes it (`Controller::set_kato`); one that sets 0 ends it.
+fn spawn_keep_alive_timer(ctrl: &Controller) {
+    let weak = ctrl.me.clone();
     let mut dead = ctrl.dead_rx();
+    let changed = ctrl.kato_changed.clone();
+    lock(&ctrl.state).timer = true;
     let running = TimerRunning::new(&ctrl.subsys);
     tokio::spawn(async move {
         let _running = running;
@@ -490,8 +523,9 @@ fn spawn_keep_alive_timer(ctrl: &Arc<Controller>) {
                 if c.is_dead() {
                     return;
                 }
-                let st = lock(&c.state);
+                let mut st = lock(&c.state);
                 if st.kato_ms == 0 {
+                    st.timer = false;
                     return;
                 }
                 let limit = Duration::from_millis(st.kato_ms as u64 + st.kato_ms as u64 / 2);
@@ -500,6 +534,8 @@ fn spawn_keep_alive_timer(ctrl: &Arc<Controller>) {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline.into()) => {}
                 _ = dead.wait_for(|d| *d) => return,
+                // A new KATO: its deadline, from the top.
+                _ = changed.notified() => continue,
             }
             let Some(c) = weak.upgrade() else { return };
             let expired = lock(&c.state).last_keep_alive.elapsed() >= limit;

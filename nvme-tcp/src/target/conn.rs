@@ -20,6 +20,7 @@ use crate::pdu::{
     sgl_id, Cqe, DataDir, DataPdu, Digests, Fatal, FcType, Fes, IcResp, Pdu, PduType, R2t, Rules,
     Side, Sqe, Stage,
 };
+use crate::stats::{Op, QueueStats};
 use crate::status::Status;
 use crate::transport::{frame, split, terminate, OutTx, PduBuf, PduReader, RecvError};
 use bytes::Bytes;
@@ -60,6 +61,8 @@ struct Queue {
     sqhd: Arc<AtomicU16>,
     /// Commands received and not yet answered (bounded by the SQ size).
     inflight: Arc<AtomicUsize>,
+    /// This queue's counters (`stats.rs`), summed with the others' at scrape.
+    stats: Arc<QueueStats>,
     transfers: HashMap<u16, Transfer>,
     next_ttag: u16,
     /// Bytes the R2Ts of `transfers` solicited, at most `Limits::max_h2c_buffered_per_queue`
@@ -125,10 +128,17 @@ pub(crate) async fn serve(
         max_data_pdu: MAXH2CDATA,
     };
     let mut reader = PduReader::new(rd, rules);
+    // ICReq and a successful Connect must come by then (`Limits::connect_timeout_ms`).
+    let connect_by = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(subsys.limits.connect_timeout_ms as u64);
     let first = tokio::select! {
         r = reader.read() => r,
         // wait_for, not changed: a stop sent before we subscribed counts too.
         _ = stop.wait_for(|s| *s) => return,
+        _ = tokio::time::sleep_until(connect_by) => {
+            connect_timed_out(&subsys, peer, "ICReq");
+            return;
+        }
     };
     let dg = match first {
         Ok(Pdu::IcReq(req)) => {
@@ -165,6 +175,7 @@ pub(crate) async fn serve(
     let _ = tx.send(frame(&Pdu::IcResp(resp), dg));
     reader.b.rules.stage = Stage::Ready;
     reader.b.rules.digests = dg;
+    let stats = subsys.stats.queue();
     let mut q = Queue {
         subsys,
         rt: tokio::runtime::Handle::current(),
@@ -178,6 +189,7 @@ pub(crate) async fn serve(
         sqsize: MQES,
         sqhd: Arc::new(AtomicU16::new(0)),
         inflight: Arc::new(AtomicUsize::new(0)),
+        stats,
         transfers: HashMap::new(),
         next_ttag: 0,
         h2c_solicited: 0,
@@ -195,9 +207,27 @@ pub(crate) async fn serve(
     match Ring::for_thread() {
         Some(ring) => {
             q.ring = Some(ring);
-            drop(q.spawn_thread(reader, watcher, stop).await);
+            drop(q.spawn_thread(reader, watcher, stop, connect_by).await);
         }
-        None => q.run(&mut reader, stop).await,
+        None => q.run(&mut reader, stop, connect_by).await,
+    }
+}
+
+/// A connection that did not get as far as a controller in time: counted, and logged at
+/// most once per `LOG_EVERY` (any peer can open connections and stay silent).
+fn connect_timed_out(subsys: &Subsystem, peer: SocketAddr, waited_for: &'static str) {
+    subsys
+        .counters
+        .connect_timeouts
+        .fetch_add(1, Ordering::Relaxed);
+    if let Some(left_out) = subsys.idle_log.allow() {
+        tracing::info!(
+            %peer,
+            waited_for,
+            connect_timeout_ms = subsys.limits.connect_timeout_ms,
+            closed_since_last_line = left_out,
+            "nvme-tcp connection closed: no Connect in time"
+        );
     }
 }
 
@@ -207,6 +237,7 @@ impl Drop for Queue {
     /// losing it ends the controller at once — its I/O queues close and its keep-alive
     /// timer ends — rather than at KATO × 1.5. An I/O queue gives its QID back.
     fn drop(&mut self) {
+        self.subsys.stats.retire(&self.stats);
         if let Some(c) = &self.ctrl {
             if self.qid == 0 {
                 c.kill();
@@ -227,6 +258,7 @@ impl Queue {
         reader: PduReader<OwnedReadHalf>,
         watcher: std::net::TcpStream,
         mut stop: watch::Receiver<bool>,
+        connect_by: tokio::time::Instant,
     ) -> Option<Queue> {
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let (dead_tx, dead_rx) = tokio::sync::oneshot::channel::<watch::Receiver<bool>>();
@@ -238,6 +270,10 @@ impl Queue {
         self.tx.detach_writer().await.ok()?;
         let (rd, mut buf) = reader.into_parts();
         drop(rd);
+        let (self_subsys, self_peer) = (self.subsys.clone(), self.peer);
+        // The thread's held answers are written (blocking) once they reach the bound.
+        self.tx
+            .set_hold_limit(self.subsys.limits.max_send_queued_per_connection);
         let spawned = std::thread::Builder::new()
             .name("nvme-tcp-queue".into())
             .spawn(move || {
@@ -252,12 +288,16 @@ impl Queue {
             tracing::warn!("nvme-tcp: cannot start a queue thread");
             return None;
         }
+        let (subsys, peer) = (self_subsys, self_peer);
+        // The thread hands over the controller's end at its Connect: until then, the
+        // connect deadline stands.
         let dead = async {
-            match dead_rx.await {
-                Ok(mut rx) => {
+            match tokio::time::timeout_at(connect_by, dead_rx).await {
+                Ok(Ok(mut rx)) => {
                     let _ = rx.wait_for(|d| *d).await;
                 }
-                Err(_) => std::future::pending::<()>().await,
+                Ok(Err(_)) => std::future::pending::<()>().await,
+                Err(_) => connect_timed_out(&subsys, peer, "Connect"),
             }
         };
         tokio::pin!(done_rx);
@@ -365,9 +405,12 @@ impl Queue {
     fn on_done(&mut self, d: Done) {
         match d {
             Done::Read(cmd, data) => {
-                self.respond_held(cmd.sqe.cid(), cmd.xfer_len, Reply::data(data))
+                self.respond_held(Tag::of(self.qid, &cmd.sqe), cmd.xfer_len, Reply::data(data))
             }
-            Done::Write(cmd) => self.respond_held(cmd.sqe.cid(), 0, Reply::ok()),
+            Done::Write(cmd) => {
+                let tag = Tag::of(self.qid, &cmd.sqe);
+                self.respond_held(tag, 0, Reply::ok())
+            }
             Done::Retry(cmd) => {
                 if let Some(ctrl) = self.ctrl.clone() {
                     let _ = self.blocking(ctrl, cmd);
@@ -381,9 +424,23 @@ impl Queue {
         &mut self,
         reader: &mut PduReader<OwnedReadHalf>,
         mut stop: watch::Receiver<bool>,
+        connect_by: tokio::time::Instant,
     ) {
         let mut dead: Option<watch::Receiver<bool>> = None;
+        let send_bound = self.subsys.limits.max_send_queued_per_connection;
         loop {
+            // Answers the host has not read reached the bound: no further command is read
+            // from the socket until the writer drains below it (completions still run).
+            let full = self.tx.queued() >= send_bound;
+            let connecting = self.ctrl.is_none();
+            let mut timed_out = false;
+            let waiting_tx = full.then(|| self.tx.clone());
+            let drained = async {
+                match waiting_tx.as_ref() {
+                    Some(tx) => tx.wait_below(send_bound).await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
             let dead_fut = async {
                 match dead.as_mut() {
                     Some(rx) => {
@@ -399,11 +456,19 @@ impl Queue {
                 }
             };
             let r = tokio::select! {
-                r = reader.read() => Some(Some(r)),
+                r = reader.read(), if !full => Some(Some(r)),
                 _ = ring_ready => Some(None),
+                _ = drained => Some(None),
                 _ = dead_fut => None,
+                _ = tokio::time::sleep_until(connect_by), if connecting => {
+                    timed_out = true;
+                    None
+                }
                 _ = stop.wait_for(|s| *s) => None,
             };
+            if timed_out {
+                connect_timed_out(&self.subsys, self.peer, "Connect");
+            }
             // More commands already buffered: hold answers for one write after the last.
             self.more = reader.has_buffered_pdu();
             let flow = match r {
@@ -429,6 +494,10 @@ impl Queue {
             if let Flow::Close = flow {
                 let _ = self.tx.flush();
                 return;
+            }
+            // At the bound: end the batch here (what is held leaves now) and wait above.
+            if self.more && self.tx.queued() >= send_bound {
+                self.more = false;
             }
             if !self.more && !self.batch.is_empty() {
                 self.run_batch();
@@ -470,11 +539,13 @@ impl Queue {
             qid: self.qid,
             sqhd: self.sqhd.clone(),
             inflight: self.inflight.clone(),
+            stats: self.stats.clone(),
+            subsys: self.subsys.clone(),
         }
     }
 
     /// Like `respond`, but always held for the loop's write (completions reaped in a batch).
-    fn respond_held(&self, cid: u16, xfer_len: u32, r: Reply) {
+    fn respond_held(&self, cid: Tag, xfer_len: u32, r: Reply) {
         self.held.set(true);
         send_reply(
             true,
@@ -483,13 +554,14 @@ impl Queue {
             self.qid,
             &self.sqhd,
             &self.inflight,
+            (&self.stats, &self.subsys),
             cid,
             xfer_len,
             r,
         );
     }
 
-    fn respond(&self, cid: u16, xfer_len: u32, r: Reply) {
+    fn respond(&self, cid: Tag, xfer_len: u32, r: Reply) {
         self.held.set(self.held.get() | self.more);
         send_reply(
             self.more,
@@ -498,6 +570,7 @@ impl Queue {
             self.qid,
             &self.sqhd,
             &self.inflight,
+            (&self.stats, &self.subsys),
             cid,
             xfer_len,
             r,
@@ -506,7 +579,7 @@ impl Queue {
 
     fn on_capsule(&mut self, sqe: Sqe, data: Bytes) -> Flow {
         self.advance_sqhd();
-        let cid = sqe.cid();
+        let cid = Tag::of(self.qid, &sqe);
         // SQ flow control, on every queue (admin too: its pending AERs count): a host may
         // have at most SQSIZE+1 commands outstanding. One that ignores it would make us
         // buffer without bound, so it is a fatal protocol error.
@@ -727,7 +800,11 @@ impl Queue {
         };
         self.transfer_done(t.len);
         if t.failed {
-            self.respond(t.sqe.cid(), 0, Reply::err(Status::TRANSIENT_TRANSPORT));
+            self.respond(
+                Tag::of(self.qid, &t.sqe),
+                0,
+                Reply::err(Status::TRANSIENT_TRANSPORT),
+            );
             return Flow::Continue;
         }
         let data = t.whole.unwrap_or_else(|| Bytes::from(t.buf));
@@ -744,7 +821,12 @@ impl Queue {
         if ty == PduType::CAPSULE_CMD {
             self.advance_sqhd();
             self.inflight.fetch_add(1, Ordering::Relaxed);
-            self.respond(cccid, 0, Reply::err(Status::TRANSIENT_TRANSPORT));
+            let tag = Tag {
+                cid: cccid,
+                op: Op::other(self.qid == 0),
+                data_in: 0,
+            };
+            self.respond(tag, 0, Reply::err(Status::TRANSIENT_TRANSPORT));
             return Flow::Continue;
         }
         // H2CData: account for the bytes so later PDUs of the transfer stay in range.
@@ -772,7 +854,7 @@ impl Queue {
     }
 
     fn on_connect(&mut self, sqe: Sqe, data: Bytes) -> Flow {
-        let cid = sqe.cid();
+        let cid = Tag::of(self.qid, &sqe);
         let sgl = sqe.sgl();
         // Connect data always travels in the capsule (NVMe/TCP 1.0 §3.3.x: there is no
         // queue to solicit it on yet).
@@ -839,7 +921,7 @@ impl Queue {
         self.rt.spawn_blocking(move || {
             let _busy = busy;
             for cmd in batch {
-                let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
+                let (cid, xfer) = (Tag::of(to.qid, &cmd.sqe), cmd.xfer_len);
                 let r = io::handle(&ctrl, cmd);
                 to.send(true, cid, xfer, r);
             }
@@ -882,7 +964,7 @@ impl Queue {
         if self.gate.is_closed() {
             return Flow::Close;
         }
-        let cid = cmd.sqe.cid();
+        let cid = Tag::of(self.qid, &cmd.sqe);
         let xfer = cmd.xfer_len;
         if cmd.sqe.is_fabrics() {
             let s = &cmd.sqe;
@@ -961,7 +1043,7 @@ impl Queue {
     /// Runs `cmd` where it may block: under `block_in_place` when it is alone on its queue,
     /// else on tokio's blocking pool; the thread sends the answer itself.
     fn blocking(&mut self, ctrl: Arc<Controller>, cmd: Cmd) -> Flow {
-        let (cid, xfer) = (cmd.sqe.cid(), cmd.xfer_len);
+        let (cid, xfer) = (Tag::of(self.qid, &cmd.sqe), cmd.xfer_len);
         let Some(busy) = self.gate.enter() else {
             return Flow::Close;
         };
@@ -988,6 +1070,27 @@ impl Queue {
     }
 }
 
+/// What an answer needs of its command: the CID, and for the counters its opcode and the
+/// bytes of data it brought.
+#[derive(Clone, Copy)]
+struct Tag {
+    cid: u16,
+    op: Op,
+    data_in: u32,
+}
+
+impl Tag {
+    fn of(qid: u16, sqe: &Sqe) -> Tag {
+        let op = Op::of(qid == 0, sqe);
+        Tag {
+            cid: sqe.cid(),
+            op,
+            // A Write's data is its SGL's length, whether in the capsule or solicited.
+            data_in: if op == Op::WRITE { sqe.sgl().len } else { 0 },
+        }
+    }
+}
+
 /// The queue's reply path, owned by a command that runs on a blocking thread.
 struct ReplyTo {
     tx: OutTx,
@@ -995,10 +1098,12 @@ struct ReplyTo {
     qid: u16,
     sqhd: Arc<AtomicU16>,
     inflight: Arc<AtomicUsize>,
+    stats: Arc<QueueStats>,
+    subsys: Arc<Subsystem>,
 }
 
 impl ReplyTo {
-    fn send(&self, hold: bool, cid: u16, xfer_len: u32, r: Reply) {
+    fn send(&self, hold: bool, tag: Tag, xfer_len: u32, r: Reply) {
         let (tx, dg, qid) = (&self.tx, self.dg, self.qid);
         send_reply(
             hold,
@@ -1007,7 +1112,8 @@ impl ReplyTo {
             qid,
             &self.sqhd,
             &self.inflight,
-            cid,
+            (&self.stats, &self.subsys),
+            tag,
             xfer_len,
             r,
         );
@@ -1025,11 +1131,19 @@ fn send_reply(
     qid: u16,
     sqhd: &AtomicU16,
     inflight: &AtomicUsize,
-    cid: u16,
+    (stats, subsys): (&QueueStats, &Subsystem),
+    tag: Tag,
     xfer_len: u32,
     r: Reply,
 ) {
     inflight.fetch_sub(1, Ordering::Relaxed);
+    let cid = tag.cid;
+    let data_out = if r.status.is_success() && xfer_len > 0 {
+        r.data.len().min(xfer_len as usize)
+    } else {
+        0
+    };
+    stats.answered(&subsys.stats, tag.op, r.status, data_out, tag.data_in);
     let cqe = Pdu::CapsuleResp(Cqe {
         dw0: r.dw0,
         dw1: r.dw1,

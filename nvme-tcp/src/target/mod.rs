@@ -7,7 +7,7 @@ mod ring;
 
 use crate::controller::Subsystem;
 use crate::error::Error;
-use crate::limits::{Limits, LogLimit, TargetStats, LOG_EVERY};
+use crate::limits::{Limits, RateLimit, TargetStats, LOG_EVERY};
 use crate::namespace::{lock, Namespace, NamespaceConfig};
 use crate::reservation::persist::RestoredHosts;
 use crate::reservation::{
@@ -86,7 +86,7 @@ struct Inner {
     /// Held by every connection task and every backend call a command makes.
     gate: Arc<quiesce::Gate>,
     /// Connections closed at accept (`max_connections`) are logged through this.
-    refused_log: LogLimit,
+    refused_log: RateLimit,
 }
 
 /// One of `Limits::max_connections`, held by a connection's task until it ends.
@@ -189,7 +189,7 @@ impl Target {
                 subsys,
                 stop,
                 gate: Arc::default(),
-                refused_log: LogLimit::new(LOG_EVERY),
+                refused_log: RateLimit::new(LOG_EVERY),
             }),
         })
     }
@@ -216,7 +216,38 @@ impl Target {
             keep_alive_timers: c.keep_alive_timers.load(Ordering::Relaxed),
             connects_refused: c.connects_refused.load(Ordering::Relaxed),
             connections_refused: c.connections_refused.load(Ordering::Relaxed),
+            connect_timeouts: c.connect_timeouts.load(Ordering::Relaxed),
         }
+    }
+
+    /// Commands answered by queue, opcode and status, and bytes read and written, since
+    /// the target started (per-queue counters, summed now).
+    pub fn command_stats(&self) -> crate::stats::CommandStats {
+        self.inner.subsys.stats.snapshot()
+    }
+
+    /// The controllers connected now, by CNTLID.
+    pub fn controllers(&self) -> Vec<crate::stats::ControllerInfo> {
+        let all: Vec<_> = lock(&self.inner.subsys.controllers)
+            .values()
+            .cloned()
+            .collect();
+        let mut v: Vec<_> = all
+            .iter()
+            .map(|c| {
+                let st = lock(&c.state);
+                crate::stats::ControllerInfo {
+                    cntlid: c.cntlid,
+                    discovery: c.kind == crate::controller::CtrlKind::Discovery,
+                    host_nqn: c.hostnqn.clone(),
+                    host_addr: c.peer,
+                    io_queues: st.connected_qids.len(),
+                    kato_ms: st.kato_ms,
+                }
+            })
+            .collect();
+        v.sort_by_key(|c| c.cntlid);
+        v
     }
 
     /// The limits the target was bound with.

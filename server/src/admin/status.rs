@@ -1,6 +1,6 @@
 //! `GET /status`: the daemon, its volume, the grace period, the metadata log and the metadata
 //! cache, read through the store's and the log's public getters (a read lock and a few
-//! atomics; nothing is written).
+//! atomics; nothing is written), and the embedded NVMe/TCP target's controllers.
 
 use serde::Serialize;
 
@@ -20,6 +20,53 @@ pub struct Status {
     pub clients: usize,
     /// Sessions, reply-cache bytes and the `max_client_memory` budget (issue 17).
     pub client_state: ClientStateUsage,
+    /// The embedded NVMe/TCP target; null when the daemon runs none (external volume).
+    pub nvme: Option<NvmeStatus>,
+}
+
+/// The embedded NVMe/TCP target (issue 16 Deliver 1): where it listens and who is connected.
+#[derive(Debug, Clone, Serialize)]
+pub struct NvmeStatus {
+    pub listen: String,
+    pub subsystem_nqn: String,
+    /// NVM-subsystem and discovery controllers together (`controllers` lists each).
+    pub controllers_connected: usize,
+    /// Open TCP connections (one per queue, and those not yet connected).
+    pub connections: usize,
+    pub controllers: Vec<NvmeController>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NvmeController {
+    pub cntlid: u16,
+    pub discovery: bool,
+    pub host_nqn: String,
+    pub host_addr: String,
+    /// I/O queues connected.
+    pub io_queues: usize,
+    pub kato_ms: u32,
+}
+
+fn nvme_status(t: &nvme_tcp::Target) -> NvmeStatus {
+    let controllers: Vec<_> = t
+        .controllers()
+        .into_iter()
+        .map(|c| NvmeController {
+            cntlid: c.cntlid,
+            discovery: c.discovery,
+            host_nqn: c.host_nqn,
+            host_addr: c.host_addr.to_string(),
+            io_queues: c.io_queues,
+            kato_ms: c.kato_ms,
+        })
+        .collect();
+    NvmeStatus {
+        listen: t.local_addr().to_string(),
+        subsystem_nqn: t.subsystem_nqn().to_string(),
+        controllers_connected: controllers.len(),
+        connections: t.stats().connections,
+        controllers,
+    }
 }
 
 /// The volume and its geometry (layout::Geometry, in blocks of `block_size` bytes).
@@ -107,5 +154,6 @@ pub fn status(srv: &Server, info: &AdminInfo) -> Status {
         },
         clients: srv.state.clients_snapshot().len(),
         client_state: srv.state.client_state_usage(),
+        nvme: crate::nvme::embedded().map(|t| nvme_status(&t)),
     }
 }

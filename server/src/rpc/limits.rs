@@ -303,58 +303,14 @@ impl BlockingPool {
 }
 
 /// Lets one line through per interval and counts the rest, so that a peer repeating what
-/// causes it (oversize records, connection floods) cannot grow the log at its own rate.
-#[derive(Debug)]
-pub struct RateLimit {
-    interval: Duration,
-    state: Mutex<(Option<Instant>, u64)>,
-}
-
-impl RateLimit {
-    pub fn new(interval: Duration) -> RateLimit {
-        RateLimit {
-            interval,
-            state: Mutex::new((None, 0)),
-        }
-    }
-
-    /// `Some(n)`: log now, and say that `n` similar lines were left out since the last one.
-    /// `None`: leave this one out.
-    pub fn allow(&self) -> Option<u64> {
-        self.allow_at(Instant::now())
-    }
-
-    fn allow_at(&self, now: Instant) -> Option<u64> {
-        let mut s = lock(&self.state);
-        match s.0 {
-            Some(last) if now.saturating_duration_since(last) < self.interval => {
-                s.1 += 1;
-                None
-            }
-            _ => {
-                s.0 = Some(now);
-                Some(std::mem::take(&mut s.1))
-            }
-        }
-    }
-}
+/// causes it (oversize records, connection floods) cannot grow the log at its own rate. One
+/// limiter for the whole workspace, in the lowest crate the server uses (docs/nvme-tcp.md
+/// "Limits").
+pub use nvme_tcp::RateLimit;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rate_limit_lets_one_line_per_interval_and_counts_the_rest() {
-        let r = RateLimit::new(Duration::from_secs(10));
-        let t0 = Instant::now();
-        assert_eq!(r.allow_at(t0), Some(0));
-        for i in 1..=1000 {
-            assert_eq!(r.allow_at(t0 + Duration::from_millis(i)), None);
-        }
-        assert_eq!(r.allow_at(t0 + Duration::from_secs(10)), Some(1000));
-        assert_eq!(r.allow_at(t0 + Duration::from_secs(11)), None);
-        assert_eq!(r.allow_at(t0 + Duration::from_secs(21)), Some(1));
-    }
 
     #[tokio::test]
     async fn reply_budget_caps_a_large_reply_at_the_whole_budget() {

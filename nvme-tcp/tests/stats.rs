@@ -1,0 +1,72 @@
+//! The target's counters and controller list (issue 16 Deliver 3, docs/nvme-tcp.md
+//! "Counters") against what an initiator did.
+
+mod common;
+use bytes::Bytes;
+use common::*;
+use nvme_tcp::Initiator;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_stats_and_controllers_match_what_the_host_did() {
+    let r = rig(64, None).await;
+    let t = &r.target;
+    let cfg = host("counted", 2);
+    let ini = Initiator::connect(t.local_addr(), cfg.clone())
+        .await
+        .unwrap();
+    let before = t.command_stats();
+    for lba in [0u64, 8] {
+        ini.write(1, lba, Bytes::from(vec![1u8; 2 * BS as usize]), BS, false)
+            .await
+            .unwrap();
+    }
+    ini.read(1, 0, 1, BS).await.unwrap();
+    // Past the end of the namespace (64 blocks): LBA Out of Range (SCT 0, SC 80h).
+    assert!(ini.read(1, 64, 1, BS).await.is_err());
+    let s = t.command_stats();
+    let count = |s: &nvme_tcp::CommandStats, q: &str, op: &str, st: &str| {
+        s.commands
+            .iter()
+            .find(|c| c.queue == q && c.opcode == op && c.status == st)
+            .map_or(0, |c| c.count)
+    };
+    assert_eq!(
+        count(&s, "io", "write", "success") - count(&before, "io", "write", "success"),
+        2
+    );
+    assert_eq!(
+        count(&s, "io", "read", "success") - count(&before, "io", "read", "success"),
+        1
+    );
+    assert_eq!(count(&s, "io", "read", "sct0_sc80"), 1);
+    assert_eq!(s.write_bytes - before.write_bytes, 4 * BS as u64);
+    assert_eq!(s.read_bytes - before.read_bytes, BS as u64);
+    // The connection's own commands: one Connect per queue, Identify on the admin queue.
+    assert_eq!(count(&s, "admin", "connect", "success"), 1);
+    assert_eq!(count(&s, "io", "connect", "success"), 2);
+    assert!(count(&s, "admin", "identify", "success") >= 1);
+    let c = t.controllers();
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].cntlid, ini.cntlid());
+    assert_eq!(c[0].host_nqn, cfg.hostnqn);
+    assert_eq!(c[0].host_addr.to_string(), "127.0.0.1");
+    assert_eq!(
+        (c[0].io_queues, c[0].kato_ms, c[0].discovery),
+        (2, cfg.kato_ms, false)
+    );
+    // The counts stay when the queues go.
+    drop(ini);
+    let t2 = t.clone();
+    for _ in 0..500 {
+        if t2.controller_count() == 0 && t2.stats().connections == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(t.controllers().len(), 0);
+    assert_eq!(t.command_stats().write_bytes, s.write_bytes);
+    assert_eq!(
+        count(&t.command_stats(), "io", "write", "success"),
+        count(&s, "io", "write", "success")
+    );
+}
