@@ -879,7 +879,7 @@ async fn run(
             if admin.is_some() {
                 tracing::info!("admin views on http://{local}/status and /clients");
             }
-            // nvme-tcp exposes live controllers only (no command or byte counters yet).
+            // The controller gauge; the command and byte counters read the bound target (metrics/nvme.rs).
             let controllers = nvme.as_ref().map(|(t, _)| {
                 let t = t.clone();
                 Arc::new(move || t.controller_count()) as pnfsd::metrics::ControllerCount

@@ -13,7 +13,7 @@ use crate::nfs4::state::LeaseState;
 use crate::server::Server;
 
 /// The embedded NVMe/TCP target's live controllers, when there is one (main.rs passes
-/// `Target::controller_count`; nvme-tcp exposes no command counters yet).
+/// `Target::controller_count`; commands and bytes: metrics/nvme.rs).
 pub type ControllerCount = Arc<dyn Fn() -> usize + Send + Sync>;
 
 /// What the gauges show, read at one moment.
