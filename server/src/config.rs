@@ -211,6 +211,10 @@ pub struct Config {
     /// Delegations (docs/delegations.md): whether OPEN hands them out, and how many may be
     /// held server-wide (past it OPEN offers none; a client that asked gets WND4_RESOURCE).
     pub delegations: bool,
+    /// Read delegations the server chooses for an OPEN with no WANT_* flag (the Linux
+    /// client's): off by default (docs/delegations.md "Held back": with them the Linux
+    /// block-layout client reads through layouts the server no longer records).
+    pub read_delegations: bool,
     pub max_delegations: usize,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
     pub metrics_listen: Option<SocketAddr>,
@@ -266,6 +270,7 @@ impl Default for Config {
             max_client_memory: Size(crate::nfs4::state::ClientLimits::default().max_client_memory),
             max_courtesy_clients: crate::nfs4::state::ClientLimits::default().max_courtesy_clients,
             delegations: true,
+            read_delegations: false,
             max_delegations: crate::nfs4::state::ClientLimits::default().max_delegations,
             metrics_listen: None,
             admin: false,
@@ -614,6 +619,7 @@ impl Config {
                 max_client_memory: self.max_client_memory.0,
                 max_courtesy_clients: self.max_courtesy_clients,
                 delegations: self.delegations,
+                read_delegations: self.read_delegations,
                 max_delegations: self.max_delegations,
                 ..Default::default()
             },

@@ -117,8 +117,9 @@ pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32, default_ok
     let access = share_access & 0xff;
     let writes = access & ShareAccess::WRITE != 0;
     let want = share_access & WANT_MASK;
+    let by_default = default_ok && ctx.srv.state.read_delegations_by_default();
     let want_write = match want {
-        WANT_NO_PREFERENCE if writes || !default_ok => return Offer::None,
+        WANT_NO_PREFERENCE if writes || !by_default => return Offer::None,
         WANT_NO_PREFERENCE => false,
         WANT_NO_DELEG => return Offer::NoneExt(WND4_NOT_WANTED),
         WANT_CANCEL => return Offer::NoneExt(WND4_CANCELLED),

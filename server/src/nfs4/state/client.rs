@@ -51,6 +51,11 @@ pub struct ClientLimits {
     pub courtesy_seconds: u64,
     /// Whether OPEN hands out delegations at all (config `delegations`).
     pub delegations: bool,
+    /// Whether an OPEN that states no preference (no WANT_* flag: what the Linux client
+    /// sends) may get a read delegation the server chose (config `read_delegations`). On
+    /// here, for the in-process suites of the policy; the daemon's default is off
+    /// (config.rs: docs/delegations.md "Held back").
+    pub read_delegations: bool,
     /// Delegations held server-wide; past it OPEN offers none (WND4_RESOURCE to a client
     /// that asked). Config `max_delegations`.
     pub max_delegations: usize,
@@ -81,6 +86,7 @@ impl Default for ClientLimits {
             max_courtesy_clients: DEFAULT_MAX_COURTESY_CLIENTS,
             courtesy_seconds: super::COURTESY_SECONDS,
             delegations: true,
+            read_delegations: true,
             max_delegations: DEFAULT_MAX_DELEGATIONS,
         }
     }

@@ -492,6 +492,12 @@ impl StateManager {
         self.lock().delegs.held
     }
 
+    /// Whether an OPEN with no WANT_* preference may get a read delegation the server chose
+    /// (config `read_delegations`).
+    pub fn read_delegations_by_default(&self) -> bool {
+        self.lock().limits.read_delegations
+    }
+
     /// Whether OPEN may offer delegations at all (config `delegations`).
     pub fn delegations_enabled(&self) -> bool {
         self.lock().limits.delegations
