@@ -115,6 +115,35 @@ mod tests {
         matches!(r, Err(nvme_tcp::Error::Status(s)) if s == Status::ACCESS_DENIED)
     }
 
+    /// The embedded target over `volume` with the MDS guard and the metadata guard (no gate
+    /// behind it), and an initiator connected to it.
+    async fn guarded_target(
+        cfg: &crate::config::Config,
+        volume: &std::path::Path,
+        uuid: [u8; 16],
+        meta: Arc<MetaBlocks>,
+    ) -> (nvme_tcp::Target, Arc<MetaGuard>, Initiator) {
+        let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(volume).unwrap());
+        let g = layout::Superblock::decode(&{
+            let mut b0 = vec![0u8; layout::BLOCK_SIZE as usize];
+            dev.read_at(&mut b0, 0).unwrap();
+            b0
+        })
+        .unwrap()
+        .geometry;
+        let mut tc = target_config(cfg, dev, uuid);
+        guard_mds_blocks(&mut tc, &g);
+        let guard = guard_metadata(&mut tc, meta);
+        let target = crate::nvme::bind("127.0.0.1:0".parse().unwrap(), tc)
+            .await
+            .unwrap();
+        drop(target.spawn());
+        let mut c = InitiatorConfig::new(cfg.nvme_nqn.clone(), "nqn.2014-08.org.example:admin");
+        c.kato_ms = 0;
+        let ini = Initiator::connect(target.local_addr(), c).await.unwrap();
+        (target, guard, ini)
+    }
+
     /// Issue 12 item 4, for the blocks a write-back put among the data blocks: with no gate
     /// behind the guard (as an `nvme_admin_hosts` host, or `nvme_enforce_layouts = false`,
     /// sees the target), no host writes a tree node or a checkpoint blob, while it writes a
@@ -179,17 +208,8 @@ mod tests {
             data_dir: dir.path().to_path_buf(),
             ..crate::config::Config::default()
         };
-        let dev: Arc<dyn BlockDev> = Arc::new(dev);
-        let mut tc = target_config(&cfg, dev, uuid);
-        guard_mds_blocks(&mut tc, &g);
-        let guard = guard_metadata(&mut tc, meta.clone());
-        let target = crate::nvme::bind("127.0.0.1:0".parse().unwrap(), tc)
-            .await
-            .unwrap();
-        let _task = target.spawn();
-        let mut c = InitiatorConfig::new(cfg.nvme_nqn.clone(), "nqn.2014-08.org.example:admin");
-        c.kato_ms = 0;
-        let ini = Initiator::connect(target.local_addr(), c).await.unwrap();
+        drop(dev);
+        let (target, guard, ini) = guarded_target(&cfg, &volume, uuid, meta.clone()).await;
         let lba = |b: u64| b * bs / u64::from(LBA_SIZE);
         let junk = || Bytes::from(vec![0xeeu8; LBA_SIZE as usize]);
         for &b in &nodes {
@@ -223,15 +243,7 @@ mod tests {
         store.unmount().unwrap();
         // Not walked yet: nothing is written.
         let fresh = Arc::new(MetaBlocks::new());
-        let mut tc = target_config(&cfg, Arc::new(FileDev::open(&volume).unwrap()), uuid);
-        let guard = guard_metadata(&mut tc, fresh);
-        let target = crate::nvme::bind("127.0.0.1:0".parse().unwrap(), tc)
-            .await
-            .unwrap();
-        let _task = target.spawn();
-        let mut c = InitiatorConfig::new(cfg.nvme_nqn.clone(), "nqn.2014-08.org.example:admin");
-        c.kato_ms = 0;
-        let ini = Initiator::connect(target.local_addr(), c).await.unwrap();
+        let (target, guard, ini) = guarded_target(&cfg, &volume, uuid, fresh).await;
         assert!(denied(
             ini.write(NSID, lba(free[0]), junk(), LBA_SIZE, false).await
         ));

@@ -304,6 +304,38 @@ pub fn status_table(s: &Value) -> String {
         b_or_dash(num(s, &["metadata_cache", "dirty_bytes"])),
         n_or_dash(num(s, &["metadata_cache", "tree_nodes"]))
     );
+    // The embedded NVMe/TCP target: one line, then one per controller connected.
+    match s.get("nvme") {
+        Some(n) if !n.is_null() => {
+            let _ = writeln!(
+                o,
+                "nvme      {} {}: {} controller(s), {} connection(s)",
+                text(n, &["listen"]),
+                text(n, &["subsystem_nqn"]),
+                n_or_dash(num(n, &["controllers_connected"])),
+                n_or_dash(num(n, &["connections"]))
+            );
+            let ctrls = n.get("controllers").and_then(Value::as_array);
+            for c in ctrls.into_iter().flatten() {
+                let kind = match c.get("discovery").and_then(Value::as_bool) {
+                    Some(true) => "discovery",
+                    _ => "io",
+                };
+                let _ = writeln!(
+                    o,
+                    "          controller {} ({kind}) {} from {}: {} I/O queue(s), KATO {} ms",
+                    n_or_dash(num(c, &["cntlid"])),
+                    text(c, &["host_nqn"]),
+                    text(c, &["host_addr"]),
+                    n_or_dash(num(c, &["io_queues"])),
+                    n_or_dash(num(c, &["kato_ms"]))
+                );
+            }
+        }
+        _ => {
+            let _ = writeln!(o, "nvme      no embedded target");
+        }
+    }
     o
 }
 
@@ -529,6 +561,22 @@ mod tests {
         );
         assert!(t.contains("4.0 KiB used of 16.0 MiB"), "{t}");
         assert!(t.contains("SHUT DOWN (EIO)"), "{t}");
+        assert!(t.contains("nvme      no embedded target"), "{t}");
+        let j: Value = serde_json::from_str(
+            r#"{"nvme": {"listen": "127.0.0.1:4420", "subsystem_nqn": "nqn.x", "controllers_connected": 1,
+                "connections": 2, "controllers": [{"cntlid": 3, "discovery": false,
+                "host_nqn": "nqn.h", "host_addr": "127.0.0.2", "io_queues": 1, "kato_ms": 5000}]}}"#,
+        )
+        .unwrap();
+        let t = status_table(&j);
+        assert!(
+            t.contains("nvme      127.0.0.1:4420 nqn.x: 1 controller(s), 2 connection(s)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("controller 3 (io) nqn.h from 127.0.0.2: 1 I/O queue(s), KATO 5000 ms"),
+            "{t}"
+        );
         let j: Value =
             serde_json::from_str(r#"{"grace": {"remaining_seconds": null}, "log": {}}"#).unwrap();
         let t = status_table(&j);

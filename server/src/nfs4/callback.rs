@@ -179,17 +179,7 @@ impl CbQueue {
 
     /// Takes the callbacks due at `now`, at most `max`.
     fn take_due(&self, now: Instant, max: usize) -> Vec<Callback> {
-        let mut q = self.lock();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < q.len() && out.len() < max {
-            if q[i].0 <= now {
-                out.push(q.swap_remove(i).1);
-            } else {
-                i += 1;
-            }
-        }
-        out
+        take_due(&mut self.lock(), now, max)
     }
 
     /// Callbacks still queued (sent or not yet).
@@ -211,17 +201,7 @@ impl CbQueue {
     }
 
     fn take_due_probes(&self, now: Instant, max: usize) -> Vec<Probe> {
-        let mut q = self.probes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < q.len() && out.len() < max {
-            if q[i].0 <= now {
-                out.push(q.swap_remove(i).1);
-            } else {
-                i += 1;
-            }
-        }
-        out
+        take_due(&mut self.probes(), now, max)
     }
 
     /// Ends `run_sender`.
@@ -385,6 +365,21 @@ pub fn send(srv: &Server, cb: Callback, now: Instant) {
         }
     }
 }
+
+/// The entries of a queue of (due time, entry) due at `now`, at most `max`, taken out.
+fn take_due<T>(q: &mut Vec<(Instant, T)>, now: Instant, max: usize) -> Vec<T> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < q.len() && out.len() < max {
+        if q[i].0 <= now {
+            out.push(q.swap_remove(i).1);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

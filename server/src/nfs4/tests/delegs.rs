@@ -118,6 +118,14 @@ pub(super) fn mount(x: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
     (cid, sid)
 }
 
+/// The server these suites test: read delegations for OPENs that ask for none
+/// (`read_delegations`, off by default: docs/delegations.md "Held back").
+pub(super) fn read_delegations() -> NfsOptions {
+    let mut o = NfsOptions::default();
+    o.client_limits.read_delegations = true;
+    o
+}
+
 pub(super) fn root_fh(srv: &Server) -> Fh {
     let a = srv.store.getattr(ROOT_INO).unwrap();
     Fh {
@@ -191,7 +199,7 @@ pub(super) fn delegreturn(x: &mut Ctx<'_>, fh: Fh, d: &Stateid) -> NfsStat {
 /// DELEGRETURN the OPEN goes on.
 #[test]
 fn a_conflicting_open_gets_delay_and_the_recall_is_queued() {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(read_delegations());
     let bc = Arc::new(Bc::default());
     let ca = bc_conn(1, &bc);
     let mut a = cx(&fx.srv, &ca);
@@ -225,7 +233,7 @@ fn a_conflicting_open_gets_delay_and_the_recall_is_queued() {
 /// session the holder creates after destroying that one.
 #[test]
 fn an_unanswered_recall_is_sent_again_on_the_new_session() {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(read_delegations());
     let old_bc = Arc::new(Bc::default());
     let ca = bc_conn(1, &old_bc);
     let mut a = cx(&fx.srv, &ca);
@@ -279,7 +287,7 @@ const WND4_CANCELLED: u32 = 7;
 /// delegations back.
 #[test]
 fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(read_delegations());
     let bc = Arc::new(Bc::default());
     let ca = bc_conn(1, &bc);
     let mut a = cx(&fx.srv, &ca);
@@ -328,7 +336,7 @@ fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
 /// Read delegations by default, and what each WANT_* flag gets (RFC 8881 §18.16.3).
 #[test]
 fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(read_delegations());
     let bc = Arc::new(Bc::default());
     let ca = bc_conn(1, &bc);
     let mut a = cx(&fx.srv, &ca);
@@ -355,6 +363,11 @@ fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
     assert_eq!(why(&mut a, b"c", 1 | WANT_READ_DELEG), ext(WND4_CONTENTION));
     // WANT_WRITE_DELEG on a file to itself.
     assert_eq!(open_name(&mut a, b"x", 3 | 0x200, true).unwrap().1, 2);
+    // `read_delegations = false` (the default): a plain read open gets none, one that asks
+    // for a read delegation still does.
+    fx.srv.state.set_limits(ClientLimits::default());
+    assert_eq!(why(&mut a, b"q", 1), (0, None));
+    assert_eq!(why(&mut a, b"q", 1 | WANT_READ_DELEG).0, OPEN_DELEGATE_READ);
     // `delegations = false`: none, and WND4_RESOURCE to who asked.
     fx.srv.state.set_limits(ClientLimits {
         delegations: false,
@@ -363,7 +376,7 @@ fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
     assert_eq!(why(&mut a, b"y", 1), (0, None));
     assert_eq!(why(&mut a, b"y", 1 | WANT_READ_DELEG), ext(WND4_RESOURCE));
     let c = fx.srv.state.deleg_counters();
-    assert_eq!(c.granted, 2);
+    assert_eq!(c.granted, 3);
 }
 
 /// One conflicting access by client b of the file `f` that client a holds a read
@@ -371,7 +384,7 @@ fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
 /// and goes on once the delegation is returned. `op` runs the access with the file's and
 /// the root's filehandles.
 fn recall_trigger(op: fn(&mut Ctx<'_>, Fh, Fh) -> NfsStat) {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(read_delegations());
     let bc = Arc::new(Bc::default());
     let ca = bc_conn(1, &bc);
     let mut a = cx(&fx.srv, &ca);
@@ -511,7 +524,7 @@ fn open_previous(
 /// Once the client's grace is over (its RECLAIM_COMPLETE), no reclaim.
 #[test]
 fn a_read_delegation_is_reclaimed_after_a_crash() {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(read_delegations());
     let bc = Arc::new(Bc::default());
     let ca = bc_conn(1, &bc);
     let fh = {
@@ -533,7 +546,7 @@ fn a_read_delegation_is_reclaimed_after_a_crash() {
         )
         .unwrap(),
     );
-    let srv = super::fixture::server(store, NfsOptions::default(), 2);
+    let srv = super::fixture::server(store, read_delegations(), 2);
     assert!(srv.state.in_grace());
     let mut a = cx(&srv, &ca);
     let (cid, seq) = exid(&mut a, b"a");

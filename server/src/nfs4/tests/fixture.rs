@@ -62,6 +62,7 @@ impl Fx {
 /// handlers, not unlinked-while-open files.
 pub(crate) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) -> Server {
     let state = StateManager::new(opts.state_config(store.boot_verifier()), store.clone());
+    state.set_limits(opts.client_limits);
     Server {
         store,
         state,
