@@ -59,10 +59,7 @@ impl ServerCounters {
     pub fn parse(text: &str) -> Result<ServerCounters> {
         let mut c = ServerCounters::default();
         for (name, slot) in NAMES.iter().zip(c.fields()) {
-            *slot = text
-                .lines()
-                .filter(|l| !l.starts_with('#'))
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            *slot = sample(text, name)
                 .ok_or_else(|| ClientError::Protocol(format!("metrics: no {name}")))?;
         }
         Ok(c)
@@ -110,6 +107,18 @@ impl ServerCounters {
 
 /// One `GET /metrics` (HTTP/1.0, the connection closes after the body).
 pub async fn scrape(addr: SocketAddr) -> Result<ServerCounters> {
+    ServerCounters::parse(&scrape_text(addr).await?)
+}
+
+/// The value of the sample `name` (no labels) in an exposition.
+pub fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The body of one `GET /metrics`.
+pub async fn scrape_text(addr: SocketAddr) -> Result<String> {
     let go = async {
         let mut s = tokio::net::TcpStream::connect(addr).await?;
         s.write_all(b"GET /metrics HTTP/1.0\r\nHost: pnfsd\r\n\r\n")
@@ -129,7 +138,7 @@ pub async fn scrape(addr: SocketAddr) -> Result<ServerCounters> {
         let line = head.lines().next().unwrap_or_default();
         return Err(ClientError::Protocol(format!("metrics: {line}")));
     }
-    ServerCounters::parse(body)
+    Ok(body.to_string())
 }
 
 /// Client-side [start, end] of each LAYOUTCOMMIT of a round.

@@ -228,6 +228,16 @@ fn rss_sampler(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> 
     })
 }
 
+/// The server's metadata-cache misses so far (NaN without its metrics endpoint).
+async fn cache_misses(addr: Option<std::net::SocketAddr>) -> f64 {
+    let Some(addr) = addr else { return f64::NAN };
+    super::counters::scrape_text(addr)
+        .await
+        .ok()
+        .and_then(|t| super::counters::sample(&t, "pnfsd_metadata_cache_misses_total"))
+        .unwrap_or(f64::NAN)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -368,9 +378,11 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     let log_bytes = (vol_bytes / 64).clamp(4 << 20, 256 << 20);
     let mut p = PnfsdProcess::start_with(ServerOptions {
         config_toml: Some(config(a)),
-        extra_args: Vec::new(),
+        // Port 0: the server picks one and logs it; the latency rounds read its counters.
+        extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
     })?;
     let pid = p.pid().ok_or_else(|| harness("no pid"))?;
+    let maddr = p.metrics_addr();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = rss_sampler(pid, stop.clone());
     let sess = sessions(p.addr(), a.sessions).await?;
@@ -411,9 +423,15 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     let small_names: Vec<String> = (0..100).map(|k| format!("s{k}")).collect();
     let mut lat_big = Vec::new();
     let mut lat_small = Vec::new();
+    // Tree nodes read from the volume in the rounds of each directory (cache misses).
+    let (mut miss_big, mut miss_small) = (0.0, 0.0);
     for r in 0..5 {
+        let m0 = cache_misses(maddr).await;
         lat_small.push(op_latency(&s0, &small, &small_names, &format!("ls{r}-"), 200).await?);
+        let m1 = cache_misses(maddr).await;
         lat_big.push(op_latency(&s0, &big, &big_names, &format!("lb{r}-"), 200).await?);
+        miss_small += m1 - m0;
+        miss_big += cache_misses(maddr).await - m1;
     }
     let m3 = |v: &Vec<(f64, f64, f64)>| {
         (
@@ -434,9 +452,14 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     // read against the small directory's one cached leaf); here the tree's own cost alone.
     s0.readdir_all(&small, bitmap(&[attr::TYPE])).await?;
     let (mut warm_big, mut warm_small) = (Vec::new(), Vec::new());
+    let (mut wmiss_big, mut wmiss_small) = (0.0, 0.0);
     for r in 0..5 {
+        let m0 = cache_misses(maddr).await;
         warm_small.push(op_latency(&s0, &small, &small_names, &format!("ws{r}-"), 200).await?);
+        let m1 = cache_misses(maddr).await;
         warm_big.push(op_latency(&s0, &big, &big_names, &format!("wb{r}-"), 200).await?);
+        wmiss_small += m1 - m0;
+        wmiss_big += cache_misses(maddr).await - m1;
     }
     let (wb, ws) = (m3(&warm_big), m3(&warm_small));
     stop.store(true, Ordering::Relaxed);
@@ -529,6 +552,12 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     );
     let _ = writeln!(
         out,
+        "    tree nodes read from the volume per lookup+create+remove: big {:.2}, 100-entry {:.2}",
+        miss_big / 1000.0,
+        miss_small / 1000.0
+    );
+    let _ = writeln!(
+        out,
         "  READDIR of the big directory: {} entries in {readdir_secs:.2} s",
         ents.len()
     );
@@ -536,6 +565,12 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
         out,
         "  latency µs after a READDIR of each directory (median of 5 rounds × 200): lookup {:.0} vs {:.0} ({:.2}×), create {:.0} vs {:.0} ({:.2}×), remove {:.0} vs {:.0} ({:.2}×) — big vs 100-entry",
         wb.0, ws.0, wb.0 / ws.0, wb.1, ws.1, wb.1 / ws.1, wb.2, ws.2, wb.2 / ws.2
+    );
+    let _ = writeln!(
+        out,
+        "    tree nodes read from the volume per lookup+create+remove: big {:.2}, 100-entry {:.2}",
+        wmiss_big / 1000.0,
+        wmiss_small / 1000.0
     );
     if let Some(v) = baseline {
         let _ = writeln!(out, "{}", compare_line(a, &v));

@@ -23,6 +23,8 @@ pub struct Snapshot {
     pub data_flushes: (u64, u64),
     /// Delegations granted, recalled and revoked (issue 15).
     pub delegs: crate::nfs4::state::DelegCounters,
+    /// The store's metadata cache: (hits, misses) of tree-node lookups.
+    pub metadata_cache: (u64, u64),
 }
 
 impl Snapshot {
@@ -33,6 +35,7 @@ impl Snapshot {
             log: srv.store.log().counters(),
             data_flushes: srv.store.data_flush_counts(),
             delegs: srv.state.deleg_counters(),
+            metadata_cache: srv.store.metadata_cache_counts(),
         }
     }
 }
@@ -66,6 +69,12 @@ macro_rules! counters {
 }
 
 counters! {
+    "pnfsd_metadata_cache_hits_total",
+        "B+tree nodes the store found in its metadata cache (metadata_cache).",
+        |s| Count(s.metadata_cache.0);
+    "pnfsd_metadata_cache_misses_total",
+        "B+tree nodes the store read from the volume one at a time because its metadata cache did not hold them (read-ahead not counted).",
+        |s| Count(s.metadata_cache.1);
     "pnfsd_layoutgets_total", "LAYOUTGET operations.", |s| Count(s.pnfs.layoutgets);
     "pnfsd_layoutget_seconds_total", "Time spent in LAYOUTGET handlers.",
         |s| Nanos(s.pnfs.layoutget_ns);

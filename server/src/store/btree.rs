@@ -203,6 +203,9 @@ fn entry_cost(k: &[u8], v: &[u8]) -> usize {
 /// How the tree reads nodes (through the page cache).
 pub trait NodeRead {
     fn node(&self, block: u64, level: u8) -> Result<Arc<Page>, StoreError>;
+    /// Bring `nodes` (block, level) into the cache ahead of their use, together; what cannot
+    /// be read is left for `node` to report. The default reads nothing.
+    fn read_ahead(&self, _nodes: &[(u64, u8)]) {}
 }
 
 /// What a merge needs besides reading: fresh blocks, writing nodes, and the old blocks it
@@ -231,6 +234,49 @@ pub fn get(
     }
     let i = p.lower_bound(key);
     Ok((i < p.count() && p.key(i) == key).then(|| p.val(i).to_vec()))
+}
+
+/// Reads ahead the path to every key of `keys` (sorted and deduplicated here), one level at a
+/// time: each level's nodes are asked of `read_ahead` together, so a batch of lookups costs
+/// about one device round trip per level instead of one per node (log replay, mount.rs).
+/// The nodes are only cached: a later `get` or `seek` reads them, and reports what is wrong.
+pub fn prefetch(
+    r: &dyn NodeRead,
+    root: Option<Root>,
+    keys: &mut Vec<Vec<u8>>,
+) -> Result<(), StoreError> {
+    let Some(root) = root else { return Ok(()) };
+    keys.sort_unstable();
+    keys.dedup();
+    // Each node of the level, with the range of `keys` whose path goes through it.
+    let mut level = vec![(root.block, 0..keys.len())];
+    let mut lvl = root.level;
+    loop {
+        let nodes: Vec<(u64, u8)> = level.iter().map(|(b, _)| (*b, lvl)).collect();
+        r.read_ahead(&nodes);
+        if lvl == 0 || keys.is_empty() {
+            return Ok(());
+        }
+        let mut next = Vec::new();
+        for (b, range) in &level {
+            let p = r.node(*b, lvl)?;
+            if p.count() == 0 {
+                continue;
+            }
+            let mut i = range.start;
+            while i < range.end {
+                let c = p.child_for(&keys[i]);
+                let mut j = i + 1;
+                while j < range.end && p.child_for(&keys[j]) == c {
+                    j += 1;
+                }
+                next.push((p.child(c), i..j));
+                i = j;
+            }
+        }
+        level = next;
+        lvl -= 1;
+    }
 }
 
 /// A forward cursor over `[from, ..)`: holds the path from the root to the current leaf.

@@ -65,6 +65,11 @@ impl PageCache {
         }
     }
 
+    /// Whether `block` is cached, without counting a hit or a miss or setting its bit.
+    pub fn contains(&self, block: u64) -> bool {
+        self.lock().map.contains_key(&block)
+    }
+
     pub fn insert(&self, block: u64, page: Arc<Page>) {
         let mut g = self.lock();
         if let Some(s) = g.map.get_mut(&block) {

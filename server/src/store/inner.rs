@@ -88,6 +88,9 @@ pub const FILE_LOCK_SHARDS: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MountStats {
     pub blocks_read: u64,
+    /// Of those, the tree nodes the replay read one at a time, where its read-ahead
+    /// (mount.rs `replay_batch`) had not brought them in.
+    pub replay_single_reads: u64,
     pub items_replayed: u64,
     /// Time spent reading the checkpoint, and inside `Log::mount` (recovery).
     pub load_ms: u64,

@@ -43,6 +43,62 @@ impl NodeRead for Reader {
         self.cache.insert(block, p.clone());
         Ok(p)
     }
+
+    /// The nodes not cached, read as runs of adjacent blocks (a write-back writes its nodes
+    /// in runs, writeback.rs) by up to `READ_AHEAD_THREADS` reads in flight: the device's
+    /// queue depth instead of one round trip per node.
+    fn read_ahead(&self, nodes: &[(u64, u8)]) {
+        let mut want: Vec<(u64, u8)> = nodes
+            .iter()
+            .copied()
+            .filter(|(b, _)| !self.cache.contains(*b))
+            .collect();
+        want.sort_unstable();
+        want.dedup_by_key(|n| n.0);
+        let mut runs: Vec<&[(u64, u8)]> = Vec::new();
+        let mut start = 0;
+        for i in 1..=want.len() {
+            if i == want.len() || want[i].0 != want[i - 1].0 + 1 || i - start == READ_AHEAD_RUN {
+                runs.push(&want[start..i]);
+                start = i;
+            }
+        }
+        if runs.len() <= 1 {
+            runs.iter().for_each(|r| self.read_run(r));
+            return;
+        }
+        let per = runs.len().div_ceil(READ_AHEAD_THREADS);
+        std::thread::scope(|s| {
+            for share in runs.chunks(per) {
+                s.spawn(move || share.iter().for_each(|r| self.read_run(r)));
+            }
+        });
+    }
+}
+
+/// Reads in flight at once when the tree is read ahead (`NodeRead::read_ahead`).
+const READ_AHEAD_THREADS: usize = 16;
+/// Longest run of adjacent nodes read ahead by one read (256 KiB).
+const READ_AHEAD_RUN: usize = 64;
+
+impl Reader {
+    /// One read of `run` (adjacent blocks, ascending): every node that parses is cached; a
+    /// failed read or a bad node is left for `node` to report when it is used.
+    fn read_run(&self, run: &[(u64, u8)]) {
+        let Some(&(first, _)) = run.first() else {
+            return;
+        };
+        let mut buf = vec![0u8; run.len() * BLOCK as usize];
+        if self.dev.read_at(&mut buf, first * BLOCK).is_err() {
+            return;
+        }
+        self.reads.fetch_add(run.len() as u64, Ordering::Relaxed);
+        for (&(block, level), b) in run.iter().zip(buf.chunks_exact(BLOCK as usize)) {
+            if let Ok(p) = Page::parse(b.to_vec(), block, Some(level)) {
+                self.cache.insert(block, Arc::new(p));
+            }
+        }
+    }
 }
 
 /// Bytes an entry of a change map costs in memory (key, value, map node share).
@@ -80,6 +136,11 @@ impl Kv {
             return Ok(v.clone());
         }
         btree::get(&self.rd, self.root, key)
+    }
+
+    /// Reads ahead the tree's nodes on the paths to `keys` (`btree::prefetch`).
+    pub fn prefetch(&self, keys: &mut Vec<Vec<u8>>) -> Result<(), StoreError> {
+        btree::prefetch(&self.rd, self.root, keys)
     }
 
     pub fn put(&mut self, key: Vec<u8>, val: Vec<u8>) {

@@ -542,6 +542,16 @@ impl Store {
         (wb.runs, wb.objects_written)
     }
 
+    /// The metadata cache's lookups of tree nodes since mount: (hits, misses). A miss is a
+    /// node read from the volume (read-ahead counts neither).
+    pub fn metadata_cache_counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.inner.cache.hits.load(Relaxed),
+            self.inner.cache.misses.load(Relaxed),
+        )
+    }
+
     /// What the metadata takes: (tree nodes on disk, bytes of changes not yet written
     /// back, pages in the cache).
     pub fn metadata_usage(&self) -> (u64, u64, usize) {

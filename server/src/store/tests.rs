@@ -765,3 +765,54 @@ fn dir_scale_figures() {
     );
     s.unmount().unwrap();
 }
+
+#[test]
+fn a_replay_reads_the_leaves_it_needs_ahead() {
+    // Issue 11: the replay after a kill reads the tree leaves a log's worth of changes touch.
+    // Read one at a time as each item reached its leaf, 1,298 of them took 11 s; read ahead
+    // per batch of items (mount.rs `replay_batch`), the replay itself reads almost none.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vol.img");
+    Store::mkfs(&path, 256 << 20, false).unwrap();
+    let s = Store::open(&path, StoreOptions::default()).unwrap();
+    let dirs: Vec<Ino> = (0..8)
+        .map(|d| mk(&s, ROOT_INO, &format!("d{d}"), NewNode::Directory).ino)
+        .collect();
+    for i in 0..4000 {
+        mk(&s, dirs[i % 8], &format!("file-{i}"), NewNode::Regular);
+    }
+    s.unmount().unwrap();
+    drop(s);
+    // A cold cache: the late names hash all over the directories' leaves.
+    let s = Store::open(&path, StoreOptions::default()).unwrap();
+    for i in 0..600 {
+        let a = mk(&s, dirs[i % 8], &format!("late-{i}"), NewNode::Regular);
+        s.setattr(
+            a.ino,
+            &SetAttrs {
+                mode: Some(0o600),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }
+    s.log().force_all().unwrap();
+    drop(s); // no unmount: as after a kill
+    let s = Store::open(&path, StoreOptions::default()).unwrap();
+    let st = s.mount_stats();
+    println!("mount after a kill: {st:?}");
+    assert!(st.items_replayed >= 100, "{st:?}");
+    assert!(st.blocks_read >= 30, "the replay read no leaves: {st:?}");
+    assert!(
+        st.replay_single_reads * 10 <= st.blocks_read,
+        "the replay read its leaves one at a time: {st:?}"
+    );
+    for i in [0, 317, 599] {
+        let a = s
+            .lookup(dirs[i % 8], format!("late-{i}").as_bytes())
+            .unwrap();
+        assert_eq!(s.getattr(a.ino).unwrap().mode & 0o777, 0o600);
+    }
+    assert!(s.lookup(dirs[3], b"file-3995").is_ok());
+    s.unmount().unwrap();
+}
