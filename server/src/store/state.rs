@@ -419,10 +419,8 @@ impl Core {
                 ino,
                 file_block,
                 len_blocks,
-            } => {
-                if self.meta_opt(*ino)?.is_some() {
-                    extents::convert(&mut self.kv, *ino, *file_block, *len_blocks)?;
-                }
+            } if self.meta_opt(*ino)?.is_some() => {
+                extents::convert(&mut self.kv, *ino, *file_block, *len_blocks)?;
             }
             Item::ExtentFree {
                 ino,
@@ -444,19 +442,17 @@ impl Core {
                 name,
                 ino,
                 cookie,
-            } => {
-                if self
-                    .meta_opt(*dir)?
-                    .is_some_and(|m| m.ftype == FileType::Directory)
-                {
-                    if let Some((_, c)) = self.dir_lookup(*dir, name)? {
-                        if c != *cookie {
-                            self.kv.del(pair_key(K_DIRENT, *dir, c));
-                        }
+            } if self
+                .meta_opt(*dir)?
+                .is_some_and(|m| m.ftype == FileType::Directory) =>
+            {
+                if let Some((_, c)) = self.dir_lookup(*dir, name)? {
+                    if c != *cookie {
+                        self.kv.del(pair_key(K_DIRENT, *dir, c));
                     }
-                    self.kv
-                        .put(pair_key(K_DIRENT, *dir, *cookie), encode_dirent(*ino, name));
                 }
+                self.kv
+                    .put(pair_key(K_DIRENT, *dir, *cookie), encode_dirent(*ino, name));
             }
             Item::DirentRemove { dir, name } => {
                 if let Some((_, c)) = self.dir_lookup(*dir, name)? {
