@@ -32,6 +32,24 @@ const ENTRIES: u32 = 256;
 /// O_DIRECT buffer alignment (logical block size of every device).
 const ALIGN: usize = 4096;
 
+/// With this many O_DIRECT writes in flight or more, a round waits for a share of them
+/// (`WRITE_SHARE`) instead of the first completion, for at most `WRITE_WAIT`. Why: an
+/// asynchronous O_DIRECT write to a file completes through the file system's dio workqueue
+/// (Linux 6.18 iomap completes only reads inline), and each completion the kworker posts
+/// woke this thread, which preempted the kworker before it posted the next: one write
+/// answered per round, the device at 1–3 writes in flight while 28 waited (block and
+/// io_uring tracepoints; docs/nvme-tcp.md "Writes: the dio kworker"). Reads complete in the
+/// interrupt, where waiting for more only adds the timer (measured worse: "Tried and
+/// dropped").
+const WRITE_COALESCE_MIN: usize = 6;
+/// A round waits for a third of the writes in flight (measured best of 1/2, 1/3, 1/4).
+const WRITE_SHARE: usize = 3;
+/// The bound on that wait: six device latencies of a 4 KiB write on this VM (~50 µs, block
+/// tracepoints), against the 1.5–2.5 ms a write takes at queue depth 32; the share normally
+/// comes first, the bound keeps a stalled device from holding the answers. 100 µs timed out
+/// often enough to cost a round each (0.40 `io_uring_enter` per write against 0.26).
+const WRITE_WAIT: std::time::Duration = std::time::Duration::from_micros(300);
+
 /// An operation the kernel owns until its completion is reaped.
 struct Op {
     rw: Rw,
@@ -67,6 +85,8 @@ pub(crate) struct Ring {
     /// Pushed and not yet submitted.
     queued: usize,
     inflight: usize,
+    /// O_DIRECT writes among `inflight` (`wait` coalesces their completions).
+    direct_writes: usize,
     /// A receive is armed: the length of the spare space it was given.
     recv_len: Option<usize>,
     /// Reaped (user_data, result) pairs, kept to reuse the allocation.
@@ -105,8 +125,8 @@ impl Ring {
     }
 
     /// A ring for a queue thread, which waits for completions in `io_uring_enter` itself.
-    /// (IORING_SETUP_DEFER_TASKRUN, and waiting for several completions at once, measured no
-    /// better: docs/nvme-tcp.md "Tried and dropped".)
+    /// (IORING_SETUP_DEFER_TASKRUN, and waiting for several read completions at once,
+    /// measured no better: docs/nvme-tcp.md "Tried and dropped"; writes: `wait`.)
     pub fn for_thread() -> Option<Ring> {
         if std::env::var_os("NVME_TCP_NO_URING").is_some() {
             return None;
@@ -123,6 +143,7 @@ impl Ring {
             free: Vec::new(),
             queued: 0,
             inflight: 0,
+            direct_writes: 0,
             recv_len: None,
             cqes: Vec::new(),
         }
@@ -181,7 +202,8 @@ impl Ring {
         }
         .user_data(idx as u64);
         let mut rw = rw;
-        if rw.direct && rw.write.is_some() {
+        let direct_write = rw.direct && rw.write.is_some();
+        if direct_write {
             // Copied: release the capsule's bytes now, so the receive buffer they are a
             // slice of can be reused instead of reallocated while the write is in flight.
             rw.write = Some(Bytes::new());
@@ -209,6 +231,7 @@ impl Ring {
         }
         self.queued += 1;
         self.inflight += 1;
+        self.direct_writes += direct_write as usize;
         Ok(())
     }
 
@@ -251,9 +274,21 @@ impl Ring {
     }
 
     /// Submits what is queued and waits for at least one completion (the connection
-    /// thread's only blocking call).
+    /// thread's only blocking call); with many O_DIRECT writes in flight, for a share of
+    /// them or `WRITE_WAIT` (`WRITE_COALESCE_MIN`).
     pub fn wait(&mut self) -> io::Result<()> {
-        match self.ring.submit_and_wait(1) {
+        let r = match self.coalesce_writes() {
+            Some(want) => {
+                let ts = types::Timespec::from(WRITE_WAIT);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                match self.ring.submitter().submit_with_args(want, &args) {
+                    Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(0),
+                    r => r,
+                }
+            }
+            None => self.ring.submit_and_wait(1),
+        };
+        match r {
             Ok(_) => {
                 self.queued = 0;
                 Ok(())
@@ -261,6 +296,16 @@ impl Ring {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// How many completions a round waits for when O_DIRECT writes dominate what is in
+    /// flight (`None`: the first one).
+    fn coalesce_writes(&self) -> Option<usize> {
+        // A wait with a timeout needs IORING_FEAT_EXT_ARG (Linux 5.11).
+        if !self.ring.params().is_feature_ext_arg() {
+            return None;
+        }
+        write_share(self.direct_writes)
     }
 
     /// Submits everything queued, without waiting.
@@ -310,6 +355,9 @@ impl Ring {
             self.free.push(idx);
             self.inflight -= 1;
             let Op { rw, buf, start, .. } = op;
+            if rw.direct && rw.write.is_some() {
+                self.direct_writes -= 1;
+            }
             let ok = res >= 0 && res as usize == rw.len;
             let len = rw.len;
             let mut cmd = rw.cmd;
@@ -387,5 +435,32 @@ impl Drop for Ring {
 impl AsRawFd for Ring {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
         self.ring.as_raw_fd()
+    }
+}
+
+/// Completions a round waits for with `direct_writes` O_DIRECT writes in flight (`None`: the
+/// first one, as for everything else).
+fn write_share(direct_writes: usize) -> Option<usize> {
+    (direct_writes >= WRITE_COALESCE_MIN).then_some(direct_writes / WRITE_SHARE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A few writes in flight (a host at low queue depth) wait for the first completion as
+    /// before; many wait for a third of them, never for more than are in flight.
+    #[test]
+    fn rounds_wait_for_a_share_of_many_direct_writes() {
+        for n in 0..WRITE_COALESCE_MIN {
+            assert_eq!(write_share(n), None, "{n} writes in flight");
+        }
+        assert_eq!(write_share(6), Some(2));
+        assert_eq!(write_share(16), Some(5));
+        assert_eq!(write_share(64), Some(21));
+        for n in WRITE_COALESCE_MIN..200 {
+            let want = write_share(n).unwrap_or(0);
+            assert!((2..=n).contains(&want), "{n} in flight: waits for {want}");
+        }
     }
 }
