@@ -178,6 +178,13 @@ pub struct Config {
     pub nvme_max_controllers_per_host: usize,
     pub nvme_max_connections: usize,
     pub nvme_max_kato_ms: u32,
+    /// Answer bytes one connection may have queued that its host has not read; past it the
+    /// queue reads no further command until the host drains it (`Limits::
+    /// max_send_queued_per_connection`; at least one Read's answer, MDTS).
+    pub nvme_max_send_queued: Size,
+    /// From accept to a successful Connect; a connection slower than this is closed
+    /// (`Limits::connect_timeout_ms`).
+    pub nvme_connect_timeout_ms: u32,
     pub lease_seconds: u32,
     /// Default: one lease, as knfsd does (a client reclaims within its first renewal).
     pub grace_seconds: Option<u32>,
@@ -252,6 +259,10 @@ impl Default for Config {
             nvme_max_controllers_per_host: nvme_tcp::Limits::default().max_controllers_per_host,
             nvme_max_connections: nvme_tcp::Limits::default().max_connections,
             nvme_max_kato_ms: nvme_tcp::Limits::default().max_kato_ms,
+            nvme_max_send_queued: Size(
+                nvme_tcp::Limits::default().max_send_queued_per_connection as u64,
+            ),
+            nvme_connect_timeout_ms: nvme_tcp::Limits::default().connect_timeout_ms,
             lease_seconds: 90,
             grace_seconds: None,
             export_sync: ExportSync::Sync,
@@ -282,14 +293,19 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The embedded target's `TargetConfig::limits` from the `nvme_max_*` keys (the rest
-    /// keep nvme_tcp's defaults); `Target::bind` refuses values it cannot use.
+    /// The embedded target's `TargetConfig::limits` from the `nvme_max_*` keys and
+    /// `nvme_connect_timeout_ms` (the rest keep nvme_tcp's defaults); `Target::bind`
+    /// refuses values it cannot use.
     pub fn nvme_limits(&self) -> nvme_tcp::Limits {
         nvme_tcp::Limits {
             max_controllers: self.nvme_max_controllers,
             max_controllers_per_host: self.nvme_max_controllers_per_host,
             max_connections: self.nvme_max_connections,
             max_kato_ms: self.nvme_max_kato_ms,
+            // Past usize (a 32-bit host): no bound any host could reach.
+            max_send_queued_per_connection: usize::try_from(self.nvme_max_send_queued.0)
+                .unwrap_or(usize::MAX),
+            connect_timeout_ms: self.nvme_connect_timeout_ms,
             ..nvme_tcp::Limits::default()
         }
     }
@@ -661,6 +677,32 @@ mod tests {
         assert_eq!(parse_size("12345").unwrap(), Size(12345));
         for bad in ["", "G", "8X", "-1G", "99999999999T", "1.5G"] {
             assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Issue 17: the NVMe/TCP send bound and Connect timeout are keys, with nvme_tcp's
+    /// defaults, and reach the target's `Limits`.
+    #[test]
+    fn nvme_send_bound_and_connect_timeout_parse_into_the_limits() {
+        let c = Config::parse(
+            "nvme_max_send_queued = \"8M\"\nnvme_connect_timeout_ms = 2500\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let l = c.nvme_limits();
+        assert_eq!(
+            (l.max_send_queued_per_connection, l.connect_timeout_ms),
+            (8 << 20, 2500)
+        );
+        let c = Config::parse("nvme_max_send_queued = 1048576", Path::new("t.toml")).unwrap();
+        assert_eq!(c.nvme_limits().max_send_queued_per_connection, 1 << 20);
+        let d = nvme_tcp::Limits::default();
+        assert_eq!(Config::default().nvme_limits(), d);
+        for bad in [
+            "nvme_max_send_queued = \"4X\"",
+            "nvme_connect_timeout_ms = -1",
+        ] {
+            assert!(Config::parse(bad, Path::new("t.toml")).is_err(), "{bad}");
         }
     }
 

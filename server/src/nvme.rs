@@ -298,6 +298,32 @@ mod tests {
         );
     }
 
+    /// The `nvme_max_send_queued` and `nvme_connect_timeout_ms` keys reach the target, and
+    /// a send bound below one Read's answer is refused at bind, naming the bound.
+    #[tokio::test]
+    async fn the_send_bound_and_connect_timeout_keys_reach_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev: Arc<dyn BlockDev> =
+            Arc::new(FileDev::create(&dir.path().join("v"), 1 << 20).unwrap());
+        let mut cfg = Config {
+            data_dir: dir.path().to_path_buf(),
+            nvme_max_send_queued: crate::config::Size(1 << 20),
+            nvme_connect_timeout_ms: 1234,
+            ..Config::default()
+        };
+        let tc = target_config(&cfg, dev.clone(), [1; 16]);
+        assert_eq!(tc.limits.max_send_queued_per_connection, 1 << 20);
+        assert_eq!(tc.limits.connect_timeout_ms, 1234);
+        assert!(bind("127.0.0.1:0".parse().unwrap(), tc).await.is_ok());
+        cfg.nvme_max_send_queued = crate::config::Size(4096);
+        let tc = target_config(&cfg, dev, [1; 16]);
+        let e = bind("127.0.0.1:0".parse().unwrap(), tc)
+            .await
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("max_send_queued"), "{e}");
+    }
+
     /// Issue 5 item 3 over real NVMe/TCP: the MDS holds EXCLUSIVE_ACCESS_REG_ONLY, a client
     /// that registered the key GETDEVICEINFO gives it writes; once fencing preempts that key
     /// its next write gets Reservation Conflict.

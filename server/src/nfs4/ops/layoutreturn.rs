@@ -28,6 +28,11 @@ const RETURN_FILE: u32 = 1;
 const RETURN_FSID: u32 = 2;
 const RETURN_ALL: u32 = 3;
 
+/// Bound on a FILE return's `lrf_body`. The block layout's body is empty (RFC 5663 §2.6), as
+/// the SCSI layout's; a body is skipped, never kept, so this only refuses (BADXDR) a length
+/// no client of these layouts sends, before the record's own bound would.
+const MAX_BODY: usize = 1 << 20;
+
 enum What {
     File {
         offset: u64,
@@ -47,8 +52,8 @@ fn decode(r: &mut XdrReader<'_>) -> Result<(LayoutType, IoMode, What), NfsStat> 
             let offset = r.u64()?;
             let length = r.u64()?;
             let stateid = r.read()?;
-            // The block layout's return body is empty (RFC 5663 §2.6); skip what comes.
-            let _body = r.opaque(1 << 20)?;
+            // Empty for the block layout; skip what comes.
+            let _body = r.opaque(MAX_BODY)?;
             What::File {
                 offset,
                 length,
@@ -109,4 +114,39 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
 
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     go(ctx, r, w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_return(body_len: u32) -> Vec<u8> {
+        let mut w = XdrWriter::new();
+        w.bool(false);
+        w.u32(LayoutType::BLOCK_VOLUME.0);
+        w.u32(IoMode::RW.0);
+        w.u32(RETURN_FILE);
+        w.u64(0);
+        w.u64(u64::MAX);
+        Stateid::default().encode(&mut w);
+        w.opaque(&vec![0; body_len as usize]);
+        w.into_inner()
+    }
+
+    #[test]
+    fn a_file_return_body_up_to_the_bound_is_skipped_and_past_it_refused() {
+        for (len, ok) in [
+            (0, true),
+            (MAX_BODY as u32, true),
+            (MAX_BODY as u32 + 4, false),
+        ] {
+            let b = file_return(len);
+            let mut r = XdrReader::new(&b);
+            let got = decode(&mut r);
+            assert_eq!(got.is_ok(), ok, "body of {len} bytes");
+            if ok {
+                assert_eq!(r.remaining(), 0);
+            }
+        }
+    }
 }
