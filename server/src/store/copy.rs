@@ -54,6 +54,7 @@ impl Store {
     /// Copies `len` bytes of `src` at `src_off` to `dst` at `dst_off`. The caller checked the
     /// range (within the source, not overlapping itself in one file); a stable copy is
     /// durable on return (`Copied::stable` says `FileSync`).
+    #[allow(clippy::too_many_arguments)]
     pub fn copy(
         &self,
         src: Ino,
@@ -342,10 +343,16 @@ mod tests {
     }
 
     fn file(s: &Store, name: &[u8]) -> Ino {
-        s.create(ROOT_INO, name, NewNode::Regular, &SetAttrs::default(), (0, 0))
-            .unwrap()
-            .0
-            .ino
+        s.create(
+            ROOT_INO,
+            name,
+            NewNode::Regular,
+            &SetAttrs::default(),
+            (0, 0),
+        )
+        .unwrap()
+        .0
+        .ino
     }
 
     fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -365,9 +372,7 @@ mod tests {
         let old = vec![0xee; 7 * BLOCK as usize];
         s.write(b, 0, &old, Stable::Unstable).unwrap();
         let len = 5 * BLOCK + 10 - 50;
-        let c = s
-            .copy(a, 50, b, 1000, len, true, CopyMethod::Auto)
-            .unwrap();
+        let c = s.copy(a, 50, b, 1000, len, true, CopyMethod::Auto).unwrap();
         assert_eq!((c.bytes, c.stable, c.offloaded), (len, Stable::FileSync, 0));
         let (got, _) = s.read(b, 0, 7 * BLOCK as u32).unwrap();
         let (want_src, _) = s.read(a, 50, len as u32).unwrap();
@@ -392,9 +397,11 @@ mod tests {
         // Source block 4 a hole (punched), destination: written block 1, unwritten block 2,
         // written block 4 (under the source's hole), holes elsewhere.
         s.deallocate(a, 4 * BLOCK, BLOCK).unwrap();
-        s.write(b, BLOCK, &vec![0xee; bs], Stable::Unstable).unwrap();
+        s.write(b, BLOCK, &vec![0xee; bs], Stable::Unstable)
+            .unwrap();
         s.allocate(b, 2 * BLOCK, BLOCK).unwrap();
-        s.write(b, 4 * BLOCK, &vec![0xdd; bs], Stable::Unstable).unwrap();
+        s.write(b, 4 * BLOCK, &vec![0xdd; bs], Stable::Unstable)
+            .unwrap();
         let c = s
             .copy(a, 0, b, 0, 6 * BLOCK, true, CopyMethod::Auto)
             .unwrap();
