@@ -420,6 +420,59 @@ mod tests {
         assert!(got == want, "lost at remount");
     }
 
+    /// Not a test: prints what copy_file_range(2) buys over the plain copy for a 32 MiB
+    /// stable copy on a volume file under `PNFS_BENCH_DIR` (or the target directory): medians
+    /// of interleaved rounds, the ratio, the load average. Run with `cargo test --release -p
+    /// pnfsd --lib copy_file_range_ratio -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn copy_file_range_ratio() {
+        let base = std::env::var_os("PNFS_BENCH_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| {
+                std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target")
+            });
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let path = dir.path().join("vol.img");
+        Store::mkfs(&path, 512 << 20, false).unwrap();
+        let s = Store::open(&path, StoreOptions::default()).unwrap();
+        let len = 32u64 << 20;
+        let src = file(&s, b"src");
+        let chunk = pattern(1 << 20, 5);
+        for i in 0..len >> 20 {
+            s.write(src, i << 20, &chunk, Stable::Unstable).unwrap();
+        }
+        s.commit(src).unwrap();
+        let (mut auto, mut plain) = (Vec::new(), Vec::new());
+        for round in 0..5 {
+            for (method, out) in [
+                (CopyMethod::Auto, &mut auto),
+                (CopyMethod::Plain, &mut plain),
+            ] {
+                let dst = file(&s, format!("d{round}{method:?}").as_bytes());
+                let t = std::time::Instant::now();
+                let c = s.copy(src, 0, dst, 0, len, true, method).unwrap();
+                out.push(t.elapsed().as_secs_f64());
+                assert_eq!(c.bytes, len);
+                assert_eq!(c.offloaded > 0, method == CopyMethod::Auto);
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let (a, p) = (median(&mut auto), median(&mut plain));
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        println!(
+            "32 MiB stable copy: copy_file_range {:.1} ms, plain {:.1} ms, plain/copy_file_range {:.2}; loadavg {}",
+            a * 1e3,
+            p * 1e3,
+            p / a,
+            load.trim()
+        );
+    }
+
     /// The pairing of source and destination segments cuts where either changes.
     #[test]
     fn runs_follow_both_extent_maps() {
