@@ -15,6 +15,9 @@
 #       --listen 127.0.0.1:12049 --nvme-listen 127.0.0.1:14420 --lease-seconds 15
 #   PYNFS_ARGS="--serverhelper=$PWD/deploy/pynfs/pnfsd-helper.sh --serverhelperarg=/tmp/h" \
 #       deploy/pynfs/run-pynfs.sh /work/pynfs 127.0.0.1:12049/dir 1 reboot
+# At the default lease (90 s) add `--config F` with `idle_timeout_seconds = 300` in F: REBT5
+# sleeps 85 s on a connection with no session, and pynfs's polling thread dies when the
+# server closes it at the default 60 s (docs/conformance.md).
 set -uo pipefail
 
 [[ $# -ge 2 ]] || { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }

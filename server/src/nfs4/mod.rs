@@ -2,6 +2,7 @@
 pub mod attr;
 pub mod callback;
 pub mod compound;
+pub mod copy;
 pub mod helpers;
 pub mod layouts;
 pub mod opcode;

@@ -35,6 +35,8 @@
 mod blocks;
 mod btree;
 mod cache;
+mod copy;
+pub use copy::{Copied, CopyMethod};
 #[cfg(test)]
 mod crash_tests;
 mod data;

@@ -108,6 +108,7 @@ pub mod test_stateid;
 pub mod access;
 pub mod allocate;
 pub mod commit;
+pub mod copy;
 pub mod create;
 pub mod deallocate;
 pub mod getattr;
@@ -237,7 +238,9 @@ static OPS: [Option<OpDesc>; TABLE_LEN] = table(&[
     (NfsOp::DEALLOCATE, op(deallocate::run, 2).fh().write()),
     (NfsOp::SEEK, op(seek::run, 2).fh()),
     (NfsOp::READ_PLUS, op(notsupp, 2).fh()),
-    (NfsOp::COPY, op(notsupp, 2).fh()),
+    // Synchronous and intra-server (nfs4::copy): OFFLOAD_* have no copy to name, and
+    // COPY_NOTIFY serves only inter-server copies.
+    (NfsOp::COPY, op(copy::run, 2).fh().write()),
     (NfsOp::COPY_NOTIFY, op(notsupp, 2).fh()),
     (NfsOp::OFFLOAD_CANCEL, op(notsupp, 2).fh()),
     (NfsOp::OFFLOAD_STATUS, op(notsupp, 2).fh()),
@@ -312,6 +315,7 @@ mod tests {
             NfsOp::LINK,
             NfsOp::WRITE,
             NfsOp::COMMIT,
+            NfsOp::COPY,
             NfsOp::ALLOCATE,
             NfsOp::DEALLOCATE,
             NfsOp::SETXATTR,

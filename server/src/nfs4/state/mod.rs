@@ -385,11 +385,12 @@ impl StateManager {
     /// anything (LOCK checks them itself).
     pub fn check_open_reclaim(&self, clientid: u64, reclaim: bool) -> Result<(), NfsStat> {
         self.with(|i, now| {
-            i.check_reclaim(clientid, reclaim, true, now)?;
+            let checked = i.check_reclaim(clientid, reclaim, true, now);
             if reclaim {
-                i.grace.note_reclaim(now);
+                // Refused or not, a previous client reclaiming is still in its recovery.
+                i.note_reclaim_by(clientid, now);
             }
-            Ok(())
+            checked
         })
     }
 

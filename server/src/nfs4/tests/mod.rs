@@ -2,6 +2,7 @@
 //! dispatcher calls them: the XDR of each argument and result, and the state they make. Unit
 //! tests of one function stay beside it; these are the suites that need a server.
 
+mod copy;
 mod delegs;
 mod fixture;
 mod ns;

@@ -1,0 +1,173 @@
+//! The copy service: NFSv4.2 COPY within the server (RFC 7862 §4, §15.2), synchronous.
+//!
+//! ```text
+//! COPY (ops/copy.rs) ─▶ copy::copy: files, stateids, range ─▶ delegations and layouts of
+//!      the destination recalled (DELAY while out) ─▶ Store::copy (store/copy.rs) ─▶ reply
+//! ```
+//! Policy lives here, the op file only decodes and encodes:
+//! - Intra-server only: a COPY naming source servers (`ca_source_server`) is NOTSUPP, and so
+//!   is COPY_NOTIFY (there is no inter-server copy to notify).
+//! - Synchronous only (§15.2.3 lets the server choose): the reply says `cr_synchronous`
+//!   and carries no callback stateid, whatever `ca_synchronous` asked; OFFLOAD_STATUS and
+//!   OFFLOAD_CANCEL stay NOTSUPP, as no copy outlives its COMPOUND. A COPY moves at most
+//!   `MAX_SYNC_COPY` bytes (a short copy, §15.2.3: the client asks again for the rest), so a
+//!   COMPOUND holds its thread for a bounded time.
+//! - Always stable: `cr_committed` FILE_SYNC, after the destination's data, size and extents
+//!   are durable (a COMMIT of the destination). One force per COPY of up to 128 MiB costs
+//!   little, and the client then needs no COMMIT.
+//! - Before it writes, every layout of the destination is recalled, the caller's too, and the
+//!   COPY is DELAY while any is out (as a truncate, layouts `break_for`): a block-layout client
+//!   caches its extents' states, and one holding the range as INVALID_DATA would zero around
+//!   its next partial write over the copied bytes, or read its stale zeros. Delegations of
+//!   other clients that conflict — any of the destination, a write delegation of the source —
+//!   are recalled the same way (RFC 8881 §10.4.4). Nothing waits: the recalls are queued.
+
+use crate::nfs4::compound::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::deleg::break_conflicts;
+use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, saved_attr, NotRegular};
+use crate::nfs4::helpers::stateid::check_io_stateid;
+use crate::nfs4::layouts::recall::recall_file;
+use crate::nfs4::state::{IoAccess, ShareAccess};
+use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::Stateid;
+use crate::store::{self, CopyMethod, Stable};
+
+/// The most one synchronous COPY moves: 128 MiB, a fraction of a second at the volume's
+/// sequential rate (docs/benchmarks.md), so a COMPOUND never holds a thread of the shared
+/// pool for long; a longer copy is short (§15.2.3) and the client continues it.
+pub const MAX_SYNC_COPY: u64 = 128 << 20;
+
+/// What COPY asks, decoded (`COPY4args` without the source servers, which are refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyReq {
+    pub src_stateid: Stateid,
+    pub dst_stateid: Stateid,
+    pub src_offset: u64,
+    pub dst_offset: u64,
+    /// 0: to the end of the source (§15.2.3).
+    pub count: u64,
+}
+
+/// What a COPY did: `write_response4` without the callback stateid (synchronous).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyDone {
+    pub count: u64,
+    pub committed: Stable,
+}
+
+/// RFC 7862 §15.2: the saved filehandle is the source, the current one the destination.
+pub fn copy(ctx: &Ctx<'_>, req: &CopyReq) -> Result<CopyDone, NfsStat> {
+    let src = saved_attr(ctx)?;
+    let dst = cur_attr(ctx)?;
+    require_regular(&src, NotRegular::IO)?;
+    require_regular(&dst, NotRegular::IO)?;
+    check_io_stateid(ctx, req.src_stateid, &src, IoAccess::Read)?;
+    check_io_stateid(ctx, req.dst_stateid, &dst, IoAccess::Write)?;
+    let count = range(
+        src.size,
+        req.src_offset,
+        req.dst_offset,
+        req.count,
+        src.ino == dst.ino,
+    )?;
+    // Delegations first: a write delegation of the source may hold bytes we would miss.
+    let cid = clientid(ctx)?;
+    break_conflicts(ctx, cid, fh_of(&src), ShareAccess::READ)?;
+    break_conflicts(ctx, cid, fh_of(&dst), ShareAccess::WRITE)?;
+    break_layouts(ctx, &dst)?;
+    if count == 0 {
+        return Ok(CopyDone {
+            count: 0,
+            committed: Stable::FileSync,
+        });
+    }
+    let done = ctx.srv.store.copy(
+        src.ino,
+        req.src_offset,
+        dst.ino,
+        req.dst_offset,
+        count,
+        true,
+        CopyMethod::Auto,
+    )?;
+    Ok(CopyDone {
+        count: done.bytes,
+        committed: done.stable,
+    })
+}
+
+/// RFC 7862 §15.2.3: the bytes to copy. A source offset, or offset plus count, past the
+/// source's end is INVAL; count 0 copies to the end; overlapping ranges of one file are
+/// INVAL; a destination past the largest file is FBIG. At most `MAX_SYNC_COPY`.
+pub fn range(
+    src_size: u64,
+    src_off: u64,
+    dst_off: u64,
+    count: u64,
+    same_file: bool,
+) -> Result<u64, NfsStat> {
+    if src_off > src_size {
+        return Err(NfsStat::INVAL);
+    }
+    let count = if count == 0 {
+        src_size - src_off
+    } else {
+        count
+    };
+    match src_off.checked_add(count) {
+        Some(end) if end <= src_size => {}
+        _ => return Err(NfsStat::INVAL),
+    }
+    let count = count.min(MAX_SYNC_COPY);
+    match dst_off.checked_add(count) {
+        Some(end) if end <= store::MAX_FILE_SIZE => {}
+        _ => return Err(NfsStat::FBIG),
+    }
+    if same_file && count > 0 && src_off < dst_off + count && dst_off < src_off + count {
+        return Err(NfsStat::INVAL);
+    }
+    Ok(count)
+}
+
+/// DELAY while any client holds a layout of the destination (recalled here, once), or one
+/// that could not be fenced held one (its blocks are kept, its writes may still land).
+fn break_layouts(ctx: &Ctx<'_>, dst: &store::Attr) -> Result<(), NfsStat> {
+    if ctx.srv.layouts.kept(dst.ino) {
+        return Err(NfsStat::DELAY);
+    }
+    let holders = ctx.srv.layouts.holders(dst.ino);
+    if holders.is_empty() {
+        return Ok(());
+    }
+    recall_file(ctx.srv, fh_of(dst), &holders);
+    Err(NfsStat::DELAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_of_rfc7862_15_2_3() {
+        // count 0 = to the end of the source.
+        assert_eq!(range(100, 10, 0, 0, false), Ok(90));
+        assert_eq!(range(100, 100, 0, 0, false), Ok(0));
+        assert_eq!(range(100, 0, 0, 100, false), Ok(100));
+        // Past the source's end.
+        assert_eq!(range(100, 101, 0, 0, false), Err(NfsStat::INVAL));
+        assert_eq!(range(100, 50, 0, 51, false), Err(NfsStat::INVAL));
+        assert_eq!(range(100, 1, 0, u64::MAX, false), Err(NfsStat::INVAL));
+        // Destination past the largest file.
+        assert_eq!(
+            range(100, 0, store::MAX_FILE_SIZE, 1, false),
+            Err(NfsStat::FBIG)
+        );
+        // One file: overlap refused, disjoint fine.
+        assert_eq!(range(100, 0, 50, 60, true), Err(NfsStat::INVAL));
+        assert_eq!(range(100, 50, 0, 50, true), Ok(50));
+        assert_eq!(range(100, 0, 50, 50, true), Ok(50));
+        // A long copy is short.
+        assert_eq!(range(1 << 40, 0, 0, 0, false), Ok(MAX_SYNC_COPY));
+    }
+}
