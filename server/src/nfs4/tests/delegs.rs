@@ -20,6 +20,8 @@ use crate::server::{NfsOptions, Server};
 use crate::store::ROOT_INO;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
+mod layouts;
+
 const OP_CB_RECALL: u32 = 4;
 const WANT_READ_DELEG: u32 = 0x100;
 
