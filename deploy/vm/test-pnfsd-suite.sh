@@ -22,6 +22,8 @@
 # config (unset: pnfsd's default; docs/delegations.md).
 # Exit status: client-suite.sh's (0 only if every run passed), 1 if the target refused a
 # command of the client's hosts (layout enforcement).
+# META=1: also deleg-metadata.sh (the metadata workload, read delegations off and on,
+# client-suite.sh META_*), last: it leaves read_delegations = true in the config.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -144,6 +146,15 @@ case \$1 in
         sed -i "s/^layout_types = .*/layout_types = \$lt/" "$T/pnfsd.toml"
         stop TERM; start ;;
     crash) crash "\$2" "\$3" ;;
+    delegs)
+        # deleg-metadata.sh's phases: read_delegations = false for odd \$2, true for even
+        v=false; (( \$2 % 2 == 0 )) && v=true
+        if grep -q '^read_delegations = ' "$T/pnfsd.toml"; then
+            sed -i "s/^read_delegations = .*/read_delegations = \$v/" "$T/pnfsd.toml"
+        else
+            sed -i "/^metrics_listen = /a read_delegations = \$v" "$T/pnfsd.toml"
+        fi
+        stop TERM; start ;;
 esac
 EOF
 chmod +x "$T/ctl"
@@ -153,6 +164,7 @@ grep -m1 "pnfsd ready" "$T/pnfsd.log"
 EXTRA_ENV=()
 [[ ${RESTART:-1} == 0 ]] || EXTRA_ENV=(RESTART_CMD="$T/ctl restart")
 [[ ${CRASH:-1} == 0 ]] || EXTRA_ENV+=(CRASH_CMD="$T/ctl crash")
+[[ ${META:-0} == 0 ]] || EXTRA_ENV+=(META_CMD="$T/ctl delegs")
 NFS_CAT=${NFS_CAT:-$(dirname "$BIN")/nfs-cat}
 if [[ $NFS_CAT != none ]]; then
     [[ -x $NFS_CAT ]] || { echo "test-pnfsd-suite: no nfs-cat at $NFS_CAT (cargo build --release -p client-tests --bin nfs-cat, or NFS_CAT=none)" >&2; exit 2; }
