@@ -17,9 +17,13 @@
 # LAYOUTS= (empty) skips the layout runs. CRASH=1|0 (1: crash-write.sh for
 # CRASH_LAYOUTS x CRASH_VERSIONS, default "block scsi" x "4.1 4.2", restarts
 # CRASH_SIGNALS "KILL KILL+KILL TERM": `ctl crash`, issue 18). NFS_PORT: the NFS
-# port (default a free one; fix it to capture the traffic with tshark).
+# port (default a free one; fix it to capture the traffic with tshark); NVME_PORT and
+# METRICS_PORT likewise. READ_DELEGATIONS=1|0: `read_delegations = true|false` in pnfsd's
+# config (unset: pnfsd's default; docs/delegations.md).
 # Exit status: client-suite.sh's (0 only if every run passed), 1 if the target refused a
 # command of the client's hosts (layout enforcement).
+# META=1: also deleg-metadata.sh (the metadata workload, read delegations off and on,
+# client-suite.sh META_*), last: it leaves read_delegations = true in the config.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -32,8 +36,14 @@ mkdir -p "$T"
 NQN=nqn.2026-11.org.pnfsd:vm-suite
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 NFS_PORT=${NFS_PORT:-$(free_port)}
-NVME_PORT=$(free_port)
-METRICS_PORT=$(free_port)
+NVME_PORT=${NVME_PORT:-$(free_port)}
+METRICS_PORT=${METRICS_PORT:-$(free_port)}
+case ${READ_DELEGATIONS:-} in
+    "") DELEG_LINE="" ;;
+    1|true) DELEG_LINE="read_delegations = true" ;;
+    0|false) DELEG_LINE="read_delegations = false" ;;
+    *) echo "test-pnfsd-suite: READ_DELEGATIONS must be 1 or 0" >&2; exit 2 ;;
+esac
 cat > "$T/pnfsd.toml" <<EOF
 data_dir = "$T/data"
 volume_size = "${VOLUME_SIZE:-1G}"
@@ -44,6 +54,7 @@ nvme_advertise = "10.0.2.2:$NVME_PORT"
 lease_seconds = ${LEASE:-15}
 layout_types = ["block"]
 metrics_listen = "127.0.0.1:$METRICS_PORT"
+$DELEG_LINE
 # The guest reaches the host through QEMU's user network: its connections arrive from
 # 127.0.0.1, and its root writes where the suites write, so no_root_squash (as a knfsd
 # /etc/exports line for a test client, docs/admin-guide.md "Exports").
@@ -76,7 +87,20 @@ start() {
     done
     return 1
 }
-stop() { p=\$(cat "$T/pid"); kill -"\$1" "\$p"; while kill -0 "\$p" 2>/dev/null; do sleep 0.1; done; }
+# the delegation counters of this pnfsd instance, appended to delegs.txt before it stops
+# (a restart starts them at 0 again; the suite prints their sum)
+deleg_counts() {
+    python3 - >> "$T/delegs.txt" <<'PY' 2>/dev/null
+import urllib.request
+m = {}
+for l in urllib.request.urlopen("http://127.0.0.1:$METRICS_PORT/metrics", timeout=5).read().decode().splitlines():
+    if l and not l.startswith("#"):
+        k, v = l.split(" ")[:2]
+        m[k] = float(v)
+print("DELEGS " + " ".join("%s=%d" % (k, m.get("pnfsd_delegations_%s_total" % k, 0)) for k in ("granted", "recalled", "revoked")))
+PY
+}
+stop() { p=\$(cat "$T/pid"); deleg_counts; kill -"\$1" "\$p"; while kill -0 "\$p" 2>/dev/null; do sleep 0.1; done; }
 # LAYOUTCOMMITs answered OK since pnfsd started (its counters start at 0)
 commits_ok() {
     python3 - <<'PY' 2>/dev/null || echo 0
@@ -122,6 +146,15 @@ case \$1 in
         sed -i "s/^layout_types = .*/layout_types = \$lt/" "$T/pnfsd.toml"
         stop TERM; start ;;
     crash) crash "\$2" "\$3" ;;
+    delegs)
+        # deleg-metadata.sh's phases: read_delegations = false for odd \$2, true for even
+        v=false; (( \$2 % 2 == 0 )) && v=true
+        if grep -q '^read_delegations = ' "$T/pnfsd.toml"; then
+            sed -i "s/^read_delegations = .*/read_delegations = \$v/" "$T/pnfsd.toml"
+        else
+            sed -i "/^metrics_listen = /a read_delegations = \$v" "$T/pnfsd.toml"
+        fi
+        stop TERM; start ;;
 esac
 EOF
 chmod +x "$T/ctl"
@@ -131,6 +164,7 @@ grep -m1 "pnfsd ready" "$T/pnfsd.log"
 EXTRA_ENV=()
 [[ ${RESTART:-1} == 0 ]] || EXTRA_ENV=(RESTART_CMD="$T/ctl restart")
 [[ ${CRASH:-1} == 0 ]] || EXTRA_ENV+=(CRASH_CMD="$T/ctl crash")
+[[ ${META:-0} == 0 ]] || EXTRA_ENV+=(META_CMD="$T/ctl delegs")
 NFS_CAT=${NFS_CAT:-$(dirname "$BIN")/nfs-cat}
 if [[ $NFS_CAT != none ]]; then
     [[ -x $NFS_CAT ]] || { echo "test-pnfsd-suite: no nfs-cat at $NFS_CAT (cargo build --release -p client-tests --bin nfs-cat, or NFS_CAT=none)" >&2; exit 2; }
@@ -149,6 +183,9 @@ if (( refused > 0 )); then
     echo "test-pnfsd-suite: FAIL: the target refused $refused command(s) of the client's hosts"
     rc=1
 fi
+# Delegations the server granted, recalled and revoked over the whole suite (every instance).
+[[ -s $T/delegs.txt ]] && awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); n[kv[1]] += kv[2] } }
+    END { printf "test-pnfsd-suite: delegations granted=%d recalled=%d revoked=%d (%d pnfsd instances)\n", n["granted"], n["recalled"], n["revoked"], NR }' "$T/delegs.txt"
 grep -E "ERROR|WARN|panick" "$T/pnfsd.log" | tail -n 20
 echo "test-pnfsd-suite: suite exit $rc; pnfsd log $T/pnfsd.log"
 exit $rc

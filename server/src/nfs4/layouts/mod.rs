@@ -12,7 +12,8 @@
 //! delegations and layouts: TEST_STATEID, FREE_STATEID and lease expiry see them all), but
 //! only this module creates, bumps, returns or revokes them, in the same call that changes
 //! the grants: `get` (get.rs), `commit` (commit.rs), `return_layouts` with a
-//! [`Circumstance`], `on_close`, `recall::expire` (lease expiry, client gone) and
+//! [`Circumstance`], `on_close` (CLOSE and DELEGRETURN), `recall::expire` (lease expiry,
+//! client gone, a revoked delegation that kept layouts past CLOSE) and
 //! `recall::revoke` (a recall not answered by its deadline). `break_for` is what a change
 //! to a file (truncate, last unlink) asks first. Recalls are asynchronous (recall.rs): the
 //! caller gets DELAY or RECALLCONFLICT at once. The pure rules are `layout::policy`; the
@@ -198,7 +199,8 @@ pub struct Layouts {
 pub enum Circumstance {
     /// LAYOUTRETURN from the client: the stateid is bumped, and freed once nothing is left.
     Client,
-    /// The client's last CLOSE of the file (`logr_return_on_close`, RFC 8881 §18.43.3).
+    /// The client's last CLOSE of the file, or its DELEGRETURN, with no open or delegation
+    /// left to keep them (`logr_return_on_close`, RFC 8881 §18.43.3; `on_close`).
     OnClose,
     /// A recall not answered in time: the stateid is revoked (ADMIN_REVOKED), after a fence.
     Revoke,
@@ -461,14 +463,43 @@ pub fn return_layouts(
     Ok(out)
 }
 
-/// The client's last CLOSE of `ino` (return-on-close: LAYOUTGET answers
-/// `logr_return_on_close` true, RFC 8881 §18.43.3): its layouts of the file go.
+/// Return-on-close (LAYOUTGET answers `logr_return_on_close` true, RFC 8881 §18.43.3): an
+/// open or the delegation of the client's on `ino` went (CLOSE, DELEGRETURN). Its layouts of
+/// the file go once no open and no delegation of its keeps them, as in knfsd (the client's
+/// per-file state there is held by each open and delegation) and as the Linux client
+/// expects: it keeps its layouts past its last CLOSE while it holds a delegation of the file
+/// — all of them under a write delegation, the READ ones under a read delegation (the RW
+/// ones it returns in the CLOSE's COMPOUND) — and returns them with DELEGRETURN
+/// (fs/nfs/pnfs.c `pnfs_roc`, called by `_nfs4_proc_delegreturn` too). Dropping them at
+/// CLOSE had it read through layouts the server no longer recorded, which the enforcing
+/// target refused (docs/delegations.md). So, with no open left:
+/// - a write delegation: everything stays;
+/// - a read delegation: the RW layouts go (no write without an open), the READ ones stay;
+/// - no delegation: everything goes.
+///
+/// What a delegation kept goes at DELEGRETURN (here again), at its revocation (state/delegs.rs
+/// `drop_kept_layouts`, after a fence), at lease expiry and with the client
+/// (`take_dropped_layouts`).
 pub fn on_close(srv: &Server, clientid: u64, ino: Ino) {
-    for (c, lsid) in srv.state.layouts_of_file(ino) {
-        if c == clientid {
-            let _ = srv.state.layout_return(clientid, ino, &lsid, true);
-            srv.layouts.release_file(clientid, ino);
+    let st = &srv.state;
+    if st.client_has_open(clientid, ino) {
+        return;
+    }
+    let mode = match st.deleg_of(clientid, ino) {
+        Some(true) => return,
+        Some(false) => IoMode::RW,
+        None => IoMode::ANY,
+    };
+    let l = &srv.layouts;
+    if l.would_empty(clientid, ino, 0, u64::MAX, mode) {
+        for (c, lsid) in st.layouts_of_file(ino) {
+            if c == clientid {
+                let _ = st.layout_return(clientid, ino, &lsid, true);
+            }
         }
+        l.release_file(clientid, ino);
+    } else if l.grants_of(clientid, ino).has_rw() {
+        l.release(clientid, ino, 0, u64::MAX, mode);
     }
     // XFS trims post-EOF preallocation at close: here once no RW layout is left.
     trim_released(srv);
@@ -505,6 +536,25 @@ pub fn break_for(srv: &Server, fh: Fh, why: Break) -> Result<(), NfsStat> {
     match why {
         Break::Truncate => Err(NfsStat::DELAY),
         Break::Unlink => Ok(()),
+    }
+}
+
+#[cfg(test)]
+impl Layouts {
+    /// Whether the embedded target would let the client's hosts reach volume bytes `[off,
+    /// off + len)` for reading (`write` false) or writing, as its layouts stand (enforce.rs).
+    pub(crate) fn target_allows(&self, clientid: u64, write: bool, off: u64, len: u64) -> bool {
+        let lba = crate::nvme::LBA_SIZE as u64;
+        let want = if write {
+            enforce::Want::Write
+        } else {
+            enforce::Want::Read
+        };
+        self.hosts
+            .blocks
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .covers(&[clientid], want, off / lba, len.div_ceil(lba))
     }
 }
 

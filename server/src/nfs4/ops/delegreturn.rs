@@ -1,5 +1,6 @@
 //! DELEGRETURN (RFC 8881 §18.6): gives back the delegation of the current file that the
-//! stateid names (delegations: state/delegs.rs).
+//! stateid names (delegations: state/delegs.rs), and the layouts it kept past the last CLOSE
+//! (layouts `on_close`).
 
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
@@ -14,5 +15,9 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Resu
     let cid = clientid(ctx)?;
     let sid = resolve_stateid(ctx, sid)?;
     let fh = cur_fh(ctx)?;
-    ctx.srv.state.delegreturn(cid, &sid, fh.ino)
+    ctx.srv.state.delegreturn(cid, &sid, fh.ino)?;
+    // The return-on-close layouts the delegation kept past the client's last CLOSE go with
+    // it (what the client's COMPOUND did not return already).
+    crate::nfs4::layouts::on_close(ctx.srv, cid, fh.ino);
+    Ok(())
 }

@@ -217,13 +217,58 @@ impl Inner {
         out
     }
 
-    /// Revokes a delegation whose recall went unanswered (§10.2.1).
+    /// Revokes a delegation whose recall went unanswered (§10.2.1), and with it the
+    /// layouts of the file it kept past the holder's last CLOSE (`drop_kept_layouts`).
     fn revoke_deleg(&mut self, id: u64) {
         self.delegs.recalled.remove(&id);
-        if self.states.get(&id).is_some_and(|s| s.revoked.is_none()) {
+        let Some((client, ino, live)) = self
+            .states
+            .get(&id)
+            .map(|s| (s.client, s.ino, s.revoked.is_none()))
+        else {
+            return;
+        };
+        if live {
             self.delegs.counters.revoked += 1;
         }
         self.revoke_id(id, NfsStat::DELEG_REVOKED);
+        self.drop_kept_layouts(client, ino);
+    }
+
+    /// The delegation `client` held of `ino` was revoked: with no open of the file left,
+    /// the return-on-close layouts it kept past the last CLOSE (layouts `on_close`) have
+    /// nothing left to keep them. They go as the layouts of an expired client do: the
+    /// stateid is dropped and the layouts service fences the client before it forgets the
+    /// grants (`take_dropped_layouts`, recall.rs `expire`) — a holder that left a recall
+    /// unanswered for a lease may be cut off from us, not from the volume. (A DELEGRETURN
+    /// returns them as the last CLOSE does, in the layouts service: no fence.)
+    fn drop_kept_layouts(&mut self, client: u64, ino: Ino) {
+        if self.client_has_open(client, ino) || self.deleg_of(client, ino).is_some() {
+            return;
+        }
+        let ids: Vec<u64> = self.files.get(&ino).map_or_else(Vec::new, |f| {
+            f.layouts
+                .iter()
+                .copied()
+                .filter(|id| self.states.get(id).is_some_and(|s| s.client == client))
+                .collect()
+        });
+        for id in ids {
+            self.drop_state(id);
+            self.dropped_layouts.push((client, ino));
+        }
+    }
+
+    /// The delegation `client` holds of `ino`, if any (one per client and file): whether
+    /// it is a write delegation. A recalled one is held until returned or revoked.
+    pub fn deleg_of(&self, client: u64, ino: Ino) -> Option<bool> {
+        self.delegs_of(ino).iter().find_map(|id| {
+            let st = self.states.get(id)?;
+            match &st.kind {
+                StateKind::Deleg(d) if st.client == client && st.revoked.is_none() => Some(d.write),
+                _ => None,
+            }
+        })
     }
 
     /// From the tick: revokes the delegations recalled a lease ago or more and still held
@@ -286,6 +331,14 @@ impl Inner {
         self.delegs.recalled.remove(&id);
         self.drop_state(id);
         Ok(())
+    }
+}
+
+/// The delegation queries of the layouts service (state/mod.rs has the rest).
+impl super::StateManager {
+    /// The delegation `clientid` holds of `ino`, if any: whether it is a write one.
+    pub fn deleg_of(&self, clientid: u64, ino: Ino) -> Option<bool> {
+        self.with(|i, _| i.deleg_of(clientid, ino))
     }
 }
 
@@ -434,6 +487,39 @@ mod tests {
         assert_eq!(e.sm.delegations_held(), 0, "one returned, one revoked");
         // The conflict is gone: the other client's access goes on.
         assert!(e.sm.deleg_conflicts(b, Ino(10), true).is_empty());
+    }
+
+    /// A revoked delegation takes with it the layouts it kept past the holder's last CLOSE
+    /// (the layout stateid goes; the layouts service fences and forgets the grants), but not
+    /// those of a file the holder still has open.
+    #[test]
+    fn a_revoked_delegation_drops_the_layouts_it_kept_past_close() {
+        let e = env();
+        let (a, sa) = mount(&e, b"a");
+        let (b, _) = mount(&e, b"b");
+        let mut opens = Vec::new();
+        for ino in [10, 11] {
+            let s = open(&e, a, b"oa", ino, 1, 0).unwrap();
+            e.sm.grant_deleg(a, Ino(ino), false).unwrap();
+            e.sm.layout_stateid(a, Ino(ino), &s).unwrap();
+            assert_eq!(e.sm.deleg_of(a, Ino(ino)), Some(false));
+            opens.push(s);
+        }
+        e.sm.close(a, &opens[0], Ino(10)).unwrap();
+        assert_eq!(e.sm.layouts_of_file(Ino(10)).len(), 1, "kept past CLOSE");
+        e.clock.0.store(5, Ordering::SeqCst);
+        for ino in [10, 11] {
+            assert!(e.sm.deleg_conflicts(b, Ino(ino), true)[0].send);
+        }
+        e.sm.sequence(&seq(sa, 0, 1, 1)).unwrap();
+        e.clock.0.store(95, Ordering::SeqCst);
+        e.sm.tick();
+        assert_eq!(e.sm.deleg_of(a, Ino(10)), None);
+        assert_eq!(e.sm.take_dropped_layouts(), vec![(a, Ino(10))]);
+        assert!(e.sm.layouts_of_file(Ino(10)).is_empty());
+        // Still open: the layout stays for the last CLOSE (layouts `on_close`).
+        assert_eq!(e.sm.layouts_of_file(Ino(11)).len(), 1);
+        assert_eq!(e.sm.deleg_counters().revoked, 2);
     }
 
     /// `max_delegations` caps the delegations held server-wide (WND4_RESOURCE); a returned

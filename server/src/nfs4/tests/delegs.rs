@@ -20,6 +20,8 @@ use crate::server::{NfsOptions, Server};
 use crate::store::ROOT_INO;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
+mod layouts;
+
 const OP_CB_RECALL: u32 = 4;
 const WANT_READ_DELEG: u32 = 0x100;
 
@@ -119,7 +121,7 @@ pub(super) fn mount(x: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
 }
 
 /// The server these suites test: read delegations for OPENs that ask for none
-/// (`read_delegations`, off by default: docs/delegations.md "Held back").
+/// (`read_delegations`), whatever the default.
 pub(super) fn read_delegations() -> NfsOptions {
     let mut o = NfsOptions::default();
     o.client_limits.read_delegations = true;
@@ -363,9 +365,12 @@ fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
     assert_eq!(why(&mut a, b"c", 1 | WANT_READ_DELEG), ext(WND4_CONTENTION));
     // WANT_WRITE_DELEG on a file to itself.
     assert_eq!(open_name(&mut a, b"x", 3 | 0x200, true).unwrap().1, 2);
-    // `read_delegations = false` (the default): a plain read open gets none, one that asks
-    // for a read delegation still does.
-    fx.srv.state.set_limits(ClientLimits::default());
+    // `read_delegations = false`: a plain read open gets none, one that asks for a read
+    // delegation still does.
+    fx.srv.state.set_limits(ClientLimits {
+        read_delegations: false,
+        ..Default::default()
+    });
     assert_eq!(why(&mut a, b"q", 1), (0, None));
     assert_eq!(why(&mut a, b"q", 1 | WANT_READ_DELEG).0, OPEN_DELEGATE_READ);
     // `delegations = false`: none, and WND4_RESOURCE to who asked.
