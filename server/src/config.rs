@@ -219,8 +219,7 @@ pub struct Config {
     /// held server-wide (past it OPEN offers none; a client that asked gets WND4_RESOURCE).
     pub delegations: bool,
     /// Read delegations the server chooses for an OPEN with no WANT_* flag (the Linux
-    /// client's): off by default (docs/delegations.md "Held back": with them the Linux
-    /// block-layout client reads through layouts the server no longer records).
+    /// client's), as knfsd gives them: on by default (docs/delegations.md).
     pub read_delegations: bool,
     pub max_delegations: usize,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
@@ -281,7 +280,7 @@ impl Default for Config {
             max_client_memory: Size(crate::nfs4::state::ClientLimits::default().max_client_memory),
             max_courtesy_clients: crate::nfs4::state::ClientLimits::default().max_courtesy_clients,
             delegations: true,
-            read_delegations: false,
+            read_delegations: true,
             max_delegations: crate::nfs4::state::ClientLimits::default().max_delegations,
             metrics_listen: None,
             admin: false,

@@ -52,8 +52,8 @@ pub struct ClientLimits {
     /// Whether OPEN hands out delegations at all (config `delegations`).
     pub delegations: bool,
     /// Whether an OPEN that states no preference (no WANT_* flag: what the Linux client
-    /// sends) may get a read delegation the server chose (config `read_delegations`; off by
-    /// default: docs/delegations.md "Held back").
+    /// sends) may get a read delegation the server chose (config `read_delegations`; on by
+    /// default, docs/delegations.md).
     pub read_delegations: bool,
     /// Delegations held server-wide; past it OPEN offers none (WND4_RESOURCE to a client
     /// that asked). Config `max_delegations`.
@@ -85,7 +85,7 @@ impl Default for ClientLimits {
             max_courtesy_clients: DEFAULT_MAX_COURTESY_CLIENTS,
             courtesy_seconds: super::COURTESY_SECONDS,
             delegations: true,
-            read_delegations: false,
+            read_delegations: true,
             max_delegations: DEFAULT_MAX_DELEGATIONS,
         }
     }
