@@ -63,6 +63,12 @@ impl Page {
         Page::build(0, &[], 0)
     }
 
+    /// An internal node without children (cache tests).
+    #[cfg(test)]
+    pub fn empty_inner() -> Page {
+        Page::build(1, &[], 0)
+    }
+
     /// Validate a block read from the device (decoding never trusts a length).
     pub fn parse(buf: Vec<u8>, block: u64, level: Option<u8>) -> Result<Page, StoreError> {
         if buf.len() != PAGE || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != MAGIC {

@@ -4,7 +4,10 @@
 //! evicted before they can be reused.
 //!
 //! Eviction is CLOCK (second chance): a hit sets the page's reference bit; the hand clears set
-//! bits and evicts the first page whose bit is clear. One mutex; no I/O under it.
+//! bits and evicts the first page whose bit is clear. Internal nodes are passed over while they
+//! hold at most half the pages: they are about one node in a hundred, and every descent goes
+//! through them, so a leaf read once (a create in a cold directory, a READDIR) must not push
+//! out the path to the next leaf (docs/benchmarks.md "Session 8"). One mutex; no I/O under it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +26,8 @@ struct Slot {
 struct Inner {
     map: HashMap<u64, Slot>,
     ring: VecDeque<u64>,
+    /// Cached internal nodes (level > 0).
+    inner_pages: usize,
 }
 
 pub struct PageCache {
@@ -40,6 +45,7 @@ impl PageCache {
             inner: Mutex::new(Inner {
                 map: HashMap::new(),
                 ring: VecDeque::new(),
+                inner_pages: 0,
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -72,23 +78,33 @@ impl PageCache {
 
     pub fn insert(&self, block: u64, page: Arc<Page>) {
         let mut g = self.lock();
+        let inner = usize::from(page.level() > 0);
         if let Some(s) = g.map.get_mut(&block) {
+            let was = usize::from(s.page.level() > 0);
             s.page = page;
+            g.inner_pages = g.inner_pages + inner - was;
             return;
         }
+        // Internal nodes are kept while they are at most half the pages, so there is always a
+        // leaf to evict and the hand stops within two turns.
+        let keep_inner = self.cap_pages / 2;
         while g.map.len() >= self.cap_pages {
             let Some(b) = g.ring.pop_front() else { break };
+            let protect = g.inner_pages <= keep_inner;
             match g.map.get_mut(&b) {
-                Some(s) if s.referenced => {
+                Some(s) if s.referenced || (protect && s.page.level() > 0) => {
                     s.referenced = false;
                     g.ring.push_back(b);
                 }
                 Some(_) => {
-                    g.map.remove(&b);
+                    if let Some(s) = g.map.remove(&b) {
+                        g.inner_pages -= usize::from(s.page.level() > 0);
+                    }
                 }
                 None => {}
             }
         }
+        g.inner_pages += inner;
         g.map.insert(
             block,
             Slot {
@@ -102,7 +118,10 @@ impl PageCache {
     /// Forget `block` (it was freed; its number may be reused for something else).
     pub fn evict(&self, block: u64) {
         // The ring keeps the number until the hand passes it; the map no longer does.
-        self.lock().map.remove(&block);
+        let mut g = self.lock();
+        if let Some(s) = g.map.remove(&block) {
+            g.inner_pages -= usize::from(s.page.level() > 0);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -136,5 +155,35 @@ mod tests {
         assert!(c.get(1).is_none(), "cold page kept");
         c.evict(0);
         assert!(c.get(0).is_none());
+    }
+
+    /// Leaves read once (a stream of cold creates, a READDIR) do not push out the internal
+    /// nodes above them, however many pass through; internal nodes beyond half the pages are
+    /// evicted like leaves, so the bound holds.
+    #[test]
+    fn internal_nodes_outlive_a_stream_of_leaves() {
+        let c = PageCache::new(0);
+        for b in 0..20 {
+            c.insert(b, Arc::new(Page::empty_inner()));
+        }
+        for b in 1000..1500 {
+            c.insert(b, Arc::new(Page::empty_leaf()));
+        }
+        assert_eq!(c.len(), 64);
+        for b in 0..20 {
+            assert!(
+                c.contains(b),
+                "internal node {b} evicted by leaves read once"
+            );
+        }
+        // Evicting an internal node forgets it in the count too.
+        c.evict(0);
+        for b in 2000..2200 {
+            c.insert(b, Arc::new(Page::empty_inner()));
+        }
+        assert_eq!(c.len(), 64, "internal nodes beyond half the pages must go");
+        let g = c.lock();
+        let counted = g.map.values().filter(|s| s.page.level() > 0).count();
+        assert_eq!(g.inner_pages, counted);
     }
 }
