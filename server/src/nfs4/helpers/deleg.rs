@@ -61,6 +61,20 @@ pub fn recall_conflicting(srv: &Server, clientid: u64, fh: Fh, write: bool) -> b
     true
 }
 
+/// Before a LAYOUTGET of `fh` by `clientid` (`rw`: iomode RW): another client's
+/// delegation in the way — a read delegation against RW, any against READ when it is a
+/// write delegation (the holder may have data the layout's blocks do not show yet) — is
+/// recalled, and the LAYOUTGET answers LAYOUTTRYLATER (RFC 8881 §18.43.3: the layout is
+/// unavailable for now, not for good; RECALLCONFLICT is for a recall of the caller's own
+/// layouts, §12.5.5.2, and the caller holds nothing being recalled). The Linux client
+/// retries LAYOUTGET a while and meanwhile does its I/O through the MDS.
+pub fn break_for_layout(srv: &Server, clientid: u64, fh: Fh, rw: bool) -> Result<(), NfsStat> {
+    if recall_conflicting(srv, clientid, fh, rw) {
+        return Err(NfsStat::LAYOUTTRYLATER);
+    }
+    Ok(())
+}
+
 /// Queues a CB_RECALL for each recall just decided. The queue gives up after a lease: by
 /// then the state tick revokes the delegation (state/delegs.rs).
 pub fn queue_recalls(srv: &Server, fh: Fh, recalls: &[Recall]) {

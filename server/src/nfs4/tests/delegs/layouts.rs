@@ -188,3 +188,36 @@ fn a_write_delegation_keeps_every_layout_past_close_until_delegreturn() {
     assert!(!allowed(&fx.srv, cid, true, &data));
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
 }
+
+/// A LAYOUTGET by another client of a file under a write delegation (here one a reclaim
+/// in grace gave back while the other client's reclaimed open conflicts, so it comes
+/// recalled) answers LAYOUTTRYLATER, with `will_signal_layout_avail` false, while the
+/// delegation is out; after DELEGRETURN the layout is granted.
+#[test]
+fn a_layoutget_against_another_clients_delegation_recalls_it() {
+    let fx = Fx::new(NfsOptions::default());
+    let bc = Arc::new(Bc::default());
+    let ca = bc_conn(1, &bc);
+    let mut a = cx(&fx.srv, &ca);
+    let (acid, fh) = written_file(&mut a);
+    let cb = conn(2, None);
+    let mut b = cx(&fx.srv, &cb);
+    mount(&mut b, b"b");
+    let (sb, _, _) = open_name(&mut b, b"f", 1, false).unwrap();
+    let (d, recalled) = fx.srv.state.reclaim_deleg(acid, fh.ino, true, false);
+    assert!(recalled, "b's open is in the way");
+    b.current_fh = Some(fh);
+    let mut w = XdrWriter::new();
+    w.bool(false);
+    w.u32(LAYOUT4_BLOCK_VOLUME);
+    w.u32(IoMode::READ.0);
+    w.u64(0);
+    w.u64(LEN);
+    w.u64(LEN);
+    sb.encode(&mut w);
+    w.u32(0xffff);
+    let (s, body) = call(&mut b, layoutget::run, &w.buf);
+    assert_eq!((s, body), (NfsStat::LAYOUTTRYLATER, vec![0; 4]));
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
+    layoutget(&mut b, fh, IoMode::READ, sb);
+}
