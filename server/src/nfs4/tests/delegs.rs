@@ -176,6 +176,13 @@ pub(super) fn read_delegations() -> NfsOptions {
     o
 }
 
+/// Read and write delegations the server chooses, whatever the defaults.
+pub(super) fn write_delegations() -> NfsOptions {
+    let mut o = read_delegations();
+    o.client_limits.write_delegations = true;
+    o
+}
+
 pub(super) fn root_fh(srv: &Server) -> Fh {
     let a = srv.store.getattr(ROOT_INO).unwrap();
     Fh {
@@ -386,7 +393,7 @@ fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
 /// Read delegations by default, and what each WANT_* flag gets (RFC 8881 §18.16.3).
 #[test]
 fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
-    let fx = Fx::new(read_delegations());
+    let fx = Fx::new(write_delegations());
     let bc = Arc::new(Bc::default());
     let ca = bc_conn(1, &bc);
     let mut a = cx(&fx.srv, &ca);

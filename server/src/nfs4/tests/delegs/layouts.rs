@@ -170,7 +170,7 @@ fn delegreturn_under_an_open_keeps_the_layouts_for_the_close() {
 /// client keeps writing through them under the delegation), until DELEGRETURN.
 #[test]
 fn a_write_delegation_keeps_every_layout_past_close_until_delegreturn() {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(write_delegations());
     let bc = Arc::new(Bc::default());
     let ca = bc_conn(1, &bc);
     let mut a = cx(&fx.srv, &ca);

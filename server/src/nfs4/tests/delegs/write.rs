@@ -52,7 +52,7 @@ fn writer_and_reader<'a>(
 /// store's size is left alone. The holder's own GETATTR asks nothing.
 #[test]
 fn a_second_clients_getattr_during_a_write_delegation_sees_the_writers_size() {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(write_delegations());
     let bc = Arc::new(Bc::default());
     let (ca, cb) = (bc_conn(1, &bc), conn(2, None));
     let (mut a, mut b, fh, _) = writer_and_reader(&fx, &ca, &cb);
@@ -97,7 +97,7 @@ fn a_second_clients_getattr_during_a_write_delegation_sees_the_writers_size() {
 /// (pynfs DELEG24), and the file's times do not move.
 #[test]
 fn an_unchanged_holder_leaves_size_and_change_alone() {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(write_delegations());
     let bc = Arc::new(Bc::default());
     let (ca, cb) = (bc_conn(1, &bc), conn(2, None));
     let (mut a, mut b, fh, _) = writer_and_reader(&fx, &ca, &cb);
@@ -114,7 +114,7 @@ fn an_unchanged_holder_leaves_size_and_change_alone() {
 /// the server's attributes.
 #[test]
 fn a_holder_that_fails_cb_getattr_is_recalled() {
-    let fx = Fx::new(NfsOptions::default());
+    let fx = Fx::new(write_delegations());
     let bc = Arc::new(Bc::default());
     let (ca, cb) = (bc_conn(1, &bc), conn(2, None));
     let (mut a, mut b, fh, d) = writer_and_reader(&fx, &ca, &cb);
