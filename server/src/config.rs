@@ -221,6 +221,12 @@ pub struct Config {
     /// Read delegations the server chooses for an OPEN with no WANT_* flag (the Linux
     /// client's), as knfsd gives them: on by default (docs/delegations.md).
     pub read_delegations: bool,
+    /// Write delegations the server chooses for an OPEN for write with no WANT_* flag, by a
+    /// client alone on the file; other clients' GETATTRs of size and change then go to the
+    /// holder with CB_GETATTR (docs/delegations.md). Off by default in the daemon until the
+    /// Linux guest suite (untar, restart, crash mid-write) has run with it on; the state
+    /// layer's tests run with it on (`ClientLimits::default`).
+    pub write_delegations: bool,
     pub max_delegations: usize,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
     pub metrics_listen: Option<SocketAddr>,
@@ -281,6 +287,7 @@ impl Default for Config {
             max_courtesy_clients: crate::nfs4::state::ClientLimits::default().max_courtesy_clients,
             delegations: true,
             read_delegations: true,
+            write_delegations: false,
             max_delegations: crate::nfs4::state::ClientLimits::default().max_delegations,
             metrics_listen: None,
             admin: false,
@@ -635,6 +642,7 @@ impl Config {
                 max_courtesy_clients: self.max_courtesy_clients,
                 delegations: self.delegations,
                 read_delegations: self.read_delegations,
+                write_delegations: self.write_delegations,
                 max_delegations: self.max_delegations,
                 ..Default::default()
             },
@@ -709,11 +717,18 @@ mod tests {
     fn client_state_limits_parse_and_are_checked() {
         let c = Config::parse(
             "max_clients = 10\nmax_sessions_per_client = 2\nmax_client_memory = \"8M\"\n\
-             max_courtesy_clients = 3\n",
+             max_courtesy_clients = 3\nwrite_delegations = false\n",
             Path::new("t.toml"),
         )
         .unwrap();
         let l = c.nfs_options().client_limits;
+        assert!(!l.write_delegations && l.read_delegations);
+        assert!(
+            !Config::default()
+                .nfs_options()
+                .client_limits
+                .write_delegations
+        );
         assert_eq!(
             (
                 l.max_clients,

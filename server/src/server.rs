@@ -64,6 +64,8 @@ pub struct Server {
     pub layouts: crate::nfs4::layouts::Layouts,
     /// Callbacks waiting for the backchannel (layout recalls; `callback::run_sender`).
     pub callbacks: crate::nfs4::callback::CbQueue,
+    /// The CB_GETATTRs of write delegations under way (nfs4/cb_getattr.rs).
+    pub cb_getattrs: crate::nfs4::cb_getattr::CbGetattrs,
     /// The exports and client rules in force (crate::exports; SIGHUP replaces them).
     pub exports: crate::exports::Exports,
 }
@@ -83,6 +85,7 @@ impl Server {
             opts,
             layouts: Default::default(),
             callbacks: Default::default(),
+            cb_getattrs: Default::default(),
             exports: Default::default(),
         }
     }

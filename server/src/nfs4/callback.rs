@@ -10,7 +10,9 @@
 //!                         | recall type u32 = FILE (1) | fh opaque<> | offset u64 = 0
 //!                         | length u64 = all ones | stateid4
 //!   CB_RECALL (4):        stateid4 | truncate bool = false | fh opaque<>
-//! CB_COMPOUND4res: status u32 | tag opaque<> | results …  (only the status is read)
+//!   CB_GETATTR (3):       fh opaque<> | bitmap4 = { change, size }
+//! CB_COMPOUND4res: status u32 | tag opaque<> | results …  (the status is read; for a
+//!   CB_GETATTR also its fattr4: `decode_getattr`)
 //! ```
 //! Both recalls go through `CbQueue`: the COMPOUND that causes one answers at once (DELAY)
 //! and the sender does the round trip. What a recall means and when it has gone unanswered
@@ -21,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use layout::block::{IoMode, LayoutType};
 
+use crate::nfs4::attr;
 use crate::nfs4::state::CbSlot;
 use crate::nfs4::status::NfsStat;
-use crate::nfs4::types::{Fh, Stateid};
+use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::server::Server;
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
 
@@ -31,6 +34,7 @@ use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
 pub const CB_COMPOUND: u32 = 1;
 /// `CB_NULL`, procedure 0: the probe of a backchannel (RFC 8881 §18.36.3).
 pub const CB_NULL: u32 = 0;
+const OP_CB_GETATTR: u32 = 3;
 const OP_CB_RECALL: u32 = 4;
 const OP_CB_LAYOUTRECALL: u32 = 5;
 const OP_CB_SEQUENCE: u32 = 11;
@@ -83,6 +87,69 @@ pub fn encode_layoutrecall(
     w
 }
 
+/// Encodes CB_COMPOUND { CB_SEQUENCE, CB_GETATTR(fh, {change, size}) } (RFC 8881 §20.1).
+pub fn encode_getattr(slot: &CbSlot, fh: &Fh) -> XdrWriter {
+    let mut w = cb_sequence(slot);
+    w.u32(OP_CB_GETATTR);
+    w.opaque(&fh.to_bytes());
+    let mut b = Bitmap::default();
+    b.set(attr::num::CHANGE);
+    b.set(attr::num::SIZE);
+    b.encode(&mut w);
+    w
+}
+
+/// The holder's view of a file it writes under a delegation: CB_GETATTR's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CbAttrs {
+    pub change: u64,
+    pub size: u64,
+}
+
+/// The change and size of a CB_COMPOUND4res { CB_SEQUENCE, CB_GETATTR }. Anything else —
+/// an error status, another operation, a fattr4 without both values or with an attribute
+/// before them that was not asked for — is an error: the caller recalls the delegation.
+/// Attributes after size (the delegated timestamps of RFC 9754, which pynfs sends back
+/// whatever was asked) are ignored.
+pub fn decode_getattr(reply: &[u8]) -> Result<CbAttrs, XdrError> {
+    let mut r = XdrReader::new(reply);
+    let bad = || XdrError::BadValue;
+    if NfsStat(r.u32()?) != NfsStat::OK {
+        return Err(bad());
+    }
+    r.opaque(1024)?;
+    if r.u32()? != 2 {
+        return Err(bad());
+    }
+    // CB_SEQUENCE4resok: sessionid, then sequence, slot, highest and target slot.
+    if r.u32()? != OP_CB_SEQUENCE || NfsStat(r.u32()?) != NfsStat::OK {
+        return Err(bad());
+    }
+    let _: [u8; 16] = r.array()?;
+    for _ in 0..4 {
+        r.u32()?;
+    }
+    if r.u32()? != OP_CB_GETATTR || NfsStat(r.u32()?) != NfsStat::OK {
+        return Err(bad());
+    }
+    let mask = Bitmap::decode(&mut r)?;
+    let vals = r.opaque(r.remaining())?;
+    let mut v = XdrReader::new(vals);
+    let (mut change, mut size) = (None, None);
+    for bit in mask.iter() {
+        match bit {
+            attr::num::CHANGE => change = Some(v.u64()?),
+            attr::num::SIZE => size = Some(v.u64()?),
+            b if b < attr::num::CHANGE => return Err(bad()),
+            _ => break,
+        }
+    }
+    match (change, size) {
+        (Some(change), Some(size)) => Ok(CbAttrs { change, size }),
+        _ => Err(bad()),
+    }
+}
+
 /// The status of a CB_COMPOUND4res.
 pub fn decode_status(reply: &[u8]) -> Result<NfsStat, XdrError> {
     Ok(NfsStat(XdrReader::new(reply).u32()?))
@@ -101,6 +168,9 @@ pub enum CbKind {
     },
     /// CB_RECALL of the client's delegation `stateid` of `fh` (RFC 8881 §20.2).
     Recall { fh: Fh, stateid: Stateid },
+    /// CB_GETATTR of the change and size of `fh`, of which the client holds the write
+    /// delegation `stateid` (RFC 8881 §10.4.3, §20.1; nfs4/cb_getattr.rs).
+    Getattr { fh: Fh, stateid: Stateid },
 }
 
 impl CbKind {
@@ -110,6 +180,7 @@ impl CbKind {
                 encode_layoutrecall(slot, fh, stateid, *ltype)
             }
             CbKind::Recall { fh, stateid } => encode_recall(slot, fh, stateid),
+            CbKind::Getattr { fh, .. } => encode_getattr(slot, fh),
         }
     }
 }
@@ -122,8 +193,9 @@ pub struct Callback {
     /// When the client must have done what it is asked. The queue gives up sending after it;
     /// acting on it (fencing, revoking) is the queuing service's, from its own tick.
     pub deadline: Instant,
-    /// Called with the CB_COMPOUND status once the client answered.
-    pub answered: fn(&Server, &Callback, NfsStat),
+    /// Called with the CB_COMPOUND status and the whole CB_COMPOUND4res once the client
+    /// answered.
+    pub answered: fn(&Server, &Callback, NfsStat, &[u8]),
     /// Asked before each send: false drops the callback unsent (what it asks was done
     /// meanwhile, e.g. the layout came back before its recall went out).
     pub wanted: fn(&Server, &Callback) -> bool,
@@ -355,10 +427,11 @@ pub fn send(srv: &Server, cb: Callback, now: Instant) {
         .channel
         .call_as(slot.program, CB_COMPOUND, &slot.cred, args);
     srv.state.cb_done(&slot, res.is_ok());
+    let reply = res.as_deref().unwrap_or_default();
     match res.as_deref().map(decode_status) {
         // The client is busy (RFC 8881 §15.1.1.3): ask again.
         Ok(Ok(NfsStat::DELAY)) => srv.callbacks.retry(cb, now + RETRY_EVERY),
-        Ok(Ok(st)) => (cb.answered)(srv, &cb, st),
+        Ok(Ok(st)) => (cb.answered)(srv, &cb, st, reply),
         Ok(Err(_)) | Err(_) => {
             tracing::info!(client = cb.client, "callback failed");
             srv.callbacks.retry(cb, now + RETRY_EVERY);
@@ -474,5 +547,69 @@ mod tests {
         assert!(!r.bool().unwrap());
         assert_eq!(r.opaque(128).unwrap(), &fh.to_bytes());
         assert!(r.finish().is_ok());
+    }
+
+    #[test]
+    fn getattr_encoding_and_reply() {
+        let slot = CbSlot {
+            clientid: 1,
+            sessionid: [6; 16],
+            program: 0x4000_0000,
+            slot: 0,
+            seqid: 4,
+            channel: Arc::new(Nobody),
+            cred: Default::default(),
+            minor: 1,
+        };
+        let fh = Fh {
+            ino: Ino(9),
+            generation: 2,
+        };
+        let b = encode_getattr(&slot, &fh).into_inner();
+        let mut r = XdrReader::new(&b);
+        expect_cb_sequence(&mut r, [6; 16], 4);
+        assert_eq!(r.u32().unwrap(), OP_CB_GETATTR);
+        assert_eq!(r.opaque(128).unwrap(), &fh.to_bytes());
+        assert_eq!(Bitmap::decode(&mut r).unwrap(), Bitmap(vec![0b11000]));
+        assert!(r.finish().is_ok());
+
+        // CB_COMPOUND4res { CB_SEQUENCE OK, CB_GETATTR OK {mask, attrs} }.
+        let reply = |mask: Vec<u32>, vals: &[u64], extra: &[u8]| {
+            let mut w = XdrWriter::new();
+            w.u32(0);
+            w.opaque(b"tag");
+            w.u32(2);
+            w.u32(OP_CB_SEQUENCE);
+            w.u32(0);
+            w.opaque_fixed(&[6; 16]);
+            for _ in 0..4 {
+                w.u32(1);
+            }
+            w.u32(OP_CB_GETATTR);
+            w.u32(0);
+            Bitmap(mask).encode(&mut w);
+            w.u32((vals.len() * 8 + extra.len()) as u32);
+            for v in vals {
+                w.u64(*v);
+            }
+            w.opaque_fixed(extra);
+            w.into_inner()
+        };
+        let ok = CbAttrs {
+            change: 7,
+            size: 4096,
+        };
+        assert_eq!(
+            decode_getattr(&reply(vec![0b11000], &[7, 4096], &[])),
+            Ok(ok)
+        );
+        // Delegated timestamps after them (pynfs sends them unasked): ignored.
+        let ts = reply(vec![0b11000, 0, 0x30_0000], &[7, 4096], &[0; 24]);
+        assert_eq!(decode_getattr(&ts), Ok(ok));
+        // Size missing, an attribute before change, an error: refused.
+        assert!(decode_getattr(&reply(vec![0b1000], &[7], &[])).is_err());
+        assert!(decode_getattr(&reply(vec![0b11010], &[1, 7, 4096], &[])).is_err());
+        assert!(decode_getattr(&[0, 0, 0x27, 0x11]).is_err());
+        assert!(decode_getattr(&[]).is_err());
     }
 }

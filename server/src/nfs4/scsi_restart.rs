@@ -210,6 +210,7 @@ mod tests {
             boot_verifier: boot,
             layouts: Default::default(),
             callbacks: Default::default(),
+            cb_getattrs: Default::default(),
             exports: Default::default(),
         };
         (srv, clock)

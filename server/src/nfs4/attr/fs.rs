@@ -13,6 +13,27 @@ const TIME_DELTA_NSEC: u32 = 1;
 /// `change_attr_type4`: the store's change attribute strictly increases (RFC 7862 §12.2.3).
 const NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR: u32 = 0;
 
+/// `open_arguments4` (RFC 9754 §6): five bitmaps of what OPEN takes, each bit the value
+/// of its enum. Share access READ, WRITE, BOTH; deny NONE, READ, WRITE, BOTH; of the
+/// wants ANY_DELEG, NO_DELEG and CANCEL (the values RFC 9754 defines for the ones OPEN
+/// honours, nfs4/helpers/deleg.rs: neither SIGNAL nor PUSH, no delegated timestamps, no
+/// OPEN_XOR_DELEGATION — OPEN ignores those bits); claims NULL, PREVIOUS and FH (no
+/// DELEGATE_CUR/PREV); every create mode (UNCHECKED4, GUARDED4, EXCLUSIVE4, EXCLUSIVE4_1).
+pub const OPEN_ARGS: [u32; 5] = [
+    0b1110,    // READ 1, WRITE 2, BOTH 3
+    0b1111,    // NONE 0, READ 1, WRITE 2, BOTH 3
+    0b11_1000, // ANY_DELEG 3, NO_DELEG 4, CANCEL 5
+    0b1_0011,  // CLAIM_NULL 0, CLAIM_PREVIOUS 1, CLAIM_FH 4
+    0b1111,    // UNCHECKED4 0, GUARDED4 1, EXCLUSIVE4 2, EXCLUSIVE4_1 3
+];
+
+fn open_arguments(w: &mut XdrWriter) {
+    for word in OPEN_ARGS {
+        w.u32(1);
+        w.u32(word);
+    }
+}
+
 pub fn encode(env: &AttrEnv<'_>, st: &mut Option<FsStat>, bit: u32, w: &mut XdrWriter) {
     let mut stat = || *st.get_or_insert_with(|| (env.fsstat)());
     match bit {
@@ -65,6 +86,7 @@ pub fn encode(env: &AttrEnv<'_>, st: &mut Option<FsStat>, bit: u32, w: &mut XdrW
         num::CHANGE_ATTR_TYPE => w.u32(NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR),
         // The store keeps extended attributes on every object (RFC 8276 §8.1; store/xattr.rs).
         num::XATTR_SUPPORT => w.bool(true),
+        num::OPEN_ARGUMENTS => open_arguments(w),
         // Unreachable for bits of `supported()`; the encoder's mask guarantees it.
         _ => {}
     }

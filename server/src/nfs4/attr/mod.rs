@@ -81,6 +81,8 @@ pub mod num {
     pub const CHANGE_ATTR_TYPE: u32 = 79;
     /// NFSv4.2 extended attributes (RFC 8276 §8.1).
     pub const XATTR_SUPPORT: u32 = 82;
+    /// What OPEN supports (RFC 9754 §6, draft-ietf-nfsv4-delstid: `open_arguments4`).
+    pub const OPEN_ARGUMENTS: u32 = 86;
 }
 
 /// Attributes offered in every minor version (4.1 and later).
@@ -135,6 +137,10 @@ const SUPPORTED_41: &[u32] = &[
     num::LAYOUT_BLKSIZE,
     num::LAYOUT_ALIGNMENT,
     num::SUPPATTR_EXCLCREAT,
+    // RFC 9754 extends NFSv4.2, but the attribute describes OPEN as 4.1 has it too, and
+    // pynfs DELEG24/25 ask for it at minor version 1 (a client ignores a bit it does not
+    // know in `supported_attrs`).
+    num::OPEN_ARGUMENTS,
 ];
 
 /// Added by NFSv4.2.

@@ -306,3 +306,34 @@ proptest::proptest! {
         let _ = decode_fattr(&mut XdrReader::new(&w.buf));
     }
 }
+
+/// `open_arguments` (RFC 9754 §6) at both minor versions: five one-word bitmaps, what OPEN
+/// honours — pynfs DELEG24/25 need it at minor version 1 too.
+#[test]
+fn open_arguments() {
+    let f = stat;
+    for minor in [1, 2] {
+        assert!(supported(minor).is_set(num::OPEN_ARGUMENTS));
+        let mut req = Bitmap::default();
+        req.set(num::OPEN_ARGUMENTS);
+        let mut w = XdrWriter::new();
+        encode_fattr(&env(minor, &f), &attr(), &req, &mut w);
+        let mut r = XdrReader::new(&w.buf);
+        assert_eq!(Bitmap::decode(&mut r).unwrap(), req);
+        assert_eq!(r.u32().unwrap(), 40);
+        let words: Vec<(u32, u32)> = (0..5)
+            .map(|_| (r.u32().unwrap(), r.u32().unwrap()))
+            .collect();
+        assert_eq!(
+            words,
+            vec![
+                (1, 0b1110),
+                (1, 0b1111),
+                (1, 0b11_1000),
+                (1, 0b1_0011),
+                (1, 0b1111)
+            ]
+        );
+        assert!(r.finish().is_ok());
+    }
+}

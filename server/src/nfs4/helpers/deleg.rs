@@ -43,12 +43,36 @@ const NFS_LIMIT_SIZE: u32 = 1;
 /// here: the caller's COMPOUND must not wait on another client's backchannel, §10.4.1).
 pub fn break_conflicts(ctx: &Ctx<'_>, clientid: u64, fh: Fh, access: u32) -> Result<(), NfsStat> {
     let write = access & ShareAccess::WRITE != 0;
-    let recalls = ctx.srv.state.deleg_conflicts(clientid, fh.ino, write);
-    if recalls.is_empty() {
-        return Ok(());
+    if recall_conflicting(ctx.srv, clientid, fh, write) {
+        return Err(NfsStat::DELAY);
     }
-    queue_recalls(ctx.srv, fh, &recalls);
-    Err(NfsStat::DELAY)
+    Ok(())
+}
+
+/// Recalls the delegations of other clients that an access by `clientid` to `fh`
+/// conflicts with (`write`: it changes the file or takes write access; any access
+/// conflicts with a write delegation). Whether one is in the way (recalled now or before).
+pub fn recall_conflicting(srv: &Server, clientid: u64, fh: Fh, write: bool) -> bool {
+    let recalls = srv.state.deleg_conflicts(clientid, fh.ino, write);
+    if recalls.is_empty() {
+        return false;
+    }
+    queue_recalls(srv, fh, &recalls);
+    true
+}
+
+/// Before a LAYOUTGET of `fh` by `clientid` (`rw`: iomode RW): another client's
+/// delegation in the way — a read delegation against RW, any against READ when it is a
+/// write delegation (the holder may have data the layout's blocks do not show yet) — is
+/// recalled, and the LAYOUTGET answers LAYOUTTRYLATER (RFC 8881 §18.43.3: the layout is
+/// unavailable for now, not for good; RECALLCONFLICT is for a recall of the caller's own
+/// layouts, §12.5.5.2, and the caller holds nothing being recalled). The Linux client
+/// retries LAYOUTGET a while and meanwhile does its I/O through the MDS.
+pub fn break_for_layout(srv: &Server, clientid: u64, fh: Fh, rw: bool) -> Result<(), NfsStat> {
+    if recall_conflicting(srv, clientid, fh, rw) {
+        return Err(NfsStat::LAYOUTTRYLATER);
+    }
+    Ok(())
 }
 
 /// Queues a CB_RECALL for each recall just decided. The queue gives up after a lease: by
@@ -80,7 +104,7 @@ fn recall_wanted(srv: &Server, cb: &Callback) -> bool {
 
 /// The holder answered its CB_RECALL; the delegation stays until it DELEGRETURNs or the
 /// lease runs out (an error answer changes nothing: §10.2.1 still gives it the lease).
-fn recall_answered(_srv: &Server, cb: &Callback, st: NfsStat) {
+fn recall_answered(_srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
     tracing::debug!(client = cb.client, status = st.name(), "CB_RECALL answered");
 }
 
@@ -106,21 +130,27 @@ pub enum Offer {
 }
 
 /// The delegation an OPEN gets (RFC 8881 §10.4, §18.16.3). Without a WANT_* flag
-/// (`WANT_NO_PREFERENCE`, what the Linux client sends) the server chooses: a read
-/// delegation for a read-only open by name or filehandle (`default_ok`: CLAIM_NULL,
-/// CLAIM_FH), as knfsd gives; write delegations only to a client that asks for one, until
-/// CB_GETATTR keeps other clients' view of size and change right (§10.4.3). A WANT_* that is
-/// not granted says why (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is
+/// (`WANT_NO_PREFERENCE`, what the Linux client sends) the server chooses, for an open by
+/// name or filehandle (`default_ok`: CLAIM_NULL, CLAIM_FH): a read delegation for a
+/// read-only open, a write delegation for an open for write by a client alone on the file
+/// (other clients' GETATTRs of size and change then go to it with CB_GETATTR, §10.4.3:
+/// nfs4/cb_getattr.rs), as knfsd gives. A WANT_* that is not granted says why (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is
 /// plain OPEN_DELEGATE_NONE. No delegation without a backchannel that works (the probe,
 /// `StateManager::backchannel_works`): it could not be recalled.
 pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32, default_ok: bool) -> Offer {
     let access = share_access & 0xff;
     let writes = access & ShareAccess::WRITE != 0;
     let want = share_access & WANT_MASK;
-    let by_default = default_ok && ctx.srv.state.read_delegations_by_default();
+    let state = &ctx.srv.state;
+    let by_default = default_ok
+        && if writes {
+            state.write_delegations_by_default()
+        } else {
+            state.read_delegations_by_default()
+        };
     let want_write = match want {
-        WANT_NO_PREFERENCE if writes || !by_default => return Offer::None,
-        WANT_NO_PREFERENCE => false,
+        WANT_NO_PREFERENCE if !by_default => return Offer::None,
+        WANT_NO_PREFERENCE => writes,
         WANT_NO_DELEG => return Offer::NoneExt(WND4_NOT_WANTED),
         WANT_CANCEL => return Offer::NoneExt(WND4_CANCELLED),
         WANT_READ_DELEG if writes => return Offer::NoneExt(WND4_CONTENTION),
@@ -136,7 +166,6 @@ pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32, default_ok
             Offer::NoneExt(why)
         }
     };
-    let state = &ctx.srv.state;
     if !state.delegations_enabled() || !state.backchannel_works(clientid) {
         return declined(WND4_RESOURCE);
     }

@@ -70,6 +70,8 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
         IoAccess::Read
     };
     check_get_stateid(srv, cid, ino, &q.stateid, access)?;
+    // Another client's delegation in the way is recalled first (LAYOUTTRYLATER meanwhile).
+    crate::nfs4::helpers::deleg::break_for_layout(srv, cid, q.fh, q.mode == IoMode::RW)?;
     let b = u64::from(srv.store.block_size());
     let (first, n) = policy::get_range(q.offset, q.length, q.minlength, b);
     if q.room < BlockExtent::list_size(1) {

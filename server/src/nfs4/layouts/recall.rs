@@ -145,7 +145,7 @@ fn log_recall(srv: &Server, client: u64, ino: Ino, step: &str, status: Option<Nf
 }
 
 /// The holder answered a CB_LAYOUTRECALL.
-fn answered(srv: &Server, cb: &Callback, st: NfsStat) {
+fn answered(srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
     add(&srv.layouts.metrics.recalls_sent, 1);
     let CbKind::LayoutRecall { fh, stateid, .. } = &cb.kind else {
         return;

@@ -7,7 +7,8 @@
 //!         | { offset u64 | length u64 | iomode u32 | type u32 | body opaque<> }
 //!         body = pnfs_block_layout4: count u32 | pnfs_block_extent4 (44 bytes) × count
 //!              (SCSI: pnfs_scsi_layout4, the same bytes, RFC 8154 §2.4)
-//! res LAYOUTTRYLATER: will_signal_layout_avail bool (never sent: we answer at once)
+//! res LAYOUTTRYLATER: will_signal_layout_avail bool = false (another client's delegation
+//!       is being recalled; we never signal, RFC 8881 §18.43.3)
 //! ```
 //! RW over a hole allocates unwritten blocks, durable before the reply (design.md §4), and
 //! answers INVALID_DATA; written blocks are READ_WRITE_DATA. READ answers READ_DATA, or
@@ -77,7 +78,13 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         device: device_id_for(ctx, a.layout_type),
         peer: ctx.conn.peer,
     };
-    let g = layouts::get::get(ctx.srv, &q)?;
+    let g = match layouts::get::get(ctx.srv, &q) {
+        Err(NfsStat::LAYOUTTRYLATER) => {
+            w.bool(false);
+            return Err(NfsStat::LAYOUTTRYLATER);
+        }
+        r => r?,
+    };
     ctx.current_stateid = Some(g.stateid);
 
     w.bool(true);

@@ -21,6 +21,12 @@ use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 /// OPEN4_SHARE_ACCESS_WANT_*_PUSH_DELEG bits (RFC 8881 §18.16.1).
 const WANT_SIGNAL_PUSH: u32 = 0x3_0000;
+/// OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS and _WANT_OPEN_XOR_DELEGATION (RFC 9754 §4,
+/// §5): accepted and not acted on. `open_arguments` does not offer them (attr/fs.rs), so a
+/// client that sends one anyway gets what the reply says: an open stateid (no
+/// OPEN4_RESULT_NO_OPEN_STATEID) and a delegation without delegated timestamps. pynfs
+/// DELEG24/25 send DELEG_TIMESTAMPS after misreading the attribute's bitmap.
+const WANT_NOT_OFFERED: u32 = 0x30_0000;
 /// OPEN4_RESULT_LOCKTYPE_POSIX: our byte-range locks behave as POSIX ones.
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
 pub enum CreateHow {
@@ -115,7 +121,7 @@ struct Target {
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let args = OpenArgs::decode(r, ctx.minor)?;
     let cid = clientid(ctx)?;
-    if args.share_access & !(0xff | WANT_MASK | WANT_SIGNAL_PUSH) != 0
+    if args.share_access & !(0xff | WANT_MASK | WANT_SIGNAL_PUSH | WANT_NOT_OFFERED) != 0
         || args.share_access & WANT_MASK > WANT_CANCEL
     {
         return Err(NfsStat::INVAL);

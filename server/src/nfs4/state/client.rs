@@ -55,6 +55,11 @@ pub struct ClientLimits {
     /// sends) may get a read delegation the server chose (config `read_delegations`; on by
     /// default, docs/delegations.md).
     pub read_delegations: bool,
+    /// Whether an OPEN for write that states no preference, by a client alone on the file,
+    /// may get a write delegation the server chose (config `write_delegations`; off by
+    /// default until the Linux guest suite has run with it on; CB_GETATTR keeps other
+    /// clients' view of size and change right, §10.4.3).
+    pub write_delegations: bool,
     /// Delegations held server-wide; past it OPEN offers none (WND4_RESOURCE to a client
     /// that asked). Config `max_delegations`.
     pub max_delegations: usize,
@@ -86,6 +91,7 @@ impl Default for ClientLimits {
             courtesy_seconds: super::COURTESY_SECONDS,
             delegations: true,
             read_delegations: true,
+            write_delegations: false,
             max_delegations: DEFAULT_MAX_DELEGATIONS,
         }
     }

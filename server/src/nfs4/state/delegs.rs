@@ -65,6 +65,16 @@ pub struct Recall {
     pub send: bool,
 }
 
+/// The write delegation of another client that a GETATTR of a file's size or change must
+/// ask CB_GETATTR of (RFC 8881 §10.4.3; nfs4/cb_getattr.rs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteHolder {
+    pub client: u64,
+    pub stateid: Stateid,
+    /// Being recalled: the holder is flushing and returning it.
+    pub recalled: bool,
+}
+
 impl Inner {
     fn delegs_of(&self, ino: Ino) -> Vec<u64> {
         self.files
@@ -215,6 +225,52 @@ impl Inner {
             }
         }
         out
+    }
+
+    /// The write delegation of a client other than `clientid` on `ino`, if one is held. A
+    /// courtesy holder loses its state instead (§8.3), and a recall a lease old revokes the
+    /// delegation (§10.2.1), as for `deleg_conflicts`: neither is asked anything.
+    pub fn write_deleg_holder(&mut self, clientid: u64, ino: Ino, now: u64) -> Option<WriteHolder> {
+        let lease = u64::from(self.cfg.lease_seconds);
+        for id in self.delegs_of(ino) {
+            let Some(st) = self.states.get(&id) else {
+                continue;
+            };
+            let StateKind::Deleg(d) = &st.kind else {
+                continue;
+            };
+            if st.client == clientid || !d.write || st.revoked.is_some() {
+                continue;
+            }
+            let (client, recalled_at) = (st.client, d.recalled_at);
+            if self.is_courtesy(client) {
+                self.expire_state(client);
+                continue;
+            }
+            if recalled_at.is_some_and(|t| now >= t + lease) {
+                self.revoke_deleg(id);
+                continue;
+            }
+            return Some(WriteHolder {
+                client,
+                stateid: self.stateid_of(id),
+                recalled: recalled_at.is_some(),
+            });
+        }
+        None
+    }
+
+    /// Whether `client` still holds the delegation `sid`: a CB_GETATTR about it goes only
+    /// then.
+    pub fn deleg_held(&self, client: u64, sid: &Stateid) -> bool {
+        parse_other(self.epoch, &sid.other)
+            .ok()
+            .and_then(|id| self.states.get(&id))
+            .is_some_and(|st| {
+                st.client == client
+                    && st.revoked.is_none()
+                    && matches!(&st.kind, StateKind::Deleg(_))
+            })
     }
 
     /// Revokes a delegation whose recall went unanswered (§10.2.1), and with it the

@@ -48,7 +48,7 @@ pub use client::{
     exchgid, seq4, BindDir, ClientLimits, CreateSessionReq, CreateSessionRes, ExchangeIdReq,
     ExchangeIdRes, Principal, SequenceOutcome, SequenceReq, CS_FLAG_CONN_BACK_CHAN,
 };
-pub use delegs::{DelegCounters, NoDeleg, Recall};
+pub use delegs::{DelegCounters, NoDeleg, Recall, WriteHolder};
 pub use files::{OpenReq, ShareAccess};
 pub use grace::CommitClaim;
 pub use lock::{range_of, LockRange};
@@ -478,6 +478,17 @@ impl StateManager {
         self.with(|i, now| i.deleg_conflicts(clientid, ino, write, now))
     }
 
+    /// See `Inner::write_deleg_holder` (delegs.rs): the write delegation of another client
+    /// that a GETATTR of size or change by `clientid` must ask CB_GETATTR of.
+    pub fn write_deleg_holder(&self, clientid: u64, ino: Ino) -> Option<WriteHolder> {
+        self.with(|i, now| i.write_deleg_holder(clientid, ino, now))
+    }
+
+    /// Whether `client` still holds the delegation `sid` (not returned, not revoked).
+    pub fn deleg_held(&self, client: u64, sid: &Stateid) -> bool {
+        self.with(|i, _| i.deleg_held(client, sid))
+    }
+
     /// Whether a recall of the delegation `stateid` of `client` is still to be answered.
     pub fn deleg_recall_pending(&self, client: u64, stateid: &Stateid) -> bool {
         self.with(|i, _| i.deleg_recall_pending(client, stateid))
@@ -497,6 +508,12 @@ impl StateManager {
     /// (config `read_delegations`).
     pub fn read_delegations_by_default(&self) -> bool {
         self.lock().limits.read_delegations
+    }
+
+    /// Whether an OPEN for write with no WANT_* preference may get a write delegation the
+    /// server chose (config `write_delegations`).
+    pub fn write_delegations_by_default(&self) -> bool {
+        self.lock().limits.write_delegations
     }
 
     /// Whether OPEN may offer delegations at all (config `delegations`).

@@ -21,6 +21,7 @@ use crate::store::ROOT_INO;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 mod layouts;
+mod write;
 
 const OP_CB_RECALL: u32 = 4;
 const WANT_READ_DELEG: u32 = 0x100;
@@ -33,6 +34,9 @@ pub(super) struct Bc {
     /// (program, procedure) of every call answered, CB_NULLs included.
     pub procs: Mutex<Vec<(u32, u32)>>,
     pub down: AtomicBool,
+    /// The (change, size) a CB_GETATTR is answered with; unset, CB_GETATTR gets
+    /// NFS4ERR_BADHANDLE (the holder knows no such file).
+    pub getattr: Mutex<Option<(u64, u64)>>,
 }
 
 impl Backchannel for Bc {
@@ -44,9 +48,66 @@ impl Backchannel for Bc {
         if procedure == callback::CB_NULL {
             return Ok(Vec::new());
         }
-        self.calls.lock().unwrap().push(args.into_inner());
+        let args = args.into_inner();
+        let op = op_after_sequence(&args);
+        self.calls.lock().unwrap().push(args);
+        if op == OP_CB_GETATTR {
+            return Ok(cb_getattr_reply(*self.getattr.lock().unwrap()));
+        }
         Ok(vec![0; 12])
     }
+}
+
+const OP_CB_GETATTR: u32 = 3;
+
+/// The sessionid and the operation after CB_SEQUENCE of a CB_COMPOUND4args.
+fn cb_args(b: &[u8]) -> ([u8; 16], u32) {
+    let mut r = XdrReader::new(b);
+    r.opaque(64).unwrap();
+    r.u32().unwrap();
+    r.u32().unwrap();
+    r.u32().unwrap();
+    assert_eq!(r.u32().unwrap(), 11, "CB_SEQUENCE first");
+    let sid: [u8; 16] = r.array().unwrap();
+    for _ in 0..4 {
+        r.u32().unwrap();
+    }
+    r.u32().unwrap();
+    (sid, r.u32().unwrap())
+}
+
+fn op_after_sequence(b: &[u8]) -> u32 {
+    cb_args(b).1
+}
+
+/// CB_COMPOUND4res { CB_SEQUENCE OK, CB_GETATTR } with `attrs` (change, size), or
+/// CB_GETATTR BADHANDLE.
+fn cb_getattr_reply(attrs: Option<(u64, u64)>) -> Vec<u8> {
+    let mut w = XdrWriter::new();
+    w.u32(if attrs.is_some() { 0 } else { 10001 });
+    w.opaque(b"");
+    w.u32(2);
+    w.u32(11);
+    w.u32(0);
+    w.opaque_fixed(&[0; 16]);
+    for _ in 0..4 {
+        w.u32(0);
+    }
+    w.u32(OP_CB_GETATTR);
+    match attrs {
+        Some((change, size)) => {
+            w.u32(0);
+            let mut b = Bitmap::default();
+            b.set(3);
+            b.set(4);
+            b.encode(&mut w);
+            w.u32(16);
+            w.u64(change);
+            w.u64(size);
+        }
+        None => w.u32(10001),
+    }
+    w.into_inner()
 }
 
 impl Bc {
@@ -56,20 +117,7 @@ impl Bc {
             .lock()
             .unwrap()
             .iter()
-            .map(|b| {
-                let mut r = XdrReader::new(b);
-                r.opaque(64).unwrap();
-                r.u32().unwrap();
-                r.u32().unwrap();
-                r.u32().unwrap();
-                assert_eq!(r.u32().unwrap(), 11, "CB_SEQUENCE first");
-                let sid: [u8; 16] = r.array().unwrap();
-                for _ in 0..4 {
-                    r.u32().unwrap();
-                }
-                r.u32().unwrap();
-                (sid, r.u32().unwrap())
-            })
+            .map(|b| cb_args(b.as_slice()))
             .collect()
     }
 }
@@ -125,6 +173,13 @@ pub(super) fn mount(x: &mut Ctx<'_>, owner: &[u8]) -> (u64, [u8; 16]) {
 pub(super) fn read_delegations() -> NfsOptions {
     let mut o = NfsOptions::default();
     o.client_limits.read_delegations = true;
+    o
+}
+
+/// Read and write delegations the server chooses, whatever the defaults.
+pub(super) fn write_delegations() -> NfsOptions {
+    let mut o = read_delegations();
+    o.client_limits.write_delegations = true;
     o
 }
 
@@ -338,7 +393,7 @@ fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
 /// Read delegations by default, and what each WANT_* flag gets (RFC 8881 §18.16.3).
 #[test]
 fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
-    let fx = Fx::new(read_delegations());
+    let fx = Fx::new(write_delegations());
     let bc = Arc::new(Bc::default());
     let ca = bc_conn(1, &bc);
     let mut a = cx(&fx.srv, &ca);
@@ -346,8 +401,9 @@ fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
     let (_, dtype, d) = open_name(&mut a, b"r", 1, true).unwrap();
     assert_eq!(dtype, OPEN_DELEGATE_READ);
     assert!(d.is_some());
-    // A write open gets none unless it asks; WANT_NO_DELEG and WANT_CANCEL say so.
-    assert_eq!(open_name(&mut a, b"w", 3, true).unwrap().1, 0);
+    // A write open by a client alone on the file gets a write delegation (CB_GETATTR
+    // answers for it, tests/delegs/write.rs); WANT_NO_DELEG and WANT_CANCEL say so.
+    assert_eq!(open_name(&mut a, b"w", 3, true).unwrap().1, 2);
     let why = |a: &mut Ctx<'_>, name: &[u8], access: u32| {
         let (_, t, _, why) = open_why(a, name, access, true).unwrap();
         (t, why)
@@ -373,6 +429,13 @@ fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
     });
     assert_eq!(why(&mut a, b"q", 1), (0, None));
     assert_eq!(why(&mut a, b"q", 1 | WANT_READ_DELEG).0, OPEN_DELEGATE_READ);
+    // `write_delegations = false`: a plain write open gets none, one that asks does.
+    fx.srv.state.set_limits(ClientLimits {
+        write_delegations: false,
+        ..Default::default()
+    });
+    assert_eq!(why(&mut a, b"v", 3), (0, None));
+    assert_eq!(why(&mut a, b"v2", 3 | 0x200).0, 2);
     // `delegations = false`: none, and WND4_RESOURCE to who asked.
     fx.srv.state.set_limits(ClientLimits {
         delegations: false,
@@ -381,7 +444,7 @@ fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
     assert_eq!(why(&mut a, b"y", 1), (0, None));
     assert_eq!(why(&mut a, b"y", 1 | WANT_READ_DELEG), ext(WND4_RESOURCE));
     let c = fx.srv.state.deleg_counters();
-    assert_eq!(c.granted, 3);
+    assert_eq!(c.granted, 5);
 }
 
 /// One conflicting access by client b of the file `f` that client a holds a read

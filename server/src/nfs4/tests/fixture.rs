@@ -70,6 +70,7 @@ pub(crate) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) ->
         boot_verifier,
         layouts: Default::default(),
         callbacks: Default::default(),
+        cb_getattrs: Default::default(),
         exports: Default::default(),
     }
 }

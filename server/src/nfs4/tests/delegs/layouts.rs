@@ -70,11 +70,11 @@ fn allowed(srv: &Server, cid: u64, write: bool, data: &[(u64, u64)]) -> bool {
 }
 
 /// Client "a" mounted with a working backchannel, and file "f" holding `LEN` bytes written
-/// through the server (a write open gets no delegation by default), closed again.
+/// through the server (the write open asks for no delegation), closed again.
 fn written_file(a: &mut Ctx<'_>) -> (u64, Fh) {
     let (cid, _) = mount(a, b"a");
-    let (sid, dtype, _) = open_name(a, b"f", 3, true).unwrap();
-    assert_eq!(dtype, 0);
+    let (sid, dtype, _) = open_name(a, b"f", 3 | 0x400, true).unwrap();
+    assert_eq!(dtype, OPEN_DELEGATE_NONE_EXT);
     let fh = a.current_fh.unwrap();
     write_through_mds(a, fh, sid);
     close_open(a, fh, sid);
@@ -164,4 +164,60 @@ fn delegreturn_under_an_open_keeps_the_layouts_for_the_close() {
     close_open(&mut a, fh, sid);
     assert!(!allowed(&fx.srv, cid, false, &data));
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
+}
+
+/// A write delegation keeps every layout of its holder past the last CLOSE (the Linux
+/// client keeps writing through them under the delegation), until DELEGRETURN.
+#[test]
+fn a_write_delegation_keeps_every_layout_past_close_until_delegreturn() {
+    let fx = Fx::new(write_delegations());
+    let bc = Arc::new(Bc::default());
+    let ca = bc_conn(1, &bc);
+    let mut a = cx(&fx.srv, &ca);
+    let (cid, fh) = written_file(&mut a);
+    let (sid, dtype, d) = open_name(&mut a, b"f", 3, false).unwrap();
+    assert_eq!(dtype, 2, "a plain write open by a lone client");
+    let data = layoutget(&mut a, fh, IoMode::RW, sid);
+    close_open(&mut a, fh, sid);
+    assert!(
+        allowed(&fx.srv, cid, true, &data),
+        "RW blocks refused after CLOSE"
+    );
+    assert_eq!(fx.srv.state.layouts_of_file(fh.ino).len(), 1);
+    assert_eq!(delegreturn(&mut a, fh, &d.unwrap()), NfsStat::OK);
+    assert!(!allowed(&fx.srv, cid, true, &data));
+    assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
+}
+
+/// A LAYOUTGET by another client of a file under a write delegation (here one a reclaim
+/// in grace gave back while the other client's reclaimed open conflicts, so it comes
+/// recalled) answers LAYOUTTRYLATER, with `will_signal_layout_avail` false, while the
+/// delegation is out; after DELEGRETURN the layout is granted.
+#[test]
+fn a_layoutget_against_another_clients_delegation_recalls_it() {
+    let fx = Fx::new(NfsOptions::default());
+    let bc = Arc::new(Bc::default());
+    let ca = bc_conn(1, &bc);
+    let mut a = cx(&fx.srv, &ca);
+    let (acid, fh) = written_file(&mut a);
+    let cb = conn(2, None);
+    let mut b = cx(&fx.srv, &cb);
+    mount(&mut b, b"b");
+    let (sb, _, _) = open_name(&mut b, b"f", 1, false).unwrap();
+    let (d, recalled) = fx.srv.state.reclaim_deleg(acid, fh.ino, true, false);
+    assert!(recalled, "b's open is in the way");
+    b.current_fh = Some(fh);
+    let mut w = XdrWriter::new();
+    w.bool(false);
+    w.u32(LAYOUT4_BLOCK_VOLUME);
+    w.u32(IoMode::READ.0);
+    w.u64(0);
+    w.u64(LEN);
+    w.u64(LEN);
+    sb.encode(&mut w);
+    w.u32(0xffff);
+    let (s, body) = call(&mut b, layoutget::run, &w.buf);
+    assert_eq!((s, body), (NfsStat::LAYOUTTRYLATER, vec![0; 4]));
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
+    layoutget(&mut b, fh, IoMode::READ, sb);
 }

@@ -37,6 +37,7 @@ pub(super) fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
             boot_verifier: 1,
             layouts: Default::default(),
             callbacks: Default::default(),
+            cb_getattrs: Default::default(),
             exports: Default::default(),
         },
         conn: conn(1, None),

@@ -105,11 +105,13 @@ pub(super) fn mount_v(ctx: &mut Ctx<'_>, owner: &[u8], verifier: [u8; 8]) -> u64
 }
 
 /// OPEN(CREATE, UNCHECKED) of `name` in the root for read and write: the file and its stateid.
+/// It asks for no delegation (WANT_NO_DELEG): these suites are about layouts, and a write
+/// delegation (the default for a lone writer) would make another client's OPEN a recall.
 fn create(ctx: &mut Ctx<'_>, name: &[u8]) -> (Fh, Stateid) {
     ctx.current_fh = Some(root_fh(ctx.srv));
     let mut w = XdrWriter::new();
     w.u32(0);
-    w.u32(3);
+    w.u32(3 | 0x400);
     w.u32(0);
     w.u64(0);
     w.opaque(b"owner");

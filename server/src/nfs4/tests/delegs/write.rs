@@ -1,0 +1,138 @@
+//! Write delegations and CB_GETATTR (RFC 8881 §10.4.3; nfs4/cb_getattr.rs): another
+//! client's GETATTR of size or change asks the holder, never waits on its backchannel past
+//! `CB_GETATTR_WAIT`, and sees the holder's size and a new change attribute.
+
+use super::*;
+use crate::nfs4::ops::getattr;
+
+const OPEN_DELEGATE_WRITE: u32 = 2;
+
+/// GETATTR of change and size of `fh`: the status, and on success (change, size).
+fn getattr_cs(x: &mut Ctx<'_>, fh: Fh) -> Result<(u64, u64), NfsStat> {
+    x.current_fh = Some(fh);
+    let mut b = Bitmap::default();
+    b.set(3);
+    b.set(4);
+    let mut w = XdrWriter::new();
+    b.encode(&mut w);
+    let (s, body) = call(x, getattr::run, &w.buf);
+    if s != NfsStat::OK {
+        return Err(s);
+    }
+    let mut r = XdrReader::new(&body);
+    assert_eq!(Bitmap::decode(&mut r).unwrap(), b);
+    assert_eq!(r.u32().unwrap(), 16);
+    Ok((r.u64().unwrap(), r.u64().unwrap()))
+}
+
+/// Client a (with a backchannel) opens `f` for write asking nothing and gets a write
+/// delegation; client b (none) is mounted. The file's handle and a's delegation.
+fn writer_and_reader<'a>(
+    fx: &'a Fx,
+    ca: &'a ConnInfo,
+    cb: &'a ConnInfo,
+) -> (Ctx<'a>, Ctx<'a>, Fh, Stateid) {
+    let mut a = cx(&fx.srv, ca);
+    mount(&mut a, b"a");
+    let (_, dtype, d) = open_name(&mut a, b"f", 3, true).unwrap();
+    assert_eq!(
+        dtype, OPEN_DELEGATE_WRITE,
+        "a plain write open by a lone client"
+    );
+    let fh = a.current_fh.unwrap();
+    let mut b = cx(&fx.srv, cb);
+    mount(&mut b, b"b");
+    (a, b, fh, d.unwrap())
+}
+
+/// Issue 15's must-show: a second client's GETATTR during a write delegation triggers
+/// CB_GETATTR and sees the writer's size. The GETATTR only queues the CB_GETATTR (no
+/// sender runs here, so the wait runs out) and answers DELAY; once the holder answered,
+/// the retry gets the holder's size and a change attribute past the server's, and the
+/// store's size is left alone. The holder's own GETATTR asks nothing.
+#[test]
+fn a_second_clients_getattr_during_a_write_delegation_sees_the_writers_size() {
+    let fx = Fx::new(write_delegations());
+    let bc = Arc::new(Bc::default());
+    let (ca, cb) = (bc_conn(1, &bc), conn(2, None));
+    let (mut a, mut b, fh, _) = writer_and_reader(&fx, &ca, &cb);
+    let (change0, size0) = getattr_cs(&mut a, fh).unwrap();
+    assert_eq!(size0, 0);
+    assert!(
+        fx.srv.callbacks.is_empty(),
+        "the holder's GETATTR asked itself"
+    );
+    // The writer has 5,000 bytes cached, and its change attribute moved.
+    *bc.getattr.lock().unwrap() = Some((change0 + 1, 5000));
+    assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
+    assert!(
+        bc.seen().is_empty(),
+        "the GETATTR sent the CB_GETATTR itself"
+    );
+    assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
+    assert_eq!(
+        fx.srv.callbacks.len(),
+        1,
+        "one CB_GETATTR however often b asks"
+    );
+    callback::send_due(&fx.srv, Instant::now());
+    assert_eq!(bc.seen().len(), 1);
+    assert_eq!(bc.seen()[0].1, OP_CB_GETATTR);
+    let (change1, size1) = getattr_cs(&mut b, fh).unwrap();
+    assert_eq!(size1, 5000, "the writer's size");
+    assert!(change1 > change0, "a change attribute b has not seen");
+    // Asked again within the second: the same answer, no new call, no new change.
+    assert_eq!(getattr_cs(&mut b, fh).unwrap(), (change1, 5000));
+    assert!(fx.srv.callbacks.is_empty());
+    assert_eq!(
+        fx.srv.store.getattr(fh.ino).unwrap().size,
+        0,
+        "store size set"
+    );
+    // Nothing is recalled: a keeps its delegation.
+    assert_eq!(fx.srv.state.deleg_counters().recalled, 0);
+}
+
+/// A holder that answers with nothing changed: b sees the server's own size and change
+/// (pynfs DELEG24), and the file's times do not move.
+#[test]
+fn an_unchanged_holder_leaves_size_and_change_alone() {
+    let fx = Fx::new(write_delegations());
+    let bc = Arc::new(Bc::default());
+    let (ca, cb) = (bc_conn(1, &bc), conn(2, None));
+    let (mut a, mut b, fh, _) = writer_and_reader(&fx, &ca, &cb);
+    let before = getattr_cs(&mut a, fh).unwrap();
+    *bc.getattr.lock().unwrap() = Some(before);
+    assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
+    callback::send_due(&fx.srv, Instant::now());
+    assert_eq!(getattr_cs(&mut b, fh).unwrap(), before);
+    assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().change, before.0);
+}
+
+/// A holder that fails CB_GETATTR (an error answer) loses the delegation: the GETATTR
+/// after the failure recalls it (CB_RECALL queued, DELAY), and after DELEGRETURN b gets
+/// the server's attributes.
+#[test]
+fn a_holder_that_fails_cb_getattr_is_recalled() {
+    let fx = Fx::new(write_delegations());
+    let bc = Arc::new(Bc::default());
+    let (ca, cb) = (bc_conn(1, &bc), conn(2, None));
+    let (mut a, mut b, fh, d) = writer_and_reader(&fx, &ca, &cb);
+    assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
+    callback::send_due(&fx.srv, Instant::now());
+    assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
+    assert_eq!(fx.srv.state.deleg_counters().recalled, 1);
+    callback::send_due(&fx.srv, Instant::now());
+    assert_eq!(
+        bc.seen().iter().map(|s| s.1).collect::<Vec<_>>(),
+        vec![OP_CB_GETATTR, OP_CB_RECALL]
+    );
+    assert_eq!(
+        getattr_cs(&mut b, fh),
+        Err(NfsStat::DELAY),
+        "being recalled"
+    );
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
+    let (_, size) = getattr_cs(&mut b, fh).unwrap();
+    assert_eq!(size, 0);
+}
