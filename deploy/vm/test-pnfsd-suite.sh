@@ -19,7 +19,8 @@
 # CRASH_SIGNALS "KILL KILL+KILL TERM": `ctl crash`, issue 18). NFS_PORT: the NFS
 # port (default a free one; fix it to capture the traffic with tshark); NVME_PORT and
 # METRICS_PORT likewise. READ_DELEGATIONS=1|0: `read_delegations = true|false` in pnfsd's
-# config (unset: pnfsd's default; docs/delegations.md).
+# config (unset: pnfsd's default; docs/delegations.md); WRITE_DELEGATIONS=1|0 likewise for
+# `write_delegations`.
 # Exit status: client-suite.sh's (0 only if every run passed), 1 if the target refused a
 # command of the client's hosts (layout enforcement).
 # META=1: also deleg-metadata.sh (the metadata workload, read delegations off and on,
@@ -43,6 +44,12 @@ case ${READ_DELEGATIONS:-} in
     1|true) DELEG_LINE="read_delegations = true" ;;
     0|false) DELEG_LINE="read_delegations = false" ;;
     *) echo "test-pnfsd-suite: READ_DELEGATIONS must be 1 or 0" >&2; exit 2 ;;
+esac
+case ${WRITE_DELEGATIONS:-} in
+    "") ;;
+    1|true) DELEG_LINE+=$'\nwrite_delegations = true' ;;
+    0|false) DELEG_LINE+=$'\nwrite_delegations = false' ;;
+    *) echo "test-pnfsd-suite: WRITE_DELEGATIONS must be 1 or 0" >&2; exit 2 ;;
 esac
 cat > "$T/pnfsd.toml" <<EOF
 data_dir = "$T/data"

@@ -224,8 +224,8 @@ pub struct Config {
     /// Write delegations the server chooses for an OPEN for write with no WANT_* flag, by a
     /// client alone on the file; other clients' GETATTRs of size and change then go to the
     /// holder with CB_GETATTR (docs/delegations.md). Off by default in the daemon until the
-    /// Linux guest suite (untar, restart, crash mid-write) has run with it on; the state
-    /// layer's tests run with it on (`ClientLimits::default`).
+    /// Linux guest suite (untar, restart, crash mid-write) has run with it on; the handler
+    /// tests that need it turn it on (`write_delegations()` in nfs4/tests/delegs.rs).
     pub write_delegations: bool,
     pub max_delegations: usize,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
