@@ -25,6 +25,9 @@ pub struct Snapshot {
     pub delegs: crate::nfs4::state::DelegCounters,
     /// The store's metadata cache: (hits, misses) of tree-node lookups.
     pub metadata_cache: (u64, u64),
+    /// The store's directory filters: (lookups answered absent, not answered, built,
+    /// evicted).
+    pub dir_filter: (u64, u64, u64, u64),
 }
 
 impl Snapshot {
@@ -36,6 +39,7 @@ impl Snapshot {
             data_flushes: srv.store.data_flush_counts(),
             delegs: srv.state.deleg_counters(),
             metadata_cache: srv.store.metadata_cache_counts(),
+            dir_filter: srv.store.dir_filter_counts(),
         }
     }
 }
@@ -75,6 +79,17 @@ counters! {
     "pnfsd_metadata_cache_misses_total",
         "B+tree nodes the store read from the volume one at a time because its metadata cache did not hold them (read-ahead not counted).",
         |s| Count(s.metadata_cache.1);
+    "pnfsd_dir_filter_hits_total",
+        "Directory-entry lookups a large directory's negative-name filter answered \"absent\" without reading the tree.",
+        |s| Count(s.dir_filter.0);
+    "pnfsd_dir_filter_misses_total",
+        "Directory-entry lookups a large directory's filter could not answer (the name's hash is there, or a false positive).",
+        |s| Count(s.dir_filter.1);
+    "pnfsd_dir_filter_builds_total", "Negative-name filters built by a directory scan.",
+        |s| Count(s.dir_filter.2);
+    "pnfsd_dir_filter_evictions_total",
+        "Negative-name filters dropped to stay within their share of metadata_cache.",
+        |s| Count(s.dir_filter.3);
     "pnfsd_layoutgets_total", "LAYOUTGET operations.", |s| Count(s.pnfs.layoutgets);
     "pnfsd_layoutget_seconds_total", "Time spent in LAYOUTGET handlers.",
         |s| Nanos(s.pnfs.layoutget_ns);

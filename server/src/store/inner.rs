@@ -77,6 +77,10 @@ pub struct Inner {
     /// The blocks tree nodes and checkpoint blobs hold, for the NVMe target's guard
     /// (meta_blocks.rs): changed next to every metadata allocation and free (writeback.rs).
     pub meta_blocks: Arc<MetaBlocks>,
+    /// This store, for the threads it starts (a directory filter's scan, dirfilter.rs).
+    pub me: std::sync::OnceLock<std::sync::Weak<Inner>>,
+    /// The directory filters' counters, readable without the state lock.
+    pub filter_counters: Arc<super::dirfilter::FilterCounters>,
 }
 
 /// Shards of `Inner::file_locks`.
@@ -190,6 +194,9 @@ impl Inner {
                     return Err(e);
                 }
             }
+        }
+        if let Some((dir, id)) = core.filters.wanted.take() {
+            self.start_filter_scan(core, dir, id);
         }
         let csn = self
             .log

@@ -40,6 +40,9 @@ pub use copy::{Copied, CopyMethod};
 #[cfg(test)]
 mod crash_tests;
 mod data;
+mod dirfilter;
+#[cfg(test)]
+mod dirfilter_tests;
 mod extents;
 mod format;
 pub mod fuzzing;
@@ -551,6 +554,19 @@ impl Store {
         (
             self.inner.cache.hits.load(Relaxed),
             self.inner.cache.misses.load(Relaxed),
+        )
+    }
+
+    /// The directory filters (dirfilter.rs) since mount: (lookups answered "absent" without
+    /// reading the tree, lookups they could not answer, filters built, filters evicted).
+    pub fn dir_filter_counts(&self) -> (u64, u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.inner.filter_counters;
+        (
+            c.hits.load(Relaxed),
+            c.misses.load(Relaxed),
+            c.builds.load(Relaxed),
+            c.evictions.load(Relaxed),
         )
     }
 

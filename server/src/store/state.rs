@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use layout::{Allocator, ExtState};
 use metalog::Item;
 
+use super::dirfilter::DirFilters;
 use super::extents;
 use super::inode::{
     from_ts, ftype_from_u8, key_ino, xattr_key_split, Meta, OPAQUE_CLIENT, OPAQUE_SYMLINK,
@@ -64,6 +65,10 @@ pub struct Core {
     pub wb_hold: Option<u64>,
     /// Keyed hash of directory entry names (keys.rs `cookie_base`).
     pub hash_key: (u64, u64),
+    /// All ones, except in tests that force hash collisions (`name_base`).
+    pub hash_mask: u64,
+    /// Negative-name filters of large directories (dirfilter.rs).
+    pub filters: DirFilters,
 }
 
 /// A directory entry as `dir_scan` returns it: (cookie, name, child).
@@ -99,9 +104,23 @@ impl Core {
         self.kv.put(ino_key(K_INODE, ino), encode_inode(m));
     }
 
-    /// `(child, cookie)` of `name` in `dir`.
+    /// The cookie base of `name` (keys.rs `cookie_base`): the hash the directory filters
+    /// hold. `hash_mask` narrows it in tests, to force collisions.
+    pub fn name_base(&self, name: &[u8]) -> u64 {
+        let b = cookie_base(self.hash_key, name);
+        if self.hash_mask == u64::MAX {
+            return b;
+        }
+        (((b >> 8) & self.hash_mask) | 1) << 8
+    }
+
+    /// `(child, cookie)` of `name` in `dir`. A directory filter that proves the hash absent
+    /// answers without reading the tree (dirfilter.rs).
     pub fn dir_lookup(&self, dir: u64, name: &[u8]) -> R<Option<(u64, u64)>> {
-        let base = cookie_base(self.hash_key, name);
+        let base = self.name_base(name);
+        if self.filters.absent(dir, base) {
+            return Ok(None);
+        }
         let mut out = None;
         self.kv.scan(
             &pair_key(K_DIRENT, dir, base),
@@ -118,9 +137,13 @@ impl Core {
         Ok(out)
     }
 
-    /// The cookie a new entry `name` gets in `dir`: the first free collision slot of its hash.
+    /// The cookie a new entry `name` gets in `dir`: the first free collision slot of its hash
+    /// (slot 0 when a directory filter proves no entry has the hash).
     pub fn new_cookie(&self, dir: u64, name: &[u8]) -> R<Option<u64>> {
-        let base = cookie_base(self.hash_key, name);
+        let base = self.name_base(name);
+        if self.filters.absent(dir, base) {
+            return Ok(Some(base));
+        }
         let mut next = base;
         let mut found = None;
         self.kv.scan(
@@ -137,6 +160,27 @@ impl Core {
             },
         )?;
         Ok(found.or((next < base + COOKIE_SLOTS).then_some(next)))
+    }
+
+    /// Entries of `dir` with cookies above `after`, at most `max`: (cookie, name hash); and
+    /// whether that was the last of them (a directory filter's scan, dirfilter.rs).
+    pub fn dir_hashes(&self, dir: u64, after: u64, max: usize) -> R<(Vec<(u64, u64)>, bool)> {
+        let mut out = Vec::new();
+        let mut eof = true;
+        self.kv.scan(
+            &pair_key(K_DIRENT, dir, after.saturating_add(1)),
+            &ino_end(K_DIRENT, dir),
+            &mut |k, v| {
+                if out.len() >= max {
+                    eof = false;
+                    return Ok(false);
+                }
+                let (_, n) = decode_dirent(v).map_err(bad)?;
+                out.push((keys::key_u64(k, 9).map_err(bad)?, self.name_base(n)));
+                Ok(true)
+            },
+        )?;
+        Ok((out, eof))
     }
 
     pub fn dir_has_entries(&self, dir: u64) -> R<bool> {
@@ -285,7 +329,7 @@ impl Core {
                 *ino
             }
             Item::DirentAdd { dir, name, .. } | Item::DirentRemove { dir, name } => {
-                out.push(pair_key(K_DIRENT, *dir, cookie_base(self.hash_key, name)));
+                out.push(pair_key(K_DIRENT, *dir, self.name_base(name)));
                 *dir
             }
             Item::Opaque { kind, key, .. } => {
@@ -453,14 +497,18 @@ impl Core {
                 }
                 self.kv
                     .put(pair_key(K_DIRENT, *dir, *cookie), encode_dirent(*ino, name));
+                let h = self.name_base(name);
+                self.filters.on_add(*dir, h);
             }
             Item::DirentRemove { dir, name } => {
                 if let Some((_, c)) = self.dir_lookup(*dir, name)? {
                     self.kv.del(pair_key(K_DIRENT, *dir, c));
+                    self.filters.on_remove(*dir);
                 }
             }
             Item::InodeFree { ino } => {
                 out.freed = self.free_inode(*ino)?;
+                self.filters.on_free(*ino);
             }
             Item::Opaque { kind, key, value } => match *kind {
                 OPAQUE_SYMLINK => {
