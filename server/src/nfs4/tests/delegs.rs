@@ -631,3 +631,39 @@ fn a_read_delegation_is_reclaimed_after_a_crash() {
     assert_eq!(open_previous(&mut a, fh, 1), Err(NfsStat::NO_GRACE));
     assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
 }
+
+/// LAYOUTGET and OPEN break delegations through the one `break_conflicts`, in two modes:
+/// for a LAYOUTGET READ another client's read delegation is no conflict; for an RW one it
+/// is recalled — LAYOUTTRYLATER, not DELAY, and one CB_RECALL however often it is asked —
+/// and an OPEN for write meanwhile gets DELAY. After DELEGRETURN the RW layout may go on.
+#[test]
+fn a_layout_breaks_a_delegation_with_layouttrylater_an_open_with_delay() {
+    use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
+    let fx = Fx::new(read_delegations());
+    let bc = Arc::new(Bc::default());
+    let ca = bc_conn(1, &bc);
+    let mut a = cx(&fx.srv, &ca);
+    mount(&mut a, b"a");
+    let (_, dtype, d) = open_name(&mut a, b"f", 1, true).unwrap();
+    assert_eq!(dtype, OPEN_DELEGATE_READ);
+    let fh = a.current_fh.unwrap();
+    let cb = conn(2, None);
+    let mut b = cx(&fx.srv, &cb);
+    let (bcid, _) = mount(&mut b, b"b");
+    let layout = |rw| break_conflicts(&fx.srv, bcid, fh, Breaker::Layout { rw });
+    assert_eq!(layout(false), Ok(()));
+    assert!(fx.srv.callbacks.is_empty());
+    for _ in 0..2 {
+        assert_eq!(layout(true), Err(NfsStat::LAYOUTTRYLATER));
+    }
+    assert_eq!(
+        break_conflicts(&fx.srv, bcid, fh, Breaker::Access(2)),
+        Err(NfsStat::DELAY)
+    );
+    assert_eq!(fx.srv.callbacks.len(), 1);
+    callback::send_due(&fx.srv, Instant::now());
+    assert_eq!(bc.seen().iter().filter(|s| s.1 == OP_CB_RECALL).count(), 1);
+    assert_eq!(delegreturn(&mut a, fh, &d.unwrap()), NfsStat::OK);
+    assert_eq!(layout(true), Ok(()));
+    assert_eq!(fx.srv.state.deleg_counters().recalled, 1);
+}
