@@ -26,23 +26,13 @@ fn getattr_cs(x: &mut Ctx<'_>, fh: Fh) -> Result<(u64, u64), NfsStat> {
 }
 
 /// Client a (with a backchannel) opens `f` for write asking nothing and gets a write
-/// delegation; client b (none) is mounted. The file's handle and a's delegation.
-fn writer_and_reader<'a>(
-    fx: &'a Fx,
-    ca: &'a ConnInfo,
-    cb: &'a ConnInfo,
-) -> (Ctx<'a>, Ctx<'a>, Fh, Stateid) {
-    let mut a = cx(&fx.srv, ca);
-    mount(&mut a, b"a");
-    let (_, dtype, d) = open_name(&mut a, b"f", 3, true).unwrap();
-    assert_eq!(
-        dtype, OPEN_DELEGATE_WRITE,
-        "a plain write open by a lone client"
-    );
-    let fh = a.current_fh.unwrap();
-    let mut b = cx(&fx.srv, cb);
-    mount(&mut b, b"b");
-    (a, b, fh, d.unwrap())
+/// delegation (a plain write open by a lone client); client b (none) is mounted. Their
+/// contexts, the file's handle and a's delegation.
+fn writer_and_reader(fx: &Two) -> (Ctx<'_>, Ctx<'_>, Fh, Stateid) {
+    let (mut a, _, _) = fx.mount_a();
+    let (_, fh, d) = open_deleg(&mut a, b"f", 3, true, OPEN_DELEGATE_WRITE);
+    let (b, _, _) = fx.mount_b();
+    (a, b, fh, d)
 }
 
 /// Issue 15's must-show: a second client's GETATTR during a write delegation triggers
@@ -52,10 +42,9 @@ fn writer_and_reader<'a>(
 /// store's size is left alone. The holder's own GETATTR asks nothing.
 #[test]
 fn a_second_clients_getattr_during_a_write_delegation_sees_the_writers_size() {
-    let fx = Fx::new(write_delegations());
-    let bc = Arc::new(Bc::default());
-    let (ca, cb) = (bc_conn(1, &bc), conn(2, None));
-    let (mut a, mut b, fh, _) = writer_and_reader(&fx, &ca, &cb);
+    let fx = Two::new(write_delegations());
+    let bc = &fx.bc;
+    let (mut a, mut b, fh, _) = writer_and_reader(&fx);
     let (change0, size0) = getattr_cs(&mut a, fh).unwrap();
     assert_eq!(size0, 0);
     assert!(
@@ -97,10 +86,9 @@ fn a_second_clients_getattr_during_a_write_delegation_sees_the_writers_size() {
 /// (pynfs DELEG24), and the file's times do not move.
 #[test]
 fn an_unchanged_holder_leaves_size_and_change_alone() {
-    let fx = Fx::new(write_delegations());
-    let bc = Arc::new(Bc::default());
-    let (ca, cb) = (bc_conn(1, &bc), conn(2, None));
-    let (mut a, mut b, fh, _) = writer_and_reader(&fx, &ca, &cb);
+    let fx = Two::new(write_delegations());
+    let bc = &fx.bc;
+    let (mut a, mut b, fh, _) = writer_and_reader(&fx);
     let before = getattr_cs(&mut a, fh).unwrap();
     *bc.getattr.lock().unwrap() = Some(before);
     assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
@@ -114,10 +102,9 @@ fn an_unchanged_holder_leaves_size_and_change_alone() {
 /// the server's attributes.
 #[test]
 fn a_holder_that_fails_cb_getattr_is_recalled() {
-    let fx = Fx::new(write_delegations());
-    let bc = Arc::new(Bc::default());
-    let (ca, cb) = (bc_conn(1, &bc), conn(2, None));
-    let (mut a, mut b, fh, d) = writer_and_reader(&fx, &ca, &cb);
+    let fx = Two::new(write_delegations());
+    let bc = &fx.bc;
+    let (mut a, mut b, fh, d) = writer_and_reader(&fx);
     assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
     callback::send_due(&fx.srv, Instant::now());
     assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
