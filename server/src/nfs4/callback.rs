@@ -40,8 +40,10 @@ const OP_CB_LAYOUTRECALL: u32 = 5;
 const OP_CB_SEQUENCE: u32 = 11;
 const LAYOUTRECALL4_FILE: u32 = 1;
 
-/// The CB_COMPOUND header and its CB_SEQUENCE, for one more operation.
-fn cb_sequence(slot: &CbSlot) -> XdrWriter {
+/// CB_COMPOUND4args of one operation after its CB_SEQUENCE, as every callback we send is
+/// (the layout above): the header, CB_SEQUENCE on `slot`, then opcode `op` and the
+/// arguments `args` writes.
+fn single_op(slot: &CbSlot, op: u32, args: impl FnOnce(&mut XdrWriter)) -> XdrWriter {
     let mut w = XdrWriter::with_capacity(160);
     w.opaque(b"");
     w.u32(slot.minor);
@@ -54,17 +56,18 @@ fn cb_sequence(slot: &CbSlot) -> XdrWriter {
     w.u32(slot.slot);
     w.bool(false);
     w.u32(0);
+    w.u32(op);
+    args(&mut w);
     w
 }
 
 /// Encodes CB_COMPOUND { CB_SEQUENCE, CB_RECALL(stateid, no truncate, fh) }.
 pub fn encode_recall(slot: &CbSlot, fh: &Fh, stateid: &Stateid) -> XdrWriter {
-    let mut w = cb_sequence(slot);
-    w.u32(OP_CB_RECALL);
-    stateid.encode(&mut w);
-    w.bool(false);
-    w.opaque(&fh.to_bytes());
-    w
+    single_op(slot, OP_CB_RECALL, |w| {
+        stateid.encode(w);
+        w.bool(false);
+        w.opaque(&fh.to_bytes());
+    })
 }
 
 /// Encodes CB_COMPOUND { CB_SEQUENCE, CB_LAYOUTRECALL(FILE, whole file) }.
@@ -74,29 +77,27 @@ pub fn encode_layoutrecall(
     stateid: &Stateid,
     ltype: LayoutType,
 ) -> XdrWriter {
-    let mut w = cb_sequence(slot);
-    w.u32(OP_CB_LAYOUTRECALL);
-    w.u32(ltype.0);
-    w.u32(IoMode::ANY.0);
-    w.bool(true);
-    w.u32(LAYOUTRECALL4_FILE);
-    w.opaque(&fh.to_bytes());
-    w.u64(0);
-    w.u64(u64::MAX);
-    stateid.encode(&mut w);
-    w
+    single_op(slot, OP_CB_LAYOUTRECALL, |w| {
+        w.u32(ltype.0);
+        w.u32(IoMode::ANY.0);
+        w.bool(true);
+        w.u32(LAYOUTRECALL4_FILE);
+        w.opaque(&fh.to_bytes());
+        w.u64(0);
+        w.u64(u64::MAX);
+        stateid.encode(w);
+    })
 }
 
 /// Encodes CB_COMPOUND { CB_SEQUENCE, CB_GETATTR(fh, {change, size}) } (RFC 8881 §20.1).
 pub fn encode_getattr(slot: &CbSlot, fh: &Fh) -> XdrWriter {
-    let mut w = cb_sequence(slot);
-    w.u32(OP_CB_GETATTR);
-    w.opaque(&fh.to_bytes());
-    let mut b = Bitmap::default();
-    b.set(attr::num::CHANGE);
-    b.set(attr::num::SIZE);
-    b.encode(&mut w);
-    w
+    single_op(slot, OP_CB_GETATTR, |w| {
+        w.opaque(&fh.to_bytes());
+        let mut b = Bitmap::default();
+        b.set(attr::num::CHANGE);
+        b.set(attr::num::SIZE);
+        b.encode(w);
+    })
 }
 
 /// The holder's view of a file it writes under a delegation: CB_GETATTR's answer.
@@ -483,6 +484,75 @@ mod tests {
         );
         assert!(!r.bool().unwrap());
         assert_eq!(r.u32().unwrap(), 0);
+    }
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// The exact bytes of each callback, so that a change of how they are built cannot
+    /// change what goes on the wire: slot 2 of session 0x11…, seqid 9, minor version 2.
+    #[test]
+    fn callback_bytes_are_pinned() {
+        let slot = CbSlot {
+            clientid: 1,
+            sessionid: [0x11; 16],
+            program: 0x4000_0000,
+            slot: 2,
+            seqid: 9,
+            channel: Arc::new(Nobody),
+            cred: Default::default(),
+            minor: 2,
+        };
+        let fh = Fh {
+            ino: Ino(0x0102_0304),
+            generation: 5,
+        };
+        let sid = Stateid {
+            seqid: 3,
+            other: [0xab; 12],
+        };
+        // tag "" | minor 2 | ident 0 | 2 ops | CB_SEQUENCE(11) sessionid seqid 9, slot 2,
+        // highest 2, cachethis false, no referring calls.
+        let head = concat!(
+            "00000000",
+            "00000002",
+            "00000000",
+            "00000002",
+            "0000000b",
+            "11111111111111111111111111111111",
+            "00000009",
+            "00000002",
+            "00000002",
+            "00000000",
+            "00000000",
+        );
+        // fh opaque<16>: "PNF1", ino, generation.
+        let fh_hex = "00000010504e4631000000000102030400000005";
+        let sid_hex = format!("00000003{}", "ab".repeat(12));
+        let cases = [
+            (
+                "CB_RECALL",
+                encode_recall(&slot, &fh, &sid).into_inner(),
+                format!("{head}00000004{sid_hex}00000000{fh_hex}"),
+            ),
+            (
+                "CB_LAYOUTRECALL",
+                encode_layoutrecall(&slot, &fh, &sid, LayoutType::BLOCK_VOLUME).into_inner(),
+                format!(
+                    "{head}00000005000000030000000300000001{}{fh_hex}{}{}{sid_hex}",
+                    "00000001", "0000000000000000", "ffffffffffffffff",
+                ),
+            ),
+            (
+                "CB_GETATTR",
+                encode_getattr(&slot, &fh).into_inner(),
+                format!("{head}00000003{fh_hex}0000000100000018"),
+            ),
+        ];
+        for (name, got, want) in cases {
+            assert_eq!(hex(&got), want, "{name}");
+        }
     }
 
     #[test]

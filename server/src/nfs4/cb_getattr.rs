@@ -38,7 +38,7 @@ use crate::nfs4::attr::num;
 use crate::nfs4::callback::{decode_getattr, Callback, CbAttrs, CbKind};
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::deleg::break_conflicts;
+use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
 use crate::nfs4::helpers::fh::fh_of;
 use crate::nfs4::state::{ShareAccess, WriteHolder};
 use crate::nfs4::status::NfsStat;
@@ -226,7 +226,7 @@ pub fn attrs_for(ctx: &Ctx<'_>, a: Attr, req: &Bitmap) -> Result<Attr, NfsStat> 
                 ino = a.ino.0,
                 "CB_GETATTR not answered: recalling the write delegation"
             );
-            break_conflicts(ctx, cid, fh_of(&a), ShareAccess::WRITE)?;
+            break_conflicts(srv, cid, fh_of(&a), Breaker::Access(ShareAccess::WRITE))?;
             Err(NfsStat::DELAY)
         }
         Next::Ask | Next::Wait => Err(NfsStat::DELAY),

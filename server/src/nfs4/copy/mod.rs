@@ -24,7 +24,7 @@
 
 use crate::nfs4::compound::Ctx;
 use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::deleg::break_conflicts;
+use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, saved_attr, NotRegular};
 use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::layouts::recall::recall_file;
@@ -73,8 +73,18 @@ pub fn copy(ctx: &Ctx<'_>, req: &CopyReq) -> Result<CopyDone, NfsStat> {
     )?;
     // Delegations first: a write delegation of the source may hold bytes we would miss.
     let cid = clientid(ctx)?;
-    break_conflicts(ctx, cid, fh_of(&src), ShareAccess::READ)?;
-    break_conflicts(ctx, cid, fh_of(&dst), ShareAccess::WRITE)?;
+    break_conflicts(
+        ctx.srv,
+        cid,
+        fh_of(&src),
+        Breaker::Access(ShareAccess::READ),
+    )?;
+    break_conflicts(
+        ctx.srv,
+        cid,
+        fh_of(&dst),
+        Breaker::Access(ShareAccess::WRITE),
+    )?;
     break_layouts(ctx, &dst)?;
     if count == 0 {
         return Ok(CopyDone {

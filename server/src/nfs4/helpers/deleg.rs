@@ -38,41 +38,39 @@ const WND4_CANCELLED: u32 = 7;
 /// `limit_by4`: no space limit on a write delegation.
 const NFS_LIMIT_SIZE: u32 = 1;
 
-/// Before an OPEN of `fh` by `clientid`: DELAY while another client's conflicting
-/// delegation is being recalled. The first time, the CB_RECALL is queued (never sent from
-/// here: the caller's COMPOUND must not wait on another client's backchannel, §10.4.1).
-pub fn break_conflicts(ctx: &Ctx<'_>, clientid: u64, fh: Fh, access: u32) -> Result<(), NfsStat> {
-    let write = access & ShareAccess::WRITE != 0;
-    if recall_conflicting(ctx.srv, clientid, fh, write) {
-        return Err(NfsStat::DELAY);
-    }
-    Ok(())
+/// What asks for the delegations of other clients to be recalled. It decides what
+/// conflicts and what the asker answers while a recall is under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Breaker {
+    /// An access with this share access: an OPEN, a COPY's source or destination, a change
+    /// of the file (`break_for_change`), a CB_GETATTR the holder failed. Answers DELAY
+    /// (§10.4.1).
+    Access(u32),
+    /// A LAYOUTGET (`rw`: iomode RW). A read delegation is in the way of RW, and a write
+    /// delegation of READ too (the holder may have data the layout's blocks do not show
+    /// yet). Answers LAYOUTTRYLATER (RFC 8881 §18.43.3: the layout is unavailable for now,
+    /// not for good; RECALLCONFLICT is for a recall of the caller's own layouts,
+    /// §12.5.5.2, and the caller holds nothing being recalled). The Linux client retries
+    /// LAYOUTGET a while and meanwhile does its I/O through the MDS.
+    Layout { rw: bool },
 }
 
-/// Recalls the delegations of other clients that an access by `clientid` to `fh`
-/// conflicts with (`write`: it changes the file or takes write access; any access
-/// conflicts with a write delegation). Whether one is in the way (recalled now or before).
-pub fn recall_conflicting(srv: &Server, clientid: u64, fh: Fh, write: bool) -> bool {
+/// Before an access to `fh` by `clientid`: the delegations of other clients it conflicts
+/// with (a write access conflicts with any, any access with a write delegation) are
+/// recalled, and the asker answers `by`'s status while one is in the way (recalled now or
+/// before). The first time, the CB_RECALL is queued, never sent from here: the asker's
+/// COMPOUND must not wait on another client's backchannel (§10.4.1).
+pub fn break_conflicts(srv: &Server, clientid: u64, fh: Fh, by: Breaker) -> Result<(), NfsStat> {
+    let (write, busy) = match by {
+        Breaker::Access(access) => (access & ShareAccess::WRITE != 0, NfsStat::DELAY),
+        Breaker::Layout { rw } => (rw, NfsStat::LAYOUTTRYLATER),
+    };
     let recalls = srv.state.deleg_conflicts(clientid, fh.ino, write);
     if recalls.is_empty() {
-        return false;
+        return Ok(());
     }
     queue_recalls(srv, fh, &recalls);
-    true
-}
-
-/// Before a LAYOUTGET of `fh` by `clientid` (`rw`: iomode RW): another client's
-/// delegation in the way — a read delegation against RW, any against READ when it is a
-/// write delegation (the holder may have data the layout's blocks do not show yet) — is
-/// recalled, and the LAYOUTGET answers LAYOUTTRYLATER (RFC 8881 §18.43.3: the layout is
-/// unavailable for now, not for good; RECALLCONFLICT is for a recall of the caller's own
-/// layouts, §12.5.5.2, and the caller holds nothing being recalled). The Linux client
-/// retries LAYOUTGET a while and meanwhile does its I/O through the MDS.
-pub fn break_for_layout(srv: &Server, clientid: u64, fh: Fh, rw: bool) -> Result<(), NfsStat> {
-    if recall_conflicting(srv, clientid, fh, rw) {
-        return Err(NfsStat::LAYOUTTRYLATER);
-    }
-    Ok(())
+    Err(busy)
 }
 
 /// Queues a CB_RECALL for each recall just decided. The queue gives up after a lease: by
@@ -117,7 +115,7 @@ pub fn break_for_change(ctx: &Ctx<'_>, a: &Attr) -> Result<(), NfsStat> {
     }
     // No session (not possible past SEQUENCE): no client of ours is excluded.
     let cid = clientid(ctx).unwrap_or(u64::MAX);
-    break_conflicts(ctx, cid, fh_of(a), ShareAccess::WRITE)
+    break_conflicts(ctx.srv, cid, fh_of(a), Breaker::Access(ShareAccess::WRITE))
 }
 
 /// What the reply offers: a delegation if asked for and possible. The flag of `Read` and

@@ -3,6 +3,7 @@
 //! how far the layout reaches, the allocation through the store, the extents, the grant.
 
 use super::{add, check_get_stateid, hosts, recall, Server};
+use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
@@ -71,7 +72,10 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
     };
     check_get_stateid(srv, cid, ino, &q.stateid, access)?;
     // Another client's delegation in the way is recalled first (LAYOUTTRYLATER meanwhile).
-    crate::nfs4::helpers::deleg::break_for_layout(srv, cid, q.fh, q.mode == IoMode::RW)?;
+    let by = Breaker::Layout {
+        rw: q.mode == IoMode::RW,
+    };
+    break_conflicts(srv, cid, q.fh, by)?;
     let b = u64::from(srv.store.block_size());
     let (first, n) = policy::get_range(q.offset, q.length, q.minlength, b);
     if q.room < BlockExtent::list_size(1) {

@@ -143,7 +143,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         ino,
         generation: t.attr.generation,
     };
-    deleg::break_conflicts(ctx, cid, fh, share.access)?;
+    deleg::break_conflicts(ctx.srv, cid, fh, deleg::Breaker::Access(share.access))?;
     let sid = ctx.srv.state.open(&OpenReq {
         clientid: cid,
         owner: &args.owner,

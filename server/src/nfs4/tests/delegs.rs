@@ -1,6 +1,7 @@
 //! Delegations through the handlers (issue 15): recalls go through the callback queue, the
 //! conflicting caller gets DELAY at once, and a recall reaches the holder on its new session.
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -251,23 +252,73 @@ pub(super) fn delegreturn(x: &mut Ctx<'_>, fh: Fh, d: &Stateid) -> NfsStat {
     call(x, delegreturn::run, &w.buf).0
 }
 
+/// What these suites start from: a server with the given options, client a's connection 1
+/// with a recording backchannel `bc`, and client b's connection 2 without one. It derefs to
+/// the `Fx` (`srv`, `dev`).
+pub(super) struct Two {
+    pub fx: Fx,
+    pub bc: Arc<Bc>,
+    pub ca: ConnInfo,
+    pub cb: ConnInfo,
+}
+
+impl Two {
+    pub(super) fn new(opts: NfsOptions) -> Two {
+        let bc = Arc::new(Bc::default());
+        Two {
+            fx: Fx::new(opts),
+            ca: bc_conn(1, &bc),
+            bc,
+            cb: conn(2, None),
+        }
+    }
+
+    /// Client a mounted on connection 1: its context, clientid and session.
+    pub(super) fn mount_a(&self) -> (Ctx<'_>, u64, [u8; 16]) {
+        let mut a = cx(&self.srv, &self.ca);
+        let (cid, sid) = mount(&mut a, b"a");
+        (a, cid, sid)
+    }
+
+    /// Client b mounted on connection 2: its context, clientid and session.
+    pub(super) fn mount_b(&self) -> (Ctx<'_>, u64, [u8; 16]) {
+        let mut b = cx(&self.srv, &self.cb);
+        let (cid, sid) = mount(&mut b, b"b");
+        (b, cid, sid)
+    }
+}
+
+impl Deref for Two {
+    type Target = Fx;
+    fn deref(&self) -> &Fx {
+        &self.fx
+    }
+}
+
+/// OPEN of `name` as `open_name` does, which must get a delegation of type `dtype`: the
+/// open stateid, the file's handle and the delegation stateid.
+pub(super) fn open_deleg(
+    x: &mut Ctx<'_>,
+    name: &[u8],
+    share_access: u32,
+    create: bool,
+    dtype: u32,
+) -> (Stateid, Fh, Stateid) {
+    let (sid, got, d) = open_name(x, name, share_access, create).unwrap();
+    assert_eq!(got, dtype, "delegation type");
+    (sid, x.current_fh.unwrap(), d.unwrap())
+}
+
 /// A conflicting OPEN answers DELAY without waiting for the holder's backchannel: the
 /// CB_RECALL is queued, not sent, and goes once, however often the caller retries; after
 /// DELEGRETURN the OPEN goes on.
 #[test]
 fn a_conflicting_open_gets_delay_and_the_recall_is_queued() {
-    let fx = Fx::new(read_delegations());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
-    let mut a = cx(&fx.srv, &ca);
-    mount(&mut a, b"a");
-    let (_, dtype, d) = open_name(&mut a, b"f", 1 | WANT_READ_DELEG, true).unwrap();
-    assert_eq!(dtype, 1, "read delegation");
-    let d = d.unwrap();
-    let fh = a.current_fh.unwrap();
-    let cb = conn(2, None);
-    let mut b = cx(&fx.srv, &cb);
-    mount(&mut b, b"b");
+    let fx = Two::new(read_delegations());
+    let bc = &fx.bc;
+    let (mut a, _, _) = fx.mount_a();
+    let (_, fh, d) = open_deleg(&mut a, b"f", 1 | WANT_READ_DELEG, true, OPEN_DELEGATE_READ);
+    let (mut b, _, _) = fx.mount_b();
     for _ in 0..3 {
         assert_eq!(
             open_name(&mut b, b"f", 2, false).err(),
@@ -290,16 +341,11 @@ fn a_conflicting_open_gets_delay_and_the_recall_is_queued() {
 /// session the holder creates after destroying that one.
 #[test]
 fn an_unanswered_recall_is_sent_again_on_the_new_session() {
-    let fx = Fx::new(read_delegations());
-    let old_bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &old_bc);
-    let mut a = cx(&fx.srv, &ca);
-    let (cid, s1) = mount(&mut a, b"a");
-    let (_, _, d) = open_name(&mut a, b"f", 1 | WANT_READ_DELEG, true).unwrap();
-    assert!(d.is_some());
-    let cb = conn(2, None);
-    let mut b = cx(&fx.srv, &cb);
-    mount(&mut b, b"b");
+    let fx = Two::new(read_delegations());
+    let old_bc = &fx.bc;
+    let (mut a, cid, s1) = fx.mount_a();
+    open_deleg(&mut a, b"f", 1 | WANT_READ_DELEG, true, OPEN_DELEGATE_READ);
+    let (mut b, _, _) = fx.mount_b();
     old_bc.down.store(true, Ordering::SeqCst);
     assert_eq!(
         open_name(&mut b, b"f", 2, false).err(),
@@ -318,7 +364,7 @@ fn an_unanswered_recall_is_sent_again_on_the_new_session() {
     fx.srv.state.slot_done(a.session.as_ref().unwrap(), &[]);
     let mut w = XdrWriter::new();
     w.opaque_fixed(&s1);
-    let mut lone = ctx(&fx.srv, &ca, 1);
+    let mut lone = ctx(&fx.srv, &fx.ca, 1);
     assert_eq!(call(&mut lone, destroy_session::run, &w.buf).0, NfsStat::OK);
     let new_bc = Arc::new(Bc::default());
     let cn = bc_conn(3, &new_bc);
@@ -344,11 +390,9 @@ const WND4_CANCELLED: u32 = 7;
 /// delegations back.
 #[test]
 fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
-    let fx = Fx::new(read_delegations());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
-    let mut a = cx(&fx.srv, &ca);
-    let (_, sid) = mount(&mut a, b"a");
+    let fx = Two::new(read_delegations());
+    let bc = &fx.bc;
+    let (mut a, _, sid) = fx.mount_a();
     assert!(
         bc.procs.lock().unwrap().is_empty(),
         "probed inside the COMPOUND"
@@ -393,14 +437,9 @@ fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
 /// Read delegations by default, and what each WANT_* flag gets (RFC 8881 §18.16.3).
 #[test]
 fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
-    let fx = Fx::new(write_delegations());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
-    let mut a = cx(&fx.srv, &ca);
-    mount(&mut a, b"a");
-    let (_, dtype, d) = open_name(&mut a, b"r", 1, true).unwrap();
-    assert_eq!(dtype, OPEN_DELEGATE_READ);
-    assert!(d.is_some());
+    let fx = Two::new(write_delegations());
+    let (mut a, _, _) = fx.mount_a();
+    open_deleg(&mut a, b"r", 1, true, OPEN_DELEGATE_READ);
     // A write open by a client alone on the file gets a write delegation (CB_GETATTR
     // answers for it, tests/delegs/write.rs); WANT_NO_DELEG and WANT_CANCEL say so.
     assert_eq!(open_name(&mut a, b"w", 3, true).unwrap().1, 2);
@@ -413,9 +452,7 @@ fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
     assert_eq!(why(&mut a, b"n", 1 | 0x500), ext(WND4_CANCELLED));
     assert_eq!(why(&mut a, b"n", 1 | 0x500 | 0x1_0000), ext(WND4_CANCELLED));
     // Another client writing the file: contention, reported only to who asked.
-    let cb = conn(2, None);
-    let mut b = cx(&fx.srv, &cb);
-    mount(&mut b, b"b");
+    let (mut b, _, _) = fx.mount_b();
     open_name(&mut b, b"c", 2, true).unwrap();
     assert_eq!(why(&mut a, b"c", 1), (0, None));
     assert_eq!(why(&mut a, b"c", 1 | WANT_READ_DELEG), ext(WND4_CONTENTION));
@@ -452,17 +489,10 @@ fn plain_read_opens_get_read_delegations_and_the_want_flags_are_honoured() {
 /// and goes on once the delegation is returned. `op` runs the access with the file's and
 /// the root's filehandles.
 fn recall_trigger(op: fn(&mut Ctx<'_>, Fh, Fh) -> NfsStat) {
-    let fx = Fx::new(read_delegations());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
-    let mut a = cx(&fx.srv, &ca);
-    mount(&mut a, b"a");
-    let (_, dtype, d) = open_name(&mut a, b"f", 1, true).unwrap();
-    assert_eq!(dtype, OPEN_DELEGATE_READ);
-    let fh = a.current_fh.unwrap();
-    let cb = conn(2, None);
-    let mut b = cx(&fx.srv, &cb);
-    mount(&mut b, b"b");
+    let fx = Two::new(read_delegations());
+    let (mut a, _, _) = fx.mount_a();
+    let (_, fh, d) = open_deleg(&mut a, b"f", 1, true, OPEN_DELEGATE_READ);
+    let (mut b, _, _) = fx.mount_b();
     open_name(&mut b, b"g", 3, true).unwrap();
     let root = root_fh(&fx.srv);
     // The holder's own access recalls nothing.
@@ -472,8 +502,11 @@ fn recall_trigger(op: fn(&mut Ctx<'_>, Fh, Fh) -> NfsStat) {
     }
     assert_eq!(fx.srv.callbacks.len(), 1);
     callback::send_due(&fx.srv, Instant::now());
-    assert_eq!(bc.seen().iter().filter(|s| s.1 == OP_CB_RECALL).count(), 1);
-    assert_eq!(delegreturn(&mut a, fh, &d.unwrap()), NfsStat::OK);
+    assert_eq!(
+        fx.bc.seen().iter().filter(|s| s.1 == OP_CB_RECALL).count(),
+        1
+    );
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
     assert_eq!(op(&mut b, fh, root), NfsStat::OK);
     assert_eq!(fx.srv.state.deleg_counters().recalled, 1);
 }
@@ -592,19 +625,10 @@ fn open_previous(
 /// Once the client's grace is over (its RECLAIM_COMPLETE), no reclaim.
 #[test]
 fn a_read_delegation_is_reclaimed_after_a_crash() {
-    let fx = Fx::new(read_delegations());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
+    let fx = Two::new(read_delegations());
     let fh = {
-        let mut a = cx(&fx.srv, &ca);
-        mount(&mut a, b"a");
-        let (_, dtype, d) = open_name(&mut a, b"f", 1, true).unwrap();
-        assert_eq!(
-            (dtype, d.is_some()),
-            (1, true),
-            "a read delegation before the crash"
-        );
-        a.current_fh.unwrap()
+        let (mut a, _, _) = fx.mount_a();
+        open_deleg(&mut a, b"f", 1, true, OPEN_DELEGATE_READ).1
     };
     // The crash: what the volume has durably, a new instance over it.
     let store = Arc::new(
@@ -616,7 +640,7 @@ fn a_read_delegation_is_reclaimed_after_a_crash() {
     );
     let srv = super::fixture::server(store, read_delegations(), 2);
     assert!(srv.state.in_grace());
-    let mut a = cx(&srv, &ca);
+    let mut a = cx(&srv, &fx.ca);
     let (cid, seq) = exid(&mut a, b"a");
     session(&mut a, cid, seq);
     let (dtype, d, recall) = open_previous(&mut a, fh, 1).unwrap();
@@ -630,4 +654,36 @@ fn a_read_delegation_is_reclaimed_after_a_crash() {
     assert_eq!(call(&mut a, reclaim_complete::run, &[0; 4]).0, NfsStat::OK);
     assert_eq!(open_previous(&mut a, fh, 1), Err(NfsStat::NO_GRACE));
     assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
+}
+
+/// LAYOUTGET and OPEN break delegations through the one `break_conflicts`, in two modes:
+/// for a LAYOUTGET READ another client's read delegation is no conflict; for an RW one it
+/// is recalled — LAYOUTTRYLATER, not DELAY, and one CB_RECALL however often it is asked —
+/// and an OPEN for write meanwhile gets DELAY. After DELEGRETURN the RW layout may go on.
+#[test]
+fn a_layout_breaks_a_delegation_with_layouttrylater_an_open_with_delay() {
+    use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
+    let fx = Two::new(read_delegations());
+    let (mut a, _, _) = fx.mount_a();
+    let (_, fh, d) = open_deleg(&mut a, b"f", 1, true, OPEN_DELEGATE_READ);
+    let (_, bcid, _) = fx.mount_b();
+    let layout = |rw| break_conflicts(&fx.srv, bcid, fh, Breaker::Layout { rw });
+    assert_eq!(layout(false), Ok(()));
+    assert!(fx.srv.callbacks.is_empty());
+    for _ in 0..2 {
+        assert_eq!(layout(true), Err(NfsStat::LAYOUTTRYLATER));
+    }
+    assert_eq!(
+        break_conflicts(&fx.srv, bcid, fh, Breaker::Access(2)),
+        Err(NfsStat::DELAY)
+    );
+    assert_eq!(fx.srv.callbacks.len(), 1);
+    callback::send_due(&fx.srv, Instant::now());
+    assert_eq!(
+        fx.bc.seen().iter().filter(|s| s.1 == OP_CB_RECALL).count(),
+        1
+    );
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
+    assert_eq!(layout(true), Ok(()));
+    assert_eq!(fx.srv.state.deleg_counters().recalled, 1);
 }

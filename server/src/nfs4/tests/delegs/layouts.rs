@@ -30,9 +30,8 @@ fn close_open(x: &mut Ctx<'_>, fh: Fh, sid: Stateid) {
     assert_eq!(call(x, close::run, &w.buf).0, NfsStat::OK);
 }
 
-/// LAYOUTGET of `[0, LEN)` in `mode` with `sid`: the extents that name data (their volume
-/// bytes), which the target lets the client's hosts reach.
-fn layoutget(x: &mut Ctx<'_>, fh: Fh, mode: IoMode, sid: Stateid) -> Vec<(u64, u64)> {
+/// LAYOUTGET of `[0, LEN)` of `fh` in `mode` with `sid`: its status and result body.
+fn layoutget_call(x: &mut Ctx<'_>, fh: Fh, mode: IoMode, sid: Stateid) -> (NfsStat, Vec<u8>) {
     x.current_fh = Some(fh);
     let mut w = XdrWriter::new();
     w.bool(false);
@@ -43,7 +42,13 @@ fn layoutget(x: &mut Ctx<'_>, fh: Fh, mode: IoMode, sid: Stateid) -> Vec<(u64, u
     w.u64(LEN);
     sid.encode(&mut w);
     w.u32(0xffff);
-    let (s, body) = call(x, layoutget::run, &w.buf);
+    call(x, layoutget::run, &w.buf)
+}
+
+/// LAYOUTGET of `[0, LEN)` in `mode` with `sid`: the extents that name data (their volume
+/// bytes), which the target lets the client's hosts reach.
+fn layoutget(x: &mut Ctx<'_>, fh: Fh, mode: IoMode, sid: Stateid) -> Vec<(u64, u64)> {
+    let (s, body) = layoutget_call(x, fh, mode, sid);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     assert!(r.bool().unwrap(), "return_on_close");
@@ -70,15 +75,16 @@ fn allowed(srv: &Server, cid: u64, write: bool, data: &[(u64, u64)]) -> bool {
 }
 
 /// Client "a" mounted with a working backchannel, and file "f" holding `LEN` bytes written
-/// through the server (the write open asks for no delegation), closed again.
-fn written_file(a: &mut Ctx<'_>) -> (u64, Fh) {
-    let (cid, _) = mount(a, b"a");
-    let (sid, dtype, _) = open_name(a, b"f", 3 | 0x400, true).unwrap();
+/// through the server (the write open asks for no delegation), closed again: a's context,
+/// clientid and the file's handle.
+fn written_file(fx: &Two) -> (Ctx<'_>, u64, Fh) {
+    let (mut a, cid, _) = fx.mount_a();
+    let (sid, dtype, _) = open_name(&mut a, b"f", 3 | 0x400, true).unwrap();
     assert_eq!(dtype, OPEN_DELEGATE_NONE_EXT);
     let fh = a.current_fh.unwrap();
-    write_through_mds(a, fh, sid);
-    close_open(a, fh, sid);
-    (cid, fh)
+    write_through_mds(&mut a, fh, sid);
+    close_open(&mut a, fh, sid);
+    (a, cid, fh)
 }
 
 /// The guest suite's failure (docs/delegations.md "Read delegations for the Linux client"):
@@ -87,13 +93,9 @@ fn written_file(a: &mut Ctx<'_>) -> (u64, Fh) {
 /// delegation) goes on reading through it; DELEGRETURN takes it, stateid and blocks.
 #[test]
 fn a_read_delegation_keeps_the_read_layout_past_close_until_delegreturn() {
-    let fx = Fx::new(read_delegations());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
-    let mut a = cx(&fx.srv, &ca);
-    let (cid, fh) = written_file(&mut a);
-    let (sid, dtype, d) = open_name(&mut a, b"f", 1, false).unwrap();
-    assert_eq!(dtype, OPEN_DELEGATE_READ);
+    let fx = Two::new(read_delegations());
+    let (mut a, cid, fh) = written_file(&fx);
+    let (sid, _, d) = open_deleg(&mut a, b"f", 1, false, OPEN_DELEGATE_READ);
     let data = layoutget(&mut a, fh, IoMode::READ, sid);
     assert!(allowed(&fx.srv, cid, false, &data));
     close_open(&mut a, fh, sid);
@@ -103,7 +105,7 @@ fn a_read_delegation_keeps_the_read_layout_past_close_until_delegreturn() {
         "blocks refused after CLOSE"
     );
     assert_eq!(fx.srv.state.layouts_of_file(fh.ino).len(), 1);
-    assert_eq!(delegreturn(&mut a, fh, &d.unwrap()), NfsStat::OK);
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
     assert!(fx.srv.layouts.grants_of(cid, fh.ino).is_empty());
     assert!(!allowed(&fx.srv, cid, false, &data));
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
@@ -113,11 +115,8 @@ fn a_read_delegation_keeps_the_read_layout_past_close_until_delegreturn() {
 /// returns the RW layouts (the client writes only under an open) and keeps the READ ones.
 #[test]
 fn close_returns_rw_layouts_under_a_read_delegation_and_all_without_one() {
-    let fx = Fx::new(read_delegations());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
-    let mut a = cx(&fx.srv, &ca);
-    let (cid, fh) = written_file(&mut a);
+    let fx = Two::new(read_delegations());
+    let (mut a, cid, fh) = written_file(&fx);
     // No delegation (WANT_NO_DELEG): CLOSE takes the layout.
     let (sid, dtype, _, _) = open_why(&mut a, b"f", 1 | 0x400, false).unwrap();
     assert_eq!(dtype, OPEN_DELEGATE_NONE_EXT);
@@ -127,8 +126,7 @@ fn close_returns_rw_layouts_under_a_read_delegation_and_all_without_one() {
     assert!(!allowed(&fx.srv, cid, false, &data));
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
     // A read delegation, then the same owner opens for write too: RW and READ layouts.
-    let (sid, dtype, d) = open_name(&mut a, b"f", 1, false).unwrap();
-    assert_eq!(dtype, OPEN_DELEGATE_READ);
+    let (sid, _, d) = open_deleg(&mut a, b"f", 1, false, OPEN_DELEGATE_READ);
     let (sid2, _, _) = open_name(&mut a, b"f", 3, false).unwrap();
     assert_eq!(sid2.other, sid.other);
     let ro = layoutget(&mut a, fh, IoMode::READ, sid2);
@@ -142,7 +140,7 @@ fn close_returns_rw_layouts_under_a_read_delegation_and_all_without_one() {
         "writes allowed after CLOSE"
     );
     assert!(allowed(&fx.srv, cid, false, &ro));
-    assert_eq!(delegreturn(&mut a, fh, &d.unwrap()), NfsStat::OK);
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
     assert!(fx.srv.layouts.grants_of(cid, fh.ino).is_empty());
     assert!(!allowed(&fx.srv, cid, false, &ro));
 }
@@ -151,15 +149,11 @@ fn close_returns_rw_layouts_under_a_read_delegation_and_all_without_one() {
 /// CLOSE returns them.
 #[test]
 fn delegreturn_under_an_open_keeps_the_layouts_for_the_close() {
-    let fx = Fx::new(read_delegations());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
-    let mut a = cx(&fx.srv, &ca);
-    let (cid, fh) = written_file(&mut a);
-    let (sid, dtype, d) = open_name(&mut a, b"f", 1, false).unwrap();
-    assert_eq!(dtype, OPEN_DELEGATE_READ);
+    let fx = Two::new(read_delegations());
+    let (mut a, cid, fh) = written_file(&fx);
+    let (sid, _, d) = open_deleg(&mut a, b"f", 1, false, OPEN_DELEGATE_READ);
     let data = layoutget(&mut a, fh, IoMode::READ, sid);
-    assert_eq!(delegreturn(&mut a, fh, &d.unwrap()), NfsStat::OK);
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
     assert!(allowed(&fx.srv, cid, false, &data));
     close_open(&mut a, fh, sid);
     assert!(!allowed(&fx.srv, cid, false, &data));
@@ -170,13 +164,10 @@ fn delegreturn_under_an_open_keeps_the_layouts_for_the_close() {
 /// client keeps writing through them under the delegation), until DELEGRETURN.
 #[test]
 fn a_write_delegation_keeps_every_layout_past_close_until_delegreturn() {
-    let fx = Fx::new(write_delegations());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
-    let mut a = cx(&fx.srv, &ca);
-    let (cid, fh) = written_file(&mut a);
-    let (sid, dtype, d) = open_name(&mut a, b"f", 3, false).unwrap();
-    assert_eq!(dtype, 2, "a plain write open by a lone client");
+    let fx = Two::new(write_delegations());
+    let (mut a, cid, fh) = written_file(&fx);
+    // A plain write open by a lone client.
+    let (sid, _, d) = open_deleg(&mut a, b"f", 3, false, 2);
     let data = layoutget(&mut a, fh, IoMode::RW, sid);
     close_open(&mut a, fh, sid);
     assert!(
@@ -184,7 +175,7 @@ fn a_write_delegation_keeps_every_layout_past_close_until_delegreturn() {
         "RW blocks refused after CLOSE"
     );
     assert_eq!(fx.srv.state.layouts_of_file(fh.ino).len(), 1);
-    assert_eq!(delegreturn(&mut a, fh, &d.unwrap()), NfsStat::OK);
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
     assert!(!allowed(&fx.srv, cid, true, &data));
     assert!(fx.srv.state.layouts_of_file(fh.ino).is_empty());
 }
@@ -195,29 +186,16 @@ fn a_write_delegation_keeps_every_layout_past_close_until_delegreturn() {
 /// delegation is out; after DELEGRETURN the layout is granted.
 #[test]
 fn a_layoutget_against_another_clients_delegation_recalls_it() {
-    let fx = Fx::new(NfsOptions::default());
-    let bc = Arc::new(Bc::default());
-    let ca = bc_conn(1, &bc);
-    let mut a = cx(&fx.srv, &ca);
-    let (acid, fh) = written_file(&mut a);
-    let cb = conn(2, None);
-    let mut b = cx(&fx.srv, &cb);
-    mount(&mut b, b"b");
+    let fx = Two::new(NfsOptions::default());
+    let (mut a, acid, fh) = written_file(&fx);
+    let (mut b, _, _) = fx.mount_b();
     let (sb, _, _) = open_name(&mut b, b"f", 1, false).unwrap();
     let (d, recalled) = fx.srv.state.reclaim_deleg(acid, fh.ino, true, false);
     assert!(recalled, "b's open is in the way");
-    b.current_fh = Some(fh);
-    let mut w = XdrWriter::new();
-    w.bool(false);
-    w.u32(LAYOUT4_BLOCK_VOLUME);
-    w.u32(IoMode::READ.0);
-    w.u64(0);
-    w.u64(LEN);
-    w.u64(LEN);
-    sb.encode(&mut w);
-    w.u32(0xffff);
-    let (s, body) = call(&mut b, layoutget::run, &w.buf);
-    assert_eq!((s, body), (NfsStat::LAYOUTTRYLATER, vec![0; 4]));
+    assert_eq!(
+        layoutget_call(&mut b, fh, IoMode::READ, sb),
+        (NfsStat::LAYOUTTRYLATER, vec![0; 4])
+    );
     assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
     layoutget(&mut b, fh, IoMode::READ, sb);
 }
