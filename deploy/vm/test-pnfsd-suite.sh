@@ -23,8 +23,10 @@
 # `write_delegations`.
 # Exit status: client-suite.sh's (0 only if every run passed), 1 if the target refused a
 # command of the client's hosts (layout enforcement).
-# META=1: also deleg-metadata.sh (the metadata workload, read delegations off and on,
-# client-suite.sh META_*), last: it leaves read_delegations = true in the config.
+# META=1: also deleg-metadata.sh (the metadata workload, delegations off and on,
+# client-suite.sh META_*), last. Its "off" phases turn read and write delegations off;
+# its "on" phases turn read delegations on and write delegations as WRITE_DELEGATIONS
+# says; it leaves the last "on" setting in the config.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -46,9 +48,9 @@ case ${READ_DELEGATIONS:-} in
     *) echo "test-pnfsd-suite: READ_DELEGATIONS must be 1 or 0" >&2; exit 2 ;;
 esac
 case ${WRITE_DELEGATIONS:-} in
-    "") ;;
-    1|true) DELEG_LINE+=$'\nwrite_delegations = true' ;;
-    0|false) DELEG_LINE+=$'\nwrite_delegations = false' ;;
+    "") WRITE_DELEG="" ;;
+    1|true) WRITE_DELEG=true; DELEG_LINE+=$'\nwrite_delegations = true' ;;
+    0|false) WRITE_DELEG=false; DELEG_LINE+=$'\nwrite_delegations = false' ;;
     *) echo "test-pnfsd-suite: WRITE_DELEGATIONS must be 1 or 0" >&2; exit 2 ;;
 esac
 cat > "$T/pnfsd.toml" <<EOF
@@ -108,6 +110,12 @@ print("DELEGS " + " ".join("%s=%d" % (k, m.get("pnfsd_delegations_%s_total" % k,
 PY
 }
 stop() { p=\$(cat "$T/pid"); deleg_counts; kill -"\$1" "\$p"; while kill -0 "\$p" 2>/dev/null; do sleep 0.1; done; }
+# set_key KEY VALUE: the config's top-level KEY = VALUE (added after metrics_listen if
+# absent); an empty VALUE removes the line (pnfsd's default)
+set_key() {
+    sed -i "/^\$1 = /d" "$T/pnfsd.toml"
+    [[ -z \$2 ]] || sed -i "/^metrics_listen = /a \$1 = \$2" "$T/pnfsd.toml"
+}
 # LAYOUTCOMMITs answered OK since pnfsd started (its counters start at 0)
 commits_ok() {
     python3 - <<'PY' 2>/dev/null || echo 0
@@ -154,12 +162,12 @@ case \$1 in
         stop TERM; start ;;
     crash) crash "\$2" "\$3" ;;
     delegs)
-        # deleg-metadata.sh's phases: read_delegations = false for odd \$2, true for even
-        v=false; (( \$2 % 2 == 0 )) && v=true
-        if grep -q '^read_delegations = ' "$T/pnfsd.toml"; then
-            sed -i "s/^read_delegations = .*/read_delegations = \$v/" "$T/pnfsd.toml"
+        # deleg-metadata.sh's phases: no delegations for odd \$2; for even, read delegations
+        # and write delegations as WRITE_DELEGATIONS set them (unset: pnfsd's default)
+        if (( \$2 % 2 == 0 )); then
+            set_key read_delegations true; set_key write_delegations "$WRITE_DELEG"
         else
-            sed -i "/^metrics_listen = /a read_delegations = \$v" "$T/pnfsd.toml"
+            set_key read_delegations false; set_key write_delegations false
         fi
         stop TERM; start ;;
 esac

@@ -7,10 +7,11 @@
 # delegations on). Interleaved rounds: off, on, off, on, ... (ROUNDS of each); the
 # summary gives each setting's medians and the on/off ratios.
 #
-# The host sets the server's `read_delegations` before each phase through a hook:
+# The host sets the server's delegations before each phase through a hook:
 #   VM_HOST_HOOK='deploy/vm/restart-hook.sh "<command>"' deploy/vm/run-guest.sh ... deleg-metadata.sh
-# where `<command> i` restarts pnfsd with read_delegations = false for odd i and true for
-# even i (test-pnfsd-suite.sh: `ctl delegs`). Handshake as restart.sh's: the guest
+# where `<command> i` restarts pnfsd with no delegations (read and write off) for odd i
+# and with read delegations on for even i, write delegations as the host's suite chose
+# (test-pnfsd-suite.sh: `ctl delegs`, WRITE_DELEGATIONS). Handshake as restart.sh's: the guest
 # creates out/restart-ready-<i>, the host answers restart-done-<i>. Each phase mounts
 # afresh after the restart (no state to reclaim, mountstats from zero) once the NVMe
 # controller is live again, and unmounts at its end.
