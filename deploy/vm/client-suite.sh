@@ -17,7 +17,7 @@
 #        [SCSI_EXPECT_LAYOUT_AFTER_CRASH=1|0]  (0: the SCSI crash runs may fall back to the MDS)
 #        [METRICS_PORT=<the server's metrics port>]  (crash-write.sh reads its counters)
 #        [GUIDE=1]  (admin-guide.sh: docs/admin-guide.md's client commands)
-#        [META_CMD='<command; gets i: restarts the server with read_delegations off for odd
+#        [META_CMD='<command; gets i: restarts the server with delegations off for odd
 #          i, on for even i>'] [META_VERSIONS="4.2"] [META_LAYOUT=block] [META_ROUNDS=3]
 #          [META_FILES=400] [META_TIMEOUT=2400]  (deleg-metadata.sh, last)
 #        deploy/vm/client-suite.sh
@@ -136,9 +136,9 @@ if [[ ${GUIDE:-0} == 1 ]]; then
     VM_FILES="$HERE/../../docs/admin-guide.md" run admin-guide "$HERE/scenarios/admin-guide.sh" 4.2
 fi
 
-# deleg-metadata.sh: the metadata workload with read delegations off and on (issue 15), last
-# (it leaves the server's read_delegations on). META_CMD `<command> i` restarts the server
-# with read_delegations = false for odd i, true for even i (test-pnfsd-suite.sh `ctl delegs`).
+# deleg-metadata.sh: the metadata workload with delegations off and on (issue 15), last
+# (it leaves the server's delegations on). META_CMD `<command> i` restarts the server with
+# read and write delegations off for odd i, on for even i (test-pnfsd-suite.sh `ctl delegs`).
 if [[ -n ${META_CMD:-} ]]; then
     ml=${META_LAYOUT:-block}
     [[ -z ${SWITCH_LAYOUT_CMD:-} ]] || bash -c "$SWITCH_LAYOUT_CMD $ml" >&2 || rc=1
