@@ -223,9 +223,9 @@ pub struct Config {
     pub read_delegations: bool,
     /// Write delegations the server chooses for an OPEN for write with no WANT_* flag, by a
     /// client alone on the file; other clients' GETATTRs of size and change then go to the
-    /// holder with CB_GETATTR (docs/delegations.md). Off by default in the daemon until the
-    /// Linux guest suite (untar, restart, crash mid-write) has run with it on; the handler
-    /// tests that need it turn it on (`write_delegations()` in nfs4/tests/delegs.rs).
+    /// holder with CB_GETATTR (docs/delegations.md). On by default, as knfsd (6.x) gives
+    /// them: the Linux guest suite (untar, restart, crash mid-write, the metadata workload)
+    /// passed with them on.
     pub write_delegations: bool,
     pub max_delegations: usize,
     /// The Prometheus metrics endpoint (`GET /metrics`, server/src/metrics.rs); off when unset.
@@ -287,7 +287,7 @@ impl Default for Config {
             max_courtesy_clients: crate::nfs4::state::ClientLimits::default().max_courtesy_clients,
             delegations: true,
             read_delegations: true,
-            write_delegations: false,
+            write_delegations: true,
             max_delegations: crate::nfs4::state::ClientLimits::default().max_delegations,
             metrics_listen: None,
             admin: false,
@@ -724,7 +724,7 @@ mod tests {
         let l = c.nfs_options().client_limits;
         assert!(!l.write_delegations && l.read_delegations);
         assert!(
-            !Config::default()
+            Config::default()
                 .nfs_options()
                 .client_limits
                 .write_delegations

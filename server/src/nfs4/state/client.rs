@@ -56,9 +56,8 @@ pub struct ClientLimits {
     /// default, docs/delegations.md).
     pub read_delegations: bool,
     /// Whether an OPEN for write that states no preference, by a client alone on the file,
-    /// may get a write delegation the server chose (config `write_delegations`; off by
-    /// default until the Linux guest suite has run with it on; CB_GETATTR keeps other
-    /// clients' view of size and change right, §10.4.3).
+    /// may get a write delegation the server chose (config `write_delegations`; on by
+    /// default; CB_GETATTR keeps other clients' view of size and change right, §10.4.3).
     pub write_delegations: bool,
     /// Delegations held server-wide; past it OPEN offers none (WND4_RESOURCE to a client
     /// that asked). Config `max_delegations`.
@@ -91,7 +90,7 @@ impl Default for ClientLimits {
             courtesy_seconds: super::COURTESY_SECONDS,
             delegations: true,
             read_delegations: true,
-            write_delegations: false,
+            write_delegations: true,
             max_delegations: DEFAULT_MAX_DELEGATIONS,
         }
     }
