@@ -13,6 +13,9 @@
 //! The queue re-sends an unanswered CB_RECALL on whichever session of the holder has a
 //! backchannel then, so a recall survives the holder replacing its session (DSESS9003).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use super::files::{ShareAccess, StateKind};
 use super::stateid::parse_other;
 use super::Inner;
@@ -28,14 +31,43 @@ pub struct DelegState {
 }
 
 /// Delegation bookkeeping beside the states: the recalls not yet answered by a DELEGRETURN
-/// (so the tick finds them without a scan of every state), and the counters.
+/// (so the tick finds them without a scan of every state), the counts of delegations held,
+/// and the counters.
 #[derive(Debug, Default)]
 pub(crate) struct DelegBook {
     /// State ids of delegations being recalled.
     recalled: std::collections::HashSet<u64>,
     /// Delegations held now, revoked ones not counted (the `max_delegations` cap).
     pub held: usize,
+    /// Write delegations held now, revoked ones not counted: shared with `StateManager`
+    /// (`write_delegs`), whose GETATTR check reads it without the state lock (see the
+    /// ordering argument there). Changed only under the lock, by `held_in` and `held_out`.
+    pub write_held: Arc<AtomicUsize>,
     pub counters: DelegCounters,
+}
+
+impl DelegBook {
+    /// A delegation became held: `new_state`, before the state is inserted (and so before
+    /// the OPEN that granted it can answer).
+    pub(super) fn held_in(&mut self, write: bool) {
+        self.held += 1;
+        if write {
+            self.write_held.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A held delegation went: revoked (`revoke_id`) or dropped while not revoked
+    /// (`drop_state`: DELEGRETURN, the client's end). A decrement below zero (a path that
+    /// counted out what it never counted in) wraps the shared count to a huge value rather
+    /// than saturating: that only sends every GETATTR to the locked walk, the safe side.
+    pub(super) fn held_out(&mut self, write: bool) {
+        debug_assert!(self.held > 0, "a delegation counted out twice");
+        self.held = self.held.saturating_sub(1);
+        if write {
+            let was = self.write_held.fetch_sub(1, Ordering::SeqCst);
+            debug_assert!(was > 0, "a write delegation counted out twice");
+        }
+    }
 }
 
 /// Why no delegation was granted (OPEN's `why_no_delegation4` when one was asked for).
@@ -131,7 +163,6 @@ impl Inner {
             ino,
             StateKind::Deleg(DelegState { write, recalled_at }),
         );
-        self.delegs.held += 1;
         self.delegs.counters.granted += 1;
         if recalled_at.is_some() {
             self.delegs.recalled.insert(id);
@@ -183,55 +214,58 @@ impl Inner {
         write: bool,
         now: u64,
     ) -> Vec<Recall> {
-        let lease = u64::from(self.cfg.lease_seconds);
         let mut out = Vec::new();
-        for id in self.delegs_of(ino) {
-            let sid = self.stateid_of(id);
-            let Some(st) = self.states.get(&id) else {
-                continue;
-            };
-            let StateKind::Deleg(d) = &st.kind else {
-                continue;
-            };
-            if st.client == clientid || !(write || d.write) {
-                continue;
-            }
-            let (client, recalled_at) = (st.client, d.recalled_at);
-            if self.is_courtesy(client) {
-                // A courtesy client loses its state when it is in the way (§8.3).
-                self.expire_state(client);
-                continue;
-            }
-            match recalled_at {
-                Some(t) if now >= t + lease => self.revoke_deleg(id),
-                Some(_) => out.push(Recall {
-                    client,
-                    stateid: sid,
-                    send: false,
-                }),
-                None => {
-                    if let Some(StateKind::Deleg(d)) = self.states.get_mut(&id).map(|s| &mut s.kind)
-                    {
-                        d.recalled_at = Some(now);
-                    }
-                    self.delegs.recalled.insert(id);
-                    self.delegs.counters.recalled += 1;
-                    out.push(Recall {
-                        client,
-                        stateid: sid,
-                        send: true,
-                    });
+        for (id, client, recalled_at) in self.delegs_in_the_way(clientid, ino, write, now) {
+            let stateid = self.stateid_of(id);
+            let send = recalled_at.is_none();
+            if send {
+                if let Some(StateKind::Deleg(d)) = self.states.get_mut(&id).map(|s| &mut s.kind) {
+                    d.recalled_at = Some(now);
                 }
+                self.delegs.recalled.insert(id);
+                self.delegs.counters.recalled += 1;
             }
+            out.push(Recall {
+                client,
+                stateid,
+                send,
+            });
         }
         out
     }
 
-    /// The write delegation of a client other than `clientid` on `ino`, if one is held. A
-    /// courtesy holder loses its state instead (§8.3), and a recall a lease old revokes the
-    /// delegation (§10.2.1), as for `deleg_conflicts`: neither is asked anything.
+    /// The write delegation of a client other than `clientid` on `ino`, if one is held (at
+    /// most one is). A courtesy holder loses its state instead, and a recall a lease old
+    /// revokes the delegation, as for `deleg_conflicts`: neither is asked anything. A read
+    /// access conflicts with write delegations only, so this is the walk of
+    /// `deleg_conflicts` for a read, without the recall.
     pub fn write_deleg_holder(&mut self, clientid: u64, ino: Ino, now: u64) -> Option<WriteHolder> {
+        let (id, client, recalled_at) = self
+            .delegs_in_the_way(clientid, ino, false, now)
+            .into_iter()
+            .next()?;
+        Some(WriteHolder {
+            client,
+            stateid: self.stateid_of(id),
+            recalled: recalled_at.is_some(),
+        })
+    }
+
+    /// The walk `deleg_conflicts` and `write_deleg_holder` share: the live delegations of
+    /// other clients on `ino` that an access (`write`: one that changes the file or takes
+    /// write access; else only write delegations are in its way) conflicts with, as (state
+    /// id, holder, when recalled). On the way it takes away those that no longer count: a
+    /// courtesy holder's state (§8.3: a courtesy client loses its state when it is in the
+    /// way) and a delegation recalled a lease ago or more (revoked, §10.2.1).
+    fn delegs_in_the_way(
+        &mut self,
+        clientid: u64,
+        ino: Ino,
+        write: bool,
+        now: u64,
+    ) -> Vec<(u64, u64, Option<u64>)> {
         let lease = u64::from(self.cfg.lease_seconds);
+        let mut out = Vec::new();
         for id in self.delegs_of(ino) {
             let Some(st) = self.states.get(&id) else {
                 continue;
@@ -239,7 +273,7 @@ impl Inner {
             let StateKind::Deleg(d) = &st.kind else {
                 continue;
             };
-            if st.client == clientid || !d.write || st.revoked.is_some() {
+            if st.client == clientid || !(write || d.write) || st.revoked.is_some() {
                 continue;
             }
             let (client, recalled_at) = (st.client, d.recalled_at);
@@ -251,13 +285,9 @@ impl Inner {
                 self.revoke_deleg(id);
                 continue;
             }
-            return Some(WriteHolder {
-                client,
-                stateid: self.stateid_of(id),
-                recalled: recalled_at.is_some(),
-            });
+            out.push((id, client, recalled_at));
         }
-        None
+        out
     }
 
     /// Whether `client` still holds the delegation `sid`: a CB_GETATTR about it goes only
@@ -387,6 +417,41 @@ impl Inner {
         self.delegs.recalled.remove(&id);
         self.drop_state(id);
         Ok(())
+    }
+}
+
+/// The counts of delegations held against a walk of every state (tests; `StateManager::with`
+/// runs it after every state change of a debug test build).
+#[cfg(test)]
+impl Inner {
+    /// The delegations held, found by a walk of every state: (all, write ones).
+    pub(super) fn deleg_counts_by_walk(&self) -> (usize, usize) {
+        let live = self.states.values().filter_map(|st| match &st.kind {
+            StateKind::Deleg(d) if st.revoked.is_none() => Some(d.write),
+            _ => None,
+        });
+        live.fold((0, 0), |(all, w), write| (all + 1, w + usize::from(write)))
+    }
+
+    /// Panics unless the counts kept (`DelegBook::held`, `write_held`) equal the walk.
+    pub(super) fn check_deleg_counts(&self) {
+        let kept = (
+            self.delegs.held,
+            self.delegs.write_held.load(Ordering::SeqCst),
+        );
+        assert_eq!(
+            kept,
+            self.deleg_counts_by_walk(),
+            "delegations held (all, write): kept count vs walk"
+        );
+    }
+}
+
+#[cfg(test)]
+impl super::StateManager {
+    /// See `Inner::check_deleg_counts`, for the handler tests.
+    pub(crate) fn check_deleg_counts(&self) {
+        self.lock().check_deleg_counts();
     }
 }
 

@@ -95,6 +95,10 @@ impl Inner {
     pub(super) fn new_state(&mut self, client: u64, ino: Ino, kind: StateKind) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
+        if let StateKind::Deleg(d) = &kind {
+            // Counted before the state exists: the count is never below what is held.
+            self.delegs.held_in(d.write);
+        }
         let f = self.files.entry(ino).or_default();
         match &kind {
             StateKind::Open(_) => f.opens.push(id),
@@ -148,8 +152,9 @@ impl Inner {
         let Some(st) = self.states.remove(&id) else {
             return;
         };
-        if matches!(st.kind, StateKind::Deleg(_)) && st.revoked.is_none() {
-            self.delegs.held = self.delegs.held.saturating_sub(1);
+        if let (StateKind::Deleg(d), None) = (&st.kind, st.revoked) {
+            // A revoked one was counted out when it was revoked.
+            self.delegs.held_out(d.write);
         }
         if let Some(c) = self.clients.get_mut(&st.client) {
             c.states.remove(&id);
@@ -192,8 +197,8 @@ impl Inner {
             return;
         }
         st.revoked = Some(why);
-        if matches!(st.kind, StateKind::Deleg(_)) {
-            self.delegs.held = self.delegs.held.saturating_sub(1);
+        if let StateKind::Deleg(d) = &st.kind {
+            self.delegs.held_out(d.write);
         }
         let (client, ino) = (st.client, st.ino);
         let children = match &st.kind {

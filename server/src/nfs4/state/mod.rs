@@ -33,11 +33,14 @@ mod stateid;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_delegs;
+#[cfg(test)]
 mod tests_files;
 #[cfg(test)]
 mod tests_limits;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::nfs4::status::NfsStat;
@@ -131,6 +134,13 @@ pub struct StateManager {
     inner: Arc<Mutex<Inner>>,
     records: Arc<dyn ClientRecords>,
     clock: Arc<dyn Clock>,
+    /// Write delegations held now (`DelegBook::write_held`, the same atomic): while it is
+    /// zero, `write_deleg_holder` answers without the lock. See there for why that is safe.
+    write_delegs: Arc<AtomicUsize>,
+    /// Benchmarks only: `write_deleg_holder` takes the lock whatever the count says (the
+    /// check as it was before the count), for `getattr_rate_threads` to compare against.
+    #[cfg(test)]
+    pub(crate) lock_every_getattr: std::sync::atomic::AtomicBool,
 }
 
 /// A persisted-record change decided under the lock and written after it is dropped (the
@@ -200,9 +210,12 @@ impl StateManager {
             delegs: Default::default(),
         };
         StateManager {
+            write_delegs: inner.delegs.write_held.clone(),
             inner: Arc::new(Mutex::new(inner)),
             records,
             clock,
+            #[cfg(test)]
+            lock_every_getattr: Default::default(),
         }
     }
 
@@ -218,6 +231,10 @@ impl StateManager {
         let (out, pending) = {
             let mut g = self.lock();
             let out = f(&mut g, now);
+            // Every test's every state change is checked against a full walk (debug test
+            // builds only: the benchmarks run in release).
+            #[cfg(all(test, debug_assertions))]
+            g.check_deleg_counts();
             (out, std::mem::take(&mut g.pending))
         };
         for (k, v) in pending {
@@ -480,8 +497,51 @@ impl StateManager {
 
     /// See `Inner::write_deleg_holder` (delegs.rs): the write delegation of another client
     /// that a GETATTR of size or change by `clientid` must ask CB_GETATTR of.
+    ///
+    /// Every GETATTR of size or change asks this, so while no write delegation is held
+    /// anywhere it answers `None` from the count `write_delegs` without taking the lock.
+    /// Why a GETATTR that reads 0 may answer from the server's attributes:
+    /// - The count changes only under the lock, in the same critical section that creates,
+    ///   revokes or drops the delegation state (`DelegBook::held_in`/`held_out`, called
+    ///   from `new_state`, `revoke_id`, `drop_state`), so at every release of the lock it
+    ///   equals the write delegations held (`check_deleg_counts` checks this after every
+    ///   state change of every debug test).
+    /// - The increment comes before the state is inserted, inside the OPEN's critical
+    ///   section (`grant_deleg`, `reclaim_deleg`); the OPEN's reply, the only way the
+    ///   holder learns of the delegation, is encoded and sent after the lock is released.
+    ///   The holder can write nothing under the delegation before it has the reply.
+    /// - A GETATTR whose load reads 0 therefore did not happen after the grant: anything
+    ///   that orders it after the reply (the holder's reply sent, then something the
+    ///   GETATTR's client learnt from the holder, through sockets or threads that
+    ///   synchronize) orders it after the increment, and the load would see it (SeqCst
+    ///   coherence). Such a GETATTR is concurrent with the OPEN or before it, and answers
+    ///   what the locked walk would have answered just before the OPEN took the lock: no
+    ///   delegation, the server's size. Nothing can have been written under the delegation
+    ///   yet, so that size is not stale because of it (writes of the holder's open before
+    ///   the delegation are ordinary open-for-write writes, seen after its LAYOUTCOMMIT or
+    ///   WRITE, with or without this check). In time, the increment is a locked
+    ///   read-modify-write followed by the unlock and a socket write: it is visible to
+    ///   every core before the first byte of the reply leaves.
+    /// - A decrement happens when the delegation is gone (returned after the holder
+    ///   flushed, revoked, or its client gone): a GETATTR that reads the lower count then
+    ///   answers as the walk would. A count that is too high costs only the walk.
+    ///
+    /// The count is of the whole server, not per file: with any write delegation held,
+    /// every such GETATTR takes the lock as before.
     pub fn write_deleg_holder(&self, clientid: u64, ino: Ino) -> Option<WriteHolder> {
+        #[cfg(test)]
+        let lock_always = self.lock_every_getattr.load(Ordering::Relaxed);
+        #[cfg(not(test))]
+        let lock_always = false;
+        if !lock_always && self.write_delegs.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
         self.with(|i, now| i.write_deleg_holder(clientid, ino, now))
+    }
+
+    /// Write delegations held now (not revoked), read without the lock.
+    pub fn write_delegations_held(&self) -> usize {
+        self.write_delegs.load(Ordering::SeqCst)
     }
 
     /// Whether `client` still holds the delegation `sid` (not returned, not revoked).

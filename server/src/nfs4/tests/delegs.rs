@@ -21,6 +21,7 @@ use crate::server::{NfsOptions, Server};
 use crate::store::ROOT_INO;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
+mod getattr_rate;
 mod layouts;
 mod write;
 

@@ -124,9 +124,33 @@ fn a_holder_that_fails_cb_getattr_is_recalled() {
     assert_eq!(size, 0);
 }
 
+/// The count of write delegations that the GETATTR check reads without the state lock
+/// follows OPEN and DELEGRETURN through the handlers; once it is zero again another
+/// client's GETATTR asks nothing.
+#[test]
+fn the_write_delegation_count_follows_open_and_delegreturn() {
+    let fx = Two::new(write_delegations());
+    let st = &fx.srv.state;
+    assert_eq!(st.write_delegations_held(), 0);
+    let (mut a, mut b, fh, d) = writer_and_reader(&fx);
+    st.check_deleg_counts();
+    assert_eq!(st.write_delegations_held(), 1);
+    assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
+    assert_eq!(delegreturn(&mut a, fh, &d), NfsStat::OK);
+    st.check_deleg_counts();
+    assert_eq!(st.write_delegations_held(), 0);
+    let queued = fx.srv.callbacks.len();
+    assert!(getattr_cs(&mut b, fh).is_ok());
+    assert_eq!(
+        fx.srv.callbacks.len(),
+        queued,
+        "asked with no delegation held"
+    );
+}
+
 /// COMPOUND { SEQUENCE(`sid`, `seqid`, slot 0), PUTFH `fh`, GETATTR `attrs` } at minor
 /// version 1.
-fn getattr_compound(sid: [u8; 16], seqid: u32, fh: Fh, attrs: &[u32]) -> Vec<u8> {
+pub(super) fn getattr_compound(sid: [u8; 16], seqid: u32, fh: Fh, attrs: &[u32]) -> Vec<u8> {
     let mut w = XdrWriter::new();
     w.opaque(b"");
     w.u32(1);
