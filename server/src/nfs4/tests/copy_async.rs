@@ -426,3 +426,29 @@ fn a_cancel_waits_out_the_step_in_progress() {
     );
     assert!(fx.srv.copies.is_empty());
 }
+
+/// The tick cancels and frees the copies of a client the state no longer knows (a lease
+/// that expired, a purged courtesy client), and leaves a known client's alone.
+#[test]
+fn the_tick_frees_the_copies_of_clients_gone() {
+    let fx = Fx::new(NfsOptions::default());
+    let bc = Arc::new(Recorder::default());
+    let c = conn(1, Some(bc.clone()));
+    let mut x = ctx(&fx.srv, &c);
+    let s = setup(&fx, &mut x, bc, 20_000);
+    let Reply::Async(sid) = copy_async(&mut x, s.src, s.dst, 0, 0).unwrap() else {
+        panic!("copied synchronously");
+    };
+    let job = offload::Job {
+        src: s.src.0,
+        src_off: 0,
+        dst: s.dst.0,
+        dst_off: 0,
+        len: 20_000,
+    };
+    let gone = fx.srv.copies.start(fx.srv.boot_verifier, 0xdead, job);
+    assert!(gone.is_some());
+    offload::tick(&fx.srv, Instant::now());
+    assert_eq!(fx.srv.copies.len(), 1, "the unknown client's copy kept");
+    assert_eq!(status(&mut x, sid), Ok((0, None)));
+}
