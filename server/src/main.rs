@@ -713,6 +713,8 @@ fn serve_volume(
         fresh,
     ));
     srv.callbacks.stop();
+    // Async copies stop after their step; a restart forgets them (docs/copy.md).
+    srv.copies.stop();
     tracing::info!(counters = ?srv.layouts.metrics.snapshot(), "pNFS layout counters");
     // COMPOUNDs still running on blocking threads get a moment to finish before the unmount.
     rt.shutdown_timeout(Duration::from_secs(5));
@@ -845,6 +847,10 @@ async fn run(
             return Err(io_err("callback sender thread")(e));
         }
     }
+    // The async COPYs' workers (nfs4/copy/offload.rs).
+    if let Err(e) = pnfsd::nfs4::copy::offload::run_workers(&srv) {
+        return Err(io_err("copy worker thread")(e));
+    }
     // Leases, grace period and recall timeouts advance once a second (RFC 8881 §8.3).
     let ticker = {
         let srv = srv.clone();
@@ -857,6 +863,7 @@ async fn run(
                 let tick = move || {
                     srv.state.tick();
                     pnfsd::nfs4::layouts::recall::tick(&srv, std::time::Instant::now());
+                    pnfsd::nfs4::copy::offload::tick(&srv, std::time::Instant::now());
                 };
                 if tokio::task::spawn_blocking(tick).await.is_err() {
                     tracing::error!("state tick panicked");

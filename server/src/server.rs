@@ -66,6 +66,8 @@ pub struct Server {
     pub callbacks: crate::nfs4::callback::CbQueue,
     /// The CB_GETATTRs of write delegations under way (nfs4/cb_getattr.rs).
     pub cb_getattrs: crate::nfs4::cb_getattr::CbGetattrs,
+    /// The async COPYs, by copy stateid (nfs4/copy/offload.rs; `offload::run_workers`).
+    pub copies: crate::nfs4::copy::offload::Offloads,
     /// The exports and client rules in force (crate::exports; SIGHUP replaces them).
     pub exports: crate::exports::Exports,
 }
@@ -86,6 +88,7 @@ impl Server {
             layouts: Default::default(),
             callbacks: Default::default(),
             cb_getattrs: Default::default(),
+            copies: Default::default(),
             exports: Default::default(),
         }
     }

@@ -11,23 +11,30 @@
 //!                         | length u64 = all ones | stateid4
 //!   CB_RECALL (4):        stateid4 | truncate bool = false | fh opaque<>
 //!   CB_GETATTR (3):       fh opaque<> | bitmap4 = { change, size }
+//!   CB_OFFLOAD (15):      coa_fh opaque<> | coa_stateid stateid4 | coa_status u32, then
+//!                         OK: write_response4 { wr_callback_id<1> count u32 = 0 | wr_count u64
+//!                         | wr_committed u32 | wr_writeverf [8] }, else coa_bytes_copied u64
+//!                         (RFC 7862 §16.1)
 //! CB_COMPOUND4res: status u32 | tag opaque<> | results …  (the status is read; for a
 //!   CB_GETATTR also its fattr4: `decode_getattr`)
 //! ```
 //! Both recalls go through `CbQueue`: the COMPOUND that causes one answers at once (DELAY)
 //! and the sender does the round trip. What a recall means and when it has gone unanswered
 //! too long belongs to its service: delegations in nfs4/state/delegs.rs and
-//! nfs4/helpers/deleg.rs, layouts in nfs4/layouts/recall.rs.
+//! nfs4/helpers/deleg.rs, layouts in nfs4/layouts/recall.rs, async copies in
+//! nfs4/copy/offload.rs.
 
 use std::time::{Duration, Instant};
 
 use layout::block::{IoMode, LayoutType};
 
 use crate::nfs4::attr;
+use crate::nfs4::ops::write::stable_to_wire;
 use crate::nfs4::state::CbSlot;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::server::Server;
+use crate::store::Stable;
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
 
 /// `CB_COMPOUND` is procedure 1 of the callback program (RFC 8881 §20.1).
@@ -38,6 +45,7 @@ const OP_CB_GETATTR: u32 = 3;
 const OP_CB_RECALL: u32 = 4;
 const OP_CB_LAYOUTRECALL: u32 = 5;
 const OP_CB_SEQUENCE: u32 = 11;
+const OP_CB_OFFLOAD: u32 = 15;
 const LAYOUTRECALL4_FILE: u32 = 1;
 
 /// CB_COMPOUND4args of one operation after its CB_SEQUENCE, as every callback we send is
@@ -97,6 +105,49 @@ pub fn encode_getattr(slot: &CbSlot, fh: &Fh) -> XdrWriter {
         b.set(attr::num::CHANGE);
         b.set(attr::num::SIZE);
         b.encode(w);
+    })
+}
+
+/// How an async copy ended, as CB_OFFLOAD tells it (`offload_info4`, RFC 7862 §16.1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffloadOutcome {
+    /// NFS4_OK: `coa_resok4` (a `write_response4` without callback id).
+    Done {
+        count: u64,
+        committed: Stable,
+        verifier: [u8; 8],
+    },
+    /// The error that stopped it, and `coa_bytes_copied`.
+    Failed { status: NfsStat, copied: u64 },
+}
+
+/// Encodes CB_COMPOUND { CB_SEQUENCE, CB_OFFLOAD(fh, copy stateid, outcome) }.
+pub fn encode_offload(
+    slot: &CbSlot,
+    fh: &Fh,
+    stateid: &Stateid,
+    outcome: &OffloadOutcome,
+) -> XdrWriter {
+    single_op(slot, OP_CB_OFFLOAD, |w| {
+        w.opaque(&fh.to_bytes());
+        stateid.encode(w);
+        match outcome {
+            OffloadOutcome::Done {
+                count,
+                committed,
+                verifier,
+            } => {
+                w.u32(NfsStat::OK.0);
+                w.u32(0);
+                w.u64(*count);
+                w.u32(stable_to_wire(*committed));
+                w.opaque_fixed(verifier);
+            }
+            OffloadOutcome::Failed { status, copied } => {
+                w.u32(status.0);
+                w.u64(*copied);
+            }
+        }
     })
 }
 
@@ -172,6 +223,13 @@ pub enum CbKind {
     /// CB_GETATTR of the change and size of `fh`, of which the client holds the write
     /// delegation `stateid` (RFC 8881 §10.4.3, §20.1; nfs4/cb_getattr.rs).
     Getattr { fh: Fh, stateid: Stateid },
+    /// CB_OFFLOAD of the async copy `stateid` to `fh`, which is over (RFC 7862 §16.1;
+    /// nfs4/copy/offload.rs).
+    Offload {
+        fh: Fh,
+        stateid: Stateid,
+        outcome: OffloadOutcome,
+    },
 }
 
 impl CbKind {
@@ -182,6 +240,11 @@ impl CbKind {
             }
             CbKind::Recall { fh, stateid } => encode_recall(slot, fh, stateid),
             CbKind::Getattr { fh, .. } => encode_getattr(slot, fh),
+            CbKind::Offload {
+                fh,
+                stateid,
+                outcome,
+            } => encode_offload(slot, fh, stateid, outcome),
         }
     }
 }
@@ -548,6 +611,41 @@ mod tests {
                 "CB_GETATTR",
                 encode_getattr(&slot, &fh).into_inner(),
                 format!("{head}00000003{fh_hex}0000000100000018"),
+            ),
+            // coa_fh | coa_stateid | NFS4_OK | no callback id | wr_count 0x12345 |
+            // FILE_SYNC4 (2) | verifier.
+            (
+                "CB_OFFLOAD done",
+                encode_offload(
+                    &slot,
+                    &fh,
+                    &sid,
+                    &OffloadOutcome::Done {
+                        count: 0x12345,
+                        committed: Stable::FileSync,
+                        verifier: [0xc0, 1, 2, 3, 4, 5, 6, 7],
+                    },
+                )
+                .into_inner(),
+                format!(
+                    "{head}0000000f{fh_hex}{sid_hex}00000000{}{}{}{}",
+                    "00000000", "0000000000012345", "00000002", "c001020304050607",
+                ),
+            ),
+            // coa_fh | coa_stateid | NFS4ERR_NOSPC (28) | coa_bytes_copied 4096.
+            (
+                "CB_OFFLOAD failed",
+                encode_offload(
+                    &slot,
+                    &fh,
+                    &sid,
+                    &OffloadOutcome::Failed {
+                        status: NfsStat::NOSPC,
+                        copied: 4096,
+                    },
+                )
+                .into_inner(),
+                format!("{head}0000000f{fh_hex}{sid_hex}0000001c0000000000001000"),
             ),
         ];
         for (name, got, want) in cases {

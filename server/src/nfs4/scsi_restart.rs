@@ -211,6 +211,7 @@ mod tests {
             layouts: Default::default(),
             callbacks: Default::default(),
             cb_getattrs: Default::default(),
+            copies: Default::default(),
             exports: Default::default(),
         };
         (srv, clock)

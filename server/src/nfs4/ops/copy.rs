@@ -1,12 +1,15 @@
 //! COPY (RFC 7862 §15.2): from the saved filehandle's file to the current one's, done by the
 //! server on the volume. The copy service (`nfs4::copy`) decides; this file decodes and
-//! encodes. Synchronous only: no callback stateid, `cr_synchronous` true.
+//! encodes. Synchronous: no callback stateid, `cr_synchronous` true; asynchronous (the
+//! client asked, and the caps had room): the copy stateid, `wr_count` 0, UNSTABLE4 (nothing
+//! of the copy is durable yet; CB_OFFLOAD tells what is), `cr_synchronous` false.
 
 use super::write::{stable_to_wire, write_verifier};
 use crate::nfs4::compound::Ctx;
-use crate::nfs4::copy::{self, CopyReq};
+use crate::nfs4::copy::{self, CopyReply, CopyReq};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
+use crate::store::Stable;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 /// The most `ca_source_server` entries decoded; any entry at all makes the COPY
@@ -75,15 +78,27 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     if args.inter_server {
         return Err(NfsStat::NOTSUPP);
     }
-    let done = copy::copy(ctx, &args.req)?;
-    // COPY4resok: write_response4 { wr_callback_id<1> (none: synchronous), wr_count,
-    // wr_committed, wr_writeverf }, copy_requirements4 { cr_consecutive, cr_synchronous }.
-    w.u32(0);
-    w.u64(done.count);
-    w.u32(stable_to_wire(done.committed));
-    w.opaque_fixed(&write_verifier(ctx));
-    w.bool(true);
-    w.bool(true);
+    // COPY4resok: write_response4 { wr_callback_id<1>, wr_count, wr_committed,
+    // wr_writeverf }, copy_requirements4 { cr_consecutive, cr_synchronous }.
+    match copy::copy(ctx, &args.req, !args.synchronous)? {
+        CopyReply::Done(done) => {
+            w.u32(0);
+            w.u64(done.count);
+            w.u32(stable_to_wire(done.committed));
+            w.opaque_fixed(&write_verifier(ctx));
+            w.bool(true);
+            w.bool(true);
+        }
+        CopyReply::Started(stateid) => {
+            w.u32(1);
+            stateid.encode(w);
+            w.u64(0);
+            w.u32(stable_to_wire(Stable::Unstable));
+            w.opaque_fixed(&write_verifier(ctx));
+            w.bool(true);
+            w.bool(false);
+        }
+    }
     Ok(())
 }
 

@@ -117,6 +117,8 @@ pub mod link;
 pub mod lookup;
 pub mod lookupp;
 pub mod nverify;
+pub mod offload_cancel;
+pub mod offload_status;
 pub mod putfh;
 pub mod putpubfh;
 pub mod putrootfh;
@@ -238,12 +240,13 @@ static OPS: [Option<OpDesc>; TABLE_LEN] = table(&[
     (NfsOp::DEALLOCATE, op(deallocate::run, 2).fh().write()),
     (NfsOp::SEEK, op(seek::run, 2).fh()),
     (NfsOp::READ_PLUS, op(notsupp, 2).fh()),
-    // Synchronous and intra-server (nfs4::copy): OFFLOAD_* have no copy to name, and
-    // COPY_NOTIFY serves only inter-server copies.
+    // Intra-server (nfs4::copy): COPY_NOTIFY serves only inter-server copies. OFFLOAD_*
+    // name an async copy by its stateid; the current filehandle (the destination, as the
+    // Linux client sends it) is required but not checked against the copy.
     (NfsOp::COPY, op(copy::run, 2).fh().write()),
     (NfsOp::COPY_NOTIFY, op(notsupp, 2).fh()),
-    (NfsOp::OFFLOAD_CANCEL, op(notsupp, 2).fh()),
-    (NfsOp::OFFLOAD_STATUS, op(notsupp, 2).fh()),
+    (NfsOp::OFFLOAD_CANCEL, op(offload_cancel::run, 2).fh()),
+    (NfsOp::OFFLOAD_STATUS, op(offload_status::run, 2).fh()),
     (NfsOp::IO_ADVISE, op(notsupp, 2).fh()),
     (NfsOp::WRITE_SAME, op(notsupp, 2).fh()),
     (NfsOp::CLONE, op(notsupp, 2).fh()),

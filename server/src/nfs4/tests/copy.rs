@@ -19,7 +19,7 @@ use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 /// A backchannel that records every CB_COMPOUND and answers NFS4_OK.
 #[derive(Debug, Default)]
-struct Recorder(Mutex<Vec<Vec<u8>>>);
+pub(super) struct Recorder(pub(super) Mutex<Vec<Vec<u8>>>);
 
 impl crate::rpc::Backchannel for Recorder {
     fn call(&self, _: u32, _: u32, args: XdrWriter) -> std::io::Result<Vec<u8>> {
@@ -28,17 +28,17 @@ impl crate::rpc::Backchannel for Recorder {
     }
 }
 
-fn conn(id: u64, bc: Option<Arc<Recorder>>) -> ConnInfo {
+pub(super) fn conn(id: u64, bc: Option<Arc<Recorder>>) -> ConnInfo {
     super::fixture::conn(id, bc.map(|b| b as Arc<dyn crate::rpc::Backchannel>))
 }
 
-fn ctx<'a>(srv: &'a Server, c: &'a ConnInfo) -> Ctx<'a> {
+pub(super) fn ctx<'a>(srv: &'a Server, c: &'a ConnInfo) -> Ctx<'a> {
     let mut x = super::fixture::ctx(srv, c, 2);
     x.op_count = 2;
     x
 }
 
-fn root_fh(srv: &Server) -> Fh {
+pub(super) fn root_fh(srv: &Server) -> Fh {
     let root = srv.store.getattr(ROOT_INO).unwrap();
     Fh {
         ino: root.ino,
@@ -47,7 +47,7 @@ fn root_fh(srv: &Server) -> Fh {
 }
 
 /// OPEN(CREATE, UNCHECKED) of `name` in the root for read and write by `owner`.
-fn create(x: &mut Ctx<'_>, name: &[u8], owner: &[u8]) -> (Fh, Stateid) {
+pub(super) fn create(x: &mut Ctx<'_>, name: &[u8], owner: &[u8]) -> (Fh, Stateid) {
     x.current_fh = Some(root_fh(x.srv));
     let mut w = XdrWriter::new();
     w.u32(0);
@@ -67,7 +67,7 @@ fn create(x: &mut Ctx<'_>, name: &[u8], owner: &[u8]) -> (Fh, Stateid) {
     (x.current_fh.unwrap(), sid)
 }
 
-fn write_data(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, off: u64, data: &[u8]) {
+pub(super) fn write_data(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, off: u64, data: &[u8]) {
     let mut w = XdrWriter::new();
     sid.encode(&mut w);
     w.u64(off);
@@ -77,7 +77,13 @@ fn write_data(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, off: u64, data: &[u8]) {
     assert_eq!(call(x, write::run, &w.buf).0, NfsStat::OK);
 }
 
-fn copy_args(src: Stateid, dst: Stateid, src_off: u64, dst_off: u64, count: u64) -> Vec<u8> {
+pub(super) fn copy_args(
+    src: Stateid,
+    dst: Stateid,
+    src_off: u64,
+    dst_off: u64,
+    count: u64,
+) -> Vec<u8> {
     let mut w = XdrWriter::new();
     src.encode(&mut w);
     dst.encode(&mut w);
@@ -120,7 +126,7 @@ fn do_copy(
     Ok((count, committed))
 }
 
-fn pattern(n: usize) -> Vec<u8> {
+pub(super) fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 31 % 251) as u8).collect()
 }
 

@@ -71,6 +71,7 @@ pub(crate) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) ->
         layouts: Default::default(),
         callbacks: Default::default(),
         cb_getattrs: Default::default(),
+        copies: Default::default(),
         exports: Default::default(),
     }
 }

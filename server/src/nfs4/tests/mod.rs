@@ -3,6 +3,7 @@
 //! tests of one function stay beside it; these are the suites that need a server.
 
 mod copy;
+mod copy_async;
 mod delegs;
 mod fixture;
 mod ns;

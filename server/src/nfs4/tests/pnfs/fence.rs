@@ -38,6 +38,7 @@ pub(super) fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
             layouts: Default::default(),
             callbacks: Default::default(),
             cb_getattrs: Default::default(),
+            copies: Default::default(),
             exports: Default::default(),
         },
         conn: conn(1, None),
