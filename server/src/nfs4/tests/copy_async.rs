@@ -85,6 +85,30 @@ fn copy_async(
     }
 }
 
+/// `copy_async` that must have been answered asynchronously: the copy stateid.
+fn started(
+    x: &mut Ctx<'_>,
+    src: (Fh, Stateid),
+    dst: (Fh, Stateid),
+    dst_off: u64,
+    count: u64,
+) -> Stateid {
+    let Reply::Async(sid) = copy_async(x, src, dst, dst_off, count).unwrap() else {
+        panic!("copied synchronously");
+    };
+    sid
+}
+
+/// After a cancel: nothing goes out on the backchannel and the copy is freed.
+fn assert_cancelled_quietly(fx: &Fx, s: &Setup) {
+    callback::send_due(&fx.srv, Instant::now());
+    assert!(
+        s.bc.0.lock().unwrap().is_empty(),
+        "CB_OFFLOAD after a cancel"
+    );
+    assert!(fx.srv.copies.is_empty());
+}
+
 /// OFFLOAD_STATUS: (osr_count, osr_complete).
 fn status(x: &mut Ctx<'_>, sid: Stateid) -> Result<(u64, Option<NfsStat>), NfsStat> {
     let mut w = XdrWriter::new();
@@ -171,9 +195,7 @@ fn an_async_copy_answers_at_once_and_cb_offload_reports_it() {
     let c = conn(1, Some(bc.clone()));
     let mut x = ctx(&fx.srv, &c);
     let s = setup(&fx, &mut x, bc, 70_000);
-    let Reply::Async(sid) = copy_async(&mut x, s.src, s.dst, 5, 0).unwrap() else {
-        panic!("copied synchronously");
-    };
+    let sid = started(&mut x, s.src, s.dst, 5, 0);
     assert_eq!(
         fx.srv.store.getattr(s.dst.0.ino).unwrap().size,
         0,
@@ -210,19 +232,12 @@ fn offload_cancel_stops_the_copy_without_cb_offload() {
     let c = conn(1, Some(bc.clone()));
     let mut x = ctx(&fx.srv, &c);
     let s = setup(&fx, &mut x, bc, 70_000);
-    let Reply::Async(sid) = copy_async(&mut x, s.src, s.dst, 0, 0).unwrap() else {
-        panic!("copied synchronously");
-    };
+    let sid = started(&mut x, s.src, s.dst, 0, 0);
     assert!(offload::step(&fx.srv));
     assert_eq!(cancel(&mut x, sid), NfsStat::OK);
     assert!(!offload::step(&fx.srv), "still copying after the cancel");
     assert_eq!(fx.srv.store.getattr(s.dst.0.ino).unwrap().size, STEP);
-    callback::send_due(&fx.srv, Instant::now());
-    assert!(
-        s.bc.0.lock().unwrap().is_empty(),
-        "CB_OFFLOAD after a cancel"
-    );
-    assert!(fx.srv.copies.is_empty());
+    assert_cancelled_quietly(&fx, &s);
     assert_eq!(status(&mut x, sid), Err(NfsStat::BAD_STATEID));
     assert_eq!(cancel(&mut x, sid), NfsStat::BAD_STATEID);
 }
@@ -236,18 +251,11 @@ fn a_cancel_after_the_end_drops_the_queued_cb_offload() {
     let c = conn(1, Some(bc.clone()));
     let mut x = ctx(&fx.srv, &c);
     let s = setup(&fx, &mut x, bc, 20_000);
-    let Reply::Async(sid) = copy_async(&mut x, s.src, s.dst, 0, 0).unwrap() else {
-        panic!("copied synchronously");
-    };
+    let sid = started(&mut x, s.src, s.dst, 0, 0);
     while offload::step(&fx.srv) {}
     assert_eq!(fx.srv.callbacks.len(), 1, "CB_OFFLOAD queued");
     assert_eq!(cancel(&mut x, sid), NfsStat::OK);
-    callback::send_due(&fx.srv, Instant::now());
-    assert!(
-        s.bc.0.lock().unwrap().is_empty(),
-        "CB_OFFLOAD after a cancel"
-    );
-    assert!(fx.srv.copies.is_empty());
+    assert_cancelled_quietly(&fx, &s);
 }
 
 /// A copy stateid is the copier's only: another client's OFFLOAD_STATUS and OFFLOAD_CANCEL
@@ -261,9 +269,7 @@ fn another_clients_offload_ops_get_bad_stateid() {
     let mut b = ctx(&fx.srv, &cb);
     let s = setup(&fx, &mut a, bc, 40_000);
     mount_v(&mut b, b"b", [7; 8]);
-    let Reply::Async(sid) = copy_async(&mut a, s.src, s.dst, 0, 0).unwrap() else {
-        panic!("copied synchronously");
-    };
+    let sid = started(&mut a, s.src, s.dst, 0, 0);
     b.current_fh = Some(s.dst.0);
     assert_eq!(status(&mut b, sid), Err(NfsStat::BAD_STATEID));
     assert_eq!(cancel(&mut b, sid), NfsStat::BAD_STATEID);
@@ -283,9 +289,7 @@ fn without_a_backchannel_the_result_waits_for_offload_status() {
     let c = super::fixture::conn(1, None);
     let mut x = ctx(&fx.srv, &c);
     let s = setup(&fx, &mut x, Arc::default(), 20_000);
-    let Reply::Async(sid) = copy_async(&mut x, s.src, s.dst, 0, 0).unwrap() else {
-        panic!("copied synchronously");
-    };
+    let sid = started(&mut x, s.src, s.dst, 0, 0);
     while offload::step(&fx.srv) {}
     let now = Instant::now();
     callback::send_due(&fx.srv, now);
@@ -352,9 +356,7 @@ fn an_async_copy_reported_stable_survives_a_crash() {
             .store
             .write(src.0.ino, 0, &data, Stable::FileSync)
             .unwrap();
-        let Reply::Async(_) = copy_async(&mut x, src, dst, 4096, 0).unwrap() else {
-            panic!("copied synchronously");
-        };
+        started(&mut x, src, dst, 4096, 0);
         while offload::step(&fx.srv) {}
         callback::send_due(&fx.srv, Instant::now());
         let sent = bc.0.lock().unwrap().clone();
@@ -383,9 +385,7 @@ fn a_cancel_waits_out_the_step_in_progress() {
     let mut x = ctx(&fx.srv, &c);
     let s = setup(&fx, &mut x, bc, 1 << 20);
     fx.srv.copies.set_step(4096);
-    let Reply::Async(sid) = copy_async(&mut x, s.src, s.dst, 0, 0).unwrap() else {
-        panic!("copied synchronously");
-    };
+    let sid = started(&mut x, s.src, s.dst, 0, 0);
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
         let srv = &fx.srv;
@@ -419,12 +419,7 @@ fn a_cancel_waits_out_the_step_in_progress() {
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(fx.srv.store.getattr(s.dst.0.ino).unwrap().size, size);
     });
-    callback::send_due(&fx.srv, Instant::now());
-    assert!(
-        s.bc.0.lock().unwrap().is_empty(),
-        "CB_OFFLOAD after a cancel"
-    );
-    assert!(fx.srv.copies.is_empty());
+    assert_cancelled_quietly(&fx, &s);
 }
 
 /// The tick cancels and frees the copies of a client the state no longer knows (a lease
@@ -436,9 +431,7 @@ fn the_tick_frees_the_copies_of_clients_gone() {
     let c = conn(1, Some(bc.clone()));
     let mut x = ctx(&fx.srv, &c);
     let s = setup(&fx, &mut x, bc, 20_000);
-    let Reply::Async(sid) = copy_async(&mut x, s.src, s.dst, 0, 0).unwrap() else {
-        panic!("copied synchronously");
-    };
+    let sid = started(&mut x, s.src, s.dst, 0, 0);
     let job = offload::Job {
         src: s.src.0,
         src_off: 0,
