@@ -384,11 +384,16 @@ impl DirFilters {
                 removes: 0,
             })
         };
+        // A mark (`Idle`) makes room among marks only: a filter may take the whole share
+        // (1,000,000 entries at the 16M cache's 1 MiB), and if every small directory's mark
+        // evicted it, the big directory would be scanned again and again and its filter
+        // would hardly ever answer (session 10's NFS run: 92 of ~4,000 creates' lookups).
+        let filters_too = !matches!(state, State::Idle { .. });
         let e = Entry {
             state,
             used: AtomicU64::new(self.tick.fetch_add(1, Relaxed)),
         };
-        self.evict_for(e.cost());
+        self.evict_for(e.cost(), filters_too);
         self.map.insert(dir, e);
     }
 
@@ -397,14 +402,21 @@ impl DirFilters {
         self.map.values().map(Entry::cost).sum()
     }
 
-    /// Drop the least recently used records until `more` bytes fit in the share.
-    fn evict_for(&mut self, more: u64) {
+    /// Drop the least recently used records (marks only, unless `filters_too`) until `more`
+    /// bytes fit in the share. Marks kept beyond it are bounded by `MAX_ENTRIES`
+    /// (`ENTRY_COST` each); a mark is kept even then, since without it a directory too large
+    /// for the share would be scanned again after every 64 adds.
+    fn evict_for(&mut self, more: u64, filters_too: bool) {
         let mut held = self.bytes();
         while (held + more > self.share || self.map.len() >= MAX_ENTRIES) && !self.map.is_empty() {
             let victim = self
                 .map
                 .iter()
-                .filter(|(_, e)| !matches!(e.state, State::Building { .. }))
+                .filter(|(_, e)| match e.state {
+                    State::Building { .. } => false,
+                    State::Ready(_) => filters_too,
+                    State::Idle { .. } => true,
+                })
                 .min_by_key(|(_, e)| e.used.load(Relaxed))
                 .map(|(d, e)| (*d, e.cost()));
             let Some((d, c)) = victim else { break };
@@ -507,6 +519,33 @@ fn scan_dir(me: Weak<Inner>, dir: u64, id: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A directory's filter may take the whole share (a 1,000,000-entry directory at the
+    /// 16M cache's 1 MiB: session 10's NFS run, where every small directory's "rescan
+    /// later" mark evicted it): a mark never evicts a filter.
+    #[test]
+    fn a_mark_never_evicts_a_filter() {
+        let mut f = DirFilters::new(1 << 10, Default::default());
+        f.enabled = true;
+        f.min_entries = 16;
+        let scan = |f: &mut DirFilters, dir: u64, n: u64| {
+            f.register(dir);
+            let (d, id) = f.wanted.take().unwrap();
+            let mut b = Bloom::new(f.scan_bits());
+            (0..n).for_each(|h| b.add(h << 8));
+            f.finish(d, id, b, n);
+        };
+        // 600 entries: 12 bits each is more than half the share's 8,192 bits, so no fold.
+        scan(&mut f, 1, 600);
+        assert!(f.settled(1));
+        assert!(f.bytes() > f.share);
+        scan(&mut f, 2, 3);
+        assert!(f.settled(1), "a small directory's mark evicted the filter");
+        assert_eq!(f.counters.evictions.load(Relaxed), 0);
+        // Still answering (a name it holds: "don't know").
+        assert!(!f.absent(1, 7 << 8));
+        assert_eq!(f.counters.misses.load(Relaxed), 1);
+    }
 
     #[test]
     fn a_bloom_has_no_false_negatives_and_folds() {
