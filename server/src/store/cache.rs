@@ -7,7 +7,11 @@
 //! bits and evicts the first page whose bit is clear. Internal nodes are passed over while they
 //! hold at most half the pages: they are about one node in a hundred, and every descent goes
 //! through them, so a leaf read once (a create in a cold directory, a READDIR) must not push
-//! out the path to the next leaf (docs/benchmarks.md "Session 8"). One mutex; no I/O under it.
+//! out the path to the next leaf (docs/benchmarks.md "Session 8"). A page read ahead
+//! (`insert_ahead`: a replay's batch, a directory scan's window) keeps its bit until its first
+//! use, which clears it instead of setting it: unused, it survives the hand once (so a window
+//! is not evicted before its scan walks it); used once, it is as cold as a page read when it
+//! was needed (so a scan's leaves do not look hot). One mutex; no I/O under it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +25,8 @@ pub const PAGE_COST: u64 = 4096 + 96;
 struct Slot {
     page: Arc<Page>,
     referenced: bool,
+    /// Read ahead and not used yet.
+    ahead: bool,
 }
 
 struct Inner {
@@ -60,7 +66,10 @@ impl PageCache {
         let mut g = self.lock();
         match g.map.get_mut(&block) {
             Some(s) => {
-                s.referenced = true;
+                // The first use of a page read ahead is the use a read on demand would have
+                // served: it leaves the page as cold as that read would.
+                s.referenced = !s.ahead;
+                s.ahead = false;
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 Some(s.page.clone())
             }
@@ -77,6 +86,15 @@ impl PageCache {
     }
 
     pub fn insert(&self, block: u64, page: Arc<Page>) {
+        self.put(block, page, false);
+    }
+
+    /// Insert a page read ahead of its use (see the module comment).
+    pub fn insert_ahead(&self, block: u64, page: Arc<Page>) {
+        self.put(block, page, true);
+    }
+
+    fn put(&self, block: u64, page: Arc<Page>, ahead: bool) {
         let mut g = self.lock();
         let inner = usize::from(page.level() > 0);
         if let Some(s) = g.map.get_mut(&block) {
@@ -109,7 +127,8 @@ impl PageCache {
             block,
             Slot {
                 page,
-                referenced: false,
+                referenced: ahead,
+                ahead,
             },
         );
         g.ring.push_back(block);
@@ -128,7 +147,7 @@ impl PageCache {
         self.lock().map.len()
     }
 
-    #[cfg(test)]
+    /// Pages it holds at most.
     pub fn capacity(&self) -> usize {
         self.cap_pages
     }
@@ -155,6 +174,36 @@ mod tests {
         assert!(c.get(1).is_none(), "cold page kept");
         c.evict(0);
         assert!(c.get(0).is_none());
+    }
+
+    /// A page read ahead survives one turn of the hand before its use; once used it is as
+    /// cold as a page read on demand, which goes before a page used twice.
+    #[test]
+    fn pages_read_ahead_wait_for_their_use_then_go_cold() {
+        let c = PageCache::new(0);
+        for b in 0..32 {
+            c.insert(b, Arc::new(Page::empty_leaf()));
+            assert!(c.get(b).is_some()); // used twice: referenced
+        }
+        for b in 100..132 {
+            c.insert_ahead(b, Arc::new(Page::empty_leaf()));
+        }
+        // A full cache and 16 more reads: the hand passes every page once, clearing its bit
+        // (the used pages and those read ahead alike), then evicts the oldest, 0 to 15.
+        for b in 200..216 {
+            c.insert(b, Arc::new(Page::empty_leaf()));
+        }
+        assert!(
+            (100..132).all(|b| c.contains(b)),
+            "read ahead, evicted unused"
+        );
+        // Used once now: cold again, like the on-demand pages; the used-twice pages were
+        // cleared by the same pass, so both go in ring order from here.
+        for b in 100..132 {
+            assert!(c.get(b).is_some());
+        }
+        let g = c.lock();
+        assert!((100..132).all(|b| !g.map[&b].referenced && !g.map[&b].ahead));
     }
 
     /// Leaves read once (a stream of cold creates, a READDIR) do not push out the internal

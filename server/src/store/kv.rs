@@ -95,7 +95,7 @@ impl Reader {
         self.reads.fetch_add(run.len() as u64, Ordering::Relaxed);
         for (&(block, level), b) in run.iter().zip(buf.chunks_exact(BLOCK as usize)) {
             if let Ok(p) = Page::parse(b.to_vec(), block, Some(level)) {
-                self.cache.insert(block, Arc::new(p));
+                self.cache.insert_ahead(block, Arc::new(p));
             }
         }
     }
@@ -141,6 +141,17 @@ impl Kv {
     /// Reads ahead the tree's nodes on the paths to `keys` (`btree::prefetch`).
     pub fn prefetch(&self, keys: &mut Vec<Vec<u8>>) -> Result<(), StoreError> {
         btree::prefetch(&self.rd, self.root, keys)
+    }
+
+    /// Reads ahead the first `leaves` leaves of the tree's part of `[from, to)`
+    /// (`btree::prefetch_range`): where to read ahead again, None at the range's end.
+    pub fn prefetch_range(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        leaves: usize,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        btree::prefetch_range(&self.rd, self.root, from, to, leaves)
     }
 
     pub fn put(&mut self, key: Vec<u8>, val: Vec<u8>) {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use layout::{Allocator, ExtState};
 use metalog::Item;
 
-use super::dirfilter::DirFilters;
+use super::dirfilter::{DirFilters, ReadAhead};
 use super::extents;
 use super::inode::{
     from_ts, ftype_from_u8, key_ino, xattr_key_split, Meta, OPAQUE_CLIENT, OPAQUE_SYMLINK,
@@ -181,6 +181,38 @@ impl Core {
             },
         )?;
         Ok((out, eof))
+    }
+
+    /// Reads ahead, together, the leaves the next chunks of a scan of `dir` past cookie
+    /// `after` will walk (dirfilter.rs `scan_dir`): a window of `ra.leaves` leaves, read again
+    /// once the scan is half-way through it (so each batch brings about half a window of new
+    /// leaves), or at once if a write-back swapped the tree since. Cached only: errors are
+    /// left for the chunk's own reads to report.
+    pub fn dir_read_ahead(&self, dir: u64, after: u64, ra: &mut ReadAhead) {
+        if ra.leaves == 0 {
+            return;
+        }
+        let from = pair_key(K_DIRENT, dir, after.saturating_add(1));
+        let due = match (&ra.read, &ra.again) {
+            (None, _) => true,
+            (Some(root), _) if *root != self.kv.root => true,
+            (Some(_), Some(again)) => from >= *again,
+            // The last window reached the directory's end: its leaves are cached.
+            (Some(_), None) => false,
+        };
+        if !due {
+            return;
+        }
+        ra.batches += 1;
+        ra.read = Some(self.kv.root);
+        match self
+            .kv
+            .prefetch_range(&from, &ino_end(K_DIRENT, dir), ra.leaves)
+        {
+            Ok(again) => ra.again = again,
+            // Tried again at the next chunk (which reads, and reports, a bad node itself).
+            Err(_) => ra.read = None,
+        }
     }
 
     pub fn dir_has_entries(&self, dir: u64) -> R<bool> {

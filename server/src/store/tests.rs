@@ -657,8 +657,12 @@ fn memory_figures() {
 /// --nocapture` (ENTRIES, default 1,000,000; CACHE_MIB, default 256). The store's work per
 /// lookup, create and remove in an ENTRIES-entry directory against a 100-entry one (issue
 /// 11: ≤ 1.5×), on tmpfs when there is one, async (no log force in the figure): medians of
-/// interleaved rounds of 200 calls, µs per call. "create+wb" adds the write-back of what the
-/// creates dirtied (the leaf rewrites the log worker does beside the server), per create.
+/// ROUNDS (default 7; 0: none) interleaved rounds of 200 calls, µs per call. "create+wb"
+/// adds the write-back of what the creates dirtied (the leaf rewrites the log worker does
+/// beside the server), per create. SCAN_ROUNDS (default 0): then that many pairs of cold
+/// scans of the big directory's filter, each after a remount, with and without read-ahead
+/// (dirfilter.rs `SCAN_AHEAD`), interleaved: time and nodes read. VOLUME_DIR: where the
+/// volume goes instead of tmpfs (a disk, for what a cold read costs).
 #[test]
 #[ignore]
 fn dir_scale_figures() {
@@ -671,7 +675,9 @@ fn dir_scale_figures() {
     let big_n = env("ENTRIES", 1_000_000);
     let cache = env("CACHE_MIB", 256) << 20;
     let shm = std::path::Path::new("/dev/shm");
-    let tmp = if shm.is_dir() {
+    let tmp = if let Ok(d) = std::env::var("VOLUME_DIR") {
+        tempfile::tempdir_in(d).unwrap()
+    } else if shm.is_dir() {
         tempfile::tempdir_in(shm).unwrap()
     } else {
         tempfile::tempdir().unwrap()
@@ -683,7 +689,7 @@ fn dir_scale_figures() {
         metadata_cache: cache,
         ..StoreOptions::default()
     };
-    let s = Store::open(&path, opts).unwrap();
+    let s = Store::open(&path, opts.clone()).unwrap();
     // NO_DIR_FILTER=1: without the directory filters (dirfilter.rs), for a comparison.
     if env("NO_DIR_FILTER", 0) == 1 {
         s.inner.wr().filters.enabled = false;
@@ -725,7 +731,8 @@ fn dir_scale_figures() {
         v.sort_by(|a, b| a.total_cmp(b));
         v[v.len() / 2]
     };
-    for round in 0..7u64 {
+    let rounds = env("ROUNDS", 7);
+    for round in 0..rounds {
         for (k, (dir, n)) in [(big, big_n), (small, 100)].into_iter().enumerate() {
             let per = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e6 / ops as f64;
             // Settle what the previous figures dirtied, untimed.
@@ -757,14 +764,14 @@ fn dir_scale_figures() {
             us[k][2].push(per(t));
         }
     }
-    for (i, row) in rows.iter().enumerate() {
+    for (i, row) in rows.iter().enumerate().filter(|_| rounds > 0) {
         let (b, sm) = (median(us[0][i].clone()), median(us[1][i].clone()));
         println!(
             "  {row:<10} {big_n}-entry dir {b:8.1} µs, 100-entry dir {sm:8.1} µs ({:.2}×)",
             b / sm
         );
     }
-    let calls = 7 * ops;
+    let calls = (rounds * ops).max(1);
     println!(
         "  lookup node gets per call: {:.1} ({:.2} misses) in the {big_n}-entry dir, {:.1} ({:.2} misses) in the 100-entry dir",
         node_gets[0].0 as f64 / calls as f64,
@@ -782,6 +789,51 @@ fn dir_scale_figures() {
         f1.2
     );
     s.unmount().unwrap();
+    drop(s);
+    let scan_rounds = env("SCAN_ROUNDS", 0);
+    if scan_rounds == 0 || env("NO_DIR_FILTER", 0) == 1 {
+        return;
+    }
+    use super::dirfilter_tests::{node_reads, scan_now, wait_walked};
+    let load = || {
+        let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        l.split(' ').take(3).collect::<Vec<_>>().join(" ")
+    };
+    // [without, with] read-ahead: ms, nodes read, nodes read one at a time.
+    let mut scans = [Vec::new(), Vec::new()];
+    for round in 0..scan_rounds {
+        for ahead in [round % 2 == 0, round % 2 == 1] {
+            let s = Store::open(&path, opts.clone()).unwrap();
+            wait_walked(&s);
+            if !ahead {
+                s.inner.wr().filters.scan_ahead = 0;
+            }
+            let l0 = load();
+            let (r0, m0) = node_reads(&s);
+            let t = std::time::Instant::now();
+            scan_now(&s, big);
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let (r1, m1) = node_reads(&s);
+            println!(
+                "  cold scan {round} {}: {ms:.0} ms, {} nodes read, {} one at a time (load {l0})",
+                if ahead { "with read-ahead" } else { "without" },
+                r1 - r0,
+                m1 - m0
+            );
+            scans[usize::from(ahead)].push((ms, r1 - r0, m1 - m0));
+            s.unmount().unwrap();
+        }
+    }
+    for (k, tag) in ["without read-ahead", "with read-ahead"].iter().enumerate() {
+        let v = &scans[k];
+        let ms = median(v.iter().map(|x| x.0).collect());
+        let reads = median(v.iter().map(|x| x.1 as f64).collect());
+        let single = median(v.iter().map(|x| x.2 as f64).collect());
+        println!(
+            "  cold scan of the {big_n}-entry dir {tag}: median {ms:.0} ms, {reads:.0} nodes read, {single:.0} one at a time ({scan_rounds} rounds; load now {})",
+            load()
+        );
+    }
 }
 
 #[test]
