@@ -165,22 +165,9 @@ impl Core {
     /// Entries of `dir` with cookies above `after`, at most `max`: (cookie, name hash); and
     /// whether that was the last of them (a directory filter's scan, dirfilter.rs).
     pub fn dir_hashes(&self, dir: u64, after: u64, max: usize) -> R<(Vec<(u64, u64)>, bool)> {
-        let mut out = Vec::new();
-        let mut eof = true;
-        self.kv.scan(
-            &pair_key(K_DIRENT, dir, after.saturating_add(1)),
-            &ino_end(K_DIRENT, dir),
-            &mut |k, v| {
-                if out.len() >= max {
-                    eof = false;
-                    return Ok(false);
-                }
-                let (_, n) = decode_dirent(v).map_err(bad)?;
-                out.push((keys::key_u64(k, 9).map_err(bad)?, self.name_base(n)));
-                Ok(true)
-            },
-        )?;
-        Ok((out, eof))
+        self.dirents_after(dir, after, max, |cookie, name, _| {
+            (cookie, self.name_base(name))
+        })
     }
 
     /// Reads ahead, together, the leaves the next chunks of a scan of `dir` past cookie
@@ -225,6 +212,20 @@ impl Core {
     /// Entries of `dir` with cookies above `after`: (cookie, name, child), at most `max`;
     /// and whether that was the last of them.
     pub fn dir_scan(&self, dir: u64, after: u64, max: usize) -> R<(Vec<DirEnt>, bool)> {
+        self.dirents_after(dir, after, max, |cookie, name, ino| {
+            (cookie, name.to_vec(), ino)
+        })
+    }
+
+    /// The walk under `dir_scan` and `dir_hashes`: `each(cookie, name, child)` of the entries
+    /// of `dir` with cookies above `after`, at most `max`; and whether that was the last.
+    fn dirents_after<T>(
+        &self,
+        dir: u64,
+        after: u64,
+        max: usize,
+        each: impl Fn(u64, &[u8], u64) -> T,
+    ) -> R<(Vec<T>, bool)> {
         let mut out = Vec::new();
         let mut eof = true;
         self.kv.scan(
@@ -236,7 +237,7 @@ impl Core {
                     return Ok(false);
                 }
                 let (ino, n) = decode_dirent(v).map_err(bad)?;
-                out.push((keys::key_u64(k, 9).map_err(bad)?, n.to_vec(), ino));
+                out.push(each(keys::key_u64(k, 9).map_err(bad)?, n, ino));
                 Ok(true)
             },
         )?;
