@@ -249,6 +249,12 @@ impl DirFilters {
             && matches!(self.map.get(&dir).map(|e| &e.state), Some(State::Ready(_)))
     }
 
+    /// Whether a scan of some directory is running (tests).
+    #[cfg(test)]
+    pub fn scan_running(&self) -> bool {
+        self.scanning.is_some()
+    }
+
     /// Whether a scan of `dir` registered as `id` is still wanted.
     fn building(&self, dir: u64, id: u64) -> bool {
         matches!(self.map.get(&dir).map(|e| &e.state),
