@@ -640,6 +640,10 @@ fn serve(a: &ServeArgs, log: &Logging) -> Result<(), DaemonError> {
     for w in cfg.reachability_warnings() {
         tracing::warn!("{w}");
     }
+    // Before the runtime's threads: glibc's arenas stay few (rpc/trim.rs).
+    if let Some(n) = pnfsd::rpc::trim::limit_arenas() {
+        tracing::debug!(arenas = n, "malloc arenas limited");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("pnfsd")
