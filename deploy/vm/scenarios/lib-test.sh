@@ -49,6 +49,26 @@ nvme_teardown_mark
 CANNED+=('nvme nvme0: failed nvme_keep_alive_end_io error=10')
 expect other-keep-alive-error-fails FAIL
 
+# A keep-alive cancelled by the error recovery of a dropped connection (a
+# SIGKILL of the server after the mark) is the teardown too...
+REC='nvme nvme0: starting error recovery'
+reset 'x'
+nvme_teardown_mark
+CANNED+=("$REC" 'nvme nvme0: failed nvme_keep_alive_end_io error=10' 'nvme nvme0: Reconnecting in 10 seconds...')
+expect keep-alive-cancelled-by-recovery-after-the-mark ok 'starting error recovery'
+# ...but not before the mark, nor without the recovery line right before it,
+# nor after another controller's recovery.
+reset "$REC" 'nvme nvme0: failed nvme_keep_alive_end_io error=10'
+expect recovery-abort-before-the-mark-fails FAIL 'starting error recovery'
+reset 'x'
+nvme_teardown_mark
+CANNED+=("$REC" 'nvme nvme0: Reconnecting in 10 seconds...' 'nvme nvme0: failed nvme_keep_alive_end_io error=10')
+expect error-10-not-right-after-recovery-fails FAIL 'starting error recovery'
+reset 'x'
+nvme_teardown_mark
+CANNED+=('nvme nvme1: starting error recovery' 'nvme nvme0: failed nvme_keep_alive_end_io error=10')
+expect error-10-after-another-controllers-recovery-fails FAIL 'starting error recovery'
+
 # A second mark does not move the first (the abort between the two is still allowed).
 reset 'x'
 nvme_teardown_mark
