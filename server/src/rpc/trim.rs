@@ -18,7 +18,7 @@
 //! `metadata_cache` of 256M (bound 484), and at 64M a run of 1,000,000 files at 126.5 MiB
 //! where heaptrack saw 50 MiB of heap at the peak. With as many arenas as CPUs (at least 2,
 //! at most 8: `limit_arenas`) the same run peaked at 77 MiB at unchanged create rates
-//! (jemalloc preloaded: 67.6, mimalloc 106; docs/benchmarks.md "Scale: the allocator").
+//! (jemalloc preloaded: 67.6, mimalloc 106; docs/benchmarks.md "Session 11", under Scale).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
