@@ -439,3 +439,32 @@ async fn set_features_kato_starts_and_restarts_the_timer() {
     assert_eq!(t.controller_count(), 1);
     drop(ini);
 }
+
+/// Traffic Based Keep Alive (NVMe Base 2.0 §3.9.5): Identify Controller says so (CTRATT bit
+/// 6), and a host that sends no Keep Alive but keeps its I/O queue busy keeps its controller
+/// for many KATO periods; once its I/O stops, the timer ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn io_traffic_keeps_the_controller_alive() {
+    let r = limit_rig(Limits::default()).await;
+    let t = &r.target;
+    let mut cfg = host("tbkas", 1);
+    cfg.kato_ms = 200;
+    cfg.send_keep_alive = false;
+    let ini = Initiator::connect(t.local_addr(), cfg).await.unwrap();
+    let id = ini.identify_raw(1, 0).await.unwrap();
+    let ctratt = u32::from_le_bytes(id[96..100].try_into().unwrap());
+    assert_eq!(ctratt & (1 << 6), 1 << 6, "CTRATT {ctratt:#x}: no TBKAS");
+    // 1.5 s of reads: five times KATO × 1.5, with no Keep Alive sent.
+    let t0 = std::time::Instant::now();
+    let mut reads = 0u32;
+    while t0.elapsed() < Duration::from_millis(1500) {
+        ini.read(1, u64::from(reads % 256), 1, 4096)
+            .await
+            .unwrap_or_else(|e| panic!("read {reads} after {:?}: {e}", t0.elapsed()));
+        reads += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(t.controller_count(), 1, "torn down while its I/O flowed");
+    eventually("a silent host torn down", || t.controller_count() == 0).await;
+    drop(ini);
+}

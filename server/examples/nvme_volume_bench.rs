@@ -51,6 +51,55 @@ fn write(d: &dyn BlockDev, x: &mut u64) {
     d.write_at(&[9u8; BS], rand_off(x)).unwrap();
 }
 
+/// CPU seconds (user + system) so far of this process ("": every thread, also those that
+/// ended, from /proc/self/stat), or of its live threads whose name starts with `prefix`
+/// (/proc/self/task/*/stat).
+fn cpu_secs(prefix: &str) -> f64 {
+    if prefix.is_empty() {
+        return stat_secs(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default());
+    }
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    let mut sum = 0.0;
+    for e in dir.flatten() {
+        let Ok(s) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let comm = match (s.find('('), s.rfind(')')) {
+            (Some(a), Some(b)) if a < b => &s[a + 1..b],
+            _ => continue,
+        };
+        if comm.starts_with(prefix) {
+            sum += stat_secs(&s);
+        }
+    }
+    sum
+}
+
+/// utime + stime of a stat line, in seconds (the 12th and 13th fields after comm's ")").
+fn stat_secs(stat: &str) -> f64 {
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let t = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (t(11) + t(12)) / 100.0
+}
+
+/// Operations per second of `op` from `threads` threads over `secs`, and the CPU µs per
+/// operation of the whole process and of the `NvmeDev` runtime's threads (the initiator).
+fn measured(dev: Arc<dyn BlockDev>, threads: usize, secs: f64, op: Case) -> (f64, f64, f64) {
+    let (c0, i0) = (cpu_secs(""), cpu_secs("nvme-volume"));
+    let t0 = Instant::now();
+    let rate = run(dev, threads, secs, op);
+    let n = rate * t0.elapsed().as_secs_f64();
+    let (c1, i1) = (cpu_secs(""), cpu_secs("nvme-volume"));
+    ((rate), (c1 - c0) * 1e6 / n, (i1 - i0) * 1e6 / n)
+}
+
 /// Operations per second of `op` from `threads` threads over `secs`.
 fn run(dev: Arc<dyn BlockDev>, threads: usize, secs: f64, op: Case) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
@@ -107,21 +156,25 @@ fn main() {
     let nvme: Arc<dyn BlockDev> =
         Arc::new(NvmeDev::connect(&NvmeVolumeSpec::parse(&url).unwrap()).unwrap());
 
-    let cases: [(&str, usize, Case); 4] = [
+    let cases: [(&str, usize, Case); 5] = [
         ("4K random read, QD1", 1, read),
+        ("4K random read, 32 threads", 32, read),
         ("4K write_fua, QD1", 1, fua),
         ("4K write + flush, 4 threads", 4, write_flush),
         ("4K random write, 4 threads", 4, write),
     ];
     println!("{secs} s per case; FileDev vs NvmeDev over loopback (same machine, same run)");
     println!(
-        "{:<30} {:>12} {:>12} {:>8}",
-        "case", "FileDev/s", "NvmeDev/s", "ratio"
+        "{:<30} {:>10} {:>10} {:>6}  {:>8} {:>8} {:>8}",
+        "case", "FileDev/s", "NvmeDev/s", "ratio", "cpu µs F", "N", "N: ini"
     );
     for (name, threads, op) in cases {
-        let f = run(local.clone(), threads, secs, op);
-        let n = run(nvme.clone(), threads, secs, op);
-        println!("{name:<30} {f:>12.0} {n:>12.0} {:>8.2}", n / f);
+        let (f, fc, _) = measured(local.clone(), threads, secs, op);
+        let (n, nc, ni) = measured(nvme.clone(), threads, secs, op);
+        println!(
+            "{name:<30} {f:>10.0} {n:>10.0} {:>6.2}  {fc:>8.1} {nc:>8.1} {ni:>8.1}",
+            n / f
+        );
     }
     target.shutdown();
     rt.shutdown_background();

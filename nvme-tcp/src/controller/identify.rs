@@ -5,6 +5,10 @@
 use super::{Controller, CtrlKind, DISCOVERY_NQN, IN_CAPSULE_DATA, MDTS, MQES, VERSION};
 use crate::namespace::Namespace;
 
+/// Identify Controller CTRATT (bytes 99:96) bits we set (NVMe Base 2.0 §5.17.2).
+pub(crate) const CTRATT_HID_128: u32 = 1 << 0;
+pub(crate) const CTRATT_TBKAS: u32 = 1 << 6;
+
 pub(crate) const LEN: usize = 4096;
 
 fn put(b: &mut [u8], off: usize, v: &[u8]) {
@@ -35,8 +39,9 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
     put(&mut b, 78, &c.cntlid.to_le_bytes()); // CNTLID: the one Connect returned
     put(&mut b, 80, &VERSION.to_le_bytes()); // VER
                                              // CTRATT bit 0: 128-bit Host Identifiers (fabrics hosts send one in Connect), which
-                                             // also makes Reservation Report use the extended data structure.
-    put(&mut b, 96, &1u32.to_le_bytes());
+                                             // also makes Reservation Report use the extended data structure; bit 6: Traffic Based
+                                             // Keep Alive (any command restarts the timer, `Controller::io_traffic`), as nvmet.
+    put(&mut b, 96, &(CTRATT_HID_128 | CTRATT_TBKAS).to_le_bytes());
     b[111] = if io { 1 } else { 2 }; // CNTRLTYPE: I/O or discovery
     b[258] = 3; // ACL: 4 concurrent Aborts
     b[259] = 3; // AERL: 4 outstanding AERs

@@ -178,6 +178,11 @@ pub(crate) struct Controller {
     me: std::sync::Weak<Controller>,
     /// Set Features changed KATO: the timer computes its deadline again.
     kato_changed: Arc<tokio::sync::Notify>,
+    /// An I/O command arrived since the keep-alive timer last looked (Traffic Based Keep
+    /// Alive, NVMe Base 2.0 §3.9.5; CTRATT bit 6 in Identify): a host whose I/O flows need
+    /// not send Keep Alive, and one whose admin queue is slow is not torn down while its
+    /// I/O queues work.
+    traffic: std::sync::atomic::AtomicBool,
 }
 
 impl Controller {
@@ -248,6 +253,16 @@ impl Controller {
     /// Records a Keep Alive (or any admin command): restarts the keep-alive timer.
     pub fn touch(&self) {
         lock(&self.state).last_keep_alive = Instant::now();
+    }
+
+    /// Records an I/O command (Traffic Based Keep Alive): the timer, when it fires, counts it
+    /// as a Keep Alive. A relaxed load first, so that a queue at full speed does not write
+    /// the shared flag for every command.
+    pub fn io_traffic(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.traffic.load(Relaxed) {
+            self.traffic.store(true, Relaxed);
+        }
     }
 
     pub fn property_get(&self, sqe: &Sqe) -> Result<u64, Status> {
@@ -454,6 +469,7 @@ pub(crate) fn connect(
                     dead,
                     me: me.clone(),
                     kato_changed: Arc::new(tokio::sync::Notify::new()),
+                    traffic: std::sync::atomic::AtomicBool::new(false),
                 })
             })
             .map_err(|why| ConnectError::status(Status::CONNECT_CTRL_BUSY, why))?;
@@ -538,7 +554,14 @@ fn spawn_keep_alive_timer(ctrl: &Controller) {
                 _ = changed.notified() => continue,
             }
             let Some(c) = weak.upgrade() else { return };
-            let expired = lock(&c.state).last_keep_alive.elapsed() >= limit;
+            let expired = {
+                let mut st = lock(&c.state);
+                if c.traffic.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    // I/O since the last look: as good as a Keep Alive now.
+                    st.last_keep_alive = Instant::now();
+                }
+                st.last_keep_alive.elapsed() >= limit
+            };
             if expired {
                 tracing::warn!(cntlid = c.cntlid, host = %c.hostnqn, "keep alive timeout: controller torn down");
                 c.kill();

@@ -7,7 +7,6 @@ use crate::pdu::{sgl_id, Cqe, DataPdu, Digests, IcReq, Pdu, Rules, Sgl, Side, Sq
 use crate::status::Status;
 use crate::transport::{frame, split, terminate, Out, OutTx, PduReader, RecvError};
 use bytes::Bytes;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,9 +43,37 @@ struct Pending {
     digest_error: bool,
 }
 
+/// The commands outstanding on the queue, by CID, and the CIDs free for new ones, under one
+/// lock. The queue hands out the CIDs 0..depth itself, so a CID is an index; one the
+/// controller names that is out of range or not outstanding finds nothing.
+struct Cids {
+    pending: Vec<Option<Pending>>,
+    free: Vec<u16>,
+}
+
+impl Cids {
+    fn new(depth: u16) -> Cids {
+        Cids {
+            pending: (0..depth).map(|_| None).collect(),
+            free: (0..depth).rev().collect(),
+        }
+    }
+
+    fn get(&self, cid: u16) -> Option<&Pending> {
+        self.pending.get(cid as usize)?.as_ref()
+    }
+
+    fn get_mut(&mut self, cid: u16) -> Option<&mut Pending> {
+        self.pending.get_mut(cid as usize)?.as_mut()
+    }
+
+    fn remove(&mut self, cid: u16) -> Option<Pending> {
+        self.pending.get_mut(cid as usize)?.take()
+    }
+}
+
 struct Shared {
-    pending: Mutex<HashMap<u16, Pending>>,
-    free: Mutex<Vec<u16>>,
+    cids: Mutex<Cids>,
     slots: Semaphore,
     closed: AtomicBool,
 }
@@ -69,8 +96,8 @@ struct Slot<'a> {
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        let mut p = lock(&self.sh.pending);
-        match p.get_mut(&self.cid) {
+        let mut c = lock(&self.sh.cids);
+        match c.get_mut(self.cid) {
             // Still outstanding at the controller: the CID may not be reused until its
             // response arrives, so the reader recycles it then.
             Some(e) => {
@@ -79,7 +106,7 @@ impl Drop for Slot<'_> {
                     permit.forget();
                 }
             }
-            None => lock(&self.sh.free).push(self.cid),
+            None => c.free.push(self.cid),
         }
     }
 }
@@ -150,8 +177,7 @@ impl HostQueue {
         reader.b.rules.stage = Stage::Ready;
         reader.b.rules.digests = dg;
         let sh = Arc::new(Shared {
-            pending: Mutex::new(HashMap::new()),
-            free: Mutex::new((0..depth).rev().collect()),
+            cids: Mutex::new(Cids::new(depth)),
             slots: Semaphore::new(depth as usize),
             closed: AtomicBool::new(false),
         });
@@ -180,13 +206,6 @@ impl HostQueue {
         in_len: u32,
     ) -> Result<Completion, Error> {
         let permit = self.sh.slots.acquire().await.map_err(|_| Error::Closed)?;
-        let cid = lock(&self.sh.free).pop().ok_or(Error::Closed)?;
-        let _slot = Slot {
-            sh: &self.sh,
-            cid,
-            permit: Some(permit),
-        };
-        sqe.set_cid(cid);
         let mut capsule = Bytes::new();
         let mut write = None;
         match out {
@@ -214,23 +233,29 @@ impl HostQueue {
             }),
         }
         let (done, rx) = oneshot::channel();
-        {
-            let mut p = lock(&self.sh.pending);
+        let cid = {
+            let mut c = lock(&self.sh.cids);
             if self.sh.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
-            p.insert(
-                cid,
-                Pending {
-                    done,
-                    read: Vec::new(),
-                    read_len: in_len as usize,
-                    write,
-                    abandoned: false,
-                    digest_error: false,
-                },
-            );
-        }
+            // The permit guarantees a free CID.
+            let cid = c.free.pop().ok_or(Error::Closed)?;
+            c.pending[cid as usize] = Some(Pending {
+                done,
+                read: Vec::new(),
+                read_len: in_len as usize,
+                write,
+                abandoned: false,
+                digest_error: false,
+            });
+            cid
+        };
+        let _slot = Slot {
+            sh: &self.sh,
+            cid,
+            permit: Some(permit),
+        };
+        sqe.set_cid(cid);
         // Alone on the queue: straight to the socket. With others in flight: batched with
         // the commands submitted in the same burst.
         let pdu = [&Pdu::CapsuleCmd(sqe, capsule)];
@@ -259,9 +284,9 @@ impl HostQueue {
 }
 
 fn fail_all(sh: &Shared, err: impl Fn() -> Error) {
-    let mut p = lock(&sh.pending);
+    let mut c = lock(&sh.cids);
     sh.closed.store(true, Ordering::Release);
-    for (_, e) in p.drain() {
+    for e in c.pending.iter_mut().filter_map(Option::take) {
         let _ = e.done.send(Err(err()));
     }
     sh.slots.close();
@@ -279,8 +304,8 @@ async fn reader_task(
             Ok(Pdu::CapsuleResp(cqe)) => complete(&sh, cqe),
             Ok(Pdu::C2hData(d)) => {
                 let ok = {
-                    let mut p = lock(&sh.pending);
-                    match p.get_mut(&d.cccid) {
+                    let mut c = lock(&sh.cids);
+                    match c.get_mut(d.cccid) {
                         Some(e) => {
                             let (o, n) = (d.datao as usize, d.data.len());
                             match o.checked_add(n) {
@@ -332,8 +357,8 @@ async fn reader_task(
             }
             Ok(Pdu::R2t(r)) => {
                 let data = {
-                    let p = lock(&sh.pending);
-                    p.get(&r.cccid).and_then(|e| e.write.clone())
+                    let c = lock(&sh.cids);
+                    c.get(r.cccid).and_then(|e| e.write.clone())
                 };
                 let (o, n) = (r.r2to as usize, r.r2tl as usize);
                 let Some(data) =
@@ -379,7 +404,7 @@ async fn reader_task(
             }
             Ok(_) => {}
             Err(RecvError::DataDigest { cccid, .. }) => {
-                if let Some(e) = lock(&sh.pending).get_mut(&cccid) {
+                if let Some(e) = lock(&sh.cids).get_mut(cccid) {
                     e.digest_error = true;
                 }
             }
@@ -400,17 +425,99 @@ async fn reader_task(
 }
 
 fn complete(sh: &Shared, mut cqe: Cqe) {
-    let mut p = lock(&sh.pending);
-    let Some(e) = p.remove(&cqe.cid) else { return };
+    let mut c = lock(&sh.cids);
+    let Some(e) = c.remove(cqe.cid) else { return };
     if e.abandoned {
-        lock(&sh.free).push(cqe.cid);
+        c.free.push(cqe.cid);
         sh.slots.add_permits(1);
         return;
     }
+    drop(c);
     if e.digest_error && cqe.status.is_success() {
         cqe.status = Status::TRANSIENT_TRANSPORT;
     }
     let mut data = e.read;
     data.resize(e.read_len, 0);
     let _ = e.done.send(Ok(Completion { cqe, data }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending() -> (Pending, oneshot::Receiver<Result<Completion, Error>>) {
+        let (done, rx) = oneshot::channel();
+        let p = Pending {
+            done,
+            read: Vec::new(),
+            read_len: 0,
+            write: None,
+            abandoned: false,
+            digest_error: false,
+        };
+        (p, rx)
+    }
+
+    /// A CID the controller names finds its command only while that command is outstanding;
+    /// one out of range (the controller's to choose, up to 65 535) or free finds nothing.
+    #[test]
+    fn cids_find_only_outstanding_commands() {
+        let mut c = Cids::new(4);
+        assert_eq!(c.free, vec![3, 2, 1, 0], "lowest CID first");
+        let cid = c.free.pop().unwrap();
+        let (p, _rx) = pending();
+        c.pending[cid as usize] = Some(p);
+        assert!(c.get(cid).is_some());
+        assert!(c.get(1).is_none(), "free");
+        assert!(
+            c.get(4).is_none() && c.get_mut(u16::MAX).is_none(),
+            "out of range"
+        );
+        assert!(c.remove(u16::MAX).is_none());
+        assert!(c.remove(cid).is_some());
+        assert!(c.remove(cid).is_none(), "removed twice");
+    }
+
+    /// A completion for an abandoned command gives its CID and its slot back; one for a
+    /// command still waited on reaches the waiter, and the CID is the waiter's to free.
+    #[test]
+    fn completions_reach_the_waiter_or_recycle_the_cid() {
+        let sh = Shared {
+            cids: Mutex::new(Cids::new(2)),
+            slots: Semaphore::new(0),
+            closed: AtomicBool::new(false),
+        };
+        let cqe = |cid| Cqe {
+            dw0: 0,
+            dw1: 0,
+            sqhd: 0,
+            sqid: 1,
+            cid,
+            status: Status::SUCCESS,
+        };
+        let (mut p, _rx) = pending();
+        p.abandoned = true;
+        let a = lock(&sh.cids).free.pop().unwrap();
+        lock(&sh.cids).pending[a as usize] = Some(p);
+        complete(&sh, cqe(a));
+        assert_eq!(sh.slots.available_permits(), 1);
+        assert!(lock(&sh.cids).free.contains(&a));
+
+        let (p, mut rx) = pending();
+        let b = lock(&sh.cids).free.pop().unwrap();
+        lock(&sh.cids).pending[b as usize] = Some(p);
+        complete(&sh, cqe(b));
+        assert!(rx.try_recv().unwrap().unwrap().cqe.status.is_success());
+        assert!(lock(&sh.cids).get(b).is_none());
+        assert!(
+            !lock(&sh.cids).free.contains(&b),
+            "the waiter's Slot frees it"
+        );
+        complete(&sh, cqe(b));
+        assert_eq!(
+            sh.slots.available_permits(),
+            1,
+            "a stray completion changes nothing"
+        );
+    }
 }

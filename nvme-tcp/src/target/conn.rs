@@ -1004,6 +1004,8 @@ impl Queue {
             }
             return Flow::Continue;
         }
+        // Traffic Based Keep Alive: an I/O command restarts the keep-alive timer too.
+        ctrl.io_traffic();
         // A plain Read or Write on a file: queued on the ring, submitted with the batch.
         // Alone on its queue thread (a host at QD 1): nothing can share the round, so the
         // command runs right here on the blocking path, as a blocking server would (an

@@ -105,8 +105,13 @@ impl NvmeDev {
     /// Connects to the namespace `spec` names (admin queue, `io_queues` I/O queues, Identify).
     /// Bounded by `spec.timeout`.
     pub fn connect(spec: &NvmeVolumeSpec) -> Result<NvmeDev, NvmeVolumeError> {
+        // One worker: every queue's reader, writer and command run on it, so a completion
+        // wakes its command on the same thread. Two workers handed woken commands across
+        // (a futex per batch): the initiator's CPU per operation was 1.1–1.7× this in every
+        // case of nvme_volume_bench, for the same throughput (docs/nvme-tcp.md "External
+        // volume"). Nothing on it blocks: callers wait on their own threads (`run_on`).
         let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(1)
             .enable_all()
             .thread_name("nvme-volume")
             .build()
