@@ -145,6 +145,43 @@ pub fn extents_for(
     Some(out)
 }
 
+/// A READ layout stops before unwritten blocks past the ones it must cover (up to
+/// `need_end`, the block after `offset + minlength`): they are cut from `segs`. Unwritten
+/// blocks holding the block at the offset (`first`) stay whole.
+///
+/// Why: unwritten blocks may hold data a client wrote through its RW layout and has not yet
+/// committed; READ can only call them NONE_DATA ("read as zeros"), and the Linux client
+/// looks a read up in its READ extents before its own RW ones (`ext_tree_lookup`), so a
+/// NONE_DATA extent hides what it wrote: it read zeros for the last 64 KiB it had written,
+/// between the write and its LAYOUTCOMMIT (the guest suite's crash-scsi-4.2, session 12).
+/// Cut short, the READ layout leaves those blocks to the client's RW layout, where its own
+/// extents answer. A layout shorter than asked is allowed down to `minlength` (RFC 8881
+/// §18.43.3), so blocks the client must be given are never cut. A READ asked from inside
+/// unwritten blocks gets them whole as NONE_DATA, as before: the Linux client asks that only
+/// where it holds no RW layout (it reads through an RW one where it has it), and a reader of
+/// a long unwritten run (ALLOCATE) should not pay a LAYOUTGET per page.
+pub fn cut_read_at_unwritten(segs: &mut Vec<Segment>, first: u64, need_end: u64) {
+    let cut = segs.iter().enumerate().find_map(|(i, s)| match *s {
+        Segment::Mapped {
+            file_block,
+            len,
+            state: ExtState::Unwritten,
+            ..
+        } if file_block + len > need_end && !(file_block..file_block + len).contains(&first) => {
+            Some((i, need_end.saturating_sub(file_block)))
+        }
+        _ => None,
+    });
+    let Some((i, keep)) = cut else { return };
+    segs.truncate(i + 1);
+    match segs.last_mut() {
+        Some(Segment::Mapped { len, .. }) if keep > 0 => *len = keep,
+        _ => {
+            segs.pop();
+        }
+    }
+}
+
 /// Keeps the leading extents whose list fits in `room` bytes; the kept ones must reach
 /// `need_end` (the byte `offset + minlength`), else TOOSMALL.
 pub fn fit(
@@ -305,6 +342,53 @@ mod tests {
             len,
             state,
         }
+    }
+
+    /// READ stops before unwritten blocks past `offset + minlength`, keeps the unwritten
+    /// blocks it must cover or that hold the offset, and leaves everything before them.
+    #[test]
+    fn read_layouts_stop_before_unwritten_blocks() {
+        let w = ExtState::Written;
+        let u = ExtState::Unwritten;
+        let hole = Segment::Hole {
+            file_block: 10,
+            len: 5,
+        };
+        // written 0..10, hole 10..15, unwritten 15..20, written 20..30: cut at 15.
+        let all = vec![
+            mapped(0, 100, 10, w),
+            hole,
+            mapped(15, 200, 5, u),
+            mapped(20, 300, 10, w),
+        ];
+        let mut s = all.clone();
+        cut_read_at_unwritten(&mut s, 0, 1);
+        assert_eq!(s, all[..2].to_vec());
+        let e = extents_for(&s, IoMode::READ, DEV, B, 30 * B).unwrap();
+        assert_eq!(e.last().map(|x| x.file_offset + x.length), Some(15 * B));
+        // minlength reaching into the unwritten run: its first blocks stay, the rest goes.
+        let mut s = all.clone();
+        cut_read_at_unwritten(&mut s, 3, 17);
+        assert_eq!(s[..2], all[..2]);
+        assert_eq!(s[2], mapped(15, 200, 2, u));
+        assert_eq!(s.len(), 3);
+        // The offset inside unwritten blocks: those stay whole, the next ones go.
+        let two = vec![
+            mapped(15, 200, 5, u),
+            mapped(20, 300, 10, w),
+            mapped(30, 400, 4, u),
+        ];
+        let mut s = two.clone();
+        cut_read_at_unwritten(&mut s, 16, 17);
+        assert_eq!(s, two[..2].to_vec());
+        // Nothing unwritten: unchanged.
+        let mut s = vec![mapped(0, 100, 10, w), hole];
+        cut_read_at_unwritten(&mut s, 0, 1);
+        assert_eq!(s, vec![mapped(0, 100, 10, w), hole]);
+        // Unwritten blocks all before need_end stay.
+        let mut s = vec![mapped(0, 100, 4, u), mapped(4, 104, 4, w)];
+        cut_read_at_unwritten(&mut s, 5, 6);
+        assert_eq!(s, vec![mapped(0, 100, 4, u), mapped(4, 104, 4, w)]);
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
     // An RW LAYOUTGET is in progress from before its allocation until after its grant: the
     // trim past EOF (`trim_released`) never frees what it is about to hand out.
     let getting = (q.mode == IoMode::RW).then(|| srv.layouts.begin_get(ino));
-    let map = srv
+    let mut map = srv
         .store
         .map_for_layout(ino, first, n, q.mode == IoMode::RW, reach)?;
     if map.allocated > 0 {
@@ -105,9 +105,14 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
         add(&m.layoutget_allocated_blocks, map.allocated);
     }
     let size = srv.store.getattr(ino)?.size;
+    let need_end = q.offset.saturating_add(q.minlength.max(1));
+    if q.mode == IoMode::READ {
+        // Unwritten blocks may hold a client's uncommitted writes: not described as NONE_DATA
+        // past what the client must be given (policy::cut_read_at_unwritten).
+        policy::cut_read_at_unwritten(&mut map.segs, q.offset / b, need_end.div_ceil(b));
+    }
     let ext =
         policy::extents_for(&map.segs, q.mode, q.device, b, size).ok_or(NfsStat::SERVERFAULT)?;
-    let need_end = q.offset.saturating_add(q.minlength.max(1));
     let ext = policy::fit(ext, q.room, need_end)?;
     let (lo, hi) = match (ext.first(), ext.last()) {
         (Some(f), Some(l)) => (f.file_offset, l.file_offset + l.length),

@@ -169,6 +169,44 @@ fn a_layoutget_inside_allocated_blocks_returns_the_whole_run() {
     assert!(r.extents.iter().all(|e| e.state == ExtentState::NONE_DATA));
 }
 
+/// The guest suite's crash-scsi-4.2 failure (session 12): a file written in 64 KiB steps,
+/// each committed but the last, and a READ layout asked over the whole file (Linux reads it
+/// back through READ layouts from offset 0). The READ layout must end where the written
+/// blocks end: described as NONE_DATA, the last, uncommitted write hid the client's own RW
+/// extent and it read zeros. A READ asked from inside the unwritten blocks still gets them.
+#[test]
+fn a_read_layout_stops_before_blocks_written_but_not_committed() {
+    let fx = fixture_of(NfsOptions::default(), 64 << 20);
+    let mut x = fx.client();
+    let (_fh, sid) = open_f(&mut x);
+    let step = 64 << 10;
+    let g = get_min(&mut x, IoMode::RW.0, 0, 4 * step, sid);
+    assert!(g.offset + g.length >= 4 * step);
+    let mut sid = g.stateid;
+    for i in 0..3 {
+        assert_eq!(commit_range(&mut x, sid, i * step, step), NfsStat::OK);
+    }
+    // The fourth 64 KiB was written, not yet committed; the client reads the file back.
+    let r = get_min(&mut x, IoMode::READ.0, 0, 4 * step, sid);
+    assert_eq!(
+        (r.offset, r.offset + r.length),
+        (0, 3 * step),
+        "{:?}",
+        r.extents
+    );
+    assert!(r.extents.iter().all(|e| e.state == ExtentState::READ_DATA));
+    sid = r.stateid;
+    // Asked from inside them, the unwritten blocks come as NONE_DATA (the request's byte).
+    let r = get_min(&mut x, IoMode::READ.0, 3 * step, step, sid);
+    assert!(r.offset <= 3 * step && r.offset + r.length > 3 * step);
+    assert!(r.extents.iter().all(|e| e.state == ExtentState::NONE_DATA));
+    // Once committed, the whole file is READ_DATA.
+    assert_eq!(commit_range(&mut x, r.stateid, 3 * step, step), NfsStat::OK);
+    let r = get_min(&mut x, IoMode::READ.0, 0, 4 * step, r.stateid);
+    assert_eq!((r.offset, r.offset + r.length), (0, 4 * step));
+    assert!(r.extents.iter().all(|e| e.state == ExtentState::READ_DATA));
+}
+
 #[test]
 fn widening_stops_where_another_client_holds_a_layout() {
     let fx = fixture_of(NfsOptions::default(), 64 << 20);
