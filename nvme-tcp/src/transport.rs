@@ -2,15 +2,17 @@
 //! checked before the body is read, and the sending side of a connection (`OutTx`): senders
 //! write directly when the socket takes it, a writer task drains the rest in order; or, once
 //! the writer task is detached (a connection served by a thread of its own), every sender
-//! writes with blocking writes.
+//! writes with blocking writes, vectored: the data of a C2HData leaves from where it lies.
+
+mod sys;
 
 use crate::namespace::lock;
 use crate::pdu::{
     validate_common, DecodeError, Digests, Fatal, Pdu, PduType, Rules, TermReq, COMMON_LEN,
     TERM_MAX_DATA,
 };
-use bytes::BytesMut;
-use std::io::{self, Write};
+use bytes::{Bytes, BytesMut};
+use std::io::{self, IoSlice, Write};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
@@ -184,6 +186,9 @@ pub(crate) struct SendClosed;
 /// what the socket does not take at once (its send buffer is full) is left to the writer
 /// task, which waits for the socket to drain; while it has data pending, later frames queue
 /// behind it in the same buffer, so the bytes keep their order and coalesce into one write.
+/// Once the writer task is detached, a data PDU's data is not copied into the buffer: it is
+/// kept where it lies (a Read's buffer, as `Bytes`) and the buffer and the data leave
+/// together in one `sendmsg` (`WState::write_blocking`).
 pub(crate) struct OutTx {
     sh: Arc<Shared>,
 }
@@ -202,6 +207,11 @@ struct Shared {
 
 struct WState {
     buf: Vec<u8>,
+    /// Blocking mode: the data of the PDUs in `buf`, not copied into it (`encode_vectored`):
+    /// each goes into the stream where `buf` had the length given, in order.
+    segs: Vec<(usize, Bytes)>,
+    /// The bytes of `segs`.
+    seg_bytes: usize,
     /// Bytes the writer task took out of `buf` and is writing.
     writing: usize,
     /// Blocking mode: `hold_pdus` writes once `buf` holds this much (`set_hold_limit`).
@@ -247,7 +257,7 @@ impl Drop for OutTx {
 impl OutTx {
     pub fn send(&self, out: Out) -> Result<(), SendClosed> {
         match out {
-            Out::Frame(f) => self.with_buf(true, |b| b.extend_from_slice(&f)),
+            Out::Frame(f) => self.with_buf(true, |st| st.buf.extend_from_slice(&f)),
             Out::Close => {
                 let mut st = lock(&self.sh.st);
                 if st.dead || st.close {
@@ -271,7 +281,7 @@ impl OutTx {
     /// Encodes PDUs straight into the send buffer (a C2HData and its CapsuleResp go out in
     /// one write).
     pub fn send_pdus(&self, pdus: &[&Pdu], dg: Digests) -> Result<(), SendClosed> {
-        self.with_buf(true, |b| pdus.iter().for_each(|p| p.encode(dg, b)))
+        self.with_buf(true, |st| st.encode(pdus, dg))
     }
 
     /// Like `send_pdus`, but leaves the write to the writer task, which first lets the
@@ -280,7 +290,7 @@ impl OutTx {
     /// write instead of one each. For callers on a runtime worker with other commands in
     /// flight; a lone command is better sent directly.
     pub fn send_pdus_batched(&self, pdus: &[&Pdu], dg: Digests) -> Result<(), SendClosed> {
-        self.with_buf(false, |b| pdus.iter().for_each(|p| p.encode(dg, b)))
+        self.with_buf(false, |st| st.encode(pdus, dg))
     }
 
     /// Appends PDUs without writing them yet: the caller has more PDUs to answer right away
@@ -290,8 +300,8 @@ impl OutTx {
         if st.dead || st.close {
             return Err(SendClosed);
         }
-        pdus.iter().for_each(|p| p.encode(dg, &mut st.buf));
-        let full = st.blocking && st.buf.len() >= st.hold_limit;
+        st.encode(pdus, dg);
+        let full = st.blocking && st.buf.len() + st.seg_bytes >= st.hold_limit;
         drop(st);
         if full {
             // Held answers are bounded too: written now, with a blocking write that waits
@@ -304,7 +314,7 @@ impl OutTx {
     /// Bytes accepted and not yet written to the socket (in the buffer or being written).
     pub fn queued(&self) -> usize {
         let st = lock(&self.sh.st);
-        st.buf.len() + st.writing
+        st.buf.len() + st.seg_bytes + st.writing
     }
 
     /// Waits until fewer than `limit` bytes are queued (or the connection is gone): the
@@ -315,7 +325,7 @@ impl OutTx {
             let drained = self.sh.drained.notified();
             {
                 let st = lock(&self.sh.st);
-                if st.dead || st.buf.len() + st.writing < limit {
+                if st.dead || st.buf.len() + st.seg_bytes + st.writing < limit {
                     return;
                 }
             }
@@ -363,25 +373,26 @@ impl OutTx {
     /// Blocking mode: writes what is queued, then shuts the sending side down.
     fn close_blocking(&self, st: &mut WState) {
         if !st.dead {
-            let _ = (&self.sh.direct).write_all(&st.buf);
+            let _ = st.write_blocking(&self.sh.direct);
             let _ = self.sh.direct.shutdown(std::net::Shutdown::Write);
         }
         st.buf.clear();
+        st.segs.clear();
+        st.seg_bytes = 0;
         st.close = true;
         st.dead = true;
     }
 
-    fn with_buf(&self, direct: bool, f: impl FnOnce(&mut Vec<u8>)) -> Result<(), SendClosed> {
+    fn with_buf(&self, direct: bool, f: impl FnOnce(&mut WState)) -> Result<(), SendClosed> {
         let mut st = lock(&self.sh.st);
         if st.dead || st.close {
             return Err(SendClosed);
         }
-        f(&mut st.buf);
+        f(&mut st);
         if st.blocking {
             // No writer task: the caller writes, however long the peer takes to read (the
             // socket shut down by a stop ends the wait).
-            let r = (&self.sh.direct).write_all(&st.buf);
-            st.buf.clear();
+            let r = st.write_blocking(&self.sh.direct);
             if r.is_err() {
                 st.dead = true;
                 return Err(SendClosed);
@@ -423,6 +434,44 @@ impl OutTx {
     }
 }
 
+impl WState {
+    /// Appends PDUs to what is queued: in blocking mode their data stays where it is
+    /// (`segs`), else it is copied into `buf` (the writer task writes one buffer).
+    fn encode(&mut self, pdus: &[&Pdu], dg: Digests) {
+        for p in pdus {
+            if !self.blocking {
+                p.encode(dg, &mut self.buf);
+            } else if let Some((at, data)) = p.encode_vectored(dg, &mut self.buf) {
+                self.seg_bytes += data.len();
+                self.segs.push((at, data));
+            }
+        }
+    }
+
+    /// Blocking mode: writes everything queued, `buf` with the data of `segs` spliced in
+    /// (one `sendmsg` of them all, as long as the socket takes it whole), and empties both.
+    fn write_blocking(&mut self, sock: &std::net::TcpStream) -> io::Result<()> {
+        let r = if self.segs.is_empty() {
+            let mut s = sock;
+            s.write_all(&self.buf)
+        } else {
+            let mut iov = Vec::with_capacity(2 * self.segs.len() + 1);
+            let mut at = 0;
+            for (o, d) in &self.segs {
+                iov.push(IoSlice::new(&self.buf[at..*o]));
+                iov.push(IoSlice::new(d));
+                at = *o;
+            }
+            iov.push(IoSlice::new(&self.buf[at..]));
+            sys::send_all_vectored(sock, &mut iov)
+        };
+        self.buf.clear();
+        self.segs.clear();
+        self.seg_bytes = 0;
+        r
+    }
+}
+
 /// Encodes a PDU into a frame for the writer.
 pub(crate) fn frame(p: &Pdu, dg: Digests) -> Out {
     let mut v = Vec::with_capacity(64);
@@ -456,6 +505,8 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
     let sh = Arc::new(Shared {
         st: Mutex::new(WState {
             buf: Vec::with_capacity(64 * 1024),
+            segs: Vec::new(),
+            seg_bytes: 0,
             writing: 0,
             hold_limit: usize::MAX,
             active: false,
@@ -524,7 +575,123 @@ pub(crate) fn split(stream: TcpStream) -> io::Result<(OwnedReadHalf, OutTx)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pdu::{Cqe, DataPdu};
+    use crate::status::Status;
     use std::io::Read;
+
+    /// A connected pair: our end split as a connection does, its writer detached (blocking
+    /// mode), and the peer reading everything on a thread of its own, slowly (so the sends
+    /// fill the socket buffers and return short), until the end of the stream.
+    async fn detached_pair() -> (OutTx, std::thread::JoinHandle<Vec<u8>>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            let mut got = Vec::new();
+            let mut chunk = vec![0u8; 4096];
+            loop {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                match s.read(&mut chunk) {
+                    Ok(0) => return got,
+                    Ok(n) => got.extend_from_slice(&chunk[..n]),
+                    Err(e) => panic!("read: {e} after {} bytes", got.len()),
+                }
+            }
+        });
+        let std = std::net::TcpStream::connect(addr).unwrap();
+        std.set_nonblocking(true).unwrap();
+        let (rd, tx) = split(TcpStream::from_std(std).unwrap()).unwrap();
+        tx.detach_writer().await.unwrap();
+        drop(rd);
+        (tx, reader)
+    }
+
+    /// A read's answer as the queue thread sends it: C2HData with `data`, then CapsuleResp.
+    fn answer(cid: u16, data: Bytes) -> [Pdu; 2] {
+        let c2h = Pdu::C2hData(DataPdu {
+            cccid: cid,
+            ttag: 0,
+            datao: 0,
+            last: true,
+            success: false,
+            data,
+        });
+        let resp = Pdu::CapsuleResp(Cqe {
+            dw0: 0,
+            dw1: 0,
+            sqhd: cid,
+            sqid: 1,
+            cid,
+            status: Status::SUCCESS,
+        });
+        [c2h, resp]
+    }
+
+    /// Held answers leave with their data written from where it lies: the peer reads
+    /// exactly what `encode` makes of them, in order, with digests, also when one flush
+    /// needs more buffers than one sendmsg takes (3 000 data PDUs against IOV_MAX 1 024)
+    /// and more bytes than the socket buffers hold (short sends that continue).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn held_answers_leave_vectored_and_whole() {
+        const N: usize = 3000;
+        let dg = Digests {
+            header: true,
+            data: true,
+        };
+        let (tx, reader) = detached_pair().await;
+        let want = tokio::task::spawn_blocking(move || {
+            let mut want = Vec::new();
+            for i in 0..N {
+                let data: Vec<u8> = (0..i % 700 + 1).map(|j| (i * 7 + j) as u8).collect();
+                let [c2h, resp] = answer(i as u16, Bytes::from(data));
+                c2h.encode(dg, &mut want);
+                resp.encode(dg, &mut want);
+                tx.hold_pdus(&[&c2h, &resp], dg).unwrap();
+                if i % 1000 == 999 {
+                    // An unheld answer takes what is held along, in order.
+                    let [c2h, resp] = answer(1, Bytes::from_static(b"direct"));
+                    c2h.encode(dg, &mut want);
+                    resp.encode(dg, &mut want);
+                    tx.send_pdus(&[&c2h, &resp], dg).unwrap();
+                }
+            }
+            tx.flush().unwrap();
+            want
+        })
+        .await
+        .unwrap();
+        let got = tokio::task::spawn_blocking(move || reader.join().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "the stream differs from the PDUs' encoding");
+    }
+
+    /// In blocking mode a held answer's data is not copied: the send queue keeps the very
+    /// bytes the read produced until they are written; `queued` counts them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn held_data_is_not_copied() {
+        let (tx, reader) = detached_pair().await;
+        let data = Bytes::from(vec![9u8; 4096]);
+        let [c2h, resp] = answer(3, data.clone());
+        tx.hold_pdus(&[&c2h, &resp], Digests::default()).unwrap();
+        {
+            let st = lock(&tx.sh.st);
+            assert_eq!(st.segs.len(), 1);
+            assert_eq!(st.segs[0].1.as_ptr(), data.as_ptr(), "the data was copied");
+            assert_eq!(st.seg_bytes, 4096);
+        }
+        assert_eq!(tx.queued(), 24 + 4096 + 24);
+        tx.flush().unwrap();
+        assert_eq!(tx.queued(), 0);
+        drop(tx);
+        let got = tokio::task::spawn_blocking(move || reader.join().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 24 + 4096 + 24);
+    }
 
     /// After `detach_writer`, senders on several threads write whole frames with blocking
     /// writes, however slowly the peer reads (far more than the socket buffers hold), in

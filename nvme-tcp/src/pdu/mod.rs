@@ -170,6 +170,37 @@ impl Pdu {
 
     /// Appends the wire form. ICReq/ICResp/TermReq never carry digests (§3.6.1).
     pub fn encode(&self, dg: Digests, out: &mut Vec<u8>) {
+        let (data, dd) = self.encode_head(dg, out);
+        out.extend_from_slice(data);
+        if dd {
+            out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+        }
+    }
+
+    /// `encode` for a vectored send: the data of a C2HData or H2CData PDU is not copied
+    /// into `out` but handed back, with the length `out` had where it belongs (its digest,
+    /// if negotiated, is appended after that point). The sender writes `out` up to there,
+    /// the data from where it lies, then the rest. Any other PDU is encoded whole (`None`).
+    pub fn encode_vectored(&self, dg: Digests, out: &mut Vec<u8>) -> Option<(usize, Bytes)> {
+        match self {
+            Pdu::H2cData(d) | Pdu::C2hData(d) if !d.data.is_empty() => {
+                let (data, dd) = self.encode_head(dg, out);
+                let at = out.len();
+                if dd {
+                    out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+                }
+                Some((at, d.data.clone()))
+            }
+            _ => {
+                self.encode(dg, out);
+                None
+            }
+        }
+    }
+
+    /// Appends the header (and its digest) and gives back the data that follows it, and
+    /// whether a data digest follows the data.
+    fn encode_head(&self, dg: Digests, out: &mut Vec<u8>) -> (&[u8], bool) {
         let mut spec = [0u8; 128];
         let (ty, hlen, mut fl, data): (PduType, usize, u8, &[u8]) = match self {
             Pdu::IcReq(r) => {
@@ -247,10 +278,7 @@ impl Pdu {
             let c = crc32c::crc32c(&out[start..start + hlen]);
             out.extend_from_slice(&c.to_le_bytes());
         }
-        out.extend_from_slice(data);
-        if dd {
-            out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
-        }
+        (data, dd)
     }
 
     /// Decodes one whole PDU (`buf.len()` is its PLEN), validating the header first.

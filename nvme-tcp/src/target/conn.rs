@@ -4,7 +4,7 @@
 //! runs on a thread of its own (`run_thread`), which owns the socket alone (the runtime lets
 //! go of it: `OutTx::detach_writer`): one `io_uring_enter` per round waits for the socket
 //! receive and the file Reads/Writes alike, and every answer of the round leaves in one
-//! write. Without it (`run`, a tokio task) page-cache hits are served inline
+//! `sendmsg`, a Read's data from the buffer the ring read it into (no copy). Without it (`run`, a tokio task) page-cache hits are served inline
 //! (`io::try_inline`) and the rest runs on blocking threads, which write their own answers.
 //! Admin and Fabrics commands run in order on the queue either way (docs/nvme-tcp.md "I/O
 //! path").
@@ -312,7 +312,7 @@ impl Queue {
 
     /// The queue on its own thread: one io_uring for the socket receive and the file I/O,
     /// one blocking `io_uring_enter` per round, everything received parsed and executed,
-    /// every answer of the round in one write.
+    /// every answer of the round in one `sendmsg` (read data vectored from its buffers).
     fn run_thread(
         &mut self,
         sock: &std::net::TcpStream,

@@ -53,10 +53,79 @@ const WRITE_WAIT: std::time::Duration = std::time::Duration::from_micros(300);
 /// An operation the kernel owns until its completion is reaped.
 struct Op {
     rw: Rw,
-    /// Read: where the data lands; write: the data (an aligned copy under O_DIRECT).
-    buf: Vec<u8>,
-    start: usize,
+    /// Read: where the data lands; O_DIRECT write: an aligned copy of the data (`None`: a
+    /// page-cache write, straight from `rw.write`).
+    buf: Option<IoBuf>,
     _busy: Busy,
+}
+
+/// The buffer of a Read (which the kernel fills) or of an O_DIRECT Write's copy: aligned
+/// for O_DIRECT (ALIGN), and not zeroed (the fourth pass: a 128 KiB read zeroed 132 KiB
+/// first, which the kernel then overwrote). Its bytes are only ever looked at through
+/// `into_bytes`, once every one of them is written: by the kernel (a Read that completed
+/// whole) or by `copy_of`. Once a Read's buffer is `Bytes`, its answer's C2HData leaves
+/// from it (`OutTx`'s vectored send), no copy in between.
+struct IoBuf {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: an IoBuf owns its allocation alone, as a Box<[u8]> does; nothing else points into
+// it except the kernel while an operation is in flight, which the Ring waits out.
+unsafe impl Send for IoBuf {}
+
+impl IoBuf {
+    fn layout(len: usize) -> Option<std::alloc::Layout> {
+        std::alloc::Layout::from_size_align(len, ALIGN).ok()
+    }
+
+    /// `len` bytes, uninitialized (`None`: `len` is 0 or memory ran out).
+    fn uninit(len: usize) -> Option<IoBuf> {
+        let layout = Self::layout(len).filter(|_| len > 0)?;
+        // SAFETY: the layout's size is not zero.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        Some(IoBuf {
+            ptr: std::ptr::NonNull::new(ptr)?,
+            len,
+        })
+    }
+
+    /// A copy of `data`.
+    fn copy_of(data: &[u8]) -> Option<IoBuf> {
+        let b = Self::uninit(data.len())?;
+        // SAFETY: `b` was just allocated with `data.len()` bytes, so it cannot overlap
+        // `data`, and both are valid for that many bytes.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), b.ptr.as_ptr(), data.len()) };
+        Some(b)
+    }
+
+    /// The buffer as `Bytes`, without a copy.
+    ///
+    /// # Safety
+    /// Every one of its `len` bytes has been written.
+    unsafe fn into_bytes(self) -> Bytes {
+        Bytes::from_owner(Filled(self))
+    }
+}
+
+impl Drop for IoBuf {
+    fn drop(&mut self) {
+        if let Some(layout) = Self::layout(self.len) {
+            // SAFETY: allocated in `uninit` with this very layout, and freed only here.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
+/// An `IoBuf` whose bytes are all written (`IoBuf::into_bytes`).
+struct Filled(IoBuf);
+
+impl AsRef<[u8]> for Filled {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: the allocation holds `len` bytes, all initialized (`into_bytes`'s
+        // contract), and lives as long as `self`; nothing writes to it any more.
+        unsafe { std::slice::from_raw_parts(self.0.ptr.as_ptr(), self.0.len) }
+    }
 }
 
 /// user_data of the connection's socket receive (file operations use their slot index).
@@ -166,6 +235,28 @@ impl Ring {
         {
             return Err(rw.cmd);
         }
+        let len = rw.len;
+        // A page-cache write goes straight from the capsule's bytes (any alignment will do);
+        // reads land in a buffer of their own, O_DIRECT writes go from an aligned copy.
+        let buf = match (&rw.write, rw.direct) {
+            (Some(_), false) => None,
+            (None, _) => IoBuf::uninit(len),
+            (Some(d), true) => d.get(..len).and_then(IoBuf::copy_of),
+        };
+        let fd = types::Fd(rw.fd);
+        let entry = match (&rw.write, &buf) {
+            (None, Some(b)) => opcode::Read::new(fd, b.ptr.as_ptr(), len as u32)
+                .offset(rw.offset)
+                .build(),
+            (Some(d), None) => opcode::Write::new(fd, d.as_ptr(), len as u32)
+                .offset(rw.offset)
+                .build(),
+            (Some(_), Some(b)) => opcode::Write::new(fd, b.ptr.as_ptr(), len as u32)
+                .offset(rw.offset)
+                .build(),
+            // No buffer (out of memory): the blocking path runs it.
+            (None, None) => return Err(rw.cmd),
+        };
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -173,34 +264,7 @@ impl Ring {
                 self.ops.len() - 1
             }
         };
-        let len = rw.len;
-        // A page-cache write goes straight from the capsule's bytes (any alignment will do);
-        // O_DIRECT wants an aligned buffer, for reads and for a copy of a write's data.
-        let (mut buf, start) = match (&rw.write, rw.direct) {
-            (None, false) => (vec![0u8; len], 0),
-            (Some(_), false) => (Vec::new(), 0),
-            (w, true) => {
-                let mut v = vec![0u8; len + ALIGN];
-                let o = v.as_ptr().align_offset(ALIGN).min(ALIGN);
-                if let Some(d) = w {
-                    v[o..o + len].copy_from_slice(&d[..len]);
-                }
-                (v, o)
-            }
-        };
-        let fd = types::Fd(rw.fd);
-        let entry = match (&rw.write, rw.direct) {
-            (None, _) => opcode::Read::new(fd, buf[start..].as_mut_ptr(), len as u32)
-                .offset(rw.offset)
-                .build(),
-            (Some(d), false) => opcode::Write::new(fd, d.as_ptr(), len as u32)
-                .offset(rw.offset)
-                .build(),
-            (Some(_), true) => opcode::Write::new(fd, buf[start..].as_ptr(), len as u32)
-                .offset(rw.offset)
-                .build(),
-        }
-        .user_data(idx as u64);
+        let entry = entry.user_data(idx as u64);
         let mut rw = rw;
         let direct_write = rw.direct && rw.write.is_some();
         if direct_write {
@@ -212,7 +276,6 @@ impl Ring {
         self.ops[idx] = Some(Op {
             rw,
             buf,
-            start,
             _busy: busy,
         });
         // SAFETY: the entry points into `buf` or `rw.write` of the Op just stored in
@@ -354,7 +417,7 @@ impl Ring {
             };
             self.free.push(idx);
             self.inflight -= 1;
-            let Op { rw, buf, start, .. } = op;
+            let Op { rw, buf, .. } = op;
             if rw.direct && rw.write.is_some() {
                 self.direct_writes -= 1;
             }
@@ -362,15 +425,21 @@ impl Ring {
             let len = rw.len;
             let mut cmd = rw.cmd;
             let write = rw.write.is_some();
-            f(match (ok, write) {
-                (false, true) if rw.direct => {
+            f(match (ok, write, buf) {
+                (false, true, Some(b)) => {
                     // The capsule's bytes were released at `push`: the aligned copy holds them.
-                    cmd.data = Bytes::from(buf).slice(start..start + len);
+                    // SAFETY: `copy_of` wrote every byte of it.
+                    cmd.data = unsafe { b.into_bytes() };
                     Done::Retry(cmd)
                 }
-                (false, _) => Done::Retry(cmd),
-                (true, true) => Done::Write(cmd),
-                (true, false) => Done::Read(cmd, Bytes::from(buf).slice(start..start + len)),
+                (false, ..) => Done::Retry(cmd),
+                (true, true, _) => Done::Write(cmd),
+                // SAFETY: the read completed whole (res == len): the kernel wrote every one
+                // of the buffer's `len` bytes.
+                (true, false, Some(b)) if b.len == len => {
+                    Done::Read(cmd, unsafe { b.into_bytes() })
+                }
+                (true, false, _) => Done::Retry(cmd),
             });
         }
         self.cqes = done;
@@ -447,6 +516,26 @@ fn write_share(direct_writes: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Read and O_DIRECT buffers are aligned for O_DIRECT whatever their size, hand their
+    /// memory over as `Bytes` without a copy, and an empty one is refused (it could not be
+    /// allocated).
+    #[test]
+    fn io_buffers_are_aligned_and_become_bytes_in_place() {
+        for len in [1, 512, 4096, 4097, 128 * 1024] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 31) as u8).collect();
+            let b = IoBuf::copy_of(&data).unwrap();
+            let p = b.ptr.as_ptr() as usize;
+            assert_eq!(p % ALIGN, 0, "{len} bytes at {p:#x}");
+            // SAFETY: `copy_of` wrote every byte.
+            let bytes = unsafe { b.into_bytes() };
+            assert_eq!(bytes.as_ptr() as usize, p, "copied");
+            assert_eq!(&bytes[..], &data[..]);
+            let u = IoBuf::uninit(len).unwrap();
+            assert_eq!(u.ptr.as_ptr() as usize % ALIGN, 0);
+        }
+        assert!(IoBuf::uninit(0).is_none());
+    }
 
     /// A few writes in flight (a host at low queue depth) wait for the first completion as
     /// before; many wait for a third of them, never for more than are in flight.
