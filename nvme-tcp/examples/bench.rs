@@ -6,7 +6,8 @@
 //! `cargo run --release -p nvme-tcp --example bench [-- <seconds per case> [rounds] [file]]`
 //! `BENCH_ONLY=O_DIRECT/read/4K/32` (a substring of the cell names; a trailing `$` anchors it
 //! at the end) narrows it down;
-//! `BENCH_TCP_ONLY=1` skips the baselines and `BENCH_NO_WARMUP=1` the warm-up (for `perf`).
+//! `BENCH_TCP_ONLY=1` skips the baselines and `BENCH_NO_WARMUP=1` the warm-up (for `perf`);
+//! `BENCH_INI_THREADS=n` and `BENCH_IO_QUEUES=n` set the initiator's workers and I/O queues.
 //!
 //! Fairness: both sides do the same thing to the same file. QD n is n threads each issuing
 //! one pread/pwrite at a time (the baseline) against n tasks each with one command in flight
@@ -346,6 +347,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .thread_name(INI_RT)
         .enable_all()
         .build()?;
+    // BENCH_IO_QUEUES: the initiator's I/O queues (default 2, as the Linux host on 2 CPUs);
+    // their depths share 128.
+    let io_queues: u16 = std::env::var("BENCH_IO_QUEUES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+        .clamp(1, 128);
     let la0 = loadavg();
     println!(
         "random I/O, {secs} s per case, {rounds} rounds, file {} ({} MiB), load average {la0}",
@@ -380,8 +388,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let nqn = "nqn.2026-11.org.pnfsd:bench";
                 let mut icfg = InitiatorConfig::new(nqn, "nqn.2014-08.org.nvmexpress:uuid:bench");
                 // QD 128 fits: 2 queues of 64 (commands go round robin).
-                icfg.io_queues = 2;
-                icfg.queue_depth = 64;
+                icfg.io_queues = io_queues;
+                icfg.queue_depth = (128 / io_queues).max(1) as u16;
                 // No keep-alive: at load 20–35 (other engineers' guests and builds) both
                 // bench controllers were torn down at once after 7.5 s without one (the
                 // whole process stalled); the bench measures the I/O path, not KATO.
