@@ -75,13 +75,23 @@ nvme_namespaces() {
 }
 has_nvme_ns() { [[ -n $(nvme_namespaces) ]]; }
 
-# nvme_attach: discover + connect pnfsd's embedded target, wait for the namespace
+# nvme_attach: discover + connect pnfsd's embedded target, wait for the namespace.
+# The connect is tried up to 3 times: the host gives its TCP connect one SYN
+# retry (nvme-tcp sets syncnt 1: ETIMEDOUT after ~3 s), and under TCG on a loaded
+# machine QEMU's user network once answered neither SYN in time, although pnfsd
+# was listening (connect -110 twice, no connection reached the target; session
+# 12). A target that refuses or never answers still fails all three.
 nvme_attach() { # nvme_attach PORT NQN
     local i
     step "nvme discover -t tcp -a $SERVER -s $1"
     nvme discover -t tcp -a "$SERVER" -s "$1" || echo "NOTE nvme discover failed (connect may still work)"
-    step "nvme connect -t tcp -a $SERVER -s $1 -n $2"
-    nvme connect -t tcp -a "$SERVER" -s "$1" -n "$2" || return 1
+    for ((i = 1; ; i++)); do
+        step "nvme connect -t tcp -a $SERVER -s $1 -n $2"
+        nvme connect -t tcp -a "$SERVER" -s "$1" -n "$2" && break
+        ((i < 3)) || return 1
+        echo "NOTE nvme connect attempt $i failed; trying again"
+        sleep 2
+    done
     for ((i = 0; i < 50; i++)); do
         has_nvme_ns && break
         sleep 0.2
