@@ -155,20 +155,9 @@ fn warm_cache(path: &Path) {
     }
 }
 
-/// CPU time of this process (user + system, all threads) in seconds, from /proc/self/stat.
+/// CPU time of this process (user + system, all threads) in seconds.
 fn cpu_secs() -> f64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    // Fields after the ")" that ends comm: utime and stime are the 12th and 13th.
-    let rest = s.rsplit(')').next().unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        f.get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    (ticks(11) + ticks(12)) / 100.0
+    bench_cpu::process().map_or(f64::NAN, bench_cpu::CpuTime::total)
 }
 
 /// Runs one side; returns (IOPS, CPU µs per I/O of the whole process).
@@ -201,32 +190,22 @@ fn part_of(comm: &str) -> Part {
     }
 }
 
-/// CPU seconds (user, system) so far of the target's and the initiator's threads, from
-/// /proc/self/task/*/stat (threads that ended are missing: the runtimes' threads live for
-/// the whole run, and a queue thread lives as long as its connection).
+/// CPU seconds (user, system) so far of the target's and the initiator's threads (threads
+/// that ended are missing: the runtimes' threads live for the whole run, and a queue thread
+/// lives as long as its connection).
 fn part_secs() -> [(f64, f64); 2] {
-    let mut out = [(0.0, 0.0); 2];
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+    let Some(threads) = bench_cpu::threads() else {
         return [(f64::NAN, f64::NAN); 2];
     };
-    for e in dir.flatten() {
-        let Ok(s) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        let comm = match (s.find('('), s.rfind(')')) {
-            (Some(a), Some(b)) if a < b => &s[a + 1..b],
-            _ => "",
-        };
-        let i = match part_of(comm) {
+    let mut out = [(0.0, 0.0); 2];
+    for (comm, t) in threads {
+        let i = match part_of(&comm) {
             Part::Target => 0,
             Part::Initiator => 1,
             Part::Other => continue,
         };
-        let rest = s.rsplit(')').next().unwrap_or("");
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
-        out[i].0 += t(11);
-        out[i].1 += t(12);
+        out[i].0 += t.user;
+        out[i].1 += t.system;
     }
     out
 }

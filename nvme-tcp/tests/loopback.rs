@@ -1,5 +1,5 @@
 //! Initiator against target over loopback: every command, many queues, byte-for-byte I/O,
-//! reservations, keep-alive expiry.
+//! reservations, keep-alive expiry and Traffic Based Keep Alive.
 
 mod common;
 use bytes::Bytes;
@@ -443,6 +443,43 @@ async fn keep_alive_expiry_tears_the_controller_down() {
     assert!(q.is_closed());
     c.read(1, 0, 1, BS).await.unwrap();
     assert_eq!(r.target.controller_count(), 1);
+}
+
+/// Traffic Based Keep Alive on the host (as Linux's `nvme_keep_alive_work`): our target sets
+/// CTRATT.TBKAS, so while reads complete the initiator sends no Keep Alive and the controller
+/// stays; once they stop, Keep Alives go every KATO/2 again. Counts, not timing: six periods
+/// of reads would bring six Keep Alives without it, five idle periods bring about five.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alives_pause_while_io_completes() {
+    let r = rig(64, None).await;
+    let t = &r.target;
+    let mut cfg = host("tbkas-host", 1);
+    cfg.kato_ms = 600; // a check every 300 ms
+    let ini = Initiator::connect(t.local_addr(), cfg).await.unwrap();
+    let keep_alives = || {
+        t.command_stats()
+            .commands
+            .iter()
+            .find(|c| (c.queue, c.opcode, c.status.as_str()) == ("admin", "keep_alive", "success"))
+            .map_or(0, |c| c.count)
+    };
+    let k0 = keep_alives();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_millis(1800) {
+        ini.read(1, 0, 1, BS).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let during_io = keep_alives() - k0;
+    assert!(
+        during_io <= 2,
+        "{during_io} Keep Alives while reads completed"
+    );
+    assert_eq!(t.controller_count(), 1, "torn down while its I/O flowed");
+    let k1 = keep_alives();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let idle = keep_alives() - k1;
+    assert!(idle >= 2, "{idle} Keep Alives in five idle periods");
+    assert_eq!(t.controller_count(), 1);
 }
 
 #[tokio::test]

@@ -52,41 +52,18 @@ fn write(d: &dyn BlockDev, x: &mut u64) {
 }
 
 /// CPU seconds (user + system) so far of this process ("": every thread, also those that
-/// ended, from /proc/self/stat), or of its live threads whose name starts with `prefix`
-/// (/proc/self/task/*/stat).
+/// ended), or of its live threads whose name starts with `prefix`.
 fn cpu_secs(prefix: &str) -> f64 {
     if prefix.is_empty() {
-        return stat_secs(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default());
+        return bench_cpu::process().map_or(f64::NAN, bench_cpu::CpuTime::total);
     }
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return f64::NAN;
-    };
-    let mut sum = 0.0;
-    for e in dir.flatten() {
-        let Ok(s) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        let comm = match (s.find('('), s.rfind(')')) {
-            (Some(a), Some(b)) if a < b => &s[a + 1..b],
-            _ => continue,
-        };
-        if comm.starts_with(prefix) {
-            sum += stat_secs(&s);
-        }
-    }
-    sum
-}
-
-/// utime + stime of a stat line, in seconds (the 12th and 13th fields after comm's ")").
-fn stat_secs(stat: &str) -> f64 {
-    let rest = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let t = |i: usize| {
-        f.get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    (t(11) + t(12)) / 100.0
+    bench_cpu::threads().map_or(f64::NAN, |threads| {
+        threads
+            .iter()
+            .filter(|(comm, _)| comm.starts_with(prefix))
+            .map(|(_, t)| t.total())
+            .sum()
+    })
 }
 
 /// Operations per second of `op` from `threads` threads over `secs`, and the CPU µs per

@@ -38,9 +38,10 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
     b[77] = MDTS;
     put(&mut b, 78, &c.cntlid.to_le_bytes()); // CNTLID: the one Connect returned
     put(&mut b, 80, &VERSION.to_le_bytes()); // VER
-                                             // CTRATT bit 0: 128-bit Host Identifiers (fabrics hosts send one in Connect), which
-                                             // also makes Reservation Report use the extended data structure; bit 6: Traffic Based
-                                             // Keep Alive (any command restarts the timer, `Controller::io_traffic`), as nvmet.
+
+    // CTRATT bit 0: 128-bit Host Identifiers (fabrics hosts send one in Connect), which also
+    // makes Reservation Report use the extended data structure; bit 6: Traffic Based Keep
+    // Alive (any command restarts the timer, `Controller::io_traffic`), as nvmet.
     put(&mut b, 96, &(CTRATT_HID_128 | CTRATT_TBKAS).to_le_bytes());
     b[111] = if io { 1 } else { 2 }; // CNTRLTYPE: I/O or discovery
     b[258] = 3; // ACL: 4 concurrent Aborts

@@ -1,7 +1,8 @@
 //! The async NVMe/TCP initiator (host): connects an admin queue and I/O queues to a
 //! controller the way the Linux host does (Connect, CAP, CC.EN, CSTS.RDY, Identify, Set
-//! Features Number of Queues, I/O queue Connects), sends Keep Alives, and offers read, write
-//! (FUA), flush, write zeroes, deallocate and the reservation commands.
+//! Features Number of Queues, I/O queue Connects), sends Keep Alives (none while I/O completes
+//! if the controller has Traffic Based Keep Alive), and offers read, write (FUA), flush, write
+//! zeroes, deallocate and the reservation commands.
 
 mod discovery;
 mod nvm;
@@ -11,11 +12,12 @@ pub use discovery::discover;
 
 pub use queue::Completion;
 
+use crate::controller::identify::CTRATT_TBKAS;
 use crate::error::Error;
 use crate::pdu::{connect_off, AdminOpc, ConnectData, Digests, FcType, Sqe};
 use crate::status::Status;
 use bytes::Bytes;
-use queue::HostQueue;
+use queue::{HostQueue, KeepAliveTraffic};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -35,7 +37,8 @@ pub struct InitiatorConfig {
     pub queue_depth: u16,
     /// Keep Alive Timeout asked for in Connect (ms); 0 disables it.
     pub kato_ms: u32,
-    /// Send Keep Alive every KATO/2 (tests turn this off to watch the timeout fire).
+    /// Send Keep Alive every KATO/2, skipped while I/O completes if the controller has
+    /// Traffic Based Keep Alive (tests turn this off to watch the timeout fire).
     pub send_keep_alive: bool,
     pub header_digest: bool,
     pub data_digest: bool,
@@ -176,7 +179,7 @@ impl Initiator {
             header: cfg.header_digest,
             data: cfg.data_digest,
         };
-        let admin = Arc::new(HostQueue::open(addr, cfg.source, ADMIN_DEPTH, dg, 8192).await?);
+        let admin = Arc::new(HostQueue::open(addr, cfg.source, ADMIN_DEPTH, dg, 8192, None).await?);
         let cntlid = fabrics_connect(&admin, &cfg, 0, ADMIN_DEPTH - 1, 0xFFFF).await?;
         let mut ini = Initiator {
             admin,
@@ -210,6 +213,7 @@ impl Initiator {
                 "Identify CNTLID differs from Connect's".into(),
             ));
         }
+        let traffic = Arc::new(KeepAliveTraffic::default());
         if cfg.subnqn != crate::DISCOVERY_NQN && cfg.io_queues > 0 {
             let n = cfg.io_queues - 1;
             let c = ini
@@ -221,7 +225,15 @@ impl Initiator {
             let ioccsz = le32(&ini.identify, 1792) as usize;
             let inline_max = (ioccsz * 16).saturating_sub(64);
             for qid in 1..=cfg.io_queues.min(granted) {
-                let q = HostQueue::open(addr, cfg.source, depth, dg, inline_max).await?;
+                let q = HostQueue::open(
+                    addr,
+                    cfg.source,
+                    depth,
+                    dg,
+                    inline_max,
+                    Some(traffic.clone()),
+                )
+                .await?;
                 fabrics_connect(&q, &cfg, qid, depth - 1, cntlid).await?;
                 ini.io.push(q);
             }
@@ -229,9 +241,14 @@ impl Initiator {
         if cfg.send_keep_alive && cfg.kato_ms > 0 {
             let admin = ini.admin.clone();
             let period = Duration::from_millis((cfg.kato_ms / 2).max(1) as u64);
+            // CTRATT is bytes 99:96 of Identify Controller.
+            let tbkas = le32(&ini.identify, 96) & CTRATT_TBKAS != 0;
             ini.ka = Some(tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(period).await;
+                    if !traffic.keep_alive_due(tbkas) {
+                        continue;
+                    }
                     if admin
                         .submit(Sqe::new(AdminOpc::KEEP_ALIVE.0), None, 0)
                         .await

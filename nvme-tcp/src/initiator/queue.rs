@@ -8,7 +8,7 @@ use crate::status::Status;
 use crate::transport::{frame, split, terminate, Out, OutTx, PduReader, RecvError};
 use bytes::Bytes;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore, SemaphorePermit};
@@ -41,6 +41,44 @@ struct Pending {
     /// The submitter went away: recycle the CID when the response arrives.
     abandoned: bool,
     digest_error: bool,
+    /// `KeepAliveTraffic::checks` when the command was sent.
+    ka_check: u32,
+}
+
+/// Traffic Based Keep Alive on the host side (NVMe Base 2.0 §3.9.5), as Linux's
+/// `nvme_keep_alive_work`: the I/O queues note completions here, and the keep-alive task
+/// skips a Keep Alive when the controller has TBKAS and an I/O command sent since its last
+/// check has completed. Only commands sent since the last check count: a controller with
+/// TBKAS restarts its timer when a command arrives, so a long-running command's completion
+/// says nothing about recent traffic (Linux compares submission time with
+/// `ka_last_check_time` for the same reason).
+#[derive(Default)]
+pub(crate) struct KeepAliveTraffic {
+    /// Keep-alive checks so far; a command remembers the count it was sent under.
+    checks: AtomicU32,
+    /// Linux's `comp_seen`.
+    comp_seen: AtomicBool,
+}
+
+impl KeepAliveTraffic {
+    /// A command completed that was sent when `checks` was `ka_check`. Loads first, so a
+    /// queue at full speed writes the shared flag about once per check, not per command.
+    fn completed(&self, ka_check: u32) {
+        if ka_check == self.checks.load(Ordering::Relaxed)
+            && !self.comp_seen.load(Ordering::Relaxed)
+        {
+            self.comp_seen.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The keep-alive task's check, once a period: whether to send the Keep Alive. The count
+    /// moves before the flag is taken, so a completion racing the check can only cost an
+    /// extra Keep Alive, never skip a due one.
+    pub fn keep_alive_due(&self, tbkas: bool) -> bool {
+        self.checks.fetch_add(1, Ordering::Relaxed);
+        let seen = self.comp_seen.swap(false, Ordering::Relaxed);
+        !(tbkas && seen)
+    }
 }
 
 /// The commands outstanding on the queue, by CID, and the CIDs free for new ones, under one
@@ -76,6 +114,9 @@ struct Shared {
     cids: Mutex<Cids>,
     slots: Semaphore,
     closed: AtomicBool,
+    /// The initiator's, on I/O queues; `None` on the admin queue (its own Keep Alives and
+    /// admin commands are not I/O traffic).
+    traffic: Option<Arc<KeepAliveTraffic>>,
 }
 
 pub(crate) struct HostQueue {
@@ -112,13 +153,15 @@ impl Drop for Slot<'_> {
 }
 
 impl HostQueue {
-    /// Connects and exchanges ICReq/ICResp. `depth` commands may be outstanding.
+    /// Connects and exchanges ICReq/ICResp. `depth` commands may be outstanding; their
+    /// completions count in `traffic` when given.
     pub async fn open(
         addr: SocketAddr,
         source: Option<std::net::IpAddr>,
         depth: u16,
         dg: Digests,
         inline_max: usize,
+        traffic: Option<Arc<KeepAliveTraffic>>,
     ) -> Result<HostQueue, Error> {
         let stream = match source {
             None => TcpStream::connect(addr).await?,
@@ -180,6 +223,7 @@ impl HostQueue {
             cids: Mutex::new(Cids::new(depth)),
             slots: Semaphore::new(depth as usize),
             closed: AtomicBool::new(false),
+            traffic,
         });
         tokio::spawn(reader_task(
             reader,
@@ -233,6 +277,11 @@ impl HostQueue {
             }),
         }
         let (done, rx) = oneshot::channel();
+        let ka_check = self
+            .sh
+            .traffic
+            .as_ref()
+            .map_or(0, |t| t.checks.load(Ordering::Relaxed));
         let cid = {
             let mut c = lock(&self.sh.cids);
             if self.sh.closed.load(Ordering::Acquire) {
@@ -247,6 +296,7 @@ impl HostQueue {
                 write,
                 abandoned: false,
                 digest_error: false,
+                ka_check,
             });
             cid
         };
@@ -427,6 +477,9 @@ async fn reader_task(
 fn complete(sh: &Shared, mut cqe: Cqe) {
     let mut c = lock(&sh.cids);
     let Some(e) = c.remove(cqe.cid) else { return };
+    if let Some(t) = &sh.traffic {
+        t.completed(e.ka_check);
+    }
     if e.abandoned {
         c.free.push(cqe.cid);
         sh.slots.add_permits(1);
@@ -454,6 +507,7 @@ mod tests {
             write: None,
             abandoned: false,
             digest_error: false,
+            ka_check: 0,
         };
         (p, rx)
     }
@@ -486,6 +540,7 @@ mod tests {
             cids: Mutex::new(Cids::new(2)),
             slots: Semaphore::new(0),
             closed: AtomicBool::new(false),
+            traffic: None,
         };
         let cqe = |cid| Cqe {
             dw0: 0,
@@ -519,5 +574,24 @@ mod tests {
             1,
             "a stray completion changes nothing"
         );
+    }
+
+    /// Without TBKAS every check sends the Keep Alive whatever completed. With it, a check
+    /// after a completion skips it, the next with none sends it, and a completion of a
+    /// command sent before the last check does not count.
+    #[test]
+    fn keep_alive_is_skipped_only_for_tbkas_and_fresh_completions() {
+        let t = KeepAliveTraffic::default();
+        let sent = t.checks.load(Ordering::Relaxed);
+        t.completed(sent);
+        assert!(t.keep_alive_due(false), "no TBKAS: always sent");
+        let sent = t.checks.load(Ordering::Relaxed);
+        t.completed(sent);
+        assert!(!t.keep_alive_due(true), "TBKAS and a completion: skipped");
+        assert!(t.keep_alive_due(true), "TBKAS and no completion: sent");
+        let old = t.checks.load(Ordering::Relaxed);
+        assert!(t.keep_alive_due(true));
+        t.completed(old);
+        assert!(t.keep_alive_due(true), "sent before the last check: sent");
     }
 }
