@@ -32,8 +32,9 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
     put_ascii(&mut b, 24, 40, &s.model); // MN
     put_ascii(&mut b, 64, 8, env!("CARGO_PKG_VERSION")); // FR
     b[72] = 6; // RAB
-               // CMIC bit 1: the subsystem may have several controllers (one per host connection);
-               // without it Linux refuses a second controller of the same subsystem.
+
+    // CMIC bit 1: the subsystem may have several controllers (one per host connection);
+    // without it Linux refuses a second controller of the same subsystem.
     b[76] = if io { 0x02 } else { 0 };
     b[77] = MDTS;
     put(&mut b, 78, &c.cntlid.to_le_bytes()); // CNTLID: the one Connect returned
@@ -53,20 +54,23 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
     put(&mut b, 514, &(MQES + 1).to_le_bytes()); // MAXCMD
     if io {
         put(&mut b, 516, &s.max_nsid().to_le_bytes()); // NN
-                                                       // ONCS: Dataset Management (2), Write Zeroes (3), Reservations (5).
+
+        // ONCS: Dataset Management (2), Write Zeroes (3), Reservations (5).
         put(&mut b, 520, &0x002Cu16.to_le_bytes());
         // VWC: present (bit 0), Flush with NSID FFFFFFFFh supported (bits 2:1 = 11b).
         b[525] = 0x07;
     }
     b[530] = 1; // NVSCC
-                // SGLS: SGLs supported (bits 1:0 = 01b, no alignment) and the Data Block address is an
-                // offset (bit 20) — how in-capsule data is described.
+
+    // SGLS: SGLs supported (bits 1:0 = 01b, no alignment) and the Data Block address is an
+    // offset (bit 20) — how in-capsule data is described.
     put(&mut b, 536, &((1u32 << 0) | (1 << 20)).to_le_bytes());
     let nqn = if io { s.nqn.as_str() } else { DISCOVERY_NQN };
     let n = nqn.len().min(255);
     put(&mut b, 768, &nqn.as_bytes()[..n]); // SUBNQN
-                                            // NVMe over Fabrics attributes: IOCCSZ/IORCSZ in 16-byte units, ICDOFF = 0 (Linux TCP
-                                            // rejects anything else), FCATT = 0 (dynamic controller model), MSDBD = 1.
+
+    // NVMe over Fabrics attributes: IOCCSZ/IORCSZ in 16-byte units, ICDOFF = 0 (Linux TCP
+    // rejects anything else), FCATT = 0 (dynamic controller model), MSDBD = 1.
     let ioccsz = (64 + IN_CAPSULE_DATA) / 16;
     put(&mut b, 1792, &ioccsz.to_le_bytes());
     put(&mut b, 1796, &1u32.to_le_bytes());
