@@ -8,6 +8,7 @@
 //! `BlockDev` over NVMe/TCP (crate `nvme-tcp`);
 //! `nvme_volume` is the reverse: a `BlockDev` on an external NVMe/TCP namespace.
 pub mod admin;
+pub mod alloc;
 pub mod config;
 pub mod device_watch;
 pub mod exports;

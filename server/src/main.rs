@@ -640,8 +640,8 @@ fn serve(a: &ServeArgs, log: &Logging) -> Result<(), DaemonError> {
     for w in cfg.reachability_warnings() {
         tracing::warn!("{w}");
     }
-    // Before the runtime's threads: glibc's arenas stay few (rpc/trim.rs).
-    if let Some(n) = pnfsd::rpc::trim::limit_arenas() {
+    // Before the runtime's threads: glibc's arenas stay few (alloc.rs).
+    if let Some(n) = pnfsd::alloc::limit_arenas() {
         tracing::debug!(arenas = n, "malloc arenas limited");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -200,13 +200,7 @@ fn creates_of_new_names_in_a_big_directory_read_no_tree_node() {
         mk(&s, big, &format!("entry-{i}"), NewNode::Regular);
     }
     // Scans start on the default thresholds; wait for the last one.
-    let settle = |s: &Store| {
-        let t = std::time::Instant::now();
-        while !s.inner.rd().filters.settled(big.0) {
-            assert!(t.elapsed().as_secs() < 60, "no filter");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-    };
+    let settle = |s: &Store| wait_for("no filter", 60, || s.inner.rd().filters.settled(big.0));
     settle(&s);
     // The last of those scans finished at an entry count the machine's speed decides, and a
     // filter is rebuilt after half its entries again are added: that rebuild's scan could
@@ -247,13 +241,22 @@ fn creates_of_new_names_in_a_big_directory_read_no_tree_node() {
     s.unmount().unwrap();
 }
 
-/// Wait until no filter scan is running (a bound, not a timing assertion).
-fn wait_scan_ended(s: &Store) {
+/// Polls `cond` until it holds; panics with `what` after `secs` seconds. A bound, not a
+/// timing assertion: what is waited for runs on a thread of its own and stays short of the
+/// bound unless it hangs.
+fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     let t = std::time::Instant::now();
-    while s.inner.rd().filters.scan_running() {
-        assert!(t.elapsed().as_secs() < 300, "a filter scan did not end");
+    while !cond() {
+        assert!(t.elapsed().as_secs() < secs, "{what}");
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+}
+
+/// Wait until no filter scan is running.
+fn wait_scan_ended(s: &Store) {
+    wait_for("a filter scan did not end", 300, || {
+        !s.inner.rd().filters.scan_running()
+    });
 }
 
 /// Start a scan of `dir`'s filter now (as its 64th add would start one) and wait for it to
@@ -266,29 +269,18 @@ pub(super) fn scan_now(s: &Store, dir: Ino) {
             s.inner.start_filter_scan(&mut g, d, id);
         }
     }
-    // A bound, not a timing assertion: the scan's thread does not end only if it hangs.
-    let t = std::time::Instant::now();
-    while !s.inner.rd().filters.settled(dir.0) {
-        assert!(
-            t.elapsed().as_secs() < 300,
-            "the scan of {dir:?} did not end"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_for(&format!("the scan of {dir:?} did not end"), 300, || {
+        s.inner.rd().filters.settled(dir.0)
+    });
 }
 
 /// Wait for the walk of the tree's internal nodes that follows a mount (meta_blocks.rs): it
 /// reads on a thread of its own, at a moment that depends on the machine's load, so reads
 /// counted before it is done are not only the scan's.
 pub(super) fn wait_walked(s: &Store) {
-    let t = std::time::Instant::now();
-    while !s.inner.meta_blocks.is_ready() {
-        assert!(
-            t.elapsed().as_secs() < 300,
-            "the metadata block walk did not end"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_for("the metadata block walk did not end", 300, || {
+        s.inner.meta_blocks.is_ready()
+    });
 }
 
 /// Tree nodes read from the volume (all of them, `Reader::reads`) and the ones read one at a
