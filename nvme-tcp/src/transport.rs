@@ -579,10 +579,10 @@ mod tests {
     use crate::status::Status;
     use std::io::Read;
 
-    /// A connected pair: our end split as a connection does, its writer detached (blocking
-    /// mode), and the peer reading everything on a thread of its own, slowly (so the sends
-    /// fill the socket buffers and return short), until the end of the stream.
-    async fn detached_pair() -> (OutTx, std::thread::JoinHandle<Vec<u8>>) {
+    /// A listener whose one connection is read on a thread of its own, 4 KiB every 50 µs
+    /// (so sends fill the socket buffers and return short), until the end of the stream:
+    /// the thread returns all it read.
+    fn slow_reader() -> (std::net::SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let reader = std::thread::spawn(move || {
@@ -600,6 +600,14 @@ mod tests {
                 }
             }
         });
+        (addr, reader)
+    }
+
+    /// A connected pair: our end split as a connection does, its writer detached (blocking
+    /// mode), and the peer reading everything on a thread of its own, slowly (so the sends
+    /// fill the socket buffers and return short), until the end of the stream.
+    async fn detached_pair() -> (OutTx, std::thread::JoinHandle<Vec<u8>>) {
+        let (addr, reader) = slow_reader();
         let std = std::net::TcpStream::connect(addr).unwrap();
         std.set_nonblocking(true).unwrap();
         let (rd, tx) = split(TcpStream::from_std(std).unwrap()).unwrap();
@@ -701,24 +709,8 @@ mod tests {
     async fn detached_senders_block_and_keep_frames_whole() {
         const FRAMES: usize = 400;
         const LEN: usize = 16 * 1024;
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let reader = std::thread::spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-                .unwrap();
-            let mut got = Vec::new();
-            let mut chunk = vec![0u8; 4096];
-            loop {
-                // A slow reader: the senders must wait for it.
-                std::thread::sleep(std::time::Duration::from_micros(50));
-                match s.read(&mut chunk) {
-                    Ok(0) => return got,
-                    Ok(n) => got.extend_from_slice(&chunk[..n]),
-                    Err(e) => panic!("read: {e} after {} bytes", got.len()),
-                }
-            }
-        });
+        // A slow reader: the senders must wait for it.
+        let (addr, reader) = slow_reader();
         let std = std::net::TcpStream::connect(addr).unwrap();
         std.set_nonblocking(true).unwrap();
         // Another descriptor of the socket stays open (as the queue's watcher does): the end

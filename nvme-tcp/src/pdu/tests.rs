@@ -17,19 +17,29 @@ fn round_trip(p: Pdu, receiver: Side, dg: Digests) -> Pdu {
     Pdu::decode(&v, &rules(receiver, dg)).unwrap()
 }
 
+/// Every combination of header and data digests.
+const DIGESTS: [Digests; 4] = [
+    Digests {
+        header: false,
+        data: false,
+    },
+    Digests {
+        header: true,
+        data: true,
+    },
+    Digests {
+        header: true,
+        data: false,
+    },
+    Digests {
+        header: false,
+        data: true,
+    },
+];
+
 #[test]
 fn every_pdu_round_trips_with_and_without_digests() {
-    for dg in [
-        Digests::default(),
-        Digests {
-            header: true,
-            data: true,
-        },
-        Digests {
-            header: true,
-            data: false,
-        },
-    ] {
+    for dg in DIGESTS {
         let mut sqe = Sqe::new(0x01);
         sqe.set_cid(5);
         let cases = vec![
@@ -291,17 +301,7 @@ fn vectored_encoding_splices_into_the_plain_one() {
         cid: 3,
         status: Status::SUCCESS,
     });
-    for dg in [
-        Digests::default(),
-        Digests {
-            header: true,
-            data: true,
-        },
-        Digests {
-            header: false,
-            data: true,
-        },
-    ] {
+    for dg in DIGESTS {
         for p in [c2h(4096), c2h(1), resp.clone()] {
             let mut plain = b"before".to_vec();
             p.encode(dg, &mut plain);
