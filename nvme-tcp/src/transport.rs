@@ -214,7 +214,8 @@ struct WState {
     seg_bytes: usize,
     /// Bytes the writer task took out of `buf` and is writing.
     writing: usize,
-    /// Blocking mode: `hold_pdus` writes once `buf` holds this much (`set_hold_limit`).
+    /// Blocking mode: `hold_pdus` writes once `buf` and the data segments it points at
+    /// (`seg_bytes`) hold this much (`set_hold_limit`).
     hold_limit: usize,
     /// The writer task owns the socket until `buf` is empty again.
     active: bool,

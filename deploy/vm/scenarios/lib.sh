@@ -80,16 +80,21 @@ has_nvme_ns() { [[ -n $(nvme_namespaces) ]]; }
 # retry (nvme-tcp sets syncnt 1: ETIMEDOUT after ~3 s), and under TCG on a loaded
 # machine QEMU's user network once answered neither SYN in time, although pnfsd
 # was listening (connect -110 twice, no connection reached the target; session
-# 12). A target that refuses or never answers still fails all three.
+# 12). Only that timeout is tried again: a target that refuses or fails the
+# Connect fails at once, and one that never answers fails all three.
 nvme_attach() { # nvme_attach PORT NQN
-    local i
+    local i err
     step "nvme discover -t tcp -a $SERVER -s $1"
     nvme discover -t tcp -a "$SERVER" -s "$1" || echo "NOTE nvme discover failed (connect may still work)"
     for ((i = 1; ; i++)); do
         step "nvme connect -t tcp -a $SERVER -s $1 -n $2"
-        nvme connect -t tcp -a "$SERVER" -s "$1" -n "$2" && break
-        ((i < 3)) || return 1
-        echo "NOTE nvme connect attempt $i failed; trying again"
+        if err=$(nvme connect -t tcp -a "$SERVER" -s "$1" -n "$2" 2>&1); then
+            [[ -n $err ]] && echo "$err"
+            break
+        fi
+        echo "$err"
+        [[ $err == *"timed out"* ]] && ((i < 3)) || return 1
+        echo "NOTE nvme connect attempt $i timed out; trying again"
         sleep 2
     done
     for ((i = 0; i < 50; i++)); do

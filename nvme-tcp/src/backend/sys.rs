@@ -1,7 +1,8 @@
-//! The crate's one unsafe module: `preadv2`/`pwritev2` with `RWF_NOWAIT`, which std does not
-//! offer. They let the connection task serve a page-cache hit (or a write into cached pages)
-//! inline instead of handing the command to a blocking thread; anything that would wait for
-//! the disk comes back as `None` and takes the blocking path.
+//! One of the crate's three unsafe modules (with `target/ring.rs` and `transport/sys.rs`):
+//! `preadv2`/`pwritev2` with `RWF_NOWAIT`, which std does not offer. They let the connection
+//! task serve a page-cache hit (or a write into cached pages) inline instead of handing the
+//! command to a blocking thread; anything that would wait for the disk comes back as `None`
+//! and takes the blocking path.
 #![allow(unsafe_code)]
 
 use std::fs::File;

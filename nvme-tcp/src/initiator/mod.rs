@@ -240,9 +240,14 @@ impl Initiator {
         }
         if cfg.send_keep_alive && cfg.kato_ms > 0 {
             let admin = ini.admin.clone();
-            let period = Duration::from_millis((cfg.kato_ms / 2).max(1) as u64);
             // CTRATT is bytes 99:96 of Identify Controller.
             let tbkas = le32(&ini.identify, 96) & CTRATT_TBKAS != 0;
+            // Every KATO/2, and every KATO/4 with TBKAS, as Linux
+            // (`nvme_keep_alive_work_period`): a skipped check postpones the next Keep Alive
+            // by a whole period, so the checks run twice as often to keep the longest gap
+            // without traffic or a Keep Alive near KATO/2.
+            let div = if tbkas { 4 } else { 2 };
+            let period = Duration::from_millis((cfg.kato_ms / div).max(1) as u64);
             ini.ka = Some(tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(period).await;

@@ -54,29 +54,32 @@ struct Pending {
 /// `ka_last_check_time` for the same reason).
 #[derive(Default)]
 pub(crate) struct KeepAliveTraffic {
-    /// Keep-alive checks so far; a command remembers the count it was sent under.
+    /// Keep-alive checks so far: the current period's number. A command remembers the
+    /// period it was sent in.
     checks: AtomicU32,
-    /// Linux's `comp_seen`.
-    comp_seen: AtomicBool,
+    /// 1 + the period of the last command whose completion was noted (0: none). A period
+    /// number rather than a flag (Linux's `comp_seen`): a completion noted just after the
+    /// check that ended its command's period must not count at the next check.
+    seen: AtomicU32,
 }
 
 impl KeepAliveTraffic {
-    /// A command completed that was sent when `checks` was `ka_check`. Loads first, so a
-    /// queue at full speed writes the shared flag about once per check, not per command.
+    /// A command completed that was sent in period `ka_check`. Loads first, so a queue at
+    /// full speed writes the shared word about once per period, not per command.
     fn completed(&self, ka_check: u32) {
+        let mark = ka_check.wrapping_add(1);
         if ka_check == self.checks.load(Ordering::Relaxed)
-            && !self.comp_seen.load(Ordering::Relaxed)
+            && self.seen.load(Ordering::Relaxed) != mark
         {
-            self.comp_seen.store(true, Ordering::Relaxed);
+            self.seen.store(mark, Ordering::Relaxed);
         }
     }
 
-    /// The keep-alive task's check, once a period: whether to send the Keep Alive. The count
-    /// moves before the flag is taken, so a completion racing the check can only cost an
-    /// extra Keep Alive, never skip a due one.
+    /// The keep-alive task's check, once a period: whether to send the Keep Alive. It is
+    /// skipped only for a completion of a command sent in the period this check ends.
     pub fn keep_alive_due(&self, tbkas: bool) -> bool {
-        self.checks.fetch_add(1, Ordering::Relaxed);
-        let seen = self.comp_seen.swap(false, Ordering::Relaxed);
+        let ended = self.checks.fetch_add(1, Ordering::Relaxed);
+        let seen = self.seen.load(Ordering::Relaxed) == ended.wrapping_add(1);
         !(tbkas && seen)
     }
 }
@@ -593,5 +596,11 @@ mod tests {
         assert!(t.keep_alive_due(true));
         t.completed(old);
         assert!(t.keep_alive_due(true), "sent before the last check: sent");
+        // A completion that read the period just before a check ended it, and noted itself
+        // just after: it must not skip the next check's Keep Alive.
+        let sent = t.checks.load(Ordering::Relaxed);
+        assert!(t.keep_alive_due(true));
+        t.seen.store(sent.wrapping_add(1), Ordering::Relaxed);
+        assert!(t.keep_alive_due(true), "noted after its period ended: sent");
     }
 }

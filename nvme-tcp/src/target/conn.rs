@@ -3,9 +3,11 @@
 //! C2HData PDU followed by the CapsuleResp, in one write. With io_uring (`ring.rs`) the queue
 //! runs on a thread of its own (`run_thread`), which owns the socket alone (the runtime lets
 //! go of it: `OutTx::detach_writer`): one `io_uring_enter` per round waits for the socket
-//! receive and the file Reads/Writes alike, and every answer of the round leaves in one
-//! `sendmsg`, a Read's data from the buffer the ring read it into (no copy). Without it (`run`, a tokio task) page-cache hits are served inline
-//! (`io::try_inline`) and the rest runs on blocking threads, which write their own answers.
+//! receive and the file Reads/Writes alike, and the round's answers leave together by
+//! `sendmsg` (one call, more when it returns short), a Read's data from the buffer the ring
+//! read it into (no copy). Without it (`run`, a tokio task) page-cache hits are served
+//! inline (`io::try_inline`) and the rest runs on blocking threads, which write their own
+//! answers.
 //! Admin and Fabrics commands run in order on the queue either way (docs/nvme-tcp.md "I/O
 //! path").
 

@@ -7,10 +7,11 @@
 //! waiting) in the same `select!` as for the socket. Page-cache hits complete inside the
 //! submitting call, so they are reaped at once, without waiting.
 //!
-//! This is the crate's second unsafe module (with `backend/sys.rs`): the kernel reads and
-//! writes an operation's buffer until its completion is reaped, so every buffer lives in the
-//! operation (`Op`) in `ops` until then, the file stays open through the `Namespace` it
-//! holds, and a ring with operations still in flight is drained before it is dropped.
+//! This is one of the crate's three unsafe modules (with `backend/sys.rs` and
+//! `transport/sys.rs`): the kernel reads and writes an operation's buffer until its
+//! completion is reaped, so every buffer lives in the operation (`Op`) in `ops` until then,
+//! the file stays open through the `Namespace` it holds, and a ring with operations still in
+//! flight is drained before it is dropped.
 //!
 //! Only plain Reads and Writes come here (`io::prepare_rw` decides, after the per-command
 //! access check); any short transfer or error goes back to the blocking path, which repeats
@@ -241,7 +242,12 @@ impl Ring {
         let buf = match (&rw.write, rw.direct) {
             (Some(_), false) => None,
             (None, _) => IoBuf::uninit(len),
-            (Some(d), true) => d.get(..len).and_then(IoBuf::copy_of),
+            // Without its aligned copy an O_DIRECT write goes to the blocking path: the
+            // capsule's bytes are released below, so the kernel must never write from them.
+            (Some(d), true) => match d.get(..len).and_then(IoBuf::copy_of) {
+                Some(b) => Some(b),
+                None => return Err(rw.cmd),
+            },
         };
         let fd = types::Fd(rw.fd);
         let entry = match (&rw.write, &buf) {

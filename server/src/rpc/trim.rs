@@ -4,9 +4,10 @@
 //! pnfsd frees what a closed connection or an expired client held, but glibc malloc keeps
 //! freed pages in its arenas for reuse (the 64 COMPOUND threads spread a burst's reply
 //! buffers over all of them: by default up to 8 per core, one per CPU under
-//! `crate::alloc::limit_arenas`), and returns only the top of each heap by itself. 50 connections that never read their replies left 73–100 MB of a
-//! 9 MB idle daemon behind 10 s after they went; `malloc_trim(0)` brought it to 28–33 MB
-//! (docs/benchmarks.md "Abuse: RSS after the abusers leave"). So a task per listener asks glibc to
+//! `crate::alloc::limit_arenas`), and returns only the top of each heap by itself. 50
+//! connections that never read their replies left 73–100 MB of a 9 MB idle daemon behind
+//! 10 s after they went; `malloc_trim(0)` brought it to 28–33 MB (docs/benchmarks.md
+//! "Abuse: RSS after the abusers leave"). So a task per listener asks glibc to
 //! trim when a burst of connections has ended and every 10 s, and only when its arenas
 //! hold enough free memory to be worth the walk (`mallinfo2`). `MALLOC_TRIM_THRESHOLD_` was
 //! measured too and paid less; it stays for the operator's environment.
