@@ -7,7 +7,8 @@
 //! `BENCH_ONLY=O_DIRECT/read/4K/32` (a substring of the cell names; a trailing `$` anchors it
 //! at the end) narrows it down;
 //! `BENCH_TCP_ONLY=1` skips the baselines and `BENCH_NO_WARMUP=1` the warm-up (for `perf`);
-//! `BENCH_INI_THREADS=n` and `BENCH_IO_QUEUES=n` set the initiator's workers and I/O queues.
+//! `BENCH_INI_THREADS=n` and `BENCH_IO_QUEUES=n` set the initiator's workers (default 1) and
+//! I/O queues (default 2).
 //!
 //! Fairness: both sides do the same thing to the same file. QD n is n threads each issuing
 //! one pread/pwrite at a time (the baseline) against n tasks each with one command in flight
@@ -311,7 +312,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // The target and the initiator on runtimes of their own (as in pnfsd and a remote host),
     // so the CPU of each is told apart by thread name. BENCH_INI_THREADS: the initiator's
-    // worker threads (default 2).
+    // worker threads, default 1, as pnfsd runs its own initiator (`NvmeDev`, the external
+    // volume): a second worker takes over commands a batch of completions woke (a futex
+    // each time), which cost 1.1-1.7x the initiator's CPU for the same IOPS
+    // (docs/nvme-tcp.md, sessions 12 and 14).
     let tgt_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name(TGT_RT)
@@ -320,7 +324,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ini_threads: usize = std::env::var("BENCH_INI_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+        .unwrap_or(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(ini_threads.max(1))
         .thread_name(INI_RT)
