@@ -57,12 +57,18 @@ const WRITE_WAIT: std::time::Duration = std::time::Duration::from_micros(300);
 /// the pool's pages once, at registration, instead of once per operation
 /// (`gup_fast_fallback`, `bio_iov_iter_get_pages`). `examples/uring.rs` at QD 32, 4 KiB
 /// O_DIRECT: 3.2 -> 2.8 µs of CPU per read, 2.9 -> 2.6 per write (docs/nvme-tcp.md
-/// "Session 14"). Larger transfers, and any while the pool is empty, use `IoBuf::Heap`.
+/// "Registered buffers"). Larger transfers, and any while the pool is empty, use heap
+/// buffers.
 const SLOT: usize = 4096;
-/// Slots per ring: a queue's commands (MQES + 1 = 128) rarely all read at once; 256 KiB
-/// pinned per queue, which counts against RLIMIT_MEMLOCK (without CAP_IPC_LOCK): where the
-/// registration is refused, every buffer comes from the heap as before.
+/// Slots per ring: a queue's commands (MQES + 1 = 128) rarely all read at once.
 const SLOTS: usize = 64;
+/// Pools registered at once in the process: 16 × 256 KiB = 4 MiB pinned, half the usual
+/// RLIMIT_MEMLOCK (8 MiB), which pinned pages count against per user without CAP_IPC_LOCK
+/// (and, before Linux 5.12, the rings themselves): queues beyond it, or where the
+/// registration is refused, use heap buffers, and no ring is starved of its own memory.
+const MAX_POOLS: usize = 16;
+/// Pools registered now (`MAX_POOLS`).
+static POOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The registered buffers of one ring: `SLOTS` slots of `SLOT` bytes in one allocation,
 /// aligned for O_DIRECT. Shared with the `Bytes` of answers still being sent, which give
@@ -86,9 +92,18 @@ impl Pool {
     /// Registered at a queue's first Read or Write, when nothing is in flight on the ring
     /// (older kernels quiesce a ring to register buffers), and never on the admin queue.
     fn register(ring: &IoUring) -> Option<std::sync::Arc<Pool>> {
+        use std::sync::atomic::Ordering;
         let layout = Self::layout()?;
+        if POOLS.fetch_add(1, Ordering::Relaxed) >= MAX_POOLS {
+            POOLS.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        // From here on `POOLS` counts this pool: its `Drop` gives the count back.
         // SAFETY: the layout's size is not zero.
-        let base = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) })?;
+        let Some(base) = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) }) else {
+            POOLS.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        };
         let pool = std::sync::Arc::new(Pool {
             base,
             free: std::sync::Mutex::new((0..SLOTS as u16).rev().collect()),
@@ -97,13 +112,19 @@ impl Pool {
             iov_base: base.as_ptr().cast(),
             iov_len: layout.size(),
         };
-        // SAFETY: the memory stays allocated while the ring lives: the Ring holds the Arc
-        // and drops it after its IoUring (field order), and the kernel touches it only in
-        // the fixed operations we submit, each of which holds its slot until reaped.
+        // SAFETY: the kernel reads or writes registered memory only in the READ_FIXED /
+        // WRITE_FIXED operations we submit, each of which holds its slot, and with it the
+        // pool's allocation, until its completion is reaped. Outside those the pages are
+        // only pinned: freeing the allocation while the ring still has them registered (the
+        // Ring drops its IoUring first anyway) gives the kernel nothing to write to.
         match unsafe { ring.submitter().register_buffers(&[iov]) } {
             Ok(()) => Some(pool),
             Err(e) => {
-                tracing::debug!(error = %e, "io_uring buffers not registered: heap buffers");
+                static SAID: std::sync::atomic::AtomicBool =
+                    std::sync::atomic::AtomicBool::new(false);
+                if !SAID.swap(true, Ordering::Relaxed) {
+                    tracing::info!(error = %e, "nvme-tcp: io_uring buffers not registered (RLIMIT_MEMLOCK?): reads and writes pin their pages each time");
+                }
                 None
             }
         }
@@ -125,6 +146,7 @@ impl Drop for Pool {
             // slot (and no operation in flight) points into it.
             unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
         }
+        POOLS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -170,8 +192,9 @@ struct IoBuf {
     slot: Option<Slot>,
 }
 
-// SAFETY: an IoBuf owns its allocation alone, as a Box<[u8]> does; nothing else points into
-// it except the kernel while an operation is in flight, which the Ring waits out.
+// SAFETY: an IoBuf owns its memory alone (a heap allocation, as a Box<[u8]> does, or a pool
+// slot no other IoBuf holds); nothing else points into it except the kernel while an
+// operation is in flight, which the Ring waits out.
 unsafe impl Send for IoBuf {}
 
 impl IoBuf {
@@ -380,29 +403,15 @@ impl Ring {
                 None => return Err(rw.cmd),
             },
         };
-        let fd = types::Fd(rw.fd);
-        let entry = match (&rw.write, &buf) {
-            (None, Some(b)) => match b.fixed() {
-                Some(i) => opcode::ReadFixed::new(fd, b.ptr.as_ptr(), len as u32, i)
-                    .offset(rw.offset)
-                    .build(),
-                None => opcode::Read::new(fd, b.ptr.as_ptr(), len as u32)
-                    .offset(rw.offset)
-                    .build(),
-            },
-            (Some(d), None) => opcode::Write::new(fd, d.as_ptr(), len as u32)
-                .offset(rw.offset)
-                .build(),
-            (Some(_), Some(b)) => match b.fixed() {
-                Some(i) => opcode::WriteFixed::new(fd, b.ptr.as_ptr(), len as u32, i)
-                    .offset(rw.offset)
-                    .build(),
-                None => opcode::Write::new(fd, b.ptr.as_ptr(), len as u32)
-                    .offset(rw.offset)
-                    .build(),
-            },
-            // No buffer (out of memory): the blocking path runs it.
-            (None, None) => return Err(rw.cmd),
+        // No buffer (out of memory): the blocking path runs it.
+        let Some(entry) = rw_entry(
+            types::Fd(rw.fd),
+            rw.write.as_ref(),
+            buf.as_ref(),
+            len,
+            rw.offset,
+        ) else {
+            return Err(rw.cmd);
         };
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -654,6 +663,38 @@ impl AsRawFd for Ring {
     }
 }
 
+/// The operation for a Read (into `buf`) or a Write (of `write`, or of its aligned copy in
+/// `buf`): the FIXED opcodes when the buffer is a pool slot (`None`: a Read with no buffer).
+fn rw_entry(
+    fd: types::Fd,
+    write: Option<&Bytes>,
+    buf: Option<&IoBuf>,
+    len: usize,
+    offset: u64,
+) -> Option<io_uring::squeue::Entry> {
+    let n = len as u32;
+    Some(match (write, buf) {
+        (None, Some(b)) => match b.fixed() {
+            Some(i) => opcode::ReadFixed::new(fd, b.ptr.as_ptr(), n, i)
+                .offset(offset)
+                .build(),
+            None => opcode::Read::new(fd, b.ptr.as_ptr(), n)
+                .offset(offset)
+                .build(),
+        },
+        (Some(d), None) => opcode::Write::new(fd, d.as_ptr(), n).offset(offset).build(),
+        (Some(_), Some(b)) => match b.fixed() {
+            Some(i) => opcode::WriteFixed::new(fd, b.ptr.as_ptr(), n, i)
+                .offset(offset)
+                .build(),
+            None => opcode::Write::new(fd, b.ptr.as_ptr(), n)
+                .offset(offset)
+                .build(),
+        },
+        (None, None) => return None,
+    })
+}
+
 /// Completions a round waits for with `direct_writes` O_DIRECT writes in flight (`None`: the
 /// first one, as for everything else).
 fn write_share(direct_writes: usize) -> Option<usize> {
@@ -671,6 +712,7 @@ mod tests {
     fn io_buffers_are_aligned_and_become_bytes_in_place() {
         let ring = IoUring::new(8).ok();
         let pool = ring.as_ref().and_then(Pool::register);
+        let _ring = ring; // dropped before the pool, as in a Ring
         for pool in [None, pool.as_ref()] {
             for len in [1, 512, 4096, 4097, 128 * 1024] {
                 let data: Vec<u8> = (0..len).map(|i| (i * 31) as u8).collect();
@@ -725,12 +767,11 @@ mod tests {
         assert!(IoBuf::uninit(SLOT, Some(&pool)).unwrap().fixed().is_some());
     }
 
-    /// A READ_FIXED into a slot reads the file's bytes (the pool is registered as buffer 0
-    /// and a slot's address lies within it).
+    /// Pool slots go by the FIXED opcodes, heap buffers and page-cache writes (from the
+    /// capsule's bytes) by the plain ones; a Read without a buffer has no operation.
     #[test]
-    fn fixed_reads_land_in_their_slot() {
-        use std::os::unix::fs::FileExt;
-        let Ok(mut ring) = IoUring::new(8) else {
+    fn slots_take_the_fixed_opcodes() {
+        let Ok(ring) = IoUring::new(8) else {
             eprintln!("io_uring refused here: skipped");
             return;
         };
@@ -738,26 +779,59 @@ mod tests {
             eprintln!("buffer registration refused here: skipped");
             return;
         };
+        let fd = types::Fd(0);
+        let slot = IoBuf::uninit(SLOT, Some(&pool)).unwrap();
+        let heap = IoBuf::uninit(SLOT, None).unwrap();
+        let data = Bytes::from(vec![1u8; SLOT]);
+        let op = |w, b| rw_entry(fd, w, b, SLOT, 0).map(|e| e.get_opcode() as u8);
+        assert_eq!(op(None, Some(&slot)), Some(opcode::ReadFixed::CODE));
+        assert_eq!(op(Some(&data), Some(&slot)), Some(opcode::WriteFixed::CODE));
+        assert_eq!(op(None, Some(&heap)), Some(opcode::Read::CODE));
+        assert_eq!(op(Some(&data), Some(&heap)), Some(opcode::Write::CODE));
+        assert_eq!(op(Some(&data), None), Some(opcode::Write::CODE));
+        assert_eq!(op(None, None), None);
+    }
+
+    /// What `rw_entry` builds for slots the kernel accepts: a 512-byte WRITE_FIXED from one
+    /// slot and a READ_FIXED into another (not the first) read the file's bytes back.
+    #[test]
+    fn fixed_writes_and_reads_reach_the_file() {
+        use std::os::unix::fs::FileExt;
+        let Ok(ring) = IoUring::new(8) else {
+            eprintln!("io_uring refused here: skipped");
+            return;
+        };
+        let Some(pool) = Pool::register(&ring) else {
+            eprintln!("buffer registration refused here: skipped");
+            return;
+        };
+        let mut ring = ring; // dropped before the pool, as in a Ring
         let dir = tempfile::tempdir().unwrap();
         let f = std::fs::File::create_new(dir.path().join("f")).unwrap();
         let data: Vec<u8> = (0..3 * SLOT).map(|i| (i * 13 / 7) as u8).collect();
         f.write_all_at(&data, 0).unwrap();
-        // Take two slots first, so the read lands in a slot other than the first.
-        let _a = pool.take().unwrap();
-        let _b = pool.take().unwrap();
-        let b = IoBuf::uninit(SLOT, Some(&pool)).unwrap();
-        let i = b.fixed().unwrap();
-        let e = opcode::ReadFixed::new(types::Fd(f.as_raw_fd()), b.ptr.as_ptr(), SLOT as u32, i)
-            .offset(SLOT as u64)
-            .build();
-        // SAFETY: `b` lives until the completion is reaped below.
-        unsafe { ring.submission().push(&e) }.unwrap();
-        ring.submit_and_wait(1).unwrap();
-        let res = ring.completion().next().unwrap().result();
-        assert_eq!(res, SLOT as i32);
+        let fd = types::Fd(f.as_raw_fd());
+        let mut run = |e: io_uring::squeue::Entry| {
+            // SAFETY: the caller's buffers live until the completion is reaped here.
+            unsafe { ring.submission().push(&e) }.unwrap();
+            ring.submit_and_wait(1).unwrap();
+            ring.completion().next().unwrap().result()
+        };
+        let _first = pool.take().unwrap();
+        let small: Vec<u8> = (0..512).map(|i| (i % 251) as u8).collect();
+        let w = IoBuf::copy_of(&small, Some(&pool)).unwrap();
+        let cap = Bytes::from(small.clone());
+        let e = rw_entry(fd, Some(&cap), Some(&w), 512, SLOT as u64 + 512).unwrap();
+        assert_eq!(run(e), 512);
+        let r = IoBuf::uninit(SLOT, Some(&pool)).unwrap();
+        assert!(r.fixed().is_some() && w.fixed().is_some());
+        let e = rw_entry(fd, None, Some(&r), SLOT, SLOT as u64).unwrap();
+        assert_eq!(run(e), SLOT as i32);
         // SAFETY: the read completed whole.
-        let got = unsafe { b.into_bytes() };
-        assert_eq!(&got[..], &data[SLOT..2 * SLOT]);
+        let got = unsafe { r.into_bytes() };
+        let mut want = data[SLOT..2 * SLOT].to_vec();
+        want[512..1024].copy_from_slice(&small);
+        assert_eq!(&got[..], &want[..]);
     }
 
     /// A few writes in flight (a host at low queue depth) wait for the first completion as
