@@ -619,14 +619,7 @@ mod tests {
 
     /// A read's answer as the queue thread sends it: C2HData with `data`, then CapsuleResp.
     fn answer(cid: u16, data: Bytes) -> [Pdu; 2] {
-        let c2h = Pdu::C2hData(DataPdu {
-            cccid: cid,
-            ttag: 0,
-            datao: 0,
-            last: true,
-            success: false,
-            data,
-        });
+        let c2h = Pdu::C2hData(DataPdu::c2h_whole(cid, data));
         let resp = Pdu::CapsuleResp(Cqe {
             dw0: 0,
             dw1: 0,

@@ -104,6 +104,21 @@ pub struct DataPdu {
     pub data: Bytes,
 }
 
+impl DataPdu {
+    /// A C2HData with all of a command's data: offset 0, LAST, and no SUCCESS flag, so a
+    /// CapsuleResp follows (the only kind the target sends).
+    pub fn c2h_whole(cccid: u16, data: Bytes) -> DataPdu {
+        DataPdu {
+            cccid,
+            ttag: 0,
+            datao: 0,
+            last: true,
+            success: false,
+            data,
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct R2t {
     pub cccid: u16,

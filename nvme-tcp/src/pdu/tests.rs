@@ -71,14 +71,7 @@ fn every_pdu_round_trips_with_and_without_digests() {
                 Side::Controller,
             ),
             (
-                Pdu::C2hData(DataPdu {
-                    cccid: 5,
-                    ttag: 0,
-                    datao: 0,
-                    last: true,
-                    success: false,
-                    data: Bytes::from(vec![4u8; 100]),
-                }),
+                Pdu::C2hData(DataPdu::c2h_whole(5, Bytes::from(vec![4u8; 100]))),
                 Side::Host,
             ),
             (
@@ -284,14 +277,10 @@ fn garbage_never_panics() {
 #[test]
 fn vectored_encoding_splices_into_the_plain_one() {
     let c2h = |n: usize| {
-        Pdu::C2hData(DataPdu {
-            cccid: 3,
-            ttag: 0,
-            datao: 0,
-            last: true,
-            success: false,
-            data: Bytes::from((0..n).map(|i| i as u8).collect::<Vec<u8>>()),
-        })
+        Pdu::C2hData(DataPdu::c2h_whole(
+            3,
+            Bytes::from((0..n).map(|i| i as u8).collect::<Vec<u8>>()),
+        ))
     };
     let resp = Pdu::CapsuleResp(Cqe {
         dw0: 1,

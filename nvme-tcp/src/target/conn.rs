@@ -1159,14 +1159,7 @@ fn send_reply(
     if r.status.is_success() && !r.data.is_empty() && xfer_len > 0 {
         let mut data = r.data;
         data.truncate(xfer_len as usize);
-        let d = Pdu::C2hData(DataPdu {
-            cccid: cid,
-            ttag: 0,
-            datao: 0,
-            last: true,
-            success: false,
-            data,
-        });
+        let d = Pdu::C2hData(DataPdu::c2h_whole(cid, data));
         send_or_hold(tx, hold, &[&d, &cqe], dg);
     } else {
         send_or_hold(tx, hold, &[&cqe], dg);
