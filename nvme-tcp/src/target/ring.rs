@@ -731,17 +731,26 @@ mod tests {
         }
     }
 
+    /// A ring with a pool registered (the ring drops first, as in a `Ring`), or `None`
+    /// where this machine refuses either (said on stderr).
+    fn pooled_ring() -> Option<(std::sync::Arc<Pool>, IoUring)> {
+        let Ok(ring) = IoUring::new(8) else {
+            eprintln!("io_uring refused here: skipped");
+            return None;
+        };
+        let Some(pool) = Pool::register(&ring) else {
+            eprintln!("buffer registration refused here: skipped");
+            return None;
+        };
+        Some((pool, ring))
+    }
+
     /// The pool hands out distinct slots until it is empty (then buffers come from the
     /// heap), and a slot comes back when the answer's `Bytes` made of it is dropped, on any
     /// thread.
     #[test]
     fn pool_slots_are_distinct_and_come_back_with_their_bytes() {
-        let Ok(ring) = IoUring::new(8) else {
-            eprintln!("io_uring refused here: skipped");
-            return;
-        };
-        let Some(pool) = Pool::register(&ring) else {
-            eprintln!("buffer registration refused here: skipped");
+        let Some((pool, _ring)) = pooled_ring() else {
             return;
         };
         let bufs: Vec<IoBuf> = (0..SLOTS)
@@ -771,12 +780,7 @@ mod tests {
     /// capsule's bytes) by the plain ones; a Read without a buffer has no operation.
     #[test]
     fn slots_take_the_fixed_opcodes() {
-        let Ok(ring) = IoUring::new(8) else {
-            eprintln!("io_uring refused here: skipped");
-            return;
-        };
-        let Some(pool) = Pool::register(&ring) else {
-            eprintln!("buffer registration refused here: skipped");
+        let Some((pool, _ring)) = pooled_ring() else {
             return;
         };
         let fd = types::Fd(0);
@@ -797,15 +801,10 @@ mod tests {
     #[test]
     fn fixed_writes_and_reads_reach_the_file() {
         use std::os::unix::fs::FileExt;
-        let Ok(ring) = IoUring::new(8) else {
-            eprintln!("io_uring refused here: skipped");
+        let Some((pool, ring)) = pooled_ring() else {
             return;
         };
-        let Some(pool) = Pool::register(&ring) else {
-            eprintln!("buffer registration refused here: skipped");
-            return;
-        };
-        let mut ring = ring; // dropped before the pool, as in a Ring
+        let mut ring = ring;
         let dir = tempfile::tempdir().unwrap();
         let f = std::fs::File::create_new(dir.path().join("f")).unwrap();
         let data: Vec<u8> = (0..3 * SLOT).map(|i| (i * 13 / 7) as u8).collect();
