@@ -34,23 +34,12 @@ const ENTRIES: u32 = 256;
 /// O_DIRECT buffer alignment (logical block size of every device).
 const ALIGN: usize = 4096;
 
-/// With this many O_DIRECT writes in flight or more, a round waits for a share of them
-/// (`WRITE_SHARE`) instead of the first completion, for at most `WRITE_WAIT`. Why: an
-/// asynchronous O_DIRECT write to a file completes through the file system's dio workqueue
-/// (Linux 6.18 iomap completes only reads inline), and each completion the kworker posts
-/// woke this thread, which preempted the kworker before it posted the next: one write
-/// answered per round, the device at 1–3 writes in flight while 28 waited (block and
-/// io_uring tracepoints; docs/nvme-tcp.md "Writes: the dio kworker"). Reads complete in the
-/// interrupt, where waiting for more only adds the timer (measured worse: "Tried and
-/// dropped").
-const WRITE_COALESCE_MIN: usize = 6;
-/// A round waits for a third of the writes in flight (measured best of 1/2, 1/3, 1/4).
-const WRITE_SHARE: usize = 3;
-/// The bound on that wait: six device latencies of a 4 KiB write on this VM (~50 µs, block
-/// tracepoints), against the 1.5–2.5 ms a write takes at queue depth 32; the share normally
-/// comes first, the bound keeps a stalled device from holding the answers. 100 µs timed out
-/// often enough to cost a round each (0.40 `io_uring_enter` per write against 0.26).
-const WRITE_WAIT: std::time::Duration = std::time::Duration::from_micros(300);
+// Every round waits for the first completion, O_DIRECT writes included. Sessions 7–13
+// waited for a third of the O_DIRECT writes in flight (at most 300 µs) when 6 or more were:
+// on that machine each completion the dio kworker posted woke this thread, which preempted
+// the kworker, one write answered per round. On the machine of session 14 the wait cost
+// 30 % more CPU per write and 15–20 % fewer IOPS at QD 32 and 128, quiet or with two CPU
+// hogs beside it (docs/nvme-tcp.md "Session 14", "Writes: the dio kworker").
 
 /// Reads and O_DIRECT writes of up to `SLOT` bytes use buffers from a pool registered with
 /// the ring (IORING_REGISTER_BUFFERS) and go by READ_FIXED / WRITE_FIXED: the kernel pinned
@@ -300,8 +289,6 @@ pub(crate) struct Ring {
     /// Pushed and not yet submitted.
     queued: usize,
     inflight: usize,
-    /// O_DIRECT writes among `inflight` (`wait` coalesces their completions).
-    direct_writes: usize,
     /// A receive is armed: the length of the spare space it was given.
     recv_len: Option<usize>,
     /// Reaped (user_data, result) pairs, kept to reuse the allocation.
@@ -341,7 +328,8 @@ impl Ring {
 
     /// A ring for a queue thread, which waits for completions in `io_uring_enter` itself.
     /// (IORING_SETUP_DEFER_TASKRUN, and waiting for several read completions at once,
-    /// measured no better: docs/nvme-tcp.md "Tried and dropped"; writes: `wait`.)
+    /// measured no better: docs/nvme-tcp.md "Tried and dropped"; for writes, the note after
+    /// `ALIGN`.)
     pub fn for_thread() -> Option<Ring> {
         if std::env::var_os("NVME_TCP_NO_URING").is_some() {
             return None;
@@ -360,7 +348,6 @@ impl Ring {
             free: Vec::new(),
             queued: 0,
             inflight: 0,
-            direct_writes: 0,
             recv_len: None,
             cqes: Vec::new(),
         }
@@ -450,7 +437,6 @@ impl Ring {
         }
         self.queued += 1;
         self.inflight += 1;
-        self.direct_writes += direct_write as usize;
         Ok(())
     }
 
@@ -493,21 +479,9 @@ impl Ring {
     }
 
     /// Submits what is queued and waits for at least one completion (the connection
-    /// thread's only blocking call); with many O_DIRECT writes in flight, for a share of
-    /// them or `WRITE_WAIT` (`WRITE_COALESCE_MIN`).
+    /// thread's only blocking call).
     pub fn wait(&mut self) -> io::Result<()> {
-        let r = match self.coalesce_writes() {
-            Some(want) => {
-                let ts = types::Timespec::from(WRITE_WAIT);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                match self.ring.submitter().submit_with_args(want, &args) {
-                    Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(0),
-                    r => r,
-                }
-            }
-            None => self.ring.submit_and_wait(1),
-        };
-        match r {
+        match self.ring.submit_and_wait(1) {
             Ok(_) => {
                 self.queued = 0;
                 Ok(())
@@ -515,16 +489,6 @@ impl Ring {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
             Err(e) => Err(e),
         }
-    }
-
-    /// How many completions a round waits for when O_DIRECT writes dominate what is in
-    /// flight (`None`: the first one).
-    fn coalesce_writes(&self) -> Option<usize> {
-        // A wait with a timeout needs IORING_FEAT_EXT_ARG (Linux 5.11).
-        if !self.ring.params().is_feature_ext_arg() {
-            return None;
-        }
-        write_share(self.direct_writes)
     }
 
     /// Submits everything queued, without waiting.
@@ -574,9 +538,6 @@ impl Ring {
             self.free.push(idx);
             self.inflight -= 1;
             let Op { rw, buf, .. } = op;
-            if rw.direct && rw.write.is_some() {
-                self.direct_writes -= 1;
-            }
             let ok = res >= 0 && res as usize == rw.len;
             let len = rw.len;
             let mut cmd = rw.cmd;
@@ -693,12 +654,6 @@ fn rw_entry(
         },
         (None, None) => return None,
     })
-}
-
-/// Completions a round waits for with `direct_writes` O_DIRECT writes in flight (`None`: the
-/// first one, as for everything else).
-fn write_share(direct_writes: usize) -> Option<usize> {
-    (direct_writes >= WRITE_COALESCE_MIN).then_some(direct_writes / WRITE_SHARE)
 }
 
 #[cfg(test)]
@@ -831,21 +786,5 @@ mod tests {
         let mut want = data[SLOT..2 * SLOT].to_vec();
         want[512..1024].copy_from_slice(&small);
         assert_eq!(&got[..], &want[..]);
-    }
-
-    /// A few writes in flight (a host at low queue depth) wait for the first completion as
-    /// before; many wait for a third of them, never for more than are in flight.
-    #[test]
-    fn rounds_wait_for_a_share_of_many_direct_writes() {
-        for n in 0..WRITE_COALESCE_MIN {
-            assert_eq!(write_share(n), None, "{n} writes in flight");
-        }
-        assert_eq!(write_share(6), Some(2));
-        assert_eq!(write_share(16), Some(5));
-        assert_eq!(write_share(64), Some(21));
-        for n in WRITE_COALESCE_MIN..200 {
-            let want = write_share(n).unwrap_or(0);
-            assert!((2..=n).contains(&want), "{n} in flight: waits for {want}");
-        }
     }
 }
