@@ -21,9 +21,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 const ALIGN: usize = 4096;
-/// O_DIRECT operations per submission, as the target's ring (`SUBMIT_CHUNK` in
-/// `src/target/ring.rs`, where the measurement is): the floor is the best one thread does.
-const CHUNK: usize = 4;
 
 /// Runs for `secs`; returns operations per second (NaN if io_uring is refused).
 pub fn run(path: &Path, odirect: bool, write: bool, len: usize, qd: usize, secs: f64) -> f64 {
@@ -95,12 +92,7 @@ fn run_on_thread(path: &Path, odirect: bool, write: bool, len: usize, qd: usize,
         .user_data(i as u64);
         // SAFETY: slot i's buffer lives in `backing` until every operation is reaped (the
         // loop below drains all before returning), and only one operation uses it at a time.
-        let pushed = unsafe { ring.submission().push(&e) }.is_ok();
-        if pushed && odirect && ring.submission().len() >= CHUNK {
-            // A failed submit leaves them queued for the loop's `submit_and_wait`.
-            let _ = ring.submit();
-        }
-        pushed
+        unsafe { ring.submission().push(&e) }.is_ok()
     };
     for i in 0..qd {
         if !push(&mut ring, &mut rng, i) {

@@ -41,17 +41,6 @@ const ALIGN: usize = 4096;
 // 30 % more CPU per write and 15–20 % fewer IOPS at QD 32 and 128, quiet or with two CPU
 // hogs beside it (docs/nvme-tcp.md "Session 14", "Writes: the dio kworker").
 
-/// O_DIRECT operations per `io_uring_enter`: once this many are queued they are submitted,
-/// instead of every one of a round's at the round's wait. Measured on this VM's virtio-blk
-/// disk (session 15, docs/nvme-tcp.md "Session 15"): one thread keeping 32 O_DIRECT 4 KiB
-/// reads in flight (`examples/uring.rs`) reached 0.81-0.94 of 32 blocking preads submitting
-/// a whole batch per call and 1.0-1.2 submitting every 1, 2 or 3; the I/O scheduler (none
-/// or mq-deadline) made no difference. Presumably the device answers a large submission as
-/// one burst, which makes the next submission as large (not verified in the hypervisor).
-/// The cost is one more system call per `SUBMIT_CHUNK` O_DIRECT operations; page-cache
-/// reads complete inside their submission, so they are not counted.
-const SUBMIT_CHUNK: usize = 4;
-
 /// Reads and O_DIRECT writes of up to `SLOT` bytes use buffers from a pool registered with
 /// the ring (IORING_REGISTER_BUFFERS) and go by READ_FIXED / WRITE_FIXED: the kernel pinned
 /// the pool's pages once, at registration, instead of once per operation
@@ -70,12 +59,6 @@ const MAX_POOLS: usize = 16;
 /// Pools registered now (`MAX_POOLS`).
 static POOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// The layout of `len` bytes aligned for O_DIRECT (the pool's allocation, and every heap
-/// buffer).
-fn aligned(len: usize) -> Option<std::alloc::Layout> {
-    std::alloc::Layout::from_size_align(len, ALIGN).ok()
-}
-
 /// The registered buffers of one ring: `SLOTS` slots of `SLOT` bytes in one allocation,
 /// aligned for O_DIRECT. Shared with the `Bytes` of answers still being sent, which give
 /// their slot back when dropped (on whichever thread sends them).
@@ -90,12 +73,16 @@ unsafe impl Send for Pool {}
 unsafe impl Sync for Pool {}
 
 impl Pool {
+    fn layout() -> Option<std::alloc::Layout> {
+        std::alloc::Layout::from_size_align(SLOT * SLOTS, ALIGN).ok()
+    }
+
     /// A pool registered with `ring` as its buffer 0 (`None`: out of memory, or refused).
     /// Registered at a queue's first Read or Write, when nothing is in flight on the ring
     /// (older kernels quiesce a ring to register buffers), and never on the admin queue.
     fn register(ring: &IoUring) -> Option<std::sync::Arc<Pool>> {
         use std::sync::atomic::Ordering;
-        let layout = aligned(SLOT * SLOTS)?;
+        let layout = Self::layout()?;
         if POOLS.fetch_add(1, Ordering::Relaxed) >= MAX_POOLS {
             POOLS.fetch_sub(1, Ordering::Relaxed);
             return None;
@@ -143,7 +130,7 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        if let Some(layout) = aligned(SLOT * SLOTS) {
+        if let Some(layout) = Self::layout() {
             // SAFETY: allocated in `register` with this layout; the last Arc is gone, so no
             // slot (and no operation in flight) points into it.
             unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
@@ -200,6 +187,10 @@ struct IoBuf {
 unsafe impl Send for IoBuf {}
 
 impl IoBuf {
+    fn layout(len: usize) -> Option<std::alloc::Layout> {
+        std::alloc::Layout::from_size_align(len, ALIGN).ok()
+    }
+
     /// `len` bytes, uninitialized: a slot of `pool` when they fit and one is free, else
     /// from the heap (`None`: `len` is 0 or memory ran out).
     fn uninit(len: usize, pool: Option<&std::sync::Arc<Pool>>) -> Option<IoBuf> {
@@ -212,7 +203,7 @@ impl IoBuf {
                 });
             }
         }
-        let layout = aligned(len).filter(|_| len > 0)?;
+        let layout = Self::layout(len).filter(|_| len > 0)?;
         // SAFETY: the layout's size is not zero.
         let ptr = unsafe { std::alloc::alloc(layout) };
         Some(IoBuf {
@@ -250,7 +241,7 @@ impl Drop for IoBuf {
         if self.slot.is_some() {
             return; // the slot goes back to its pool as it drops
         }
-        if let Some(layout) = aligned(self.len) {
+        if let Some(layout) = Self::layout(self.len) {
             // SAFETY: allocated in `uninit` with this very layout, and freed only here.
             unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
         }
@@ -297,8 +288,6 @@ pub(crate) struct Ring {
     free: Vec<usize>,
     /// Pushed and not yet submitted.
     queued: usize,
-    /// O_DIRECT operations among `queued` (`SUBMIT_CHUNK`).
-    direct_queued: usize,
     inflight: usize,
     /// A receive is armed: the length of the spare space it was given.
     recv_len: Option<usize>,
@@ -358,7 +347,6 @@ impl Ring {
             ops: Vec::new(),
             free: Vec::new(),
             queued: 0,
-            direct_queued: 0,
             inflight: 0,
             recv_len: None,
             cqes: Vec::new(),
@@ -421,7 +409,6 @@ impl Ring {
         };
         let entry = entry.user_data(idx as u64);
         let mut rw = rw;
-        let direct = rw.direct;
         let direct_write = rw.direct && rw.write.is_some();
         if direct_write {
             // Copied: release the capsule's bytes now, so the receive buffer they are a
@@ -448,28 +435,9 @@ impl Ring {
                 None => Ok(()),
             };
         }
-        self.pushed(direct);
-        Ok(())
-    }
-
-    /// Counts an operation just pushed; the `SUBMIT_CHUNK`th O_DIRECT one submits what is
-    /// queued. A failed submit leaves the entries queued for the round's wait, which reports
-    /// the error if it persists.
-    fn pushed(&mut self, direct: bool) {
         self.queued += 1;
         self.inflight += 1;
-        if direct {
-            self.direct_queued += 1;
-            if self.direct_queued >= SUBMIT_CHUNK {
-                let _ = self.submit();
-            }
-        }
-    }
-
-    /// Everything queued was handed to the kernel.
-    fn submitted(&mut self) {
-        self.queued = 0;
-        self.direct_queued = 0;
+        Ok(())
     }
 
     /// Arms a receive on socket `fd` into the spare capacity of `buf` (one at a time).
@@ -515,7 +483,7 @@ impl Ring {
     pub fn wait(&mut self) -> io::Result<()> {
         match self.ring.submit_and_wait(1) {
             Ok(_) => {
-                self.submitted();
+                self.queued = 0;
                 Ok(())
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
@@ -529,7 +497,7 @@ impl Ring {
             return Ok(());
         }
         self.ring.submit()?;
-        self.submitted();
+        self.queued = 0;
         Ok(())
     }
 
@@ -546,7 +514,7 @@ impl Ring {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
-        self.submitted();
+        self.queued = 0;
         Ok(())
     }
 
@@ -781,47 +749,6 @@ mod tests {
         assert_eq!(op(Some(&data), Some(&heap)), Some(opcode::Write::CODE));
         assert_eq!(op(Some(&data), None), Some(opcode::Write::CODE));
         assert_eq!(op(None, None), None);
-    }
-
-    /// The `SUBMIT_CHUNK`th O_DIRECT operation pushed submits everything queued, so the
-    /// device gets small submissions; page-cache operations wait for the round's submit.
-    #[test]
-    fn o_direct_operations_leave_in_chunks() {
-        let Some(mut r) = Ring::for_thread() else {
-            eprintln!("io_uring refused here: skipped");
-            return;
-        };
-        // NOPs stand in for the reads: they complete inside the submission. Tagged as
-        // receives, which `reap` counts out of `inflight` (so `Drop` ends even if an
-        // assertion fails).
-        let nop = |r: &mut Ring, direct: bool| {
-            let e = opcode::Nop::new().build().user_data(RECV);
-            // SAFETY: a NOP points at no memory.
-            unsafe { r.ring.submission().push(&e) }.unwrap();
-            r.pushed(direct);
-        };
-        for _ in 0..SUBMIT_CHUNK + 1 {
-            nop(&mut r, false);
-        }
-        assert_eq!(r.queued(), SUBMIT_CHUNK + 1, "page-cache operations wait");
-        assert_eq!(r.ring.completion().len(), 0);
-        r.submit().unwrap();
-        assert_eq!(r.ring.completion().len(), SUBMIT_CHUNK + 1);
-        for _ in 0..SUBMIT_CHUNK - 1 {
-            nop(&mut r, true);
-        }
-        assert_eq!(r.queued(), SUBMIT_CHUNK - 1, "not a chunk yet");
-        assert_eq!(r.ring.completion().len(), SUBMIT_CHUNK + 1);
-        nop(&mut r, true);
-        assert_eq!(r.queued(), 0, "the chunk left");
-        assert_eq!(r.ring.completion().len(), 2 * SUBMIT_CHUNK + 1);
-        // The count starts again after any submit.
-        nop(&mut r, true);
-        assert_eq!(r.queued(), 1);
-        r.submit().unwrap();
-        let mut n = 0;
-        r.reap(|_| n += 1);
-        assert_eq!((n, r.inflight()), (2 * SUBMIT_CHUNK + 2, 0));
     }
 
     /// What `rw_entry` builds for slots the kernel accepts: a 512-byte WRITE_FIXED from one
