@@ -9,7 +9,8 @@
 # its own `bash -euo pipefail` script with those variables exported; each must exit 0.
 # Before the block that unmounts (the first one with `umount`), this scenario checks that
 # the guide's mount used the layout (LAYOUTGET, GETDEVICEINFO, LAYOUTCOMMIT > 0, the
-# guide's 8 MiB not sent as NFS WRITE) and leaves a file for the host's byte check.
+# guide's 8 MiB not sent as NFS WRITE) and leaves a file for the host's byte check, which
+# its close must have LAYOUTCOMMITted.
 # Env: EXPECT_PNFS=1|0 (1) as in block-layout.sh.
 SCENARIO=${SCENARIO:-admin-guide}
 # shellcheck source=SCRIPTDIR/lib.sh
@@ -67,9 +68,19 @@ for ((i = 1; i <= n; i++)); do
         checked=1
         if [[ $EXPECT_PNFS == 1 ]]; then pnfs_checks
         else pnfs_checks | sed 's/^CHECK \([^ ]*\) \(ok\|FAIL\)/NOTE \1 \2/'; fi
-        # a file of our own for the host's byte check (client-suite.sh CAT_CMD)
+        # a file of our own for the host's byte check (client-suite.sh CAT_CMD). Its close(2)
+        # must have written and LAYOUTCOMMITted it before `cp` returns: pnfsd's write
+        # delegations promise no space (space_limit 0), so the client flushes at CLOSE and
+        # nothing is left pending for sync or umount, which can drop it (docs/delegations.md
+        # "Space limit").
         head -c 4M /dev/urandom > /tmp/guide.bin
-        cp /tmp/guide.bin "$MNT/admin-guide-check.bin" && sync
+        lc0=$(opcount "$MNT" LAYOUTCOMMIT)
+        cp /tmp/guide.bin "$MNT/admin-guide-check.bin"
+        lc1=$(opcount "$MNT" LAYOUTCOMMIT)
+        if [[ $EXPECT_PNFS == 1 ]]; then
+            ((lc1 > lc0)); check commit-at-close $? "LAYOUTCOMMIT $lc0 -> $lc1 across cp's close"
+        fi
+        sync
         printf '%s  %s\n' "$(sha256sum < /tmp/guide.bin | cut -d' ' -f1)" admin-guide-check.bin > "$OUT/checksums.txt"
     fi
     # The guide ends with `nvme disconnect`: lib.sh nvme_teardown_mark.

@@ -35,8 +35,13 @@ const WND4_NOT_WANTED: u32 = 0;
 const WND4_CONTENTION: u32 = 1;
 const WND4_RESOURCE: u32 = 2;
 const WND4_CANCELLED: u32 = 7;
-/// `limit_by4`: no space limit on a write delegation.
+/// `limit_by4`: a write delegation's space limit given as a file size.
 const NFS_LIMIT_SIZE: u32 = 1;
+/// A write delegation's `space_limit` (RFC 8881 §10.4.1): 0, as knfsd gives. pnfsd reserves no
+/// space for a client's cached writes, so it promises none, and the client flushes and
+/// LAYOUTCOMMITs at CLOSE. With no limit the Linux client (6.12) left that LAYOUTCOMMIT to sync
+/// and umount, and umount can drop it (docs/delegations.md "Space limit").
+const WRITE_DELEG_SPACE_LIMIT: u64 = 0;
 
 /// What asks for the delegations of other clients to be recalled. It decides what
 /// conflicts and what the asker answers while a recall is under way.
@@ -214,7 +219,7 @@ pub fn encode(w: &mut XdrWriter, o: &Offer) {
             w.bool(*recall);
             if write {
                 w.u32(NFS_LIMIT_SIZE);
-                w.u64(u64::MAX);
+                w.u64(WRITE_DELEG_SPACE_LIMIT);
             }
             // `permissions` nfsace4: an empty ACCESS_ALLOWED ace; the client asks ACCESS.
             w.u32(0);
@@ -242,7 +247,8 @@ mod tests {
         assert_eq!(r.u32().unwrap(), OPEN_DELEGATE_WRITE);
         assert_eq!(Stateid::decode(&mut r).unwrap(), sid);
         assert!(!r.bool().unwrap());
-        assert_eq!((r.u32().unwrap(), r.u64().unwrap()), (1, u64::MAX));
+        // space_limit: NFS_LIMIT_SIZE 0, so the client flushes at CLOSE
+        assert_eq!((r.u32().unwrap(), r.u64().unwrap()), (1, 0));
         assert_eq!(
             (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
             (0, 0, 0)

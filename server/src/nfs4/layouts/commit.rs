@@ -73,6 +73,16 @@ pub fn commit(srv: &Server, q: &CommitReq) -> Result<Option<u64>, NfsStat> {
         q.mtime,
         srv.opts.layoutcommit_sync,
     )?;
+    tracing::debug!(
+        ino = ?ino,
+        range = ?range,
+        last_byte = ?q.last_byte,
+        reclaim = q.reclaim,
+        extents = ?written.iter().map(|w| (w.file_block, w.len_blocks, w.phys_block)).collect::<Vec<_>>(),
+        converted = done.converted_blocks,
+        new_size = ?done.new_size,
+        "LAYOUTCOMMIT done"
+    );
     let m = &srv.layouts.metrics;
     add(&m.commit_log_writes, u64::from(done.log_written));
     add(&m.commit_data_flushes, u64::from(done.data_flushes_issued));

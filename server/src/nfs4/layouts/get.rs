@@ -123,6 +123,15 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
         .grant_blocks(cid, ino, q.ltype, (lo, hi), q.mode, &ext);
     drop(getting);
     srv.layouts.set_peer(cid, q.peer);
+    tracing::debug!(
+        ino = ?ino,
+        mode = ?q.mode,
+        asked = ?(q.offset, q.length, q.minlength),
+        granted = ?(lo, hi),
+        allocated = map.allocated,
+        extents = ?ext.iter().map(|e| (e.file_offset, e.length, e.storage_offset, e.state)).collect::<Vec<_>>(),
+        "LAYOUTGET granted"
+    );
     if let Some((owner, verifier)) = srv.state.client_identity(cid) {
         srv.layouts.hosts.note_client(
             cid,
