@@ -59,6 +59,12 @@ const MAX_POOLS: usize = 16;
 /// Pools registered now (`MAX_POOLS`).
 static POOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// The layout of `len` bytes aligned for O_DIRECT (the pool's allocation, and every heap
+/// buffer).
+fn aligned(len: usize) -> Option<std::alloc::Layout> {
+    std::alloc::Layout::from_size_align(len, ALIGN).ok()
+}
+
 /// The registered buffers of one ring: `SLOTS` slots of `SLOT` bytes in one allocation,
 /// aligned for O_DIRECT. Shared with the `Bytes` of answers still being sent, which give
 /// their slot back when dropped (on whichever thread sends them).
@@ -73,16 +79,12 @@ unsafe impl Send for Pool {}
 unsafe impl Sync for Pool {}
 
 impl Pool {
-    fn layout() -> Option<std::alloc::Layout> {
-        std::alloc::Layout::from_size_align(SLOT * SLOTS, ALIGN).ok()
-    }
-
     /// A pool registered with `ring` as its buffer 0 (`None`: out of memory, or refused).
     /// Registered at a queue's first Read or Write, when nothing is in flight on the ring
     /// (older kernels quiesce a ring to register buffers), and never on the admin queue.
     fn register(ring: &IoUring) -> Option<std::sync::Arc<Pool>> {
         use std::sync::atomic::Ordering;
-        let layout = Self::layout()?;
+        let layout = aligned(SLOT * SLOTS)?;
         if POOLS.fetch_add(1, Ordering::Relaxed) >= MAX_POOLS {
             POOLS.fetch_sub(1, Ordering::Relaxed);
             return None;
@@ -130,7 +132,7 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        if let Some(layout) = Self::layout() {
+        if let Some(layout) = aligned(SLOT * SLOTS) {
             // SAFETY: allocated in `register` with this layout; the last Arc is gone, so no
             // slot (and no operation in flight) points into it.
             unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
@@ -187,10 +189,6 @@ struct IoBuf {
 unsafe impl Send for IoBuf {}
 
 impl IoBuf {
-    fn layout(len: usize) -> Option<std::alloc::Layout> {
-        std::alloc::Layout::from_size_align(len, ALIGN).ok()
-    }
-
     /// `len` bytes, uninitialized: a slot of `pool` when they fit and one is free, else
     /// from the heap (`None`: `len` is 0 or memory ran out).
     fn uninit(len: usize, pool: Option<&std::sync::Arc<Pool>>) -> Option<IoBuf> {
@@ -203,7 +201,7 @@ impl IoBuf {
                 });
             }
         }
-        let layout = Self::layout(len).filter(|_| len > 0)?;
+        let layout = aligned(len).filter(|_| len > 0)?;
         // SAFETY: the layout's size is not zero.
         let ptr = unsafe { std::alloc::alloc(layout) };
         Some(IoBuf {
@@ -241,7 +239,7 @@ impl Drop for IoBuf {
         if self.slot.is_some() {
             return; // the slot goes back to its pool as it drops
         }
-        if let Some(layout) = Self::layout(self.len) {
+        if let Some(layout) = aligned(self.len) {
             // SAFETY: allocated in `uninit` with this very layout, and freed only here.
             unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
         }
