@@ -23,6 +23,12 @@ pub enum Error {
     /// Fabrics Connect refused; `iattr`/`ipo` locate the invalid parameter.
     #[error("connect refused: {status} (iattr {iattr}, ipo {ipo})")]
     ConnectRefused { status: Status, iattr: u8, ipo: u16 },
+    /// `Target::disconnect_host` ended the hosts' controllers, but I/O of theirs was still at
+    /// the media when its wait ran out.
+    #[error(
+        "{controllers} disconnected controller(s) still had I/O at the media when the wait ran out"
+    )]
+    StillInFlight { controllers: usize },
     /// Configuration given by the embedder is unusable.
     #[error("bad configuration: {0}")]
     Config(String),

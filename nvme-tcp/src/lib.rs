@@ -28,6 +28,7 @@ pub mod limits;
 pub mod namespace;
 pub mod pdu;
 pub mod policy;
+mod quiesce;
 pub mod reservation;
 pub mod stats;
 pub mod status;

@@ -269,7 +269,12 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
         IoOpc::RESV_REGISTER | IoOpc::RESV_ACQUIRE | IoOpc::RESV_RELEASE | IoOpc::RESV_REPORT => {
             let cdws = (s.cdw(10), s.cdw(11));
             let (who, max) = (requester(c), MAX_TRANSFER as u64);
-            crate::reservation::command::execute(&ns, &who, opc, cdws, &cmd.data, max)
+            // Preempt and Abort completes once the preempted hosts' I/O is off the media.
+            // (A wait that runs out is logged there; the preempt stands either way.)
+            let aborted = |gone: &[[u8; 16]]| {
+                c.subsys.drain_hosts_io(gone, super::IO_DRAIN);
+            };
+            crate::reservation::command::execute(&ns, &who, opc, cdws, &cmd.data, max, &aborted)
                 .map(|d| d.map_or_else(Reply::ok, Reply::data))
         }
         _ => Err(Status::INVALID_OPCODE),

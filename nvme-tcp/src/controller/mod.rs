@@ -11,6 +11,7 @@ use crate::limits::{Counters, Limits, RateLimit, LOG_EVERY};
 use crate::namespace::{lock, Namespace};
 use crate::pdu::{connect_off, ConnectData, Sqe};
 use crate::policy::{HostPolicy, HostRef};
+use crate::quiesce::Gate;
 use crate::status::Status;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
@@ -30,6 +31,9 @@ pub(crate) const MAX_TRANSFER: u32 = 4096 << MDTS;
 pub(crate) const IN_CAPSULE_DATA: u32 = 8192;
 /// ICResp MAXH2CDATA: ≥ 4096 and a multiple of 4 (Linux rejects anything else).
 pub(crate) const MAXH2CDATA: u32 = 128 * 1024;
+/// How long a fence (`Target::disconnect_host`, a Preempt and Abort) waits for the I/O its
+/// hosts already had at the media: an I/O still in the kernel after this is stuck there.
+pub(crate) const IO_DRAIN: Duration = Duration::from_secs(10);
 /// NVMe version we claim: 1.3 (namespace identification descriptors exist since 1.3).
 pub(crate) const VERSION: u32 = 0x0001_0300;
 
@@ -137,6 +141,33 @@ impl Subsystem {
             .is_none_or(|l| l.iter().any(|h| h == hostnqn))
     }
 
+    /// Waits, at most `timeout`, until no I/O command of the hosts `hostids` is still at the
+    /// media (Reservation Acquire, Preempt and Abort: a preempted host's commands let through
+    /// before the preempt are waited for, as Linux nvmet waits for them; those after fail the
+    /// reservation check, which a command makes holding its guard). False (and logged) when
+    /// the time ran out.
+    pub fn drain_hosts_io(&self, hostids: &[[u8; 16]], timeout: Duration) -> bool {
+        if hostids.is_empty() {
+            return true;
+        }
+        let of_hosts: Vec<_> = lock(&self.controllers)
+            .values()
+            .filter(|c| c.kind == CtrlKind::Io && hostids.contains(&c.hostid))
+            .cloned()
+            .collect();
+        let deadline = Instant::now() + timeout;
+        let drained = of_hosts
+            .iter()
+            .all(|c| c.drain_io(deadline.saturating_duration_since(Instant::now())));
+        if !drained {
+            tracing::error!(
+                hosts = hostids.len(),
+                "preempt and abort: the preempted hosts' I/O was still at the media when the wait ran out"
+            );
+        }
+        drained
+    }
+
     /// Tears down every controller (target shutdown).
     pub fn kill_all(&self) {
         let all: Vec<_> = lock(&self.controllers).values().cloned().collect();
@@ -174,6 +205,10 @@ pub(crate) struct Controller {
     pub peer: std::net::IpAddr,
     pub state: Mutex<CtrlState>,
     dead: watch::Sender<bool>,
+    /// Held by each of its I/O commands from the moment it is let through to the media until
+    /// it is done; closed by `kill`, so nothing starts after it (`Target::disconnect_host`
+    /// then waits for the rest: `drain_io`).
+    pub io: Arc<Gate>,
     /// Itself, for the keep-alive timer a Set Features starts.
     me: std::sync::Weak<Controller>,
     /// Set Features changed KATO: the timer computes its deadline again.
@@ -203,9 +238,10 @@ impl Controller {
         self.dead.subscribe()
     }
 
-    /// Ends the association: every queue connection of this controller closes, and its
-    /// keep-alive timer ends.
+    /// Ends the association: no further I/O command of it reaches the media, every queue
+    /// connection of this controller closes, and its keep-alive timer ends.
     pub fn kill(&self) {
+        self.io.close();
         let was_dead = self.dead.send_replace(true);
         let mut ctrls = lock(&self.subsys.controllers);
         if ctrls
@@ -229,6 +265,12 @@ impl Controller {
         } else {
             tracing::debug!(cntlid, %host, %peer, discovery = true, "{what}");
         }
+    }
+
+    /// After `kill`: waits, at most `timeout`, until none of its I/O commands is still at
+    /// the media (in the kernel's ring, on a blocking thread); false when the time ran out.
+    pub fn drain_io(&self, timeout: Duration) -> bool {
+        self.io.idle_blocking(timeout)
     }
 
     pub fn is_dead(&self) -> bool {
@@ -467,6 +509,7 @@ pub(crate) fn connect(
                         features: HashMap::new(),
                     }),
                     dead,
+                    io: Arc::default(),
                     me: me.clone(),
                     kato_changed: Arc::new(tokio::sync::Notify::new()),
                     traffic: std::sync::atomic::AtomicBool::new(false),

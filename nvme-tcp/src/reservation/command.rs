@@ -129,6 +129,8 @@ fn data_of(data: &[u8], n: usize) -> Result<&[u8], Status> {
 
 /// One of the four reservation I/O commands from the wire: `cdw10`/`cdw11` and the host's
 /// data; `max_len` bounds a report. `Ok(Some(data))` for a report, `Ok(None)` otherwise.
+/// `aborted`: told the hosts a Preempt and Abort removed, before the command completes (the
+/// target waits there for their I/O).
 pub(crate) fn execute(
     ns: &Namespace,
     who: &Requester,
@@ -136,6 +138,7 @@ pub(crate) fn execute(
     (cdw10, cdw11): (u32, u32),
     data: &[u8],
     max_len: u64,
+    aborted: &dyn Fn(&[[u8; 16]]),
 ) -> Result<Option<Vec<u8>>, Status> {
     let iekey = cdw10 & 8 != 0;
     let rtype = RType((cdw10 >> 8) as u8);
@@ -163,6 +166,9 @@ pub(crate) fn execute(
             let gone = acquire(ns, who, action, iekey, rtype, le64(d, 0), le64(d, 8))?;
             if !gone.is_empty() {
                 tracing::info!(preempted = gone.len(), "reservation preempted registrants");
+            }
+            if action == AcquireAction::PreemptAndAbort {
+                aborted(&gone);
             }
             Ok(None)
         }

@@ -11,7 +11,6 @@
 //! Admin and Fabrics commands run in order on the queue either way (docs/nvme-tcp.md "I/O
 //! path").
 
-use super::quiesce::{Busy, Gate};
 use super::ring::{Done, Ring};
 use crate::controller::{
     self, admin, io, Cmd, Controller, Outcome, Reply, Subsystem, IN_CAPSULE_DATA, MAXH2CDATA,
@@ -22,6 +21,7 @@ use crate::pdu::{
     sgl_id, Cqe, DataDir, DataPdu, Digests, Fatal, FcType, Fes, IcResp, Pdu, PduType, R2t, Rules,
     Side, Sqe, Stage,
 };
+use crate::quiesce::{AtMedia, Busy, Gate};
 use crate::stats::{Op, QueueStats};
 use crate::status::Status;
 use crate::transport::{frame, split, terminate, OutTx, PduBuf, PduReader, RecvError};
@@ -79,6 +79,8 @@ struct Queue {
     held: std::cell::Cell<bool>,
     /// Cached writes received in one batch, run together once the batch ends.
     batch: Vec<Cmd>,
+    /// The batch's guard on its controller's I/O gate, taken with its first command.
+    batch_io: Option<Busy>,
     /// The queue's io_uring (`ring.rs`): made before the queue moves to its thread; on the
     /// task path (`run`) made at an I/O queue's Connect if io_uring became available; `None`
     /// where the kernel refuses it.
@@ -199,6 +201,7 @@ pub(crate) async fn serve(
         more: false,
         held: std::cell::Cell::new(false),
         batch: Vec::new(),
+        batch_io: None,
         ring: None,
         done: Vec::new(),
         gate,
@@ -413,9 +416,13 @@ impl Queue {
                 let tag = Tag::of(self.qid, &cmd.sqe);
                 self.respond_held(tag, 0, Reply::ok())
             }
+            // Its guard went with the ring's operation: taken again, unless a fence came
+            // in between (then it is not run again, and the connection is closing).
             Done::Retry(cmd) => {
                 if let Some(ctrl) = self.ctrl.clone() {
-                    let _ = self.blocking(ctrl, cmd);
+                    if let Some(io) = ctrl.io.enter() {
+                        let _ = self.blocking(ctrl, cmd, io);
+                    }
                 }
             }
             Done::Recv(_) => {}
@@ -912,7 +919,7 @@ impl Queue {
     /// is correct; the writes wait for no device, so running them in a row costs nothing).
     fn run_batch(&mut self) {
         let batch = std::mem::take(&mut self.batch);
-        let Some(ctrl) = self.ctrl.clone() else {
+        let (Some(ctrl), Some(io)) = (self.ctrl.clone(), self.batch_io.take()) else {
             return;
         };
         // Closed: the target is stopping and these writes never start (nor are answered).
@@ -921,7 +928,10 @@ impl Queue {
         };
         let to = self.reply_to();
         self.rt.spawn_blocking(move || {
-            let _busy = busy;
+            let _busy = AtMedia {
+                _target: busy,
+                _ctrl: io,
+            };
             for cmd in batch {
                 let (cid, xfer) = (Tag::of(to.qid, &cmd.sqe), cmd.xfer_len);
                 let r = io::handle(&ctrl, cmd);
@@ -1006,6 +1016,13 @@ impl Queue {
             }
             return Flow::Continue;
         }
+        // Let through to the media: from here until it is done the command holds its
+        // controller's guard. A fence (`Target::disconnect_host`) that ended the controller
+        // first finds it refused here (the connection is closing); one that comes after
+        // waits for it.
+        let Some(io) = ctrl.io.enter() else {
+            return Flow::Close;
+        };
         // Traffic Based Keep Alive: an I/O command restarts the keep-alive timer too.
         ctrl.io_traffic();
         // A plain Read or Write on a file: queued on the ring, submitted with the batch.
@@ -1018,6 +1035,10 @@ impl Queue {
                 Ok(rw) => {
                     let Some(busy) = self.gate.enter() else {
                         return Flow::Close;
+                    };
+                    let busy = AtMedia {
+                        _target: busy,
+                        _ctrl: io.share(),
                     };
                     match ring.push(rw, busy) {
                         Ok(()) => return Flow::Continue,
@@ -1039,21 +1060,25 @@ impl Queue {
         // Cached writes of one received batch: collected, run in a row (`run_batch`).
         if (self.more || !self.batch.is_empty()) && io::batchable(&ctrl, &cmd) {
             self.batch.push(cmd);
+            self.batch_io.get_or_insert(io);
             return Flow::Continue;
         }
-        self.blocking(ctrl, cmd)
+        self.blocking(ctrl, cmd, io)
     }
 
     /// Runs `cmd` where it may block: under `block_in_place` when it is alone on its queue,
     /// else on tokio's blocking pool; the thread sends the answer itself.
-    fn blocking(&mut self, ctrl: Arc<Controller>, cmd: Cmd) -> Flow {
+    fn blocking(&mut self, ctrl: Arc<Controller>, cmd: Cmd, io: Busy) -> Flow {
         let (cid, xfer) = (Tag::of(self.qid, &cmd.sqe), cmd.xfer_len);
         let Some(busy) = self.gate.enter() else {
             return Flow::Close;
         };
         let to = self.reply_to();
         let work = move || {
-            let _busy = busy;
+            let _busy = AtMedia {
+                _target: busy,
+                _ctrl: io,
+            };
             let r = io::handle(&ctrl, cmd);
             to.send(false, cid, xfer, r);
         };

@@ -2,13 +2,13 @@
 //! subsystem with the configured namespaces.
 
 mod conn;
-mod quiesce;
 mod ring;
 
 use crate::controller::Subsystem;
 use crate::error::Error;
 use crate::limits::{Limits, RateLimit, TargetStats, LOG_EVERY};
 use crate::namespace::{lock, Namespace, NamespaceConfig};
+use crate::quiesce;
 use crate::reservation::persist::RestoredHosts;
 use crate::reservation::{
     command, AcquireAction, Cptpl, RType, RegisterAction, Registrant, ReleaseAction, Requester,
@@ -87,6 +87,9 @@ struct Inner {
     gate: Arc<quiesce::Gate>,
     /// Connections closed at accept (`max_connections`) are logged through this.
     refused_log: RateLimit,
+    /// Controllers `disconnect_host` ended whose I/O was still at the media when its wait
+    /// ran out: waited for again by the next `disconnect_host` that picks their host.
+    draining: Mutex<Vec<Arc<crate::controller::Controller>>>,
 }
 
 /// One of `Limits::max_connections`, held by a connection's task until it ends.
@@ -190,6 +193,7 @@ impl Target {
                 stop,
                 gate: Arc::default(),
                 refused_log: RateLimit::new(LOG_EVERY),
+                draining: Mutex::default(),
             }),
         })
     }
@@ -257,8 +261,16 @@ impl Target {
 
     /// Ends every NVM-subsystem controller of the hosts `which` picks, and with it every
     /// queue connection of theirs (the embedder fences them; whether they may come back is
-    /// its `HostPolicy::admit`). Returns how many controllers went.
-    pub fn disconnect_host(&self, which: &dyn Fn(&crate::policy::HostRef<'_>) -> bool) -> usize {
+    /// its `HostPolicy::admit`). Returns how many controllers went, once none of their
+    /// commands can still reach the media: none starts after this call began, and those
+    /// already in the kernel or on a blocking thread are waited for (as Linux nvmet's
+    /// preempt-and-abort waits for the preempted hosts' I/O). Blocks the calling thread up
+    /// to `controller::IO_DRAIN`; `Error::StillInFlight` when that ran out (the hosts stay
+    /// disconnected, and the next call that picks them waits again).
+    pub fn disconnect_host(
+        &self,
+        which: &dyn Fn(&crate::policy::HostRef<'_>) -> bool,
+    ) -> Result<usize, Error> {
         let gone: Vec<_> = lock(&self.inner.subsys.controllers)
             .values()
             .filter(|c| c.kind == crate::controller::CtrlKind::Io && which(&c.host()))
@@ -268,7 +280,32 @@ impl Target {
             tracing::warn!(cntlid = c.cntlid, host = %c.hostnqn, peer = %c.peer, "host disconnected by the embedder");
             c.kill();
         }
-        gone.len()
+        let mut wait = gone.clone();
+        wait.extend(
+            lock(&self.inner.draining)
+                .iter()
+                .filter(|c| which(&c.host()))
+                .cloned(),
+        );
+        let deadline = std::time::Instant::now() + crate::controller::IO_DRAIN;
+        let late: Vec<_> = wait
+            .into_iter()
+            .filter(|c| !c.drain_io(deadline.saturating_duration_since(std::time::Instant::now())))
+            .collect();
+        let mut draining = lock(&self.inner.draining);
+        draining.retain(|c| c.io.busy() != 0);
+        for c in &late {
+            if !draining.iter().any(|d| Arc::ptr_eq(d, c)) {
+                draining.push(c.clone());
+            }
+        }
+        if late.is_empty() {
+            Ok(gone.len())
+        } else {
+            Err(Error::StillInFlight {
+                controllers: late.len(),
+            })
+        }
     }
 
     /// Accepts connections until `shutdown()`. Call once.
@@ -426,7 +463,10 @@ impl Target {
         )
     }
 
-    /// Returns the Host Identifiers whose registrations a preempt removed.
+    /// Returns the Host Identifiers whose registrations a preempt removed. With Preempt and
+    /// Abort, once none of their I/O can still reach the media (`Subsystem::drain_hosts_io`;
+    /// blocks the calling thread meanwhile): `Status::INTERNAL` when that wait ran out (the
+    /// preempt stands).
     pub fn reservation_acquire(
         &self,
         nsid: u32,
@@ -440,7 +480,7 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
-        command::acquire(
+        let gone = command::acquire(
             self.ns_as(nsid, &hostid)?,
             &who,
             action,
@@ -448,7 +488,16 @@ impl Target {
             rtype,
             crkey,
             prkey,
-        )
+        )?;
+        if action == AcquireAction::PreemptAndAbort
+            && !self
+                .inner
+                .subsys
+                .drain_hosts_io(&gone, crate::controller::IO_DRAIN)
+        {
+            return Err(Status::INTERNAL);
+        }
+        Ok(gone)
     }
 
     pub fn reservation_release(

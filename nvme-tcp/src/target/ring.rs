@@ -18,10 +18,10 @@
 //! the command and reports its status (one error path).
 #![allow(unsafe_code)]
 
-use super::quiesce::Busy;
 use crate::controller::io::Rw;
 use crate::controller::Cmd;
 use crate::namespace::lock;
+use crate::quiesce::AtMedia;
 use crate::transport::PduBuf;
 use bytes::Bytes;
 use io_uring::{opcode, types, IoUring};
@@ -166,7 +166,7 @@ struct Op {
     /// Read: where the data lands; O_DIRECT write: an aligned copy of the data (`None`: a
     /// page-cache write, straight from `rw.write`).
     buf: Option<IoBuf>,
-    _busy: Busy,
+    _busy: AtMedia,
 }
 
 /// The buffer of a Read (which the kernel fills) or of an O_DIRECT Write's copy: aligned
@@ -362,7 +362,7 @@ impl Ring {
 
     /// Queues `rw` (submitted by the next `submit`). Gives its command back when the ring
     /// is full.
-    pub fn push(&mut self, rw: Rw, busy: Busy) -> Result<(), Cmd> {
+    pub fn push(&mut self, rw: Rw, busy: AtMedia) -> Result<(), Cmd> {
         if self.ring.submission().is_full()
             && (self.submit().is_err() || self.ring.submission().is_full())
         {

@@ -98,6 +98,8 @@ pub fn to_io(e: nvme_tcp::Error) -> io::Error {
         }
         e @ E::Config(_) => io::Error::new(io::ErrorKind::InvalidInput, format!("NVMe/TCP: {e}")),
         E::Status(s) => io::Error::other(format!("NVMe/TCP command failed: {s}")),
+        // The target's, never the initiator's.
+        e @ E::StillInFlight { .. } => io::Error::other(format!("NVMe/TCP: {e}")),
     }
 }
 

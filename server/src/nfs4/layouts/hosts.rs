@@ -219,6 +219,9 @@ pub enum HostFenceError {
     Shared(IpAddr),
     #[error("fence state file: {0}")]
     Persist(std::io::Error),
+    /// Disconnected and refused, but writes of its hosts may still land.
+    #[error("embedded target: {0}")]
+    InFlight(nvme_tcp::Error),
 }
 
 impl HostGate {
@@ -362,7 +365,9 @@ impl HostGate {
     }
 
     /// Fences `clientid` at the target: records the fence (and persists it), then
-    /// disconnects its hosts. `live(id)`: whether the state layer still knows client `id`.
+    /// disconnects its hosts and waits until none of their writes can still land
+    /// (`Target::disconnect_host`; this thread blocks meanwhile: the daemon's tick runs on a
+    /// blocking thread). `live(id)`: whether the state layer still knows client `id`.
     pub fn fence(
         &self,
         clientid: u64,
@@ -410,7 +415,8 @@ impl HostGate {
         self.persist().map_err(HostFenceError::Persist)?;
         let n = target
             .0
-            .disconnect_host(&|h| self.host_is(h, c.ip, &c.owner));
+            .disconnect_host(&|h| self.host_is(h, c.ip, &c.owner))
+            .map_err(HostFenceError::InFlight)?;
         self.metrics
             .fences_disconnect
             .fetch_add(1, Ordering::Relaxed);
