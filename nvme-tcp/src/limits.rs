@@ -40,6 +40,11 @@ pub struct Limits {
     /// such timeout; a Linux host sends both at once, so the bound only meets peers that
     /// hold a connection slot and never use it.
     pub connect_timeout_ms: u32,
+    /// How long a fence (`Target::disconnect_host`, a Preempt and Abort) waits, in ms, for
+    /// the I/O its hosts already had at the media (docs/nvme-tcp.md "Fences wait for the I/O
+    /// at the media"). An I/O still in the kernel after it is stuck there; the fence then
+    /// fails (`Error::StillInFlight`, *Internal Error*) rather than return while it may land.
+    pub fence_drain_ms: u32,
 }
 
 /// Defaults: room for 64 hosts with 16 I/O queues each (the per-host controller count covers
@@ -50,7 +55,9 @@ pub struct Limits {
 /// well-behaved host never meets it; 4096 connections × 4 MiB is the worst case), and 10 s
 /// from accept to a successful Connect (Linux needs milliseconds; 10 s leaves room for a
 /// host under load and a few TCP retransmissions, and still frees a slot taken by a silent
-/// peer well before `max_connections` idle sockets pile up).
+/// peer well before `max_connections` idle sockets pile up), and 10 s for a fence's wait (a
+/// 4 KiB write takes well under a millisecond; one not done in 10 s waits on a device in
+/// trouble).
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -61,6 +68,7 @@ impl Default for Limits {
             max_h2c_buffered_per_queue: 4 * crate::controller::MAX_TRANSFER as usize,
             max_send_queued_per_connection: 8 * crate::controller::MAX_TRANSFER as usize,
             connect_timeout_ms: 10_000,
+            fence_drain_ms: 10_000,
         }
     }
 }
@@ -78,6 +86,9 @@ impl Limits {
         }
         if self.connect_timeout_ms == 0 {
             return Err("connect_timeout_ms must be ≥ 1".into());
+        }
+        if self.fence_drain_ms == 0 {
+            return Err("fence_drain_ms must be ≥ 1".into());
         }
         if self.max_kato_ms == 0 {
             return Err("max_kato_ms must be ≥ 1".into());

@@ -8,7 +8,7 @@ mod common;
 use bytes::Bytes;
 use common::{host, BS, NQN, UUID};
 use nvme_tcp::{
-    AcquireAction, Backend, FileBackend, Initiator, MemBackend, NamespaceConfig, RType,
+    AcquireAction, Backend, FileBackend, Initiator, Limits, MemBackend, NamespaceConfig, RType,
     RegisterAction, Status, Target, TargetConfig,
 };
 use std::io;
@@ -87,11 +87,15 @@ async fn until(what: &str, f: impl Fn() -> bool) {
 
 /// A target over a `Held` backend of 64 blocks.
 async fn held_target() -> (Target, Arc<Held>) {
+    held_target_with(Limits::default()).await
+}
+
+async fn held_target_with(limits: Limits) -> (Target, Arc<Held>) {
     let b = Arc::new(Held {
         inner: Some(MemBackend::new(64, BS)),
         ..Held::default()
     });
-    let cfg = TargetConfig::new(
+    let mut cfg = TargetConfig::new(
         NQN,
         vec![NamespaceConfig {
             nsid: 1,
@@ -99,6 +103,7 @@ async fn held_target() -> (Target, Arc<Held>) {
             volume_uuid: UUID,
         }],
     );
+    cfg.limits = limits;
     let target = Target::bind("127.0.0.1:0", cfg).await.unwrap();
     target.spawn();
     (target, b)
@@ -316,5 +321,64 @@ async fn a_hosts_preempt_and_abort_completes_after_the_write_at_the_media() {
         matches!(w2, Err(nvme_tcp::Error::Status(s)) if s == Status::RESERVATION_CONFLICT),
         "{w2:?}"
     );
+    target.shutdown();
+}
+
+/// A write that stays at the media past `fence_drain_ms`: the fence fails rather than return
+/// while it may still land, and fails again, without the controller (already ended), until
+/// the write is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_whose_wait_runs_out_fails_until_the_write_is_done() {
+    let (target, b) = held_target_with(Limits {
+        fence_drain_ms: 100,
+        ..Limits::default()
+    })
+    .await;
+    let (mds, t) = ([0xAD; 16], RType::EXCLUSIVE_ACCESS_REG_ONLY);
+    target
+        .reservation_register(1, mds, RegisterAction::Register, false, 0, 0xA)
+        .unwrap();
+    target
+        .reservation_acquire(1, mds, AcquireAction::Acquire, t, 0xA, 0)
+        .unwrap();
+    let a = Arc::new(
+        Initiator::connect(target.local_addr(), host("a", 1))
+            .await
+            .unwrap(),
+    );
+    a.reservation_register(1, RegisterAction::Register, false, 0, 0xC)
+        .await
+        .unwrap();
+    b.set_held(true);
+    let w1 = {
+        let a = a.clone();
+        tokio::spawn(async move { a.write(1, 1, block(1), BS, false).await })
+    };
+    until("the write at the backend", || b.waiting.load(SeqCst) == 1).await;
+    let tg = target.clone();
+    let preempt = tokio::task::spawn_blocking(move || {
+        tg.reservation_acquire(1, mds, AcquireAction::PreemptAndAbort, t, 0xA, 0xC)
+    });
+    assert_eq!(preempt.await.unwrap(), Err(Status::INTERNAL));
+    let of_a = |h: &nvme_tcp::HostRef<'_>| h.nqn.ends_with(":a");
+    let tg = target.clone();
+    let r = tokio::task::spawn_blocking(move || tg.disconnect_host(&of_a));
+    assert!(matches!(
+        r.await.unwrap(),
+        Err(nvme_tcp::Error::StillInFlight { controllers: 1 })
+    ));
+    // Ended and gone from the target, but its write is still at the media.
+    assert_eq!(target.controller_count(), 0);
+    let tg = target.clone();
+    let r = tokio::task::spawn_blocking(move || tg.disconnect_host(&of_a));
+    assert!(matches!(
+        r.await.unwrap(),
+        Err(nvme_tcp::Error::StillInFlight { controllers: 1 })
+    ));
+    b.set_held(false);
+    let _ = w1.await.unwrap();
+    let tg = target.clone();
+    let r = tokio::task::spawn_blocking(move || tg.disconnect_host(&of_a));
+    assert_eq!(r.await.unwrap().unwrap(), 0);
     target.shutdown();
 }

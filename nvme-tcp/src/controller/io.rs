@@ -272,7 +272,7 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             // Preempt and Abort completes once the preempted hosts' I/O is off the media.
             // (A wait that runs out is logged there; the preempt stands either way.)
             let aborted = |gone: &[[u8; 16]]| {
-                c.subsys.drain_hosts_io(gone, super::IO_DRAIN);
+                c.subsys.drain_hosts_io(gone);
             };
             crate::reservation::command::execute(&ns, &who, opc, cdws, &cmd.data, max, &aborted)
                 .map(|d| d.map_or_else(Reply::ok, Reply::data))

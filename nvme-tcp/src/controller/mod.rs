@@ -31,9 +31,6 @@ pub(crate) const MAX_TRANSFER: u32 = 4096 << MDTS;
 pub(crate) const IN_CAPSULE_DATA: u32 = 8192;
 /// ICResp MAXH2CDATA: ≥ 4096 and a multiple of 4 (Linux rejects anything else).
 pub(crate) const MAXH2CDATA: u32 = 128 * 1024;
-/// How long a fence (`Target::disconnect_host`, a Preempt and Abort) waits for the I/O its
-/// hosts already had at the media: an I/O still in the kernel after this is stuck there.
-pub(crate) const IO_DRAIN: Duration = Duration::from_secs(10);
 /// NVMe version we claim: 1.3 (namespace identification descriptors exist since 1.3).
 pub(crate) const VERSION: u32 = 0x0001_0300;
 
@@ -141,12 +138,17 @@ impl Subsystem {
             .is_none_or(|l| l.iter().any(|h| h == hostnqn))
     }
 
-    /// Waits, at most `timeout`, until no I/O command of the hosts `hostids` is still at the
-    /// media (Reservation Acquire, Preempt and Abort: a preempted host's commands let through
-    /// before the preempt are waited for, as Linux nvmet waits for them; those after fail the
-    /// reservation check, which a command makes holding its guard). False (and logged) when
-    /// the time ran out.
-    pub fn drain_hosts_io(&self, hostids: &[[u8; 16]], timeout: Duration) -> bool {
+    /// How long a fence waits for its hosts' I/O at the media (`Limits::fence_drain_ms`).
+    pub fn fence_drain(&self) -> Duration {
+        Duration::from_millis(u64::from(self.limits.fence_drain_ms))
+    }
+
+    /// Waits, at most `fence_drain`, until no I/O command of the hosts `hostids` is still at
+    /// the media (Reservation Acquire, Preempt and Abort: a preempted host's commands let
+    /// through before the preempt are waited for, as Linux nvmet waits for them; those after
+    /// fail the reservation check, which a command makes holding its guard). False (and
+    /// logged) when the time ran out.
+    pub fn drain_hosts_io(&self, hostids: &[[u8; 16]]) -> bool {
         if hostids.is_empty() {
             return true;
         }
@@ -155,7 +157,7 @@ impl Subsystem {
             .filter(|c| c.kind == CtrlKind::Io && hostids.contains(&c.hostid))
             .cloned()
             .collect();
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + self.fence_drain();
         let drained = of_hosts
             .iter()
             .all(|c| c.drain_io(deadline.saturating_duration_since(Instant::now())));

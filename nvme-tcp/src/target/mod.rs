@@ -265,7 +265,7 @@ impl Target {
     /// commands can still reach the media: none starts after this call began, and those
     /// already in the kernel or on a blocking thread are waited for (as Linux nvmet's
     /// preempt-and-abort waits for the preempted hosts' I/O). Blocks the calling thread up
-    /// to `controller::IO_DRAIN`; `Error::StillInFlight` when that ran out (the hosts stay
+    /// to `Limits::fence_drain_ms`; `Error::StillInFlight` when that ran out (the hosts stay
     /// disconnected, and the next call that picks them waits again).
     pub fn disconnect_host(
         &self,
@@ -287,7 +287,7 @@ impl Target {
                 .filter(|c| which(&c.host()))
                 .cloned(),
         );
-        let deadline = std::time::Instant::now() + crate::controller::IO_DRAIN;
+        let deadline = std::time::Instant::now() + self.inner.subsys.fence_drain();
         let late: Vec<_> = wait
             .into_iter()
             .filter(|c| !c.drain_io(deadline.saturating_duration_since(std::time::Instant::now())))
@@ -489,12 +489,7 @@ impl Target {
             crkey,
             prkey,
         )?;
-        if action == AcquireAction::PreemptAndAbort
-            && !self
-                .inner
-                .subsys
-                .drain_hosts_io(&gone, crate::controller::IO_DRAIN)
-        {
+        if action == AcquireAction::PreemptAndAbort && !self.inner.subsys.drain_hosts_io(&gone) {
             return Err(Status::INTERNAL);
         }
         Ok(gone)
