@@ -14,6 +14,17 @@ use nvme_tcp::{Initiator, InitiatorConfig, MemBackend, NamespaceConfig, Target, 
 /// The embedded target as `pnfsd serve` wires it (nvme.rs `gate_hosts`, `install_fencing`),
 /// over a memory namespace, its state in `dir`.
 async fn target_for(srv: &Server, dir: &std::path::Path) -> Target {
+    let mem = Arc::new(MemBackend::new(1024, 4096));
+    target_over(srv, dir, mem, nvme_tcp::Limits::default()).await
+}
+
+/// `target_for` over `backend`, with `limits`.
+async fn target_over(
+    srv: &Server,
+    dir: &std::path::Path,
+    backend: Arc<dyn nvme_tcp::Backend>,
+    limits: nvme_tcp::Limits,
+) -> Target {
     // These hosts write anywhere in the namespace: what is checked here is fencing; the
     // per-command layout check has its own tests (enforce.rs).
     let cfg = Config {
@@ -23,10 +34,11 @@ async fn target_for(srv: &Server, dir: &std::path::Path) -> Target {
     };
     let ns = NamespaceConfig {
         nsid: 1,
-        backend: Arc::new(MemBackend::new(1024, 4096)),
+        backend,
         volume_uuid: [9; 16],
     };
     let mut tc = TargetConfig::new(cfg.nvme_nqn.clone(), vec![ns]);
+    tc.limits = limits;
     crate::nvme::gate_hosts(&mut tc, srv, &cfg);
     let t = Target::bind("127.0.0.1:0", tc).await.unwrap();
     crate::nvme::install_fencing(srv, &t, &cfg);
@@ -196,5 +208,104 @@ async fn the_fence_state_survives_a_restart() {
     recall::tick(&srv, Instant::now());
     let h = host(&t, "a", "127.0.0.5").await.unwrap();
     write(&h, 2).await.unwrap();
+    t.shutdown();
+}
+
+/// A memory namespace whose writes wait while `held` is set.
+struct HeldWrites {
+    mem: MemBackend,
+    held: std::sync::Mutex<bool>,
+    release: std::sync::Condvar,
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+impl HeldWrites {
+    fn set_held(&self, on: bool) {
+        *self.held.lock().unwrap() = on;
+        self.release.notify_all();
+    }
+}
+
+impl nvme_tcp::Backend for HeldWrites {
+    fn block_size(&self) -> u32 {
+        self.mem.block_size()
+    }
+    fn num_blocks(&self) -> u64 {
+        self.mem.num_blocks()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.mem.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.waiting.fetch_add(1, SeqCst);
+        let mut h = self.held.lock().unwrap();
+        while *h {
+            h = self.release.wait(h).unwrap();
+        }
+        drop(h);
+        self.waiting.fetch_sub(1, SeqCst);
+        self.mem.write_at(buf, offset)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A write of the client's host still at the media when the fence's wait runs out
+/// (`Limits::fence_drain_ms`): the fence fails, so the file keeps its blocks; the retry a
+/// lease later, once the write is done, fences it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_with_a_write_stuck_at_the_media_fails_until_the_write_is_done() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = tempfile::tempdir().unwrap();
+    let (fx, clock) = fixture_clocked(NfsOptions::default());
+    let held = Arc::new(HeldWrites {
+        mem: MemBackend::new(1024, 4096),
+        held: std::sync::Mutex::new(false),
+        release: std::sync::Condvar::new(),
+        waiting: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let limits = nvme_tcp::Limits {
+        fence_drain_ms: 100,
+        ..nvme_tcp::Limits::default()
+    };
+    let t = target_over(&fx.srv, dir.path(), held.clone(), limits).await;
+    let c = conn(6, None);
+    let mut x = ctx(&fx.srv, &c);
+    mount_v(&mut x, b"c", [1; 8]);
+    let (fh, sid) = create(&mut x, b"f");
+    get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
+    let h = Arc::new(host(&t, "c", "127.0.0.6").await.unwrap());
+    held.set_held(true);
+    let w = {
+        let h = h.clone();
+        tokio::spawn(async move { write(&h, 7).await })
+    };
+    for _ in 0..1000 {
+        if held.waiting.load(SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        held.waiting.load(SeqCst),
+        1,
+        "the write never reached the backend"
+    );
+    let now = Instant::now();
+    expire_and_tick(&fx, &clock, now);
+    let m = fx.srv.layouts.metrics.snapshot();
+    assert_eq!((m.fences, m.fences_failed), (0, 1));
+    assert!(fx.srv.layouts.kept(fh.ino));
+    // Disconnected and refused all the same.
+    assert!(refused(host(&t, "c", "127.0.0.6").await));
+    held.set_held(false);
+    let _ = w.await.unwrap();
+    let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
+    recall::tick(&fx.srv, now + lease);
+    let m = fx.srv.layouts.metrics.snapshot();
+    assert_eq!((m.fences, m.fences_failed), (1, 1));
+    assert!(!fx.srv.layouts.kept(fh.ino));
     t.shutdown();
 }
