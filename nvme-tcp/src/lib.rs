@@ -35,7 +35,7 @@ pub mod status;
 mod target;
 mod transport;
 
-pub use backend::{Backend, FileBackend, IoFile, MemBackend};
+pub use backend::{Backend, FileBackend, HeldMem, IoFile, MemBackend};
 pub use controller::DISCOVERY_NQN;
 pub use error::Error;
 pub use initiator::{discover, DiscoveryEntry, Initiator, InitiatorConfig, NamespaceInfo};

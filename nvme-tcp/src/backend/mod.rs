@@ -11,7 +11,7 @@ mod mem;
 mod sys;
 
 pub use file::FileBackend;
-pub use mem::MemBackend;
+pub use mem::{HeldMem, MemBackend};
 
 use std::io;
 use std::os::fd::RawFd;

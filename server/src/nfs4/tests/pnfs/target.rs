@@ -211,61 +211,14 @@ async fn the_fence_state_survives_a_restart() {
     t.shutdown();
 }
 
-/// A memory namespace whose writes wait while `held` is set.
-struct HeldWrites {
-    mem: MemBackend,
-    held: std::sync::Mutex<bool>,
-    release: std::sync::Condvar,
-    waiting: std::sync::atomic::AtomicUsize,
-}
-
-impl HeldWrites {
-    fn set_held(&self, on: bool) {
-        *self.held.lock().unwrap() = on;
-        self.release.notify_all();
-    }
-}
-
-impl nvme_tcp::Backend for HeldWrites {
-    fn block_size(&self) -> u32 {
-        self.mem.block_size()
-    }
-    fn num_blocks(&self) -> u64 {
-        self.mem.num_blocks()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.mem.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        use std::sync::atomic::Ordering::SeqCst;
-        self.waiting.fetch_add(1, SeqCst);
-        let mut h = self.held.lock().unwrap();
-        while *h {
-            h = self.release.wait(h).unwrap();
-        }
-        drop(h);
-        self.waiting.fetch_sub(1, SeqCst);
-        self.mem.write_at(buf, offset)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A write of the client's host still at the media when the fence's wait runs out
 /// (`Limits::fence_drain_ms`): the fence fails, so the file keeps its blocks; the retry a
 /// lease later, once the write is done, fences it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fence_with_a_write_stuck_at_the_media_fails_until_the_write_is_done() {
-    use std::sync::atomic::Ordering::SeqCst;
     let dir = tempfile::tempdir().unwrap();
     let (fx, clock) = fixture_clocked(NfsOptions::default());
-    let held = Arc::new(HeldWrites {
-        mem: MemBackend::new(1024, 4096),
-        held: std::sync::Mutex::new(false),
-        release: std::sync::Condvar::new(),
-        waiting: std::sync::atomic::AtomicUsize::new(0),
-    });
+    let held = Arc::new(nvme_tcp::HeldMem::new(1024, 4096));
     let limits = nvme_tcp::Limits {
         fence_drain_ms: 100,
         ..nvme_tcp::Limits::default()
@@ -277,19 +230,19 @@ async fn a_fence_with_a_write_stuck_at_the_media_fails_until_the_write_is_done()
     let (fh, sid) = create(&mut x, b"f");
     get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     let h = Arc::new(host(&t, "c", "127.0.0.6").await.unwrap());
-    held.set_held(true);
+    held.hold(true);
     let w = {
         let h = h.clone();
         tokio::spawn(async move { write(&h, 7).await })
     };
     for _ in 0..1000 {
-        if held.waiting.load(SeqCst) == 1 {
+        if held.writes_begun() == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(
-        held.waiting.load(SeqCst),
+        held.writes_begun(),
         1,
         "the write never reached the backend"
     );
@@ -300,7 +253,7 @@ async fn a_fence_with_a_write_stuck_at_the_media_fails_until_the_write_is_done()
     assert!(fx.srv.layouts.kept(fh.ino));
     // Disconnected and refused all the same.
     assert!(refused(host(&t, "c", "127.0.0.6").await));
-    held.set_held(false);
+    held.hold(false);
     let _ = w.await.unwrap();
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
     recall::tick(&fx.srv, now + lease);
