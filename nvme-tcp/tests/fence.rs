@@ -6,7 +6,8 @@
 
 mod common;
 use bytes::Bytes;
-use common::{host, BS, NQN, UUID};
+use common::{connect_pdu, host, raw, read_pdu, BS, NQN, UUID};
+use nvme_tcp::pdu::{sgl_id, Pdu, Sgl, Sqe};
 use nvme_tcp::{
     AcquireAction, Backend, FileBackend, HeldMem, Initiator, Limits, NamespaceConfig, RType,
     RegisterAction, Status, Target, TargetConfig,
@@ -14,6 +15,7 @@ use nvme_tcp::{
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 
 type Write = tokio::task::JoinHandle<Result<(), nvme_tcp::Error>>;
 
@@ -210,8 +212,9 @@ async fn a_hosts_preempt_and_abort_completes_after_the_write_at_the_media() {
 }
 
 /// A write that stays at the media past `fence_drain_ms`: the fence fails rather than return
-/// while it may still land, and fails again, without the controller (already ended), until
-/// the write is done.
+/// while it may still land, and fails again until the write is done: `disconnect_host`
+/// without the controller (already ended), and the preempt's retry (pnfsd's, a lease later),
+/// which finds the key gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fence_whose_wait_runs_out_fails_until_the_write_is_done() {
     let (target, b) = held_target(Limits {
@@ -221,11 +224,14 @@ async fn a_fence_whose_wait_runs_out_fails_until_the_write_is_done() {
     .await;
     let a = registered_a(&target).await;
     let w1 = write_held_at_the_media(&b, &a, 1).await;
-    let tg = target.clone();
-    let preempt = tokio::task::spawn_blocking(move || {
-        tg.reservation_acquire(1, MDS, AcquireAction::PreemptAndAbort, EXCL_REG, 0xA, 0xC)
-    });
-    assert_eq!(preempt.await.unwrap(), Err(Status::INTERNAL));
+    let preempt = || {
+        let tg = target.clone();
+        tokio::task::spawn_blocking(move || {
+            tg.reservation_acquire(1, MDS, AcquireAction::PreemptAndAbort, EXCL_REG, 0xA, 0xC)
+        })
+    };
+    assert_eq!(preempt().await.unwrap(), Err(Status::INTERNAL));
+    assert_eq!(preempt().await.unwrap(), Err(Status::INTERNAL));
     let still = |r: Result<usize, nvme_tcp::Error>| {
         matches!(r, Err(nvme_tcp::Error::StillInFlight { controllers: 1 }))
     };
@@ -236,6 +242,12 @@ async fn a_fence_whose_wait_runs_out_fails_until_the_write_is_done() {
     b.hold(false);
     let _ = w1.await.unwrap();
     assert_eq!(disconnect_a(&target).await.unwrap(), 0);
+    // The retry now finds what pnfsd takes for "nothing left to fence".
+    let r = preempt().await.unwrap();
+    assert!(
+        matches!(r, Err(s) if s.same_code(Status::RESERVATION_CONFLICT)),
+        "{r:?}"
+    );
     target.shutdown();
 }
 
@@ -292,5 +304,51 @@ async fn after_disconnect_host_a_busy_hosts_direct_writes_no_longer_land() {
         let ended = tokio::time::timeout(Duration::from_secs(10), w).await;
         assert!(ended.is_ok(), "a writer did not see its queue end");
     }
+    target.shutdown();
+}
+
+/// A controller its host ended (the admin queue gone) while a write of its was at the media:
+/// a fence afterwards still waits for that write, though the controller is no longer listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_waits_for_the_write_of_a_controller_already_ended() {
+    let (target, b) = held_target(Limits::default()).await;
+    let addr = target.local_addr();
+    let cfg = host("a", 0);
+    let admin = Initiator::connect(addr, cfg.clone()).await.unwrap();
+    // Its I/O queue by hand, so that the admin queue can go while the write waits.
+    let mut q = raw(addr).await;
+    q.write_all(&connect_pdu(1, admin.cntlid(), 0, &cfg.hostnqn, cfg.hostid))
+        .await
+        .unwrap();
+    assert!(matches!(read_pdu(&mut q).await, Pdu::CapsuleResp(c) if c.status.is_success()));
+    b.hold(true);
+    let mut w = Sqe::new(0x01);
+    w.set_cid(7);
+    w.set_nsid(1);
+    w.set_cdw(10, 1);
+    w.set_sgl(Sgl {
+        addr: 0,
+        len: BS,
+        id: sgl_id::DATA_OFFSET,
+    });
+    let mut pdu = Vec::new();
+    Pdu::CapsuleCmd(w, block(1)).encode(Default::default(), &mut pdu);
+    q.write_all(&pdu).await.unwrap();
+    until("the write at the backend", || b.writes_begun() == 1).await;
+    drop(admin);
+    until("the controller ended", || target.controller_count() == 0).await;
+    let fence = {
+        let t = target.clone();
+        tokio::task::spawn_blocking(move || t.disconnect_host(&of_a))
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !fence.is_finished(),
+        "the fence returned with a write at the media"
+    );
+    b.hold(false);
+    assert_eq!(fence.await.unwrap().unwrap(), 0);
+    assert_eq!(b.writes_begun(), b.writes_done());
+    assert!(landed(&b, 1));
     target.shutdown();
 }

@@ -270,10 +270,7 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             let cdws = (s.cdw(10), s.cdw(11));
             let (who, max) = (requester(c), MAX_TRANSFER as u64);
             // Preempt and Abort completes once the preempted hosts' I/O is off the media.
-            // (A wait that runs out is logged there; the preempt stands either way.)
-            let aborted = |gone: &[[u8; 16]]| {
-                c.subsys.drain_hosts_io(gone);
-            };
+            let aborted = |gone: &[[u8; 16]]| c.subsys.drain_hosts_io(gone);
             crate::reservation::command::execute(&ns, &who, opc, cdws, &cmd.data, max, &aborted)
                 .map(|d| d.map_or_else(Reply::ok, Reply::data))
         }

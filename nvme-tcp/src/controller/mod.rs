@@ -71,6 +71,13 @@ pub(crate) struct Subsystem {
     /// Connections closed for want of a Connect (`Limits::connect_timeout_ms`).
     pub idle_log: RateLimit,
     next_cntlid: Mutex<u16>,
+    /// Controllers ended (`Controller::kill`: a fence, keep-alive expiry, the admin queue
+    /// gone) while I/O of theirs was still at the media, until it is done: a fence waits for
+    /// them as for live ones (`wait_io`).
+    retired: Mutex<Vec<Arc<Controller>>>,
+    /// Hosts a Preempt and Abort removed whose I/O was still at the media when its wait ran
+    /// out: the next Preempt and Abort waits for them first (`drain_hosts_io`).
+    aborting: Mutex<Vec<[u8; 16]>>,
 }
 
 impl Subsystem {
@@ -97,6 +104,8 @@ impl Subsystem {
             refused_log: RateLimit::new(LOG_EVERY),
             idle_log: RateLimit::new(LOG_EVERY),
             next_cntlid: Mutex::new(1),
+            retired: Mutex::default(),
+            aborting: Mutex::default(),
         }
     }
 
@@ -143,27 +152,51 @@ impl Subsystem {
         Duration::from_millis(u64::from(self.limits.fence_drain_ms))
     }
 
-    /// Waits, at most `fence_drain`, until no I/O command of the hosts `hostids` is still at
-    /// the media (Reservation Acquire, Preempt and Abort: a preempted host's commands let
-    /// through before the preempt are waited for, as Linux nvmet waits for them; those after
-    /// fail the reservation check, which a command makes holding its guard). False (and
-    /// logged) when the time ran out.
-    pub fn drain_hosts_io(&self, hostids: &[[u8; 16]]) -> bool {
-        if hostids.is_empty() {
-            return true;
-        }
-        let of_hosts: Vec<_> = lock(&self.controllers)
+    /// Waits, at most `fence_drain`, until no I/O command of the NVM controllers `pick`
+    /// names, live or ended (`retired`), is still at the media. Blocks the calling thread:
+    /// not for a worker of a current-thread runtime that serves the target (the guards of
+    /// the task path's ring are dropped on it). `Err(n)`: `n` controllers were still busy.
+    pub fn wait_io(&self, pick: &dyn Fn(&Controller) -> bool) -> Result<(), usize> {
+        let mut of: Vec<_> = lock(&self.controllers)
             .values()
-            .filter(|c| c.kind == CtrlKind::Io && hostids.contains(&c.hostid))
+            .filter(|c| c.kind == CtrlKind::Io && pick(c))
             .cloned()
             .collect();
+        of.extend(lock(&self.retired).iter().filter(|c| pick(c)).cloned());
         let deadline = Instant::now() + self.fence_drain();
-        let drained = of_hosts
+        let busy = of
             .iter()
-            .all(|c| c.drain_io(deadline.saturating_duration_since(Instant::now())));
+            .filter(|c| !c.drain_io(deadline.saturating_duration_since(Instant::now())))
+            .count();
+        lock(&self.retired).retain(|c| c.io.busy() != 0);
+        if busy == 0 {
+            Ok(())
+        } else {
+            Err(busy)
+        }
+    }
+
+    /// Reservation Acquire, Preempt and Abort: waits (`wait_io`) until no I/O command of the
+    /// hosts `hostids` is still at the media, nor of those an earlier one left waiting
+    /// (`aborting`). A preempted host's commands let through before the preempt are waited
+    /// for, as Linux nvmet waits for them; those after fail the reservation check, which a
+    /// command makes holding its guard. False (logged, and the hosts remembered for the next
+    /// call) when the time ran out.
+    pub fn drain_hosts_io(&self, hostids: &[[u8; 16]]) -> bool {
+        let mut hosts = lock(&self.aborting).clone();
+        for h in hostids {
+            if !hosts.contains(h) {
+                hosts.push(*h);
+            }
+        }
+        if hosts.is_empty() {
+            return true;
+        }
+        let drained = self.wait_io(&|c| hosts.contains(&c.hostid)).is_ok();
+        *lock(&self.aborting) = if drained { Vec::new() } else { hosts.clone() };
         if !drained {
             tracing::error!(
-                hosts = hostids.len(),
+                hosts = hosts.len(),
                 "preempt and abort: the preempted hosts' I/O was still at the media when the wait ran out"
             );
         }
@@ -253,6 +286,15 @@ impl Controller {
             ctrls.remove(&self.cntlid);
         }
         drop(ctrls);
+        // Closed before this load (both SeqCst): a command that got in is counted here, and
+        // none can get in after. Whatever is still at the media, a fence must wait for.
+        if self.io.busy() != 0 {
+            if let Some(me) = self.me.upgrade() {
+                let mut r = lock(&self.subsys.retired);
+                r.retain(|c| c.io.busy() != 0 && !std::ptr::eq(c.as_ref(), self));
+                r.push(me);
+            }
+        }
         if !was_dead {
             self.log_event("nvme-tcp host disconnected");
         }
@@ -518,6 +560,16 @@ pub(crate) fn connect(
                 })
             })
             .map_err(|why| ConnectError::status(Status::CONNECT_CTRL_BUSY, why))?;
+        // A fence between `admit` above and the insertion would have listed the controllers
+        // without this one: asked again now that it is listed, one of the two sees the other.
+        let host = ctrl.host();
+        if kind == CtrlKind::Io && subsys.policy.as_ref().is_some_and(|p| !p.admit(&host)) {
+            ctrl.kill();
+            return Err(ConnectError::status(
+                Status::CONNECT_INVALID_HOST,
+                Refused::HostPolicy,
+            ));
+        }
         ctrl.log_event("nvme-tcp host connected");
         if kato != 0 {
             spawn_keep_alive_timer(&ctrl);

@@ -130,7 +130,8 @@ fn data_of(data: &[u8], n: usize) -> Result<&[u8], Status> {
 /// One of the four reservation I/O commands from the wire: `cdw10`/`cdw11` and the host's
 /// data; `max_len` bounds a report. `Ok(Some(data))` for a report, `Ok(None)` otherwise.
 /// `aborted`: told the hosts a Preempt and Abort removed, before the command completes (the
-/// target waits there for their I/O).
+/// target waits there for their I/O; false: the wait ran out, and the command fails with
+/// Internal Error though the preempt stands).
 pub(crate) fn execute(
     ns: &Namespace,
     who: &Requester,
@@ -138,7 +139,7 @@ pub(crate) fn execute(
     (cdw10, cdw11): (u32, u32),
     data: &[u8],
     max_len: u64,
-    aborted: &dyn Fn(&[[u8; 16]]),
+    aborted: &dyn Fn(&[[u8; 16]]) -> bool,
 ) -> Result<Option<Vec<u8>>, Status> {
     let iekey = cdw10 & 8 != 0;
     let rtype = RType((cdw10 >> 8) as u8);
@@ -167,8 +168,8 @@ pub(crate) fn execute(
             if !gone.is_empty() {
                 tracing::info!(preempted = gone.len(), "reservation preempted registrants");
             }
-            if action == AcquireAction::PreemptAndAbort {
-                aborted(&gone);
+            if action == AcquireAction::PreemptAndAbort && !aborted(&gone) {
+                return Err(Status::INTERNAL);
             }
             Ok(None)
         }

@@ -381,9 +381,17 @@ impl Queue {
             }
         }
         let _ = self.tx.flush();
+        self.drop_batch();
         if let Some(mut ring) = self.ring.take() {
             ring.end_recv(fd);
         }
+    }
+
+    /// The connection is closing: cached writes collected and not run never start, and
+    /// their guard goes now, not when the queue is dropped (a fence waits for it).
+    fn drop_batch(&mut self) {
+        self.batch.clear();
+        self.batch_io = None;
     }
 
     /// One parsed PDU (or the receive error in its place).
@@ -502,6 +510,7 @@ impl Queue {
             };
             if let Flow::Close = flow {
                 let _ = self.tx.flush();
+                self.drop_batch();
                 return;
             }
             // At the bound: end the batch here (what is held leaves now) and wait above.

@@ -87,9 +87,6 @@ struct Inner {
     gate: Arc<quiesce::Gate>,
     /// Connections closed at accept (`max_connections`) are logged through this.
     refused_log: RateLimit,
-    /// Controllers `disconnect_host` ended whose I/O was still at the media when its wait
-    /// ran out: waited for again by the next `disconnect_host` that picks their host.
-    draining: Mutex<Vec<Arc<crate::controller::Controller>>>,
 }
 
 /// One of `Limits::max_connections`, held by a connection's task until it ends.
@@ -193,7 +190,6 @@ impl Target {
                 stop,
                 gate: Arc::default(),
                 refused_log: RateLimit::new(LOG_EVERY),
-                draining: Mutex::default(),
             }),
         })
     }
@@ -264,9 +260,12 @@ impl Target {
     /// its `HostPolicy::admit`). Returns how many controllers went, once none of their
     /// commands can still reach the media: none starts after this call began, and those
     /// already in the kernel or on a blocking thread are waited for (as Linux nvmet's
-    /// preempt-and-abort waits for the preempted hosts' I/O). Blocks the calling thread up
-    /// to `Limits::fence_drain_ms`; `Error::StillInFlight` when that ran out (the hosts stay
-    /// disconnected, and the next call that picks them waits again).
+    /// preempt-and-abort waits for the preempted hosts' I/O). Controllers of theirs ended
+    /// earlier (keep-alive expiry, a lost admin queue) with I/O still at the media are
+    /// waited for too. Blocks the calling thread up to `Limits::fence_drain_ms` (not for a
+    /// worker of a current-thread runtime serving the target: `Subsystem::wait_io`);
+    /// `Error::StillInFlight` when that ran out (the hosts stay disconnected, and the next
+    /// call that picks them waits again).
     pub fn disconnect_host(
         &self,
         which: &dyn Fn(&crate::policy::HostRef<'_>) -> bool,
@@ -280,31 +279,13 @@ impl Target {
             tracing::warn!(cntlid = c.cntlid, host = %c.hostnqn, peer = %c.peer, "host disconnected by the embedder");
             c.kill();
         }
-        let mut wait = gone.clone();
-        wait.extend(
-            lock(&self.inner.draining)
-                .iter()
-                .filter(|c| which(&c.host()))
-                .cloned(),
-        );
-        let deadline = std::time::Instant::now() + self.inner.subsys.fence_drain();
-        let late: Vec<_> = wait
-            .into_iter()
-            .filter(|c| !c.drain_io(deadline.saturating_duration_since(std::time::Instant::now())))
-            .collect();
-        let mut draining = lock(&self.inner.draining);
-        draining.retain(|c| c.io.busy() != 0);
-        for c in &late {
-            if !draining.iter().any(|d| Arc::ptr_eq(d, c)) {
-                draining.push(c.clone());
-            }
-        }
-        if late.is_empty() {
-            Ok(gone.len())
-        } else {
-            Err(Error::StillInFlight {
-                controllers: late.len(),
-            })
+        match self
+            .inner
+            .subsys
+            .wait_io(&|c: &crate::controller::Controller| which(&c.host()))
+        {
+            Ok(()) => Ok(gone.len()),
+            Err(controllers) => Err(Error::StillInFlight { controllers }),
         }
     }
 
@@ -464,9 +445,11 @@ impl Target {
     }
 
     /// Returns the Host Identifiers whose registrations a preempt removed. With Preempt and
-    /// Abort, once none of their I/O can still reach the media (`Subsystem::drain_hosts_io`;
-    /// blocks the calling thread meanwhile): `Status::INTERNAL` when that wait ran out (the
-    /// preempt stands).
+    /// Abort, once none of their I/O can still reach the media, nor that of the hosts an
+    /// earlier Preempt and Abort left there (`Subsystem::drain_hosts_io`; blocks the calling
+    /// thread meanwhile): `Status::INTERNAL` when that wait ran out (the preempt stands; the
+    /// next Preempt and Abort waits for them first, and fails the same way until they are
+    /// done).
     pub fn reservation_acquire(
         &self,
         nsid: u32,
@@ -480,6 +463,12 @@ impl Target {
             hostid,
             cntlid: 0xFFFF,
         };
+        let abort = action == AcquireAction::PreemptAndAbort;
+        // Hosts an earlier one left at the media first: its retry (pnfsd's, a lease later)
+        // finds their keys gone, and must not succeed before their I/O is done.
+        if abort && !self.inner.subsys.drain_hosts_io(&[]) {
+            return Err(Status::INTERNAL);
+        }
         let gone = command::acquire(
             self.ns_as(nsid, &hostid)?,
             &who,
@@ -489,7 +478,7 @@ impl Target {
             crkey,
             prkey,
         )?;
-        if action == AcquireAction::PreemptAndAbort && !self.inner.subsys.drain_hosts_io(&gone) {
+        if abort && !self.inner.subsys.drain_hosts_io(&gone) {
             return Err(Status::INTERNAL);
         }
         Ok(gone)

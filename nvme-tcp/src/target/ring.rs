@@ -588,7 +588,13 @@ impl Ring {
             if let Err(e) = self.ring.submit_and_wait(1) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     // Nothing sane is left: leak the buffers rather than free them under
-                    // the kernel.
+                    // the kernel. Their guards go with them: the controller's gate stays
+                    // busy, so a fence of its host fails from now on (the safe side).
+                    tracing::error!(
+                        error = %e,
+                        in_flight = self.inflight,
+                        "io_uring drain failed: operations leaked; fences of this host will fail"
+                    );
                     std::mem::forget(std::mem::take(&mut self.ops));
                     return;
                 }

@@ -220,7 +220,7 @@ pub enum HostFenceError {
     #[error("fence state file: {0}")]
     Persist(std::io::Error),
     /// Disconnected and refused, but writes of its hosts may still land.
-    #[error("embedded target: {0}")]
+    #[error("{0}")]
     InFlight(nvme_tcp::Error),
 }
 
