@@ -6,7 +6,7 @@
 
 mod common;
 use bytes::Bytes;
-use common::{connect_pdu, host, raw, read_pdu, BS, NQN, UUID};
+use common::{connect_pdu, eventually, host, raw, read_pdu, BS, NQN, UUID};
 use nvme_tcp::pdu::{sgl_id, Pdu, Sgl, Sqe};
 use nvme_tcp::{
     AcquireAction, Backend, FileBackend, HeldMem, Initiator, Limits, NamespaceConfig, RType,
@@ -21,16 +21,6 @@ type Write = tokio::task::JoinHandle<Result<(), nvme_tcp::Error>>;
 
 fn block(b: u8) -> Bytes {
     Bytes::from(vec![b; BS as usize])
-}
-
-async fn until(what: &str, f: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// A target over a `HeldMem` of 64 blocks, with `limits`.
@@ -83,7 +73,7 @@ async fn write_held_at_the_media(b: &Arc<HeldMem>, a: &Arc<Initiator>, lba: u64)
     let begun = b.writes_begun();
     let a = a.clone();
     let w = tokio::spawn(async move { a.write(1, lba, block(lba as u8), BS, false).await });
-    until("the write at the backend", || b.writes_begun() == begun + 1).await;
+    eventually("the write at the backend", || b.writes_begun() == begun + 1).await;
     w
 }
 
@@ -292,7 +282,7 @@ async fn after_disconnect_host_a_busy_hosts_direct_writes_no_longer_land() {
             }
         }));
     }
-    until("writes flowing", || sent.load(SeqCst) > 500).await;
+    eventually("writes flowing", || sent.load(SeqCst) > 500).await;
     assert_eq!(disconnect_a(&target).await.unwrap(), 1);
     let before = std::fs::read(&path).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -334,9 +324,9 @@ async fn a_fence_waits_for_the_write_of_a_controller_already_ended() {
     let mut pdu = Vec::new();
     Pdu::CapsuleCmd(w, block(1)).encode(Default::default(), &mut pdu);
     q.write_all(&pdu).await.unwrap();
-    until("the write at the backend", || b.writes_begun() == 1).await;
+    eventually("the write at the backend", || b.writes_begun() == 1).await;
     drop(admin);
-    until("the controller ended", || target.controller_count() == 0).await;
+    eventually("the controller ended", || target.controller_count() == 0).await;
     let fence = {
         let t = target.clone();
         tokio::task::spawn_blocking(move || t.disconnect_host(&of_a))

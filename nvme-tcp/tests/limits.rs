@@ -35,18 +35,6 @@ fn vm_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-/// Waits (at most 10 s) until `cond` holds; the target tears connections down on its own
-/// tasks, after the host's close.
-async fn eventually(what: &str, cond: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{what}: not reached in 10 s");
-}
-
 /// Issue 17: "100,000 connect/close cycles with KATO 0xFFFFFFFF took RSS from 6.7 to 72 MB":
 /// every controller kept its keep-alive timer task until KATO × 1.5. Now the controller and
 /// its timer go with the admin connection. NVME_LIMITS_CYCLES sets the count (default

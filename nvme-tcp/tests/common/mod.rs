@@ -133,3 +133,15 @@ pub fn connect_pdu_sq(
     });
     enc(&Pdu::CapsuleCmd(sqe, Bytes::from(d)))
 }
+
+/// Waits (at most 10 s) until `cond` holds: what the target does on its own tasks or
+/// threads after the host acted.
+pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{what}: not reached in 10 s");
+}
