@@ -22,15 +22,6 @@ pub(crate) struct Gate {
 /// Proof that the gate was open when the work began; the gate is busy until it drops.
 pub(crate) struct Busy(Arc<Gate>);
 
-impl Busy {
-    /// Another guard on the same gate. The gate is busy while `self` lives, so it stays busy
-    /// without a break, even if it was closed since.
-    pub(crate) fn share(&self) -> Busy {
-        self.0.busy.fetch_add(1, Ordering::SeqCst);
-        Busy(self.0.clone())
-    }
-}
-
 /// What a command at the media holds: its target's guard (`Target::shutdown_and_wait`
 /// waits for it) and its controller's (`Target::disconnect_host` waits for it).
 pub(crate) struct AtMedia {
@@ -138,18 +129,5 @@ mod tests {
         });
         assert!(g.idle_blocking(Duration::from_secs(10)));
         t.join().unwrap();
-    }
-
-    #[test]
-    fn a_shared_guard_keeps_a_closed_gate_busy() {
-        let g = Arc::new(Gate::default());
-        let a = g.enter().unwrap();
-        g.close();
-        let b = a.share();
-        drop(a);
-        assert_eq!(g.busy(), 1);
-        assert!(!g.idle_blocking(Duration::from_millis(5)));
-        drop(b);
-        assert!(g.idle_blocking(Duration::from_millis(5)));
     }
 }
