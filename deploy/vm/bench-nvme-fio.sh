@@ -7,7 +7,9 @@
 #
 # usage: deploy/vm/bench-nvme-fio.sh [TARGET_BIN]
 #        (default $CARGO_TARGET_DIR or target/ + release/examples/target;
-#         build it with cargo build --release -p nvme-tcp --example target)
+#         build it with cargo build --release -p nvme-tcp --example target --example echo:
+#         the `echo` example beside it, when there, measures the transport's floor in the
+#         guest)
 # Env: ROUNDS, RUNTIME, JOBS, BS, NVME_TCP_NO_URING, TRACE (passed to the scenario), KVER and the
 # run-guest.sh knobs (VM_SMP 2, VM_MEM 2048). The host's binary runs in the
 # guest: both are Debian bookworm (glibc 2.36).
@@ -20,9 +22,18 @@ BIN=${1:-${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/target}
 [[ -x $BIN ]] || { echo "bench-nvme-fio: no target binary at $BIN (cargo build --release -p nvme-tcp --example target)" >&2; exit 2; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/nvme-fio.XXXXXX")
 cp "$BIN" "$T/nvme-target"
+FILES="$T/nvme-target"
+# The transport's floor in the same guest: the crate's `echo` example, built beside it.
+ECHO=$(dirname "$BIN")/echo
+if [[ -x $ECHO ]]; then
+    cp "$ECHO" "$T/nvme-echo"
+    FILES+=" $T/nvme-echo"
+else
+    echo "bench-nvme-fio: no $ECHO (cargo build --release -p nvme-tcp --example echo): no echo floor" >&2
+fi
 ENVS=()
 for v in ROUNDS RUNTIME JOBS BS NVME_TCP_NO_URING TRACE; do [[ -n ${!v:-} ]] && ENVS+=(-e "$v=${!v}"); done
-VM_FILES="$T/nvme-target${VM_FILES:+ $VM_FILES}" "$HERE/run-guest.sh" "${ENVS[@]}" "$HERE/scenarios/nvme-fio.sh"
+VM_FILES="$FILES${VM_FILES:+ $VM_FILES}" "$HERE/run-guest.sh" "${ENVS[@]}" "$HERE/scenarios/nvme-fio.sh"
 rc=$?
 rm -rf "$T"
 exit $rc

@@ -14,7 +14,9 @@
 # without io_uring (its fallback path); TRACE=1 runs it under strace -c -f
 # (syscall counts in out/strace.txt: slows it, for counting only).
 # Output: out/fio.tsv (one line per side x job x round: side job qd round iops
-# clat_mean_us), the median table on stdout, the usual CHECK/RESULT lines.
+# clat_mean_us), the median table on stdout (TABLE lines), the usual CHECK/RESULT lines;
+# with /host/nvme-echo (the crate's `echo` example), the loopback echo floor in the guest
+# (FLOOR lines, out/echo.txt).
 SCENARIO=nvme-fio
 # shellcheck source=SCRIPTDIR/lib.sh
 . /host/lib/lib.sh
@@ -105,6 +107,16 @@ for (rw, qd), s in sorted(cells.items(), key=lambda x: (x[0][1], x[0][0])):
     print("TABLE %-9s %3d %9.0f %9.0f %9.0f %11.2f %11.2f %9.1f %9.1f" % (rw, qd, med("local"), med("pnfsd"), med("nvmet"), rk, rl, med("pnfsd", 1), med("nvmet", 1)))
 PY
 awk '$5 == 0 {bad=1} END {exit bad}' "$OUT/fio.tsv"; check fio-ran $? "every job reported IOPS"
+
+# The floor of any userspace target under this emulation: two threads of one process
+# exchanging the same PDU sizes over the guest's loopback (the crate's `echo` example), no
+# NVMe, no device. At QD 1 each exchange is two wake-ups of a user thread; a userspace
+# target adds at least one to every command, where nvmet stays in the kernel.
+if [[ -x /host/nvme-echo ]]; then
+    /host/nvme-echo 1 "$ROUNDS" > "$OUT/echo.txt" 2>&1
+    check echo-ran $? "$(head -c 200 "$OUT/echo.txt")"
+    sed 's/^/FLOOR /' "$OUT/echo.txt"
+fi
 
 dmesg_check
 nvme disconnect -n "$NQN_P" >/dev/null; check disconnect-pnfsd $?
