@@ -17,7 +17,8 @@
 # Steps: nvme discover + connect, mount, write one file buffered and one with
 # O_DIRECT (dd, 1 MiB), fsync, drop caches, read both back (buffered and
 # O_DIRECT) and compare SHA-256, rename, remove, fio overwrite job with
-# fsync=1, then the assertions:
+# fsync=1, a file stored through a shared mapping (half of it after close(2))
+# and msync'd, read back O_DIRECT, then the assertions:
 #   - LAYOUTGET, GETDEVICEINFO, LAYOUTCOMMIT counts > 0 (COUNTS lines);
 #   - NFS WRITE/READ byte counts far below the data moved (< 1/8): the bulk
 #     went to the block device, not through the MDS;
@@ -134,7 +135,33 @@ sync; echo 3 > /proc/sys/vm/drop_caches
 sum_f=$(dd if="$MNT/$DIR/fio.bin" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1)
 buf_f=$(sha256sum < "$MNT/$DIR/fio.bin" | cut -d' ' -f1)
 [[ $sum_f == "$buf_f" ]]; check fio-readback-consistent $? "$sum_f"
-printf '%s  %s\n' "$sum_a" "$DIR/renamed.bin" "$sum_f" "$DIR/fio.bin" > "$OUT/checksums.txt"
+# ---- mmap: stores through a shared mapping that outlives close(2), then msync ----
+# The page cache's writeback of dirty mapped pages goes through the layout like any
+# other; msync(MS_SYNC) is the application's fsync for them (the mapping holds the open
+# file, so it commits after close: LAYOUTCOMMIT). Half the file is stored before close,
+# half after.
+step "mmap write ${FILE_MB} MiB (MAP_SHARED, half after close) + msync"
+head -c "${FILE_MB}M" /dev/urandom > /tmp/m.bin
+sum_m=$(sha256sum < /tmp/m.bin | cut -d' ' -f1)
+python3 - "$MNT/$DIR/mmap.bin" /tmp/m.bin <<'PY'
+import mmap, os, sys
+data = open(sys.argv[2], "rb").read()
+half = len(data) // 2
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+os.ftruncate(fd, len(data))
+m = mmap.mmap(fd, len(data), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+m[:half] = data[:half]
+os.close(fd)
+m[half:] = data[half:]
+m.flush()  # msync(MS_SYNC)
+m.close()
+PY
+check write-mmap $? "$DIR/mmap.bin"
+sync; echo 3 > /proc/sys/vm/drop_caches
+got=$(dd if="$MNT/$DIR/mmap.bin" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1)
+[[ $got == "$sum_m" ]]; check readback-mmap $? "$got"
+
+printf '%s  %s\n' "$sum_a" "$DIR/renamed.bin" "$sum_f" "$DIR/fio.bin" "$sum_m" "$DIR/mmap.bin" > "$OUT/checksums.txt"
 echo "CHECKSUMS $(tr '\n' ' ' < "$OUT/checksums.txt")"
 
 # ---- assertions ------------------------------------------------------------------
@@ -143,7 +170,7 @@ cp /proc/self/mountstats "$OUT/mountstats.txt"
 lg=$(opcount "$MNT" LAYOUTGET) lc=$(opcount "$MNT" LAYOUTCOMMIT) gdi=$(opcount "$MNT" GETDEVICEINFO)
 wb=$(opcount "$MNT" WRITE 3) rb=$(opcount "$MNT" READ 4)
 fio_bytes=$(( $(numfmt --from=iec "${FIO_SIZE^^}") * 2 ))         # layout + overwrite
-moved=$(( FILE_MB * 2 * 1048576 + fio_bytes ))
+moved=$(( FILE_MB * 3 * 1048576 + fio_bytes ))                    # + the mmap file
 pnfs_checks() {
     [[ $lt == "$want" ]]; check layout-type $? "pnfs=$lt (want $want)"
     ((lg > 0)); check layoutget $? "LAYOUTGET=$lg"
