@@ -1,26 +1,39 @@
-//! Activity gates: work holds a `Busy` guard; `close` refuses new guards, `idle` (or
-//! `idle_blocking`) waits for the last one to drop.
+//! Activity gates: work holds a `Busy` guard; `close` refuses new guards, `idle` waits for
+//! the last one to drop, `drain_entered` for the last one taken before it was called.
 //! - The target's gate: every connection task and every backend call made for a command.
 //!   `Target::shutdown_and_wait` uses it so an embedder (pnfsd unmounting its store,
 //!   design.md §3) knows no command of ours can still reach the backend.
 //! - Each controller's (`Controller::io`): every I/O command from the moment it is let
 //!   through to the media until it is done. `Target::disconnect_host` closes it and waits, so
-//!   an embedder that fences a host knows none of its commands can still land.
+//!   an embedder that fences a host knows none of its commands can still land. Preempt and
+//!   Abort waits on it open: the commands that come after it fail their reservation check,
+//!   so it waits only for the guards taken before (`drain_entered`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
+/// Guards are counted in two slots: a new guard goes to the slot of the current epoch
+/// (`epoch & 1`). `drain_entered` moves the epoch on and waits for the other slot only, so a
+/// host that keeps sending cannot keep it waiting.
 #[derive(Default)]
 pub(crate) struct Gate {
-    busy: AtomicUsize,
+    slots: [AtomicUsize; 2],
+    epoch: AtomicUsize,
     closed: AtomicBool,
     idle: Notify,
 }
 
+/// How often a blocking wait looks again: the guards it waits for belong to I/O already in
+/// the kernel or on a blocking thread, which ends by itself.
+const POLL: Duration = Duration::from_micros(200);
+
 /// Proof that the gate was open when the work began; the gate is busy until it drops.
-pub(crate) struct Busy(Arc<Gate>);
+pub(crate) struct Busy {
+    gate: Arc<Gate>,
+    slot: usize,
+}
 
 /// What a command at the media holds: its target's guard (`Target::shutdown_and_wait`
 /// waits for it) and its controller's (`Target::disconnect_host` waits for it).
@@ -31,8 +44,8 @@ pub(crate) struct AtMedia {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        if self.0.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
+        if self.gate.slots[self.slot].fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.gate.idle.notify_waiters();
         }
     }
 }
@@ -41,8 +54,12 @@ impl Gate {
     /// A guard, or `None` once `close` ran (the work must not start). Increment before
     /// reading `closed` (both SeqCst): either `idle` sees our count or we see the close.
     pub(crate) fn enter(self: &Arc<Self>) -> Option<Busy> {
-        self.busy.fetch_add(1, Ordering::SeqCst);
-        let g = Busy(self.clone());
+        let slot = self.epoch.load(Ordering::SeqCst) & 1;
+        self.slots[slot].fetch_add(1, Ordering::SeqCst);
+        let g = Busy {
+            gate: self.clone(),
+            slot,
+        };
         if self.closed.load(Ordering::SeqCst) {
             return None; // `g` drops: the count goes back, waking `idle` if it was the last
         }
@@ -57,18 +74,46 @@ impl Gate {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// Guards held. Exact once the gate is closed (guards only drop then); on an open gate
+    /// a snapshot.
     pub(crate) fn busy(&self) -> usize {
-        self.busy.load(Ordering::SeqCst)
+        self.slots[0].load(Ordering::SeqCst) + self.slots[1].load(Ordering::SeqCst)
     }
 
-    /// `idle` for a caller that may block its thread (a fence, run from the embedder's
-    /// timer): polls every `POLL`, since the guards that remain belong to I/O already in the
-    /// kernel or on a blocking thread, which ends by itself.
-    pub(crate) fn idle_blocking(&self, timeout: Duration) -> bool {
-        const POLL: Duration = Duration::from_micros(200);
-        let start = std::time::Instant::now();
-        while self.busy() != 0 {
-            if start.elapsed() >= timeout {
+    /// Blocks until no guard taken before this call is held, at most `timeout` (false when
+    /// the time ran out); guards taken after it are not waited for. For a caller that may
+    /// block its thread (a fence, run from the embedder's timer or a queue's command).
+    ///
+    /// Whoever calls it has first made the work it waits out fail from then on (closed the
+    /// gate, or changed the reservation a command checks while holding its guard): a guard
+    /// that read the old epoch just before the move and counts in the old slot just after
+    /// is waited for, though its command will not run.
+    pub(crate) fn drain_entered(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let e = self.epoch.load(Ordering::SeqCst);
+            // The slot that becomes current still counts guards of older epochs (a wait that
+            // ran out left them): wait for those first, they came before this call too.
+            if !self.wait_slot((e + 1) & 1, deadline) {
+                return false;
+            }
+            if self
+                .epoch
+                .compare_exchange(e, e.wrapping_add(1), Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return self.wait_slot(e & 1, deadline);
+            }
+            // Another wait moved the epoch meanwhile: look again from its epoch.
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+        }
+    }
+
+    fn wait_slot(&self, slot: usize, deadline: std::time::Instant) -> bool {
+        while self.slots[slot].load(Ordering::SeqCst) != 0 {
+            if std::time::Instant::now() >= deadline {
                 return false;
             }
             std::thread::sleep(POLL);
@@ -118,16 +163,60 @@ mod tests {
     }
 
     #[test]
-    fn idle_blocking_returns_once_the_last_guard_drops_on_another_thread() {
+    fn drain_entered_returns_once_the_last_guard_drops_on_another_thread() {
         let g = Arc::new(Gate::default());
         let a = g.enter().unwrap();
         g.close();
-        assert!(!g.idle_blocking(Duration::from_millis(5)));
+        assert!(!g.drain_entered(Duration::from_millis(5)));
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
             drop(a);
         });
-        assert!(g.idle_blocking(Duration::from_secs(10)));
+        assert!(g.drain_entered(Duration::from_secs(10)));
         t.join().unwrap();
+    }
+
+    /// Preempt and Abort waits on an open gate: a host that keeps sending must not keep it
+    /// waiting, and what was at the media before it must.
+    #[test]
+    fn drain_entered_waits_for_the_guards_before_it_and_not_for_those_after() {
+        let g = Arc::new(Gate::default());
+        let before = g.enter().unwrap();
+        let epoch = g.epoch.load(Ordering::SeqCst);
+        let g2 = g.clone();
+        let w = std::thread::spawn(move || g2.drain_entered(Duration::from_secs(10)));
+        while g.epoch.load(Ordering::SeqCst) == epoch {
+            std::thread::yield_now();
+        }
+        let after = g.enter().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !w.is_finished(),
+            "returned with a guard from before it held"
+        );
+        drop(before);
+        assert!(w.join().unwrap(), "waited for a guard taken after it");
+        assert_eq!(g.busy(), 1);
+        drop(after);
+        assert_eq!(g.busy(), 0);
+    }
+
+    /// A wait that ran out leaves its guards in a slot that a later epoch uses again: the
+    /// next wait must still wait for them.
+    #[test]
+    fn a_drain_after_one_that_ran_out_still_waits_for_its_guards() {
+        let g = Arc::new(Gate::default());
+        let stuck = g.enter().unwrap();
+        assert!(!g.drain_entered(Duration::from_millis(5)));
+        let brief = g.enter().unwrap();
+        drop(brief);
+        assert!(!g.drain_entered(Duration::from_millis(5)));
+        assert!(!g.drain_entered(Duration::from_millis(5)));
+        drop(stuck);
+        assert!(g.drain_entered(Duration::from_millis(5)));
+        let later = g.enter().unwrap();
+        assert!(!g.drain_entered(Duration::from_millis(5)));
+        drop(later);
+        assert!(g.drain_entered(Duration::from_millis(5)));
     }
 }

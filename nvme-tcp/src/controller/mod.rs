@@ -180,8 +180,9 @@ impl Subsystem {
     /// hosts `hostids` is still at the media, nor of those an earlier one left waiting
     /// (`aborting`). A preempted host's commands let through before the preempt are waited
     /// for, as Linux nvmet waits for them; those after fail the reservation check, which a
-    /// command makes holding its guard. False (logged, and the hosts remembered for the next
-    /// call) when the time ran out.
+    /// command makes holding its guard, and are not waited for (`Gate::drain_entered`), so
+    /// a host that keeps sending cannot hold the wait up. False (logged, and the hosts
+    /// remembered for the next call) when the time ran out.
     pub fn drain_hosts_io(&self, hostids: &[[u8; 16]]) -> bool {
         let mut hosts = lock(&self.aborting).clone();
         for h in hostids {
@@ -311,10 +312,12 @@ impl Controller {
         }
     }
 
-    /// After `kill`: waits, at most `timeout`, until none of its I/O commands is still at
-    /// the media (in the kernel's ring, on a blocking thread); false when the time ran out.
+    /// Waits, at most `timeout`, until none of its I/O commands let through before the call
+    /// is still at the media (in the kernel's ring, on a blocking thread); false when the
+    /// time ran out. After `kill` that is all of them; after a preempt, the commands that
+    /// come later fail their reservation check, and are not waited for.
     pub fn drain_io(&self, timeout: Duration) -> bool {
-        self.io.idle_blocking(timeout)
+        self.io.drain_entered(timeout)
     }
 
     pub fn is_dead(&self) -> bool {
