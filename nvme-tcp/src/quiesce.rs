@@ -15,8 +15,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Guards are counted in two slots: a new guard goes to the slot of the current epoch
-/// (`epoch & 1`). `drain_entered` moves the epoch on and waits for the other slot only, so a
-/// host that keeps sending cannot keep it waiting.
+/// (`epoch & 1`). `drain_entered` waits for the other slot to empty of older guards, moves the
+/// epoch on and then waits for the slot it left, so a host that keeps sending cannot keep it
+/// waiting (beyond its guards taken before the move, whose commands fail their checks).
 #[derive(Default)]
 pub(crate) struct Gate {
     slots: [AtomicUsize; 2],
@@ -28,6 +29,13 @@ pub(crate) struct Gate {
 /// How often a blocking wait looks again: the guards it waits for belong to I/O already in
 /// the kernel or on a blocking thread, which ends by itself.
 const POLL: Duration = Duration::from_micros(200);
+
+/// What `Gate::wait_slot` saw.
+enum Slot {
+    Empty,
+    Moved,
+    TimedOut,
+}
 
 /// Proof that the gate was open when the work began; the gate is busy until it drops.
 pub(crate) struct Busy {
@@ -81,8 +89,10 @@ impl Gate {
     }
 
     /// Blocks until no guard taken before this call is held, at most `timeout` (false when
-    /// the time ran out); guards taken after it are not waited for. For a caller that may
-    /// block its thread (a fence, run from the embedder's timer or a queue's command).
+    /// the time ran out). Guards taken after it are waited for only until it moves the
+    /// epoch, which it does once the older ones are gone (with another wait on the same
+    /// gate, once that one moved it). For a caller that may block its thread (a fence, run
+    /// from the embedder's timer or a queue's command).
     ///
     /// Whoever calls it has first made the work it waits out fail from then on (closed the
     /// gate, or changed the reservation a command checks while holding its guard): a guard
@@ -94,31 +104,44 @@ impl Gate {
             let e = self.epoch.load(Ordering::SeqCst);
             // The slot that becomes current still counts guards of older epochs (a wait that
             // ran out left them): wait for those first, they came before this call too.
-            if !self.wait_slot((e + 1) & 1, deadline) {
-                return false;
+            // Another wait may move the epoch meanwhile, making that slot current: then new
+            // guards count there, so look again from the new epoch.
+            match self.wait_slot((e + 1) & 1, deadline, Some(e)) {
+                Slot::Empty => {}
+                Slot::Moved => continue,
+                Slot::TimedOut => return false,
             }
             if self
                 .epoch
                 .compare_exchange(e, e.wrapping_add(1), Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
             {
-                return self.wait_slot(e & 1, deadline);
+                // No other wait can make this slot current again before it is empty (it
+                // waits for it first, as above): only guards from before the move count here.
+                return matches!(self.wait_slot(e & 1, deadline, None), Slot::Empty);
             }
-            // Another wait moved the epoch meanwhile: look again from its epoch.
+            // Another wait moved the epoch first: look again from its epoch.
             if std::time::Instant::now() >= deadline {
                 return false;
             }
         }
     }
 
-    fn wait_slot(&self, slot: usize, deadline: std::time::Instant) -> bool {
-        while self.slots[slot].load(Ordering::SeqCst) != 0 {
+    /// Polls until `slot` counts no guard, the deadline passes, or (given `epoch`) the
+    /// epoch is no longer `epoch`.
+    fn wait_slot(&self, slot: usize, deadline: std::time::Instant, epoch: Option<usize>) -> Slot {
+        loop {
+            if self.slots[slot].load(Ordering::SeqCst) == 0 {
+                return Slot::Empty;
+            }
+            if epoch.is_some_and(|e| self.epoch.load(Ordering::SeqCst) != e) {
+                return Slot::Moved;
+            }
             if std::time::Instant::now() >= deadline {
-                return false;
+                return Slot::TimedOut;
             }
             std::thread::sleep(POLL);
         }
-        true
     }
 
     /// Waits until no guard is held, at most `timeout`; false when the time ran out.
@@ -199,6 +222,39 @@ mod tests {
         assert_eq!(g.busy(), 1);
         drop(after);
         assert_eq!(g.busy(), 0);
+    }
+
+    /// Two waits on one gate (two preempts): one moves the epoch while the other still waits
+    /// for the slot that thereby becomes current, where new guards now count. That one must
+    /// notice, and move on from the new epoch instead of waiting for them.
+    #[test]
+    fn a_drain_notices_when_another_makes_its_slot_current() {
+        let g = Arc::new(Gate::default());
+        // A guard of an older epoch left in slot 1 (as by a wait that ran out).
+        g.epoch.store(1, Ordering::SeqCst);
+        let older = g.enter().unwrap();
+        g.epoch.store(2, Ordering::SeqCst);
+        let g2 = g.clone();
+        let w = std::thread::spawn(move || g2.drain_entered(Duration::from_secs(10)));
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(!w.is_finished());
+        // Another wait moves the epoch (2 -> 3): slot 1 is now the current one.
+        g.epoch.store(3, Ordering::SeqCst);
+        let start = std::time::Instant::now();
+        while g.epoch.load(Ordering::SeqCst) == 3 {
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "the wait stayed on the current slot"
+            );
+            std::thread::yield_now();
+        }
+        // It moved on (3 -> 4, slot 0 current) and waits for slot 1, from before its move.
+        let after = g.enter().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(!w.is_finished(), "returned with an older guard held");
+        drop(older);
+        assert!(w.join().unwrap(), "waited for a guard taken after its move");
+        drop(after);
     }
 
     /// A wait that ran out leaves its guards in a slot that a later epoch uses again: the

@@ -180,8 +180,8 @@ impl Subsystem {
     /// hosts `hostids` is still at the media, nor of those an earlier one left waiting
     /// (`aborting`). A preempted host's commands let through before the preempt are waited
     /// for, as Linux nvmet waits for them; those after fail the reservation check, which a
-    /// command makes holding its guard, and are not waited for (`Gate::drain_entered`), so
-    /// a host that keeps sending cannot hold the wait up. False (logged, and the hosts
+    /// command makes holding its guard, and are not waited for once the wait has moved the
+    /// gate's epoch (`Gate::drain_entered`), so a host that keeps sending cannot hold it up. False (logged, and the hosts
     /// remembered for the next call) when the time ran out.
     pub fn drain_hosts_io(&self, hostids: &[[u8; 16]]) -> bool {
         let mut hosts = lock(&self.aborting).clone();
