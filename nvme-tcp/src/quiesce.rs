@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 /// Guards are counted in two slots: a new guard goes to the slot of the current epoch
@@ -99,7 +99,7 @@ impl Gate {
     /// that read the old epoch just before the move and counts in the old slot just after
     /// is waited for, though its command will not run.
     pub(crate) fn drain_entered(&self, timeout: Duration) -> bool {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         loop {
             let e = self.epoch.load(Ordering::SeqCst);
             // The slot that becomes current still counts guards of older epochs (a wait that
@@ -121,7 +121,7 @@ impl Gate {
                 return matches!(self.wait_slot(e & 1, deadline, None), Slot::Empty);
             }
             // Another wait moved the epoch first: look again from its epoch.
-            if std::time::Instant::now() >= deadline {
+            if Instant::now() >= deadline {
                 return false;
             }
         }
@@ -129,7 +129,7 @@ impl Gate {
 
     /// Polls until `slot` counts no guard, the deadline passes, or (given `epoch`) the
     /// epoch is no longer `epoch`.
-    fn wait_slot(&self, slot: usize, deadline: std::time::Instant, epoch: Option<usize>) -> Slot {
+    fn wait_slot(&self, slot: usize, deadline: Instant, epoch: Option<usize>) -> Slot {
         loop {
             if self.slots[slot].load(Ordering::SeqCst) == 0 {
                 return Slot::Empty;
@@ -137,7 +137,7 @@ impl Gate {
             if epoch.is_some_and(|e| self.epoch.load(Ordering::SeqCst) != e) {
                 return Slot::Moved;
             }
-            if std::time::Instant::now() >= deadline {
+            if Instant::now() >= deadline {
                 return Slot::TimedOut;
             }
             std::thread::sleep(POLL);
@@ -185,6 +185,18 @@ mod tests {
         assert_eq!(g.busy(), 0);
     }
 
+    /// Whether a wait on another thread moves the epoch on from `from` within 2 s.
+    fn epoch_moves_on(g: &Gate, from: usize) -> bool {
+        let start = Instant::now();
+        while g.epoch.load(Ordering::SeqCst) == from {
+            if start.elapsed() > Duration::from_secs(2) {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        true
+    }
+
     #[test]
     fn drain_entered_returns_once_the_last_guard_drops_on_another_thread() {
         let g = Arc::new(Gate::default());
@@ -208,9 +220,7 @@ mod tests {
         let epoch = g.epoch.load(Ordering::SeqCst);
         let g2 = g.clone();
         let w = std::thread::spawn(move || g2.drain_entered(Duration::from_secs(10)));
-        while g.epoch.load(Ordering::SeqCst) == epoch {
-            std::thread::yield_now();
-        }
+        assert!(epoch_moves_on(&g, epoch), "the wait never moved the epoch");
         let after = g.enter().unwrap();
         std::thread::sleep(Duration::from_millis(20));
         assert!(
@@ -240,14 +250,7 @@ mod tests {
         assert!(!w.is_finished());
         // Another wait moves the epoch (2 -> 3): slot 1 is now the current one.
         g.epoch.store(3, Ordering::SeqCst);
-        let start = std::time::Instant::now();
-        while g.epoch.load(Ordering::SeqCst) == 3 {
-            assert!(
-                start.elapsed() < Duration::from_secs(2),
-                "the wait stayed on the current slot"
-            );
-            std::thread::yield_now();
-        }
+        assert!(epoch_moves_on(&g, 3), "the wait stayed on the current slot");
         // It moved on (3 -> 4, slot 0 current) and waits for slot 1, from before its move.
         let after = g.enter().unwrap();
         std::thread::sleep(Duration::from_millis(5));

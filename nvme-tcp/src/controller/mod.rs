@@ -181,8 +181,8 @@ impl Subsystem {
     /// (`aborting`). A preempted host's commands let through before the preempt are waited
     /// for, as Linux nvmet waits for them; those after fail the reservation check, which a
     /// command makes holding its guard, and are not waited for once the wait has moved the
-    /// gate's epoch (`Gate::drain_entered`), so a host that keeps sending cannot hold it up. False (logged, and the hosts
-    /// remembered for the next call) when the time ran out.
+    /// gate's epoch (`Gate::drain_entered`), so a host that keeps sending cannot hold it up.
+    /// False (logged, and the hosts remembered for the next call) when the time ran out.
     pub fn drain_hosts_io(&self, hostids: &[[u8; 16]]) -> bool {
         let mut hosts = lock(&self.aborting).clone();
         for h in hostids {
