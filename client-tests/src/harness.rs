@@ -227,15 +227,15 @@ impl PnfsdProcess {
         self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
     }
 
-    /// Starts the process; if it could not bind its port (another process took the free port
+    /// Starts the process; if it could not bind a port (another process took the free port
     /// meanwhile, e.g. as a client connection's local port), tries again on fresh ports.
+    /// "already in use" matches both the OS's "Address already in use" and pnfsd's own
+    /// message for the NVMe/TCP port ("... is already in use; choose another address").
     fn spawn(&mut self) -> Result<()> {
         let mut tries = 0;
         loop {
             match self.spawn_once() {
-                Err(ClientError::Harness(m))
-                    if m.contains("Address already in use") && tries < 5 =>
-                {
+                Err(ClientError::Harness(m)) if m.contains("already in use") && tries < 5 => {
                     tries += 1;
                     [self.addr, self.nvme_addr] = free_ports::<2>()?;
                 }
@@ -545,6 +545,34 @@ mod tests {
         p.kill().unwrap();
         assert!(!p.is_running());
         assert!(p.kill().is_err(), "nothing left to kill");
+    }
+
+    /// pnfsd names a taken NVMe/TCP port in words of its own (server/src/nvme.rs): the
+    /// harness tries again on fresh ports, as for the NFS port.
+    #[test]
+    fn a_taken_nvme_port_at_start_is_tried_again_on_fresh_ports() {
+        let bins = tempfile::tempdir().unwrap();
+        let once = bins.path().join("once");
+        let bin = script(
+            bins.path(),
+            "taken",
+            &format!(
+                "if [ ! -e {o} ]; then touch {o}; echo 'pnfsd: error: NVMe/TCP target: \
+                 127.0.0.1:9 is already in use; choose another address' >&2; exit 1; fi\n\
+                 trap 'exit 0' TERM\necho \"pnfsd ready: $*\" >&2\n\
+                 while true; do sleep 0.05; done",
+                o = once.display()
+            ),
+        );
+        let mut p =
+            PnfsdProcess::start_bin(bin, tempfile::tempdir().unwrap(), ServerOptions::default())
+                .unwrap();
+        assert!(
+            p.log_text().contains("[run 2] pnfsd ready"),
+            "{}",
+            p.log_text()
+        );
+        p.kill().unwrap();
     }
 
     #[test]
