@@ -29,4 +29,4 @@ pub mod superblock;
 
 pub use alloc::{AllocError, Allocator};
 pub use extent_map::{ExtState, ExtentMap, Segment};
-pub use superblock::{Geometry, MountMark, Superblock, SuperblockError, BLOCK_SIZE};
+pub use superblock::{Geometry, MountMark, Superblock, SuperblockError, BLOCK_SIZE, LBA_SIZE};

@@ -7,6 +7,10 @@
 
 /// The volume's block size: the Linux block-layout client wants 0 < `layout_blksize` ≤ page size.
 pub const BLOCK_SIZE: u32 = 4096;
+/// The LBA size of every NVMe namespace that carries a volume: the block size, so every NVMe
+/// I/O is whole, aligned store blocks (an O_DIRECT file backend then never read-modify-writes)
+/// and layout extents convert to LBAs by one multiplication.
+pub const LBA_SIZE: u32 = BLOCK_SIZE;
 pub const MAGIC: [u8; 8] = *b"PNFSDSB\x01";
 /// 2: the metadata lives in a copy-on-write B+tree allocated from free space (server::store,
 /// docs/store.md); version 1 had a fixed object table sized at mkfs.

@@ -29,9 +29,8 @@ use crate::nfs4::scsi::{PrFencer, PreemptError};
 
 use crate::config::Config;
 
-/// The namespace's LBA size: the store's block size (layout::BLOCK_SIZE), so every NVMe I/O
-/// is whole, aligned store blocks (the O_DIRECT `FileDev` then never read-modify-writes).
-pub const LBA_SIZE: u32 = 4096;
+/// The namespace's LBA size (layout::LBA_SIZE: the store's block size).
+pub use layout::LBA_SIZE;
 /// The namespace that carries the volume.
 pub const NSID: u32 = 1;
 

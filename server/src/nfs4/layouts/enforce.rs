@@ -19,8 +19,8 @@ use layout::policy::Grants;
 
 use crate::store::Ino;
 
-/// The LBA size of the embedded target's namespace (nvme.rs `LBA_SIZE`): the units here.
-const LBA: u64 = crate::nvme::LBA_SIZE as u64;
+/// The LBA size of the embedded target's namespace (`layout::LBA_SIZE`): the units here.
+const LBA: u64 = layout::LBA_SIZE as u64;
 
 /// What a command wants of its blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -47,7 +47,7 @@ use super::enforce::{BlockSets, Want};
 /// hundred KiB). Refused, each shows as an I/O error in the host's log and fails nothing;
 /// allowed, a host may read up to 1 MiB of some file's data at the volume's end (the start
 /// is the superblock and the log). Counted in `probe_reads`.
-pub const PROBE_LBAS: u64 = (1 << 20) / crate::nvme::LBA_SIZE as u64;
+pub const PROBE_LBAS: u64 = (1 << 20) / layout::LBA_SIZE as u64;
 
 /// What `[nvme_hosts]` maps a host NQN to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -253,7 +253,7 @@ impl HostGate {
     /// Turns the per-command layout check on or off, with the facts it needs.
     pub fn enforce(&self, e: Enforce) {
         let r = &self.rules;
-        let lba = u64::from(crate::nvme::LBA_SIZE);
+        let lba = u64::from(layout::LBA_SIZE);
         r.signature_end
             .store(e.signature.1.div_ceil(lba), Ordering::Relaxed);
         r.lbas.store(e.lbas, Ordering::Relaxed);
@@ -851,7 +851,7 @@ mod tests {
         note(1, "10.0.0.1", b"owner-a");
         note(2, "10.0.0.1", b"owner-b");
         note(3, "10.0.0.3", b"owner-c");
-        let lba = u64::from(crate::nvme::LBA_SIZE);
+        let lba = u64::from(layout::LBA_SIZE);
         let give = |id, ino, at: u64, n: u64| {
             let mut gr = Grants::default();
             gr.add(0, n * lba, IoMode::RW);
@@ -920,7 +920,7 @@ mod tests {
     fn check_cost() {
         use layout::block::{BlockExtent, ExtentState, IoMode};
         use layout::policy::Grants;
-        let lba = u64::from(crate::nvme::LBA_SIZE);
+        let lba = u64::from(layout::LBA_SIZE);
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         let h = HostRef {
             nqn: "nqn.x",

@@ -544,7 +544,7 @@ impl Layouts {
     /// Whether the embedded target would let the client's hosts reach volume bytes `[off,
     /// off + len)` for reading (`write` false) or writing, as its layouts stand (enforce.rs).
     pub(crate) fn target_allows(&self, clientid: u64, write: bool, off: u64, len: u64) -> bool {
-        let lba = crate::nvme::LBA_SIZE as u64;
+        let lba = layout::LBA_SIZE as u64;
         let want = if write {
             enforce::Want::Write
         } else {

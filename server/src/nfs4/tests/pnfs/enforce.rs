@@ -12,7 +12,7 @@ use metalog::BlockDev;
 use nvme_tcp::{Initiator, InitiatorConfig, Status, Target};
 
 const NSID: u32 = crate::nvme::NSID;
-const LBA: u64 = crate::nvme::LBA_SIZE as u64;
+const LBA: u64 = layout::LBA_SIZE as u64;
 
 /// The embedded target over the fixture's volume as `pnfsd serve` wires it (the MDS guard,
 /// `gate_hosts`, `install_fencing`), with `cfg`'s NVMe keys.
