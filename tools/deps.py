@@ -25,40 +25,47 @@ import sys
 # no key is reported.
 LAYERS = {
     "pnfsd": [
-        # wire and byte codecs, no I/O
+        # byte and wire codecs, no I/O
         ("xdr", 0),
-        # ONC RPC transport: record marking, headers, auth flavors, the session slot window
-        ("rpc", 1),
-        # the store: tree layer below the file layer
-        ("store", 1),
         ("alloc", 0),
         ("progress", 0),
+        # transport and storage: the ONC RPC transport (record marking, headers, auth flavors),
+        # the store, the volume file and the NVMe namespaces
+        ("rpc", 1),
+        ("store", 1),
         ("volume", 1),
-        ("nvme", 1),
         ("device_watch", 1),
         ("preflight", 1),
-        # NFSv4 protocol types and status mapping, then state, then services, then ops
+        ("nvme", 1),
+        ("nvme_volume", 1),
+        ("meta_guard", 1),
+        # NFSv4 wire types, status mapping and the per-op counters
         ("nfs4::types", 2),
         ("nfs4::status", 2),
         ("nfs4::opcode", 2),
+        ("metrics::ops", 2),
+        # client state and the export rules
         ("nfs4::state", 3),
+        ("exports", 3),
+        # services: each takes narrow handles to what it needs, never the whole server
         ("nfs4::layouts", 4),
         ("nfs4::delegs", 4),
         ("nfs4::copy", 4),
         ("nfs4::attr", 4),
         ("nfs4::callback", 4),
-        ("exports", 3),
-        ("metrics", 3),
+        # what an operation runs with: the services (server.rs) and the COMPOUND context
+        ("server", 5),
         ("nfs4::ctx", 5),
         ("nfs4::helpers", 5),
+        # one file per operation, then the dispatcher
         ("nfs4::ops", 6),
         ("nfs4::compound", 7),
         ("nfs4", 7),
-        # composition root, config, daemon and admin
-        ("server", 8),
+        # configuration, then what puts it all together and serves it
         ("config", 8),
         ("admin", 9),
         ("daemon", 9),
+        ("metrics", 9),
         ("fuzzing", 9),
         ("lib", 10),
         ("main", 10),

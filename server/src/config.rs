@@ -665,7 +665,7 @@ impl Config {
             auth: crate::rpc::auth::AuthPolicy { allow_none: true },
             max_connections: self.max_connections,
             idle_timeout: Duration::from_secs(self.idle_timeout_seconds),
-            ..RpcOptions::default()
+            ..RpcOptions::for_session_slots(crate::nfs4::state::MAX_SLOTS as usize)
         }
     }
 }

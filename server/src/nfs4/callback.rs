@@ -29,9 +29,9 @@ use std::time::{Duration, Instant};
 use layout::block::{IoMode, LayoutType};
 
 use crate::nfs4::attr;
-use crate::nfs4::ops::write::stable_to_wire;
 use crate::nfs4::state::CbSlot;
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::stable_to_wire;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
 use crate::server::Server;
 use crate::store::Stable;

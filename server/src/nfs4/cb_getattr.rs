@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use crate::nfs4::attr::num;
 use crate::nfs4::callback::{decode_getattr, Callback, CbAttrs, CbKind};
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
 use crate::nfs4::helpers::fh::fh_of;

@@ -4,6 +4,7 @@ pub mod callback;
 pub mod cb_getattr;
 pub mod compound;
 pub mod copy;
+pub mod ctx;
 pub mod helpers;
 pub mod layouts;
 pub mod opcode;

@@ -1,7 +1,8 @@
 //! XDR types shared by several operations (RFC 8881 §3, RFC 5662). Types used by one
 //! operation only live in that operation's file.
 
-use crate::store::{DirChange, Ino, Timespec};
+use crate::nfs4::status::NfsStat;
+use crate::store::{DirChange, Ino, Stable, Timespec};
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrResult, XdrWriter};
 
 pub const NFS4_FHSIZE: usize = 128;
@@ -156,6 +157,28 @@ impl Fh {
             ino: Ino(ino),
             generation,
         })
+    }
+}
+
+/// `stable_how4`.
+pub const UNSTABLE4: u32 = 0;
+pub const DATA_SYNC4: u32 = 1;
+pub const FILE_SYNC4: u32 = 2;
+
+pub fn stable_from_wire(v: u32) -> Result<Stable, NfsStat> {
+    match v {
+        UNSTABLE4 => Ok(Stable::Unstable),
+        DATA_SYNC4 => Ok(Stable::DataSync),
+        FILE_SYNC4 => Ok(Stable::FileSync),
+        _ => Err(XdrError::BadValue.into()),
+    }
+}
+
+pub fn stable_to_wire(s: Stable) -> u32 {
+    match s {
+        Stable::Unstable => UNSTABLE4,
+        Stable::DataSync => DATA_SYNC4,
+        Stable::FileSync => FILE_SYNC4,
     }
 }
 

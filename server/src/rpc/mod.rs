@@ -134,33 +134,31 @@ pub struct RpcOptions {
     pub idle_timeout: Duration,
 }
 
-/// A session's slots all in flight on one connection (state::MAX_SLOTS).
-pub const DEFAULT_MAX_INFLIGHT: usize = crate::nfs4::state::MAX_SLOTS as usize;
 /// 1 MiB: the socket's own buffer (several MiB on loopback and LANs) does the real
 /// buffering; this only holds what piles up once the kernel's is full, and a larger reply
 /// (a 1 MiB READ) still goes out alone.
 pub const DEFAULT_MAX_REPLY_QUEUED: usize = 1 << 20;
-/// A session's slots all running at once; beyond that, connections take turns. Each is a
-/// thread blocked on the log or the volume; on the seed's machines (2 cores) more do not
-/// add throughput (docs/robustness.md).
-pub const DEFAULT_MAX_BLOCKING: usize = crate::nfs4::state::MAX_SLOTS as usize;
 /// A Linux client opens one connection per mount (up to 16 with `nconnect`).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// A client connects, then creates its session within a few round trips; an idle
 /// connection with no session is a client that left or never came.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-impl Default for RpcOptions {
-    fn default() -> Self {
+impl RpcOptions {
+    /// The defaults for a server whose sessions have `session_slots` slots (the NFS layer
+    /// says how many): that many requests of one connection may be in flight, and that many
+    /// may run at once, each a thread blocked on the log or the volume; beyond that,
+    /// connections take turns (on 2 cores more do not add throughput, docs/robustness.md).
+    pub fn for_session_slots(session_slots: usize) -> Self {
         RpcOptions {
             max_record: record::DEFAULT_MAX_RECORD,
             auth: auth::AuthPolicy::default(),
             // Well under a lease (90 s): a recall that gets no answer is retried by the state
             // layer in time.
             callback_timeout: Duration::from_secs(15),
-            max_inflight: DEFAULT_MAX_INFLIGHT,
+            max_inflight: session_slots,
             max_reply_queued: DEFAULT_MAX_REPLY_QUEUED,
-            max_blocking: DEFAULT_MAX_BLOCKING,
+            max_blocking: session_slots,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }

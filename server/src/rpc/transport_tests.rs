@@ -122,6 +122,11 @@ type Started = (
     tokio::task::JoinHandle<()>,
 );
 
+/// The transport's defaults for sessions of 64 slots (the NFS layer's count).
+fn test_options() -> RpcOptions {
+    RpcOptions::for_session_slots(64)
+}
+
 async fn start(opts: RpcOptions) -> Started {
     let (addr, stop, h, _) = start_fake(opts).await;
     (addr, stop, h)
@@ -223,7 +228,7 @@ async fn bounded<F: std::future::Future>(f: F) -> F::Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn null_on_many_connections() {
     bounded(async {
-        let (addr, _stop, _) = start(RpcOptions::default()).await;
+        let (addr, _stop, _) = start(test_options()).await;
         let mut tasks = Vec::new();
         for i in 0..16u32 {
             tasks.push(tokio::spawn(async move {
@@ -244,7 +249,7 @@ async fn null_on_many_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_requests_run_concurrently_and_reply_out_of_order() {
     bounded(async {
-        let (addr, _stop, _) = start(RpcOptions::default()).await;
+        let (addr, _stop, _) = start(test_options()).await;
         let mut c = Client::connect(addr).await;
         // Request 1 blocks until request 3 signals it; request 3 is sent only after request
         // 2's reply arrived. Serial processing would answer request 1 first (after its 20 s
@@ -264,7 +269,7 @@ async fn pipelined_requests_run_concurrently_and_reply_out_of_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backchannel_call_goes_out_and_its_reply_comes_back() {
     bounded(async {
-        let (addr, _stop, _) = start(RpcOptions::default()).await;
+        let (addr, _stop, _) = start(test_options()).await;
         let mut c = Client::connect(addr).await;
         c.send(&call(10, 1, &cmd(3))).await;
         let rec = c.recv().await.unwrap();
@@ -293,7 +298,7 @@ async fn callback_replies_get_through_when_every_permit_is_taken() {
     bounded(async {
         let opts = RpcOptions {
             max_inflight: 1,
-            ..RpcOptions::default()
+            ..test_options()
         };
         let (addr, _stop, _) = start(opts).await;
         let mut c = Client::connect(addr).await;
@@ -317,7 +322,7 @@ async fn backchannel_call_times_out() {
     bounded(async {
         let opts = RpcOptions {
             callback_timeout: Duration::from_millis(50),
-            ..RpcOptions::default()
+            ..test_options()
         };
         let (addr, _stop, _) = start(opts).await;
         let mut c = Client::connect(addr).await;
@@ -335,7 +340,7 @@ async fn backchannel_call_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_and_panics_get_answers_and_the_connection_lives_on() {
     bounded(async {
-        let (addr, _stop, _) = start(RpcOptions::default()).await;
+        let (addr, _stop, _) = start(test_options()).await;
         let mut c = Client::connect(addr).await;
         // COMPOUND arguments the program cannot decode → GARBAGE_ARGS.
         c.send(&call(20, 1, &[])).await;
@@ -364,7 +369,7 @@ async fn an_oversize_record_closes_the_connection() {
     bounded(async {
         let opts = RpcOptions {
             max_record: 4096,
-            ..RpcOptions::default()
+            ..test_options()
         };
         let (addr, _stop, _) = start(opts).await;
         let mut c = Client::connect(addr).await;
@@ -381,7 +386,7 @@ async fn an_oversize_record_closes_the_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_answers_started_work_then_stops() {
     bounded(async {
-        let (addr, stop, handle, fake) = start_fake(RpcOptions::default()).await;
+        let (addr, stop, handle, fake) = start_fake(test_options()).await;
         let mut c = Client::connect(addr).await;
         c.send(&call(40, 1, &cmd(5))).await;
         let (xid, id) = c.reply().await;
@@ -419,7 +424,7 @@ async fn a_peer_that_never_reads_stops_being_read() {
         let opts = RpcOptions {
             max_reply_queued: 256 << 10,
             max_inflight: 8,
-            ..RpcOptions::default()
+            ..test_options()
         };
         let (addr, _stop, _, fake) = start_fake(opts).await;
         // A small receive buffer, so that the kernel holds little of what the server sends.
@@ -478,7 +483,7 @@ async fn blocking_threads_are_bounded_and_taken_in_turns() {
         const EACH: u32 = 64;
         let opts = RpcOptions {
             max_blocking: 4,
-            ..RpcOptions::default()
+            ..test_options()
         };
         let (addr, _stop, _, fake) = start_fake(opts).await;
         let mut abusers = Vec::new();
@@ -526,7 +531,7 @@ async fn idle_connections_without_a_session_are_closed() {
     bounded(async {
         let opts = RpcOptions {
             idle_timeout: Duration::from_millis(300),
-            ..RpcOptions::default()
+            ..test_options()
         };
         let (addr, _stop, _) = start(opts).await;
         let t0 = std::time::Instant::now();
@@ -559,7 +564,7 @@ async fn at_the_cap_an_idle_connection_without_a_session_makes_room() {
     bounded(async {
         let opts = RpcOptions {
             max_connections: 3,
-            ..RpcOptions::default()
+            ..test_options()
         };
         let (addr, _stop, _) = start(opts).await;
         async fn null(c: &mut Client, xid: u32) {
@@ -602,7 +607,7 @@ async fn refused_oversize_records_are_logged_once_per_interval() {
     bounded(async {
         let opts = RpcOptions {
             max_record: 4096,
-            ..RpcOptions::default()
+            ..test_options()
         };
         let (addr, _stop, _) = start(opts).await;
         for i in 0..20 {

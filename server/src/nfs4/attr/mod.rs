@@ -14,7 +14,7 @@ pub use set::{decode_setattrs, parse_owner};
 
 use layout::block::LayoutType;
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::store::{Attr, FsStat, SetAttrs};

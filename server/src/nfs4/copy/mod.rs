@@ -31,7 +31,7 @@
 
 pub mod offload;
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, saved_attr, NotRegular};

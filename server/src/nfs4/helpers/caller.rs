@@ -2,7 +2,7 @@
 //! the owners it names (`open_owner4` / `lock_owner4`), and the credential it wants
 //! callbacks made with. No policy: that is in `nfs4::state`.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::state::Principal;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::NFS4_OPAQUE_LIMIT;

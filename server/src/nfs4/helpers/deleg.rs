@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::nfs4::callback::{Callback, CbKind};
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::fh_of;
 use crate::nfs4::state::{NoDeleg, Recall, ShareAccess};

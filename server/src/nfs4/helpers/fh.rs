@@ -1,7 +1,7 @@
 //! The current and saved filehandles (RFC 8881 §16.2.3), the objects behind them, and the
 //! file-type rules of the operations: one function per rule.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Fh;
 use crate::store::{Attr, FileType, Ino};

@@ -1,6 +1,6 @@
 //! What the pNFS operations share: the offered-type check, the device id, the block size.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use layout::block::LayoutType;
 

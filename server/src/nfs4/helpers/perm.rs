@@ -5,7 +5,7 @@
 //! Root may read and write anything, and execute what has an execute bit (common practice:
 //! knfsd and local file systems do the same).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;

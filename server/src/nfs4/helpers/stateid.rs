@@ -1,7 +1,7 @@
 //! The stateids operations name (RFC 8881 §8.2): the current stateid resolved, and the check
 //! of the stateid an I/O operation carries. The state itself is `nfs4::state`'s.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::perm::{require_owner_override, ACCESS4_MODIFY, ACCESS4_READ};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;

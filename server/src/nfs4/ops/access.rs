@@ -1,7 +1,7 @@
 //! ACCESS (RFC 8881 §18.1): which of the asked ACCESS4 bits the caller has on the current
 //! object (the rules are in helpers/perm.rs).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::helpers::perm::{
     allowed, with_xattr_bits, ACCESS4_DELETE, ACCESS4_EXECUTE, ACCESS4_EXTEND, ACCESS4_LOOKUP,

@@ -1,7 +1,7 @@
 //! ALLOCATE (RFC 7862 §15.1): reserves blocks (unwritten extents) for a range of a regular
 //! file; the size grows to cover it.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;

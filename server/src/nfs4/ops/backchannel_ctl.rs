@@ -2,7 +2,7 @@
 //! for the COMPOUND's session.
 
 use crate::nfs4::callback;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::decode_cb_sec;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};

@@ -2,7 +2,7 @@
 //! channel, the backchannel or both. The backchannel needs a sender from the transport.
 
 use crate::nfs4::callback;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::state::BindDir;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};

@@ -1,7 +1,7 @@
 //! CLOSE (RFC 8881 §18.2): ends an open; answers the special invalid stateid (§18.2.4).
 //! When the last open of an unlinked file goes, the store frees it.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::cur_fh;
 use crate::nfs4::helpers::stateid::resolve_stateid;

@@ -4,10 +4,11 @@
 //! client asked, and the caps had room): the copy stateid, `wr_count` 0, UNSTABLE4 (nothing
 //! of the copy is durable yet; CB_OFFLOAD tells what is), `cr_synchronous` false.
 
-use super::write::{stable_to_wire, write_verifier};
-use crate::nfs4::compound::Ctx;
+use super::write::write_verifier;
 use crate::nfs4::copy::{self, CopyReply, CopyReq};
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
+use crate::nfs4::types::stable_to_wire;
 use crate::nfs4::types::Stateid;
 use crate::store::Stable;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};

@@ -4,7 +4,7 @@
 
 use crate::nfs4::attr::decode_fattr_minor;
 use crate::nfs4::attr::file::ftype;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir};
 use crate::nfs4::helpers::name::{check_new_name, decode_component};
 use crate::nfs4::helpers::perm::require_dir_write;

@@ -4,7 +4,7 @@
 //! which the callback sender then probes with CB_NULL.
 
 use crate::nfs4::callback;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::{decode_cb_sec, principal};
 use crate::nfs4::state::{ChannelAttrs, CreateSessionReq};
 use crate::nfs4::status::NfsStat;

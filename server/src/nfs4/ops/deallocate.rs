@@ -2,7 +2,7 @@
 //! the size does not change.
 
 use super::allocate::{decode_range, prepare};
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 

@@ -2,7 +2,7 @@
 //! stateid names (delegations: state/delegs.rs), and the layouts it kept past the last CLOSE
 //! (layouts `on_close`).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::cur_fh;
 use crate::nfs4::helpers::stateid::resolve_stateid;

@@ -1,7 +1,7 @@
 //! DESTROY_CLIENTID (RFC 8881 §18.50): CLIENTID_BUSY while the client has sessions. Its
 //! async copies (nfs4/copy/offload.rs) are cancelled and freed with it.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 

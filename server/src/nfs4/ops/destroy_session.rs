@@ -1,7 +1,7 @@
 //! DESTROY_SESSION (RFC 8881 §18.37). A COMPOUND that destroys its own session may go on
 //! running; the slot's reply is then simply not cached (`slot_done` finds no session).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 

@@ -2,7 +2,7 @@
 //! (design.md §5) with SP4_NONE; SSV is refused with ENCR_ALG_UNSUPP (knfsd does the same)
 //! and MACH_CRED with INVAL, because we have no integrity-protected (RPCSEC_GSS) transport.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::principal;
 use crate::nfs4::state::ExchangeIdReq;
 use crate::nfs4::status::NfsStat;

@@ -1,6 +1,6 @@
 //! FREE_STATEID (RFC 8881 §18.38): frees a stateid that holds nothing (LOCKS_HELD else).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::status::NfsStat;

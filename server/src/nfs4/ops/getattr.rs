@@ -4,7 +4,7 @@
 
 use crate::nfs4::attr::{encode_attrs, is_write_only};
 use crate::nfs4::cb_getattr;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;

@@ -15,7 +15,7 @@
 //! (drops it with its last layout, then re-sends GETDEVICEINFO and re-runs blkmapd for the
 //! next one) unless the answer equals what it asked for. `maxcount` 0 means no limit.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::layout::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;

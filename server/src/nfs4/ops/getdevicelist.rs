@@ -7,7 +7,7 @@
 //! Cookie 0 lists the device (next cookie 1, eof); cookie 1 lists nothing more; any other
 //! cookie is BAD_COOKIE. The verifier is all zeros (the list never changes).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::layout::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};

@@ -1,6 +1,6 @@
 //! GETFH (RFC 8881 §18.8): returns the current filehandle.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::cur_fh;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};

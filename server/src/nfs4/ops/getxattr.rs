@@ -1,6 +1,6 @@
 //! GETXATTR (RFC 8276 §8.4.1): the value of one extended attribute, NOXATTR if unset.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::name::decode_xattr_key;
 use crate::nfs4::helpers::perm::xattr_target;
 use crate::nfs4::status::NfsStat;

@@ -23,7 +23,7 @@
 
 use std::time::Instant;
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, NotRegular};
 use crate::nfs4::helpers::layout::{check_type, device_id_for};

@@ -13,7 +13,7 @@
 //! Once no RW layout of a file is left, its unwritten blocks past EOF are freed
 //! (`pnfs::trim_released`, docs/pnfs.md "Preallocation").
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::helpers::layout::check_type;

@@ -1,7 +1,7 @@
 //! LINK (RFC 8881 §18.9): a new name `newname` in the current directory for the file of
 //! the saved filehandle. Directories cannot be linked (ISDIR).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::deleg;
 use crate::nfs4::helpers::fh::{cur_attr, require_dir, saved_attr};
 use crate::nfs4::helpers::name::{check_new_name, decode_component};

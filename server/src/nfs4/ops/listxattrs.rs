@@ -1,7 +1,7 @@
 //! LISTXATTRS (RFC 8276 §8.4.3): the names, from a cookie, as many as fit `lxa_maxcount`
 //! bytes of result. The cookie is the number of names (in byte order) already returned.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::perm::xattr_target;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};

@@ -1,7 +1,7 @@
 //! LOCK (RFC 8881 §18.10): byte-range locks through a new lock-owner (with its open
 //! stateid) or an existing one (its lock stateid). Conflicts answer DENIED with the holder.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::{clientid, decode_owner};
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::resolve_stateid;

@@ -2,7 +2,7 @@
 
 use super::lock::lock_error;
 use super::lock::lock_is_write;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::{clientid, decode_owner};
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::state::range_of;

@@ -1,7 +1,7 @@
 //! LOCKU (RFC 8881 §18.12): releases a range of the lock-owner's locks (splitting them).
 
 use super::lock::lock_is_write;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::resolve_stateid;

@@ -1,6 +1,6 @@
 //! LOOKUP (RFC 8881 §18.15): the named entry of the current directory becomes current.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_lookup_dir};
 use crate::nfs4::helpers::name::{check_name, decode_component, is_dot};
 use crate::nfs4::helpers::perm::{require, ACCESS4_LOOKUP};

@@ -1,7 +1,7 @@
 //! LOOKUPP (RFC 8881 §18.16): the parent of the current directory becomes current; at the
 //! root of the export there is none (NOENT).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_lookup_dir};
 use crate::nfs4::helpers::perm::{require, ACCESS4_LOOKUP};
 use crate::nfs4::status::NfsStat;

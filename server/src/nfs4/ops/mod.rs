@@ -7,7 +7,7 @@
 //! sessionless op alone, NFSv4.0-only ops, current filehandle): handlers never re-check those.
 
 use crate::exports::Need;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::opcode::NfsOp;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};

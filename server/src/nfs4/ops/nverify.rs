@@ -2,7 +2,7 @@
 //! object's, SAME otherwise.
 
 use super::verify::compare;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 

@@ -2,7 +2,7 @@
 //! status once it is over. The copies are nfs4/copy/offload.rs's; a stateid that names no
 //! copy of this client (unknown, another client's, cancelled, freed) is BAD_STATEID.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;

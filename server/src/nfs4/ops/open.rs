@@ -4,7 +4,7 @@
 //! offer in the reply) are in helpers/deleg.rs.
 
 use crate::nfs4::attr::{self, num};
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::{clientid, decode_owner};
 use crate::nfs4::helpers::deleg;
 use crate::nfs4::helpers::deleg::{

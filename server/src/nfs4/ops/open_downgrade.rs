@@ -1,6 +1,6 @@
 //! OPEN_DOWNGRADE (RFC 8881 §18.18): narrows an open's access/deny to a mode it had.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::cur_fh;
 use crate::nfs4::helpers::stateid::resolve_stateid;

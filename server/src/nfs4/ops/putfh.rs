@@ -1,7 +1,7 @@
 //! PUTFH (RFC 8881 §18.19). A handle that is not one of ours is BADHANDLE, one whose inode
 //! is gone or was reused is STALE.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::fh_attr;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, NFS4_FHSIZE};

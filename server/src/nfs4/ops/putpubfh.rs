@@ -1,7 +1,7 @@
 //! PUTPUBFH (RFC 8881 §18.20): pnfsd has one export, so the public filehandle is the root.
 
 use super::putrootfh::set_root;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 

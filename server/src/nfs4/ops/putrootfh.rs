@@ -1,6 +1,6 @@
 //! PUTROOTFH (RFC 8881 §18.21): the export's root directory becomes the current filehandle.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::fh_of;
 use crate::nfs4::status::NfsStat;
 use crate::store::ROOT_INO;

@@ -1,7 +1,7 @@
 //! READ (RFC 8881 §18.22) through the server: the store reads written extents from the data
 //! volume and gives zeros for holes and unwritten extents (design.md §2).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::{IoAccess, MAX_IO};

@@ -1,7 +1,7 @@
 //! READLINK (RFC 8881 §18.24): the target of the current symbolic link (INVAL for any
 //! other type).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::store::FileType;

@@ -1,7 +1,7 @@
 //! RECLAIM_COMPLETE (RFC 8881 §18.51): the client has reclaimed what it had; it ends the
 //! client's part of the grace period. A second global one is COMPLETE_ALREADY.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};

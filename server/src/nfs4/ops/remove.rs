@@ -1,7 +1,7 @@
 //! REMOVE (RFC 8881 §18.25): removes a name from the current directory (a file's link or an
 //! empty directory).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::deleg;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir};
 use crate::nfs4::helpers::name::{check_new_name, decode_component};

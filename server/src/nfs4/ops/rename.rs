@@ -1,7 +1,7 @@
 //! RENAME (RFC 8881 §18.26): `oldname` in the saved directory becomes `newname` in the
 //! current directory. pnfsd has one file system, so XDEV never happens.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::deleg;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir, saved_attr};
 use crate::nfs4::helpers::name::{check_new_name, decode_component};

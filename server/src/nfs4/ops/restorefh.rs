@@ -1,7 +1,7 @@
 //! RESTOREFH (RFC 8881 §18.27): the saved filehandle (and stateid) become current again;
 //! RESTOREFH if nothing was saved.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 

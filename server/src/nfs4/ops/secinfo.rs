@@ -2,7 +2,7 @@
 //! The flavors are those the export's client rule accepts (crate::exports). On success the current filehandle is consumed
 //! (§2.6.3.1.1.8): a following operation that needs one gets NOFILEHANDLE.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, require_dir};
 use crate::nfs4::helpers::name::{check_name, decode_component};
 use crate::nfs4::helpers::perm::{require, ACCESS4_LOOKUP};

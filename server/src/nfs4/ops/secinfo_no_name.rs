@@ -2,7 +2,7 @@
 //! Like SECINFO it consumes the current filehandle.
 
 use super::secinfo::encode_flavors;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::store::{FileType, ROOT_INO};

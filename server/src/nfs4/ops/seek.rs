@@ -1,7 +1,7 @@
 //! SEEK (RFC 7862 §15.11): the next data or hole at or after an offset. Past the end of
 //! the file, or no data before it, is NXIO.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;

@@ -3,7 +3,7 @@
 
 use std::hash::{Hash, Hasher};
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::state::{SequenceOutcome, SequenceReq};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};

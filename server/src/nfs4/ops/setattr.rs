@@ -2,7 +2,7 @@
 //! success, none on failure (the store applies all of them or none).
 
 use crate::nfs4::attr::decode_fattr_minor;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::deleg;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, NotRegular};
 use crate::nfs4::helpers::perm::{require, ACCESS4_MODIFY};

@@ -1,7 +1,7 @@
 //! SETXATTR (RFC 8276 §8.4.2): create or replace one extended attribute; the reply carries
 //! the file's change attribute before and after.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::name::decode_xattr_key;
 use crate::nfs4::helpers::perm::xattr_target;
 use crate::nfs4::status::NfsStat;

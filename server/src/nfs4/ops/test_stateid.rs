@@ -1,6 +1,6 @@
 //! TEST_STATEID (RFC 8881 §18.48): the status each stateid would get, in one answer.
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;

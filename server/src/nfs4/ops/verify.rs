@@ -4,7 +4,7 @@
 use crate::nfs4::attr::{
     decode_raw, encode_values, is_supported, is_write_only, num, with_env, AttrEnv,
 };
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::store::Attr;

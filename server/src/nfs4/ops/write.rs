@@ -2,36 +2,14 @@
 //! when we answer; `writeverf` is the boot verifier, so a client that wrote UNSTABLE data
 //! before a restart sees a new verifier at COMMIT and writes again (§18.32.3, design.md §4).
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
-use crate::nfs4::types::Stateid;
+use crate::nfs4::types::{stable_from_wire, stable_to_wire, Stateid};
 use crate::store::{self, Stable};
-use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
-
-/// `stable_how4`.
-pub const UNSTABLE4: u32 = 0;
-pub const DATA_SYNC4: u32 = 1;
-pub const FILE_SYNC4: u32 = 2;
-
-pub fn stable_from_wire(v: u32) -> Result<Stable, NfsStat> {
-    match v {
-        UNSTABLE4 => Ok(Stable::Unstable),
-        DATA_SYNC4 => Ok(Stable::DataSync),
-        FILE_SYNC4 => Ok(Stable::FileSync),
-        _ => Err(XdrError::BadValue.into()),
-    }
-}
-
-pub fn stable_to_wire(s: Stable) -> u32 {
-    match s {
-        Stable::Unstable => UNSTABLE4,
-        Stable::DataSync => DATA_SYNC4,
-        Stable::FileSync => FILE_SYNC4,
-    }
-}
+use crate::xdr::{Xdr, XdrReader, XdrWriter};
 
 /// `WRITE4args`; the data borrows the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +65,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nfs4::types::DATA_SYNC4;
 
     #[test]
     fn decode_args_and_stability() {

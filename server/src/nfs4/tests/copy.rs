@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::fixture::{call, Fx, VOL};
 use super::pnfs::mount_v;
 use crate::nfs4::callback;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::ops::{copy, layoutget, layoutreturn, open, write};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
@@ -71,7 +71,7 @@ pub(super) fn write_data(x: &mut Ctx<'_>, fh: Fh, sid: Stateid, off: u64, data: 
     let mut w = XdrWriter::new();
     sid.encode(&mut w);
     w.u64(off);
-    w.u32(write::UNSTABLE4);
+    w.u32(crate::nfs4::types::UNSTABLE4);
     w.opaque(data);
     x.current_fh = Some(fh);
     assert_eq!(call(x, write::run, &w.buf).0, NfsStat::OK);
@@ -143,7 +143,7 @@ fn a_copy_to_the_end_is_stable_and_reads_back() {
     let data = pattern(70_000);
     write_data(&mut x, src.0, src.1, 0, &data);
     let got = do_copy(&mut x, src, dst, 100, 5, 0).unwrap();
-    assert_eq!(got, (70_000 - 100, write::FILE_SYNC4));
+    assert_eq!(got, (70_000 - 100, crate::nfs4::types::FILE_SYNC4));
     let (back, eof) = fx.srv.store.read(dst.0.ino, 0, 80_000).unwrap();
     assert!(eof);
     assert_eq!(back.len(), 5 + 70_000 - 100);
@@ -174,7 +174,7 @@ fn copy_refusals() {
     // Offset at the end, count 0: nothing to copy.
     assert_eq!(
         do_copy(&mut x, src, dst, 100, 0, 0),
-        Ok((0, write::FILE_SYNC4))
+        Ok((0, crate::nfs4::types::FILE_SYNC4))
     );
     // A stateid of another file, a made-up one.
     assert_eq!(
@@ -270,7 +270,7 @@ fn the_destinations_layouts_are_recalled_first() {
     assert_eq!(call(&mut b, layoutreturn::run, &w.buf).0, NfsStat::OK);
     assert_eq!(
         do_copy(&mut a, src, dst, 0, 0, 0),
-        Ok((8192, write::FILE_SYNC4))
+        Ok((8192, crate::nfs4::types::FILE_SYNC4))
     );
     // The copier's own layout of the destination is recalled as well.
     a.current_fh = Some(dst.0);
@@ -298,7 +298,7 @@ fn a_stable_copy_survives_a_crash_after_the_reply() {
             .write(src.0.ino, 0, &data, Stable::FileSync)
             .unwrap();
         let got = do_copy(&mut x, src, dst, 0, 4096, 0).unwrap();
-        assert_eq!(got, (data.len() as u64, write::FILE_SYNC4));
+        assert_eq!(got, (data.len() as u64, crate::nfs4::types::FILE_SYNC4));
         let after = Arc::new(fx.dev.crash());
         let store = Store::open_dev(after, StoreOptions::default()).unwrap();
         let size = store.getattr(dst.0.ino).unwrap().size;

@@ -9,11 +9,9 @@ use super::copy::{conn, create, ctx, pattern, write_data, Recorder};
 use super::fixture::{call, Fx, VOL};
 use super::pnfs::mount_v;
 use crate::nfs4::callback;
-use crate::nfs4::compound::Ctx;
 use crate::nfs4::copy::offload::{self, MAX_PER_CLIENT};
-use crate::nfs4::ops::{
-    copy, destroy_clientid, destroy_session, offload_cancel, offload_status, write,
-};
+use crate::nfs4::ctx::Ctx;
+use crate::nfs4::ops::{copy, destroy_clientid, destroy_session, offload_cancel, offload_status};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
 use crate::server::NfsOptions;
@@ -74,7 +72,7 @@ fn copy_async(
         Some(sid) => {
             assert_eq!(
                 (count, committed, synchronous),
-                (0, write::UNSTABLE4, false)
+                (0, crate::nfs4::types::UNSTABLE4, false)
             );
             Ok(Reply::Async(sid))
         }
@@ -215,7 +213,7 @@ fn an_async_copy_answers_at_once_and_cb_offload_reports_it() {
     let (fh, cb_sid, st, count, committed) = decode_cb_offload(&sent[0]);
     assert_eq!(fh, s.dst.0.to_bytes());
     assert_eq!((cb_sid, st, count), (sid, NfsStat::OK, 70_000));
-    assert_eq!(committed, Some(write::FILE_SYNC4));
+    assert_eq!(committed, Some(crate::nfs4::types::FILE_SYNC4));
     assert!(
         fx.srv.copies.is_empty(),
         "freed once CB_OFFLOAD was answered"
@@ -316,7 +314,7 @@ fn over_the_cap_copies_synchronously_and_destroy_clientid_frees() {
         assert!(matches!(r, Reply::Async(_)), "{r:?}");
     }
     let r = copy_async(&mut x, s.src, s.dst, 200_000, 0).unwrap();
-    assert_eq!(r, Reply::Sync(40_000, write::FILE_SYNC4));
+    assert_eq!(r, Reply::Sync(40_000, crate::nfs4::types::FILE_SYNC4));
     let (back, _) = fx.srv.store.read(s.dst.0.ino, 200_000, 40_000).unwrap();
     assert!(back == s.data);
     assert!(offload::step(&fx.srv));
@@ -363,7 +361,7 @@ fn an_async_copy_reported_stable_survives_a_crash() {
         let (.., count, committed) = decode_cb_offload(&sent[0]);
         assert_eq!(
             (count, committed),
-            (data.len() as u64, Some(write::FILE_SYNC4))
+            (data.len() as u64, Some(crate::nfs4::types::FILE_SYNC4))
         );
         let after = Arc::new(fx.dev.crash());
         let store = Store::open_dev(after, StoreOptions::default()).unwrap();

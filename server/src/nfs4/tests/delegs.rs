@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::fixture::{call, conn, ctx, seq_args, session_args, Fx};
 use crate::nfs4::callback::{self, RETRY_EVERY};
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::ops::{
     backchannel_ctl, bind_conn_to_session, create_session, delegreturn, destroy_session,
     exchange_id, link, open, reclaim_complete, remove, rename, sequence, setattr,

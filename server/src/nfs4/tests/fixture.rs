@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use metalog::CrashDev;
 
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::ops::Handler;
 use crate::nfs4::state::StateManager;
 use crate::nfs4::status::NfsStat;

@@ -2,7 +2,7 @@
 //! simulated volume: the XDR of each argument and result, and the state they make.
 
 use super::fixture::{call, seq_args, session_args, Fx};
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::ops::{
     close, create_session, delegreturn, destroy_clientid, destroy_session, exchange_id,
     free_stateid, lock, lockt, locku, open, open_downgrade, reclaim_complete, sequence,

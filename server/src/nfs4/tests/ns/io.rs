@@ -4,7 +4,7 @@
 use super::*;
 use crate::nfs4::attr::file::ftype;
 use crate::nfs4::attr::num;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::ops::{
     access, allocate, commit, create, getattr, lookup, nverify, read, remove, seek, setattr,
     verify, write,
@@ -23,13 +23,13 @@ fn write_read_commit_and_types() {
     let mut w = XdrWriter::new();
     Stateid::ANONYMOUS.encode(&mut w);
     w.u64(4096);
-    w.u32(write::FILE_SYNC4);
+    w.u32(crate::nfs4::types::FILE_SYNC4);
     w.opaque(b"hello, world");
     let (s, body) = call(&mut ctx, write::run, &w.buf);
     assert_eq!(s, NfsStat::OK);
     let mut r = XdrReader::new(&body);
     assert_eq!(r.u32().unwrap(), 12);
-    assert_eq!(r.u32().unwrap(), write::FILE_SYNC4);
+    assert_eq!(r.u32().unwrap(), crate::nfs4::types::FILE_SYNC4);
     assert_eq!(r.array::<8>().unwrap(), BOOT.to_be_bytes());
     let rd = |ctx: &mut Ctx<'_>, off: u64, count: u32| {
         let mut w = XdrWriter::new();
@@ -101,7 +101,7 @@ fn advertised_limits_are_the_enforced_ones() {
         let mut w = XdrWriter::new();
         Stateid::ANONYMOUS.encode(&mut w);
         w.u64(off);
-        w.u32(write::UNSTABLE4);
+        w.u32(crate::nfs4::types::UNSTABLE4);
         w.opaque(data);
         st(ctx, write::run, &w.buf)
     };

@@ -3,7 +3,7 @@
 
 pub(super) use super::fixture::{call, cred, st, Fx, VOL};
 use crate::nfs4::attr::file::ftype;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::ops::{create, getattr, putrootfh};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh};

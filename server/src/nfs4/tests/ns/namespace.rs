@@ -3,7 +3,7 @@
 use super::*;
 use crate::nfs4::attr::file::ftype;
 use crate::nfs4::attr::num;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::ops::{
     create, getfh, link, lookup, lookupp, putfh, readdir, readlink, remove, rename, restorefh,
     savefh, secinfo, secinfo_no_name,

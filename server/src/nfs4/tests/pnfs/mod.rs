@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::fixture::{call, seq_args, session_args, Fx, VOL};
 use crate::nfs4::callback;
-use crate::nfs4::compound::Ctx;
+use crate::nfs4::ctx::Ctx;
 use crate::nfs4::layouts::{self, recall};
 use crate::nfs4::ops::{
     create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
