@@ -1,5 +1,5 @@
 #!/bin/bash
-# verify-unit.sh - checks deploy/pnfsd.service as systemd reads it (issue 12 Deliver 5):
+# verify-unit.sh - checks deploy/pnfsd.service as systemd reads it:
 # `systemd-analyze verify` must accept it without a single complaint (it only warns about
 # a misspelt key or value, so any output fails), with the man pages its Documentation=
 # names generated from the binary (`pnfsd man --dir`), and the ExecStart binary pointed

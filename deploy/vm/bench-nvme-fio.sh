@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench-nvme-fio.sh - the guest fio measurement of issue 14 item 4: boots the
+# bench-nvme-fio.sh - the guest fio measurement of the target: boots the
 # test guest with scenarios/nvme-fio.sh, which runs fio (io_uring engine, QD 1
 # and 32, 4 KiB random read/write) against the guest's own RAM disk, against
 # our target (the nvme-tcp crate's `target` example, copied into the guest) and

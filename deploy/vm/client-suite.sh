@@ -1,5 +1,5 @@
 #!/bin/bash
-# client-suite.sh - every Linux-client scenario of issue 6 against a pNFS
+# client-suite.sh - every Linux-client scenario against a pNFS
 # server already running on the host (pnfsd), one guest boot per scenario,
 # with a summary table at the end. Meant to be called by .ci/run.
 #
@@ -12,7 +12,7 @@
 #        [EXPECT_PNFS=0|1]  (passed to the scenarios when set)
 #        [CRASH_CMD='<command; gets the signal list and restart number i>']
 #        [CRASH_LAYOUTS="block scsi"] [CRASH_VERSIONS="4.1 4.2"]
-#        [CRASH_SIGNALS="KILL KILL+KILL TERM"]  (crash-write.sh, issue 18: one run per
+#        [CRASH_SIGNALS="KILL KILL+KILL TERM"]  (crash-write.sh: one run per
 #          layout and version, one restart per word, KILL+KILL = two in a row)
 #        [SCSI_EXPECT_LAYOUT_AFTER_CRASH=1|0]  (0: the SCSI crash runs may fall back to the MDS)
 #        [METRICS_PORT=<the server's metrics port>]  (crash-write.sh reads its counters)
@@ -108,7 +108,7 @@ if [[ -n ${RESTART_CMD:-} ]]; then
 else
     SUMMARY+=("restart            SKIP (no RESTART_CMD)")
 fi
-# crash-write.sh: the server dies while fio writes through the layout (issue 18)
+# crash-write.sh: the server dies while fio writes through the layout
 if [[ -n ${CRASH_CMD:-} ]]; then
     sigs=${CRASH_SIGNALS:-KILL KILL+KILL TERM}
     n=$(wc -w <<< "$sigs")
@@ -136,7 +136,7 @@ if [[ ${GUIDE:-0} == 1 ]]; then
     VM_FILES="$HERE/../../docs/admin-guide.md" run admin-guide "$HERE/scenarios/admin-guide.sh" 4.2
 fi
 
-# deleg-metadata.sh: the metadata workload with delegations off and on (issue 15), last
+# deleg-metadata.sh: the metadata workload with delegations off and on, last
 # (it leaves the server's delegations on). META_CMD `<command> i` restarts the server with
 # read and write delegations off for odd i, on for even i (test-pnfsd-suite.sh `ctl delegs`).
 if [[ -n ${META_CMD:-} ]]; then

@@ -1,6 +1,6 @@
 #!/bin/bash
 # test-nvme-target.sh - the Linux NVMe/TCP host against pnfsd's embedded target
-# (issue 5 "Must show"): starts pnfsd on the host, boots the guest with
+# (what the Linux host must accept): starts pnfsd on the host, boots the guest with
 # scenarios/nvme-target.sh (nvme discover, connect, dd oflag=direct and
 # buffered + sync at the end of the volume, disconnect), then compares the
 # bytes in pnfsd's volume file with the patterns the guest wrote — while pnfsd

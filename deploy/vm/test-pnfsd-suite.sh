@@ -16,7 +16,7 @@
 # "scsi"] (SWITCH_LAYOUT_CMD); the restart scenario runs on ["block"] again.
 # LAYOUTS= (empty) skips the layout runs. CRASH=1|0 (1: crash-write.sh for
 # CRASH_LAYOUTS x CRASH_VERSIONS, default "block scsi" x "4.1 4.2", restarts
-# CRASH_SIGNALS "KILL KILL+KILL TERM": `ctl crash`, issue 18). NFS_PORT: the NFS
+# CRASH_SIGNALS "KILL KILL+KILL TERM": `ctl crash`). NFS_PORT: the NFS
 # port (default a free one; fix it to capture the traffic with tshark); NVME_PORT and
 # METRICS_PORT likewise. READ_DELEGATIONS=1|0: `read_delegations = true|false` in pnfsd's
 # config (unset: pnfsd's default; docs/delegations.md); WRITE_DELEGATIONS=1|0 likewise for

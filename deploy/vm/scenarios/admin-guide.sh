@@ -1,6 +1,6 @@
 #!/bin/bash
 # admin-guide.sh - runs the "Client" section of docs/admin-guide.md from the guide's own
-# text, so the guide cannot go stale (issue 12 Deliver 7).
+# text, so the guide cannot go stale.
 #
 # The guide must be in the run directory (client-suite.sh: VM_FILES=docs/admin-guide.md).
 # Its ```sh client-env block sets SERVER, NQN, NFS_PORT, NVME_PORT for a reader's site;

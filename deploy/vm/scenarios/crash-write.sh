@@ -1,5 +1,5 @@
 #!/bin/bash
-# crash-write.sh - the MDS dies in the middle of the client's writes (issue 18).
+# crash-write.sh - the MDS dies in the middle of the client's writes.
 #
 # fio writes a file through the layout (64 KiB writes, fsync after each,
 # --verify=crc32c) while the host stops pnfsd (SIGKILL or SIGTERM) and starts

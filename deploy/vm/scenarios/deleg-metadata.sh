@@ -1,5 +1,5 @@
 #!/bin/bash
-# deleg-metadata.sh - the metadata workload of issue 15 "Must show" with read
+# deleg-metadata.sh - the metadata workload with read
 # delegations off and on, in one guest run: untar a tree of small files, stat every
 # file (find), read every file twice; per step the wall time and the NFS round trips
 # (mountstats: OPEN, OPEN_NOATTR, CLOSE, GETATTR, ACCESS, LOOKUP, DELEGRETURN, all ops), then rm -rf
@@ -137,7 +137,7 @@ printf '%s  %s\n' "$(sha256sum < /tmp/tree/d0/f0 | cut -d' ' -f1)" "$DIR/f0" > "
 umount "$MNT"
 
 # Medians over the rounds of each setting, per step and for the workload (untar + stat +
-# read1 + read2), and the on/off ratios; the checks of issue 15's "Must show".
+# read1 + read2), and the on/off ratios; the checks that delegations must pass.
 python3 - "$OUT/meta.txt" > "$OUT/summary.txt" <<'PY'
 import statistics, sys
 rows = [dict(kv.split("=", 1) for kv in l.split()[1:]) for l in open(sys.argv[1])]

@@ -1,6 +1,6 @@
 #!/bin/bash
 # nvme-target.sh - the Linux NVMe/TCP host against pnfsd's embedded target
-# (issue 5 "Must show"); the host half is deploy/vm/test-nvme-target.sh.
+# (what the Linux host must accept); the host half is deploy/vm/test-nvme-target.sh.
 #
 # Env (run-guest.sh -e NAME=VALUE):
 #   NQN        subsystem NQN of pnfsd's target (required)
