@@ -79,8 +79,8 @@ has_nvme_ns() { [[ -n $(nvme_namespaces) ]]; }
 # The connect is tried up to 3 times: the host gives its TCP connect one SYN
 # retry (nvme-tcp sets syncnt 1: ETIMEDOUT after ~3 s), and under TCG on a loaded
 # machine QEMU's user network once answered neither SYN in time, although pnfsd
-# was listening (connect -110 twice, no connection reached the target; session
-# 12). Only that timeout is tried again: a target that refuses or fails the
+# was listening (connect -110 twice, no connection reached the target).
+# Only that timeout is tried again: a target that refuses or fails the
 # Connect fails at once, and one that never answers fails all three.
 nvme_attach() { # nvme_attach PORT NQN
     local i err
