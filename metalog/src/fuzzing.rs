@@ -20,10 +20,7 @@ pub const UUID: [u8; 16] = *b"pnfsd-fuzz-uuid!";
 /// superblock, from the same bytes.
 pub fn record(data: &[u8]) {
     let _ = RecordHeader::parse(data);
-    let lsn = data
-        .get(..8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-        .unwrap_or(0);
+    let lsn = bytecodec::get_u64_le(data, 0).unwrap_or(0);
     if let Ok((h, payload)) = check_record(data, &UUID, Lsn(lsn)) {
         assert!(payload.len() <= data.len() && h.lsn == lsn);
     }
@@ -90,7 +87,7 @@ fn recover_twice(data: &[u8]) -> Option<Vec<(Csn, Item)>> {
     let mut epochs = vec![(0u64, 1u32)];
     while rest.len() >= 8 {
         let (h, tail) = rest.split_at(8);
-        let plen = (u16::from_le_bytes([h[6], h[7]]) as usize).min(tail.len());
+        let plen = (bytecodec::get_u16_le(h, 6).unwrap_or(0) as usize).min(tail.len());
         let (payload, next) = tail.split_at(plen);
         rest = next;
         writable &= decode_all(payload).is_ok();
@@ -185,8 +182,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     // wraps around the area in a second epoch; a torn last record.
     let spec = |slot: u8, epoch: u8, flags: u8, csn: u8, back: u8, tear: u8, p: &[u8]| {
         let mut b = vec![slot, epoch, flags, csn, back, tear];
-        b.extend_from_slice(&(p.len() as u16).to_le_bytes());
-        b.extend_from_slice(p);
+        bytecodec::Writer::new(&mut b)
+            .u16_le(p.len() as u16)
+            .bytes(p);
         b
     };
     let small = &payload[..payload.len().min(600)];

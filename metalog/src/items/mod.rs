@@ -126,7 +126,7 @@ fn encode_with<F: ItemOps>(item: &Item, w: &mut Vec<u8>) -> bool {
         Some(tag) => {
             let len = (w.len() - at - 5) as u32;
             w[at] = tag;
-            w[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
+            bytecodec::put_u32_le(w, at + 1, len);
             true
         }
         None => {
