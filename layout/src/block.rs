@@ -1,4 +1,4 @@
-//! The pNFS block layout's wire bodies (RFC 5663 §2) and the constants of design.md §5.
+//! The pNFS block layout's wire bodies (RFC 5663 §2) and the constants of docs/design.md §5.
 //!
 //! Wire formats (XDR, big-endian, 4-byte units):
 //! ```text
@@ -12,7 +12,7 @@
 //! ```
 //! All offsets and lengths are bytes, block-aligned; `storage_offset` is the byte offset on
 //! the volume (NONE_DATA extents carry 0). The device id is the volume UUID itself, so it is
-//! stable across restarts (issue 4 item 4) and needs no table.
+//! stable across restarts and needs no table.
 //!
 //! Pure encode/decode: no I/O, no NFS state.
 

@@ -1,4 +1,5 @@
-//! The on-disk superblock in block 0 (design.md §2; style.md rule 4: the whole format is here).
+//! The on-disk superblock in block 0 (docs/design.md §2; house rule 4 there: the whole
+//! format is here).
 //!
 //! All integers are little-endian with explicit width; new fields are appended before the CRC's
 //! reserved tail. The volume UUID sits at byte [`UUID_OFFSET`] = 32, the same place XFS keeps

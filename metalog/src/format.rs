@@ -1,4 +1,4 @@
-//! On-disk log format (style.md rule 4): every byte the log writes is laid out here.
+//! On-disk log format (docs/design.md, house rule 4): every byte the log writes is laid out here.
 //!
 //! ```text
 //! log region [offset, offset + len):

@@ -1,5 +1,5 @@
-//! Entry points for cargo-fuzz targets (style.md rule 11; `fuzz/`, docs/fuzzing.md): the
-//! on-disk log format and recovery from arbitrary log bytes. Each takes arbitrary bytes and
+//! Entry points for cargo-fuzz targets (docs/design.md, house rule 11; `fuzz/`, docs/fuzzing.md):
+//! the on-disk log format and recovery from arbitrary log bytes. Each takes arbitrary bytes and
 //! must never panic; the asserts are the properties a finding breaks.
 
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub const AREA_BLOCKS: u64 = 16;
 /// Properties: mounting never panics; and when every record's payload is a list of items
 /// (what the writer makes) and the first mount succeeds, a second mount of the device as the
 /// first left it (a crash right after recovery) succeeds and replays the same checkpoints
-/// (design §3: recovery is re-runnable).
+/// (docs/design.md §3: recovery is re-runnable).
 pub fn recovery(data: &[u8]) {
     let _ = recover_twice(data);
 }

@@ -1,4 +1,4 @@
-//! Targeted tests of issue 2 "Must show": bad CRC in the middle and at the end, torn last
+//! Targeted tests of the log: bad CRC in the middle and at the end, torn last
 //! record, wrap-around, log full, I/O errors (the log shuts down), clean unmount → O(1) mount,
 //! plus the flush rules, intents, multi-record checkpoints and the background force.
 mod common;
