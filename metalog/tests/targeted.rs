@@ -16,9 +16,7 @@ const LEN: u64 = 128 * 1024;
 fn keys(got: &Replayed) -> Vec<u64> {
     got.iter()
         .filter_map(|(_, it)| match it {
-            Item::Opaque { kind: 1, key, .. } => {
-                Some(u64::from_le_bytes(key[..8].try_into().unwrap()))
-            }
+            Item::Opaque { kind: 1, key, .. } => bytecodec::get_u64_le(key, 0).ok(),
             _ => None,
         })
         .collect()
