@@ -1,5 +1,5 @@
-//! Hostile and broken clients for the robustness tests and the `nfs-abuse` tool (issue 17,
-//! docs/robustness.md): connections that send small requests for large replies and never
+//! Hostile and broken clients for the robustness tests and the `nfs-abuse` tool
+//! (docs/robustness.md): connections that send small requests for large replies and never
 //! read them, idle connections that never create a session, the server's memory and thread
 //! figures from `/proc`, and a well-behaved client's SEQUENCE round trip.
 //!
@@ -238,7 +238,7 @@ pub struct WalkAway {
 /// bytes, fill every slot granted with a cached READ reply as large as the session lets it
 /// cache (of the file `fh`, at least `cached` bytes long), then go without DESTROY_SESSION
 /// or DESTROY_CLIENTID: their connections close, their state stays on the server until it
-/// expires it (issue 17: 200 such clients cost 393 MB).
+/// expires it.
 pub async fn walk_away_clients(
     addr: SocketAddr,
     n: usize,

@@ -1,6 +1,6 @@
 //! Crash-under-load plumbing shared by the SIGKILL tests (`restart.rs`, `crash_churn.rs`): wait
 //! for enough acknowledged work, kill the server mid-flight, come back as the same clients
-//! (design.md §4: on a sync export an acknowledged change survives). Like
+//! (docs/design.md §4: on a sync export an acknowledged change survives). Like
 //! `harness::after_grace`, these panic on failure: they exist only for tests.
 
 use std::future::Future;

@@ -1,5 +1,5 @@
-//! The client's one error enum (style.md rule 3): transport, RPC, XDR and NFS status errors,
-//! each saying which operation failed so a test failure reads as a protocol fact.
+//! The client's one error enum (docs/design.md, house rule 3): transport, RPC, XDR and NFS status
+//! errors, each saying which operation failed so a test failure reads as a protocol fact.
 
 use pnfsd::nfs4::status::NfsStat;
 use pnfsd::xdr::XdrError;

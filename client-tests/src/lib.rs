@@ -1,5 +1,5 @@
 //! client-tests: pnfsd's own NFSv4.1/4.2 client, and the harness that runs the real `pnfsd`
-//! binary for integration tests over loopback (design.md §1, §7).
+//! binary for integration tests over loopback (docs/design.md §1, §7).
 //!
 //! ```text
 //!  test ──▶ Session (slots, SEQUENCE, retries) ──▶ Compound (typed ops) ──▶ Connection

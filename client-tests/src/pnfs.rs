@@ -7,7 +7,7 @@ use pnfsd::xdr::{Xdr, XdrError, XdrReader, XdrResult, XdrWriter};
 
 use crate::attrs::Time;
 
-/// `layouttype4` values (design.md §5).
+/// `layouttype4` values (docs/design.md §5).
 pub mod layout_type {
     pub const NFSV4_1_FILES: u32 = 1;
     pub const BLOCK_VOLUME: u32 = 3;

@@ -1,6 +1,7 @@
 //! ONC RPC v2 messages (RFC 5531) and TCP record marking (RFC 5531 §11), client side. Pure
 //! codec: builds CALL records and parses what arrives (a REPLY to one of our calls, or a CALL
-//! the server makes on the backchannel, RFC 8881 §2.10.3.1). No I/O here (style.md rule 1).
+//! the server makes on the backchannel, RFC 8881 §2.10.3.1). No I/O here (docs/design.md, house
+//! rule 1).
 
 use pnfsd::xdr::{XdrReader, XdrResult, XdrWriter};
 

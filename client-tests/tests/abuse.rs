@@ -1,4 +1,4 @@
-//! Hostile clients against the real daemon (issue 17, docs/robustness.md): what they may cost
+//! Hostile clients against the real daemon (docs/robustness.md): what they may cost
 //! is bounded, and a well-behaved client still gets in. Each test names the figure the same
 //! abuse reached before the bounds (measured with `nfs-abuse` on the daemon of main d301194).
 //! Latency under abuse is a benchmark figure (`nfs-abuse`), not asserted here.

@@ -1,4 +1,4 @@
-//! The admin endpoint (issue 16): two clients open files, and `/clients`, `/status`,
+//! The admin endpoint: two clients open files, and `/clients`, `/status`,
 //! `pnfsd clients` and `pnfsd status` show what they hold; `/metrics` still carries every
 //! counter name pnfs-bench and the guest scenarios scrape.
 
@@ -7,7 +7,7 @@ use client_tests::{PnfsdProcess, ServerOptions, Session};
 use pnfsd::admin::cli;
 use serde_json::Value;
 
-/// Every name `/metrics` served before the admin endpoint (issue 7); renaming one breaks
+/// Every name `/metrics` served before the admin endpoint; renaming one breaks
 /// pnfs-bench or a guest scenario.
 const METRIC_NAMES: [&str; 30] = [
     "pnfsd_layoutgets_total",
@@ -212,7 +212,7 @@ async fn admin_views_are_off_by_default() {
         .contains("pnfsd_log_commits_total "));
 }
 
-/// `/clients/ID/states`, `/layouts` and `POST /clients/ID/evict` (issue 16 items 1–2), and
+/// `/clients/ID/states`, `/layouts` and `POST /clients/ID/evict`, and
 /// the commands that read them, against what two clients hold: an open, a lock and an RW
 /// layout of one, an open of the other, a recall in flight after the other's truncate, and
 /// an eviction that takes the holder's state, record and layouts away.
@@ -492,7 +492,7 @@ async fn states_layouts_and_eviction_follow_two_clients() {
     b.destroy().await.unwrap();
 }
 
-/// An expiry (issue 16 Must show): a client that stops renewing while it holds an open is
+/// An expiry: a client that stops renewing while it holds an open is
 /// shown as a courtesy client by `/clients`, `pnfsd clients` (table and `--json`) and the
 /// `pnfsd_clients{state}` gauge, while the other client, which renews, stays active; when the
 /// other's conflicting OPEN takes the courtesy client's state, its open shows as revoked
@@ -603,7 +603,7 @@ async fn an_expired_client_shows_as_courtesy_and_its_state_as_revoked() {
     b.destroy().await.unwrap();
 }
 
-/// `log_format = "json"` (issue 16 item 4): every line the daemon logs is one JSON object
+/// `log_format = "json"`: every line the daemon logs is one JSON object
 /// with a level, a target and the message, as tracing-subscriber's json format writes them.
 #[tokio::test]
 async fn json_log_lines_for_log_shippers() {

@@ -1,4 +1,4 @@
-//! Bad input must be answered, never a dropped connection or a crash (issue 3 §7): malformed
+//! Bad input must be answered, never a dropped connection or a crash: malformed
 //! XDR, unknown programs / versions / procedures / operations, a COMPOUND longer than the
 //! session allows, fragmented records.
 

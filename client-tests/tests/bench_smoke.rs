@@ -1,4 +1,4 @@
-//! Smoke test of `pnfs-bench` (issue 7): a tiny run of every workload must finish and write a
+//! Smoke test of `pnfs-bench`: a tiny run of every workload must finish and write a
 //! JSON file with every mode's figures positive and the server's counters present. It checks
 //! that the bench runs, not how fast anything is (speed lives in the bench's own ratios).
 

@@ -1,4 +1,4 @@
-//! A real device failing under the volume (issue 17, docs/robustness.md): an ext4 that is shut
+//! A real device failing under the volume (docs/robustness.md): an ext4 that is shut
 //! down under the volume file (EXT4_IOC_SHUTDOWN), an ext4 that fills up under a sparse
 //! volume file, and a loop device set read-only under pnfsd. Each time the client gets
 //! NFS4ERR_IO or NFS4ERR_NOSPC at once, the daemon logs one line naming the device and stays

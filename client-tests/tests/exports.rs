@@ -1,4 +1,4 @@
-//! Exports and client rules (issue 12 Deliver 3): each rule seen from its own client host.
+//! Exports and client rules: each rule seen from its own client host.
 //! The server listens on 127.0.0.1 and each client binds its socket to another 127.0.0.x
 //! (the whole 127/8 is local on Linux), so the server sees distinct hosts.
 
@@ -221,7 +221,7 @@ fn wait_log(srv: &PnfsdProcess, what: &str) {
     }
 }
 
-/// Issue 12 Deliver 2: SIGHUP puts new client rules in force, logs them, and names what
+/// SIGHUP puts new client rules in force, logs them, and names what
 /// needs a restart.
 #[tokio::test]
 async fn sighup_reloads_the_client_rules() {

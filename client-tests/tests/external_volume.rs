@@ -1,4 +1,4 @@
-//! pnfsd on an external NVMe/TCP namespace (issue 5 item 2, docs/nvme-tcp.md "External
+//! pnfsd on an external NVMe/TCP namespace (docs/nvme-tcp.md "External
 //! volume"): the test runs an `nvme_tcp::Target` over a temp file in-process, formats the
 //! namespace with `pnfsd mkfs nvme-tcp://...`, and serves it with `volume = "nvme-tcp://..."`.
 //! The client writes its blocks through its own NVMe/TCP initiator, as a pNFS client does;

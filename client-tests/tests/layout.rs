@@ -1,4 +1,4 @@
-//! The block-layout round trip of issue 4 ("Must show"), with real layout I/O on the volume
+//! The block-layout round trip, with real layout I/O on the volume
 //! file: LAYOUTGET RW → write straight into the volume → LAYOUTCOMMIT → READ through the
 //! server; durability across SIGKILL; never stale bytes after a crash before LAYOUTCOMMIT.
 //!
@@ -166,7 +166,7 @@ async fn sigkill_before_layoutcommit_reads_zeros_never_stale_bytes() {
     );
 }
 
-/// CB_LAYOUTRECALL over the backchannel (design.md §5, issue 4 §6): another client's SETATTR
+/// CB_LAYOUTRECALL over the backchannel (docs/design.md §5): another client's SETATTR
 /// truncate of a file with a layout is answered DELAY while the server recalls the layout
 /// from the holder; once the holder returns it, the truncate goes through.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! A block-layout client across a restart of the MDS (issue 18; RFC 8881 §12.7.4, §18.42.3;
+//! A block-layout client across a restart of the MDS (RFC 8881 §12.7.4, §18.42.3;
 //! docs/pnfs.md "After a restart"). The client wrote through an RW layout onto the volume and
 //! the server died before the LAYOUTCOMMIT. After the restart:
 //! - a reclaiming LAYOUTCOMMIT during grace converts what it wrote (blocks the file owns);

@@ -1,4 +1,4 @@
-//! `/metrics` of a running pnfsd (issue 16 Deliver 3): after two clients open files, take a
+//! `/metrics` of a running pnfsd: after two clients open files, take a
 //! layout and commit it, the exposition passes `promtool check metrics` (Debian's
 //! prometheus package; skipped with a NOTE where it is not installed) and pnfsd's own
 //! convention checks (`pnfsd::metrics::text::problems`), and its per-operation counts,
@@ -163,7 +163,7 @@ async fn metrics_follow_prometheus_conventions_and_what_clients_did() {
 }
 
 /// The start line tells a clean start from a recovery after a crash, and says what the
-/// recovery replayed (issue 16 Deliver 4).
+/// recovery replayed.
 #[tokio::test]
 async fn the_start_line_tells_a_clean_start_from_a_recovery() {
     let mut p = PnfsdProcess::start_with(ServerOptions {

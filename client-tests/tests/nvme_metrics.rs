@@ -1,4 +1,4 @@
-//! The embedded NVMe/TCP target on `/metrics` and `/status` (issue 16 Deliver 1 and 3): our
+//! The embedded NVMe/TCP target on `/metrics` and `/status`: our
 //! initiator connects to a running pnfsd's target, writes, reads and reads past the end,
 //! and `pnfsd_nvme_commands_total`, `pnfsd_nvme_bytes_total` and the `nvme` section of
 //! `/status` agree with what it did.

@@ -1,5 +1,5 @@
 //! Durability across a crash and a clean stop: on the default `sync` export every
-//! acknowledged change is durable (design.md §4), so after SIGKILL and a restart on the same
+//! acknowledged change is durable (docs/design.md §4), so after SIGKILL and a restart on the same
 //! data directory everything acknowledged is there — names, sizes, data, links, modes.
 //! After a restart the same clients come back (same owner and verifier) and send
 //! RECLAIM_COMPLETE, as a Linux client does: that ends the grace period early (RFC 8881

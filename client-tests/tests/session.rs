@@ -196,7 +196,7 @@ async fn root_attributes_a_linux_client_asks_for() {
     assert_eq!(a.ftype, Some(client_tests::attrs::ftype::DIR));
     assert!(a.lease_time.unwrap_or(0) > 0);
     assert!(a.numlinks.unwrap_or(0) >= 2);
-    // design.md §5: the block layout is offered and layout_blksize is the block size.
+    // docs/design.md §5: the block layout is offered and layout_blksize is the block size.
     assert_eq!(a.fs_layout_types.as_deref(), Some(&[3u32][..]));
     assert_eq!(a.layout_blksize, Some(4096));
     // The GETATTR answer is in ascending attribute order and nothing more than asked.
@@ -400,8 +400,8 @@ async fn backchannel_loss_is_reported_until_rebound() {
     assert_eq!(now & 0x201, 0, "back channel rebound, flags {now:#x}");
 }
 
-/// Many connections at once, each with its own client and session (issue 3 §3: "many
-/// concurrent connections").
+/// Many connections at once, each with its own client and session (the server must
+/// take many concurrent connections).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_at_once() {
     let srv = PnfsdProcess::start().unwrap();

@@ -1,4 +1,4 @@
-//! NFSv4.2 operations of issue 3 (RFC 7862 §15): SEEK, DEALLOCATE, ALLOCATE, on a 4.2 session;
+//! NFSv4.2 operations (RFC 7862 §15): SEEK, DEALLOCATE, ALLOCATE, on a 4.2 session;
 //! the same operations in a 4.1 COMPOUND are refused.
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! Extent-based free-space allocator over one region of blocks (the data area, design.md §2;
-//! issue 4 item 1). Two indexes, as XFS's by-block and by-size free-space btrees: `by_off`
+//! Extent-based free-space allocator over one region of blocks (the data area,
+//! docs/design.md §2). Two indexes, as XFS's by-block and by-size free-space btrees: `by_off`
 //! (start → len) to find the neighbours of a goal and to merge on free, `by_size` ((len, start))
 //! to find the best fit. Nothing outside `[start, start + len)` is ever handed out, so the
 //! superblock, the log and the metadata area cannot end up in a file or a layout.

@@ -1,4 +1,4 @@
-//! The pNFS block layout's wire bodies (RFC 5663 §2) and the constants of design.md §5.
+//! The pNFS block layout's wire bodies (RFC 5663 §2) and the constants of docs/design.md §5.
 //!
 //! Wire formats (XDR, big-endian, 4-byte units):
 //! ```text
@@ -12,10 +12,11 @@
 //! ```
 //! All offsets and lengths are bytes, block-aligned; `storage_offset` is the byte offset on
 //! the volume (NONE_DATA extents carry 0). The device id is the volume UUID itself, so it is
-//! stable across restarts (issue 4 item 4) and needs no table.
+//! stable across restarts and needs no table.
 //!
 //! Pure encode/decode: no I/O, no NFS state.
 
+use bytecodec::{Reader, Writer};
 use thiserror::Error;
 
 /// `layouttype4` (RFC 8881 §3.3.13, RFC 5663, RFC 8154). A newtype, so that any value a
@@ -71,6 +72,9 @@ pub const EXTENT_WIRE_SIZE: usize = 44;
 /// Size of the one-SIMPLE-volume `pnfs_block_deviceaddr4` with a 16-byte signature.
 pub const SIMPLE_DEVICEADDR_SIZE: usize = 4 + 4 + 4 + 8 + 4 + 16;
 
+const _: () = assert!(EXTENT_WIRE_SIZE == 16 + 8 + 8 + 8 + 4);
+const _: () = assert!(SIMPLE_DEVICEADDR_SIZE == 40);
+
 /// `pnfs_block_extent4`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockExtent {
@@ -91,50 +95,39 @@ pub enum BodyError {
     Count(u32),
 }
 
-/// The two directions of a big-endian XDR cursor, just what these bodies need.
-struct Rd<'a>(&'a [u8]);
-
-impl Rd<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], BodyError> {
-        if self.0.len() < N {
-            return Err(BodyError::Short);
+impl From<bytecodec::Error> for BodyError {
+    fn from(e: bytecodec::Error) -> BodyError {
+        match e {
+            bytecodec::Error::Short { .. } => BodyError::Short,
+            bytecodec::Error::Trailing { .. } => BodyError::Trailing,
         }
-        let mut a = [0u8; N];
-        a.copy_from_slice(&self.0[..N]);
-        self.0 = &self.0[N..];
-        Ok(a)
-    }
-    fn u32(&mut self) -> Result<u32, BodyError> {
-        self.take::<4>().map(u32::from_be_bytes)
-    }
-    fn u64(&mut self) -> Result<u64, BodyError> {
-        self.take::<8>().map(u64::from_be_bytes)
     }
 }
 
 impl BlockExtent {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.deviceid);
-        out.extend_from_slice(&self.file_offset.to_be_bytes());
-        out.extend_from_slice(&self.length.to_be_bytes());
-        out.extend_from_slice(&self.storage_offset.to_be_bytes());
-        out.extend_from_slice(&self.state.0.to_be_bytes());
+        Writer::new(out)
+            .bytes(&self.deviceid)
+            .u64_be(self.file_offset)
+            .u64_be(self.length)
+            .u64_be(self.storage_offset)
+            .u32_be(self.state.0);
     }
 
-    fn decode(r: &mut Rd<'_>) -> Result<BlockExtent, BodyError> {
+    fn decode(r: &mut Reader<'_>) -> Result<BlockExtent, BodyError> {
         Ok(BlockExtent {
-            deviceid: r.take::<16>()?,
-            file_offset: r.u64()?,
-            length: r.u64()?,
-            storage_offset: r.u64()?,
-            state: ExtentState(r.u32()?),
+            deviceid: r.array::<16>()?,
+            file_offset: r.u64_be()?,
+            length: r.u64_be()?,
+            storage_offset: r.u64_be()?,
+            state: ExtentState(r.u32_be()?),
         })
     }
 
     /// A `pnfs_block_layout4` (or `_layoutupdate4`) body: count + extents.
     pub fn encode_list(list: &[BlockExtent]) -> Vec<u8> {
         let mut out = Vec::with_capacity(4 + list.len() * EXTENT_WIRE_SIZE);
-        out.extend_from_slice(&(list.len() as u32).to_be_bytes());
+        Writer::new(&mut out).u32_be(list.len() as u32);
         for e in list {
             e.encode(&mut out);
         }
@@ -144,11 +137,11 @@ impl BlockExtent {
     /// Decodes a whole body; a count the bytes cannot hold or trailing bytes are errors (the
     /// count is checked before anything is allocated, so a forged count costs nothing).
     pub fn decode_list(body: &[u8]) -> Result<Vec<BlockExtent>, BodyError> {
-        let mut r = Rd(body);
-        let n = r.u32()?;
-        if (n as usize).saturating_mul(EXTENT_WIRE_SIZE) != r.0.len() {
+        let mut r = Reader::new(body);
+        let n = r.u32_be()?;
+        if (n as usize).saturating_mul(EXTENT_WIRE_SIZE) != r.remaining() {
             return Err(
-                if (n as usize).saturating_mul(EXTENT_WIRE_SIZE) > r.0.len() {
+                if (n as usize).saturating_mul(EXTENT_WIRE_SIZE) > r.remaining() {
                     BodyError::Count(n)
                 } else {
                     BodyError::Trailing
@@ -173,13 +166,14 @@ pub fn device_id(volume_uuid: [u8; 16]) -> [u8; 16] {
 /// `offset` of the device (RFC 5663 §2.2.1; Linux blkmapd compares exactly these bytes).
 pub fn simple_deviceaddr(offset: u64, bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(SIMPLE_DEVICEADDR_SIZE);
-    out.extend_from_slice(&1u32.to_be_bytes());
-    out.extend_from_slice(&volume_type::SIMPLE.to_be_bytes());
-    out.extend_from_slice(&1u32.to_be_bytes());
-    out.extend_from_slice(&offset.to_be_bytes());
-    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-    out.extend_from_slice(bytes);
-    out.resize(out.len() + (4 - bytes.len() % 4) % 4, 0);
+    Writer::new(&mut out)
+        .u32_be(1)
+        .u32_be(volume_type::SIMPLE)
+        .u32_be(1)
+        .u64_be(offset)
+        .u32_be(bytes.len() as u32)
+        .bytes(bytes)
+        .zeros((4 - bytes.len() % 4) % 4);
     out
 }
 
@@ -238,14 +232,14 @@ mod tests {
         let uuid = [0xab; 16];
         let b = simple_deviceaddr(32, &uuid);
         assert_eq!(b.len(), SIMPLE_DEVICEADDR_SIZE);
-        let mut r = Rd(&b);
-        assert_eq!(r.u32(), Ok(1));
-        assert_eq!(r.u32(), Ok(volume_type::SIMPLE));
-        assert_eq!(r.u32(), Ok(1));
-        assert_eq!(r.u64(), Ok(32));
-        assert_eq!(r.u32(), Ok(16));
-        assert_eq!(r.take::<16>(), Ok(uuid));
-        assert!(r.0.is_empty());
+        let mut r = Reader::new(&b);
+        assert_eq!(r.u32_be(), Ok(1));
+        assert_eq!(r.u32_be(), Ok(volume_type::SIMPLE));
+        assert_eq!(r.u32_be(), Ok(1));
+        assert_eq!(r.u64_be(), Ok(32));
+        assert_eq!(r.u32_be(), Ok(16));
+        assert_eq!(r.array::<16>(), Ok(uuid));
+        assert_eq!(r.finish(), Ok(()));
         // Padding of an odd-length signature to 4 bytes.
         assert_eq!(simple_deviceaddr(0, &[1, 2, 3]).len(), 4 * 5 + 4 + 4);
     }

@@ -1,5 +1,5 @@
 //! Per-file extent map: file block → (physical block, length, Written | Unwritten); holes are
-//! implicit (design.md §2, issue 4 item 1). Unwritten extents are allocated blocks whose data
+//! implicit (docs/design.md §2). Unwritten extents are allocated blocks whose data
 //! a client has not yet committed: they read as zeros (RFC 5663 §2.3.2 INVALID_DATA).
 //!
 //! Every operation keeps the map canonical: extents disjoint, non-empty, and neighbours that

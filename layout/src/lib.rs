@@ -1,4 +1,4 @@
-//! layout: the geometry of the data volume and where file blocks live on it (design.md §1–2).
+//! layout: the geometry of the data volume and where file blocks live on it (docs/design.md §1–2).
 //!
 //! ```text
 //!  block 0        log          2 blocks        data area

@@ -1,4 +1,4 @@
-//! LAYOUTGET / LAYOUTCOMMIT / LAYOUTRETURN rules of the block layout (design.md §5, RFC 8881
+//! LAYOUTGET / LAYOUTCOMMIT / LAYOUTRETURN rules of the block layout (docs/design.md §5, RFC 8881
 //! §18.42–18.44, RFC 5663 §2.3), as pure functions over extent-map segments: which range a
 //! LAYOUTGET maps, which extent states it answers, how many extents fit `maxcount`, what a
 //! client was granted and whether a LAYOUTCOMMIT stays inside it. The server's op files call
@@ -69,7 +69,7 @@ pub fn get_range(offset: u64, length: u64, minlength: u64, block: u64) -> (u64, 
     (first, last.saturating_sub(first).max(1))
 }
 
-/// The wire extents for the segments of a looked-up range (design.md §5): RW gives
+/// The wire extents for the segments of a looked-up range (docs/design.md §5): RW gives
 /// READ_WRITE_DATA over written and INVALID_DATA over unwritten blocks (holes were
 /// allocated before); READ gives READ_DATA over written blocks inside the file and
 /// NONE_DATA (storage offset 0) for holes, unwritten blocks and past EOF. Neighbouring
@@ -153,7 +153,7 @@ pub fn extents_for(
 /// committed; READ can only call them NONE_DATA ("read as zeros"), and the Linux client
 /// looks a read up in its READ extents before its own RW ones (`ext_tree_lookup`), so a
 /// NONE_DATA extent hides what it wrote: it read zeros for the last 64 KiB it had written,
-/// between the write and its LAYOUTCOMMIT (the guest suite's crash-scsi-4.2, session 12).
+/// between the write and its LAYOUTCOMMIT (the guest suite's crash-scsi-4.2).
 /// Cut short, the READ layout leaves those blocks to the client's RW layout, where its own
 /// extents answer. A layout shorter than asked is allowed down to `minlength` (RFC 8881
 /// §18.43.3), so blocks the client must be given are never cut. A READ asked from inside

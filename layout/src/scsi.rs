@@ -18,6 +18,7 @@
 //! Pure encode/decode: no I/O, no NFS state.
 
 use crate::block::{volume_type, BlockExtent, BodyError};
+use bytecodec::{Reader, Writer};
 
 /// `pnfs_scsi_code_set` (RFC 8154 §2.3.1).
 pub mod code_set {
@@ -36,6 +37,7 @@ pub mod designator_type {
 
 /// Size of one `pnfs_scsi_range4` on the wire.
 pub const RANGE_WIRE_SIZE: usize = 16;
+const _: () = assert!(RANGE_WIRE_SIZE == 8 + 8);
 
 /// The reservation key the MDS registers on the volume (never a client's, see
 /// [`client_pr_key`]); ASCII "pnfsdMDS".
@@ -56,39 +58,34 @@ pub struct ScsiRange {
 /// `pnfs_scsi_layoutupdate4` body.
 pub fn encode_update(list: &[ScsiRange]) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 + list.len() * RANGE_WIRE_SIZE);
-    out.extend_from_slice(&(list.len() as u32).to_be_bytes());
+    let mut w = Writer::new(&mut out);
+    w.u32_be(list.len() as u32);
     for r in list {
-        out.extend_from_slice(&r.offset.to_be_bytes());
-        out.extend_from_slice(&r.length.to_be_bytes());
+        w.u64_be(r.offset).u64_be(r.length);
     }
     out
-}
-
-fn be64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_be_bytes(a)
 }
 
 /// Decodes a whole `pnfs_scsi_layoutupdate4`; the count is checked against the body
 /// before anything is allocated, trailing bytes are an error.
 pub fn decode_update(body: &[u8]) -> Result<Vec<ScsiRange>, BodyError> {
-    let (head, rest) = body.split_at_checked(4).ok_or(BodyError::Short)?;
-    let n = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+    let mut r = Reader::new(body);
+    let n = r.u32_be()?;
     let need = (n as usize).saturating_mul(RANGE_WIRE_SIZE);
-    if need > rest.len() {
+    if need > r.remaining() {
         return Err(BodyError::Count(n));
     }
-    if need < rest.len() {
+    if need < r.remaining() {
         return Err(BodyError::Trailing);
     }
-    Ok(rest
-        .chunks_exact(RANGE_WIRE_SIZE)
-        .map(|c| ScsiRange {
-            offset: be64(&c[..8]),
-            length: be64(&c[8..]),
+    (0..n)
+        .map(|_| {
+            Ok(ScsiRange {
+                offset: r.u64_be()?,
+                length: r.u64_be()?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// An EUI-64-type designator: 8 bytes (an EUI-64) or 16 (an NVMe NGUID, RFC 9561 §2), so
@@ -118,15 +115,16 @@ pub fn eui64_deviceaddr(designator: Eui64Designator, pr_key: u64) -> Vec<u8> {
 /// NVMe NGUID, which RFC 9561 §2 also carries as designator type EUI-64).
 pub fn eui_deviceaddr(designator: &[u8], pr_key: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(32 + designator.len());
-    out.extend_from_slice(&1u32.to_be_bytes());
-    out.extend_from_slice(&volume_type::SCSI.to_be_bytes());
-    out.extend_from_slice(&code_set::BINARY.to_be_bytes());
-    out.extend_from_slice(&designator_type::EUI64.to_be_bytes());
-    out.extend_from_slice(&(designator.len() as u32).to_be_bytes());
-    out.extend_from_slice(designator);
-    // XDR opaque<>: padded to 4 bytes (8 and 16 need none).
-    out.resize(out.len() + (4 - designator.len() % 4) % 4, 0);
-    out.extend_from_slice(&pr_key.to_be_bytes());
+    Writer::new(&mut out)
+        .u32_be(1)
+        .u32_be(volume_type::SCSI)
+        .u32_be(code_set::BINARY)
+        .u32_be(designator_type::EUI64)
+        .u32_be(designator.len() as u32)
+        .bytes(designator)
+        // XDR opaque<>: padded to 4 bytes (8 and 16 need none).
+        .zeros((4 - designator.len() % 4) % 4)
+        .u64_be(pr_key);
     out
 }
 
@@ -141,38 +139,29 @@ pub struct BaseVolume {
 
 /// Decodes a `pnfs_scsi_deviceaddr4` made of BASE volumes only.
 pub fn decode_deviceaddr(b: &[u8]) -> Result<Vec<BaseVolume>, BodyError> {
-    let mut r = b;
-    let u32_ = |r: &mut &[u8]| -> Result<u32, BodyError> {
-        let (h, t) = r.split_at_checked(4).ok_or(BodyError::Short)?;
-        *r = t;
-        Ok(u32::from_be_bytes([h[0], h[1], h[2], h[3]]))
-    };
-    let n = u32_(&mut r)?;
-    if (n as usize).saturating_mul(24) > r.len() {
+    let mut r = Reader::new(b);
+    let n = r.u32_be()?;
+    if (n as usize).saturating_mul(24) > r.remaining() {
         return Err(BodyError::Count(n));
     }
     let mut out = Vec::new();
     for _ in 0..n {
-        if u32_(&mut r)? != volume_type::SCSI {
+        if r.u32_be()? != volume_type::SCSI {
             return Err(BodyError::Count(n));
         }
-        let code_set = u32_(&mut r)?;
-        let designator_type = u32_(&mut r)?;
-        let len = u32_(&mut r)? as usize;
-        let padded = len.next_multiple_of(4);
-        let (d, t) = r.split_at_checked(padded).ok_or(BodyError::Short)?;
-        let (k, t) = t.split_at_checked(8).ok_or(BodyError::Short)?;
-        r = t;
+        let code_set = r.u32_be()?;
+        let designator_type = r.u32_be()?;
+        let len = r.u32_be()? as usize;
+        let d = r.bytes(len.next_multiple_of(4))?;
+        let pr_key = r.u64_be()?;
         out.push(BaseVolume {
             code_set,
             designator_type,
             designator: d[..len].to_vec(),
-            pr_key: be64(k),
+            pr_key,
         });
     }
-    if !r.is_empty() {
-        return Err(BodyError::Trailing);
-    }
+    r.finish()?;
     Ok(out)
 }
 

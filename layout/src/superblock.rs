@@ -1,4 +1,5 @@
-//! The on-disk superblock in block 0 (design.md §2; style.md rule 4: the whole format is here).
+//! The on-disk superblock in block 0 (docs/design.md §2; house rule 4 there: the whole
+//! format is here).
 //!
 //! All integers are little-endian with explicit width; new fields are appended before the CRC's
 //! reserved tail. The volume UUID sits at byte [`UUID_OFFSET`] = 32, the same place XFS keeps
@@ -15,6 +16,8 @@ pub const MAGIC: [u8; 8] = *b"PNFSDSB\x01";
 /// 2: the metadata lives in a copy-on-write B+tree allocated from free space (server::store,
 /// docs/store.md); version 1 had a fixed object table sized at mkfs.
 pub const FORMAT_VERSION: u32 = 2;
+
+use bytecodec::{get_array, get_u32_le, get_u64_le, put_bytes, put_u32_le, put_u64_le};
 
 // Byte offsets of the fields.
 const OFF_MAGIC: usize = 0;
@@ -70,6 +73,12 @@ pub enum SuperblockError {
     Short,
     #[error("volume of {0} bytes is too small (minimum {1})")]
     TooSmall(u64, u64),
+}
+
+impl From<bytecodec::Error> for SuperblockError {
+    fn from(_: bytecodec::Error) -> SuperblockError {
+        SuperblockError::Short
+    }
 }
 
 /// Where each region of the volume is, in blocks of [`BLOCK_SIZE`].
@@ -202,48 +211,31 @@ pub struct Superblock {
     pub mounted: Option<MountMark>,
 }
 
-fn put_u32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
-}
-fn put_u64(b: &mut [u8], off: usize, v: u64) {
-    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
-}
-fn get_u32(b: &[u8], off: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[off..off + 4]);
-    u32::from_le_bytes(a)
-}
-fn get_u64(b: &[u8], off: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[off..off + 8]);
-    u64::from_le_bytes(a)
-}
-
 impl Superblock {
     /// One full block (the rest of block 0 is zero).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; BLOCK_SIZE as usize];
         let g = &self.geometry;
-        b[OFF_MAGIC..OFF_MAGIC + 8].copy_from_slice(&MAGIC);
-        put_u32(&mut b, OFF_VERSION, FORMAT_VERSION);
-        put_u32(&mut b, OFF_BLOCK_SIZE, BLOCK_SIZE);
-        put_u64(&mut b, OFF_TOTAL_BLOCKS, g.total_blocks);
-        put_u64(&mut b, OFF_FEATURES, self.features);
-        b[UUID_OFFSET..UUID_OFFSET + 16].copy_from_slice(&self.uuid);
-        put_u64(&mut b, OFF_LOG_START, g.log_start);
-        put_u64(&mut b, OFF_LOG_BLOCKS, g.log_blocks);
-        put_u64(&mut b, OFF_META_START, g.meta_start);
-        put_u64(&mut b, OFF_META_BLOCKS, g.meta_blocks);
-        put_u64(&mut b, OFF_DATA_START, g.data_start);
-        put_u64(&mut b, OFF_DATA_BLOCKS, g.data_blocks);
-        put_u64(&mut b, OFF_CREATED, self.created as u64);
+        put_bytes(&mut b, OFF_MAGIC, &MAGIC);
+        put_u32_le(&mut b, OFF_VERSION, FORMAT_VERSION);
+        put_u32_le(&mut b, OFF_BLOCK_SIZE, BLOCK_SIZE);
+        put_u64_le(&mut b, OFF_TOTAL_BLOCKS, g.total_blocks);
+        put_u64_le(&mut b, OFF_FEATURES, self.features);
+        put_bytes(&mut b, UUID_OFFSET, &self.uuid);
+        put_u64_le(&mut b, OFF_LOG_START, g.log_start);
+        put_u64_le(&mut b, OFF_LOG_BLOCKS, g.log_blocks);
+        put_u64_le(&mut b, OFF_META_START, g.meta_start);
+        put_u64_le(&mut b, OFF_META_BLOCKS, g.meta_blocks);
+        put_u64_le(&mut b, OFF_DATA_START, g.data_start);
+        put_u64_le(&mut b, OFF_DATA_BLOCKS, g.data_blocks);
+        put_u64_le(&mut b, OFF_CREATED, self.created as u64);
         if let Some(m) = &self.mounted {
-            put_u64(&mut b, OFF_MOUNT_SINCE, m.since as u64);
-            put_u32(&mut b, OFF_MOUNT_PID, m.pid);
-            b[OFF_MOUNT_HOST..OFF_END_OF_FIELDS].copy_from_slice(&m.host);
+            put_u64_le(&mut b, OFF_MOUNT_SINCE, m.since as u64);
+            put_u32_le(&mut b, OFF_MOUNT_PID, m.pid);
+            put_bytes(&mut b, OFF_MOUNT_HOST, &m.host);
         }
         let crc = crc32c::crc32c(&b[..OFF_CRC]);
-        put_u32(&mut b, OFF_CRC, crc);
+        put_u32_le(&mut b, OFF_CRC, crc);
         b
     }
 
@@ -262,50 +254,49 @@ impl Superblock {
         if b.len() < SUPERBLOCK_BYTES {
             return Err(SuperblockError::Short);
         }
-        if b[OFF_MAGIC..OFF_MAGIC + 8] != MAGIC {
+        if get_array::<8>(b, OFF_MAGIC)? != MAGIC {
             return Err(SuperblockError::BadMagic);
         }
-        if crc32c::crc32c(&b[..OFF_CRC]) != get_u32(b, OFF_CRC) {
+        if crc32c::crc32c(&b[..OFF_CRC]) != get_u32_le(b, OFF_CRC)? {
             return Err(SuperblockError::BadCrc);
         }
-        let version = get_u32(b, OFF_VERSION);
+        let version = get_u32_le(b, OFF_VERSION)?;
         if version < FORMAT_VERSION {
             return Err(SuperblockError::OldFormat(version));
         }
         if version != FORMAT_VERSION {
             return Err(SuperblockError::BadVersion(version));
         }
-        let bs = get_u32(b, OFF_BLOCK_SIZE);
+        let bs = get_u32_le(b, OFF_BLOCK_SIZE)?;
         if bs != BLOCK_SIZE {
             return Err(SuperblockError::BadBlockSize(bs));
         }
-        let mut uuid = [0u8; 16];
-        uuid.copy_from_slice(&b[UUID_OFFSET..UUID_OFFSET + 16]);
+        let uuid = get_array::<16>(b, UUID_OFFSET)?;
         let geometry = Geometry {
-            total_blocks: get_u64(b, OFF_TOTAL_BLOCKS),
-            log_start: get_u64(b, OFF_LOG_START),
-            log_blocks: get_u64(b, OFF_LOG_BLOCKS),
-            meta_start: get_u64(b, OFF_META_START),
-            meta_blocks: get_u64(b, OFF_META_BLOCKS),
-            data_start: get_u64(b, OFF_DATA_START),
-            data_blocks: get_u64(b, OFF_DATA_BLOCKS),
+            total_blocks: get_u64_le(b, OFF_TOTAL_BLOCKS)?,
+            log_start: get_u64_le(b, OFF_LOG_START)?,
+            log_blocks: get_u64_le(b, OFF_LOG_BLOCKS)?,
+            meta_start: get_u64_le(b, OFF_META_START)?,
+            meta_blocks: get_u64_le(b, OFF_META_BLOCKS)?,
+            data_start: get_u64_le(b, OFF_DATA_START)?,
+            data_blocks: get_u64_le(b, OFF_DATA_BLOCKS)?,
         };
         geometry.check()?;
-        let since = get_u64(b, OFF_MOUNT_SINCE) as i64;
-        let mounted = (since != 0).then(|| {
-            let mut host = [0u8; MOUNT_HOST_BYTES];
-            host.copy_from_slice(&b[OFF_MOUNT_HOST..OFF_END_OF_FIELDS]);
-            MountMark {
-                host,
-                pid: get_u32(b, OFF_MOUNT_PID),
+        let since = get_u64_le(b, OFF_MOUNT_SINCE)? as i64;
+        let mounted = if since == 0 {
+            None
+        } else {
+            Some(MountMark {
+                host: get_array::<MOUNT_HOST_BYTES>(b, OFF_MOUNT_HOST)?,
+                pid: get_u32_le(b, OFF_MOUNT_PID)?,
                 since,
-            }
-        });
+            })
+        };
         Ok(Superblock {
             uuid,
-            features: get_u64(b, OFF_FEATURES),
+            features: get_u64_le(b, OFF_FEATURES)?,
             geometry,
-            created: get_u64(b, OFF_CREATED) as i64,
+            created: get_u64_le(b, OFF_CREATED)? as i64,
             mounted,
         })
     }
@@ -390,9 +381,9 @@ mod tests {
     #[test]
     fn an_older_format_says_run_mkfs() {
         let mut b = sb().encode();
-        b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
+        put_u32_le(&mut b, OFF_VERSION, 1);
         let crc = crc32c::crc32c(&b[..OFF_CRC]);
-        put_u32(&mut b, OFF_CRC, crc);
+        put_u32_le(&mut b, OFF_CRC, crc);
         let e = Superblock::decode(&b).unwrap_err();
         assert_eq!(e, SuperblockError::OldFormat(1));
         assert!(e

@@ -1,4 +1,4 @@
-//! Force benchmark (issue 2 "Must show"), everything measured in one run on one file:
+//! Force benchmark, everything measured in one run on one file:
 //! 1. force latency (commit + force_seq of a small transaction, one thread) against a raw
 //!    4 KiB `pwrite` + `fdatasync` on the same file — the ratio, goal ≤ 1.1×;
 //! 2. commits per log write with 1, 4, 16 and 64 concurrent committer+forcer threads — goal:

@@ -1,6 +1,6 @@
 //! The committed item list (CIL): the open checkpoint that commits append to, and the
-//! per-object sequence numbers of design §3. Commit never waits for I/O; it waits only for log
-//! space when the log is full (issue 2 "Deliver" 3, 6).
+//! per-object sequence numbers of docs/design.md §3. Commit never waits for I/O; it waits only for
+//! log space when the log is full.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -241,7 +241,7 @@ impl Inner {
         (f(s.commit), f(s.datasync))
     }
 
-    /// Drop sequence numbers that are durable (design §3: "both clear once durable").
+    /// Drop sequence numbers that are durable (docs/design.md §3: "both clear once durable").
     pub(crate) fn clear_durable_objects(&self) {
         let durable = self.durable_csn.load(Ordering::Acquire);
         let mut cil = self.lock_cil();

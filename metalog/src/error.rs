@@ -1,7 +1,7 @@
-//! The one error enum of the log layer (style.md rule 3).
+//! The one error enum of the log layer (docs/design.md, house rule 3).
 
 /// Errors of the metadata log. `Clone` because a shut-down log hands the same error to every
-/// later caller (issue 2 "Deliver" 9).
+/// later caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LogError {
     /// A device read, write or flush failed. After a failed write or flush the log is shut
@@ -10,7 +10,7 @@ pub enum LogError {
     Io(String),
     /// A device write failed with ENOSPC (the filesystem under a sparse volume file is
     /// full). Like `Io`, the log is shut down after it; kept apart so that the store can
-    /// answer NFS4ERR_NOSPC rather than NFS4ERR_IO (issue 17).
+    /// answer NFS4ERR_NOSPC rather than NFS4ERR_IO.
     #[error("log I/O error: no space left on the device: {0}")]
     NoDeviceSpace(String),
     /// The log was unmounted (or its owner dropped it).

@@ -1,4 +1,4 @@
-//! [`FlushSeq`]: flush sharing for one device (design.md §3 "Flush sharing").
+//! [`FlushSeq`]: flush sharing for one device (docs/design.md §3 "Flush sharing").
 //!
 //! Each device keeps a started and a done generation. A caller whose writes completed when
 //! `started == g` needs a flush of generation `g + 1` or later: that flush began after its

@@ -1,4 +1,4 @@
-//! On-disk log format (style.md rule 4): every byte the log writes is laid out here.
+//! On-disk log format (docs/design.md, house rule 4): every byte the log writes is laid out here.
 //!
 //! ```text
 //! log region [offset, offset + len):
@@ -13,6 +13,7 @@
 //! Integers are little-endian. New fields are appended in the reserved space.
 
 use crate::{Csn, Lsn};
+use bytecodec::{get_array, put_bytes, put_u16_le, put_u32_le, put_u64_le, Reader};
 
 /// Record header magic: "PNML" (pnfsd metalog).
 pub const RECORD_MAGIC: u32 = 0x4c4d_4e50;
@@ -99,20 +100,7 @@ const _: () = assert!(std::mem::offset_of!(RecordHeader, crc) == 56);
 const _: () = assert!(std::mem::size_of::<LogSuperblock>() == SB_SIZE);
 const _: () = assert!(std::mem::offset_of!(LogSuperblock, crc) == 48);
 const _: () = assert!(HEADER_SIZE < BLOCK as usize);
-
-fn le32(b: &[u8], o: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[o..o + 4]);
-    u32::from_le_bytes(a)
-}
-fn le64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
-}
-fn le16(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
+const _: () = assert!(SB_SIZE <= BLOCK as usize);
 
 /// On-disk length of a record carrying `payload` bytes.
 pub const fn rec_len(payload: usize) -> u64 {
@@ -121,39 +109,42 @@ pub const fn rec_len(payload: usize) -> u64 {
 
 impl RecordHeader {
     fn put(&self, out: &mut [u8]) {
-        out[0..4].copy_from_slice(&self.magic.to_le_bytes());
-        out[4..6].copy_from_slice(&self.version.to_le_bytes());
-        out[6..8].copy_from_slice(&self.flags.to_le_bytes());
-        out[8..24].copy_from_slice(&self.uuid);
-        out[24..32].copy_from_slice(&self.lsn.to_le_bytes());
-        out[32..40].copy_from_slice(&self.csn.to_le_bytes());
-        out[40..48].copy_from_slice(&self.tail_lsn.to_le_bytes());
-        out[48..52].copy_from_slice(&self.rec_len.to_le_bytes());
-        out[52..56].copy_from_slice(&self.payload_len.to_le_bytes());
-        out[56..60].copy_from_slice(&self.crc.to_le_bytes());
-        out[60..64].copy_from_slice(&self.epoch.to_le_bytes());
+        put_u32_le(out, 0, self.magic);
+        put_u16_le(out, 4, self.version);
+        put_u16_le(out, 6, self.flags);
+        put_bytes(out, 8, &self.uuid);
+        put_u64_le(out, 24, self.lsn);
+        put_u64_le(out, 32, self.csn);
+        put_u64_le(out, 40, self.tail_lsn);
+        put_u32_le(out, 48, self.rec_len);
+        put_u32_le(out, 52, self.payload_len);
+        put_u32_le(out, 56, self.crc);
+        put_u32_le(out, 60, self.epoch);
     }
 
     /// Parse the header at the start of `b` (no CRC check); `None` if not a record header.
     pub fn parse(b: &[u8]) -> Option<RecordHeader> {
-        if b.len() < HEADER_SIZE || le32(b, 0) != RECORD_MAGIC {
-            return None;
-        }
-        let mut uuid = [0u8; 16];
-        uuid.copy_from_slice(&b[8..24]);
-        Some(RecordHeader {
-            magic: RECORD_MAGIC,
-            version: le16(b, 4),
-            flags: le16(b, 6),
-            uuid,
-            lsn: le64(b, 24),
-            csn: le64(b, 32),
-            tail_lsn: le64(b, 40),
-            rec_len: le32(b, 48),
-            payload_len: le32(b, 52),
-            crc: le32(b, 56),
-            epoch: le32(b, 60),
-        })
+        let h = Self::read(&mut Reader::new(b.get(..HEADER_SIZE)?)).ok()?;
+        (h.magic == RECORD_MAGIC).then_some(h)
+    }
+
+    /// The fields in their on-disk order (the offsets their docs give).
+    fn read(r: &mut Reader<'_>) -> Result<RecordHeader, bytecodec::Error> {
+        let h = RecordHeader {
+            magic: r.u32_le()?,
+            version: r.u16_le()?,
+            flags: r.u16_le()?,
+            uuid: r.array()?,
+            lsn: r.u64_le()?,
+            csn: r.u64_le()?,
+            tail_lsn: r.u64_le()?,
+            rec_len: r.u32_le()?,
+            payload_len: r.u32_le()?,
+            crc: r.u32_le()?,
+            epoch: r.u32_le()?,
+        };
+        r.finish()?;
+        Ok(h)
     }
 }
 
@@ -186,7 +177,7 @@ pub fn build_record(
     h.put(&mut out);
     out[HEADER_SIZE..HEADER_SIZE + payload.len()].copy_from_slice(payload);
     let crc = crc32c::crc32c(&out[..HEADER_SIZE + payload.len()]);
-    out[56..60].copy_from_slice(&crc.to_le_bytes());
+    put_u32_le(&mut out, 56, crc);
     out
 }
 
@@ -230,42 +221,48 @@ impl LogSuperblock {
     /// Encode into a full 4 KiB block with the CRC filled in.
     pub fn to_block(&self) -> Vec<u8> {
         let mut out = vec![0u8; BLOCK as usize];
-        out[0..4].copy_from_slice(&SB_MAGIC.to_le_bytes());
-        out[4..6].copy_from_slice(&self.version.to_le_bytes());
-        out[6..8].copy_from_slice(&self.flags.to_le_bytes());
-        out[8..24].copy_from_slice(&self.uuid);
-        out[24..32].copy_from_slice(&self.area_len.to_le_bytes());
-        out[32..40].copy_from_slice(&self.clean_lsn.to_le_bytes());
-        out[40..48].copy_from_slice(&self.mount_lsn.to_le_bytes());
+        put_u32_le(&mut out, 0, SB_MAGIC);
+        put_u16_le(&mut out, 4, self.version);
+        put_u16_le(&mut out, 6, self.flags);
+        put_bytes(&mut out, 8, &self.uuid);
+        put_u64_le(&mut out, 24, self.area_len);
+        put_u64_le(&mut out, 32, self.clean_lsn);
+        put_u64_le(&mut out, 40, self.mount_lsn);
         let crc = crc32c::crc32c(&out[..SB_SIZE]);
-        out[48..52].copy_from_slice(&crc.to_le_bytes());
+        put_u32_le(&mut out, 48, crc);
         out
     }
 
     /// Decode and verify; `None` if the block is not a valid superblock.
     pub fn from_block(b: &[u8]) -> Option<LogSuperblock> {
-        if b.len() < SB_SIZE || le32(b, 0) != SB_MAGIC || le16(b, 4) != VERSION {
+        let mut c = get_array::<SB_SIZE>(b, 0).ok()?;
+        let sb = Self::read(&mut Reader::new(&c)).ok()?;
+        if sb.magic != SB_MAGIC || sb.version != VERSION {
             return None;
         }
-        let mut c = [0u8; SB_SIZE];
-        c.copy_from_slice(&b[..SB_SIZE]);
-        c[48..52].fill(0);
-        if crc32c::crc32c(&c) != le32(b, 48) {
-            return None;
-        }
-        let mut uuid = [0u8; 16];
-        uuid.copy_from_slice(&b[8..24]);
-        Some(LogSuperblock {
-            magic: SB_MAGIC,
-            version: VERSION,
-            flags: le16(b, 6),
-            uuid,
-            area_len: le64(b, 24),
-            clean_lsn: le64(b, 32),
-            mount_lsn: le64(b, 40),
-            crc: le32(b, 48),
-            reserved: [0; 12],
-        })
+        put_u32_le(&mut c, 48, 0);
+        (crc32c::crc32c(&c) == sb.crc).then_some(sb)
+    }
+
+    /// The fields in their on-disk order (the offsets their docs give); `reserved` reads as
+    /// zeros whatever is there, as it is written.
+    fn read(r: &mut Reader<'_>) -> Result<LogSuperblock, bytecodec::Error> {
+        let sb = LogSuperblock {
+            magic: r.u32_le()?,
+            version: r.u16_le()?,
+            flags: r.u16_le()?,
+            uuid: r.array()?,
+            area_len: r.u64_le()?,
+            clean_lsn: r.u64_le()?,
+            mount_lsn: r.u64_le()?,
+            crc: r.u32_le()?,
+            reserved: {
+                r.skip(12)?;
+                [0; 12]
+            },
+        };
+        r.finish()?;
+        Ok(sb)
     }
 }
 

@@ -1,5 +1,5 @@
-//! Entry points for cargo-fuzz targets (style.md rule 11; `fuzz/`, docs/fuzzing.md): the
-//! on-disk log format and recovery from arbitrary log bytes. Each takes arbitrary bytes and
+//! Entry points for cargo-fuzz targets (docs/design.md, house rule 11; `fuzz/`, docs/fuzzing.md):
+//! the on-disk log format and recovery from arbitrary log bytes. Each takes arbitrary bytes and
 //! must never panic; the asserts are the properties a finding breaks.
 
 use std::sync::Arc;
@@ -20,10 +20,7 @@ pub const UUID: [u8; 16] = *b"pnfsd-fuzz-uuid!";
 /// superblock, from the same bytes.
 pub fn record(data: &[u8]) {
     let _ = RecordHeader::parse(data);
-    let lsn = data
-        .get(..8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-        .unwrap_or(0);
+    let lsn = bytecodec::get_u64_le(data, 0).unwrap_or(0);
     if let Ok((h, payload)) = check_record(data, &UUID, Lsn(lsn)) {
         assert!(payload.len() <= data.len() && h.lsn == lsn);
     }
@@ -66,7 +63,7 @@ pub const AREA_BLOCKS: u64 = 16;
 /// Properties: mounting never panics; and when every record's payload is a list of items
 /// (what the writer makes) and the first mount succeeds, a second mount of the device as the
 /// first left it (a crash right after recovery) succeeds and replays the same checkpoints
-/// (design §3: recovery is re-runnable).
+/// (docs/design.md §3: recovery is re-runnable).
 pub fn recovery(data: &[u8]) {
     let _ = recover_twice(data);
 }
@@ -90,7 +87,7 @@ fn recover_twice(data: &[u8]) -> Option<Vec<(Csn, Item)>> {
     let mut epochs = vec![(0u64, 1u32)];
     while rest.len() >= 8 {
         let (h, tail) = rest.split_at(8);
-        let plen = (u16::from_le_bytes([h[6], h[7]]) as usize).min(tail.len());
+        let plen = (bytecodec::get_u16_le(h, 6).unwrap_or(0) as usize).min(tail.len());
         let (payload, next) = tail.split_at(plen);
         rest = next;
         writable &= decode_all(payload).is_ok();
@@ -185,8 +182,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     // wraps around the area in a second epoch; a torn last record.
     let spec = |slot: u8, epoch: u8, flags: u8, csn: u8, back: u8, tear: u8, p: &[u8]| {
         let mut b = vec![slot, epoch, flags, csn, back, tear];
-        b.extend_from_slice(&(p.len() as u16).to_le_bytes());
-        b.extend_from_slice(p);
+        bytecodec::Writer::new(&mut b)
+            .u16_le(p.len() as u16)
+            .bytes(p);
         b
     };
     let small = &payload[..payload.len().min(600)];

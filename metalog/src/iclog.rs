@@ -1,5 +1,5 @@
 //! Writing records: checkpoint pushes with several buffers in flight, forces (group commit),
-//! durability bookkeeping, tail and space (issue 2 "Deliver" 4, 6, 9).
+//! durability bookkeeping, tail and space.
 //!
 //! A push takes the CIL's open checkpoint and allocates its LSN range under the CIL lock (so
 //! checkpoints are laid out in CSN order), then formats and writes its records with no lock
@@ -80,7 +80,7 @@ impl Inner {
         self.area_len - 2 * BLOCK
     }
 
-    /// force_seq: group commit (design §3).
+    /// force_seq: group commit (docs/design.md §3).
     pub(crate) fn force_seq(&self, seq: Csn) -> Result<Forced, LogError> {
         self.ctr.forces.fetch_add(1, Ordering::Relaxed);
         let ticket = self.log_flush.ticket();
@@ -200,7 +200,7 @@ impl Inner {
         converts: bool,
     ) -> Result<u64, LogError> {
         // External log: the clients' data must be on stable storage before a record that
-        // makes its conversion durable can be (design §2, §3: PREFLUSH of the data device).
+        // makes its conversion durable can be (docs/design.md §2, §3: PREFLUSH of the data device).
         if converts {
             if let Some(data) = &self.opts.external_data {
                 data.flush()?;
@@ -243,8 +243,8 @@ impl Inner {
     }
 
     /// The commit record is made durable by write + flush of the log device: the FUA form
-    /// that also acts as the PREFLUSH for the clients' data on an internal log (design §3), and
-    /// that concurrent pushes and data flushes share through the device's FlushSeq.
+    /// that also acts as the PREFLUSH for the clients' data on an internal log (docs/design.md §3),
+    /// and that concurrent pushes and data flushes share through the device's FlushSeq.
     pub(crate) fn flush_log(&self) -> Result<(), LogError> {
         let out = self.log_flush.flush()?;
         if out.issued {
@@ -276,7 +276,7 @@ impl Inner {
             io.pushes -= 1;
         }
         if let Err(e) = res {
-            // Issue 2 "Deliver" 9: after a failed write or flush nothing more is acknowledged.
+            // After a failed write or flush nothing more is acknowledged.
             if io.shutdown.is_none() {
                 io.shutdown = Some(e.clone());
                 // The one line an operator needs: which device, what failed, what follows.
@@ -384,7 +384,7 @@ impl Inner {
         r
     }
 
-    /// Wait until `need` more bytes fit (issue 2 "Deliver" 6: wait for the tail, not fail).
+    /// Wait until `need` more bytes fit (wait for the tail, not fail).
     pub(crate) fn wait_space(&self, need: u64) -> Result<(), LogError> {
         self.wait_space_then(need, |_| {})
     }

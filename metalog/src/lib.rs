@@ -1,4 +1,4 @@
-//! metalog — the XFS-like metadata log of pnfsd (design.md §2–4, issue 2).
+//! metalog — the XFS-like metadata log of pnfsd (docs/design.md §2–4).
 //!
 //! ```text
 //!  commit(tx) ──▶ CIL of CSN c (cil.rs) ── force_seq(c) ──▶ push: records at LSN l.. (iclog.rs)
@@ -10,8 +10,8 @@
 //!
 //! Owns: the on-disk log format (format.rs), typed idempotent items (items/), the committed item
 //! list and checkpoint sequences, group commit with several buffers in flight, the flush rules
-//! of design §3, log space and tail, recovery, the [`BlockDev`] trait with a file device and a
-//! crash-simulating device, and per-device flush sharing ([`FlushSeq`]).
+//! of docs/design.md §3, log space and tail, recovery, the [`BlockDev`] trait with a file device
+//! and a crash-simulating device, and per-device flush sharing ([`FlushSeq`]).
 //!
 //! Never: knows anything of NFS or layouts, uses async runtimes (callers run on blocking
 //! threads), holds the CIL lock across I/O, or acknowledges anything after a failed write or
@@ -53,7 +53,8 @@ pub struct Lsn(pub u64);
 pub struct TxObject {
     /// Object id (inode number).
     pub id: u64,
-    /// The change touched only timestamps: `datasync_seq` does not move (design §3, seed 002).
+    /// The change touched only timestamps: `datasync_seq` does not move (docs/design.md §3, seed
+    /// 002).
     pub timestamps_only: bool,
 }
 
@@ -71,17 +72,19 @@ pub struct Transaction {
 pub struct Forced {
     /// This call's wait included a log write whose device flush started after the call began,
     /// so every write to the log's device completed before the call is durable (XFS
-    /// `log_flushed`). With an internal log the caller may then skip its data flush (design §4).
+    /// `log_flushed`). With an internal log the caller may then skip its data flush (docs/design.md
+    /// §4).
     pub wrote_log: bool,
 }
 
 /// Mount options.
 #[derive(Clone)]
 pub struct LogOptions {
-    /// Background force interval so lazy timestamps reach the disk (design §3: 30 s, as XFS).
+    /// Background force interval so lazy timestamps reach the disk (docs/design.md §3: 30 s, as
+    /// XFS).
     pub force_interval: Duration,
     /// Some for an external log: the data device is flushed before a checkpoint that converts
-    /// client-written extents is written (design §2, §3).
+    /// client-written extents is written (docs/design.md §2, §3).
     pub external_data: Option<Arc<FlushSeq>>,
 }
 
@@ -108,7 +111,7 @@ pub trait Writeback: Send + Sync {
     fn write_back(&self) -> Result<Csn, String>;
 }
 
-/// Counters (issue 2 "Deliver" 8).
+/// Counters.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogCounters {
     /// Transactions committed.

@@ -1,7 +1,7 @@
 //! [`Log`]: format, mount (with recovery), commit, force, tail and unmount.
 //!
 //! Locks, in the only order they nest: `cil` → `io`; `io` → `wk`/`wb`. No lock is held across
-//! device I/O except FlushSeq's own bookkeeping (issue 2: "never hold the CIL lock across I/O").
+//! device I/O except FlushSeq's own bookkeeping (never hold the CIL lock across I/O).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

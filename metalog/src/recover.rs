@@ -1,4 +1,4 @@
-//! Recovery (issue 2 "Deliver" 7, design §3): find head and tail, verify CRCs, replay complete
+//! Recovery (docs/design.md §3): find head and tail, verify CRCs, replay complete
 //! checkpoints in CSN order, stop at a torn record, and leave the log so that recovering again
 //! replays the same thing.
 //!
@@ -46,7 +46,7 @@ struct Rec {
 pub(crate) type ReplayFn<'a> = dyn FnMut(Csn, &Item) -> Result<(), String> + 'a;
 
 /// The crash-mount scan reads the area through a buffer of this size, never whole: a 64 GiB
-/// volume has a 256 MiB log and mount must stay within the store's memory bound (issue 11).
+/// volume has a 256 MiB log and mount must stay within the store's memory bound.
 /// A record straddling the window's end (or the area's) is read on its own, at most
 /// `max_rec` bytes more.
 pub(crate) const SCAN_WINDOW: u64 = 4 << 20;
@@ -286,7 +286,7 @@ fn replay_chain(
     })
 }
 
-/// How often a long replay says how far it got (issue 11 item 3).
+/// How often a long replay says how far it got.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Replay complete checkpoints in order; intents without their done are applied at the end.

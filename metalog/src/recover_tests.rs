@@ -1,4 +1,4 @@
-//! The windowed crash scan against the whole-buffer scan it replaced (issue 11 step 1): the
+//! The windowed crash scan against the whole-buffer scan it replaced: the
 //! same head, tail, replay and device image for every log, whatever the window; and the
 //! window bound on what one read asks for.
 
@@ -14,7 +14,7 @@ use crate::items::{encode_item, sample_items};
 
 const UUID: [u8; 16] = *b"pnfsd-scan-uuid!";
 
-/// The crash scan as it was before issue 11 step 1: the whole area in one buffer and every
+/// The crash scan as it was before the windowed one: the whole area in one buffer and every
 /// valid record's payload held until replay. Kept as the oracle of the windowed scan.
 mod whole {
     use super::*;

@@ -1,7 +1,7 @@
 //! The background worker: forces the log every `force_interval` so lazy (timestamp-only)
-//! changes reach the disk (design §3, seed 002: "at the latest the one that the log worker
+//! changes reach the disk (docs/design.md §3, seed 002: "at the latest the one that the log worker
 //! issues every 30 s"), pushes a CIL that grew past its limit, and calls the store's
-//! write-back to move the tail when the log fills up (issue 2 "Deliver" 6).
+//! write-back to move the tail when the log fills up.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

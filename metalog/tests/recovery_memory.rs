@@ -1,5 +1,5 @@
-//! A crash mount of a full 64 MiB log holds a few MiB of heap, not the log (issue 11: a
-//! 64 GiB volume's 256 MiB log read whole broke the RSS bound during a SIGKILL restart).
+//! A crash mount of a full 64 MiB log holds a few MiB of heap, not the log (a 64 GiB
+//! volume's 256 MiB log read whole would break the RSS bound of a SIGKILL restart).
 //! Its own test binary: the counting allocator sees every allocation of the process, so
 //! nothing else may run beside the mount it measures.
 

@@ -1,4 +1,4 @@
-//! Targeted tests of issue 2 "Must show": bad CRC in the middle and at the end, torn last
+//! Targeted tests of the log: bad CRC in the middle and at the end, torn last
 //! record, wrap-around, log full, I/O errors (the log shuts down), clean unmount → O(1) mount,
 //! plus the flush rules, intents, multi-record checkpoints and the background force.
 mod common;
@@ -16,9 +16,7 @@ const LEN: u64 = 128 * 1024;
 fn keys(got: &Replayed) -> Vec<u64> {
     got.iter()
         .filter_map(|(_, it)| match it {
-            Item::Opaque { kind: 1, key, .. } => {
-                Some(u64::from_le_bytes(key[..8].try_into().unwrap()))
-            }
+            Item::Opaque { kind: 1, key, .. } => bytecodec::get_u64_le(key, 0).ok(),
             _ => None,
         })
         .collect()

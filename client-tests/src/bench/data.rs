@@ -7,8 +7,8 @@
 //!   pnfsd's embedded target, NVMe Flush to flush. As the Linux block-layout client does,
 //!   the writes carry no FUA and the client issues no flush before LAYOUTCOMMIT (its bios
 //!   are plain REQ_OP_WRITE, fs/nfs/blocklayout): the server flushes the device inside
-//!   LAYOUTCOMMIT (design.md §4, seed 002). The target's Flush is an `fdatasync` of the
-//!   same volume file (design.md §6), so `limit` costs the same device flush.
+//!   LAYOUTCOMMIT (docs/design.md §4, seed 002). The target's Flush is an `fdatasync` of the
+//!   same volume file (docs/design.md §6), so `limit` costs the same device flush.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -123,7 +123,7 @@ pub async fn run_writer(
         let t0 = Instant::now();
         data.write(&w.layout.extents, off, &bytes).await?;
         match mode {
-            // The server flushes the data volume inside LAYOUTCOMMIT (design.md §4): the
+            // The server flushes the data volume inside LAYOUTCOMMIT (docs/design.md §4): the
             // client does not flush itself, as the Linux block-layout client (data.rs).
             Mode::Pnfsd | Mode::Sync | Mode::Unenforced => {
                 let ext = clip(&w.layout.extents, off, io);

@@ -1,4 +1,4 @@
-//! pnfs-bench (issue 7): the seeds' workloads against pnfsd with real block-layout I/O, each
+//! pnfs-bench: the seeds' workloads against pnfsd with real block-layout I/O, each
 //! next to the physical limit, the bare device loop and `layoutcommit = "sync"`, all in one run
 //! and interleaved by round so machine drift hits every mode alike (docs/benchmarks.md).
 
@@ -36,7 +36,7 @@ pub enum Mode {
     ExportSync,
     ExportAsync,
     /// As `Pnfsd`, to a pnfsd with `nvme_enforce_layouts = false` (`--enforcement`: the
-    /// target's per-command layout check off, issue 13 "no regression with enforcement on").
+    /// target's per-command layout check off, to show enforcement costs nothing).
     Unenforced,
 }
 

@@ -1,4 +1,4 @@
-//! `pnfs-bench scale` (issue 11 item 8): N empty files in D directories by C sessions, plus one
+//! `pnfs-bench scale`: N empty files in D directories by C sessions, plus one
 //! directory of M entries, against a pnfsd on a sparse volume; every figure comes from this
 //! one run (docs/benchmarks.md "Scale").
 //!
@@ -420,7 +420,7 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     let big = s0.mkdir(&root, "big", 0o755).await?;
     let small = s0.mkdir(&root, "small", 0o755).await?;
     // The other sessions only now: a client that holds no state and sends nothing is
-    // dropped at the end of its lease (issue 17), and 10,000 MKDIRs outlast a 10-s lease.
+    // dropped at the end of its lease, and 10,000 MKDIRs outlast a 10-s lease.
     let mut sess = vec![s0.clone()];
     sess.extend(sessions(p.addr(), a.sessions.saturating_sub(1)).await?);
     let t = Instant::now();
@@ -504,7 +504,7 @@ pub async fn run(a: &ScaleArgs) -> Result<String> {
     let meta = meta_bytes(&p, log_bytes);
     let (term_ready, term_mount) = timed_restart(&mut p)?;
     // A restarted server's VmHWM right after ready is its mount's peak (the sampler above
-    // watched the first process only); the bound holds there too (issue 11).
+    // watched the first process only); the bound holds there too.
     let term_hwm = p.pid().map_or(0, |pid| rss_kib(pid, "VmHWM:"));
     // A burst of creates, then SIGKILL: the log holds what the write-back has not taken.
     let sess = sessions(p.addr(), a.sessions).await?;

@@ -1,5 +1,5 @@
-//! `nfs-abuse`: the hostile clients of issue 17 against a pnfsd, with the figures they reach
-//! (docs/robustness.md). Each round measures a well-behaved client's SEQUENCE round trip
+//! `nfs-abuse`: the hostile clients of docs/robustness.md against a pnfsd, with the figures they
+//! reach (docs/robustness.md). Each round measures a well-behaved client's SEQUENCE round trip
 //! with no abuser, then with the abusers connected and stalled, interleaved; the figures
 //! are medians of the rounds, with the server's RSS and threads and the load average.
 #![deny(unsafe_code)]

@@ -1,4 +1,4 @@
-//! `pnfs-bench`: issue 7's workloads against a pnfsd it starts itself (or one already running,
+//! `pnfs-bench`: the benchmark workloads against a pnfsd it starts itself (or one already running,
 //! `--server`), with ratios against the physical limit measured in the same run (see
 //! docs/benchmarks.md and `src/bench/`).
 #![deny(unsafe_code)]

@@ -1,4 +1,5 @@
-//! [`CrashDev`]: an in-memory device with a volatile write cache, for crash tests (design.md §7).
+//! [`CrashDev`]: an in-memory device with a volatile write cache, for crash tests (docs/design.md
+//! §7).
 //!
 //! A completed write sits in the cache until a `flush` (or was written FUA). At a crash a random
 //! subset of the cached writes survives: each survives or not independently of the others (so a

@@ -1,4 +1,4 @@
-//! [`FaultDev`]: a device that fails on purpose (issue 17 "storage faults that fail safe").
+//! [`FaultDev`]: a device that fails on purpose (storage faults must fail safe).
 //! It wraps another [`BlockDev`] and, once armed, fails writes, flushes or reads from a chosen
 //! point on — with EIO, or with ENOSPC as a full filesystem under a sparse volume file gives —
 //! until it is healed. Every failure is counted, so a test can tell what was refused.

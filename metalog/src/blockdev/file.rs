@@ -2,9 +2,9 @@
 //!
 //! O_DIRECT where the filesystem allows it (tmpfs does not: the open fails with EINVAL and we
 //! fall back to buffered I/O), so a log write goes straight to the device cache and the flush
-//! that follows (`fdatasync`) only has to flush that cache (design.md §3). `create` zero-writes
-//! the file rather than leaving it sparse when asked, so an `fdatasync` of a later overwrite never
-//! has to commit filesystem metadata (issue 2 "Deliver" 1).
+//! that follows (`fdatasync`) only has to flush that cache (docs/design.md §3). `create`
+//! zero-writes the file rather than leaving it sparse when asked, so an `fdatasync` of a later
+//! overwrite never has to commit filesystem metadata.
 //!
 //! FUA is write + `fdatasync`: that needs no `unsafe` (`pwritev2(RWF_DSYNC)` would), and on a
 //! file `RWF_DSYNC` makes the kernel issue the same device cache flush anyway.

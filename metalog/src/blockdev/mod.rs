@@ -1,6 +1,6 @@
-//! All storage I/O of the log goes through [`BlockDev`] (style.md rule 10): a file or block
-//! device in production ([`FileDev`]), a volatile-write-cache simulator in tests ([`CrashDev`]),
-//! and a device that fails on purpose ([`FaultDev`]).
+//! All storage I/O of the log goes through [`BlockDev`] (docs/design.md, house rule 10): a file or
+//! block device in production ([`FileDev`]), a volatile-write-cache simulator in tests
+//! ([`CrashDev`]), and a device that fails on purpose ([`FaultDev`]).
 
 mod crash;
 mod fault;

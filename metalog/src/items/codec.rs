@@ -1,5 +1,8 @@
 //! Byte codec of the items: little-endian integers, u32-length-prefixed byte strings, bounded
-//! reads (style.md rule 1: no I/O here, no trailing bytes accepted).
+//! reads, on top of [`bytecodec`] (docs/design.md, house rule 1: no I/O here, no trailing
+//! bytes accepted).
+
+use bytecodec::Writer;
 
 /// An item or payload that does not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,29 +25,38 @@ pub(crate) trait Put {
 
 impl Put for Vec<u8> {
     fn u8(&mut self, v: u8) {
-        self.push(v);
+        Writer::new(self).u8(v);
     }
     fn u16(&mut self, v: u16) {
-        self.extend_from_slice(&v.to_le_bytes());
+        Writer::new(self).u16_le(v);
     }
     fn u32(&mut self, v: u32) {
-        self.extend_from_slice(&v.to_le_bytes());
+        Writer::new(self).u32_le(v);
     }
     fn u64(&mut self, v: u64) {
-        self.extend_from_slice(&v.to_le_bytes());
+        Writer::new(self).u64_le(v);
     }
     fn i64(&mut self, v: i64) {
-        self.extend_from_slice(&v.to_le_bytes());
+        Writer::new(self).i64_le(v);
     }
     fn bytes(&mut self, v: &[u8]) {
-        self.u32(v.len() as u32);
-        self.extend_from_slice(v);
+        Writer::new(self).u32_le(v.len() as u32).bytes(v);
     }
 }
 
-/// A cursor over a borrowed slice.
+impl From<bytecodec::Error> for DecodeError {
+    fn from(e: bytecodec::Error) -> DecodeError {
+        match e {
+            bytecodec::Error::Short { .. } => DecodeError("truncated"),
+            bytecodec::Error::Trailing { .. } => DecodeError("trailing bytes"),
+        }
+    }
+}
+
+/// A cursor over a borrowed slice: [`bytecodec::Reader`] with the items' little-endian
+/// widths and the intent nesting depth.
 pub struct Reader<'a> {
-    b: &'a [u8],
+    b: bytecodec::Reader<'a>,
     /// Intent nesting depth (an intent's body may not hold another intent).
     pub(crate) depth: u8,
 }
@@ -52,46 +64,39 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A reader over `b`.
     pub fn new(b: &'a [u8]) -> Reader<'a> {
-        Reader { b, depth: 0 }
+        Reader {
+            b: bytecodec::Reader::new(b),
+            depth: 0,
+        }
     }
     /// Bytes left.
     pub fn remaining(&self) -> usize {
-        self.b.len()
+        self.b.remaining()
     }
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.b.len() < n {
-            return Err(DecodeError("truncated"));
-        }
-        let (h, t) = self.b.split_at(n);
-        self.b = t;
-        Ok(h)
+        Ok(self.b.bytes(n)?)
     }
     /// A sub-reader over the next `n` bytes.
     pub(crate) fn sub(&mut self, n: usize) -> Result<Reader<'a>, DecodeError> {
         Ok(Reader {
-            b: self.take(n)?,
+            b: self.b.sub(n)?,
             depth: self.depth,
         })
     }
     pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
+        Ok(self.b.u8()?)
     }
     pub(crate) fn u16(&mut self) -> Result<u16, DecodeError> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
+        Ok(self.b.u16_le()?)
     }
     pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
-        let mut a = [0u8; 4];
-        a.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(a))
+        Ok(self.b.u32_le()?)
     }
     pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
+        Ok(self.b.u64_le()?)
     }
     pub(crate) fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(self.u64()? as i64)
+        Ok(self.b.i64_le()?)
     }
     pub(crate) fn time(&mut self) -> Result<(i64, u32), DecodeError> {
         Ok((self.i64()?, self.u32()?))
@@ -109,10 +114,6 @@ impl<'a> Reader<'a> {
     }
     /// Fail unless everything was consumed.
     pub(crate) fn finish(&self) -> Result<(), DecodeError> {
-        if self.b.is_empty() {
-            Ok(())
-        } else {
-            Err(DecodeError("trailing bytes"))
-        }
+        Ok(self.b.finish()?)
     }
 }

@@ -1,5 +1,5 @@
 //! Intent / done pairs for multi-step operations (XFS EFI/EFD style): recovery applies the body
-//! of every intent whose done item never reached the log (design.md §3 "intents").
+//! of every intent whose done item never reached the log (docs/design.md §3 "intents").
 
 use super::codec::{DecodeError, Put, Reader};
 use super::{decode_item, encode_item, Item, ItemOps};

@@ -1,5 +1,5 @@
-//! Typed, idempotent, logical log items (design.md §3). Each item has set semantics — replaying
-//! it twice, or replaying an older suffix of the log over a newer image, ends in the same
+//! Typed, idempotent, logical log items (docs/design.md §3). Each item has set semantics —
+//! replaying it twice, or replaying an older suffix of the log over a newer image, ends in the same
 //! state — which is what makes recovery re-runnable.
 //!
 //! Wire form of one item: `tag u8 | body_len u32 | body`; a checkpoint's payload is a sequence
@@ -57,7 +57,7 @@ pub enum Item {
         phys_block: u64,
         unwritten: bool,
     },
-    /// Mark a mapped range written (client data landed: design.md §3 flush rule).
+    /// Mark a mapped range written (client data landed: docs/design.md §3 flush rule).
     ExtentConvert {
         ino: u64,
         file_block: u64,
@@ -98,7 +98,8 @@ pub enum Item {
 
 impl Item {
     /// Whether this item makes client-written blocks readable as data: with an external log the
-    /// data device must be flushed before its checkpoint is written (design.md §3 flush rules).
+    /// data device must be flushed before its checkpoint is written (docs/design.md §3 flush
+    /// rules).
     pub fn converts(&self) -> bool {
         match self {
             Item::ExtentConvert { .. } => true,
@@ -109,7 +110,7 @@ impl Item {
     }
 }
 
-/// Encode/decode of one item family (style.md rule 5, as `xlog_recover_item_ops`).
+/// Encode/decode of one item family (docs/design.md, house rule 5, as `xlog_recover_item_ops`).
 pub(crate) trait ItemOps {
     /// The wire tags this family owns.
     const TAGS: &'static [u8];
@@ -126,7 +127,7 @@ fn encode_with<F: ItemOps>(item: &Item, w: &mut Vec<u8>) -> bool {
         Some(tag) => {
             let len = (w.len() - at - 5) as u32;
             w[at] = tag;
-            w[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
+            bytecodec::put_u32_le(w, at + 1, len);
             true
         }
         None => {

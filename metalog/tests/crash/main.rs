@@ -1,4 +1,4 @@
-//! Crash suite (issue 2 "Must show"): random transaction streams from concurrent committers
+//! Crash suite: random transaction streams from concurrent committers
 //! and forcers on a [`CrashDev`], crash snapshots at random device operations, recovery, and
 //! the invariants, checked against a model:
 //! - every transaction whose force returned before the crash point is present;
@@ -20,7 +20,7 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
-/// The default suite runs until it has checked this many crash points (issue 2), at least
+/// The default suite runs until it has checked this many crash points, at least
 /// `MIN_RUNS` runs and at most `MAX_RUNS`: ≈450 runs, ≈25 s in a debug build on the shared
 /// 2-core machine. How many snapshots a run yields depends on timing (group commit merges
 /// pushes), hence a target rather than a fixed run count.

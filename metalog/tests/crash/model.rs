@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytecodec::{Reader, Writer};
 use metalog::{
     BlockDev, CrashDev, Csn, FlushSeq, Item, Log, LogError, LogOptions, Transaction, TxObject,
     Writeback,
@@ -80,15 +81,23 @@ fn kv_item(k: usize, v: u64) -> Item {
     }
 }
 
+/// A key or value of [`kv_item`]: exactly one little-endian u64.
+fn exact_u64(b: &[u8]) -> Result<u64, bytecodec::Error> {
+    let mut r = Reader::new(b);
+    let v = r.u64_le()?;
+    r.finish()?;
+    Ok(v)
+}
+
 fn slot_bytes(seq: u64, csn: u64, st: &State) -> Vec<u8> {
     let mut b = Vec::with_capacity(SLOT as usize);
-    b.extend_from_slice(&seq.to_le_bytes());
-    b.extend_from_slice(&csn.to_le_bytes());
+    let mut w = Writer::new(&mut b);
+    w.u64_le(seq).u64_le(csn);
     for v in st {
-        b.extend_from_slice(&v.to_le_bytes());
+        w.u64_le(*v);
     }
     let crc = crc32c::crc32c(&b);
-    b.extend_from_slice(&crc.to_le_bytes());
+    Writer::new(&mut b).u32_le(crc);
     b.resize(SLOT as usize, 0);
     b
 }
@@ -103,17 +112,22 @@ fn read_slots(img: &[u8]) -> State {
     for s in 0..2 {
         let b = &img[(s * SLOT) as usize..((s + 1) * SLOT) as usize];
         let n = 16 + 8 * KEYS;
-        let crc = u32::from_le_bytes(b[n..n + 4].try_into().unwrap());
-        if crc32c::crc32c(&b[..n]) != crc || b[..n].iter().all(|&x| x == 0) {
+        let mut r = Reader::new(b);
+        let (Ok(body), Ok(crc)) = (r.bytes(n), r.u32_le()) else {
+            continue;
+        };
+        if crc32c::crc32c(body) != crc || body.iter().all(|&x| x == 0) {
             continue;
         }
-        let seq = u64::from_le_bytes(b[0..8].try_into().unwrap());
+        let mut r = Reader::new(body);
+        let (Ok(seq), Ok(csn)) = (r.u64_le(), r.u64_le()) else {
+            continue;
+        };
         let mut st = [0u64; KEYS];
-        for (i, v) in st.iter_mut().enumerate() {
-            *v = u64::from_le_bytes(b[16 + 8 * i..24 + 8 * i].try_into().unwrap());
+        for v in st.iter_mut() {
+            *v = r.u64_le().unwrap_or(0);
         }
         if best.as_ref().is_none_or(|(q, _)| seq > *q) {
-            let csn = u64::from_le_bytes(b[8..16].try_into().unwrap());
             TRACE.with(|t| *t.borrow_mut() = format!("slot seq {seq} csn {csn}; replayed"));
             best = Some((seq, st));
         }
@@ -173,8 +187,8 @@ fn recover_on(dev: &Arc<CrashDev>, log_len: u64) -> Result<State, LogError> {
                 value: Some(v),
                 ..
             } => {
-                let k = u64::from_le_bytes(key[..].try_into().map_err(|_| "key")?) as usize;
-                let v = u64::from_le_bytes(v[..].try_into().map_err(|_| "val")?);
+                let k = exact_u64(key).map_err(|_| "key")? as usize;
+                let v = exact_u64(v).map_err(|_| "val")?;
                 *st.get_mut(k).ok_or("key range")? = v;
                 Ok(())
             }
