@@ -17,7 +17,7 @@ fn runtime() -> Option<&'static tokio::runtime::Runtime> {
 }
 
 /// The controller side of a connection: the same reader and rules as the target's
-/// (`target::conn`), ICReq first, then — with the digests the ICReq asked for, as the
+/// (`tgt::conn`), ICReq first, then — with the digests the ICReq asked for, as the
 /// target echoes them — every PDU until the stream ends or breaks a rule; each command
 /// capsule's SQE and, for a Fabrics Connect, its data are decoded as the controller does.
 pub fn pdu_stream(data: &[u8]) {

@@ -67,7 +67,7 @@ impl PduBuf {
     }
 
     /// The buffer itself, for a receive that writes into its spare capacity directly
-    /// (`target/ring.rs`), after `reserve`.
+    /// (`tgt/ring.rs`), after `reserve`.
     pub fn raw(&mut self) -> &mut BytesMut {
         self.reserve();
         &mut self.buf
@@ -346,7 +346,7 @@ impl OutTx {
 
     /// Ends the writer task and leaves the socket to the senders, which from then on write
     /// with blocking writes (the socket is made blocking): for a connection served by a
-    /// thread of its own (`target/conn.rs` `run_thread`), whose socket must not stay
+    /// thread of its own (`tgt/conn.rs` `run_thread`), whose socket must not stay
     /// registered with the runtime's reactor: every PDU that arrives would wake a runtime
     /// worker for nothing. Only what the senders could not write before is written first.
     pub async fn detach_writer(&self) -> io::Result<()> {
