@@ -107,7 +107,7 @@ impl Op {
     }
 }
 
-/// One queue's counters (`tgt/conn.rs`), registered with the subsystem while it lives.
+/// One queue's counters (`tgt/conn/`), registered with the subsystem while it lives.
 #[derive(Default)]
 pub(crate) struct QueueStats {
     ok: [AtomicU64; N_OPS],

@@ -346,7 +346,7 @@ impl OutTx {
 
     /// Ends the writer task and leaves the socket to the senders, which from then on write
     /// with blocking writes (the socket is made blocking): for a connection served by a
-    /// thread of its own (`tgt/conn.rs` `run_thread`), whose socket must not stay
+    /// thread of its own (`tgt/conn/recv_ring.rs` `run_thread`), whose socket must not stay
     /// registered with the runtime's reactor: every PDU that arrives would wake a runtime
     /// worker for nothing. Only what the senders could not write before is written first.
     pub async fn detach_writer(&self) -> io::Result<()> {
