@@ -67,7 +67,7 @@ impl PduBuf {
     }
 
     /// The buffer itself, for a receive that writes into its spare capacity directly
-    /// (`tgt/ring.rs`), after `reserve`.
+    /// (`tgt/ring/`), after `reserve`.
     pub fn raw(&mut self) -> &mut BytesMut {
         self.reserve();
         &mut self.buf

@@ -16,7 +16,7 @@ pub use mem::{HeldMem, MemBackend};
 use std::io;
 use std::os::fd::RawFd;
 
-/// The open file behind a namespace, for the target's io_uring engine (`tgt/ring.rs`),
+/// The open file behind a namespace, for the target's io_uring engine (`tgt/ring/`),
 /// which then reads and writes it itself instead of calling `read_at`/`write_at`.
 #[derive(Clone, Copy, Debug)]
 pub struct IoFile {

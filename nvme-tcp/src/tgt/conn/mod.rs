@@ -1,13 +1,13 @@
 //! One TCP connection = one queue pair of the target: ICReq/ICResp, Connect, then commands.
 //! Data from the host arrives in-capsule or after an R2T; data to the host leaves in one
-//! C2HData PDU followed by the CapsuleResp, in one write. With io_uring (`ring.rs`) the queue
-//! runs on a thread of its own (`run_thread`), which owns the socket alone (the runtime lets
-//! go of it: `OutTx::detach_writer`): one `io_uring_enter` per round waits for the socket
-//! receive and the file Reads/Writes alike, and the round's answers leave together by
-//! `sendmsg` (one call, more when it returns short), a Read's data from the buffer the ring
-//! read it into (no copy). Without it (`run`, a tokio task) page-cache hits are served
-//! inline (`io::try_inline`) and the rest runs on blocking threads, which write their own
-//! answers.
+//! C2HData PDU followed by the CapsuleResp, in one write. With io_uring (`tgt/ring/`) the
+//! queue runs on a thread of its own (`run_thread`), which owns the socket alone (the
+//! runtime lets go of it: `OutTx::detach_writer`): one `io_uring_enter` per round waits for
+//! the socket receive and the file Reads/Writes alike, and the round's answers leave
+//! together by `sendmsg` (one call, more when it returns short), a Read's data from the
+//! buffer the ring read it into (no copy). Without it (`run`, a tokio task) page-cache hits
+//! are served inline (`io::try_inline`) and the rest runs on blocking threads, which write
+//! their own answers.
 //! Admin and Fabrics commands run in order on the queue either way (docs/nvme-tcp.md "I/O
 //! path").
 //!
@@ -83,9 +83,9 @@ struct Queue {
     batch: Vec<Cmd>,
     /// The batch's guard on its controller's I/O gate, taken with its first command.
     batch_io: Option<Busy>,
-    /// The queue's io_uring (`ring.rs`): made before the queue moves to its thread; on the
-    /// task path (`run`) made at an I/O queue's Connect if io_uring became available; `None`
-    /// where the kernel refuses it.
+    /// The queue's io_uring (`tgt/ring/`): made before the queue moves to its thread; on
+    /// the task path (`run`) made at an I/O queue's Connect if io_uring became available;
+    /// `None` where the kernel refuses it.
     ring: Option<Ring>,
     done: Vec<Done>,
     /// Closed by `Target::shutdown`: no command starts after that; each blocking call holds
