@@ -1,6 +1,6 @@
-//! Entry points for cargo-fuzz targets (style.md rule 11; `fuzz/`, docs/fuzzing.md): a byte
-//! stream as the target's connection reads it. Each takes arbitrary bytes and must never
-//! panic.
+//! Entry points for cargo-fuzz targets (docs/design.md, house rule 11; `fuzz/`,
+//! docs/fuzzing.md): a byte stream as the target's connection reads it. Each takes
+//! arbitrary bytes and must never panic.
 
 use std::sync::OnceLock;
 

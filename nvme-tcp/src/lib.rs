@@ -1,5 +1,5 @@
 //! `nvme-tcp`: an NVMe over TCP target and initiator, small and strict, for pnfsd's data
-//! volume (design.md §1, §6).
+//! volume (docs/design.md §1, §6).
 //!
 //! ```text
 //!   Initiator ──TCP──▶ transport ──▶ pdu::validate_header ──▶ tgt::conn (one per queue)

@@ -1,6 +1,6 @@
-//! What the target has done (issue 16 Deliver 3): commands by queue, opcode and status, and
-//! the bytes read and written, for the embedder's metrics; and who is connected
-//! (`ControllerInfo`), for its status page.
+//! What the target has done: commands by queue, opcode and status, and the bytes read and
+//! written, for the embedder's metrics; and who is connected (`ControllerInfo`), for its
+//! status page.
 //!
 //! Cheap on the I/O path: each queue counts its successes in counters of its own (relaxed
 //! atomics no other queue writes: no lock, no shared cache line), summed at scrape. Errors

@@ -1,8 +1,9 @@
-//! Sockets and digests (style.md rule 9): reading whole PDUs off a TCP stream with the header
-//! checked before the body is read, and the sending side of a connection (`OutTx`): senders
-//! write directly when the socket takes it, a writer task drains the rest in order; or, once
-//! the writer task is detached (a connection served by a thread of its own), every sender
-//! writes with blocking writes, vectored: the data of a C2HData leaves from where it lies.
+//! Sockets and digests (docs/design.md, house rule 9): reading whole PDUs off a TCP stream
+//! with the header checked before the body is read, and the sending side of a connection
+//! (`OutTx`): senders write directly when the socket takes it, a writer task drains the
+//! rest in order; or, once the writer task is detached (a connection served by a thread of
+//! its own), every sender writes with blocking writes, vectored: the data of a C2HData
+//! leaves from where it lies.
 
 mod sys;
 

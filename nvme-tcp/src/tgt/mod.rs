@@ -387,8 +387,9 @@ impl Target {
 
 /// In-process reservation commands, for an embedder that is itself a host of the namespace
 /// (pnfsd's MDS registers its key, holds EXCLUSIVE_ACCESS_REG_ONLY and preempts fenced
-/// clients, design.md §5) without a TCP connection to itself. `hostid` plays the role of the
-/// Host Identifier a remote host sends in Connect; the semantics are those of the commands.
+/// clients, docs/design.md §5) without a TCP connection to itself. `hostid` plays the role
+/// of the Host Identifier a remote host sends in Connect; the semantics are those of the
+/// commands.
 impl Target {
     fn ns(&self, nsid: u32) -> Result<&Arc<Namespace>, Status> {
         self.inner

@@ -130,11 +130,11 @@ impl Drop for Slot {
 }
 
 /// The buffer of a Read (which the kernel fills) or of an O_DIRECT Write's copy: aligned
-/// for O_DIRECT (ALIGN), and not zeroed (the fourth pass: a 128 KiB read zeroed 132 KiB
-/// first, which the kernel then overwrote). Its bytes are only ever looked at through
-/// `into_bytes`, once every one of them is written: by the kernel (a Read that completed
-/// whole) or by `copy_of`. Once a Read's buffer is `Bytes`, its answer's C2HData leaves
-/// from it (`OutTx`'s vectored send), no copy in between.
+/// for O_DIRECT (ALIGN), and not zeroed (a 128 KiB read would zero 132 KiB first, which the
+/// kernel then overwrites). Its bytes are only ever looked at through `into_bytes`, once
+/// every one of them is written: by the kernel (a Read that completed whole) or by
+/// `copy_of`. Once a Read's buffer is `Bytes`, its answer's C2HData leaves from it
+/// (`OutTx`'s vectored send), no copy in between.
 pub(super) struct IoBuf {
     pub(super) ptr: std::ptr::NonNull<u8>,
     pub(super) len: usize,

@@ -1,9 +1,9 @@
-//! One io_uring per I/O queue connection (issue 14): the Reads and Writes of a received batch
-//! are queued here and leave in one `io_uring_enter`; their completions are reaped in a batch
+//! One io_uring per I/O queue connection: the Reads and Writes of a received batch are
+//! queued here and leave in one `io_uring_enter`; their completions are reaped in a batch
 //! and answered in one send. A queue thread (`Ring::for_thread`) waits in `io_uring_enter`
-//! for its socket receive and its file operations alike, and its ring is not registered with
-//! the runtime's reactor (a completion would wake a worker for nothing). A queue on a tokio
-//! task (`Ring::new`) waits for the ring's descriptor (readable while completions are
+//! for its socket receive and its file operations alike, and its ring is not registered
+//! with the runtime's reactor (a completion would wake a worker for nothing). A queue on a
+//! tokio task (`Ring::new`) waits for the ring's descriptor (readable while completions are
 //! waiting) in the same `select!` as for the socket. Page-cache hits complete inside the
 //! submitting call, so they are reaped at once, without waiting.
 //!
@@ -34,12 +34,12 @@ use tokio::io::unix::AsyncFd;
 /// Submission queue entries: more than a queue's commands in flight (MQES + 1 = 128).
 const ENTRIES: u32 = 256;
 
-// Every round waits for the first completion, O_DIRECT writes included. Sessions 7–13
-// waited for a third of the O_DIRECT writes in flight (at most 300 µs) when 6 or more were:
-// on that machine each completion the dio kworker posted woke this thread, which preempted
-// the kworker, one write answered per round. On the machine of session 14 the wait cost
-// 30 % more CPU per write and 15–20 % fewer IOPS at QD 32 and 128, quiet or with two CPU
-// hogs beside it (docs/nvme-tcp.md "Session 14", "Writes: the dio kworker").
+// Every round waits for the first completion, O_DIRECT writes included. Waiting for a third
+// of the O_DIRECT writes in flight (at most 300 µs, when 6 or more were) paid only on a
+// machine where each completion the dio kworker posted woke this thread, which preempted
+// the kworker, one write answered per round; on a faster one the wait cost 30 % more CPU
+// per write and 15–20 % fewer IOPS at QD 32 and 128, quiet or with two CPU hogs beside it
+// (docs/nvme-tcp.md "I/O path", "Writes: the dio kworker").
 
 /// An operation the kernel owns until its completion is reaped.
 struct Op {
