@@ -93,6 +93,29 @@ struct Queue {
     gate: Arc<Gate>,
 }
 
+/// One of `Limits::max_connections`, held by a connection's task until it ends.
+pub(crate) struct ConnSlot(Arc<Subsystem>);
+
+impl ConnSlot {
+    /// A slot, unless `max_connections` are open.
+    pub(super) fn take(subsys: &Arc<Subsystem>) -> Option<ConnSlot> {
+        let n = &subsys.counters.connections;
+        let max = subsys.limits.max_connections;
+        // Only the accept loop adds: a load then an add cannot pass the bound.
+        if n.load(Ordering::Relaxed) >= max {
+            return None;
+        }
+        n.fetch_add(1, Ordering::Relaxed);
+        Some(ConnSlot(subsys.clone()))
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.counters.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 enum Flow {
     Continue,
     Close,
@@ -105,7 +128,7 @@ pub(crate) async fn serve(
     gate: Arc<Gate>,
     // Held until this connection's task ends (`Target::shutdown_and_wait`), and its slot of
     // `Limits::max_connections`.
-    _held: (Busy, super::ConnSlot),
+    _held: (Busy, ConnSlot),
 ) {
     let _ = stream.set_nodelay(true);
     let (Ok(local), Ok(peer)) = (stream.local_addr(), stream.peer_addr()) else {
