@@ -1,7 +1,7 @@
-//! Random read and write IOPS and CPU per I/O at queue depth 1, 32 and 128, 4 KiB and
-//! 128 KiB: through the NVMe/TCP target and initiator on loopback, against pread/pwrite on the
-//! same file (page cache, and O_DIRECT), and against the loopback echo floor (`echo.rs`: the
-//! same PDU sizes and nothing else), in one interleaved run (issue 14 item 3).
+//! Random read and write IOPS and CPU per I/O at queue depth 1, 32 and 128, 4 KiB and 128
+//! KiB: through the NVMe/TCP target and initiator on loopback, against pread/pwrite on the
+//! same file (page cache, and O_DIRECT), and against the loopback echo floor (`echo.rs`:
+//! the same PDU sizes and nothing else), in one interleaved run.
 //!
 //! `cargo run --release -p nvme-tcp --example bench [-- <seconds per case> [rounds] [file]]`
 //! `BENCH_ONLY=O_DIRECT/read/4K/32` (a substring of the cell names; a trailing `$` anchors it
@@ -310,12 +310,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         f.sync_data()?;
     }
-    // The target and the initiator on runtimes of their own (as in pnfsd and a remote host),
-    // so the CPU of each is told apart by thread name. BENCH_INI_THREADS: the initiator's
-    // worker threads, default 1, as pnfsd runs its own initiator (`NvmeDev`, the external
-    // volume): a second worker takes over commands a batch of completions woke (a futex
-    // each time), which cost 1.1-1.7x the initiator's CPU for the same IOPS
-    // (docs/nvme-tcp.md, sessions 12 and 14).
+    // The target and the initiator on runtimes of their own (as in pnfsd and a remote
+    // host), so the CPU of each is told apart by thread name. BENCH_INI_THREADS: the
+    // initiator's worker threads, default 1, as pnfsd runs its own initiator (`NvmeDev`,
+    // the external volume): a second worker takes over commands a batch of completions woke
+    // (a futex each time), which cost 1.1-1.7x the initiator's CPU for the same IOPS
+    // (docs/nvme-tcp.md "Benchmark").
     let tgt_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name(TGT_RT)

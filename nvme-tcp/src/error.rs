@@ -1,4 +1,4 @@
-//! The crate's error type (style.md rule 3: one error enum per layer).
+//! The crate's error type (docs/design.md, house rule 3: one error enum per layer).
 
 use crate::pdu::Fes;
 use crate::status::Status;

@@ -1,6 +1,6 @@
-//! Entry points for cargo-fuzz targets (style.md rule 11; `fuzz/`, docs/fuzzing.md): a byte
-//! stream as the target's connection reads it. Each takes arbitrary bytes and must never
-//! panic.
+//! Entry points for cargo-fuzz targets (docs/design.md, house rule 11; `fuzz/`,
+//! docs/fuzzing.md): a byte stream as the target's connection reads it. Each takes
+//! arbitrary bytes and must never panic.
 
 use std::sync::OnceLock;
 
@@ -17,7 +17,7 @@ fn runtime() -> Option<&'static tokio::runtime::Runtime> {
 }
 
 /// The controller side of a connection: the same reader and rules as the target's
-/// (`target::conn`), ICReq first, then — with the digests the ICReq asked for, as the
+/// (`tgt::conn`), ICReq first, then — with the digests the ICReq asked for, as the
 /// target echoes them — every PDU until the stream ends or breaks a rule; each command
 /// capsule's SQE and, for a Fabrics Connect, its data are decoded as the controller does.
 pub fn pdu_stream(data: &[u8]) {

@@ -1,8 +1,8 @@
 //! `nvme-tcp`: an NVMe over TCP target and initiator, small and strict, for pnfsd's data
-//! volume (design.md §1, §6).
+//! volume (docs/design.md §1, §6).
 //!
 //! ```text
-//!   Initiator ──TCP──▶ transport ──▶ pdu::validate_header ──▶ target::conn (one per queue)
+//!   Initiator ──TCP──▶ transport ──▶ pdu::validate_header ──▶ tgt::conn (one per queue)
 //!   (host side)        (digests,       (pure codec: PDUs,       │ Connect/Property → controller
 //!                       framing)        SQE/CQE)                │ admin → controller/admin, discovery
 //!                                                              └ I/O   → controller/io → backend
@@ -32,7 +32,7 @@ mod quiesce;
 pub mod reservation;
 pub mod stats;
 pub mod status;
-mod target;
+mod tgt;
 mod transport;
 
 pub use backend::{Backend, FileBackend, HeldMem, IoFile, MemBackend};
@@ -46,4 +46,4 @@ pub use reservation::persist::RestoredHosts;
 pub use reservation::{AcquireAction, Cptpl, RType, RegisterAction, ReleaseAction};
 pub use stats::{CommandCount, CommandStats, ControllerInfo};
 pub use status::Status;
-pub use target::{Target, TargetConfig};
+pub use tgt::{Target, TargetConfig};

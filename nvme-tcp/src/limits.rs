@@ -1,7 +1,7 @@
-//! What one host, or all of them, may make the target hold (issue 17 Deliver 3,
-//! docs/nvme-tcp.md "Limits"): the bounds (`Limits`, a `TargetConfig` field), the counters
-//! the target keeps of them (`TargetStats`), and the rate limit on the log lines a peer can
-//! cause at connection rate (`RateLimit`, the workspace's one).
+//! What one host, or all of them, may make the target hold (docs/nvme-tcp.md "Limits"): the
+//! bounds (`Limits`, a `TargetConfig` field), the counters the target keeps of them
+//! (`TargetStats`), and the rate limit on the log lines a peer can cause at connection rate
+//! (`RateLimit`, the workspace's one).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Mutex;
@@ -137,10 +137,10 @@ pub(crate) struct Counters {
     pub connect_timeouts: AtomicU64,
 }
 
-/// At most one log line per interval for an event any peer can cause at connection rate
-/// (issue 17: "no peer can flood the log"); the line says how many were left out. The one
-/// limiter of the workspace: pnfsd's RPC listener and device watch use it too
-/// (docs/nvme-tcp.md "Limits", why it lives here).
+/// At most one log line per interval for an event any peer can cause at connection rate (no
+/// peer can flood the log); the line says how many were left out. The one limiter of the
+/// workspace: pnfsd's RPC listener and device watch use it too (docs/nvme-tcp.md "Limits",
+/// why it lives here).
 #[derive(Debug)]
 pub struct RateLimit {
     interval: Duration,

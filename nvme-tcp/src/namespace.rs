@@ -1,6 +1,6 @@
-//! Namespaces: a backend, stable identifiers derived from the embedder's volume UUID, and the
-//! reservation state (design.md §5: the Linux SCSI-layout client finds the device through
-//! `/dev/disk/by-id/nvme-eui.<hex>`, so the identifiers must survive restarts).
+//! Namespaces: a backend, stable identifiers derived from the embedder's volume UUID, and
+//! the reservation state (docs/design.md §5: the Linux SCSI-layout client finds the device
+//! through `/dev/disk/by-id/nvme-eui.<hex>`, so the identifiers must survive restarts).
 
 use crate::backend::Backend;
 use crate::reservation::persist::PtplFile;

@@ -2,7 +2,7 @@
 //! the last one to drop, `drain_entered` for the last one taken before it was called.
 //! - The target's gate: every connection task and every backend call made for a command.
 //!   `Target::shutdown_and_wait` uses it so an embedder (pnfsd unmounting its store,
-//!   design.md §3) knows no command of ours can still reach the backend.
+//!   docs/design.md §3) knows no command of ours can still reach the backend.
 //! - Each controller's (`Controller::io`): every I/O command from the moment it is let
 //!   through to the media until it is done. `Target::disconnect_host` closes it and waits, so
 //!   an embedder that fences a host knows none of its commands can still land. Preempt and

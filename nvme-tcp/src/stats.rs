@@ -1,6 +1,6 @@
-//! What the target has done (issue 16 Deliver 3): commands by queue, opcode and status, and
-//! the bytes read and written, for the embedder's metrics; and who is connected
-//! (`ControllerInfo`), for its status page.
+//! What the target has done: commands by queue, opcode and status, and the bytes read and
+//! written, for the embedder's metrics; and who is connected (`ControllerInfo`), for its
+//! status page.
 //!
 //! Cheap on the I/O path: each queue counts its successes in counters of its own (relaxed
 //! atomics no other queue writes: no lock, no shared cache line), summed at scrape. Errors
@@ -107,7 +107,7 @@ impl Op {
     }
 }
 
-/// One queue's counters (`target/conn.rs`), registered with the subsystem while it lives.
+/// One queue's counters (`tgt/conn/`), registered with the subsystem while it lives.
 #[derive(Default)]
 pub(crate) struct QueueStats {
     ok: [AtomicU64; N_OPS],

@@ -1,5 +1,5 @@
-//! NVMe completion status (NVMe Base 2.0 §4.6.1.2) and every mapping of an error to a status
-//! (style.md rule 3: each wire status is mapped in one file).
+//! NVMe completion status (NVMe Base 2.0 §4.6.1.2) and every mapping of an error to a
+//! status (docs/design.md, house rule 3: each wire status is mapped in one file).
 
 use std::fmt;
 use std::io;
@@ -123,7 +123,8 @@ impl fmt::Display for Status {
     }
 }
 
-/// A failed backend write maps to Write Fault, as FreeBSD nvmfd does for failed flushes (style.md §3).
+/// A failed backend write maps to Write Fault, as FreeBSD nvmfd does for failed flushes
+/// (docs/design.md, house rule 3).
 pub fn write_error(e: &io::Error) -> Status {
     tracing::warn!("backend write/flush failed: {e}");
     Status::WRITE_FAULT

@@ -1,8 +1,9 @@
-//! Sockets and digests (style.md rule 9): reading whole PDUs off a TCP stream with the header
-//! checked before the body is read, and the sending side of a connection (`OutTx`): senders
-//! write directly when the socket takes it, a writer task drains the rest in order; or, once
-//! the writer task is detached (a connection served by a thread of its own), every sender
-//! writes with blocking writes, vectored: the data of a C2HData leaves from where it lies.
+//! Sockets and digests (docs/design.md, house rule 9): reading whole PDUs off a TCP stream
+//! with the header checked before the body is read, and the sending side of a connection
+//! (`OutTx`): senders write directly when the socket takes it, a writer task drains the
+//! rest in order; or, once the writer task is detached (a connection served by a thread of
+//! its own), every sender writes with blocking writes, vectored: the data of a C2HData
+//! leaves from where it lies.
 
 mod sys;
 
@@ -67,7 +68,7 @@ impl PduBuf {
     }
 
     /// The buffer itself, for a receive that writes into its spare capacity directly
-    /// (`target/ring.rs`), after `reserve`.
+    /// (`tgt/ring/`), after `reserve`.
     pub fn raw(&mut self) -> &mut BytesMut {
         self.reserve();
         &mut self.buf
@@ -346,7 +347,7 @@ impl OutTx {
 
     /// Ends the writer task and leaves the socket to the senders, which from then on write
     /// with blocking writes (the socket is made blocking): for a connection served by a
-    /// thread of its own (`target/conn.rs` `run_thread`), whose socket must not stay
+    /// thread of its own (`tgt/conn/recv_ring.rs` `run_thread`), whose socket must not stay
     /// registered with the runtime's reactor: every PDU that arrives would wake a runtime
     /// worker for nothing. Only what the senders could not write before is written first.
     pub async fn detach_writer(&self) -> io::Result<()> {

@@ -1,8 +1,8 @@
-//! A host that sends Reads and never reads the answers (issue 17 Deliver 3, docs/nvme-tcp.md
-//! "Limits", `max_send_queued_per_connection`): the target stops taking commands from that
-//! socket at the bound instead of queuing answers without end, and resumes once the host
-//! reads. Its own test binary: it measures the process's RSS, and switches io_uring off for
-//! its first half (`NVME_TCP_NO_URING`, read at each connection), which no other test may see.
+//! A host that sends Reads and never reads the answers (docs/nvme-tcp.md "Limits",
+//! `max_send_queued_per_connection`): the target stops taking commands from that socket at
+//! the bound instead of queuing answers without end, and resumes once the host reads. Its
+//! own test binary: it measures the process's RSS, and switches io_uring off for its first
+//! half (`NVME_TCP_NO_URING`, read at each connection), which no other test may see.
 
 mod common;
 use bytes::Bytes;

@@ -1,4 +1,4 @@
-//! The io_uring I/O path (`target/ring.rs`): O_DIRECT reads and writes byte for byte at queue
+//! The io_uring I/O path (`tgt/ring/`): O_DIRECT reads and writes byte for byte at queue
 //! depth, and every short or failed ring transfer repeated on the blocking path, which then
 //! answers with the data or the backend's error status.
 

@@ -1,5 +1,5 @@
-//! The target's counters and controller list (issue 16 Deliver 3, docs/nvme-tcp.md
-//! "Counters") against what an initiator did.
+//! The target's counters and controller list (docs/nvme-tcp.md "Counters") against what an
+//! initiator did.
 
 mod common;
 use bytes::Bytes;

@@ -1,5 +1,5 @@
 //! A namespace on a regular file or a block device. Writes go through the page cache (the
-//! volatile write cache we advertise, VWC = 1); `flush` is `fdatasync` (design.md §6).
+//! volatile write cache we advertise, VWC = 1); `flush` is `fdatasync` (docs/design.md §6).
 
 use super::sys::{pread_nowait, pwrite_nowait, NoWait};
 use super::Backend;

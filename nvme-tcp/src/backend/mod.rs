@@ -1,10 +1,12 @@
-//! Namespace storage (style.md rule 9): a `Backend` trait with a file/block-device and a
-//! memory implementation. Calls are blocking; the target runs them on tokio's blocking pool,
-//! except `try_read_at`/`try_write_at`, which must not block (`sys.rs`: RWF_NOWAIT).
+//! Namespace storage (docs/design.md, house rule 9): a `Backend` trait with a
+//! file/block-device and a memory implementation. Calls are blocking; the target runs them
+//! on tokio's blocking pool, except `try_read_at`/`try_write_at`, which must not block
+//! (`sys.rs`: RWF_NOWAIT).
 //!
-//! Write cache model (design.md §6): `write_at` may leave data in a volatile cache (the page
-//! cache for a file); `flush` makes every completed write durable, whichever controller issued
-//! it, because all controllers share one backend and `fdatasync` covers the whole file.
+//! Write cache model (docs/design.md §6): `write_at` may leave data in a volatile cache
+//! (the page cache for a file); `flush` makes every completed write durable, whichever
+//! controller issued it, because all controllers share one backend and `fdatasync` covers
+//! the whole file.
 
 mod file;
 mod mem;
@@ -16,7 +18,7 @@ pub use mem::{HeldMem, MemBackend};
 use std::io;
 use std::os::fd::RawFd;
 
-/// The open file behind a namespace, for the target's io_uring engine (`target/ring.rs`),
+/// The open file behind a namespace, for the target's io_uring engine (`tgt/ring/`),
 /// which then reads and writes it itself instead of calling `read_at`/`write_at`.
 #[derive(Clone, Copy, Debug)]
 pub struct IoFile {

@@ -1,4 +1,4 @@
-//! One of the crate's three unsafe modules (with `target/ring.rs` and `transport/sys.rs`):
+//! One of the crate's three unsafe modules (with `tgt/ring/` and `transport/sys.rs`):
 //! `preadv2`/`pwritev2` with `RWF_NOWAIT`, which std does not offer. They let the connection
 //! task serve a page-cache hit (or a write into cached pages) inline instead of handing the
 //! command to a blocking thread; anything that would wait for the disk comes back as `None`

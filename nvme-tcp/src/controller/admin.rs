@@ -1,6 +1,7 @@
 //! Admin commands shared by discovery and I/O controllers (as nvmfd's generic admin loop,
-//! style.md §3): Identify, Get Log Page, Set/Get Features, Keep Alive, Asynchronous Event
-//! Request, Abort. Fabrics commands are handled by the connection (they change its state).
+//! docs/design.md, house rule 3): Identify, Get Log Page, Set/Get Features, Keep Alive,
+//! Asynchronous Event Request, Abort. Fabrics commands are handled by the connection (they
+//! change its state).
 
 use super::{discovery, identify, Cmd, Controller, CtrlKind, Outcome, Reply};
 use crate::namespace::lock;

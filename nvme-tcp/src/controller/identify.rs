@@ -1,6 +1,6 @@
-//! Identify data structures (NVMe Base 2.0 §5.17.2, NVMe-oF 1.1 §4.1), built byte by byte at
-//! the offsets the spec gives. Every field the Linux host reads is set on purpose
-//! (design.md §6).
+//! Identify data structures (NVMe Base 2.0 §5.17.2, NVMe-oF 1.1 §4.1), built byte by byte
+//! at the offsets the spec gives. Every field the Linux host reads is set on purpose
+//! (docs/design.md §6).
 
 use super::{Controller, CtrlKind, DISCOVERY_NQN, IN_CAPSULE_DATA, MDTS, MQES, VERSION};
 use crate::namespace::Namespace;

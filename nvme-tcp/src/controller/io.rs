@@ -89,7 +89,7 @@ pub(crate) fn try_inline(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Cmd> {
     }
 }
 
-/// A checked Read or Write for the io_uring engine (`target/ring.rs`): the file, the byte
+/// A checked Read or Write for the io_uring engine (`tgt/ring/`): the file, the byte
 /// range and, for a write, the data. Holds the namespace, so the descriptor stays open.
 pub(crate) struct Rw {
     pub cmd: Cmd,

@@ -1,6 +1,6 @@
-//! Controllers (style.md rule 9): the subsystem and its controllers' state, properties
-//! (CAP/VS/CC/CSTS) and Fabrics Connect here; admin commands in `admin.rs`, the discovery
-//! log in `discovery.rs`, NVM I/O in `io.rs`, Identify data in `identify.rs`.
+//! Controllers (docs/design.md, house rule 9): the subsystem and its controllers' state,
+//! properties (CAP/VS/CC/CSTS) and Fabrics Connect here; admin commands in `admin.rs`, the
+//! discovery log in `discovery.rs`, NVM I/O in `io.rs`, Identify data in `identify.rs`.
 
 pub(crate) mod admin;
 pub(crate) mod discovery;
@@ -27,7 +27,7 @@ pub(crate) const MQES: u16 = 127;
 pub(crate) const MDTS: u8 = 7;
 pub(crate) const MAX_TRANSFER: u32 = 4096 << MDTS;
 /// In-capsule data we accept on every queue: 8 KiB, what Linux uses for the admin queue
-/// (NVME_TCP_ADMIN_CCSZ), so Connect data always fits in the capsule (design.md §6).
+/// (NVME_TCP_ADMIN_CCSZ), so Connect data always fits in the capsule (docs/design.md §6).
 pub(crate) const IN_CAPSULE_DATA: u32 = 8192;
 /// ICResp MAXH2CDATA: ≥ 4096 and a multiple of 4 (Linux rejects anything else).
 pub(crate) const MAXH2CDATA: u32 = 128 * 1024;

@@ -12,7 +12,8 @@ pub enum DataDir {
     Both,
 }
 
-/// Admin opcodes we know by name (style.md rule 2: unknown values still decode).
+/// Admin opcodes we know by name (docs/design.md, house rule 2: unknown values still
+/// decode).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct AdminOpc(pub u8);
 impl AdminOpc {

@@ -1,5 +1,6 @@
-//! NVMe/TCP PDUs (NVMe/TCP Transport 1.0 §3.6): pure types, encoding, and `validate_header()`,
-//! shared by target and initiator. No sockets, no tokio (style.md rule 1).
+//! NVMe/TCP PDUs (NVMe/TCP Transport 1.0 §3.6): pure types, encoding, and
+//! `validate_header()`, shared by target and initiator. No sockets, no tokio
+//! (docs/design.md, house rule 1).
 //!
 //! Every PDU starts with the 8-byte common header: PDU-Type, FLAGS, HLEN, PDO, PLEN (LE u32).
 //! Header digest (CRC32C over the HLEN header bytes) follows the header when negotiated; data

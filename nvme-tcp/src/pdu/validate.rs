@@ -1,7 +1,7 @@
 //! `validate_header()`: the PDU header checks of NVMe/TCP 1.0 §3.6 / §3.3.x, pure, in the
 //! order of the fields on the wire, because the spec says a receiver reports the lowest
-//! incorrect field first (as FreeBSD's `nvmf_tcp_validate_pdu_header`, style.md rule 9).
-//! The result is the FES/FEI of the TermReq to send.
+//! incorrect field first (as FreeBSD's `nvmf_tcp_validate_pdu_header`, docs/design.md,
+//! house rule 9). The result is the FES/FEI of the TermReq to send.
 
 use super::{
     flags, PduType, CAPSULE_CMD_HLEN, CAPSULE_RESP_HLEN, COMMON_LEN, DATA_HLEN, DIGEST_LEN, IC_LEN,

@@ -1,8 +1,9 @@
 //! The sending side's one system call that std does not offer: `sendmsg(2)` of several
-//! buffers with `MSG_NOSIGNAL` (std's `write_vectored` on a socket is `writev`, which raises
-//! SIGPIPE when the peer is gone; std's own `write` on a socket passes `MSG_NOSIGNAL`, and so
-//! does this). A queue thread's answers leave by it: the data of each C2HData is written
-//! from the buffer the read filled, not copied into the send buffer first (issue 14).
+//! buffers with `MSG_NOSIGNAL` (std's `write_vectored` on a socket is `writev`, which
+//! raises SIGPIPE when the peer is gone; std's own `write` on a socket passes
+//! `MSG_NOSIGNAL`, and so does this). A queue thread's answers leave by it: the data of
+//! each C2HData is written from the buffer the read filled, not copied into the send buffer
+//! first.
 #![allow(unsafe_code)]
 
 use std::io::{self, IoSlice};

@@ -89,29 +89,6 @@ struct Inner {
     refused_log: RateLimit,
 }
 
-/// One of `Limits::max_connections`, held by a connection's task until it ends.
-pub(crate) struct ConnSlot(Arc<Subsystem>);
-
-impl ConnSlot {
-    /// A slot, unless `max_connections` are open.
-    fn take(subsys: &Arc<Subsystem>) -> Option<ConnSlot> {
-        let n = &subsys.counters.connections;
-        let max = subsys.limits.max_connections;
-        // Only the accept loop adds: a load then an add cannot pass the bound.
-        if n.load(Ordering::Relaxed) >= max {
-            return None;
-        }
-        n.fetch_add(1, Ordering::Relaxed);
-        Some(ConnSlot(subsys.clone()))
-    }
-}
-
-impl Drop for ConnSlot {
-    fn drop(&mut self) {
-        self.0.counters.connections.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 fn check_config(cfg: &TargetConfig) -> Result<(), Error> {
     let nqn = &cfg.subsystem_nqn;
     if !nqn.starts_with("nqn.") || nqn.len() > 223 || nqn == crate::controller::DISCOVERY_NQN {
@@ -304,7 +281,7 @@ impl Target {
                     Ok((stream, peer)) => {
                         // After `shutdown` the gate is closed: the connection is dropped.
                         let Some(busy) = self.inner.gate.enter() else { return Ok(()) };
-                        let Some(slot) = ConnSlot::take(&self.inner.subsys) else {
+                        let Some(slot) = conn::ConnSlot::take(&self.inner.subsys) else {
                             self.refuse_connection(stream, peer);
                             continue;
                         };
@@ -387,8 +364,9 @@ impl Target {
 
 /// In-process reservation commands, for an embedder that is itself a host of the namespace
 /// (pnfsd's MDS registers its key, holds EXCLUSIVE_ACCESS_REG_ONLY and preempts fenced
-/// clients, design.md §5) without a TCP connection to itself. `hostid` plays the role of the
-/// Host Identifier a remote host sends in Connect; the semantics are those of the commands.
+/// clients, docs/design.md §5) without a TCP connection to itself. `hostid` plays the role
+/// of the Host Identifier a remote host sends in Connect; the semantics are those of the
+/// commands.
 impl Target {
     fn ns(&self, nsid: u32) -> Result<&Arc<Namespace>, Status> {
         self.inner

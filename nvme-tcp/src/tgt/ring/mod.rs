@@ -1,28 +1,30 @@
-//! One io_uring per I/O queue connection (issue 14): the Reads and Writes of a received batch
-//! are queued here and leave in one `io_uring_enter`; their completions are reaped in a batch
+//! One io_uring per I/O queue connection: the Reads and Writes of a received batch are
+//! queued here and leave in one `io_uring_enter`; their completions are reaped in a batch
 //! and answered in one send. A queue thread (`Ring::for_thread`) waits in `io_uring_enter`
-//! for its socket receive and its file operations alike, and its ring is not registered with
-//! the runtime's reactor (a completion would wake a worker for nothing). A queue on a tokio
-//! task (`Ring::new`) waits for the ring's descriptor (readable while completions are
+//! for its socket receive and its file operations alike, and its ring is not registered
+//! with the runtime's reactor (a completion would wake a worker for nothing). A queue on a
+//! tokio task (`Ring::new`) waits for the ring's descriptor (readable while completions are
 //! waiting) in the same `select!` as for the socket. Page-cache hits complete inside the
 //! submitting call, so they are reaped at once, without waiting.
 //!
-//! This is one of the crate's three unsafe modules (with `backend/sys.rs` and
-//! `transport/sys.rs`): the kernel reads and writes an operation's buffer until its
-//! completion is reaped, so every buffer lives in the operation (`Op`) in `ops` until then,
-//! the file stays open through the `Namespace` it holds, and a ring with operations still in
-//! flight is drained before it is dropped.
+//! This module (with `buf.rs`, the operations' buffers) is one of the crate's three unsafe
+//! modules (with `backend/sys.rs` and `transport/sys.rs`): the kernel reads and writes an
+//! operation's buffer until its completion is reaped, so every buffer lives in the
+//! operation (`Op`) in `ops` until then, the file stays open through the `Namespace` it
+//! holds, and a ring with operations still in flight is drained before it is dropped.
 //!
 //! Only plain Reads and Writes come here (`io::prepare_rw` decides, after the per-command
 //! access check); any short transfer or error goes back to the blocking path, which repeats
 //! the command and reports its status (one error path).
 #![allow(unsafe_code)]
 
+mod buf;
+
 use crate::controller::io::Rw;
 use crate::controller::Cmd;
-use crate::namespace::lock;
 use crate::quiesce::AtMedia;
 use crate::transport::PduBuf;
+use buf::{IoBuf, Pool, SLOT};
 use bytes::Bytes;
 use io_uring::{opcode, types, IoUring};
 use std::io;
@@ -31,134 +33,13 @@ use tokio::io::unix::AsyncFd;
 
 /// Submission queue entries: more than a queue's commands in flight (MQES + 1 = 128).
 const ENTRIES: u32 = 256;
-/// O_DIRECT buffer alignment (logical block size of every device).
-const ALIGN: usize = 4096;
 
-// Every round waits for the first completion, O_DIRECT writes included. Sessions 7–13
-// waited for a third of the O_DIRECT writes in flight (at most 300 µs) when 6 or more were:
-// on that machine each completion the dio kworker posted woke this thread, which preempted
-// the kworker, one write answered per round. On the machine of session 14 the wait cost
-// 30 % more CPU per write and 15–20 % fewer IOPS at QD 32 and 128, quiet or with two CPU
-// hogs beside it (docs/nvme-tcp.md "Session 14", "Writes: the dio kworker").
-
-/// Reads and O_DIRECT writes of up to `SLOT` bytes use buffers from a pool registered with
-/// the ring (IORING_REGISTER_BUFFERS) and go by READ_FIXED / WRITE_FIXED: the kernel pinned
-/// the pool's pages once, at registration, instead of once per operation
-/// (`gup_fast_fallback`, `bio_iov_iter_get_pages`). `examples/uring.rs` at QD 32, 4 KiB
-/// O_DIRECT: 3.2 -> 2.8 µs of CPU per read, 2.9 -> 2.6 per write (docs/nvme-tcp.md
-/// "Registered buffers"). Larger transfers, and any while the pool is empty, use heap
-/// buffers.
-const SLOT: usize = 4096;
-/// Slots per ring: a queue's commands (MQES + 1 = 128) rarely all read at once.
-const SLOTS: usize = 64;
-/// Pools registered at once in the process: 16 × 256 KiB = 4 MiB pinned, half the usual
-/// RLIMIT_MEMLOCK (8 MiB), which pinned pages count against per user without CAP_IPC_LOCK
-/// (and, before Linux 5.12, the rings themselves): queues beyond it, or where the
-/// registration is refused, use heap buffers, and no ring is starved of its own memory.
-const MAX_POOLS: usize = 16;
-/// Pools registered now (`MAX_POOLS`).
-static POOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// The layout of `len` bytes aligned for O_DIRECT (the pool's allocation, and every heap
-/// buffer).
-fn aligned(len: usize) -> Option<std::alloc::Layout> {
-    std::alloc::Layout::from_size_align(len, ALIGN).ok()
-}
-
-/// The registered buffers of one ring: `SLOTS` slots of `SLOT` bytes in one allocation,
-/// aligned for O_DIRECT. Shared with the `Bytes` of answers still being sent, which give
-/// their slot back when dropped (on whichever thread sends them).
-struct Pool {
-    base: std::ptr::NonNull<u8>,
-    free: std::sync::Mutex<Vec<u16>>,
-}
-
-// SAFETY: the allocation is reached only through slots (each held by one `Slot` at a time)
-// and freed once, in `Drop`, when no `Slot` is left (each holds the `Arc`).
-unsafe impl Send for Pool {}
-unsafe impl Sync for Pool {}
-
-impl Pool {
-    /// A pool registered with `ring` as its buffer 0 (`None`: out of memory, or refused).
-    /// Registered at a queue's first Read or Write, when nothing is in flight on the ring
-    /// (older kernels quiesce a ring to register buffers), and never on the admin queue.
-    fn register(ring: &IoUring) -> Option<std::sync::Arc<Pool>> {
-        use std::sync::atomic::Ordering;
-        let layout = aligned(SLOT * SLOTS)?;
-        if POOLS.fetch_add(1, Ordering::Relaxed) >= MAX_POOLS {
-            POOLS.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
-        // From here on `POOLS` counts this pool: its `Drop` gives the count back.
-        // SAFETY: the layout's size is not zero.
-        let Some(base) = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) }) else {
-            POOLS.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        };
-        let pool = std::sync::Arc::new(Pool {
-            base,
-            free: std::sync::Mutex::new((0..SLOTS as u16).rev().collect()),
-        });
-        let iov = libc::iovec {
-            iov_base: base.as_ptr().cast(),
-            iov_len: layout.size(),
-        };
-        // SAFETY: the kernel reads or writes registered memory only in the READ_FIXED /
-        // WRITE_FIXED operations we submit, each of which holds its slot, and with it the
-        // pool's allocation, until its completion is reaped. Outside those the pages are
-        // only pinned: freeing the allocation while the ring still has them registered (the
-        // Ring drops its IoUring first anyway) gives the kernel nothing to write to.
-        match unsafe { ring.submitter().register_buffers(&[iov]) } {
-            Ok(()) => Some(pool),
-            Err(e) => {
-                static SAID: std::sync::atomic::AtomicBool =
-                    std::sync::atomic::AtomicBool::new(false);
-                if !SAID.swap(true, Ordering::Relaxed) {
-                    tracing::info!(error = %e, "nvme-tcp: io_uring buffers not registered (RLIMIT_MEMLOCK?): reads and writes pin their pages each time");
-                }
-                None
-            }
-        }
-    }
-
-    fn take(self: &std::sync::Arc<Pool>) -> Option<Slot> {
-        let idx = lock(&self.free).pop()?;
-        Some(Slot {
-            pool: self.clone(),
-            idx,
-        })
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        if let Some(layout) = aligned(SLOT * SLOTS) {
-            // SAFETY: allocated in `register` with this layout; the last Arc is gone, so no
-            // slot (and no operation in flight) points into it.
-            unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
-        }
-        POOLS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// One slot of a `Pool`, given back when dropped.
-struct Slot {
-    pool: std::sync::Arc<Pool>,
-    idx: u16,
-}
-
-impl Slot {
-    fn ptr(&self) -> *mut u8 {
-        // SAFETY: idx < SLOTS, so the slot lies within the pool's allocation.
-        unsafe { self.pool.base.as_ptr().add(self.idx as usize * SLOT) }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        lock(&self.pool.free).push(self.idx);
-    }
-}
+// Every round waits for the first completion, O_DIRECT writes included. Waiting for a third
+// of the O_DIRECT writes in flight (at most 300 µs, when 6 or more were) paid only on a
+// machine where each completion the dio kworker posted woke this thread, which preempted
+// the kworker, one write answered per round; on a faster one the wait cost 30 % more CPU
+// per write and 15–20 % fewer IOPS at QD 32 and 128, quiet or with two CPU hogs beside it
+// (docs/nvme-tcp.md "I/O path", "Writes: the dio kworker").
 
 /// An operation the kernel owns until its completion is reaped.
 struct Op {
@@ -167,94 +48,6 @@ struct Op {
     /// page-cache write, straight from `rw.write`).
     buf: Option<IoBuf>,
     _busy: AtMedia,
-}
-
-/// The buffer of a Read (which the kernel fills) or of an O_DIRECT Write's copy: aligned
-/// for O_DIRECT (ALIGN), and not zeroed (the fourth pass: a 128 KiB read zeroed 132 KiB
-/// first, which the kernel then overwrote). Its bytes are only ever looked at through
-/// `into_bytes`, once every one of them is written: by the kernel (a Read that completed
-/// whole) or by `copy_of`. Once a Read's buffer is `Bytes`, its answer's C2HData leaves
-/// from it (`OutTx`'s vectored send), no copy in between.
-struct IoBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-    /// A slot of the ring's registered pool (freed by giving it back), else a heap
-    /// allocation of `len` bytes (freed in `Drop`).
-    slot: Option<Slot>,
-}
-
-// SAFETY: an IoBuf owns its memory alone (a heap allocation, as a Box<[u8]> does, or a pool
-// slot no other IoBuf holds); nothing else points into it except the kernel while an
-// operation is in flight, which the Ring waits out.
-unsafe impl Send for IoBuf {}
-
-impl IoBuf {
-    /// `len` bytes, uninitialized: a slot of `pool` when they fit and one is free, else
-    /// from the heap (`None`: `len` is 0 or memory ran out).
-    fn uninit(len: usize, pool: Option<&std::sync::Arc<Pool>>) -> Option<IoBuf> {
-        if len > 0 && len <= SLOT {
-            if let Some(slot) = pool.and_then(Pool::take) {
-                return Some(IoBuf {
-                    ptr: std::ptr::NonNull::new(slot.ptr())?,
-                    len,
-                    slot: Some(slot),
-                });
-            }
-        }
-        let layout = aligned(len).filter(|_| len > 0)?;
-        // SAFETY: the layout's size is not zero.
-        let ptr = unsafe { std::alloc::alloc(layout) };
-        Some(IoBuf {
-            ptr: std::ptr::NonNull::new(ptr)?,
-            len,
-            slot: None,
-        })
-    }
-
-    /// The registered buffer it lies in (for READ_FIXED / WRITE_FIXED), if any.
-    fn fixed(&self) -> Option<u16> {
-        self.slot.as_ref().map(|_| 0)
-    }
-
-    /// A copy of `data`.
-    fn copy_of(data: &[u8], pool: Option<&std::sync::Arc<Pool>>) -> Option<IoBuf> {
-        let b = Self::uninit(data.len(), pool)?;
-        // SAFETY: `b` was just allocated with `data.len()` bytes, so it cannot overlap
-        // `data`, and both are valid for that many bytes.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), b.ptr.as_ptr(), data.len()) };
-        Some(b)
-    }
-
-    /// The buffer as `Bytes`, without a copy.
-    ///
-    /// # Safety
-    /// Every one of its `len` bytes has been written.
-    unsafe fn into_bytes(self) -> Bytes {
-        Bytes::from_owner(Filled(self))
-    }
-}
-
-impl Drop for IoBuf {
-    fn drop(&mut self) {
-        if self.slot.is_some() {
-            return; // the slot goes back to its pool as it drops
-        }
-        if let Some(layout) = aligned(self.len) {
-            // SAFETY: allocated in `uninit` with this very layout, and freed only here.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
-        }
-    }
-}
-
-/// An `IoBuf` whose bytes are all written (`IoBuf::into_bytes`).
-struct Filled(IoBuf);
-
-impl AsRef<[u8]> for Filled {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: the allocation holds `len` bytes, all initialized (`into_bytes`'s
-        // contract), and lives as long as `self`; nothing writes to it any more.
-        unsafe { std::slice::from_raw_parts(self.0.ptr.as_ptr(), self.0.len) }
-    }
 }
 
 /// user_data of the connection's socket receive (file operations use their slot index).
@@ -327,7 +120,7 @@ impl Ring {
     /// A ring for a queue thread, which waits for completions in `io_uring_enter` itself.
     /// (IORING_SETUP_DEFER_TASKRUN, and waiting for several read completions at once,
     /// measured no better: docs/nvme-tcp.md "Tried and dropped"; for writes, the note after
-    /// `ALIGN`.)
+    /// `ENTRIES`.)
     pub fn for_thread() -> Option<Ring> {
         if std::env::var_os("NVME_TCP_NO_URING").is_some() {
             return None;
@@ -663,77 +456,7 @@ fn rw_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Read and O_DIRECT buffers are aligned for O_DIRECT whatever their size, hand their
-    /// memory over as `Bytes` without a copy, and an empty one is refused (it could not be
-    /// allocated).
-    #[test]
-    fn io_buffers_are_aligned_and_become_bytes_in_place() {
-        let ring = IoUring::new(8).ok();
-        let pool = ring.as_ref().and_then(Pool::register);
-        let _ring = ring; // dropped before the pool, as in a Ring
-        for pool in [None, pool.as_ref()] {
-            for len in [1, 512, 4096, 4097, 128 * 1024] {
-                let data: Vec<u8> = (0..len).map(|i| (i * 31) as u8).collect();
-                let b = IoBuf::copy_of(&data, pool).unwrap();
-                let p = b.ptr.as_ptr() as usize;
-                assert_eq!(p % ALIGN, 0, "{len} bytes at {p:#x}");
-                assert_eq!(b.fixed().is_some(), pool.is_some() && len <= SLOT, "{len}");
-                // SAFETY: `copy_of` wrote every byte.
-                let bytes = unsafe { b.into_bytes() };
-                assert_eq!(bytes.as_ptr() as usize, p, "copied");
-                assert_eq!(&bytes[..], &data[..]);
-                let u = IoBuf::uninit(len, pool).unwrap();
-                assert_eq!(u.ptr.as_ptr() as usize % ALIGN, 0);
-            }
-            assert!(IoBuf::uninit(0, pool).is_none());
-        }
-    }
-
-    /// A ring with a pool registered (the ring drops first, as in a `Ring`), or `None`
-    /// where this machine refuses either (said on stderr).
-    fn pooled_ring() -> Option<(std::sync::Arc<Pool>, IoUring)> {
-        let Ok(ring) = IoUring::new(8) else {
-            eprintln!("io_uring refused here: skipped");
-            return None;
-        };
-        let Some(pool) = Pool::register(&ring) else {
-            eprintln!("buffer registration refused here: skipped");
-            return None;
-        };
-        Some((pool, ring))
-    }
-
-    /// The pool hands out distinct slots until it is empty (then buffers come from the
-    /// heap), and a slot comes back when the answer's `Bytes` made of it is dropped, on any
-    /// thread.
-    #[test]
-    fn pool_slots_are_distinct_and_come_back_with_their_bytes() {
-        let Some((pool, _ring)) = pooled_ring() else {
-            return;
-        };
-        let bufs: Vec<IoBuf> = (0..SLOTS)
-            .map(|_| IoBuf::copy_of(&[7; SLOT], Some(&pool)).unwrap())
-            .collect();
-        let mut ptrs: Vec<usize> = bufs.iter().map(|b| b.ptr.as_ptr() as usize).collect();
-        assert!(bufs.iter().all(|b| b.fixed() == Some(0)));
-        ptrs.sort_unstable();
-        ptrs.dedup();
-        assert_eq!(ptrs.len(), SLOTS, "slots overlap");
-        let base = pool.base.as_ptr() as usize;
-        assert!(ptrs.iter().all(|p| (base..base + SLOT * SLOTS).contains(p)));
-        let spill = IoBuf::uninit(SLOT, Some(&pool)).unwrap();
-        assert!(spill.fixed().is_none(), "empty pool: from the heap");
-        // SAFETY: `copy_of` wrote every byte.
-        let held: Vec<Bytes> = bufs
-            .into_iter()
-            .map(|b| unsafe { b.into_bytes() })
-            .collect();
-        assert!(pool.take().is_none());
-        std::thread::spawn(move || drop(held)).join().unwrap();
-        assert_eq!(lock(&pool.free).len(), SLOTS, "every slot back");
-        assert!(IoBuf::uninit(SLOT, Some(&pool)).unwrap().fixed().is_some());
-    }
+    use buf::pooled_ring;
 
     /// Pool slots go by the FIXED opcodes, heap buffers and page-cache writes (from the
     /// capsule's bytes) by the plain ones; a Read without a buffer has no operation.
