@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use metalog::{BlockDev, FileDev};
 use nvme_tcp::{NamespaceConfig, Target, TargetConfig};
+use pnfsd::nvme::volume::{NvmeDev, NvmeVolumeSpec};
 use pnfsd::nvme::VolumeBackend;
-use pnfsd::nvme_volume::{NvmeDev, NvmeVolumeSpec};
 
 const SIZE: u64 = 256 << 20;
 const BS: usize = 4096;

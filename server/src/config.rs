@@ -137,7 +137,7 @@ pub struct Config {
     /// Where the embedded default volume lives.
     pub data_dir: PathBuf,
     /// The data volume: a file, a block device or an external NVMe/TCP namespace
-    /// (`nvme-tcp://HOST[:PORT]/NQN[?nsid=..]`, crate::nvme_volume); default
+    /// (`nvme-tcp://HOST[:PORT]/NQN[?nsid=..]`, crate::nvme::volume); default
     /// `<data_dir>/volume.img`.
     pub volume: Option<PathBuf>,
     /// Size of a volume file created on first start.
@@ -441,7 +441,7 @@ impl Config {
             self.data_dir = under(&self.data_dir);
         }
         if let Some(v) = &self.volume {
-            if v.is_relative() && !v.to_str().is_some_and(crate::nvme_volume::is_nvme_url) {
+            if v.is_relative() && !v.to_str().is_some_and(crate::nvme::volume::is_nvme_url) {
                 self.volume = Some(under(v));
             }
         }

@@ -6,7 +6,7 @@
 //! ```
 //! Data flows one way; lower layers know nothing of the ones above. `nvme` exports the same
 //! `BlockDev` over NVMe/TCP (crate `nvme-tcp`);
-//! `nvme_volume` is the reverse: a `BlockDev` on an external NVMe/TCP namespace.
+//! `nvme::volume` is the reverse: a `BlockDev` on an external NVMe/TCP namespace.
 pub mod admin;
 pub mod alloc;
 pub mod config;
@@ -15,11 +15,9 @@ pub mod exports;
 pub mod fuzzing;
 #[cfg(test)]
 mod log_capture;
-pub mod meta_guard;
 pub mod metrics;
 pub mod nfs4;
 pub mod nvme;
-pub mod nvme_volume;
 pub mod preflight;
 pub mod rpc;
 pub mod server;

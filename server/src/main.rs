@@ -760,7 +760,7 @@ async fn run(
     volume: &VolumeSource,
     srv: Arc<Server>,
     dev: Arc<dyn metalog::BlockDev>,
-    external: Option<Arc<pnfsd::nvme_volume::NvmeDev>>,
+    external: Option<Arc<pnfsd::nvme::volume::NvmeDev>>,
     listeners: Listeners,
     mut signals: Signals,
     mut reloader: Reloader<'_>,
@@ -778,7 +778,7 @@ async fn run(
             let mut tc = pnfsd::nvme::target_config(cfg, dev, uuid_bytes);
             pnfsd::nvme::guard_mds_blocks(&mut tc, &srv.store.superblock().geometry);
             pnfsd::nvme::gate_hosts(&mut tc, &srv, cfg);
-            pnfsd::meta_guard::guard_metadata(&mut tc, srv.store.meta_blocks());
+            pnfsd::nvme::meta_guard::guard_metadata(&mut tc, srv.store.meta_blocks());
             let target = pnfsd::nvme::bind(addr, tc).await?;
             pnfsd::nvme::install_fencing(&srv, &target, cfg);
             tracing::info!(
@@ -829,7 +829,7 @@ async fn run(
                         .contains(&pnfsd::config::LayoutTypeName::Scsi);
                     let (srv, ext) = (srv.clone(), ext.clone());
                     // Reservation commands block: not on a runtime worker.
-                    let setup = move || pnfsd::nvme_volume::setup_scsi(scsi, &srv, &ext);
+                    let setup = move || pnfsd::nvme::volume::setup_scsi(scsi, &srv, &ext);
                     if tokio::task::spawn_blocking(setup).await.is_err() {
                         tracing::error!("SCSI layout setup on the external namespace failed");
                     }

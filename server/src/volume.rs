@@ -1,6 +1,6 @@
 //! Opening the data volume (design.md §2): a file or block device, which the daemon locks so
 //! that a second daemon (or a `pnfsd mkfs`) cannot use it at the same time, or an external
-//! NVMe/TCP namespace reached through the initiator (`crate::nvme_volume`).
+//! NVMe/TCP namespace reached through the initiator (`crate::nvme::volume`).
 //!
 //! The lock is an exclusive `flock` on a descriptor of the volume, held until the store has
 //! unmounted; the kernel drops it when the process dies, so a SIGKILL'd daemon never leaves
@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use metalog::BlockDev;
 
-use crate::nvme_volume::{is_nvme_url, NvmeDev, NvmeVolumeError, NvmeVolumeSpec};
+use crate::nvme::volume::{is_nvme_url, NvmeDev, NvmeVolumeError, NvmeVolumeSpec};
 
 /// What `volume` (or `pnfsd mkfs`'s argument) names.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,6 +16,9 @@
 //! target's `HostPolicy` (`gate_hosts`), refusing a fenced client's hosts at Connect, and
 //! disconnects them when it fences (`install_fencing`; docs/pnfs.md "Fencing").
 
+pub mod meta_guard;
+pub mod volume;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
