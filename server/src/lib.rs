@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod alloc;
 pub mod config;
+pub mod daemon;
 pub mod device_watch;
 pub mod exports;
 pub mod fuzzing;

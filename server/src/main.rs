@@ -775,12 +775,12 @@ async fn run(
     let uuid_bytes = srv.store.volume_uuid();
     let nvme = match cfg.embedded_target() {
         Some(addr) => {
-            let mut tc = pnfsd::nvme::target_config(cfg, dev, uuid_bytes);
+            let mut tc = pnfsd::daemon::nvme::target_config(cfg, dev, uuid_bytes);
             pnfsd::nvme::guard_mds_blocks(&mut tc, &srv.store.superblock().geometry);
-            pnfsd::nvme::gate_hosts(&mut tc, &srv, cfg);
+            pnfsd::daemon::nvme::gate_hosts(&mut tc, &srv, cfg);
             pnfsd::nvme::meta_guard::guard_metadata(&mut tc, srv.store.meta_blocks());
             let target = pnfsd::nvme::bind(addr, tc).await?;
-            pnfsd::nvme::install_fencing(&srv, &target, cfg);
+            pnfsd::daemon::nvme::install_fencing(&srv, &target, cfg);
             tracing::info!(
                 "nvme-tcp target on {} subsystem {} namespace {} = {}",
                 target.local_addr(),
@@ -797,7 +797,7 @@ async fn run(
                     Ok(()) => {
                         srv.layouts
                             .scsi
-                            .install(Arc::new(pnfsd::nvme::TargetFencer(target.clone())));
+                            .install(Arc::new(pnfsd::daemon::nvme::TargetFencer(target.clone())));
                         // The name a udev'd Linux client opens (docs/pnfs.md "the designator").
                         let d = pnfsd::nfs4::scsi::volume_designator(&srv);
                         let hex: String = d.bytes().iter().map(|b| format!("{b:02x}")).collect();
@@ -829,7 +829,7 @@ async fn run(
                         .contains(&pnfsd::config::LayoutTypeName::Scsi);
                     let (srv, ext) = (srv.clone(), ext.clone());
                     // Reservation commands block: not on a runtime worker.
-                    let setup = move || pnfsd::nvme::volume::setup_scsi(scsi, &srv, &ext);
+                    let setup = move || pnfsd::daemon::nvme::setup_scsi(scsi, &srv, &ext);
                     if tokio::task::spawn_blocking(setup).await.is_err() {
                         tracing::error!("SCSI layout setup on the external namespace failed");
                     }

@@ -105,7 +105,8 @@ impl HostPolicy for MetaGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nvme::{guard_mds_blocks, target_config, NSID};
+    use crate::daemon::nvme::target_config;
+    use crate::nvme::{guard_mds_blocks, NSID};
     use crate::store::{NewNode, SetAttrs, Store, StoreOptions, ROOT_INO};
     use bytes::Bytes;
     use metalog::{BlockDev, FileDev};

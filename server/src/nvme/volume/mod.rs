@@ -26,7 +26,7 @@
 mod fence;
 mod spec;
 
-pub use fence::{claim_for_scsi, setup_scsi, InitiatorFencer};
+pub use fence::{claim_for_scsi, preempt_and_abort, registered_keys};
 pub use spec::{is_nvme_url, NvmeVolumeSpec, DEFAULT_HOSTNQN, DEFAULT_PORT, SCHEME};
 
 use std::future::Future;
