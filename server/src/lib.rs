@@ -13,6 +13,7 @@ pub mod config;
 pub mod daemon;
 pub mod device_watch;
 pub mod exports;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 #[cfg(test)]
 mod log_capture;
