@@ -5,6 +5,7 @@
 //!
 //! Fatal errors go to stderr as `pnfsd: error: …` whatever `RUST_LOG` says; a start that
 //! fails removes the volume file (and the directories) it created.
+#![deny(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
