@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod nfs4;
 pub mod nvme;
 pub mod preflight;
+mod progress;
 pub mod rpc;
 pub mod server;
 pub mod store;
