@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::Size;
 use crate::exports::ExportConfig;
 
-/// `export_sync`: design.md §4.
+/// `export_sync`: docs/design.md §4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ExportSync {
@@ -19,7 +19,7 @@ pub enum ExportSync {
     Async,
 }
 
-/// `layoutcommit`: design.md §4 ("sync" reproduces XFS forcing the log on every LAYOUTCOMMIT).
+/// `layoutcommit`: docs/design.md §4 ("sync" reproduces XFS forcing the log on every LAYOUTCOMMIT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LayoutCommitMode {
@@ -28,7 +28,7 @@ pub enum LayoutCommitMode {
     Sync,
 }
 
-/// A layout type offered in `fs_layout_types` (design.md §5).
+/// A layout type offered in `fs_layout_types` (docs/design.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LayoutTypeName {
@@ -69,7 +69,7 @@ pub struct Config {
     /// Size of a volume file created on first start.
     pub volume_size: Size,
     pub listen: SocketAddr,
-    /// The embedded NVMe/TCP target (issue 5, server/src/nvme.rs); `"off"` disables it.
+    /// The embedded NVMe/TCP target (server/src/nvme/mod.rs); `"off"` disables it.
     #[serde(deserialize_with = "listen_or_off")]
     pub nvme_listen: Option<SocketAddr>,
     /// Subsystem NQN of the target.
@@ -117,7 +117,7 @@ pub struct Config {
     pub export_sync: ExportSync,
     pub layout_types: Vec<LayoutTypeName>,
     pub layoutcommit: LayoutCommitMode,
-    /// Run to fence a block-layout client that does not return its layout (design.md §5).
+    /// Run to fence a block-layout client that does not return its layout (docs/design.md §5).
     pub fence_command: Option<String>,
     /// Most speculative preallocation past EOF per RW LAYOUTGET ("0" turns it off;
     /// docs/pnfs.md "Preallocation").

@@ -146,7 +146,7 @@ impl Config {
         self.check_nvme_access()
     }
 
-    /// Issue 12: any host that reaches the target can read and write the whole volume, so a
+    /// Any host that reaches the target can read and write the whole volume, so a
     /// listener beyond the loopback must say whom it admits (nvmet, likewise, admits no host
     /// that is not named unless `attr_allow_any_host` is set).
     fn check_nvme_access(&self) -> Result<(), ConfigError> {
@@ -176,7 +176,7 @@ impl Config {
             .map_err(|e| ConfigError::Invalid(format!("log_level {:?}: {e}", self.log_level)))
     }
 
-    /// Issue 12: NFS reachable from other hosts while the data path is not (or the other way
+    /// NFS reachable from other hosts while the data path is not (or the other way
     /// round) is legal, but remote clients then silently do all their I/O through the MDS
     /// (or reach a target they cannot use): worth a warning at start.
     pub fn reachability_warnings(&self) -> Vec<String> {

@@ -3,7 +3,7 @@
 //! so no file is needed.
 //!
 //! Paths in a file are relative to the file's own directory, never to the daemon's current
-//! directory (issue 12: `cd / && pnfsd serve --config …` must not format a fresh volume
+//! directory (`cd / && pnfsd serve --config …` must not format a fresh volume
 //! elsewhere); flags are relative to the current directory, as for any command.
 //! SIGHUP re-reads the file: [`reload_plan`] says which changed keys apply at once
 //! ([`RELOADABLE`]) and which need a restart.

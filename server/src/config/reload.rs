@@ -2,7 +2,7 @@
 
 use super::{Config, ConfigError};
 
-/// The keys SIGHUP applies to the running daemon (issue 12 Deliver 2). Every other changed
+/// The keys SIGHUP applies to the running daemon. Every other changed
 /// key is named as needing a restart. Whatever is listed here, [`Config::apply_reloadable`]
 /// must copy.
 pub const RELOADABLE: &[&str] = &["log_level", "exports"];

@@ -17,7 +17,7 @@ fn sizes() {
     }
 }
 
-/// Issue 17: the NVMe/TCP send bound and Connect timeout are keys, with nvme_tcp's
+/// The NVMe/TCP send bound and Connect timeout are keys, with nvme_tcp's
 /// defaults, and reach the target's `Limits`.
 #[test]
 fn nvme_send_bound_and_connect_timeout_parse_into_the_limits() {
@@ -141,7 +141,7 @@ fn a_full_file_parses() {
     );
 }
 
-/// Issue 12 Deliver 3: the exports section parses with knfsd's defaults, a bad rule
+/// The exports section parses with knfsd's defaults, a bad rule
 /// fails the load, and the old AUTH_NONE switch says what replaced it.
 #[test]
 fn exports_parse_with_knfsd_defaults_and_bad_rules_fail() {
@@ -278,7 +278,7 @@ fn the_packaged_file_is_the_defaults_with_data_under_var_lib() {
     assert_eq!(c, d);
 }
 
-/// Issue 12: `cd / && pnfsd serve --config DIR/c.toml` with `data_dir = "data"` used
+/// `cd / && pnfsd serve --config DIR/c.toml` with `data_dir = "data"` used
 /// /data; the file's directory is meant. Flags stay relative to the current directory.
 #[test]
 fn relative_paths_in_a_file_are_relative_to_the_file() {
@@ -322,7 +322,7 @@ fn pathdiff(target: &Path, base: &Path) -> PathBuf {
     up.join(target.strip_prefix("/").unwrap())
 }
 
-/// Issue 12 Deliver 4: a target reachable from other hosts must say whom it admits.
+/// A target reachable from other hosts must say whom it admits.
 #[test]
 fn an_nvme_listener_off_the_loopback_needs_allowed_hosts() {
     let e = Config::parse("nvme_listen = \"0.0.0.0:4420\"", Path::new("x")).unwrap_err();
@@ -393,7 +393,7 @@ fn nfs_and_nvme_reachability_that_differ_are_warned_about() {
     .is_empty());
 }
 
-/// Issue 12 Deliver 2: SIGHUP applies log_level and names every other changed key.
+/// SIGHUP applies log_level and names every other changed key.
 #[test]
 fn a_reload_applies_log_level_and_names_the_rest() {
     let old = Config::default();

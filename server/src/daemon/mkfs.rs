@@ -98,7 +98,7 @@ pub fn mkfs_dev(
     r
 }
 
-/// What `serve` created on this start: removed again if the start fails (issue 12).
+/// What `serve` created on this start: removed again if the start fails.
 #[derive(Debug)]
 pub struct FreshVolume {
     pub file: PathBuf,
@@ -122,7 +122,7 @@ impl FreshVolume {
     }
 }
 
-/// Formats the volume file on first start (the embedded default of issue 3); `Some` if it
+/// Formats the volume file on first start (the embedded default); `Some` if it
 /// was made now.
 pub fn ensure_volume(cfg: &Config, volume: &Path) -> Result<Option<FreshVolume>, DaemonError> {
     preflight::check_volume_path(volume)?;

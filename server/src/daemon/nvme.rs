@@ -31,7 +31,7 @@ pub fn target_config(cfg: &Config, dev: Arc<dyn BlockDev>, volume_uuid: [u8; 16]
     // With the volume's other state (the volume file itself, by default): the file names
     // the volume's UUID, so a re-formatted volume never gets an old state.
     t.ptpl_dir = Some(cfg.data_dir.clone());
-    // Controllers, connections, KATO (issue 17 Deliver 3; docs/nvme-tcp.md "Limits").
+    // Controllers, connections, KATO (docs/nvme-tcp.md "Limits").
     t.limits = cfg.nvme_limits();
     t
 }

@@ -86,7 +86,7 @@ pub fn serve(a: &ServeArgs, log: &Logging) -> Result<(), DaemonError> {
         srv: None,
     };
     let res = serve_volume(&cfg, &volume, rt, listeners, signals, reloader, &mut fresh);
-    // Failed before it served: what this start created goes (issue 12).
+    // Failed before it served: what this start created goes.
     if let (Err(_), Some(f)) = (&res, fresh.take()) {
         f.remove();
     }
@@ -110,7 +110,7 @@ pub fn serve_volume(
     // Locked against a second daemon, or connected to the external namespace (volume.rs).
     let vol = Volume::open(volume)?;
     vol.check_formatted(volume)?;
-    // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme.rs).
+    // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme/mod.rs).
     let dev = vol.dev.clone();
     let store = Arc::new(
         Store::open_dev(dev.clone(), cfg.store_options()).map_err(|err| DaemonError::Mount {
@@ -145,7 +145,7 @@ pub fn serve_volume(
     tracing::info!(counters = ?srv.layouts.metrics.snapshot(), "pNFS layout counters");
     // COMPOUNDs still running on blocking threads get a moment to finish before the unmount.
     rt.shutdown_timeout(Duration::from_secs(5));
-    // Whatever stopped the server, leave a clean log behind (design.md §3: next mount O(1)).
+    // Whatever stopped the server, leave a clean log behind (docs/design.md §3: next mount O(1)).
     let unmounted = store.unmount();
     vol.close();
     served?;
@@ -157,7 +157,7 @@ pub fn serve_volume(
     Ok(())
 }
 
-/// The start line (issue 16 Deliver 4): a clean start, or a recovery after a crash with
+/// The start line: a clean start, or a recovery after a crash with
 /// what it replayed (metalog's own "log recovery:" lines give the records and KiB).
 pub fn start_event(volume: &VolumeSource, m: &crate::store::MountStats) {
     match &m.stale_mark {
@@ -194,7 +194,7 @@ pub async fn run(
         metrics: metrics_listener,
     } = listeners;
 
-    // The embedded NVMe/TCP target (issue 5): bound before "ready", stopped after NFS.
+    // The embedded NVMe/TCP target: bound before "ready", stopped after NFS.
     let uuid_bytes = srv.store.volume_uuid();
     let nvme = match cfg.embedded_target() {
         Some(addr) => {
@@ -211,7 +211,7 @@ pub async fn run(
                 crate::nvme::NSID,
                 volume
             );
-            // SCSI layout offered: the MDS holds the volume's reservation (issue 5 item 3).
+            // SCSI layout offered: the MDS holds the volume's reservation.
             if cfg
                 .layout_types
                 .contains(&crate::config::LayoutTypeName::Scsi)
@@ -300,7 +300,7 @@ pub async fn run(
     };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    // The operator's counters (issue 7), bound before "ready" so a bad address fails the start.
+    // The operator's counters, bound before "ready" so a bad address fails the start.
     let metrics = match metrics_listener {
         Some(l) => {
             let local = l.local_addr().map_err(io_err("metrics address"))?;

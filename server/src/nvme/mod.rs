@@ -1,11 +1,11 @@
-//! The embedded NVMe/TCP target (issue 5, crate `nvme-tcp`): exports the data volume as
-//! namespace 1 so that one daemon is a complete pNFS system (design.md §1, §6).
+//! The embedded NVMe/TCP target (crate `nvme-tcp`): exports the data volume as
+//! namespace 1 so that one daemon is a complete pNFS system (docs/design.md §1, §6).
 //!
 //! The namespace is the very `BlockDev` the store mounted (`VolumeBackend` wraps the same
 //! `Arc`, hence the same open file descriptor): a client's NVMe Write lands in the file the
 //! store reads, and an NVMe Flush is `BlockDev::flush` — the `fdatasync` of that descriptor
 //! the store's log force and COMMIT use — so either flush covers both parties' completed
-//! writes (design.md §6 "honest volatile write cache").
+//! writes (docs/design.md §6 "honest volatile write cache").
 //!
 //! Reservations persist through power loss: the target keeps them in
 //! `<data_dir>/nvme-ns1.reservations` (nvme-tcp `reservation::persist`), so the MDS's
@@ -86,7 +86,7 @@ impl Backend for VolumeBackend {
 }
 
 /// No host writes the volume's own blocks through the target: the superblock, the log and
-/// the checkpoints, everything before the data area (issue 12; the target answers Access
+/// the checkpoints, everything before the data area (the target answers Access
 /// Denied). The MDS writes them through its own device. Tree nodes live among the data
 /// blocks (docs/store.md): keeping hosts off those is the layouts' enforcement
 /// (`gate_hosts`), not this.
@@ -240,7 +240,7 @@ mod tests {
         assert!(e.to_string().contains("max_send_queued"), "{e}");
     }
 
-    /// Issue 5 item 3 over real NVMe/TCP: the MDS holds EXCLUSIVE_ACCESS_REG_ONLY, a client
+    /// Real NVMe/TCP: the MDS holds EXCLUSIVE_ACCESS_REG_ONLY, a client
     /// that registered the key GETDEVICEINFO gives it writes; once fencing preempts that key
     /// its next write gets Reservation Conflict.
     #[tokio::test]
@@ -310,7 +310,7 @@ mod tests {
         target.shutdown();
     }
 
-    /// Issue 12 item 4: through the embedded target no host writes, zeroes or deallocates the
+    /// Through the embedded target no host writes, zeroes or deallocates the
     /// superblock, the log or the checkpoints (Access Denied), while it still reads them (the
     /// block layout's signature) and writes the data area; the volume mounts afterwards.
     #[tokio::test]
@@ -379,8 +379,8 @@ mod tests {
         Store::open(&volume, StoreOptions::default()).unwrap();
     }
 
-    /// Issue 13 ("after a SIGKILL restart, the SCSI reservations and the fence state are
-    /// back") and issue 18's SCSI half, over real NVMe/TCP: the MDS's reservation, a
+    /// After a SIGKILL restart the SCSI reservations and the fence state are back, over
+    /// real NVMe/TCP: the MDS's reservation, a
     /// client's registration and a fence survive a kill of the daemon (target and store
     /// dropped, no unmount); the registered host's replayed write lands, the fenced host's
     /// does not; a client that comes back registers its new key over the old one; the
