@@ -37,8 +37,6 @@ LAYERS = {
         ("device_watch", 1),
         ("preflight", 1),
         ("nvme", 1),
-        ("nvme_volume", 1),
-        ("meta_guard", 1),
         # NFSv4 wire types, status mapping and the per-op counters
         ("nfs4::types", 2),
         ("nfs4::status", 2),

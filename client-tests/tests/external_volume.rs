@@ -289,7 +289,7 @@ async fn scsi_layout_names_the_external_namespace_and_holds_its_reservation() {
     let (rtype, regs) = ext.target.reservation_state(1).unwrap();
     assert_eq!(rtype, Some(RType::EXCLUSIVE_ACCESS_REG_ONLY));
     assert_eq!(regs.len(), 1);
-    let mds = InitiatorConfig::new(NQN, pnfsd::nvme_volume::DEFAULT_HOSTNQN);
+    let mds = InitiatorConfig::new(NQN, pnfsd::nvme::volume::DEFAULT_HOSTNQN);
     assert_eq!(regs[0].hostid, mds.hostid);
     // So a client writes only once it registered the key GETDEVICEINFO gave it.
     let block = || Bytes::from(vec![9u8; 4096]);

@@ -23,6 +23,7 @@ mod cil;
 mod error;
 pub mod flush;
 pub mod format;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod geometry;
 mod iclog;

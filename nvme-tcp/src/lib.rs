@@ -22,6 +22,7 @@
 pub mod backend;
 mod controller;
 pub mod error;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod initiator;
 pub mod limits;

@@ -5,7 +5,7 @@
 //! file system allows it), the other exported by the crate's target over loopback the way
 //! `pnfsd serve` exports its volume (`VolumeBackend` over a `FileDev`) and opened through
 //! `NvmeDev`. Cases, 4 KiB each: random reads at QD 1; `write_fua` at QD 1 (a log commit
-//! record, design.md §3); `write_at` + `flush` from 4 threads (concurrent LAYOUTCOMMITs'
+//! record, docs/design.md §3); `write_at` + `flush` from 4 threads (concurrent LAYOUTCOMMITs'
 //! data flushes); random writes from 4 threads.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use metalog::{BlockDev, FileDev};
 use nvme_tcp::{NamespaceConfig, Target, TargetConfig};
+use pnfsd::nvme::volume::{NvmeDev, NvmeVolumeSpec};
 use pnfsd::nvme::VolumeBackend;
-use pnfsd::nvme_volume::{NvmeDev, NvmeVolumeSpec};
 
 const SIZE: u64 = 256 << 20;
 const BS: usize = 4096;

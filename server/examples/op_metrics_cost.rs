@@ -1,4 +1,4 @@
-//! What the dispatcher's per-operation metrics cost (issue 16): the two clock reads around a
+//! What the dispatcher's per-operation metrics cost: the two clock reads around a
 //! handler and `NFS_OPS.record` (a count and a histogram observation, all atomics), per
 //! operation, on one thread and on two threads recording the same operation (the worst
 //! case: one cache line shared). Prints nanoseconds per operation; compare with the

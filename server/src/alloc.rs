@@ -8,8 +8,8 @@
 //! peaked at 525 MiB of RSS for a `metadata_cache` of 256M (bound 484), and at 64M a run of
 //! 1,000,000 files at 126.5 MiB where heaptrack saw 50 MiB of heap at the peak. With as many
 //! arenas as CPUs (at least 2, at most 8: `limit_arenas`) the same run peaked at 77 MiB at
-//! unchanged create rates (jemalloc preloaded: 67.6, mimalloc 106; docs/benchmarks.md
-//! "Session 11", under Scale).
+//! unchanged create rates (jemalloc preloaded: 67.6, mimalloc 106; docs/benchmarks.md,
+//! under Scale).
 
 /// Arenas glibc may create, when the operator's environment does not say
 /// (`MALLOC_ARENA_MAX`): one per CPU, between 2 and 8. Called before the runtime's threads

@@ -1,5 +1,5 @@
 //! [`WatchedDev`]: the volume as the store and the NVMe/TCP target use it, saying once, at
-//! the moment it happens, that the device failed (issue 17). Before, a device failing
+//! the moment it happens, that the device failed. Before, a device failing
 //! mid-run gave clients NFS4ERR_IO and left the log silent until SIGTERM.
 //!
 //! The first failed read, write or flush logs one ERROR line naming the device, the

@@ -1,4 +1,4 @@
-//! Entry points for cargo-fuzz targets (style.md rule 11, design.md §7, `fuzz/` and
+//! Entry points for cargo-fuzz targets (docs/design.md §7 and house rule 11, `fuzz/` and
 //! docs/fuzzing.md). Each takes arbitrary bytes and must never panic; a fuzz target is one
 //! line: `fuzz_target!(|d: &[u8]| pnfsd::fuzzing::rpc_stream(d));`. `seeds` builds the seed
 //! corpus from the encoders the server itself uses (`cargo run -p pnfsd --example

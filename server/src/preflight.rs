@@ -1,4 +1,4 @@
-//! Checks before pnfsd writes a volume (issue 12 "Safety"), run before the store's mkfs and
+//! Checks before pnfsd writes a volume, run before the store's mkfs and
 //! before `serve` creates a volume file:
 //! - where a volume may be: a path under /dev must be an existing block device, never a
 //!   file pnfsd creates (a mistyped `/dev/nvme0n1x` would become a file in RAM on devtmpfs);

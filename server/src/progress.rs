@@ -1,5 +1,5 @@
-//! mkfs progress (issue 16 Deliver 5). What mkfs spends its time on is zero-writing the log
-//! (up to 256 MiB, so that a later log write never allocates file blocks, design.md §3) and
+//! mkfs progress. What mkfs spends its time on is zero-writing the log
+//! (up to 256 MiB, so that a later log write never allocates file blocks, docs/design.md §3) and
 //! the checkpoint slots, then one device flush. [`ProgressDev`] wraps the device mkfs writes
 //! through and counts those bytes: a bar (indicatif) when stderr is a terminal, one plain
 //! line before and the usual "formatted" line after otherwise. The store's mkfs is not

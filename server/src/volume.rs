@@ -1,6 +1,6 @@
-//! Opening the data volume (design.md §2): a file or block device, which the daemon locks so
+//! Opening the data volume (docs/design.md §2): a file or block device, which the daemon locks so
 //! that a second daemon (or a `pnfsd mkfs`) cannot use it at the same time, or an external
-//! NVMe/TCP namespace reached through the initiator (`crate::nvme_volume`).
+//! NVMe/TCP namespace reached through the initiator (`crate::nvme::volume`).
 //!
 //! The lock is an exclusive `flock` on a descriptor of the volume, held until the store has
 //! unmounted; the kernel drops it when the process dies, so a SIGKILL'd daemon never leaves
@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use metalog::BlockDev;
 
-use crate::nvme_volume::{is_nvme_url, NvmeDev, NvmeVolumeError, NvmeVolumeSpec};
+use crate::nvme::volume::{is_nvme_url, NvmeDev, NvmeVolumeError, NvmeVolumeSpec};
 
 /// What `volume` (or `pnfsd mkfs`'s argument) names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,7 @@ pub enum VolumeError {
     Unformatted(String),
     #[error("volume {0}: the superblock cannot be read: {1}")]
     BadSuperblock(String, layout::SuperblockError),
-    /// Issue 12: a volume file that was truncated, or grown by hand, is not mounted: a
+    /// A volume file that was truncated, or grown by hand, is not mounted: a
     /// smaller one lost blocks the metadata may point at; pnfsd does not grow a volume.
     #[error(
         "volume {volume} is {actual} bytes but its superblock says {expected} bytes: it was \
@@ -114,7 +114,7 @@ impl VolumeLock {
 /// An open data volume: the device the store mounts, and what must live as long as it.
 pub struct Volume {
     pub dev: Arc<dyn BlockDev>,
-    /// Set for an external namespace: its identity and reservations (nvme_volume).
+    /// Set for an external namespace: its identity and reservations (nvme::volume).
     pub nvme: Option<Arc<NvmeDev>>,
     _lock: Option<VolumeLock>,
 }
@@ -247,7 +247,7 @@ mod tests {
         ));
     }
 
-    /// Issue 12: a volume file resized after mkfs is refused with its sizes and a remedy;
+    /// A volume file resized after mkfs is refused with its sizes and a remedy;
     /// less than a block more is not a resize.
     #[test]
     fn a_volume_resized_after_mkfs_is_refused() {

@@ -1,4 +1,4 @@
-//! The embedded NVMe/TCP target of a running `pnfsd serve` (issue 5 item 2): the nvme-tcp
+//! The embedded NVMe/TCP target of a running `pnfsd serve`: the nvme-tcp
 //! Initiator reads the volume's superblock through it, writes the data area, and the bytes
 //! are in the volume file after a clean SIGTERM shutdown.
 
@@ -133,7 +133,7 @@ fn the_initiator_reads_the_superblock_and_writes_the_volume_through_pnfsd() {
         let b0 = ini.read(1, 0, 1, 4096).await.unwrap();
         assert_eq!(&b0[..8], &layout::superblock::MAGIC);
         assert_eq!(&b0[32..48], &uuid, "the same volume");
-        // The superblock is the MDS's: no host writes it through the target (issue 12).
+        // The superblock is the MDS's: no host writes it through the target.
         let stray = ini
             .write(1, 0, bytes::Bytes::from(vec![0u8; 4096]), 4096, false)
             .await;

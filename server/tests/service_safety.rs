@@ -1,5 +1,5 @@
-//! Issue 12 "Safety" and "Signals": every everyday mistake the issue lists, made against the
-//! real `pnfsd` binary, must now fail safe with a message that names the path or address.
+//! Safety and signals: everyday mistakes of an operator, made against the
+//! real `pnfsd` binary, fail safe with a message that names the path or address.
 //! `PNFSD_TEST_BIN=/path/to/an/older/pnfsd` runs the same tests against another binary (to
 //! see them fail where that binary was unsafe).
 
@@ -176,7 +176,7 @@ fn have(tool: &str) -> bool {
         .is_ok()
 }
 
-/// Issue 12: `pnfsd mkfs` formatted over an ext4 image without `--force`. Now it refuses
+/// `pnfsd mkfs` formatted over an ext4 image without `--force`. Now it refuses
 /// anything blkid recognises (ext4 and swap here) and leaves the bytes alone; `--force`
 /// still formats.
 #[test]
@@ -222,7 +222,7 @@ fn mkfs_refuses_a_file_system_without_force() {
     }
 }
 
-/// Issue 12: a typo'd `volume = "/dev/nvme0n1x"` became an 8 GiB file on devtmpfs and was
+/// A typo'd `volume = "/dev/nvme0n1x"` became an 8 GiB file on devtmpfs and was
 /// served. Now neither serve nor mkfs creates anything under /dev.
 #[test]
 fn a_missing_device_is_an_error_never_a_file() {
@@ -263,7 +263,7 @@ fn a_missing_device_is_an_error_never_a_file() {
     assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
 }
 
-/// Issue 12: `data_dir` was relative to the current directory, so `cd / && pnfsd serve
+/// `data_dir` was relative to the current directory, so `cd / && pnfsd serve
 /// --config …` formatted a fresh volume there. Now it is the config file's directory.
 #[test]
 fn relative_paths_in_the_config_are_the_config_files() {
@@ -299,7 +299,7 @@ fn relative_paths_in_the_config_are_the_config_files() {
     );
 }
 
-/// Issue 12: SIGHUP killed the daemon without a clean unmount. Now it reloads the file:
+/// SIGHUP killed the daemon without a clean unmount. Now it reloads the file:
 /// log_level applies at once (checked by what is logged after), every other changed key is
 /// named as needing a restart, a broken file keeps the running configuration, and the
 /// daemon keeps serving until SIGTERM unmounts it cleanly.
@@ -349,7 +349,7 @@ fn sighup_reloads_the_log_level_and_names_what_needs_a_restart() {
     assert!(log.contains("unmounted cleanly"), "{log}");
 }
 
-/// Issue 12: `RUST_LOG=off pnfsd mkfs /nonexistent/x` exited 1 without a word. Fatal errors
+/// `RUST_LOG=off pnfsd mkfs /nonexistent/x` exited 1 without a word. Fatal errors
 /// are now printed whatever RUST_LOG says, with the path or address.
 #[test]
 fn fatal_errors_are_printed_whatever_rust_log_says() {
@@ -388,7 +388,7 @@ fn fatal_errors_are_printed_whatever_rust_log_says() {
     );
 }
 
-/// Issue 12: a start that failed after formatting left the new volume behind. Now a taken
+/// A start that failed after formatting left the new volume behind. Now a taken
 /// NVMe or NFS port fails the start before anything is formatted, and a failed format
 /// removes the file and the directories it made.
 #[test]
@@ -430,7 +430,7 @@ fn a_failed_start_leaves_nothing_behind() {
     }
 }
 
-/// Issue 12: a volume file larger or smaller than its superblock says is refused with both
+/// A volume file larger or smaller than its superblock says is refused with both
 /// sizes and the way back.
 #[test]
 fn a_resized_volume_file_is_refused() {
@@ -467,7 +467,7 @@ fn a_resized_volume_file_is_refused() {
     }
 }
 
-/// Issue 12 Deliver 4: a target reachable from other hosts admitted any host NQN. Now the
+/// A target reachable from other hosts admitted any host NQN. Now the
 /// daemon refuses to start, and says which keys decide.
 #[test]
 fn an_nvme_listener_off_the_loopback_without_allowed_hosts_is_refused() {
@@ -490,7 +490,7 @@ fn an_nvme_listener_off_the_loopback_without_allowed_hosts_is_refused() {
     assert!(!dir.path().join("pnfsd-data").exists(), "{log}");
 }
 
-/// Issue 12 Deliver 6: the help, man pages and completions come from the clap definitions.
+/// The help, man pages and completions come from the clap definitions.
 #[test]
 fn help_man_pages_and_completions() {
     let o = pnfsd().arg("--help").output().unwrap();

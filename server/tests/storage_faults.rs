@@ -1,4 +1,4 @@
-//! Storage faults that fail safe (issue 17): the real server, store and log over a device
+//! Storage faults that fail safe: the real server, store and log over a device
 //! that fails where the test says (metalog `FaultDev` over the crash-simulating `CrashDev`).
 //! An I/O error or a full device while clients change things gives them NFS4ERR_IO or
 //! NFS4ERR_NOSPC at once, never a hang; reads go on; the log stays shut (nothing more is

@@ -1,4 +1,4 @@
-//! Issue 12 Deliver 5: `pnfsd serve` under `Type=notify` (deploy/pnfsd.service). systemd's
+//! `pnfsd serve` under `Type=notify` (deploy/pnfsd.service). systemd's
 //! side of the protocol is a datagram socket named by NOTIFY_SOCKET; this test plays it and
 //! checks the messages the daemon sends: STATUS while it mounts, READY=1 with the ready line
 //! once it serves, RELOADING=1 then READY=1 around a SIGHUP, STOPPING=1 at SIGTERM.

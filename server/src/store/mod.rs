@@ -45,6 +45,7 @@ mod dirfilter;
 mod dirfilter_tests;
 mod extents;
 mod format;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod inner;
 mod inode;

@@ -18,13 +18,13 @@ const LBA: u64 = layout::LBA_SIZE as u64;
 /// `gate_hosts`, `install_fencing`), with `cfg`'s NVMe keys.
 async fn target_on(fx: &Fx, cfg: Config) -> Target {
     let dev: Arc<dyn BlockDev> = fx.dev.clone();
-    let mut tc = crate::nvme::target_config(&cfg, dev, fx.srv.store.volume_uuid());
+    let mut tc = crate::daemon::nvme::target_config(&cfg, dev, fx.srv.store.volume_uuid());
     crate::nvme::guard_mds_blocks(&mut tc, &fx.srv.store.superblock().geometry);
-    crate::nvme::gate_hosts(&mut tc, &fx.srv, &cfg);
+    crate::daemon::nvme::gate_hosts(&mut tc, &fx.srv, &cfg);
     let t = crate::nvme::bind("127.0.0.1:0".parse().unwrap(), tc)
         .await
         .unwrap();
-    crate::nvme::install_fencing(&fx.srv, &t, &cfg);
+    crate::daemon::nvme::install_fencing(&fx.srv, &t, &cfg);
     drop(t.spawn());
     t
 }

@@ -39,9 +39,9 @@ async fn target_over(
     };
     let mut tc = TargetConfig::new(cfg.nvme_nqn.clone(), vec![ns]);
     tc.limits = limits;
-    crate::nvme::gate_hosts(&mut tc, srv, &cfg);
+    crate::daemon::nvme::gate_hosts(&mut tc, srv, &cfg);
     let t = Target::bind("127.0.0.1:0", tc).await.unwrap();
-    crate::nvme::install_fencing(srv, &t, &cfg);
+    crate::daemon::nvme::install_fencing(srv, &t, &cfg);
     drop(t.spawn());
     t
 }

@@ -1,33 +1,31 @@
-//! The embedded NVMe/TCP target (issue 5, crate `nvme-tcp`): exports the data volume as
-//! namespace 1 so that one daemon is a complete pNFS system (design.md §1, §6).
+//! The embedded NVMe/TCP target (crate `nvme-tcp`): exports the data volume as
+//! namespace 1 so that one daemon is a complete pNFS system (docs/design.md §1, §6).
 //!
 //! The namespace is the very `BlockDev` the store mounted (`VolumeBackend` wraps the same
 //! `Arc`, hence the same open file descriptor): a client's NVMe Write lands in the file the
 //! store reads, and an NVMe Flush is `BlockDev::flush` — the `fdatasync` of that descriptor
 //! the store's log force and COMMIT use — so either flush covers both parties' completed
-//! writes (design.md §6 "honest volatile write cache").
+//! writes (docs/design.md §6 "honest volatile write cache").
 //!
 //! Reservations persist through power loss: the target keeps them in
 //! `<data_dir>/nvme-ns1.reservations` (nvme-tcp `reservation::persist`), so the MDS's
 //! reservation, its fences and the clients' registrations are back after a restart
 //! (docs/pnfs.md "After a restart").
 //!
-//! Fences of block-layout clients are enforced here too: the layouts service is the
-//! target's `HostPolicy` (`gate_hosts`), refusing a fenced client's hosts at Connect, and
-//! disconnects them when it fences (`install_fencing`; docs/pnfs.md "Fencing").
+//! This module knows the namespace, the target and the initiator (`volume`), not the server:
+//! what wires the target to the configuration, the layouts' host registry and the SCSI
+//! layout's fencer is the daemon's (daemon/nvme.rs).
+
+pub mod meta_guard;
+pub mod volume;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use metalog::BlockDev;
 use nvme_tcp::{
-    AcquireAction, Backend, Cptpl, NamespaceConfig, RType, RegisterAction, ReleaseAction, Target,
-    TargetConfig,
+    AcquireAction, Backend, Cptpl, RType, RegisterAction, ReleaseAction, Target, TargetConfig,
 };
-
-use crate::nfs4::scsi::{PrFencer, PreemptError};
-
-use crate::config::Config;
 
 /// The namespace's LBA size (layout::LBA_SIZE: the store's block size).
 pub use layout::LBA_SIZE;
@@ -87,67 +85,14 @@ impl Backend for VolumeBackend {
     }
 }
 
-/// The target configuration for `cfg`: the volume as namespace 1, identifiers from its UUID.
-pub fn target_config(cfg: &Config, dev: Arc<dyn BlockDev>, volume_uuid: [u8; 16]) -> TargetConfig {
-    let ns = NamespaceConfig {
-        nsid: NSID,
-        backend: Arc::new(VolumeBackend::new(dev)),
-        volume_uuid,
-    };
-    let mut t = TargetConfig::new(cfg.nvme_nqn.clone(), vec![ns]);
-    t.allowed_hosts = cfg.nvme_allowed_hosts.clone();
-    t.advertise = cfg.nvme_advertise;
-    // With the volume's other state (the volume file itself, by default): the file names
-    // the volume's UUID, so a re-formatted volume never gets an old state.
-    t.ptpl_dir = Some(cfg.data_dir.clone());
-    // Controllers, connections, KATO (issue 17 Deliver 3; docs/nvme-tcp.md "Limits").
-    t.limits = cfg.nvme_limits();
-    t
-}
-
 /// No host writes the volume's own blocks through the target: the superblock, the log and
-/// the checkpoints, everything before the data area (issue 12; the target answers Access
+/// the checkpoints, everything before the data area (the target answers Access
 /// Denied). The MDS writes them through its own device. Tree nodes live among the data
 /// blocks (docs/store.md): keeping hosts off those is the layouts' enforcement
 /// (`gate_hosts`), not this.
 pub fn guard_mds_blocks(tc: &mut TargetConfig, g: &layout::Geometry) {
     let lbas = g.data_start * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
     tc.mds_blocks = vec![(NSID, lbas)];
-}
-
-/// The layouts service decides which hosts connect (fenced clients' hosts do not) and, with
-/// `nvme_enforce_layouts`, which blocks each command of theirs may touch: its host map
-/// (`[nvme_hosts]`, `nvme_admin_hosts`) is the target's `HostPolicy`
-/// (nfs4/layouts/hosts.rs, enforce.rs).
-pub fn gate_hosts(tc: &mut TargetConfig, srv: &crate::server::Server, cfg: &Config) {
-    use crate::nfs4::layouts::hosts::HostOwner;
-    let m = cfg
-        .nvme_hosts
-        .iter()
-        .map(|(nqn, who)| (nqn.clone(), HostOwner::parse(who)))
-        .collect();
-    srv.layouts.hosts.set_overrides(m);
-    let sb = srv.store.superblock();
-    let (off, sig) = sb.signature();
-    let lbas = sb.geometry.total_blocks * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
-    srv.layouts
-        .hosts
-        .enforce(crate::nfs4::layouts::hosts::Enforce {
-            on: cfg.nvme_enforce_layouts,
-            admin_hosts: cfg.nvme_admin_hosts.clone(),
-            signature: (off, off + sig.len() as u64),
-            lbas,
-            reclaim: srv.state.layouts_reclaimable(),
-        });
-    tc.host_policy = Some(srv.layouts.hosts.clone());
-}
-
-/// The bound target is the volume's: fencing a block-layout client disconnects its hosts,
-/// and the fences persist in `<data_dir>/nvme-fences`, next to the reservations.
-pub fn install_fencing(srv: &crate::server::Server, target: &Target, cfg: &Config) {
-    srv.layouts
-        .hosts
-        .install(target.clone(), cfg.data_dir.join(FENCE_FILE));
 }
 
 /// The target's fence state file in the data directory (hosts.rs).
@@ -224,40 +169,12 @@ pub fn release_scsi_claim(target: &Target) -> Result<(), nvme_tcp::Status> {
     Ok(())
 }
 
-/// Fencing through the embedded target's reservations (`nfs4::scsi::PrFencer`).
-pub struct TargetFencer(pub Target);
-
-impl PrFencer for TargetFencer {
-    fn preempt_and_abort(&self, key: u64) -> Result<(), PreemptError> {
-        self.0
-            .reservation_acquire(
-                NSID,
-                MDS_HOSTID,
-                AcquireAction::PreemptAndAbort,
-                RType::EXCLUSIVE_ACCESS_REG_ONLY,
-                layout::scsi::MDS_PR_KEY,
-                key,
-            )
-            .map(|gone| tracing::info!(hosts = gone.len(), key, "preempted"))
-            .map_err(crate::nfs4::scsi::preempt_status)
-    }
-
-    fn registered_keys(&self) -> Result<Vec<u64>, PreemptError> {
-        let (_, regs) = self
-            .0
-            .reservation_state(NSID)
-            .map_err(|s| PreemptError::Failed(format!("{s:?}")))?;
-        Ok(regs.iter().map(|r| r.key).collect())
-    }
-
-    fn restored_hosts(&self) -> nvme_tcp::RestoredHosts {
-        self.0.reservation_restored_hosts(NSID).unwrap_or_default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::daemon::nvme::{target_config, TargetFencer};
+    use crate::nfs4::scsi::{PrFencer, PreemptError};
     use metalog::FileDev;
 
     #[test]
@@ -323,7 +240,7 @@ mod tests {
         assert!(e.to_string().contains("max_send_queued"), "{e}");
     }
 
-    /// Issue 5 item 3 over real NVMe/TCP: the MDS holds EXCLUSIVE_ACCESS_REG_ONLY, a client
+    /// Real NVMe/TCP: the MDS holds EXCLUSIVE_ACCESS_REG_ONLY, a client
     /// that registered the key GETDEVICEINFO gives it writes; once fencing preempts that key
     /// its next write gets Reservation Conflict.
     #[tokio::test]
@@ -393,7 +310,7 @@ mod tests {
         target.shutdown();
     }
 
-    /// Issue 12 item 4: through the embedded target no host writes, zeroes or deallocates the
+    /// Through the embedded target no host writes, zeroes or deallocates the
     /// superblock, the log or the checkpoints (Access Denied), while it still reads them (the
     /// block layout's signature) and writes the data area; the volume mounts afterwards.
     #[tokio::test]
@@ -462,8 +379,8 @@ mod tests {
         Store::open(&volume, StoreOptions::default()).unwrap();
     }
 
-    /// Issue 13 ("after a SIGKILL restart, the SCSI reservations and the fence state are
-    /// back") and issue 18's SCSI half, over real NVMe/TCP: the MDS's reservation, a
+    /// After a SIGKILL restart the SCSI reservations and the fence state are back, over
+    /// real NVMe/TCP: the MDS's reservation, a
     /// client's registration and a fence survive a kill of the daemon (target and store
     /// dropped, no unmount); the registered host's replayed write lands, the fenced host's
     /// does not; a client that comes back registers its new key over the old one; the

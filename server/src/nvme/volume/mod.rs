@@ -1,4 +1,4 @@
-//! The data volume on an external NVMe/TCP namespace (issue 5 item 2, design.md §2):
+//! The data volume on an external NVMe/TCP namespace (docs/design.md §2):
 //! [`NvmeDev`] implements `metalog::BlockDev` over the `nvme_tcp::Initiator`, so the store,
 //! its log and the daemon use a remote namespace exactly as they use a file.
 //!
@@ -12,7 +12,7 @@
 //! waits on a std channel. It never `block_on`s, so it may be called from any thread — even
 //! an async worker of another runtime would only be stalled, never deadlocked or panicked.
 //!
-//! Durability (design.md §3–4): `write_at` is an NVMe Write that completes into the target's
+//! Durability (docs/design.md §3–4): `write_at` is an NVMe Write that completes into the target's
 //! volatile write cache; `write_fua` sets FUA (the log's commit record, the superblock);
 //! `flush` is an NVMe Flush of the namespace — the data-volume flush of LAYOUTCOMMIT and of
 //! the log force, and what makes the clients' own writes through the same target durable.
@@ -26,7 +26,7 @@
 mod fence;
 mod spec;
 
-pub use fence::{claim_for_scsi, setup_scsi, InitiatorFencer};
+pub use fence::{claim_for_scsi, preempt_and_abort, registered_keys};
 pub use spec::{is_nvme_url, NvmeVolumeSpec, DEFAULT_HOSTNQN, DEFAULT_PORT, SCHEME};
 
 use std::future::Future;
@@ -80,7 +80,7 @@ impl std::fmt::Debug for NvmeDev {
     }
 }
 
-/// The one mapping of initiator errors to `io::Error` (style.md rule 3); the kind says whether
+/// The one mapping of initiator errors to `io::Error` (docs/design.md, house rule 3); the kind says whether
 /// the connection is gone (NotConnected / ConnectionAborted) or a command failed (Other).
 pub fn to_io(e: nvme_tcp::Error) -> io::Error {
     use nvme_tcp::Error as E;
@@ -385,7 +385,7 @@ impl BlockDev for NvmeDev {
         self.write(buf, offset, false)
     }
 
-    /// FUA on every command (design.md §3: the commit record is written durably).
+    /// FUA on every command (docs/design.md §3: the commit record is written durably).
     fn write_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.write(buf, offset, true)
     }

@@ -1,4 +1,4 @@
-//! No host writes the store's metadata through the embedded target (issue 12 item 4): the
+//! No host writes the store's metadata through the embedded target: the
 //! superblock, log and checkpoints sit before the data area (`nvme::guard_mds_blocks`), but
 //! the B+tree's nodes and the checkpoint's blobs come from free space among the data blocks
 //! (docs/store.md). This policy wraps the target's host policy (the layouts' gate) and
@@ -105,7 +105,8 @@ impl HostPolicy for MetaGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nvme::{guard_mds_blocks, target_config, NSID};
+    use crate::daemon::nvme::target_config;
+    use crate::nvme::{guard_mds_blocks, NSID};
     use crate::store::{NewNode, SetAttrs, Store, StoreOptions, ROOT_INO};
     use bytes::Bytes;
     use metalog::{BlockDev, FileDev};
@@ -144,7 +145,7 @@ mod tests {
         (target, guard, ini)
     }
 
-    /// Issue 12 item 4, for the blocks a write-back put among the data blocks: with no gate
+    /// For the blocks a write-back put among the data blocks: with no gate
     /// behind the guard (as an `nvme_admin_hosts` host, or `nvme_enforce_layouts = false`,
     /// sees the target), no host writes a tree node or a checkpoint blob, while it writes a
     /// free data block; every file is still there afterwards. Before the walk after a mount,
