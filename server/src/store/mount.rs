@@ -399,21 +399,11 @@ impl Inner {
                 return Ok(());
             }
             let m = Meta {
-                gen: 1,
-                ftype: FileType::Directory,
                 mode: 0o755,
-                uid: 0,
-                gid: 0,
                 nlink: 2,
-                rdev: (0, 0),
-                size: 0,
-                atime: now,
-                mtime: now,
-                ctime: now,
-                crtime: now,
                 change: 1,
                 parent: ROOT_INO.0,
-                nblocks: 0,
+                ..Meta::new(1, FileType::Directory, now)
             };
             let items = vec![m.core_item(ROOT_INO.0)];
             self.commit_locked(&mut g, res, items, vec![Inner::tx(ROOT_INO.0, false)])?

@@ -198,21 +198,15 @@ impl Inner {
             let ino = g.pick_ino();
             let gen = self.new_gen();
             let mut m = Meta {
-                gen,
-                ftype,
                 mode: attrs.mode.unwrap_or(default_mode) & 0o7777,
                 uid: attrs.uid.unwrap_or(cred.0),
                 gid: attrs.gid.unwrap_or(cred.1),
                 nlink: if is_dir { 2 } else { 1 },
                 rdev,
-                size: 0,
                 atime: attrs.atime.map_or(now, |t| resolve(t, now)),
                 mtime: attrs.mtime.map_or(now, |t| resolve(t, now)),
-                ctime: now,
-                crtime: now,
-                change: 0,
                 parent: if is_dir { dir.0 } else { 0 },
-                nblocks: 0,
+                ..Meta::new(gen, ftype, now)
             };
             if ftype == FileType::Regular {
                 // OPEN(create) may carry a size: the file starts sparse at that size.

@@ -17,8 +17,7 @@ use metalog::Item;
 use super::dirfilter::{DirFilters, ReadAhead};
 use super::extents;
 use super::inode::{
-    from_ts, ftype_from_u8, key_ino, xattr_key_split, Meta, OPAQUE_CLIENT, OPAQUE_SYMLINK,
-    OPAQUE_XATTR,
+    from_ts, key_ino, xattr_key_split, Meta, OPAQUE_CLIENT, OPAQUE_SYMLINK, OPAQUE_XATTR,
 };
 use super::keys::{
     self, cookie_base, decode_dirent, decode_inode, encode_dirent, encode_inode, ino_end, ino_key,
@@ -384,41 +383,13 @@ impl Core {
     pub fn apply(&mut self, item: &Item) -> R<Applied> {
         let mut out = Applied::default();
         match item {
-            Item::InodeCore {
-                ino,
-                gen,
-                ftype,
-                mode,
-                uid,
-                gid,
-                nlink,
-                rdev,
-                size,
-                atime,
-                mtime,
-                ctime,
-                crtime,
-                change,
-                parent,
-            } => {
-                let ft = ftype_from_u8(*ftype).ok_or_else(|| bad(format!("bad ftype {ftype}")))?;
-                let mut m = Meta {
-                    gen: *gen,
-                    ftype: ft,
-                    mode: *mode,
-                    uid: *uid,
-                    gid: *gid,
-                    nlink: *nlink,
-                    rdev: *rdev,
-                    size: *size,
-                    atime: from_ts(*atime),
-                    mtime: from_ts(*mtime),
-                    ctime: from_ts(*ctime),
-                    crtime: from_ts(*crtime),
-                    change: *change,
-                    parent: *parent,
-                    nblocks: 0,
+            Item::InodeCore { .. } => {
+                // The arm matched, so the mapping is there: `None` cannot happen.
+                let Some(core) = Meta::from_core_item(item) else {
+                    return Ok(out);
                 };
+                let (ino, mut m) = core.map_err(bad)?;
+                let ino = &ino;
                 match self.meta_opt(*ino)? {
                     // Same incarnation: a blind set of the core fields.
                     Some(o) if o.gen == m.gen && o.ftype == m.ftype => m.nblocks = o.nblocks,
