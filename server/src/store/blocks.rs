@@ -6,8 +6,8 @@ use layout::{ExtState, Segment};
 use metalog::Item;
 
 use super::extents;
-use super::inner::Inner;
 use super::ns::Tx;
+use super::Store;
 use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 /// One extent a client says it wrote: file block, length, and the volume block it was given.
@@ -44,7 +44,8 @@ fn check_file(ft: FileType) -> Result<()> {
     }
 }
 
-impl Inner {
+impl Store {
+    /// The extent map over `[file_block, +len_blocks)`: segments that cover it exactly.
     pub fn extents(&self, ino: Ino, file_block: u64, len_blocks: u64) -> Result<Vec<Segment>> {
         let g = self.rd();
         let i = g.meta(ino.0)?;

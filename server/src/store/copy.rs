@@ -22,7 +22,6 @@ use layout::{ExtState, Segment};
 use metalog::Item;
 
 use super::extents;
-use super::inner::Inner;
 use super::ns::Tx;
 use super::{Ino, Result, Stable, Store, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
@@ -56,23 +55,6 @@ impl Store {
     /// durable on return (`Copied::stable` says `FileSync`).
     #[allow(clippy::too_many_arguments)]
     pub fn copy(
-        &self,
-        src: Ino,
-        src_off: u64,
-        dst: Ino,
-        dst_off: u64,
-        len: u64,
-        stable: bool,
-        method: CopyMethod,
-    ) -> Result<Copied> {
-        self.inner
-            .copy(src, src_off, dst, dst_off, len, stable, method)
-    }
-}
-
-impl Inner {
-    #[allow(clippy::too_many_arguments)]
-    fn copy(
         &self,
         src: Ino,
         src_off: u64,

@@ -18,6 +18,7 @@ use super::extents;
 use super::inner::{log_err, reserve_blocks, unreserve_blocks, Inner};
 use super::ns::Tx;
 use super::state::Core;
+use super::Store;
 use super::{FileType, Ino, Result, SeekWhat, Stable, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +46,7 @@ fn regular(ft: FileType) -> Result<()> {
     }
 }
 
-impl Inner {
+impl Store {
     /// Reserve blocks for the holes of `[fb, fb+n)`; `None` if the volume is full (the
     /// reservation is undone).
     fn plan(&self, ino: Ino, fb: u64, n: u64, alloc_holes: bool) -> Result<Option<Vec<Piece>>> {
@@ -148,6 +149,8 @@ impl Inner {
         }
     }
 
+    /// WRITE through the server: allocates as needed, writes the data volume, converts,
+    /// grows the size. Returns how stable the write is when this returns.
     pub fn write(
         &self,
         ino: Ino,
@@ -287,6 +290,8 @@ impl Inner {
         Ok(())
     }
 
+    /// READ through the server: bytes of written extents from the data volume, zeros for holes
+    /// and unwritten extents; `eof` if the read reaches the end of the file.
     pub fn read(&self, ino: Ino, offset: u64, count: u32) -> Result<(Vec<u8>, bool)> {
         let _io = self.io_begin();
         let (size, segs) = {
@@ -347,6 +352,7 @@ impl Inner {
         Ok(())
     }
 
+    /// NFSv4.2 ALLOCATE: unwritten extents over the holes of the range; the size grows.
     pub fn allocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
         let end = offset.checked_add(len).ok_or(StoreError::FileTooBig)?;
         if end > MAX_FILE_SIZE {
@@ -370,7 +376,7 @@ impl Inner {
     /// `new_size`, planning and committing under one hold of the state lock (two concurrent
     /// callers never both fill one hole). `None` when there was nothing to do; else the
     /// commit and the blocks allocated.
-    pub fn allocate_blocks(
+    pub(super) fn allocate_blocks(
         &self,
         ino: Ino,
         fb: u64,
@@ -454,7 +460,7 @@ impl Inner {
         Ok(wrote)
     }
 
-    pub fn zero_tail_for_truncate(&self, ino: Ino, size: u64) -> Result<()> {
+    pub(super) fn zero_tail_for_truncate(&self, ino: Ino, size: u64) -> Result<()> {
         if size & (BLOCK - 1) != 0 && self.zero_range(ino, size, size.next_multiple_of(BLOCK))? {
             // The zeros must be on disk before a later extension could expose the block.
             self.flush_data()?;
@@ -462,6 +468,7 @@ impl Inner {
         Ok(())
     }
 
+    /// NFSv4.2 DEALLOCATE: punch the range (whole blocks freed, partial blocks zeroed).
     pub fn deallocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
         let w = self.file_lock(ino);
         let end = offset
@@ -505,6 +512,7 @@ impl Inner {
         Ok(())
     }
 
+    /// NFSv4.2 SEEK: `(eof, offset)`; `None` offset means NXIO (nothing found before EOF).
     /// SEEK (RFC 7862 §15.11): written blocks are data; holes and unwritten blocks read as
     /// zeros and count as holes. There is a virtual hole at EOF.
     pub fn seek(&self, ino: Ino, offset: u64, what: SeekWhat) -> Result<(bool, Option<u64>)> {
@@ -545,6 +553,7 @@ impl Inner {
         })
     }
 
+    /// An open file was unlinked and its last open is gone: free it now.
     pub fn release(&self, ino: Ino) -> Result<()> {
         let res = self.reserve(0)?;
         let csn = {

@@ -45,42 +45,42 @@ impl Drop for IoGuard<'_> {
 pub type OpenProbe = Box<dyn Fn(Ino) -> bool + Send + Sync>;
 
 pub struct Inner {
-    pub dev: Arc<dyn BlockDev>,
+    pub(super) dev: Arc<dyn BlockDev>,
     /// Shared flushes of the data volume (the internal log uses the same device and sequence).
-    pub flush: Arc<FlushSeq>,
-    pub log: Arc<Log>,
-    pub sb: Superblock,
-    pub opts: StoreOptions,
-    pub boot: u64,
-    pub core: RwLock<Core>,
-    pub wb: Mutex<Wb>,
+    pub(super) flush: Arc<FlushSeq>,
+    pub(super) log: Arc<Log>,
+    pub(super) sb: Superblock,
+    pub(super) opts: StoreOptions,
+    pub(super) boot: u64,
+    pub(super) core: RwLock<Core>,
+    pub(super) wb: Mutex<Wb>,
     /// Signalled when a write-back put its new tree in (committers wait on it when the
     /// changes since the last write-back reach `hard_limit`).
-    pub wb_done: Condvar,
-    pub wb_done_lock: Mutex<()>,
+    pub(super) wb_done: Condvar,
+    pub(super) wb_done_lock: Mutex<()>,
     /// Bytes of changes not yet in the tree (live + frozen), readable without the lock.
-    pub pending_bytes: AtomicU64,
+    pub(super) pending_bytes: AtomicU64,
     /// A write-back starts past this many pending bytes, and committers wait past twice it.
-    pub soft_limit: u64,
-    pub cache: Arc<PageCache>,
+    pub(super) soft_limit: u64,
+    pub(super) cache: Arc<PageCache>,
     /// Nodes of the tree on disk (for the metadata reserve, ns.rs `meta_reserve`).
-    pub tree_nodes: AtomicU64,
+    pub(super) tree_nodes: AtomicU64,
     /// Set when applying a change failed half-way (a metadata read error): memory no longer
     /// matches the log, so nothing more is accepted (as the log shuts down on I/O errors).
-    pub failed: AtomicBool,
-    pub open_probe: RwLock<Option<OpenProbe>>,
-    pub mount_stats: std::sync::OnceLock<MountStats>,
-    pub io: Mutex<IoTrack>,
+    pub(super) failed: AtomicBool,
+    pub(super) open_probe: RwLock<Option<OpenProbe>>,
+    pub(super) mount_stats: std::sync::OnceLock<MountStats>,
+    pub(super) io: Mutex<IoTrack>,
     /// Per-file data locks (sharded by inode number), taken before the state lock by WRITE,
     /// truncation, ALLOCATE, DEALLOCATE and block commits.
-    pub file_locks: Vec<Mutex<()>>,
+    pub(super) file_locks: Vec<Mutex<()>>,
     /// The blocks tree nodes and checkpoint blobs hold, for the NVMe target's guard
     /// (meta_blocks.rs): changed next to every metadata allocation and free (writeback.rs).
-    pub meta_blocks: Arc<MetaBlocks>,
+    pub(super) meta_blocks: Arc<MetaBlocks>,
     /// This store, for the threads it starts (a directory filter's scan, dirfilter.rs).
-    pub me: std::sync::OnceLock<std::sync::Weak<Inner>>,
+    pub(super) me: std::sync::OnceLock<std::sync::Weak<Inner>>,
     /// The directory filters' counters, readable without the state lock.
-    pub filter_counters: Arc<super::dirfilter::FilterCounters>,
+    pub(super) filter_counters: Arc<super::dirfilter::FilterCounters>,
 }
 
 /// Shards of `Inner::file_locks`.
@@ -119,24 +119,24 @@ pub fn log_err(e: metalog::LogError) -> StoreError {
 }
 
 impl Inner {
-    pub fn rd(&self) -> RwLockReadGuard<'_, Core> {
+    pub(super) fn rd(&self) -> RwLockReadGuard<'_, Core> {
         self.core.read().unwrap_or_else(|e| e.into_inner())
     }
-    pub fn wr(&self) -> RwLockWriteGuard<'_, Core> {
+    pub(super) fn wr(&self) -> RwLockWriteGuard<'_, Core> {
         self.core.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Reserve log space for a transaction of about `extra` bytes of items, before taking the
     /// state lock: the log's write-back takes that lock, so a commit under it must never wait
     /// for log space (metalog `Log::reserve`, as XFS reserves before locking inodes).
-    pub fn reserve(&self, extra: u64) -> Result<Reservation> {
+    pub(super) fn reserve(&self, extra: u64) -> Result<Reservation> {
         self.check_failed()?;
         self.throttle();
         // Fixed part: a few inode cores (~100 bytes each) and two names, plus record headers.
         self.log.reserve(RESERVE_BASE + extra).map_err(log_err)
     }
 
-    pub fn check_failed(&self) -> Result<()> {
+    pub(super) fn check_failed(&self) -> Result<()> {
         if self.failed.load(Ordering::Relaxed) {
             return Err(StoreError::Io(
                 "the metadata store stopped after a failed metadata read".into(),
@@ -170,7 +170,7 @@ impl Inner {
     /// order under the state lock, so the log's order is the memory's order (items are blind
     /// sets: two commits of one inode replayed out of order would resurrect the older one).
     /// Blocks the items free become busy until the transaction is durable.
-    pub fn commit_locked(
+    pub(super) fn commit_locked(
         &self,
         core: &mut Core,
         res: Reservation,
@@ -220,13 +220,13 @@ impl Inner {
     }
 
     /// Force the log to `csn` (group-committed) and remember it is durable.
-    pub fn force(&self, csn: Csn) -> Result<bool> {
+    pub(super) fn force(&self, csn: Csn) -> Result<bool> {
         let f = self.log.force_seq(csn).map_err(log_err)?;
         Ok(f.wrote_log)
     }
 
     /// Force on a `sync` export (design.md §4 table), nothing on an `async` one.
-    pub fn force_if_sync(&self, csn: Csn) -> Result<()> {
+    pub(super) fn force_if_sync(&self, csn: Csn) -> Result<()> {
         if self.opts.sync {
             self.force(csn)?;
         }
@@ -234,7 +234,7 @@ impl Inner {
     }
 
     /// Give busy blocks whose freeing transaction is durable back to the allocator.
-    pub fn reclaim_busy(&self, core: &mut Core) {
+    pub(super) fn reclaim_busy(&self, core: &mut Core) {
         let durable = self.log.durable_csn().0;
         let oldest_io = self.oldest_io();
         let mut keep = Vec::new();
@@ -252,7 +252,7 @@ impl Inner {
     }
 
     /// Make every busy block reusable (forces the log): the slow path of a full allocator.
-    pub fn drain_busy(&self) -> Result<()> {
+    pub(super) fn drain_busy(&self) -> Result<()> {
         let last = self.log.last_committed();
         self.force(last)?;
         let mut g = self.wr();
@@ -261,7 +261,7 @@ impl Inner {
     }
 
     /// Start a data I/O: blocks freed from now on are not reused until it ends.
-    pub fn io_begin(&self) -> IoGuard<'_> {
+    pub(super) fn io_begin(&self) -> IoGuard<'_> {
         let mut t = self.io.lock().unwrap_or_else(|e| e.into_inner());
         let ticket = t.next;
         t.next += 1;
@@ -282,18 +282,18 @@ impl Inner {
         t.inflight.keys().next().copied().unwrap_or(u64::MAX)
     }
 
-    pub fn file_lock(&self, ino: Ino) -> MutexGuard<'_, ()> {
+    pub(super) fn file_lock(&self, ino: Ino) -> MutexGuard<'_, ()> {
         let i = (ino.0 % FILE_LOCK_SHARDS as u64) as usize;
         self.file_locks[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Data-volume flush shared with concurrent callers (design.md §3 "Flush sharing");
     /// says whether this call issued the flush or joined another caller's.
-    pub fn flush_data(&self) -> Result<metalog::FlushOutcome> {
+    pub(super) fn flush_data(&self) -> Result<metalog::FlushOutcome> {
         Ok(self.flush.flush()?)
     }
 
-    pub fn tx(ino: u64, timestamps_only: bool) -> TxObject {
+    pub(super) fn tx(ino: u64, timestamps_only: bool) -> TxObject {
         TxObject {
             id: ino,
             timestamps_only,

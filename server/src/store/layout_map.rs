@@ -19,6 +19,7 @@ use metalog::Item;
 use super::extents;
 use super::inner::Inner;
 use super::keys::K_EOFB;
+use super::Store;
 use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 /// How far one LAYOUTGET may reach, in file blocks: never before `lo` nor past `hi` (the
@@ -50,8 +51,9 @@ const RUN_MAX_EXTENTS: usize = 64;
 /// into more pieces is trimmed over several calls (the next return or the sweep).
 const TRIM_MAX_ITEMS: usize = 256;
 
-impl Inner {
-    /// LAYOUTGET's blocks for `[first, first + n)`: see the module comment. `rw` allocates.
+impl Store {
+    /// LAYOUTGET's blocks for `[first, first + n)` widened as `reach` allows; RW allocates the
+    /// holes plus speculative blocks past EOF, durable before return (see the module comment).
     pub fn map_for_layout(
         &self,
         ino: Ino,
@@ -369,8 +371,7 @@ mod scale_tests {
             .ino;
         let now = Timespec::now();
         for i in 0..n {
-            s.inner
-                .allocate_blocks(f, 2 * i, 1, Some((2 * i + 2) * BLOCK), now)
+            s.allocate_blocks(f, 2 * i, 1, Some((2 * i + 2) * BLOCK), now)
                 .unwrap();
         }
         s.log().force_all().unwrap();

@@ -148,7 +148,7 @@ impl Inner {
     /// `check` answers from it (module comment). The write-back's mutex keeps the tree as it
     /// is meanwhile; a write-back that ran before it already added its own nodes (and took
     /// out what it replaced, which the walk no longer finds).
-    pub fn walk_meta_blocks(&self) {
+    pub(super) fn walk_meta_blocks(&self) {
         let t0 = Instant::now();
         let _wb = self.wb.lock().unwrap_or_else(|e| e.into_inner());
         let (rd, root) = {

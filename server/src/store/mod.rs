@@ -21,16 +21,23 @@
 //!         new tree, new checkpoint; the log's tail moves                  writeback.rs
 //! ```
 //!
-//! Files: `state.rs` (the locked `Core`, `apply` of log items, keyed lookups), `keys.rs`
-//! (record keys and values), `extents.rs` (keyed extent maps), `btree.rs` (the on-disk
-//! copy-on-write B+tree), `kv.rs` (changes over the tree), `cache.rs` (page cache), `inode.rs`
-//! (the inode core), `ns.rs` (lookup, create, remove, link, readdir, readlink), `rename.rs`,
-//! `setattr.rs`, `data.rs` (READ, WRITE, COMMIT, ALLOCATE, DEALLOCATE, SEEK), `blocks.rs`
-//! (extent access for layouts), `layout_map.rs` (what a LAYOUTGET maps: speculative
-//! preallocation, whole runs, the trim past EOF), `misc.rs` (attributes, fsstat, client
-//! records), `xattr.rs` (extended attributes), `mount.rs` (mkfs, mount, unmount),
-//! `writeback.rs` + `format.rs` (write-back and the checkpoint format), `inner.rs` (the shared
-//! core, the apply-then-commit helper, busy extents).
+//! Where a method is: every public `Store` method is an `impl Store` in the file named for its
+//! concept, and nowhere else. The file layer: `ns.rs` (lookup, create, remove, link, readdir,
+//! readlink), `rename.rs`, `setattr.rs`, `data.rs` (read, write, commit, allocate,
+//! deallocate, seek, release), `blocks.rs` (extents, alloc_unwritten, commit_blocks for
+//! layouts), `layout_map.rs` (map_for_layout, trim_eof, files_past_eof), `copy.rs`,
+//! `xattr.rs` (getxattr, setxattr, listxattrs, removexattr), `misc.rs` (getattr, fsstat,
+//! client records). This file keeps the types of the API, the lifecycle (mkfs, open,
+//! unmount; done in `mount.rs`) and the volume-wide counters. The file layer reaches what
+//! lies under it through `Store: Deref<Target = Inner>` (`inner.rs`: the log, the locked
+//! `Core` of `state.rs`, `commit_locked`, busy extents), whose items are `pub(super)`: the
+//! one interface between the layers, invisible outside `store`.
+//!
+//! Under it, the tree layer: `btree.rs` (the on-disk copy-on-write B+tree), `cache.rs` (page
+//! cache), `kv.rs` (changes over the tree), `keys.rs` (record keys and values), `format.rs`
+//! (the checkpoint format), `meta_blocks.rs`, `writeback.rs` (write-back), with
+//! `extents.rs` (keyed extent maps), `dirfilter.rs` (directory filters) and `inode.rs` (the
+//! inode core, defined once: in-memory record, log item and record codec).
 
 mod blocks;
 mod btree;
@@ -321,6 +328,17 @@ pub struct Store {
     inner: Arc<inner::Inner>,
 }
 
+/// The file layer's methods (`impl Store` in ns.rs, data.rs, …) reach the tree layer and the
+/// shared core through this: the log, the state lock, `commit_locked` (inner.rs). What `Inner`
+/// offers is `pub(super)`, so nothing outside `store` sees it through a `Store`.
+impl std::ops::Deref for Store {
+    type Target = inner::Inner;
+
+    fn deref(&self) -> &inner::Inner {
+        &self.inner
+    }
+}
+
 impl Store {
     /// Format `path` (a file, created sparse with `size` bytes if missing, or a block device).
     /// Refuses a formatted volume unless `force`.
@@ -335,11 +353,6 @@ impl Store {
         })
     }
 
-    /// Clean unmount: force the log, write back, write the clean-unmount record.
-    pub fn unmount(&self) -> Result<()> {
-        self.inner.unmount()
-    }
-
     /// The volume UUID (the block-layout signature, fsid and write-verifier source).
     pub fn volume_uuid(&self) -> [u8; 16] {
         self.inner.sb.uuid
@@ -350,163 +363,18 @@ impl Store {
         self.inner.boot
     }
 
-    pub fn fsstat(&self) -> FsStat {
-        self.inner.fsstat()
-    }
-
     /// The volume's block size (`layout_blksize`).
     pub fn block_size(&self) -> u32 {
         layout::BLOCK_SIZE
     }
 
-    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
-        self.inner.getattr(ino)
-    }
-
-    /// Like `getattr` but also checks the generation from a filehandle (`Stale` on mismatch).
-    pub fn getattr_gen(&self, ino: Ino, generation: u32) -> Result<Attr> {
-        self.inner.getattr_gen(ino, generation)
-    }
-
-    pub fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Attr> {
-        self.inner.lookup(dir, name)
-    }
-
-    /// CREATE and OPEN(create). `Exist` if the name is taken.
-    pub fn create(
-        &self,
-        dir: Ino,
-        name: &[u8],
-        node: NewNode,
-        attrs: &SetAttrs,
-        cred: (u32, u32),
-    ) -> Result<(Attr, DirChange)> {
-        self.inner.create(dir, name, node, attrs, cred)
-    }
-
-    pub fn remove(&self, dir: Ino, name: &[u8]) -> Result<(DirChange, Unlinked)> {
-        self.inner.remove(dir, name)
-    }
-
-    /// Returns the change info of the source and target directories, and the file a rename
-    /// over an existing name unlinked, if any.
-    pub fn rename(
-        &self,
-        src_dir: Ino,
-        src_name: &[u8],
-        dst_dir: Ino,
-        dst_name: &[u8],
-    ) -> Result<(DirChange, DirChange, Option<Unlinked>)> {
-        self.inner.rename(src_dir, src_name, dst_dir, dst_name)
-    }
-
-    pub fn link(&self, ino: Ino, dir: Ino, name: &[u8]) -> Result<DirChange> {
-        self.inner.link(ino, dir, name)
-    }
-
-    /// Entries after `cookie` (0 = from the start) whose encoded size the caller bounds by
-    /// asking for at most `max_entries`; `BadCookie` if the cookie is not of this directory.
-    pub fn readdir(&self, dir: Ino, cookie: u64, max_entries: usize) -> Result<ReadDir> {
-        self.inner.readdir(dir, cookie, max_entries)
-    }
-
-    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        self.inner.readlink(ino)
-    }
-
-    pub fn setattr(&self, ino: Ino, attrs: &SetAttrs) -> Result<Attr> {
-        self.inner.setattr(ino, attrs)
-    }
-
-    /// READ through the server: bytes of written extents from the data volume, zeros for holes
-    /// and unwritten extents; `eof` if the read reaches the end of the file.
-    pub fn read(&self, ino: Ino, offset: u64, count: u32) -> Result<(Vec<u8>, bool)> {
-        self.inner.read(ino, offset, count)
-    }
-
-    /// WRITE through the server: allocates as needed, writes the data volume, converts,
-    /// grows the size. Returns how stable the write is when this returns.
-    pub fn write(
-        &self,
-        ino: Ino,
-        offset: u64,
-        data: &[u8],
-        stable: Stable,
-    ) -> Result<(u32, Stable)> {
-        self.inner.write(ino, offset, data, stable)
-    }
-
-    /// COMMIT: a full fsync of the file (design.md §4).
-    pub fn commit(&self, ino: Ino) -> Result<()> {
-        self.inner.commit(ino)
-    }
-
-    /// NFSv4.2 ALLOCATE: unwritten extents over the holes of the range; the size grows.
-    pub fn allocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
-        self.inner.allocate(ino, offset, len)
-    }
-
-    /// NFSv4.2 DEALLOCATE: punch the range (whole blocks freed, partial blocks zeroed).
-    pub fn deallocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
-        self.inner.deallocate(ino, offset, len)
-    }
-
-    /// NFSv4.2 SEEK: `(eof, offset)`; `None` offset means NXIO (nothing found before EOF).
-    pub fn seek(&self, ino: Ino, offset: u64, what: SeekWhat) -> Result<(bool, Option<u64>)> {
-        self.inner.seek(ino, offset, what)
-    }
-
-    /// An open file was unlinked and its last open is gone: free it now.
-    pub fn release(&self, ino: Ino) -> Result<()> {
-        self.inner.release(ino)
+    /// Clean unmount: force the log, write back, write the clean-unmount record.
+    pub fn unmount(&self) -> Result<()> {
+        self.inner.unmount()
     }
 }
 
-/// Extended attributes (RFC 8276; `xattr.rs`). Changes are durable before return on a sync
-/// export and bump the file's change attribute; the `DirChange` is the file's before/after.
-impl Store {
-    /// `NoXattr` if the name is not set.
-    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        self.inner.getxattr(ino, name)
-    }
-
-    /// `Exist` for `Create` of a set name, `NoXattr` for `Replace` of a missing one,
-    /// `XattrTooBig` past `XATTR_SIZE_MAX`.
-    pub fn setxattr(
-        &self,
-        ino: Ino,
-        name: &[u8],
-        value: &[u8],
-        how: XattrSet,
-    ) -> Result<DirChange> {
-        self.inner.put_xattr(ino, name, Some((value, how)))
-    }
-
-    /// The names, in byte order.
-    pub fn listxattrs(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
-        self.inner.listxattrs(ino)
-    }
-
-    /// `NoXattr` if the name is not set.
-    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<DirChange> {
-        self.inner.put_xattr(ino, name, None)
-    }
-}
-
-/// Client records that must survive a restart so that clients can reclaim during the grace
-/// period (RFC 8881 §8.4.3). The store keeps them as opaque key/value pairs in the log and
-/// metadata area; `None` removes a record. Durable before return.
-impl Store {
-    pub fn put_client_record(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        self.inner.put_client_record(key, value)
-    }
-
-    pub fn client_records(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.inner.client_records()
-    }
-}
-
-/// Methods beyond the agreed skeleton (tests, the daemon, the layout work of issue 4).
+/// Mounting a device, the open probe, and the volume-wide counters.
 impl Store {
     /// Format a device (tests use metalog's `CrashDev`).
     pub fn mkfs_dev(dev: Arc<dyn metalog::BlockDev>, force: bool) -> Result<()> {
@@ -587,63 +455,6 @@ impl Store {
                 .load(std::sync::atomic::Ordering::Relaxed),
             self.inner.cache.len(),
         )
-    }
-
-    /// The extent map over `[file_block, +len_blocks)`: segments that cover it exactly.
-    pub fn extents(
-        &self,
-        ino: Ino,
-        file_block: u64,
-        len_blocks: u64,
-    ) -> Result<Vec<layout::Segment>> {
-        self.inner.extents(ino, file_block, len_blocks)
-    }
-
-    /// LAYOUTGET RW: unwritten blocks over the holes of the range, durable before return.
-    pub fn alloc_unwritten(
-        &self,
-        ino: Ino,
-        file_block: u64,
-        len_blocks: u64,
-    ) -> Result<Vec<layout::Segment>> {
-        self.inner.alloc_unwritten(ino, file_block, len_blocks)
-    }
-
-    /// LAYOUTGET: the blocks of `[first, +n)` widened as `reach` allows; RW allocates the
-    /// holes plus speculative blocks past EOF, durable before return (layout_map.rs).
-    pub fn map_for_layout(
-        &self,
-        ino: Ino,
-        first: u64,
-        n: u64,
-        rw: bool,
-        reach: Reach,
-    ) -> Result<LayoutMap> {
-        self.inner.map_for_layout(ino, first, n, rw, reach)
-    }
-
-    /// Frees the never-committed unwritten blocks past EOF if `may()` (evaluated under the
-    /// file's data lock) says no layout holds them; returns the blocks freed.
-    pub fn trim_eof(&self, ino: Ino, may: &dyn Fn() -> bool) -> Result<u64> {
-        self.inner.trim_eof(ino, may)
-    }
-
-    /// Files with blocks past their EOF (to trim after a restart's grace period).
-    pub fn files_past_eof(&self) -> Vec<Ino> {
-        self.inner.files_past_eof()
-    }
-
-    /// LAYOUTCOMMIT: convert what the client wrote, grow the size, set mtime (design.md §4).
-    pub fn commit_blocks(
-        &self,
-        ino: Ino,
-        written: &[WrittenExtent],
-        last_byte: Option<u64>,
-        mtime: Option<Timespec>,
-        force_log: bool,
-    ) -> Result<BlockCommit> {
-        self.inner
-            .commit_blocks(ino, written, last_byte, mtime, force_log)
     }
 
     /// Data-volume flushes `(issued, shared with another caller)` so far (LAYOUTCOMMIT

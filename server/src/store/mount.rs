@@ -448,7 +448,7 @@ impl Inner {
 
     /// The log forces everything, calls our write-back, moves its tail and writes the
     /// clean-unmount record: the next mount replays nothing. Then the mount mark is cleared.
-    pub fn unmount(&self) -> Result<()> {
+    pub(super) fn unmount(&self) -> Result<()> {
         self.log.unmount().map_err(log_err)?;
         let sb = Superblock {
             mounted: None,

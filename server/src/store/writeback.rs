@@ -168,7 +168,7 @@ struct Made {
 
 impl Inner {
     /// One write-back pass; returns the CSN the tree on disk now covers.
-    pub fn write_back_now(&self) -> Result<Csn, StoreError> {
+    pub(super) fn write_back_now(&self) -> Result<Csn, StoreError> {
         let mut wb = self.wb.lock().unwrap_or_else(|e| e.into_inner());
         // Close and force what is committed now, so that the C read under the lock below is
         // usually a closed, durable checkpoint.
