@@ -7,8 +7,8 @@ use metalog::Item;
 
 use super::extents;
 use super::ns::Tx;
+use super::types::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 use super::Store;
-use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 /// One extent a client says it wrote: file block, length, and the volume block it was given.
 /// `phys_block: None` means "the file's own unwritten blocks of this range" (what a client

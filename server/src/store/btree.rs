@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{StoreError, BLOCK};
+use super::types::{StoreError, BLOCK};
 
 pub const PAGE: usize = BLOCK as usize;
 const MAGIC: u32 = 0x5442_4e50; // "PNBT"

@@ -23,7 +23,8 @@ use metalog::Item;
 
 use super::extents;
 use super::ns::Tx;
-use super::{Ino, Result, Stable, Store, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::types::{Ino, Result, Stable, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::Store;
 
 /// Bytes per step: one READ/WRITE pair of the plain copy, one transaction of the
 /// copy_file_range copy. 1 MiB is `MAX_IO` (what one WRITE carries), so a chunk costs what a

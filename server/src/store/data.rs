@@ -18,8 +18,10 @@ use super::extents;
 use super::inner::{log_err, reserve_blocks, unreserve_blocks, Inner};
 use super::ns::Tx;
 use super::state::Core;
+use super::types::{
+    FileType, Ino, Result, SeekWhat, Stable, StoreError, Timespec, BLOCK, MAX_FILE_SIZE,
+};
 use super::Store;
-use super::{FileType, Ino, Result, SeekWhat, Stable, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {

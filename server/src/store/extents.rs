@@ -7,7 +7,7 @@ use layout::{ExtState, Segment};
 
 use super::keys::{decode_extent, encode_extent, ino_end, pair_key, Ext, K_EXTENT};
 use super::kv::Kv;
-use super::StoreError;
+use super::types::StoreError;
 
 type R<T> = Result<T, StoreError>;
 

@@ -18,7 +18,7 @@
 //! (issue 11 item 3); the tree is read through the cache as it is used.
 
 use super::btree::Root;
-use super::BLOCK;
+use super::types::BLOCK;
 
 const MAGIC: u32 = 0x4b43_4e50; // "PNCK"
 const VERSION: u32 = 1;

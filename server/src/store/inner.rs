@@ -12,8 +12,8 @@ use metalog::{BlockDev, Csn, FlushSeq, Item, Log, Reservation, Transaction, TxOb
 use super::cache::PageCache;
 use super::meta_blocks::MetaBlocks;
 use super::state::{Busy, Core};
+use super::types::{Ino, Result, StoreError, StoreOptions};
 use super::writeback::Wb;
-use super::{Ino, Result, StoreError, StoreOptions};
 
 /// Data I/O in flight, by ticket (see `Busy::io_ticket`).
 #[derive(Default)]

@@ -5,7 +5,7 @@
 
 use metalog::Item;
 
-use super::{Attr, FileType, Ino, Timespec, BLOCK};
+use super::types::{Attr, FileType, Ino, Timespec, BLOCK};
 
 /// `Opaque` item kinds the store logs.
 pub const OPAQUE_SYMLINK: u16 = 1;

@@ -18,7 +18,7 @@ use metalog::BlockDev;
 
 use super::btree::{self, Changes, Cursor, Entry, NodeRead, Page, Root};
 use super::cache::PageCache;
-use super::{StoreError, BLOCK};
+use super::types::{StoreError, BLOCK};
 
 /// Reads tree nodes through the cache.
 #[derive(Clone)]

@@ -19,8 +19,8 @@ use metalog::Item;
 use super::extents;
 use super::inner::Inner;
 use super::keys::K_EOFB;
+use super::types::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 use super::Store;
-use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 /// How far one LAYOUTGET may reach, in file blocks: never before `lo` nor past `hi` (the
 /// caller leaves out what other clients hold), and at most `prealloc_max` blocks of

@@ -5,8 +5,8 @@ use metalog::Item;
 use super::inner::Inner;
 use super::inode::{MISC_SLOT, OPAQUE_CLIENT};
 use super::ns::INODE_BYTES;
+use super::types::{Attr, FsStat, Ino, Result, StoreError, BLOCK};
 use super::Store;
-use super::{Attr, FsStat, Ino, Result, StoreError, BLOCK};
 
 impl Store {
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {

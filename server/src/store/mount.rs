@@ -23,8 +23,8 @@ use super::keys::{hash_key, K_ORPHAN};
 use super::kv::{Kv, Reader};
 use super::meta_blocks::MetaBlocks;
 use super::state::Core;
+use super::types::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_INO};
 use super::writeback::{read_blob, Wb};
-use super::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_INO};
 
 /// Zero-write in pieces of this size (bounded memory for a 256 MiB log).
 const ZERO_CHUNK: u64 = 1 << 20;

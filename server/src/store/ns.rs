@@ -9,11 +9,11 @@ use metalog::Item;
 use super::inner::Inner;
 use super::inode::{ino_key, Meta, OPAQUE_SYMLINK};
 use super::state::Core;
-use super::Store;
-use super::{
+use super::types::{
     Attr, DirChange, DirEntry, FileType, Ino, NewNode, ReadDir, Result, SetAttrs, SetTime,
     StoreError, Timespec, Unlinked,
 };
+use super::Store;
 
 /// Blocks a new inode needs at most once written back (its records share nodes with others:
 /// this is the bound `fsstat` divides free space by, measured ≈ 200 bytes per empty file).
@@ -212,7 +212,7 @@ impl Store {
             };
             if ftype == FileType::Regular {
                 // OPEN(create) may carry a size: the file starts sparse at that size.
-                m.size = attrs.size.unwrap_or(0).min(super::MAX_FILE_SIZE);
+                m.size = attrs.size.unwrap_or(0).min(super::types::MAX_FILE_SIZE);
             }
             m.touch_change(now);
             let mut tx = Tx::default();

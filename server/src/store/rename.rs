@@ -3,8 +3,8 @@
 use metalog::Item;
 
 use super::ns::{check_name, dir_of, entry, live_dir_of, meta, next_cookie, Tx, LINK_MAX};
+use super::types::{DirChange, FileType, Ino, Result, StoreError, Timespec, Unlinked, ROOT_INO};
 use super::Store;
-use super::{DirChange, FileType, Ino, Result, StoreError, Timespec, Unlinked, ROOT_INO};
 
 impl Store {
     /// Returns the change info of the source and target directories, and the file a rename

@@ -4,8 +4,10 @@ use metalog::Item;
 
 use super::extents;
 use super::ns::{meta, resolve, Tx};
+use super::types::{
+    Attr, FileType, Ino, Result, SetAttrs, StoreError, Timespec, BLOCK, MAX_FILE_SIZE,
+};
 use super::Store;
-use super::{Attr, FileType, Ino, Result, SetAttrs, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
 
 /// One past the last file block any file may have.
 pub const MAX_BLOCKS: u64 = MAX_FILE_SIZE / BLOCK;
@@ -93,7 +95,7 @@ impl Store {
             FileType::Directory => return Err(StoreError::IsDir),
             _ => return Err(StoreError::Inval),
         }
-        if size > super::MAX_FILE_SIZE {
+        if size > super::types::MAX_FILE_SIZE {
             return Err(StoreError::FileTooBig);
         }
         Ok(i.size)

@@ -25,7 +25,7 @@ use super::keys::{
     K_ORPHAN, K_XATTR, XATTR_CHUNK,
 };
 use super::kv::Kv;
-use super::{FileType, StoreError, BLOCK, ROOT_INO};
+use super::types::{FileType, StoreError, BLOCK, ROOT_INO};
 
 type R<T> = Result<T, StoreError>;
 

@@ -34,7 +34,7 @@ use super::btree::{self, Changes, NodeRead, NodeWrite, Page};
 use super::format::{self, BlobRef, Checkpoint};
 use super::inner::Inner;
 use super::kv::Reader;
-use super::{StoreError, BLOCK};
+use super::types::{StoreError, BLOCK};
 
 /// Blocks one allocation for new nodes takes at a time.
 const NODE_RUN: u64 = 256;

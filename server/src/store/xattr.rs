@@ -6,8 +6,8 @@ use metalog::Item;
 
 use super::inode::{xattr_key, OPAQUE_XATTR};
 use super::ns::{meta, Tx};
+use super::types::{DirChange, Ino, Result, StoreError, Timespec};
 use super::Store;
-use super::{DirChange, Ino, Result, StoreError, Timespec};
 
 /// Longest xattr name in bytes (as a file name; Linux XATTR_NAME_MAX).
 pub const XATTR_NAME_MAX: usize = 255;
