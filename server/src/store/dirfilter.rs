@@ -18,9 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Weak};
-
-use super::inner::Inner;
+use std::sync::Arc;
 
 /// Directories with fewer entries get no filter: their lookups read a leaf or two that stay
 /// cached (Session 8: a 4,096-entry directory is ~80 leaves, a 100-entry one 2).
@@ -256,7 +254,7 @@ impl DirFilters {
     }
 
     /// Whether a scan of `dir` registered as `id` is still wanted.
-    fn building(&self, dir: u64, id: u64) -> bool {
+    pub(super) fn building(&self, dir: u64, id: u64) -> bool {
         matches!(self.map.get(&dir).map(|e| &e.state),
             Some(State::Building { id: i, .. }) if *i == id)
     }
@@ -433,22 +431,6 @@ impl DirFilters {
     }
 }
 
-impl Inner {
-    /// Start the scan `commit_locked` found registered, on a thread of its own.
-    pub(super) fn start_filter_scan(&self, core: &mut super::state::Core, dir: u64, id: u64) {
-        let Some(me) = self.me.get().cloned() else {
-            core.filters.abandon(dir, id);
-            return;
-        };
-        let spawned = std::thread::Builder::new()
-            .name("pnfsd-dirfilter".into())
-            .spawn(move || scan_dir(me, dir, id));
-        if spawned.is_err() {
-            core.filters.abandon(dir, id);
-        }
-    }
-}
-
 /// What a scan has read ahead (`Core::dir_read_ahead`): the tree it read (None: nothing
 /// yet) and the key from which to read ahead again (None: it reached the directory's end).
 pub struct ReadAhead {
@@ -458,68 +440,6 @@ pub struct ReadAhead {
     pub again: Option<Vec<u8>>,
     /// Windows read (the scan's log line).
     pub batches: u64,
-}
-
-/// The scan: chunks of entries under the read lock, in cookie order, until the end of the
-/// directory; then `finish` under the write lock. Each chunk first reads ahead, together,
-/// the leaves the next chunks walk (`Core::dir_read_ahead`), under the same read lock: a
-/// cold 1,000,000-entry directory is ~13,000 leaves, one device round trip each otherwise.
-fn scan_dir(me: Weak<Inner>, dir: u64, id: u64) {
-    let Some((bits, leaves)) = me.upgrade().map(|i| {
-        let g = i.rd();
-        let window = g.filters.scan_ahead.min(i.cache.capacity() / 8);
-        (g.filters.scan_bits(), window)
-    }) else {
-        return;
-    };
-    let mut ra = ReadAhead {
-        leaves,
-        read: None,
-        again: None,
-        batches: 0,
-    };
-    let mut bloom = Bloom::new(bits);
-    let mut n = 0u64;
-    let mut after = 0u64;
-    let t0 = std::time::Instant::now();
-    loop {
-        let Some(inner) = me.upgrade() else { return };
-        let step = {
-            let g = inner.rd();
-            if !g.filters.building(dir, id) {
-                Err(())
-            } else {
-                g.dir_read_ahead(dir, after, &mut ra);
-                g.dir_hashes(dir, after, g.filters.scan_chunk)
-                    .map_err(|_| ())
-            }
-        };
-        match step {
-            Ok((hashes, eof)) => {
-                for (cookie, h) in hashes {
-                    bloom.add(h);
-                    n += 1;
-                    after = cookie;
-                }
-                if eof {
-                    inner.wr().filters.finish(dir, id, bloom, n);
-                    tracing::info!(
-                        "directory filter of inode {dir}: {n} entries scanned in {} ms ({} read-ahead windows of {} leaves)",
-                        t0.elapsed().as_millis(),
-                        ra.batches,
-                        ra.leaves
-                    );
-                    return;
-                }
-            }
-            Err(()) => {
-                inner.wr().filters.abandon(dir, id);
-                return;
-            }
-        }
-        drop(inner);
-        std::thread::yield_now();
-    }
 }
 
 #[cfg(test)]
