@@ -222,6 +222,18 @@ pub fn decode_clients(b: &[u8]) -> Result<ClientRecords, String> {
     Ok(out)
 }
 
+/// Write-back state (writeback.rs): the checkpoint on disk and what its blobs take;
+/// serialized by its own mutex (taken before the state lock).
+pub struct Wb {
+    /// The checkpoint on disk, and the blocks of its two blobs (freed by the next one).
+    pub ck: Checkpoint,
+    pub free_blocks: Vec<u64>,
+    pub clients_blocks: Vec<u64>,
+    /// Counters: write-backs done, tree nodes written.
+    pub runs: u64,
+    pub objects_written: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

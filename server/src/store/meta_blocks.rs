@@ -116,7 +116,7 @@ impl MetaBlocks {
         self.ready.store(true, Ordering::Release);
     }
 
-    /// The walk of the tree after the mount found `nodes` nodes in `ms` ms (mount.rs
+    /// The walk of the tree after the mount found `nodes` nodes in `ms` ms (inner.rs
     /// `walk_meta_blocks`).
     pub(super) fn set_walked(&self, nodes: u64, ms: u64) {
         let _ = self.walked.set((nodes, ms));

@@ -27,17 +27,21 @@
 //! deallocate, seek, release), `blocks.rs` (extents, alloc_unwritten, commit_blocks for
 //! layouts), `layout_map.rs` (map_for_layout, trim_eof, files_past_eof), `copy.rs`,
 //! `xattr.rs` (getxattr, setxattr, listxattrs, removexattr), `misc.rs` (getattr, fsstat,
-//! client records). This file keeps the types of the API, the lifecycle (mkfs, open,
-//! unmount; done in `mount.rs`) and the volume-wide counters. The file layer reaches what
+//! client records). This file keeps `Store` itself, the lifecycle (mkfs, open, unmount; done
+//! in `mount.rs`) and the volume-wide counters. The file layer reaches what
 //! lies under it through `Store: Deref<Target = Inner>` (`inner.rs`: the log, the locked
 //! `Core` of `state.rs`, `commit_locked`, busy extents), whose items are `pub(super)`: the
 //! one interface between the layers, invisible outside `store`.
 //!
-//! Under it, the tree layer: `btree.rs` (the on-disk copy-on-write B+tree), `cache.rs` (page
-//! cache), `kv.rs` (changes over the tree), `keys.rs` (record keys and values), `format.rs`
-//! (the checkpoint format), `meta_blocks.rs`, `writeback.rs` (write-back), with
-//! `extents.rs` (keyed extent maps), `dirfilter.rs` (directory filters) and `inode.rs` (the
-//! inode core, defined once: in-memory record, log item and record codec).
+//! Under it, from the bottom (tools/deps.py checks the order, no file imports a higher one):
+//! `types.rs` (the API types, re-exported here); the tree layer: `btree.rs` (the on-disk
+//! copy-on-write B+tree), `cache.rs` (page cache), `kv.rs` (changes over the tree), `keys.rs`
+//! (record keys and values), `format.rs` (the checkpoint format, the write-back's state),
+//! `meta_blocks.rs`, `extents.rs` (keyed extent maps), `dirfilter.rs` (directory filters),
+//! `inode.rs` (the inode core, defined once: in-memory record, log item and record codec);
+//! `state.rs` (the locked `Core`, `apply` of log items, keyed lookups); the shared core:
+//! `inner.rs` (`Inner`, the apply-then-commit helper, busy extents, the threads it starts),
+//! `writeback.rs` (the write-back pass over `Inner`), `mount.rs` (mkfs, mount, unmount).
 
 mod blocks;
 mod btree;

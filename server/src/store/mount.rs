@@ -16,6 +16,7 @@ use metalog::{BlockDev, FileDev, FlushSeq, Log, LogOptions, Writeback};
 
 use super::cache::PageCache;
 use super::dirfilter::{DirFilters, FilterCounters};
+use super::format::Wb;
 use super::format::{self, BlobRef, Checkpoint};
 use super::inner::{log_err, Inner, MountStats};
 use super::inode::Meta;
@@ -24,7 +25,7 @@ use super::kv::{Kv, Reader};
 use super::meta_blocks::MetaBlocks;
 use super::state::Core;
 use super::types::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_INO};
-use super::writeback::{read_blob, Wb};
+use super::writeback::read_blob;
 
 /// Zero-write in pieces of this size (bounded memory for a 256 MiB log).
 const ZERO_CHUNK: u64 = 1 << 20;
@@ -521,47 +522,6 @@ fn host_name() -> String {
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown".into())
-}
-
-impl Inner {
-    /// After the mount, on its own thread: the nodes of the tree on disk into the set, then
-    /// `check` answers from it (module comment). The write-back's mutex keeps the tree as it
-    /// is meanwhile; a write-back that ran before it already added its own nodes (and took
-    /// out what it replaced, which the walk no longer finds).
-    pub(super) fn walk_meta_blocks(&self) {
-        let t0 = Instant::now();
-        let _wb = self.wb.lock().unwrap_or_else(|e| e.into_inner());
-        let (rd, root) = {
-            let g = self.rd();
-            (g.kv.rd.clone(), g.kv.root)
-        };
-        let mut blocks = match super::btree::all_blocks(&rd, root) {
-            Ok(b) => b,
-            Err(e) => {
-                // Left not ready: the target refuses every write no layout covers.
-                tracing::error!(error = %e, "metadata blocks: walking the tree failed; hosts write only inside their layouts");
-                return;
-            }
-        };
-        blocks.sort_unstable();
-        let mut i = 0;
-        while i < blocks.len() {
-            let mut j = i + 1;
-            while j < blocks.len() && blocks[j] == blocks[j - 1] + 1 {
-                j += 1;
-            }
-            self.meta_blocks.insert(blocks[i], (j - i) as u64);
-            i = j;
-        }
-        let ms = t0.elapsed().as_millis() as u64;
-        self.meta_blocks.set_walked(blocks.len() as u64, ms);
-        self.meta_blocks.set_ready();
-        let (runs, n) = self.meta_blocks.size();
-        tracing::info!(
-            "metadata blocks guarded: {n} in {runs} runs ({} tree nodes found in {ms} ms)",
-            blocks.len()
-        );
-    }
 }
 
 #[cfg(test)]

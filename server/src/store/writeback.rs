@@ -31,7 +31,7 @@ use layout::Allocator;
 use metalog::{Csn, Writeback};
 
 use super::btree::{self, Changes, NodeRead, NodeWrite, Page};
-use super::format::{self, BlobRef, Checkpoint};
+use super::format::{self, BlobRef, Checkpoint, Wb};
 use super::inner::Inner;
 use super::kv::Reader;
 use super::types::{StoreError, BLOCK};
@@ -40,17 +40,6 @@ use super::types::{StoreError, BLOCK};
 const NODE_RUN: u64 = 256;
 /// New nodes are written in batches of this many blocks (sorted, merged into long writes).
 const WRITE_BATCH: usize = 256;
-
-/// Write-back state: serialized by its own mutex (taken before the state lock).
-pub struct Wb {
-    /// The checkpoint on disk, and the blocks of its two blobs (freed by the next one).
-    pub ck: Checkpoint,
-    pub free_blocks: Vec<u64>,
-    pub clients_blocks: Vec<u64>,
-    /// Counters: write-backs done, tree nodes written.
-    pub runs: u64,
-    pub objects_written: u64,
-}
 
 /// The merge's view of the device: nodes through the cache, new blocks from the allocator.
 struct Sink<'a> {
