@@ -3,7 +3,7 @@
 //! rules of WRITE (data.rs) hold — data on the device before the extents that name it are
 //! logged as written, the size grown in the same transaction — and a stable copy is a COMMIT
 //! of the destination afterwards (force to its commit_seq, then a data flush if that force
-//! wrote no log: design.md §4, founding text 002).
+//! wrote no log: docs/design.md §4).
 //!
 //! Two ways to move the bytes:
 //! - **plain**: READ of the source (zeros for holes and unwritten blocks), WRITE of the

@@ -1,12 +1,12 @@
 //! File data through the server: READ, WRITE, COMMIT, ALLOCATE, DEALLOCATE, SEEK, truncation's
 //! tail zeroing. Data goes to the data area of the volume through the file's extent map.
 //!
-//! WRITE (design.md §3–4): allocate under the lock (blocks reserved in the allocator, not yet
+//! WRITE (docs/design.md §3–4): allocate under the lock (blocks reserved in the allocator, not yet
 //! in the map) → write the data, state lock dropped → commit the extents as written plus the
 //! size → for DATA_SYNC / FILE_SYNC force that commit. No explicit data flush is needed before
 //! the commit: metalog flushes the device before any checkpoint holding a converting item
 //! (`Item::converts`: ExtentSet written, ExtentConvert) reaches the log — the PREFLUSH of
-//! design.md §3 — and our data write completed before the commit, so no extent is ever durably
+//! docs/design.md §3 — and our data write completed before the commit, so no extent is ever durably
 //! `written` ahead of its data, UNSTABLE writes included. A crash before the commit leaves the
 //! reserved blocks free (nothing logged named them). A force that did not write the log
 //! (`wrote_log == false`) is followed by a data flush.
@@ -234,7 +234,7 @@ impl Store {
             }
             m.touch_mc(now);
             tx.items.push(m.times_item(ino.0));
-            // design.md §3: datasync_seq moves for allocation, conversion and size only.
+            // docs/design.md §3: datasync_seq moves for allocation, conversion and size only.
             let meta_changed = converts || grows;
             tx.obj(ino.0, !meta_changed);
             (
@@ -340,7 +340,7 @@ impl Store {
         Ok((out, end >= size))
     }
 
-    /// COMMIT (design.md §4): a full fsync — force to the file's commit_seq, plus a data
+    /// COMMIT (docs/design.md §4): a full fsync — force to the file's commit_seq, plus a data
     /// flush unless that force wrote (and so flushed) the log on this same device.
     pub fn commit(&self, ino: Ino) -> Result<()> {
         {
@@ -366,7 +366,7 @@ impl Store {
         let (fb, lb) = (offset / BLOCK, end.div_ceil(BLOCK));
         let w = self.file_lock(ino);
         let csn = self.allocate_blocks(ino, fb, lb - fb, Some(end), Timespec::now())?;
-        // Not across the force (design.md §3 group commit; the lock only orders the change).
+        // Not across the force (docs/design.md §3 group commit; the lock only orders the change).
         drop(w);
         if let Some((csn, _)) = csn {
             self.force_if_sync(csn)?;

@@ -1,4 +1,4 @@
-//! Negative-name filters of large directories (issue 11, docs/store.md "Negative-name
+//! Negative-name filters of large directories (docs/store.md "Negative-name
 //! filters"): a Bloom filter over the name hashes (`Core::name_base`) of every entry of a
 //! directory, so that a create of a new name in a directory of a million entries proves the
 //! name absent, and collision slot 0 of its hash free, without reading the directory's leaf.
@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Directories with fewer entries get no filter: their lookups read a leaf or two that stay
-/// cached (Session 8: a 4,096-entry directory is ~80 leaves, a 100-entry one 2).
+/// cached (a 4,096-entry directory is ~80 leaves, a 100-entry one 2).
 pub const MIN_ENTRIES: u64 = 4096;
 /// Entries added to a directory without a filter (counted in `TRIGGER_SLOTS` shared
 /// counters) before its scan starts: a directory must be busy to be scanned.
@@ -33,8 +33,8 @@ const SCAN_CHUNK: usize = 256;
 /// entries), read again half-way, so each batch brings ~64 new leaves, ~4 per reader thread
 /// (kv.rs `READ_AHEAD_THREADS`). Also at most an eighth of the page cache: a leaf read ahead
 /// survives one turn of CLOCK's hand before its use (cache.rs `insert_ahead`), and a window
-/// that small is walked long before a second turn (session 10: without that survival, a
-/// window met by the hand lost 63 unwalked leaves, read again one at a time). A cold scan
+/// that small is walked long before a second turn (without that survival, a window met
+/// by the hand would lose up to 63 unwalked leaves, read again one at a time). A cold scan
 /// reads the same leaves either way (the cache's churn is the scan's, not the window's), and
 /// internal nodes stay protected by the cache's own rule (cache.rs).
 const SCAN_AHEAD: usize = 128;
@@ -189,7 +189,7 @@ pub struct DirFilters {
     pub min_entries: u64,
     pub trigger_adds: u32,
     pub scan_chunk: usize,
-    /// Leaves a scan reads ahead (`SCAN_AHEAD`; 0: none, as before session 10).
+    /// Leaves a scan reads ahead (`SCAN_AHEAD`; 0: none).
     pub scan_ahead: usize,
     trigger: [u32; TRIGGER_SLOTS],
     /// The scan in flight (one at a time).
@@ -391,7 +391,7 @@ impl DirFilters {
         // A mark (`Idle`) makes room among marks only: a filter may take the whole share
         // (1,000,000 entries at the 16M cache's 1 MiB), and if every small directory's mark
         // evicted it, the big directory would be scanned again and again and its filter
-        // would hardly ever answer (session 10's NFS run: 92 of ~4,000 creates' lookups).
+        // would hardly ever answer.
         let filters_too = !matches!(state, State::Idle { .. });
         let e = Entry {
             state,
@@ -447,8 +447,8 @@ mod tests {
     use super::*;
 
     /// A directory's filter may take the whole share (a 1,000,000-entry directory at the
-    /// 16M cache's 1 MiB: session 10's NFS run, where every small directory's "rescan
-    /// later" mark evicted it): a mark never evicts a filter.
+    /// 16M cache's 1 MiB, where every small directory's "rescan later" mark would evict
+    /// it): a mark never evicts a filter.
     #[test]
     fn a_mark_never_evicts_a_filter() {
         let mut f = DirFilters::new(1 << 10, Default::default());

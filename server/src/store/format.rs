@@ -1,4 +1,4 @@
-//! The store's checkpoint format (style.md rule 4; the B+tree node format is in btree.rs, the
+//! The store's checkpoint format (docs/design.md, house rule 4; the B+tree node format is in btree.rs, the
 //! records in keys.rs). Little-endian, explicit widths.
 //!
 //! ```text
@@ -15,7 +15,7 @@
 //! ```
 //! Blobs and tree nodes are blocks allocated from free space; the list of a checkpoint counts
 //! its own blobs and nodes as used. Mount reads one checkpoint, its two blobs and nothing else
-//! (issue 11 item 3); the tree is read through the cache as it is used.
+//!; the tree is read through the cache as it is used.
 
 use super::btree::Root;
 use super::types::BLOCK;

@@ -110,8 +110,7 @@ pub struct MountStats {
 const RESERVE_BASE: u64 = 8 * 400 + 2 * (4096 + 512);
 
 /// Errors of the log: the log is shut down or failed (its own I/O errors are strings by then).
-/// A log shut down by ENOSPC from the device under it is `DeviceFull` (NFS4ERR_NOSPC, issue
-/// 17), like ENOSPC on the store's own device I/O (`From<io::Error>`).
+/// A log shut down by ENOSPC from the device under it is `DeviceFull` (NFS4ERR_NOSPC), like ENOSPC on the store's own device I/O (`From<io::Error>`).
 pub fn log_err(e: metalog::LogError) -> StoreError {
     if let metalog::LogError::NoDeviceSpace(what) = e {
         return StoreError::DeviceFull(what);
@@ -146,7 +145,7 @@ impl Inner {
         Ok(())
     }
 
-    /// Keep the changes not yet written back within bounds (issue 11 item 2): start a
+    /// Keep the changes not yet written back within bounds: start a
     /// write-back past the soft limit; past twice it, wait for one to finish.
     fn throttle(&self) {
         let pending = self.pending_bytes.load(Ordering::Relaxed);
@@ -226,7 +225,7 @@ impl Inner {
         Ok(f.wrote_log)
     }
 
-    /// Force on a `sync` export (design.md §4 table), nothing on an `async` one.
+    /// Force on a `sync` export (docs/design.md §4 table), nothing on an `async` one.
     pub(super) fn force_if_sync(&self, csn: Csn) -> Result<()> {
         if self.opts.sync {
             self.force(csn)?;
@@ -288,7 +287,7 @@ impl Inner {
         self.file_locks[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Data-volume flush shared with concurrent callers (design.md §3 "Flush sharing");
+    /// Data-volume flush shared with concurrent callers (docs/design.md §3 "Flush sharing");
     /// says whether this call issued the flush or joined another caller's.
     pub(super) fn flush_data(&self) -> Result<metalog::FlushOutcome> {
         Ok(self.flush.flush()?)

@@ -1,4 +1,4 @@
-//! The store's keyed records in the B+tree (style.md rule 4: the whole record format is here).
+//! The store's keyed records in the B+tree (docs/design.md, house rule 4: the whole record format is here).
 //!
 //! Keys sort as byte strings: a one-byte kind, then big-endian integers, so each kind, each
 //! inode's extents and each directory's entries are contiguous ranges. Values are

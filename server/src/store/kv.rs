@@ -1,5 +1,5 @@
 //! The keyed view the store works on: the durable B+tree (read through the page cache) under
-//! the changes made since its checkpoint (design.md §2: "in-memory indexes ... write-back
+//! the changes made since its checkpoint (docs/design.md §2: "in-memory indexes ... write-back
 //! grows with dirty metadata").
 //!
 //! ```text

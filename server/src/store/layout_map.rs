@@ -1,9 +1,9 @@
-//! What a LAYOUTGET maps, and the trim of what it preallocated (issue "LAYOUTGET round
-//! trips"; design.md §4–5; layout::reach has the rules):
+//! What a LAYOUTGET maps, and the trim of what it preallocated (one round trip per
+//! run of a file rather than per client request; docs/design.md §4–5; layout::reach has the rules):
 //!
 //! - `map_for_layout`: RW allocates the holes of the request as unwritten blocks, plus
 //!   speculative unwritten blocks past EOF (`layout::reach::speculative_end`), in one
-//!   transaction made durable by one log force before the reply (design.md §4); then READ
+//!   transaction made durable by one log force before the reply (docs/design.md §4); then READ
 //!   and RW widen the returned range over the mapped run around the request, inside the
 //!   bounds the caller gives (what no other client holds).
 //! - `trim_eof`: frees the unwritten blocks past EOF, what a client was given in a layout and
@@ -109,7 +109,7 @@ impl Store {
                 }
             }
             drop(w);
-            // design.md §4: the allocation is durable before the reply — one force for the
+            // docs/design.md §4: the allocation is durable before the reply — one force for the
             // asked blocks and the speculation together.
             if let Some(csn) = csn {
                 self.force(csn)?;
@@ -126,7 +126,7 @@ impl Store {
         };
         // layout::reach's whole runs (`run_end`, `run_start`), found by seeks that stop at
         // the first hole: the cost follows the extents handed out, not the file's extent
-        // count (issue 11 item 5).
+        // count.
         let end = extents::run_end(&g.kv, ino.0, req_end, hi, RUN_MAX_EXTENTS)?;
         let start = match extents::extent_at(&g.kv, ino.0, first)? {
             Some(e) if r.lo < first => e.start.max(r.lo),
@@ -334,7 +334,7 @@ mod tests {
     }
 }
 
-/// Issue 11 item 5: a LAYOUTGET of a fragmented file costs what the extents it hands out
+/// A LAYOUTGET of a fragmented file costs what the extents it hands out
 /// cost, not the file's extent count.
 #[cfg(test)]
 mod scale_tests {
@@ -393,7 +393,7 @@ mod scale_tests {
 
     /// A cold LAYOUTGET in the middle of a 20,000-extent file reads a root-to-leaf path or
     /// two, not the leaves of every extent within the reach (±64 MiB: ~8,000 extents here,
-    /// ~80 leaves, which the lookups before issue 11 item 5 walked).
+    /// ~80 leaves, which a lookup per extent would walk).
     #[test]
     fn layoutget_of_a_fragmented_file_reads_a_few_nodes() {
         let (_d, path) = volume(1 << 30);

@@ -1,6 +1,6 @@
 //! The blocks the store's metadata holds among the data blocks: B+tree nodes and the
 //! checkpoint's blobs (free-space list, client records), kept as a set of runs so that the
-//! embedded NVMe/TCP target can refuse any host's write into them (issue 12 item 4:
+//! embedded NVMe/TCP target can refuse any host's write into them (it
 //! "never lets a host other than the MDS write the blocks of the superblock, log or
 //! metadata area"; docs/store.md "Metadata blocks").
 //!
@@ -11,7 +11,7 @@
 //! is in, everything taken by a failed write-back), in each case next to the allocator call,
 //! under the state lock, so a block is out of the set before any file can be given it.
 //!
-//! A mount reads O(1) metadata (issue 11 item 3), so the nodes of the tree on disk are
+//! A mount reads O(1) metadata, so the nodes of the tree on disk are
 //! not known at mount: `walk` finds them after the mount, on a thread of its own, holding
 //! the write-back's mutex so that the tree cannot change under it. It reads only the internal
 //! nodes (a leaf's block is in its parent): about one node in a hundred. Until it is done,

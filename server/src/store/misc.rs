@@ -29,7 +29,7 @@ impl Store {
         let busy: u64 = g.busy.iter().map(|b| b.len).sum();
         // What data and new inodes may still take: the write-back's reserve is not theirs.
         let free = (g.alloc.free_blocks() + busy).saturating_sub(self.base_reserve(&g)) * BLOCK;
-        // Files are limited by free space only (issue 11): as many more as fit.
+        // Files are limited by free space only: as many more as fit.
         let free_files = free / INODE_BYTES;
         FsStat {
             total_bytes: g.alloc.total_blocks() * BLOCK,

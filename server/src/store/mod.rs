@@ -1,13 +1,13 @@
 //! The metadata store: inodes, directories and per-file extent maps as keyed records of an
 //! on-disk copy-on-write B+tree, paged through a bounded cache and changed only through
-//! `metalog` transactions (design.md §2–4; docs/store.md).
+//! `metalog` transactions (docs/design.md §2–4; docs/store.md).
 //!
 //! This is the API the NFS operations call. It knows nothing of NFS: no stateids, no XDR, no
 //! `nfsstat4` (the mapping `StoreError -> NfsStat` lives in `nfs4/status.rs`). Every method is
 //! synchronous and thread-safe; COMPOUNDs run on blocking threads. Locks are held only while the
 //! in-memory state changes, never across a log force or device I/O of the log.
 //!
-//! Durability (design.md §4): on a `sync` export the mutating namespace calls (create, remove,
+//! Durability (docs/design.md §4): on a `sync` export the mutating namespace calls (create, remove,
 //! rename, link, setattr) return after `force_seq(commit_seq)` of the inodes they changed; on
 //! an `async` export they return after the in-memory commit.
 //!
@@ -227,7 +227,7 @@ impl Store {
     }
 
     /// Data-volume flushes `(issued, shared with another caller)` so far (LAYOUTCOMMIT
-    /// counters, design.md §3 "Flush sharing").
+    /// counters, docs/design.md §3 "Flush sharing").
     pub fn data_flush_counts(&self) -> (u64, u64) {
         (self.inner.flush.issued(), self.inner.flush.shared())
     }
@@ -243,7 +243,7 @@ impl Store {
     }
 
     /// The blocks the metadata holds among the data blocks (tree nodes, checkpoint blobs),
-    /// for the NVMe target's guard: no host writes them (issue 12 item 4).
+    /// for the NVMe target's guard: no host writes them.
     pub fn meta_blocks(&self) -> Arc<MetaBlocks> {
         self.inner.meta_blocks.clone()
     }

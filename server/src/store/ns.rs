@@ -1,7 +1,7 @@
 //! Namespace operations: lookup, create, remove, rename, link, readdir, readlink, setattr.
 //!
 //! Pattern of every mutation: under the state lock, check, build the items, apply + commit
-//! (`commit_locked`); drop the lock; on a `sync` export force the commit's CSN (design.md §4),
+//! (`commit_locked`); drop the lock; on a `sync` export force the commit's CSN (docs/design.md §4),
 //! never holding the lock across the force.
 
 use metalog::Item;

@@ -1,7 +1,7 @@
 //! What the state lock protects (`Core`), and how one logical log item changes it (`apply`).
 //!
 //! Every change, live or replayed, goes through `Core::apply`, so a mount that replays the log
-//! rebuilds exactly what the live server had (design.md §3). Items are blind sets of keyed
+//! rebuilds exactly what the live server had (docs/design.md §3). Items are blind sets of keyed
 //! records, or frees of what a key range holds; replaying a suffix of the log over a tree that
 //! already holds part of it converges to the same records: an item replayed early may
 //! briefly undo a later one, and the later one, replayed after it, sets its keys again.

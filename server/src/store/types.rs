@@ -204,7 +204,7 @@ pub enum StoreError {
     Served(String),
 }
 
-/// The one conversion of device errors (style.md rule 3): ENOSPC of the backing file stays
+/// The one conversion of device errors (docs/design.md, house rule 3): ENOSPC of the backing file stays
 /// apart from every other I/O error.
 impl From<std::io::Error> for StoreError {
     fn from(e: std::io::Error) -> StoreError {
@@ -221,11 +221,11 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// How the store is opened (from the config; see `config.rs`).
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// `sync` export (default): namespace changes are durable before the reply (design.md §4).
+    /// `sync` export (default): namespace changes are durable before the reply (docs/design.md §4).
     pub sync: bool,
     /// How often the background worker forces the log so lazy timestamps reach the disk.
     pub log_force_interval: std::time::Duration,
-    /// Bytes of metadata kept in memory (config `metadata_cache`, issue 11 item 2): changes
+    /// Bytes of metadata kept in memory (config `metadata_cache`): changes
     /// not yet written back start a write-back at an eighth and make committers wait at a
     /// quarter; the page cache of tree nodes gets half (mount.rs `budget`).
     pub metadata_cache: u64,

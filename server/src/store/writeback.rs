@@ -1,5 +1,5 @@
 //! Write-back: the changes committed since the last checkpoint are merged into the B+tree,
-//! copy-on-write, and a new checkpoint names the new root (design.md §2; issue 11 item 1).
+//! copy-on-write, and a new checkpoint names the new root (docs/design.md §2).
 //! Its cost follows the changed records, not all metadata; returning the CSN it covers lets
 //! the log move its tail past it, as XFS's AIL does once buffers are on disk.
 //!
