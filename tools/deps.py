@@ -33,6 +33,23 @@ LAYERS = {
         # the store, the volume file and the NVMe namespaces
         ("rpc", 1),
         ("store", 1),
+        # inside the store (below its face, mod.rs, which rank-1 modules import): the API
+        # types, the tree layer, the locked state, the shared core; the file layer (`impl
+        # Store` in ns.rs, data.rs, …) is at the face's rank
+        ("store::types", 0.1),
+        ("store::btree", 0.2),
+        ("store::cache", 0.2),
+        ("store::kv", 0.2),
+        ("store::keys", 0.2),
+        ("store::format", 0.2),
+        ("store::meta_blocks", 0.2),
+        ("store::inode", 0.2),
+        ("store::extents", 0.2),
+        ("store::dirfilter", 0.2),
+        ("store::state", 0.3),
+        ("store::inner", 0.4),
+        ("store::writeback", 0.4),
+        ("store::mount", 0.4),
         ("volume", 1),
         ("device_watch", 1),
         ("preflight", 1),

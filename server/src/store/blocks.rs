@@ -1,14 +1,14 @@
-//! Block-level access for the pNFS layout work (issue 4): what LAYOUTGET and LAYOUTCOMMIT
+//! Block-level access for the pNFS layout work: what LAYOUTGET and LAYOUTCOMMIT
 //! need from the extent maps and the allocator. The layout bodies, stateids and recalls live
-//! elsewhere; this file only maps, allocates and converts, with design.md §4's durability.
+//! elsewhere; this file only maps, allocates and converts, with docs/design.md §4's durability.
 
 use layout::{ExtState, Segment};
 use metalog::Item;
 
 use super::extents;
-use super::inner::Inner;
 use super::ns::Tx;
-use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::types::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::Store;
 
 /// One extent a client says it wrote: file block, length, and the volume block it was given.
 /// `phys_block: None` means "the file's own unwritten blocks of this range" (what a client
@@ -20,7 +20,7 @@ pub struct WrittenExtent {
     pub phys_block: Option<u64>,
 }
 
-/// What a block commit did (for LAYOUTCOMMIT's counters, issue 4 item 7).
+/// What a block commit did (for LAYOUTCOMMIT's counters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BlockCommit {
     /// Unwritten blocks that became written.
@@ -32,7 +32,7 @@ pub struct BlockCommit {
     /// Data-volume flushes this call issued itself.
     pub data_flushes_issued: u32,
     /// Data-volume flushes this call waited for but another caller issued (flush sharing,
-    /// design.md §3): each commit needs one or the other, so sharing shows as issued < commits.
+    /// docs/design.md §3): each commit needs one or the other, so sharing shows as issued < commits.
     pub data_flushes_joined: u32,
 }
 
@@ -44,7 +44,8 @@ fn check_file(ft: FileType) -> Result<()> {
     }
 }
 
-impl Inner {
+impl Store {
+    /// The extent map over `[file_block, +len_blocks)`: segments that cover it exactly.
     pub fn extents(&self, ino: Ino, file_block: u64, len_blocks: u64) -> Result<Vec<Segment>> {
         let g = self.rd();
         let i = g.meta(ino.0)?;
@@ -53,7 +54,7 @@ impl Inner {
     }
 
     /// Allocate unwritten blocks over the holes of the range and make that durable before
-    /// returning (design.md §4: LAYOUTGET that allocates → `force_seq(datasync_seq)`).
+    /// returning (docs/design.md §4: LAYOUTGET that allocates → `force_seq(datasync_seq)`).
     pub fn alloc_unwritten(
         &self,
         ino: Ino,
@@ -82,7 +83,7 @@ impl Inner {
 
     /// LAYOUTCOMMIT: convert the client's extents where the file owns them unwritten at that
     /// very volume block (never a block of another file), grow the size to `last_byte + 1`,
-    /// set mtime. Durability (design.md §4): a conversion or a new size forces the log to the
+    /// set mtime. Durability (docs/design.md §4): a conversion or a new size forces the log to the
     /// inode's datasync_seq (the internal log's flush covers the data written before it);
     /// otherwise the timestamps are logged lazily and only the data volume is flushed.
     /// `force_log` is `layoutcommit = "sync"`: always force (the old XFS behaviour).
@@ -126,7 +127,7 @@ impl Inner {
                     } = s
                     {
                         // A named volume block must be where the file owns it: a commit
-                        // never converts another file's block (design.md §2).
+                        // never converts another file's block (docs/design.md §2).
                         let owned = w
                             .phys_block
                             .is_none_or(|p| phys_block == p + (file_block - w.file_block));
@@ -173,7 +174,7 @@ impl Inner {
         debug_assert!(force_log || !meta || self.log.durable_csn() >= csn);
         out.log_written = forced;
         if !out.log_written {
-            // Nothing wrote the log on this device (the log is internal, design.md §2, so a
+            // Nothing wrote the log on this device (the log is internal, docs/design.md §2, so a
             // log write would have flushed it): the client's data still needs its flush.
             if self.flush_data()?.issued {
                 out.data_flushes_issued += 1;

@@ -1,4 +1,4 @@
-//! The on-disk copy-on-write B+tree of the store (issue 11 item 1; docs/store.md).
+//! The on-disk copy-on-write B+tree of the store (docs/store.md).
 //!
 //! One tree holds every keyed record (keys.rs: inodes, directory entries, extents, extended
 //! attributes, orphans). Nodes are 4 KiB blocks allocated from the volume's free space. A node
@@ -6,7 +6,7 @@
 //! (`merge`), writing every node on a changed path to a fresh block, so the previous tree stays
 //! intact on disk until the checkpoint that names the new root is durable (writeback.rs).
 //!
-//! Node format (little-endian; style.md rule 4):
+//! Node format (little-endian; docs/design.md, house rule 4):
 //!
 //! ```text
 //! 0   magic u32 "PNBT"   4 level u8 (0 = leaf)   5 pad   6 count u16   8 crc u32
@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{StoreError, BLOCK};
+use super::types::{StoreError, BLOCK};
 
 pub const PAGE: usize = BLOCK as usize;
 const MAGIC: u32 = 0x5442_4e50; // "PNBT"

@@ -1,5 +1,5 @@
 //! The page cache: clean B+tree nodes by block number, bounded by `metadata_cache` bytes
-//! (issue 11 item 2). Nodes are immutable once written (copy-on-write, btree.rs), so a cached
+//!. Nodes are immutable once written (copy-on-write, btree.rs), so a cached
 //! page never goes stale while its block is part of the tree; blocks a write-back frees are
 //! evicted before they can be reused.
 //!
@@ -7,7 +7,7 @@
 //! bits and evicts the first page whose bit is clear. Internal nodes are passed over while they
 //! hold at most half the pages: they are about one node in a hundred, and every descent goes
 //! through them, so a leaf read once (a create in a cold directory, a READDIR) must not push
-//! out the path to the next leaf (docs/benchmarks.md "Session 8"). A page read ahead
+//! out the path to the next leaf (docs/benchmarks.md). A page read ahead
 //! (`insert_ahead`: a replay's batch, a directory scan's window) keeps its bit until its first
 //! use, which clears it instead of setting it: unused, it survives the hand once (so a window
 //! is not evicted before its scan walks it); used once, it is as cold as a page read when it

@@ -3,7 +3,7 @@
 //! rules of WRITE (data.rs) hold — data on the device before the extents that name it are
 //! logged as written, the size grown in the same transaction — and a stable copy is a COMMIT
 //! of the destination afterwards (force to its commit_seq, then a data flush if that force
-//! wrote no log: design.md §4, founding text 002).
+//! wrote no log: docs/design.md §4).
 //!
 //! Two ways to move the bytes:
 //! - **plain**: READ of the source (zeros for holes and unwritten blocks), WRITE of the
@@ -22,9 +22,9 @@ use layout::{ExtState, Segment};
 use metalog::Item;
 
 use super::extents;
-use super::inner::Inner;
 use super::ns::Tx;
-use super::{Ino, Result, Stable, Store, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::types::{Ino, Result, Stable, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::Store;
 
 /// Bytes per step: one READ/WRITE pair of the plain copy, one transaction of the
 /// copy_file_range copy. 1 MiB is `MAX_IO` (what one WRITE carries), so a chunk costs what a
@@ -56,23 +56,6 @@ impl Store {
     /// durable on return (`Copied::stable` says `FileSync`).
     #[allow(clippy::too_many_arguments)]
     pub fn copy(
-        &self,
-        src: Ino,
-        src_off: u64,
-        dst: Ino,
-        dst_off: u64,
-        len: u64,
-        stable: bool,
-        method: CopyMethod,
-    ) -> Result<Copied> {
-        self.inner
-            .copy(src, src_off, dst, dst_off, len, stable, method)
-    }
-}
-
-impl Inner {
-    #[allow(clippy::too_many_arguments)]
-    fn copy(
         &self,
         src: Ino,
         src_off: u64,

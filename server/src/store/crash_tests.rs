@@ -683,7 +683,7 @@ fn crash_anywhere_inside_a_write_back_loses_nothing() {
     s.unmount().unwrap();
 }
 
-/// Issue 11 "Must show": a small volume takes files until its free space runs out (within 2×
+/// A small volume takes files until its free space runs out (within 2×
 /// of the bound `fsstat` gives), says NoSpace, stays mountable, and gets the space back when
 /// they are all removed.
 #[test]
@@ -779,7 +779,7 @@ fn unstable_write_never_exposes_another_files_old_bytes_after_a_crash() {
     }
 }
 
-/// Issue 11 item 3: a crash mount says at info level what it replayed and what is left
+/// A crash mount says at info level what it replayed and what is left
 /// (metalog: records and KiB of the total; the store: items applied), frees the orphans
 /// with a line, and ends with the mounted line (inodes, blocks read, free-space list). In
 /// tests every progress line is printed (mount.rs `PROGRESS_EVERY` is 0 there; 2 s live).

@@ -1,12 +1,12 @@
 //! File data through the server: READ, WRITE, COMMIT, ALLOCATE, DEALLOCATE, SEEK, truncation's
 //! tail zeroing. Data goes to the data area of the volume through the file's extent map.
 //!
-//! WRITE (design.md §3–4): allocate under the lock (blocks reserved in the allocator, not yet
+//! WRITE (docs/design.md §3–4): allocate under the lock (blocks reserved in the allocator, not yet
 //! in the map) → write the data, state lock dropped → commit the extents as written plus the
 //! size → for DATA_SYNC / FILE_SYNC force that commit. No explicit data flush is needed before
 //! the commit: metalog flushes the device before any checkpoint holding a converting item
 //! (`Item::converts`: ExtentSet written, ExtentConvert) reaches the log — the PREFLUSH of
-//! design.md §3 — and our data write completed before the commit, so no extent is ever durably
+//! docs/design.md §3 — and our data write completed before the commit, so no extent is ever durably
 //! `written` ahead of its data, UNSTABLE writes included. A crash before the commit leaves the
 //! reserved blocks free (nothing logged named them). A force that did not write the log
 //! (`wrote_log == false`) is followed by a data flush.
@@ -18,7 +18,10 @@ use super::extents;
 use super::inner::{log_err, reserve_blocks, unreserve_blocks, Inner};
 use super::ns::Tx;
 use super::state::Core;
-use super::{FileType, Ino, Result, SeekWhat, Stable, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::types::{
+    FileType, Ino, Result, SeekWhat, Stable, StoreError, Timespec, BLOCK, MAX_FILE_SIZE,
+};
+use super::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -45,7 +48,7 @@ fn regular(ft: FileType) -> Result<()> {
     }
 }
 
-impl Inner {
+impl Store {
     /// Reserve blocks for the holes of `[fb, fb+n)`; `None` if the volume is full (the
     /// reservation is undone).
     fn plan(&self, ino: Ino, fb: u64, n: u64, alloc_holes: bool) -> Result<Option<Vec<Piece>>> {
@@ -148,6 +151,8 @@ impl Inner {
         }
     }
 
+    /// WRITE through the server: allocates as needed, writes the data volume, converts,
+    /// grows the size. Returns how stable the write is when this returns.
     pub fn write(
         &self,
         ino: Ino,
@@ -229,7 +234,7 @@ impl Inner {
             }
             m.touch_mc(now);
             tx.items.push(m.times_item(ino.0));
-            // design.md §3: datasync_seq moves for allocation, conversion and size only.
+            // docs/design.md §3: datasync_seq moves for allocation, conversion and size only.
             let meta_changed = converts || grows;
             tx.obj(ino.0, !meta_changed);
             (
@@ -287,6 +292,8 @@ impl Inner {
         Ok(())
     }
 
+    /// READ through the server: bytes of written extents from the data volume, zeros for holes
+    /// and unwritten extents; `eof` if the read reaches the end of the file.
     pub fn read(&self, ino: Ino, offset: u64, count: u32) -> Result<(Vec<u8>, bool)> {
         let _io = self.io_begin();
         let (size, segs) = {
@@ -333,7 +340,7 @@ impl Inner {
         Ok((out, end >= size))
     }
 
-    /// COMMIT (design.md §4): a full fsync — force to the file's commit_seq, plus a data
+    /// COMMIT (docs/design.md §4): a full fsync — force to the file's commit_seq, plus a data
     /// flush unless that force wrote (and so flushed) the log on this same device.
     pub fn commit(&self, ino: Ino) -> Result<()> {
         {
@@ -347,6 +354,7 @@ impl Inner {
         Ok(())
     }
 
+    /// NFSv4.2 ALLOCATE: unwritten extents over the holes of the range; the size grows.
     pub fn allocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
         let end = offset.checked_add(len).ok_or(StoreError::FileTooBig)?;
         if end > MAX_FILE_SIZE {
@@ -358,7 +366,7 @@ impl Inner {
         let (fb, lb) = (offset / BLOCK, end.div_ceil(BLOCK));
         let w = self.file_lock(ino);
         let csn = self.allocate_blocks(ino, fb, lb - fb, Some(end), Timespec::now())?;
-        // Not across the force (design.md §3 group commit; the lock only orders the change).
+        // Not across the force (docs/design.md §3 group commit; the lock only orders the change).
         drop(w);
         if let Some((csn, _)) = csn {
             self.force_if_sync(csn)?;
@@ -370,7 +378,7 @@ impl Inner {
     /// `new_size`, planning and committing under one hold of the state lock (two concurrent
     /// callers never both fill one hole). `None` when there was nothing to do; else the
     /// commit and the blocks allocated.
-    pub fn allocate_blocks(
+    pub(super) fn allocate_blocks(
         &self,
         ino: Ino,
         fb: u64,
@@ -454,7 +462,7 @@ impl Inner {
         Ok(wrote)
     }
 
-    pub fn zero_tail_for_truncate(&self, ino: Ino, size: u64) -> Result<()> {
+    pub(super) fn zero_tail_for_truncate(&self, ino: Ino, size: u64) -> Result<()> {
         if size & (BLOCK - 1) != 0 && self.zero_range(ino, size, size.next_multiple_of(BLOCK))? {
             // The zeros must be on disk before a later extension could expose the block.
             self.flush_data()?;
@@ -462,6 +470,7 @@ impl Inner {
         Ok(())
     }
 
+    /// NFSv4.2 DEALLOCATE: punch the range (whole blocks freed, partial blocks zeroed).
     pub fn deallocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
         let w = self.file_lock(ino);
         let end = offset
@@ -505,6 +514,7 @@ impl Inner {
         Ok(())
     }
 
+    /// NFSv4.2 SEEK: `(eof, offset)`; `None` offset means NXIO (nothing found before EOF).
     /// SEEK (RFC 7862 §15.11): written blocks are data; holes and unwritten blocks read as
     /// zeros and count as holes. There is a virtual hole at EOF.
     pub fn seek(&self, ino: Ino, offset: u64, what: SeekWhat) -> Result<(bool, Option<u64>)> {
@@ -545,6 +555,7 @@ impl Inner {
         })
     }
 
+    /// An open file was unlinked and its last open is gone: free it now.
     pub fn release(&self, ino: Ino) -> Result<()> {
         let res = self.reserve(0)?;
         let csn = {

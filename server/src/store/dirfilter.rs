@@ -1,4 +1,4 @@
-//! Negative-name filters of large directories (issue 11, docs/store.md "Negative-name
+//! Negative-name filters of large directories (docs/store.md "Negative-name
 //! filters"): a Bloom filter over the name hashes (`Core::name_base`) of every entry of a
 //! directory, so that a create of a new name in a directory of a million entries proves the
 //! name absent, and collision slot 0 of its hash free, without reading the directory's leaf.
@@ -18,12 +18,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Weak};
-
-use super::inner::Inner;
+use std::sync::Arc;
 
 /// Directories with fewer entries get no filter: their lookups read a leaf or two that stay
-/// cached (Session 8: a 4,096-entry directory is ~80 leaves, a 100-entry one 2).
+/// cached (a 4,096-entry directory is ~80 leaves, a 100-entry one 2).
 pub const MIN_ENTRIES: u64 = 4096;
 /// Entries added to a directory without a filter (counted in `TRIGGER_SLOTS` shared
 /// counters) before its scan starts: a directory must be busy to be scanned.
@@ -35,8 +33,8 @@ const SCAN_CHUNK: usize = 256;
 /// entries), read again half-way, so each batch brings ~64 new leaves, ~4 per reader thread
 /// (kv.rs `READ_AHEAD_THREADS`). Also at most an eighth of the page cache: a leaf read ahead
 /// survives one turn of CLOCK's hand before its use (cache.rs `insert_ahead`), and a window
-/// that small is walked long before a second turn (session 10: without that survival, a
-/// window met by the hand lost 63 unwalked leaves, read again one at a time). A cold scan
+/// that small is walked long before a second turn (without that survival, a window met
+/// by the hand would lose up to 63 unwalked leaves, read again one at a time). A cold scan
 /// reads the same leaves either way (the cache's churn is the scan's, not the window's), and
 /// internal nodes stay protected by the cache's own rule (cache.rs).
 const SCAN_AHEAD: usize = 128;
@@ -191,7 +189,7 @@ pub struct DirFilters {
     pub min_entries: u64,
     pub trigger_adds: u32,
     pub scan_chunk: usize,
-    /// Leaves a scan reads ahead (`SCAN_AHEAD`; 0: none, as before session 10).
+    /// Leaves a scan reads ahead (`SCAN_AHEAD`; 0: none).
     pub scan_ahead: usize,
     trigger: [u32; TRIGGER_SLOTS],
     /// The scan in flight (one at a time).
@@ -256,7 +254,7 @@ impl DirFilters {
     }
 
     /// Whether a scan of `dir` registered as `id` is still wanted.
-    fn building(&self, dir: u64, id: u64) -> bool {
+    pub(super) fn building(&self, dir: u64, id: u64) -> bool {
         matches!(self.map.get(&dir).map(|e| &e.state),
             Some(State::Building { id: i, .. }) if *i == id)
     }
@@ -393,7 +391,7 @@ impl DirFilters {
         // A mark (`Idle`) makes room among marks only: a filter may take the whole share
         // (1,000,000 entries at the 16M cache's 1 MiB), and if every small directory's mark
         // evicted it, the big directory would be scanned again and again and its filter
-        // would hardly ever answer (session 10's NFS run: 92 of ~4,000 creates' lookups).
+        // would hardly ever answer.
         let filters_too = !matches!(state, State::Idle { .. });
         let e = Entry {
             state,
@@ -433,22 +431,6 @@ impl DirFilters {
     }
 }
 
-impl Inner {
-    /// Start the scan `commit_locked` found registered, on a thread of its own.
-    pub(super) fn start_filter_scan(&self, core: &mut super::state::Core, dir: u64, id: u64) {
-        let Some(me) = self.me.get().cloned() else {
-            core.filters.abandon(dir, id);
-            return;
-        };
-        let spawned = std::thread::Builder::new()
-            .name("pnfsd-dirfilter".into())
-            .spawn(move || scan_dir(me, dir, id));
-        if spawned.is_err() {
-            core.filters.abandon(dir, id);
-        }
-    }
-}
-
 /// What a scan has read ahead (`Core::dir_read_ahead`): the tree it read (None: nothing
 /// yet) and the key from which to read ahead again (None: it reached the directory's end).
 pub struct ReadAhead {
@@ -460,75 +442,13 @@ pub struct ReadAhead {
     pub batches: u64,
 }
 
-/// The scan: chunks of entries under the read lock, in cookie order, until the end of the
-/// directory; then `finish` under the write lock. Each chunk first reads ahead, together,
-/// the leaves the next chunks walk (`Core::dir_read_ahead`), under the same read lock: a
-/// cold 1,000,000-entry directory is ~13,000 leaves, one device round trip each otherwise.
-fn scan_dir(me: Weak<Inner>, dir: u64, id: u64) {
-    let Some((bits, leaves)) = me.upgrade().map(|i| {
-        let g = i.rd();
-        let window = g.filters.scan_ahead.min(i.cache.capacity() / 8);
-        (g.filters.scan_bits(), window)
-    }) else {
-        return;
-    };
-    let mut ra = ReadAhead {
-        leaves,
-        read: None,
-        again: None,
-        batches: 0,
-    };
-    let mut bloom = Bloom::new(bits);
-    let mut n = 0u64;
-    let mut after = 0u64;
-    let t0 = std::time::Instant::now();
-    loop {
-        let Some(inner) = me.upgrade() else { return };
-        let step = {
-            let g = inner.rd();
-            if !g.filters.building(dir, id) {
-                Err(())
-            } else {
-                g.dir_read_ahead(dir, after, &mut ra);
-                g.dir_hashes(dir, after, g.filters.scan_chunk)
-                    .map_err(|_| ())
-            }
-        };
-        match step {
-            Ok((hashes, eof)) => {
-                for (cookie, h) in hashes {
-                    bloom.add(h);
-                    n += 1;
-                    after = cookie;
-                }
-                if eof {
-                    inner.wr().filters.finish(dir, id, bloom, n);
-                    tracing::info!(
-                        "directory filter of inode {dir}: {n} entries scanned in {} ms ({} read-ahead windows of {} leaves)",
-                        t0.elapsed().as_millis(),
-                        ra.batches,
-                        ra.leaves
-                    );
-                    return;
-                }
-            }
-            Err(()) => {
-                inner.wr().filters.abandon(dir, id);
-                return;
-            }
-        }
-        drop(inner);
-        std::thread::yield_now();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// A directory's filter may take the whole share (a 1,000,000-entry directory at the
-    /// 16M cache's 1 MiB: session 10's NFS run, where every small directory's "rescan
-    /// later" mark evicted it): a mark never evicts a filter.
+    /// 16M cache's 1 MiB, where every small directory's "rescan later" mark would evict
+    /// it): a mark never evicts a filter.
     #[test]
     fn a_mark_never_evicts_a_filter() {
         let mut f = DirFilters::new(1 << 10, Default::default());

@@ -235,8 +235,8 @@ fn creates_of_new_names_in_a_big_directory_read_no_tree_node() {
     }
     let without = round(&s, "cold");
     // `with` counts every metadata miss of the round, not only the directory's leaves: all
-    // 200 creates were filter hits (asserted above), yet some runs read 6 or 8 nodes (5 of
-    // about 40 runs on the session-16 VM; which nodes was not found). Without the filter
+    // 200 creates were filter hits (asserted above), yet some runs read 6 or 8 nodes (in a
+    // few runs of forty; which nodes is not known). Without the filter
     // each create reads a leaf.
     assert!(
         with <= 20 && without >= 100,
@@ -295,7 +295,7 @@ pub(super) fn node_reads(s: &Store) -> (u64, u64) {
     (reads, s.inner.cache.misses.load(Relaxed))
 }
 
-/// Issue 11 (session 10): a scan after a mount, when none of the directory's leaves is
+/// A scan after a mount, when none of the directory's leaves is
 /// cached, reads them ahead in batches (`Core::dir_read_ahead`), not one device round trip
 /// per leaf as its chunks reach them. Counted, not timed: nothing else reads meanwhile (the
 /// mount's own walk is waited for, no write-back has anything to do).
@@ -337,7 +337,7 @@ fn a_scan_after_a_mount_reads_the_leaves_ahead() {
         );
         (r1 - r0, m1 - m0)
     };
-    // Without read-ahead (as before session 10), every leaf is a read of its own: what the
+    // Without read-ahead, every leaf is a read of its own: what the
     // counters must tell apart.
     let (reads, single) = scan(0);
     assert!(

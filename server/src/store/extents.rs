@@ -1,4 +1,4 @@
-//! Per-file extent maps as keyed records of the B+tree (issue 11 item 5): every operation
+//! Per-file extent maps as keyed records of the B+tree: every operation
 //! seeks to the extents it touches, O(log n) in the file's extent count, whatever that count
 //! is. Same rules as `layout::ExtentMap`: extents disjoint and non-empty, neighbours that
 //! continue each other on disk with the same state merged, holes implicit.
@@ -7,7 +7,7 @@ use layout::{ExtState, Segment};
 
 use super::keys::{decode_extent, encode_extent, ino_end, pair_key, Ext, K_EXTENT};
 use super::kv::Kv;
-use super::StoreError;
+use super::types::StoreError;
 
 type R<T> = Result<T, StoreError>;
 
@@ -63,7 +63,7 @@ pub fn extent_at(kv: &Kv, ino: u64, b: u64) -> R<Option<Ext>> {
 /// Where the mapped run that starts at `from` ends, before `hi`, after at most `max_ext`
 /// extents: the same as `layout::reach::run_end` over a lookup of `[from, hi)`, but it stops
 /// at the first hole (or the cap) instead of listing every extent up to `hi`, so its cost
-/// does not follow the file's extent count (issue 11 item 5).
+/// does not follow the file's extent count.
 pub fn run_end(kv: &Kv, ino: u64, from: u64, hi: u64, max_ext: usize) -> R<u64> {
     let mut end = from;
     let mut n = 0;

@@ -1,4 +1,4 @@
-//! The store's checkpoint format (style.md rule 4; the B+tree node format is in btree.rs, the
+//! The store's checkpoint format (docs/design.md, house rule 4; the B+tree node format is in btree.rs, the
 //! records in keys.rs). Little-endian, explicit widths.
 //!
 //! ```text
@@ -15,10 +15,10 @@
 //! ```
 //! Blobs and tree nodes are blocks allocated from free space; the list of a checkpoint counts
 //! its own blobs and nodes as used. Mount reads one checkpoint, its two blobs and nothing else
-//! (issue 11 item 3); the tree is read through the cache as it is used.
+//!; the tree is read through the cache as it is used.
 
 use super::btree::Root;
-use super::BLOCK;
+use super::types::BLOCK;
 
 const MAGIC: u32 = 0x4b43_4e50; // "PNCK"
 const VERSION: u32 = 1;
@@ -220,6 +220,18 @@ pub fn decode_clients(b: &[u8]) -> Result<ClientRecords, String> {
         out.push((k, v));
     }
     Ok(out)
+}
+
+/// Write-back state (writeback.rs): the checkpoint on disk and what its blobs take;
+/// serialized by its own mutex (taken before the state lock).
+pub struct Wb {
+    /// The checkpoint on disk, and the blocks of its two blobs (freed by the next one).
+    pub ck: Checkpoint,
+    pub free_blocks: Vec<u64>,
+    pub clients_blocks: Vec<u64>,
+    /// Counters: write-backs done, tree nodes written.
+    pub runs: u64,
+    pub objects_written: u64,
 }
 
 #[cfg(test)]

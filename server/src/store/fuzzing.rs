@@ -13,8 +13,10 @@ use metalog::BlockDev;
 
 use super::btree::{self, Root, PAGE};
 use super::format::{self, BlobRef, Checkpoint};
-use super::{FileType, Ino, NewNode, SetAttrs, Stable, Store, StoreOptions, XattrSet, BLOCK};
-use super::{ROOT_INO, XATTR_SIZE_MAX};
+use super::types::ROOT_INO;
+use super::types::{FileType, Ino, NewNode, SetAttrs, Stable, StoreOptions, BLOCK};
+use super::XATTR_SIZE_MAX;
+use super::{Store, XattrSet};
 
 /// The base volume: the smallest `mkfs` makes (4 MiB of log, 1 MiB and a bit of data).
 const VOLUME: u64 = 6 << 20;
@@ -191,7 +193,7 @@ fn walk(store: &Store) -> usize {
     WALK_ENTRIES - budget
 }
 
-fn visit(store: &Store, a: &super::Attr) {
+fn visit(store: &Store, a: &super::types::Attr) {
     let ino = a.ino;
     match a.ftype {
         FileType::Regular => {

@@ -1,4 +1,4 @@
-//! The store's keyed records in the B+tree (style.md rule 4: the whole record format is here).
+//! The store's keyed records in the B+tree (docs/design.md, house rule 4: the whole record format is here).
 //!
 //! Keys sort as byte strings: a one-byte kind, then big-endian integers, so each kind, each
 //! inode's extents and each directory's entries are contiguous ranges. Values are
@@ -20,8 +20,7 @@
 
 use layout::ExtState;
 
-use super::inode::{ftype_from_u8, ftype_to_u8, Meta};
-use super::Timespec;
+pub use super::inode::{decode_inode, encode_inode};
 
 pub const K_INODE: u8 = 1;
 pub const K_DIRENT: u8 = 2;
@@ -76,63 +75,6 @@ fn le64(b: &[u8], o: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[o..o + 8]);
     u64::from_le_bytes(a)
-}
-
-fn le32(b: &[u8], o: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[o..o + 4]);
-    u32::from_le_bytes(a)
-}
-
-pub const INODE_REC: usize = 110;
-
-/// Encode an inode record (its core fields and its block count, XFS `di_nblocks`).
-pub fn encode_inode(m: &Meta) -> Vec<u8> {
-    let mut w = Vec::with_capacity(INODE_REC);
-    w.push(1u8); // record version
-    w.extend_from_slice(&m.gen.to_le_bytes());
-    w.push(ftype_to_u8(m.ftype));
-    for v in [m.mode, m.uid, m.gid, m.nlink, m.rdev.0, m.rdev.1] {
-        w.extend_from_slice(&v.to_le_bytes());
-    }
-    w.extend_from_slice(&m.size.to_le_bytes());
-    for t in [m.atime, m.mtime, m.ctime, m.crtime] {
-        w.extend_from_slice(&(t.sec as u64).to_le_bytes());
-        w.extend_from_slice(&t.nsec.to_le_bytes());
-    }
-    w.extend_from_slice(&m.change.to_le_bytes());
-    w.extend_from_slice(&m.parent.to_le_bytes());
-    w.extend_from_slice(&m.nblocks.to_le_bytes());
-    debug_assert_eq!(w.len(), INODE_REC);
-    w
-}
-
-pub fn decode_inode(b: &[u8]) -> Result<Meta, String> {
-    if b.len() != INODE_REC || b[0] != 1 {
-        return Err("bad inode record".into());
-    }
-    let ftype = ftype_from_u8(b[5]).ok_or("bad inode type")?;
-    let ts = |o: usize| Timespec {
-        sec: le64(b, o) as i64,
-        nsec: le32(b, o + 8),
-    };
-    Ok(Meta {
-        gen: le32(b, 1),
-        ftype,
-        mode: le32(b, 6),
-        uid: le32(b, 10),
-        gid: le32(b, 14),
-        nlink: le32(b, 18),
-        rdev: (le32(b, 22), le32(b, 26)),
-        size: le64(b, 30),
-        atime: ts(38),
-        mtime: ts(50),
-        ctime: ts(62),
-        crtime: ts(74),
-        change: le64(b, 86),
-        parent: le64(b, 94),
-        nblocks: le64(b, 102),
-    })
 }
 
 pub fn encode_dirent(ino: u64, name: &[u8]) -> Vec<u8> {
@@ -227,30 +169,9 @@ pub fn hash_key(uuid: &[u8; 16]) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::FileType;
 
     #[test]
     fn records_round_trip() {
-        let m = Meta {
-            gen: 2,
-            ftype: FileType::Directory,
-            mode: 0o755,
-            uid: 1,
-            gid: 2,
-            nlink: 3,
-            rdev: (4, 5),
-            size: 4096,
-            atime: Timespec { sec: 1, nsec: 2 },
-            mtime: Timespec { sec: -3, nsec: 4 },
-            ctime: Timespec { sec: 5, nsec: 6 },
-            crtime: Timespec { sec: 7, nsec: 8 },
-            change: 99,
-            parent: 1,
-            nblocks: 12,
-        };
-        let b = encode_inode(&m);
-        assert_eq!(decode_inode(&b).unwrap(), m);
-        assert!(decode_inode(&b[..100]).is_err());
         let e = Ext {
             start: 3,
             end: 10,

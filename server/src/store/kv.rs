@@ -1,5 +1,5 @@
 //! The keyed view the store works on: the durable B+tree (read through the page cache) under
-//! the changes made since its checkpoint (design.md §2: "in-memory indexes ... write-back
+//! the changes made since its checkpoint (docs/design.md §2: "in-memory indexes ... write-back
 //! grows with dirty metadata").
 //!
 //! ```text
@@ -18,7 +18,7 @@ use metalog::BlockDev;
 
 use super::btree::{self, Changes, Cursor, Entry, NodeRead, Page, Root};
 use super::cache::PageCache;
-use super::{StoreError, BLOCK};
+use super::types::{StoreError, BLOCK};
 
 /// Reads tree nodes through the cache.
 #[derive(Clone)]

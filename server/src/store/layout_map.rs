@@ -1,9 +1,9 @@
-//! What a LAYOUTGET maps, and the trim of what it preallocated (issue "LAYOUTGET round
-//! trips"; design.md §4–5; layout::reach has the rules):
+//! What a LAYOUTGET maps, and the trim of what it preallocated (one round trip per
+//! run of a file rather than per client request; docs/design.md §4–5; layout::reach has the rules):
 //!
 //! - `map_for_layout`: RW allocates the holes of the request as unwritten blocks, plus
 //!   speculative unwritten blocks past EOF (`layout::reach::speculative_end`), in one
-//!   transaction made durable by one log force before the reply (design.md §4); then READ
+//!   transaction made durable by one log force before the reply (docs/design.md §4); then READ
 //!   and RW widen the returned range over the mapped run around the request, inside the
 //!   bounds the caller gives (what no other client holds).
 //! - `trim_eof`: frees the unwritten blocks past EOF, what a client was given in a layout and
@@ -19,7 +19,8 @@ use metalog::Item;
 use super::extents;
 use super::inner::Inner;
 use super::keys::K_EOFB;
-use super::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::types::{FileType, Ino, Result, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::Store;
 
 /// How far one LAYOUTGET may reach, in file blocks: never before `lo` nor past `hi` (the
 /// caller leaves out what other clients hold), and at most `prealloc_max` blocks of
@@ -50,8 +51,9 @@ const RUN_MAX_EXTENTS: usize = 64;
 /// into more pieces is trimmed over several calls (the next return or the sweep).
 const TRIM_MAX_ITEMS: usize = 256;
 
-impl Inner {
-    /// LAYOUTGET's blocks for `[first, first + n)`: see the module comment. `rw` allocates.
+impl Store {
+    /// LAYOUTGET's blocks for `[first, first + n)` widened as `reach` allows; RW allocates the
+    /// holes plus speculative blocks past EOF, durable before return (see the module comment).
     pub fn map_for_layout(
         &self,
         ino: Ino,
@@ -107,7 +109,7 @@ impl Inner {
                 }
             }
             drop(w);
-            // design.md §4: the allocation is durable before the reply — one force for the
+            // docs/design.md §4: the allocation is durable before the reply — one force for the
             // asked blocks and the speculation together.
             if let Some(csn) = csn {
                 self.force(csn)?;
@@ -124,7 +126,7 @@ impl Inner {
         };
         // layout::reach's whole runs (`run_end`, `run_start`), found by seeks that stop at
         // the first hole: the cost follows the extents handed out, not the file's extent
-        // count (issue 11 item 5).
+        // count.
         let end = extents::run_end(&g.kv, ino.0, req_end, hi, RUN_MAX_EXTENTS)?;
         let start = match extents::extent_at(&g.kv, ino.0, first)? {
             Some(e) if r.lo < first => e.start.max(r.lo),
@@ -332,7 +334,7 @@ mod tests {
     }
 }
 
-/// Issue 11 item 5: a LAYOUTGET of a fragmented file costs what the extents it hands out
+/// A LAYOUTGET of a fragmented file costs what the extents it hands out
 /// cost, not the file's extent count.
 #[cfg(test)]
 mod scale_tests {
@@ -369,8 +371,7 @@ mod scale_tests {
             .ino;
         let now = Timespec::now();
         for i in 0..n {
-            s.inner
-                .allocate_blocks(f, 2 * i, 1, Some((2 * i + 2) * BLOCK), now)
+            s.allocate_blocks(f, 2 * i, 1, Some((2 * i + 2) * BLOCK), now)
                 .unwrap();
         }
         s.log().force_all().unwrap();
@@ -392,7 +393,7 @@ mod scale_tests {
 
     /// A cold LAYOUTGET in the middle of a 20,000-extent file reads a root-to-leaf path or
     /// two, not the leaves of every extent within the reach (±64 MiB: ~8,000 extents here,
-    /// ~80 leaves, which the lookups before issue 11 item 5 walked).
+    /// ~80 leaves, which a lookup per extent would walk).
     #[test]
     fn layoutget_of_a_fragmented_file_reads_a_few_nodes() {
         let (_d, path) = volume(1 << 30);

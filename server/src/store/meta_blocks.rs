@@ -1,6 +1,6 @@
 //! The blocks the store's metadata holds among the data blocks: B+tree nodes and the
 //! checkpoint's blobs (free-space list, client records), kept as a set of runs so that the
-//! embedded NVMe/TCP target can refuse any host's write into them (issue 12 item 4:
+//! embedded NVMe/TCP target can refuse any host's write into them (it
 //! "never lets a host other than the MDS write the blocks of the superblock, log or
 //! metadata area"; docs/store.md "Metadata blocks").
 //!
@@ -11,7 +11,7 @@
 //! is in, everything taken by a failed write-back), in each case next to the allocator call,
 //! under the state lock, so a block is out of the set before any file can be given it.
 //!
-//! A mount reads O(1) metadata (issue 11 item 3), so the nodes of the tree on disk are
+//! A mount reads O(1) metadata, so the nodes of the tree on disk are
 //! not known at mount: `walk` finds them after the mount, on a thread of its own, holding
 //! the write-back's mutex so that the tree cannot change under it. It reads only the internal
 //! nodes (a leaf's block is in its parent): about one node in a hundred. Until it is done,
@@ -21,10 +21,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{OnceLock, RwLock};
-use std::time::Instant;
-
-use super::btree;
-use super::inner::Inner;
 
 /// What `MetaBlocks::check` found for a range of blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +116,12 @@ impl MetaBlocks {
         self.ready.store(true, Ordering::Release);
     }
 
+    /// The walk of the tree after the mount found `nodes` nodes in `ms` ms (inner.rs
+    /// `walk_meta_blocks`).
+    pub(super) fn set_walked(&self, nodes: u64, ms: u64) {
+        let _ = self.walked.set((nodes, ms));
+    }
+
     /// (tree nodes found, milliseconds) of the walk after the mount, once it is done.
     pub fn walked(&self) -> Option<(u64, u64)> {
         self.walked.get().copied()
@@ -140,47 +142,6 @@ impl MetaBlocks {
     pub fn runs(&self) -> Vec<(u64, u64)> {
         let runs = self.runs.read().unwrap_or_else(|p| p.into_inner());
         runs.iter().map(|(&s, &e)| (s, e - s)).collect()
-    }
-}
-
-impl Inner {
-    /// After the mount, on its own thread: the nodes of the tree on disk into the set, then
-    /// `check` answers from it (module comment). The write-back's mutex keeps the tree as it
-    /// is meanwhile; a write-back that ran before it already added its own nodes (and took
-    /// out what it replaced, which the walk no longer finds).
-    pub fn walk_meta_blocks(&self) {
-        let t0 = Instant::now();
-        let _wb = self.wb.lock().unwrap_or_else(|e| e.into_inner());
-        let (rd, root) = {
-            let g = self.rd();
-            (g.kv.rd.clone(), g.kv.root)
-        };
-        let mut blocks = match btree::all_blocks(&rd, root) {
-            Ok(b) => b,
-            Err(e) => {
-                // Left not ready: the target refuses every write no layout covers.
-                tracing::error!(error = %e, "metadata blocks: walking the tree failed; hosts write only inside their layouts");
-                return;
-            }
-        };
-        blocks.sort_unstable();
-        let mut i = 0;
-        while i < blocks.len() {
-            let mut j = i + 1;
-            while j < blocks.len() && blocks[j] == blocks[j - 1] + 1 {
-                j += 1;
-            }
-            self.meta_blocks.insert(blocks[i], (j - i) as u64);
-            i = j;
-        }
-        let ms = t0.elapsed().as_millis() as u64;
-        let _ = self.meta_blocks.walked.set((blocks.len() as u64, ms));
-        self.meta_blocks.set_ready();
-        let (runs, n) = self.meta_blocks.size();
-        tracing::info!(
-            "metadata blocks guarded: {n} in {runs} runs ({} tree nodes found in {ms} ms)",
-            blocks.len()
-        );
     }
 }
 

@@ -5,14 +5,16 @@ use metalog::Item;
 use super::inner::Inner;
 use super::inode::{MISC_SLOT, OPAQUE_CLIENT};
 use super::ns::INODE_BYTES;
-use super::{Attr, FsStat, Ino, Result, StoreError, BLOCK};
+use super::types::{Attr, FsStat, Ino, Result, StoreError, BLOCK};
+use super::Store;
 
-impl Inner {
+impl Store {
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
         let g = self.rd();
         Ok(g.meta(ino.0)?.attr(ino.0))
     }
 
+    /// Like `getattr` but also checks the generation from a filehandle (`Stale` on mismatch).
     pub fn getattr_gen(&self, ino: Ino, generation: u32) -> Result<Attr> {
         let g = self.rd();
         let i = g.meta(ino.0)?;
@@ -27,7 +29,7 @@ impl Inner {
         let busy: u64 = g.busy.iter().map(|b| b.len).sum();
         // What data and new inodes may still take: the write-back's reserve is not theirs.
         let free = (g.alloc.free_blocks() + busy).saturating_sub(self.base_reserve(&g)) * BLOCK;
-        // Files are limited by free space only (issue 11): as many more as fit.
+        // Files are limited by free space only: as many more as fit.
         let free_files = free / INODE_BYTES;
         FsStat {
             total_bytes: g.alloc.total_blocks() * BLOCK,
@@ -37,7 +39,9 @@ impl Inner {
         }
     }
 
-    /// Durable before return, on `sync` and `async` exports alike (RFC 8881 §8.4.3: a client
+    /// Client records must survive a restart so that clients can reclaim during the grace
+    /// period (RFC 8881 §8.4.3): opaque key/value pairs in the log and metadata area; `None`
+    /// removes a record. Durable before return, on `sync` and `async` exports alike (RFC 8881 §8.4.3: a client
     /// record that is lost makes the client's reclaims fail).
     pub fn put_client_record(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         let extra = (key.len() + value.map_or(0, |v| v.len())) as u64;

@@ -1,13 +1,13 @@
 //! The metadata store: inodes, directories and per-file extent maps as keyed records of an
 //! on-disk copy-on-write B+tree, paged through a bounded cache and changed only through
-//! `metalog` transactions (design.md §2–4; docs/store.md).
+//! `metalog` transactions (docs/design.md §2–4; docs/store.md).
 //!
 //! This is the API the NFS operations call. It knows nothing of NFS: no stateids, no XDR, no
 //! `nfsstat4` (the mapping `StoreError -> NfsStat` lives in `nfs4/status.rs`). Every method is
 //! synchronous and thread-safe; COMPOUNDs run on blocking threads. Locks are held only while the
 //! in-memory state changes, never across a log force or device I/O of the log.
 //!
-//! Durability (design.md §4): on a `sync` export the mutating namespace calls (create, remove,
+//! Durability (docs/design.md §4): on a `sync` export the mutating namespace calls (create, remove,
 //! rename, link, setattr) return after `force_seq(commit_seq)` of the inodes they changed; on
 //! an `async` export they return after the in-memory commit.
 //!
@@ -21,16 +21,27 @@
 //!         new tree, new checkpoint; the log's tail moves                  writeback.rs
 //! ```
 //!
-//! Files: `state.rs` (the locked `Core`, `apply` of log items, keyed lookups), `keys.rs`
-//! (record keys and values), `extents.rs` (keyed extent maps), `btree.rs` (the on-disk
-//! copy-on-write B+tree), `kv.rs` (changes over the tree), `cache.rs` (page cache), `inode.rs`
-//! (the inode core), `ns.rs` (lookup, create, remove, link, readdir, readlink), `rename.rs`,
-//! `setattr.rs`, `data.rs` (READ, WRITE, COMMIT, ALLOCATE, DEALLOCATE, SEEK), `blocks.rs`
-//! (extent access for layouts), `layout_map.rs` (what a LAYOUTGET maps: speculative
-//! preallocation, whole runs, the trim past EOF), `misc.rs` (attributes, fsstat, client
-//! records), `xattr.rs` (extended attributes), `mount.rs` (mkfs, mount, unmount),
-//! `writeback.rs` + `format.rs` (write-back and the checkpoint format), `inner.rs` (the shared
-//! core, the apply-then-commit helper, busy extents).
+//! Where a method is: every public `Store` method is an `impl Store` in the file named for its
+//! concept, and nowhere else. The file layer: `ns.rs` (lookup, create, remove, link, readdir,
+//! readlink), `rename.rs`, `setattr.rs`, `data.rs` (read, write, commit, allocate,
+//! deallocate, seek, release), `blocks.rs` (extents, alloc_unwritten, commit_blocks for
+//! layouts), `layout_map.rs` (map_for_layout, trim_eof, files_past_eof), `copy.rs`,
+//! `xattr.rs` (getxattr, setxattr, listxattrs, removexattr), `misc.rs` (getattr, fsstat,
+//! client records). This file keeps `Store` itself, the lifecycle (mkfs, open, unmount; done
+//! in `mount.rs`) and the volume-wide counters. The file layer reaches what
+//! lies under it through `Store: Deref<Target = Inner>` (`inner.rs`: the log, the locked
+//! `Core` of `state.rs`, `commit_locked`, busy extents), whose items are `pub(super)`: the
+//! one interface between the layers, invisible outside `store`.
+//!
+//! Under it, from the bottom (tools/deps.py checks the order, no file imports a higher one):
+//! `types.rs` (the API types, re-exported here); the tree layer: `btree.rs` (the on-disk
+//! copy-on-write B+tree), `cache.rs` (page cache), `kv.rs` (changes over the tree), `keys.rs`
+//! (record keys and values), `format.rs` (the checkpoint format, the write-back's state),
+//! `meta_blocks.rs`, `extents.rs` (keyed extent maps), `dirfilter.rs` (directory filters),
+//! `inode.rs` (the inode core, defined once: in-memory record, log item and record codec);
+//! `state.rs` (the locked `Core`, `apply` of log items, keyed lookups); the shared core:
+//! `inner.rs` (`Inner`, the apply-then-commit helper, busy extents, the threads it starts),
+//! `writeback.rs` (the write-back pass over `Inner`), `mount.rs` (mkfs, mount, unmount).
 
 mod blocks;
 mod btree;
@@ -64,262 +75,38 @@ mod setattr;
 mod state;
 #[cfg(test)]
 mod tests;
+mod types;
 mod writeback;
 mod xattr;
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 pub use blocks::{BlockCommit, WrittenExtent};
 pub use inner::{MountStats, OpenProbe};
 pub use layout_map::{LayoutMap, Reach};
 pub use meta_blocks::{MetaBlocks, MetaCheck};
 pub use ns::{LINK_MAX, NAME_MAX};
+pub use types::{
+    Attr, DirChange, DirEntry, FileType, FsStat, Ino, NewNode, ReadDir, Result, SeekWhat, SetAttrs,
+    SetTime, Stable, StoreError, StoreOptions, Timespec, Unlinked, BLOCK, DEFAULT_METADATA_CACHE,
+    MAX_FILE_SIZE, ROOT_INO,
+};
 pub use xattr::{XattrSet, XATTR_NAME_MAX, XATTR_SIZE_MAX};
-
-/// Block size of the volume in bytes (layout::BLOCK_SIZE as u64).
-pub const BLOCK: u64 = layout::BLOCK_SIZE as u64;
-/// Largest file size: 1 PiB keeps every byte offset and block number far from overflow.
-pub const MAX_FILE_SIZE: u64 = 1 << 50;
-
-/// Inode number. `ROOT_INO` is the export's root directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Ino(pub u64);
-
-pub const ROOT_INO: Ino = Ino(1);
-
-/// Seconds and nanoseconds since the epoch, as NFS `nfstime4` carries them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Timespec {
-    pub sec: i64,
-    pub nsec: u32,
-}
-
-impl Timespec {
-    pub fn now() -> Timespec {
-        let d = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        Timespec {
-            sec: d.as_secs() as i64,
-            nsec: d.subsec_nanos(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileType {
-    Regular,
-    Directory,
-    Symlink,
-    BlockDev,
-    CharDev,
-    Fifo,
-    Socket,
-}
-
-/// What CREATE / OPEN(create) makes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NewNode {
-    Regular,
-    Directory,
-    Symlink(Vec<u8>),
-    BlockDev { major: u32, minor: u32 },
-    CharDev { major: u32, minor: u32 },
-    Fifo,
-    Socket,
-}
-
-/// The attributes of an inode, as the store keeps them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attr {
-    pub ino: Ino,
-    /// Bumped each time an inode number is reused; part of the filehandle.
-    pub generation: u32,
-    pub ftype: FileType,
-    /// Permission bits (07777).
-    pub mode: u32,
-    pub nlink: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub size: u64,
-    /// Bytes of allocated blocks (written + unwritten).
-    pub used: u64,
-    pub rdev: (u32, u32),
-    pub atime: Timespec,
-    pub mtime: Timespec,
-    pub ctime: Timespec,
-    pub crtime: Timespec,
-    /// NFS change attribute: strictly increases with every change of the inode.
-    pub change: u64,
-    /// Parent directory (directories only; the root is its own parent).
-    pub parent: Ino,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SetTime {
-    ServerNow,
-    Client(Timespec),
-}
-
-/// SETATTR / CREATE attributes; `None` leaves a field alone.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SetAttrs {
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    /// Truncate or extend; truncation frees the blocks past the new size.
-    pub size: Option<u64>,
-    pub atime: Option<SetTime>,
-    pub mtime: Option<SetTime>,
-}
-
-/// The change attribute of a directory before and after an operation (NFS `change_info4`).
-/// `atomic` is true: the store changes a directory under its lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DirChange {
-    pub before: u64,
-    pub after: u64,
-}
-
-/// REMOVE / RENAME may drop the last link of a file: the caller recalls its layouts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unlinked {
-    pub ino: Ino,
-    /// The inode is gone (last link dropped and no open keeps it; see `Store::release`).
-    pub last_link: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirEntry {
-    /// Resume READDIR after this entry with this cookie; never 0, 1 or 2 (reserved by NFS).
-    pub cookie: u64,
-    pub name: Vec<u8>,
-    pub attr: Attr,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadDir {
-    pub entries: Vec<DirEntry>,
-    pub eof: bool,
-    /// Changes when cookies of this directory become invalid.
-    pub verifier: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stable {
-    Unstable,
-    DataSync,
-    FileSync,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SeekWhat {
-    Data,
-    Hole,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FsStat {
-    pub total_bytes: u64,
-    pub free_bytes: u64,
-    pub total_files: u64,
-    pub free_files: u64,
-}
-
-/// Errors of the store. Each maps to one `nfsstat4` in `nfs4/status.rs`.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum StoreError {
-    #[error("no such file or directory")]
-    NoEnt,
-    #[error("file exists")]
-    Exist,
-    #[error("not a directory")]
-    NotDir,
-    #[error("is a directory")]
-    IsDir,
-    #[error("directory not empty")]
-    NotEmpty,
-    #[error("invalid argument")]
-    Inval,
-    #[error("name too long")]
-    NameTooLong,
-    #[error("bad name")]
-    BadName,
-    #[error("no space left on the volume")]
-    NoSpace,
-    #[error("file too big")]
-    FileTooBig,
-    #[error("stale inode")]
-    Stale,
-    #[error("wrong type for this operation")]
-    WrongType,
-    #[error("too many links")]
-    TooManyLinks,
-    #[error("cookie is no longer valid")]
-    BadCookie,
-    #[error("no such extended attribute")]
-    NoXattr,
-    #[error("extended attribute value too large")]
-    XattrTooBig,
-    #[error("the metadata log is shut down or failed: {0}")]
-    Io(String),
-    /// The device (or the file holding the volume) ran out of space under us: ENOSPC from
-    /// the backing file system, not a full volume.
-    #[error("the device holding the volume is full: {0}")]
-    DeviceFull(String),
-    /// Mount or mkfs of a volume whose superblock is marked mounted by a pnfsd that is running
-    /// on this machine (an external namespace has no lock file: the mark is all there is).
-    #[error(
-        "the volume is marked mounted by {0}, and that pnfsd is running: two servers on one \
-         volume corrupt it (stop it first; --force does not override a live mount)"
-    )]
-    Served(String),
-}
-
-/// The one conversion of device errors (style.md rule 3): ENOSPC of the backing file stays
-/// apart from every other I/O error.
-impl From<std::io::Error> for StoreError {
-    fn from(e: std::io::Error) -> StoreError {
-        if e.kind() == std::io::ErrorKind::StorageFull {
-            StoreError::DeviceFull(e.to_string())
-        } else {
-            StoreError::Io(e.to_string())
-        }
-    }
-}
-
-pub type Result<T> = std::result::Result<T, StoreError>;
-
-/// How the store is opened (from the config; see `config.rs`).
-#[derive(Debug, Clone)]
-pub struct StoreOptions {
-    /// `sync` export (default): namespace changes are durable before the reply (design.md §4).
-    pub sync: bool,
-    /// How often the background worker forces the log so lazy timestamps reach the disk.
-    pub log_force_interval: std::time::Duration,
-    /// Bytes of metadata kept in memory (config `metadata_cache`, issue 11 item 2): changes
-    /// not yet written back start a write-back at an eighth and make committers wait at a
-    /// quarter; the page cache of tree nodes gets half (mount.rs `budget`).
-    pub metadata_cache: u64,
-}
-
-/// `metadata_cache` by default: 256 MiB.
-pub const DEFAULT_METADATA_CACHE: u64 = 256 << 20;
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            sync: true,
-            log_force_interval: std::time::Duration::from_secs(30),
-            metadata_cache: DEFAULT_METADATA_CACHE,
-        }
-    }
-}
 
 /// The metadata store of one volume.
 pub struct Store {
     inner: Arc<inner::Inner>,
+}
+
+/// The file layer's methods (`impl Store` in ns.rs, data.rs, …) reach the tree layer and the
+/// shared core through this: the log, the state lock, `commit_locked` (inner.rs). What `Inner`
+/// offers is `pub(super)`, so nothing outside `store` sees it through a `Store`.
+impl std::ops::Deref for Store {
+    type Target = inner::Inner;
+
+    fn deref(&self) -> &inner::Inner {
+        &self.inner
+    }
 }
 
 impl Store {
@@ -336,11 +123,6 @@ impl Store {
         })
     }
 
-    /// Clean unmount: force the log, write back, write the clean-unmount record.
-    pub fn unmount(&self) -> Result<()> {
-        self.inner.unmount()
-    }
-
     /// The volume UUID (the block-layout signature, fsid and write-verifier source).
     pub fn volume_uuid(&self) -> [u8; 16] {
         self.inner.sb.uuid
@@ -351,163 +133,18 @@ impl Store {
         self.inner.boot
     }
 
-    pub fn fsstat(&self) -> FsStat {
-        self.inner.fsstat()
-    }
-
     /// The volume's block size (`layout_blksize`).
     pub fn block_size(&self) -> u32 {
         layout::BLOCK_SIZE
     }
 
-    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
-        self.inner.getattr(ino)
-    }
-
-    /// Like `getattr` but also checks the generation from a filehandle (`Stale` on mismatch).
-    pub fn getattr_gen(&self, ino: Ino, generation: u32) -> Result<Attr> {
-        self.inner.getattr_gen(ino, generation)
-    }
-
-    pub fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Attr> {
-        self.inner.lookup(dir, name)
-    }
-
-    /// CREATE and OPEN(create). `Exist` if the name is taken.
-    pub fn create(
-        &self,
-        dir: Ino,
-        name: &[u8],
-        node: NewNode,
-        attrs: &SetAttrs,
-        cred: (u32, u32),
-    ) -> Result<(Attr, DirChange)> {
-        self.inner.create(dir, name, node, attrs, cred)
-    }
-
-    pub fn remove(&self, dir: Ino, name: &[u8]) -> Result<(DirChange, Unlinked)> {
-        self.inner.remove(dir, name)
-    }
-
-    /// Returns the change info of the source and target directories, and the file a rename
-    /// over an existing name unlinked, if any.
-    pub fn rename(
-        &self,
-        src_dir: Ino,
-        src_name: &[u8],
-        dst_dir: Ino,
-        dst_name: &[u8],
-    ) -> Result<(DirChange, DirChange, Option<Unlinked>)> {
-        self.inner.rename(src_dir, src_name, dst_dir, dst_name)
-    }
-
-    pub fn link(&self, ino: Ino, dir: Ino, name: &[u8]) -> Result<DirChange> {
-        self.inner.link(ino, dir, name)
-    }
-
-    /// Entries after `cookie` (0 = from the start) whose encoded size the caller bounds by
-    /// asking for at most `max_entries`; `BadCookie` if the cookie is not of this directory.
-    pub fn readdir(&self, dir: Ino, cookie: u64, max_entries: usize) -> Result<ReadDir> {
-        self.inner.readdir(dir, cookie, max_entries)
-    }
-
-    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        self.inner.readlink(ino)
-    }
-
-    pub fn setattr(&self, ino: Ino, attrs: &SetAttrs) -> Result<Attr> {
-        self.inner.setattr(ino, attrs)
-    }
-
-    /// READ through the server: bytes of written extents from the data volume, zeros for holes
-    /// and unwritten extents; `eof` if the read reaches the end of the file.
-    pub fn read(&self, ino: Ino, offset: u64, count: u32) -> Result<(Vec<u8>, bool)> {
-        self.inner.read(ino, offset, count)
-    }
-
-    /// WRITE through the server: allocates as needed, writes the data volume, converts,
-    /// grows the size. Returns how stable the write is when this returns.
-    pub fn write(
-        &self,
-        ino: Ino,
-        offset: u64,
-        data: &[u8],
-        stable: Stable,
-    ) -> Result<(u32, Stable)> {
-        self.inner.write(ino, offset, data, stable)
-    }
-
-    /// COMMIT: a full fsync of the file (design.md §4).
-    pub fn commit(&self, ino: Ino) -> Result<()> {
-        self.inner.commit(ino)
-    }
-
-    /// NFSv4.2 ALLOCATE: unwritten extents over the holes of the range; the size grows.
-    pub fn allocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
-        self.inner.allocate(ino, offset, len)
-    }
-
-    /// NFSv4.2 DEALLOCATE: punch the range (whole blocks freed, partial blocks zeroed).
-    pub fn deallocate(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
-        self.inner.deallocate(ino, offset, len)
-    }
-
-    /// NFSv4.2 SEEK: `(eof, offset)`; `None` offset means NXIO (nothing found before EOF).
-    pub fn seek(&self, ino: Ino, offset: u64, what: SeekWhat) -> Result<(bool, Option<u64>)> {
-        self.inner.seek(ino, offset, what)
-    }
-
-    /// An open file was unlinked and its last open is gone: free it now.
-    pub fn release(&self, ino: Ino) -> Result<()> {
-        self.inner.release(ino)
+    /// Clean unmount: force the log, write back, write the clean-unmount record.
+    pub fn unmount(&self) -> Result<()> {
+        self.inner.unmount()
     }
 }
 
-/// Extended attributes (RFC 8276; `xattr.rs`). Changes are durable before return on a sync
-/// export and bump the file's change attribute; the `DirChange` is the file's before/after.
-impl Store {
-    /// `NoXattr` if the name is not set.
-    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        self.inner.getxattr(ino, name)
-    }
-
-    /// `Exist` for `Create` of a set name, `NoXattr` for `Replace` of a missing one,
-    /// `XattrTooBig` past `XATTR_SIZE_MAX`.
-    pub fn setxattr(
-        &self,
-        ino: Ino,
-        name: &[u8],
-        value: &[u8],
-        how: XattrSet,
-    ) -> Result<DirChange> {
-        self.inner.put_xattr(ino, name, Some((value, how)))
-    }
-
-    /// The names, in byte order.
-    pub fn listxattrs(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
-        self.inner.listxattrs(ino)
-    }
-
-    /// `NoXattr` if the name is not set.
-    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<DirChange> {
-        self.inner.put_xattr(ino, name, None)
-    }
-}
-
-/// Client records that must survive a restart so that clients can reclaim during the grace
-/// period (RFC 8881 §8.4.3). The store keeps them as opaque key/value pairs in the log and
-/// metadata area; `None` removes a record. Durable before return.
-impl Store {
-    pub fn put_client_record(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        self.inner.put_client_record(key, value)
-    }
-
-    pub fn client_records(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.inner.client_records()
-    }
-}
-
-/// Methods beyond the agreed skeleton (tests, the daemon, the layout work of issue 4).
+/// Mounting a device, the open probe, and the volume-wide counters.
 impl Store {
     /// Format a device (tests use metalog's `CrashDev`).
     pub fn mkfs_dev(dev: Arc<dyn metalog::BlockDev>, force: bool) -> Result<()> {
@@ -590,65 +227,8 @@ impl Store {
         )
     }
 
-    /// The extent map over `[file_block, +len_blocks)`: segments that cover it exactly.
-    pub fn extents(
-        &self,
-        ino: Ino,
-        file_block: u64,
-        len_blocks: u64,
-    ) -> Result<Vec<layout::Segment>> {
-        self.inner.extents(ino, file_block, len_blocks)
-    }
-
-    /// LAYOUTGET RW: unwritten blocks over the holes of the range, durable before return.
-    pub fn alloc_unwritten(
-        &self,
-        ino: Ino,
-        file_block: u64,
-        len_blocks: u64,
-    ) -> Result<Vec<layout::Segment>> {
-        self.inner.alloc_unwritten(ino, file_block, len_blocks)
-    }
-
-    /// LAYOUTGET: the blocks of `[first, +n)` widened as `reach` allows; RW allocates the
-    /// holes plus speculative blocks past EOF, durable before return (layout_map.rs).
-    pub fn map_for_layout(
-        &self,
-        ino: Ino,
-        first: u64,
-        n: u64,
-        rw: bool,
-        reach: Reach,
-    ) -> Result<LayoutMap> {
-        self.inner.map_for_layout(ino, first, n, rw, reach)
-    }
-
-    /// Frees the never-committed unwritten blocks past EOF if `may()` (evaluated under the
-    /// file's data lock) says no layout holds them; returns the blocks freed.
-    pub fn trim_eof(&self, ino: Ino, may: &dyn Fn() -> bool) -> Result<u64> {
-        self.inner.trim_eof(ino, may)
-    }
-
-    /// Files with blocks past their EOF (to trim after a restart's grace period).
-    pub fn files_past_eof(&self) -> Vec<Ino> {
-        self.inner.files_past_eof()
-    }
-
-    /// LAYOUTCOMMIT: convert what the client wrote, grow the size, set mtime (design.md §4).
-    pub fn commit_blocks(
-        &self,
-        ino: Ino,
-        written: &[WrittenExtent],
-        last_byte: Option<u64>,
-        mtime: Option<Timespec>,
-        force_log: bool,
-    ) -> Result<BlockCommit> {
-        self.inner
-            .commit_blocks(ino, written, last_byte, mtime, force_log)
-    }
-
     /// Data-volume flushes `(issued, shared with another caller)` so far (LAYOUTCOMMIT
-    /// counters, design.md §3 "Flush sharing").
+    /// counters, docs/design.md §3 "Flush sharing").
     pub fn data_flush_counts(&self) -> (u64, u64) {
         (self.inner.flush.issued(), self.inner.flush.shared())
     }
@@ -664,7 +244,7 @@ impl Store {
     }
 
     /// The blocks the metadata holds among the data blocks (tree nodes, checkpoint blobs),
-    /// for the NVMe target's guard: no host writes them (issue 12 item 4).
+    /// for the NVMe target's guard: no host writes them.
     pub fn meta_blocks(&self) -> Arc<MetaBlocks> {
         self.inner.meta_blocks.clone()
     }

@@ -1,6 +1,6 @@
 //! mkfs, mount (superblock → checkpoint → free-space list → log replay) and unmount.
 //!
-//! A mount reads O(1) metadata (issue 11 item 3): the superblock, the two checkpoint slots,
+//! A mount reads O(1) metadata: the superblock, the two checkpoint slots,
 //! the free-space list and the client records; the tree is read through the cache when used.
 //! After a crash it also replays the log from its tail, which the write-back keeps close to
 //! the head (writeback.rs): the cost follows the log, not the file count.
@@ -16,6 +16,7 @@ use metalog::{BlockDev, FileDev, FlushSeq, Log, LogOptions, Writeback};
 
 use super::cache::PageCache;
 use super::dirfilter::{DirFilters, FilterCounters};
+use super::format::Wb;
 use super::format::{self, BlobRef, Checkpoint};
 use super::inner::{log_err, Inner, MountStats};
 use super::inode::Meta;
@@ -23,13 +24,13 @@ use super::keys::{hash_key, K_ORPHAN};
 use super::kv::{Kv, Reader};
 use super::meta_blocks::MetaBlocks;
 use super::state::Core;
-use super::writeback::{read_blob, Wb};
-use super::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_INO};
+use super::types::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_INO};
+use super::writeback::read_blob;
 
 /// Zero-write in pieces of this size (bounded memory for a 256 MiB log).
 const ZERO_CHUNK: u64 = 1 << 20;
 
-/// How often mount and recovery say how far they got (issue 11 item 3); the tests see
+/// How often mount and recovery say how far they got; the tests see
 /// every line.
 #[cfg(not(test))]
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
@@ -67,7 +68,7 @@ fn sb_err(e: layout::SuperblockError) -> StoreError {
 }
 
 /// Lay out a volume: superblock, internal log, two checkpoint slots, and the rest free for
-/// data and tree nodes alike (design.md §2; nothing is sized by the file count).
+/// data and tree nodes alike (docs/design.md §2; nothing is sized by the file count).
 pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
     let mut b0 = vec![0u8; BLOCK as usize];
     if dev.size() >= BLOCK {
@@ -89,7 +90,7 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     // The log region is zero-written, not left sparse, by `Log::format` below: a later log
     // write then never allocates file blocks, so its `fdatasync` never has to commit
-    // filesystem metadata (design.md §3). Data blocks stay sparse.
+    // filesystem metadata (docs/design.md §3). Data blocks stay sparse.
     Log::format(dev.clone(), g.log_start * BLOCK, g.log_blocks * BLOCK, uuid).map_err(log_err)?;
     // The first checkpoint: an empty tree, all of the data area free but the block holding
     // that very list. Slot 0 is zeroed (a `--force` over an old volume).
@@ -187,7 +188,7 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
         3 + ck.free.blocks as u64 + ck.clients.blocks as u64,
         Ordering::Relaxed,
     );
-    // `metadata_cache` is the whole budget (issue 11 item 2): the changes not yet written
+    // `metadata_cache` is the whole budget: the changes not yet written
     // back take up to a quarter of it (`soft_limit` × 2, inner.rs `throttle`), clean pages
     // half, and the last quarter is for what a write-back and the allocator hold beside
     // them. (Pages with the whole budget: the 2,000,000-file run peaked at 519 MiB of RSS
@@ -224,7 +225,7 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
     let flush = Arc::new(FlushSeq::new(dev.clone()));
     let lopts = LogOptions {
         force_interval: opts.log_force_interval,
-        // Internal log: its own flush covers the clients' data (design.md §2).
+        // Internal log: its own flush covers the clients' data (docs/design.md §2).
         external_data: None,
     };
     let log = Log::mount(
@@ -343,7 +344,7 @@ const REPLAY_BATCH: usize = 1024;
 /// Replays `batch` (log order) into `core` and empties it. The tree's nodes on the paths of
 /// every key the items look up are read ahead first, together (`Kv::prefetch`): a replay
 /// after a crash reads the leaves a log's worth of changes touched, which one at a time, as
-/// the items reach them, cost a device round trip each (issue 11: 1,298 reads, 11 s).
+/// the items reach them, cost a device round trip each.
 fn replay_batch(
     core: &mut Core,
     batch: &mut Vec<metalog::Item>,
@@ -399,21 +400,11 @@ impl Inner {
                 return Ok(());
             }
             let m = Meta {
-                gen: 1,
-                ftype: FileType::Directory,
                 mode: 0o755,
-                uid: 0,
-                gid: 0,
                 nlink: 2,
-                rdev: (0, 0),
-                size: 0,
-                atime: now,
-                mtime: now,
-                ctime: now,
-                crtime: now,
                 change: 1,
                 parent: ROOT_INO.0,
-                nblocks: 0,
+                ..Meta::new(1, FileType::Directory, now)
             };
             let items = vec![m.core_item(ROOT_INO.0)];
             self.commit_locked(&mut g, res, items, vec![Inner::tx(ROOT_INO.0, false)])?
@@ -458,7 +449,7 @@ impl Inner {
 
     /// The log forces everything, calls our write-back, moves its tail and writes the
     /// clean-unmount record: the next mount replays nothing. Then the mount mark is cleared.
-    pub fn unmount(&self) -> Result<()> {
+    pub(super) fn unmount(&self) -> Result<()> {
         self.log.unmount().map_err(log_err)?;
         let sb = Superblock {
             mounted: None,
@@ -568,7 +559,7 @@ mod tests {
         s.unmount().unwrap();
     }
 
-    /// Issue 12: a namespace marked by a pnfsd running on this machine is neither mounted nor
+    /// A namespace marked by a pnfsd running on this machine is neither mounted nor
     /// formatted, --force or not; a mark of a process that is gone (or of this one) is not live.
     #[test]
     fn a_live_mark_refuses_mount_and_mkfs_force() {

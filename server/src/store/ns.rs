@@ -1,7 +1,7 @@
 //! Namespace operations: lookup, create, remove, rename, link, readdir, readlink, setattr.
 //!
 //! Pattern of every mutation: under the state lock, check, build the items, apply + commit
-//! (`commit_locked`); drop the lock; on a `sync` export force the commit's CSN (design.md §4),
+//! (`commit_locked`); drop the lock; on a `sync` export force the commit's CSN (docs/design.md §4),
 //! never holding the lock across the force.
 
 use metalog::Item;
@@ -9,10 +9,11 @@ use metalog::Item;
 use super::inner::Inner;
 use super::inode::{ino_key, Meta, OPAQUE_SYMLINK};
 use super::state::Core;
-use super::{
+use super::types::{
     Attr, DirChange, DirEntry, FileType, Ino, NewNode, ReadDir, Result, SetAttrs, SetTime,
     StoreError, Timespec, Unlinked,
 };
+use super::Store;
 
 /// Blocks a new inode needs at most once written back (its records share nodes with others:
 /// this is the bound `fsstat` divides free space by, measured ≈ 200 bytes per empty file).
@@ -87,19 +88,19 @@ pub struct Tx {
 }
 
 impl Tx {
-    pub fn obj(&mut self, ino: u64, timestamps_only: bool) {
+    pub(super) fn obj(&mut self, ino: u64, timestamps_only: bool) {
         match self.objs.iter_mut().find(|o| o.id == ino) {
             Some(o) => o.timestamps_only &= timestamps_only,
             None => self.objs.push(Inner::tx(ino, timestamps_only)),
         }
     }
-    pub fn core(&mut self, ino: u64, m: &Meta) {
+    pub(super) fn core(&mut self, ino: u64, m: &Meta) {
         self.items.push(m.core_item(ino));
         self.obj(ino, false);
     }
 }
 
-impl Inner {
+impl Store {
     pub fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Attr> {
         check_name(name)?;
         let g = self.rd();
@@ -143,6 +144,7 @@ impl Inner {
         })
     }
 
+    /// CREATE and OPEN(create). `Exist` if the name is taken.
     pub fn create(
         &self,
         dir: Ino,
@@ -198,25 +200,19 @@ impl Inner {
             let ino = g.pick_ino();
             let gen = self.new_gen();
             let mut m = Meta {
-                gen,
-                ftype,
                 mode: attrs.mode.unwrap_or(default_mode) & 0o7777,
                 uid: attrs.uid.unwrap_or(cred.0),
                 gid: attrs.gid.unwrap_or(cred.1),
                 nlink: if is_dir { 2 } else { 1 },
                 rdev,
-                size: 0,
                 atime: attrs.atime.map_or(now, |t| resolve(t, now)),
                 mtime: attrs.mtime.map_or(now, |t| resolve(t, now)),
-                ctime: now,
-                crtime: now,
-                change: 0,
                 parent: if is_dir { dir.0 } else { 0 },
-                nblocks: 0,
+                ..Meta::new(gen, ftype, now)
             };
             if ftype == FileType::Regular {
                 // OPEN(create) may carry a size: the file starts sparse at that size.
-                m.size = attrs.size.unwrap_or(0).min(super::MAX_FILE_SIZE);
+                m.size = attrs.size.unwrap_or(0).min(super::types::MAX_FILE_SIZE);
             }
             m.touch_change(now);
             let mut tx = Tx::default();
@@ -347,13 +343,15 @@ impl Inner {
         Ok(dc)
     }
 
-    pub fn readdir_verifier(&self) -> u64 {
+    pub(super) fn readdir_verifier(&self) -> u64 {
         // Cookies are stable for the life of an entry and across restarts, so one verifier
         // per volume serves every directory.
         let u = self.sb.uuid;
         u64::from_le_bytes([u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7]]) | 1
     }
 
+    /// Entries after `cookie` (0 = from the start) whose encoded size the caller bounds by
+    /// asking for at most `max_entries`; `BadCookie` if the cookie is not of this directory.
     pub fn readdir(&self, dir: Ino, cookie: u64, max: usize) -> Result<ReadDir> {
         // Cookies are hash positions (keys.rs): 0 starts, anything else resumes after that
         // position, whether or not its entry still exists; 1..255 are never handed out.
@@ -391,14 +389,14 @@ impl Inner {
     }
 
     /// Whether a new inode fits: its records, and the metadata reserve a write-back needs.
-    pub fn room_for_inode(&self) -> bool {
+    pub(super) fn room_for_inode(&self) -> bool {
         let g = self.rd();
         g.alloc.free_blocks() > self.meta_reserve(&g)
     }
 
     /// Blocks always kept back for write-back (`fsstat` leaves them out): slack for the
     /// tree's root path and the free-space list.
-    pub fn base_reserve(&self, g: &Core) -> u64 {
+    pub(super) fn base_reserve(&self, g: &Core) -> u64 {
         64 + g.alloc.extent_count() as u64 / 128
     }
 
@@ -406,7 +404,7 @@ impl Inner {
     /// changed record (at most one per record, at most the tree's size plus what the changes
     /// add). Data and new inodes never take these; when they are short of space only
     /// because of it, they write back first (which brings it down to the base).
-    pub fn meta_reserve(&self, g: &Core) -> u64 {
+    pub(super) fn meta_reserve(&self, g: &Core) -> u64 {
         let changes = (g.kv.live.len() + g.kv.frozen.as_ref().map_or(0, |f| f.len())) as u64;
         let bytes = self
             .pending_bytes
@@ -419,7 +417,7 @@ impl Inner {
     /// The generation of a new inode: numbers are never reused, but a number handed out
     /// and lost in a crash (never logged durably) may be handed out again; the mount's
     /// generation then makes the old filehandle stale.
-    pub fn new_gen(&self) -> u32 {
+    pub(super) fn new_gen(&self) -> u32 {
         ((self.boot ^ (self.boot >> 32)) as u32) | 1
     }
 }

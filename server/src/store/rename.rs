@@ -2,11 +2,13 @@
 
 use metalog::Item;
 
-use super::inner::Inner;
 use super::ns::{check_name, dir_of, entry, live_dir_of, meta, next_cookie, Tx, LINK_MAX};
-use super::{DirChange, FileType, Ino, Result, StoreError, Timespec, Unlinked, ROOT_INO};
+use super::types::{DirChange, FileType, Ino, Result, StoreError, Timespec, Unlinked, ROOT_INO};
+use super::Store;
 
-impl Inner {
+impl Store {
+    /// Returns the change info of the source and target directories, and the file a rename
+    /// over an existing name unlinked, if any.
     pub fn rename(
         &self,
         sd: Ino,

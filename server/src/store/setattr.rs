@@ -3,14 +3,16 @@
 use metalog::Item;
 
 use super::extents;
-use super::inner::Inner;
 use super::ns::{meta, resolve, Tx};
-use super::{Attr, FileType, Ino, Result, SetAttrs, StoreError, Timespec, BLOCK, MAX_FILE_SIZE};
+use super::types::{
+    Attr, FileType, Ino, Result, SetAttrs, StoreError, Timespec, BLOCK, MAX_FILE_SIZE,
+};
+use super::Store;
 
 /// One past the last file block any file may have.
 pub const MAX_BLOCKS: u64 = MAX_FILE_SIZE / BLOCK;
 
-impl Inner {
+impl Store {
     pub fn setattr(&self, ino: Ino, a: &SetAttrs) -> Result<Attr> {
         let now = Timespec::now();
         // A shrinking truncate zeroes the tail of the new last block first (data I/O, outside
@@ -93,7 +95,7 @@ impl Inner {
             FileType::Directory => return Err(StoreError::IsDir),
             _ => return Err(StoreError::Inval),
         }
-        if size > super::MAX_FILE_SIZE {
+        if size > super::types::MAX_FILE_SIZE {
             return Err(StoreError::FileTooBig);
         }
         Ok(i.size)

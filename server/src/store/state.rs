@@ -1,7 +1,7 @@
 //! What the state lock protects (`Core`), and how one logical log item changes it (`apply`).
 //!
 //! Every change, live or replayed, goes through `Core::apply`, so a mount that replays the log
-//! rebuilds exactly what the live server had (design.md §3). Items are blind sets of keyed
+//! rebuilds exactly what the live server had (docs/design.md §3). Items are blind sets of keyed
 //! records, or frees of what a key range holds; replaying a suffix of the log over a tree that
 //! already holds part of it converges to the same records: an item replayed early may
 //! briefly undo a later one, and the later one, replayed after it, sets its keys again.
@@ -17,8 +17,7 @@ use metalog::Item;
 use super::dirfilter::{DirFilters, ReadAhead};
 use super::extents;
 use super::inode::{
-    from_ts, ftype_from_u8, key_ino, xattr_key_split, Meta, OPAQUE_CLIENT, OPAQUE_SYMLINK,
-    OPAQUE_XATTR,
+    from_ts, key_ino, xattr_key_split, Meta, OPAQUE_CLIENT, OPAQUE_SYMLINK, OPAQUE_XATTR,
 };
 use super::keys::{
     self, cookie_base, decode_dirent, decode_inode, encode_dirent, encode_inode, ino_end, ino_key,
@@ -26,7 +25,7 @@ use super::keys::{
     K_ORPHAN, K_XATTR, XATTR_CHUNK,
 };
 use super::kv::Kv;
-use super::{FileType, StoreError, BLOCK, ROOT_INO};
+use super::types::{FileType, StoreError, BLOCK, ROOT_INO};
 
 type R<T> = Result<T, StoreError>;
 
@@ -384,41 +383,13 @@ impl Core {
     pub fn apply(&mut self, item: &Item) -> R<Applied> {
         let mut out = Applied::default();
         match item {
-            Item::InodeCore {
-                ino,
-                gen,
-                ftype,
-                mode,
-                uid,
-                gid,
-                nlink,
-                rdev,
-                size,
-                atime,
-                mtime,
-                ctime,
-                crtime,
-                change,
-                parent,
-            } => {
-                let ft = ftype_from_u8(*ftype).ok_or_else(|| bad(format!("bad ftype {ftype}")))?;
-                let mut m = Meta {
-                    gen: *gen,
-                    ftype: ft,
-                    mode: *mode,
-                    uid: *uid,
-                    gid: *gid,
-                    nlink: *nlink,
-                    rdev: *rdev,
-                    size: *size,
-                    atime: from_ts(*atime),
-                    mtime: from_ts(*mtime),
-                    ctime: from_ts(*ctime),
-                    crtime: from_ts(*crtime),
-                    change: *change,
-                    parent: *parent,
-                    nblocks: 0,
+            Item::InodeCore { .. } => {
+                // The arm matched, so the mapping is there: `None` cannot happen.
+                let Some(core) = Meta::from_core_item(item) else {
+                    return Ok(out);
                 };
+                let (ino, mut m) = core.map_err(bad)?;
+                let ino = &ino;
                 match self.meta_opt(*ino)? {
                     // Same incarnation: a blind set of the core fields.
                     Some(o) if o.gen == m.gen && o.ftype == m.ftype => m.nblocks = o.nblocks,

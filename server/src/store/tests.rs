@@ -420,7 +420,7 @@ fn clean_unmount_and_reopen_keeps_everything() {
     s.unmount().unwrap();
 }
 
-/// Issue 11 "Must show", figures (not a timing test): `cargo test --release -p pnfsd --lib
+/// Figures (not a timing test): `cargo test --release -p pnfsd --lib
 /// capacity_figures -- --ignored --nocapture`. The default 8 GiB volume takes 2,000,000 empty
 /// files and a 1 GiB one 200,000 (in 1,000-entry directories), with room to spare; prints
 /// the on-disk metadata per file and what `fsstat` says is left.
@@ -493,7 +493,7 @@ fn capacity_figures() {
     }
 }
 
-/// Issue 11 item 4: a READDIR walked page by page while entries come and go, with a power
+/// A READDIR walked page by page while entries come and go, with a power
 /// loss and a remount in the middle, returns every entry that lived through the whole walk
 /// exactly once, never one removed before the walk reached it, and no name twice; the
 /// cookies the first half handed out resume the walk on the remounted volume.
@@ -655,8 +655,8 @@ fn memory_figures() {
 
 /// Figures, not a test: `cargo test --release -p pnfsd --lib dir_scale_figures -- --ignored
 /// --nocapture` (ENTRIES, default 1,000,000; CACHE_MIB, default 256). The store's work per
-/// lookup, create and remove in an ENTRIES-entry directory against a 100-entry one (issue
-/// 11: ≤ 1.5×), on tmpfs when there is one, async (no log force in the figure): medians of
+/// lookup, create and remove in an ENTRIES-entry directory against a 100-entry one (the
+/// bound: ≤ 1.5×), on tmpfs when there is one, async (no log force in the figure): medians of
 /// ROUNDS (default 7; 0: none) interleaved rounds of 200 calls, µs per call. "create+wb"
 /// adds the write-back of what the creates dirtied (the leaf rewrites the log worker does
 /// beside the server), per create. SCAN_ROUNDS (default 0): then that many pairs of cold
@@ -838,8 +838,8 @@ fn dir_scale_figures() {
 
 #[test]
 fn a_replay_reads_the_leaves_it_needs_ahead() {
-    // Issue 11: the replay after a kill reads the tree leaves a log's worth of changes touch.
-    // Read one at a time as each item reached its leaf, 1,298 of them took 11 s; read ahead
+    // The replay after a kill reads the tree leaves a log's worth of changes touch. Read one
+    // at a time as each item reached its leaf, they would cost a round trip each; read ahead
     // per batch of items (mount.rs `replay_batch`), the replay itself reads almost none.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vol.img");
@@ -856,7 +856,7 @@ fn a_replay_reads_the_leaves_it_needs_ahead() {
     // A cold cache: the late names hash all over the directories' leaves. Not `sync`, so the
     // 1,200 changes share a few log records: one forced record each filled half of this
     // volume's 4 MiB log, which starts a background write-back at a moment that depends on
-    // the machine's load, leaving as few as 16 items to replay (a red CI of session 8).
+    // the machine's load, leaving as few as 16 items to replay.
     let s = Store::open(
         &path,
         StoreOptions {

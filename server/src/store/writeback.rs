@@ -1,5 +1,5 @@
 //! Write-back: the changes committed since the last checkpoint are merged into the B+tree,
-//! copy-on-write, and a new checkpoint names the new root (design.md §2; issue 11 item 1).
+//! copy-on-write, and a new checkpoint names the new root (docs/design.md §2).
 //! Its cost follows the changed records, not all metadata; returning the CSN it covers lets
 //! the log move its tail past it, as XFS's AIL does once buffers are on disk.
 //!
@@ -31,26 +31,15 @@ use layout::Allocator;
 use metalog::{Csn, Writeback};
 
 use super::btree::{self, Changes, NodeRead, NodeWrite, Page};
-use super::format::{self, BlobRef, Checkpoint};
+use super::format::{self, BlobRef, Checkpoint, Wb};
 use super::inner::Inner;
 use super::kv::Reader;
-use super::{StoreError, BLOCK};
+use super::types::{StoreError, BLOCK};
 
 /// Blocks one allocation for new nodes takes at a time.
 const NODE_RUN: u64 = 256;
 /// New nodes are written in batches of this many blocks (sorted, merged into long writes).
 const WRITE_BATCH: usize = 256;
-
-/// Write-back state: serialized by its own mutex (taken before the state lock).
-pub struct Wb {
-    /// The checkpoint on disk, and the blocks of its two blobs (freed by the next one).
-    pub ck: Checkpoint,
-    pub free_blocks: Vec<u64>,
-    pub clients_blocks: Vec<u64>,
-    /// Counters: write-backs done, tree nodes written.
-    pub runs: u64,
-    pub objects_written: u64,
-}
 
 /// The merge's view of the device: nodes through the cache, new blocks from the allocator.
 struct Sink<'a> {
@@ -168,7 +157,7 @@ struct Made {
 
 impl Inner {
     /// One write-back pass; returns the CSN the tree on disk now covers.
-    pub fn write_back_now(&self) -> Result<Csn, StoreError> {
+    pub(super) fn write_back_now(&self) -> Result<Csn, StoreError> {
         let mut wb = self.wb.lock().unwrap_or_else(|e| e.into_inner());
         // Close and force what is committed now, so that the C read under the lock below is
         // usually a closed, durable checkpoint.

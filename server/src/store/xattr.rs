@@ -4,10 +4,10 @@
 
 use metalog::Item;
 
-use super::inner::Inner;
 use super::inode::{xattr_key, OPAQUE_XATTR};
 use super::ns::{meta, Tx};
-use super::{DirChange, Ino, Result, StoreError, Timespec};
+use super::types::{DirChange, Ino, Result, StoreError, Timespec};
+use super::Store;
 
 /// Longest xattr name in bytes (as a file name; Linux XATTR_NAME_MAX).
 pub const XATTR_NAME_MAX: usize = 255;
@@ -35,7 +35,27 @@ fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-impl Inner {
+/// Extended attributes (RFC 8276; `xattr.rs`). Changes are durable before return on a sync
+/// export and bump the file's change attribute; the `DirChange` is the file's before/after.
+impl Store {
+    /// `Exist` for `Create` of a set name, `NoXattr` for `Replace` of a missing one,
+    /// `XattrTooBig` past `XATTR_SIZE_MAX`.
+    pub fn setxattr(
+        &self,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<DirChange> {
+        self.put_xattr(ino, name, Some((value, how)))
+    }
+
+    /// `NoXattr` if the name is not set.
+    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<DirChange> {
+        self.put_xattr(ino, name, None)
+    }
+
+    /// `NoXattr` if the name is not set.
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
         check_name(name)?;
         let g = self.rd();
@@ -52,7 +72,7 @@ impl Inner {
 
     /// Set (`Some`) or remove (`None`) one xattr; the change attribute of the file before and
     /// after (RFC 8276 §8.4.2.2 `change_info4`). Durable before return on a sync export.
-    pub fn put_xattr(
+    pub(super) fn put_xattr(
         &self,
         ino: Ino,
         name: &[u8],
