@@ -188,6 +188,7 @@ impl Page {
     }
 }
 
+#[cfg(feature = "fuzzing")]
 /// Give an edited node the CRC of `block` (the fuzz harness: store/fuzzing.rs).
 pub fn seal(b: &mut [u8], block: u64) {
     if b.len() == PAGE {

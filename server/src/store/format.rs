@@ -131,6 +131,7 @@ impl Checkpoint {
     }
 }
 
+#[cfg(feature = "fuzzing")]
 /// Give an edited checkpoint block the CRC of `slot` (the fuzz harness: store/fuzzing.rs).
 pub fn seal_checkpoint(slot: u64, b: &mut [u8]) {
     if b.len() >= CHECKPOINT_BYTES {
