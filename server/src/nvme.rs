@@ -25,7 +25,7 @@ use nvme_tcp::{
     TargetConfig,
 };
 
-use crate::nfs4::scsi::{PrFencer, PreemptError};
+use crate::nfs4::layouts::scsi::{PrFencer, PreemptError};
 
 use crate::config::Config;
 
@@ -224,7 +224,7 @@ pub fn release_scsi_claim(target: &Target) -> Result<(), nvme_tcp::Status> {
     Ok(())
 }
 
-/// Fencing through the embedded target's reservations (`nfs4::scsi::PrFencer`).
+/// Fencing through the embedded target's reservations (`nfs4::layouts::scsi::PrFencer`).
 pub struct TargetFencer(pub Target);
 
 impl PrFencer for TargetFencer {
@@ -239,7 +239,7 @@ impl PrFencer for TargetFencer {
                 key,
             )
             .map(|gone| tracing::info!(hosts = gone.len(), key, "preempted"))
-            .map_err(crate::nfs4::scsi::preempt_status)
+            .map_err(crate::nfs4::layouts::scsi::preempt_status)
     }
 
     fn registered_keys(&self) -> Result<Vec<u64>, PreemptError> {
@@ -354,7 +354,7 @@ mod tests {
         .await
         .unwrap();
         // The designator GETDEVICEINFO sends is the NGUID the namespace reports, and no UUID
-        // descriptor makes a Linux host's wwid something else (nfs4::scsi::volume_designator).
+        // descriptor makes a Linux host's wwid something else (nfs4::layouts::scsi::volume_designator).
         let info = ini.identify_namespace(NSID).await.unwrap();
         assert_eq!(
             info.nguid,
@@ -507,7 +507,7 @@ mod tests {
             srv.layouts
                 .scsi
                 .install(Arc::new(TargetFencer(target.clone())));
-            crate::nfs4::scsi_restart::begin(&srv);
+            crate::nfs4::layouts::scsi_restart::begin(&srv);
             drop(target.spawn());
             (srv, target)
         };
@@ -562,7 +562,7 @@ mod tests {
             v.sort_unstable();
             v
         };
-        let key = crate::nfs4::scsi::client_key;
+        let key = crate::nfs4::layouts::scsi::client_key;
 
         let (srv, target) = start().await;
         let (a, b, c) = (client(&srv, b"a"), client(&srv, b"b"), client(&srv, b"c"));
@@ -576,7 +576,7 @@ mod tests {
         register(&hc, key(c)).await.unwrap();
         ha.write(NSID, 1, block(), LBA_SIZE, false).await.unwrap();
         // c is fenced (its layouts were dropped without a return).
-        crate::nfs4::scsi::fence(&srv, c).unwrap();
+        crate::nfs4::layouts::scsi::fence(&srv, c).unwrap();
         assert!(conflict(hc.write(NSID, 2, block(), LBA_SIZE, false).await));
         // SIGKILL: everything goes, nothing is unmounted or saved on the way out.
         target.shutdown();

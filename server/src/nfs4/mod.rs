@@ -9,8 +9,6 @@ pub mod helpers;
 pub mod layouts;
 pub mod opcode;
 pub mod ops;
-pub mod scsi;
-pub mod scsi_restart;
 pub mod state;
 pub mod status;
 pub mod types;

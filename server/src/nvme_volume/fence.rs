@@ -9,7 +9,7 @@ use std::sync::Arc;
 use nvme_tcp::{AcquireAction, RType, RegisterAction};
 
 use super::{to_io, NvmeDev};
-use crate::nfs4::scsi::{PrFencer, PreemptError};
+use crate::nfs4::layouts::scsi::{PrFencer, PreemptError};
 
 /// Registers the MDS key (IEKEY: whatever an earlier run of this host registered is
 /// replaced) and acquires EXCLUSIVE_ACCESS_REG_ONLY; the same holder acquiring the same type
@@ -69,7 +69,7 @@ impl PrFencer for InitiatorFencer {
                 tracing::info!(key, "preempted on the external namespace");
                 Ok(())
             }
-            Some(s) => Err(crate::nfs4::scsi::preempt_status(s)),
+            Some(s) => Err(crate::nfs4::layouts::scsi::preempt_status(s)),
         }
     }
 
@@ -116,7 +116,7 @@ pub fn setup_scsi(scsi_offered: bool, srv: &crate::server::Server, ext: &Arc<Nvm
             );
             // The namespace kept the previous instance's registrations (docs/pnfs.md
             // "After a restart"): swept once their layouts expire.
-            crate::nfs4::scsi_restart::begin(srv);
+            crate::nfs4::layouts::scsi_restart::begin(srv);
         }
         Err(e) => {
             tracing::error!("SCSI layout: reservation on the external namespace not taken: {e}")

@@ -28,12 +28,15 @@ use std::time::Instant;
 use layout::block::{BlockExtent, IoMode, LayoutType};
 use layout::policy::Grants;
 
+pub mod check;
 pub mod commit;
 pub mod enforce;
 pub mod fence;
 pub mod get;
 pub mod hosts;
 pub mod recall;
+pub mod scsi;
+pub mod scsi_restart;
 pub mod snapshot;
 
 use crate::nfs4::state::{CommitClaim, IoAccess};
@@ -171,10 +174,10 @@ pub struct Layouts {
     /// The NVMe hosts of the clients and the embedded target's fences (hosts.rs); the
     /// target's `HostPolicy`.
     pub hosts: std::sync::Arc<hosts::HostGate>,
-    /// The SCSI layout's fencing through the volume's reservations (nfs4::scsi).
-    pub scsi: crate::nfs4::scsi::ScsiHook,
+    /// The SCSI layout's fencing through the volume's reservations (nfs4::layouts::scsi).
+    pub scsi: crate::nfs4::layouts::scsi::ScsiHook,
     /// The sweep of the previous instance's registrations after a restart.
-    pub scsi_restart: crate::nfs4::scsi_restart::RestartSweep,
+    pub scsi_restart: crate::nfs4::layouts::scsi_restart::RestartSweep,
     /// RW LAYOUTGETs between their allocation and their grant, per file: the trim past EOF
     /// waits for them (`may_trim`).
     getting: Mutex<HashMap<Ino, u32>>,

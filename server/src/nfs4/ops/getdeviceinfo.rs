@@ -17,7 +17,7 @@
 
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::layout::{check_type, device_id_for};
+use crate::nfs4::layouts::check::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
@@ -70,8 +70,8 @@ fn agreed_notifications(asked: &Bitmap) -> Bitmap {
 /// NGUID (EUI-64 designator type, binary), with the key this client is to register before
 /// its first I/O.
 fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
-    let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
-    let d = crate::nfs4::scsi::volume_designator(ctx.srv);
+    let key = crate::nfs4::layouts::scsi::client_key(clientid(ctx)?);
+    let d = crate::nfs4::layouts::scsi::volume_designator(ctx.srv);
     Ok(layout::scsi::eui64_deviceaddr(d, key))
 }
 
@@ -82,6 +82,6 @@ fn external_scsi_body(ctx: &Ctx<'_>) -> Result<Option<Vec<u8>>, NfsStat> {
     let Some(d) = ctx.srv.layouts.volume_designator.get() else {
         return Ok(None);
     };
-    let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
+    let key = crate::nfs4::layouts::scsi::client_key(clientid(ctx)?);
     Ok(Some(layout::scsi::eui_deviceaddr(d, key)))
 }

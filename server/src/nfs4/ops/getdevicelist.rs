@@ -8,7 +8,7 @@
 //! cookie is BAD_COOKIE. The verifier is all zeros (the list never changes).
 
 use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::layout::{check_type, device_id_for};
+use crate::nfs4::layouts::check::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 use layout::block::LayoutType;

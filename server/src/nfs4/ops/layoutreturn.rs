@@ -16,8 +16,8 @@
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::cur_attr;
-use crate::nfs4::helpers::layout::check_type;
 use crate::nfs4::helpers::stateid::resolve_stateid;
+use crate::nfs4::layouts::check::check_type;
 use crate::nfs4::layouts::{self, ReturnWhat};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;

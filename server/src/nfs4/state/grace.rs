@@ -357,7 +357,7 @@ impl StateManager {
 
     /// Keeps the grace period (while previous clients are missing) and the layout reclaim
     /// window open past their time, until `release_grace`: the SCSI layout must first cut
-    /// the previous instance's clients off the volume (`nfs4::scsi_restart`), or a client
+    /// the previous instance's clients off the volume (`nfs4::layouts::scsi_restart`), or a client
     /// that did not come back could write into blocks freed after grace.
     pub fn hold_grace(&self) {
         self.with(|i, _| i.grace.held = true)

@@ -3,8 +3,8 @@
 //! LAYOUTCOMMIT takes byte ranges, and fencing preempts the client's key.
 
 use super::*;
-use crate::nfs4::helpers::layout::device_id_for;
-use crate::nfs4::scsi::PrFencer;
+use crate::nfs4::layouts::check::device_id_for;
+use crate::nfs4::layouts::scsi::PrFencer;
 use layout::extent_map::{ExtState, Segment};
 use layout::scsi::{self, ScsiRange};
 
@@ -199,11 +199,11 @@ fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
 struct Keys(Mutex<Vec<u64>>);
 
 impl PrFencer for Keys {
-    fn preempt_and_abort(&self, key: u64) -> Result<(), crate::nfs4::scsi::PreemptError> {
+    fn preempt_and_abort(&self, key: u64) -> Result<(), crate::nfs4::layouts::scsi::PreemptError> {
         self.0.lock().unwrap().push(key);
         Ok(())
     }
-    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::scsi::PreemptError> {
+    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::layouts::scsi::PreemptError> {
         Ok(Vec::new())
     }
 }
@@ -284,10 +284,10 @@ struct Restored {
 }
 
 impl PrFencer for Restored {
-    fn preempt_and_abort(&self, _key: u64) -> Result<(), crate::nfs4::scsi::PreemptError> {
+    fn preempt_and_abort(&self, _key: u64) -> Result<(), crate::nfs4::layouts::scsi::PreemptError> {
         Ok(())
     }
-    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::scsi::PreemptError> {
+    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::layouts::scsi::PreemptError> {
         Ok(Vec::new())
     }
     fn restored_hosts(&self) -> nvme_tcp::RestoredHosts {
@@ -313,7 +313,7 @@ fn scsi_layoutget_waits_for_the_restored_hosts_after_a_restart() {
         crate::nfs4::tests::fixture::server(fx.srv.store.clone(), opts(), fx.srv.boot_verifier ^ 1);
     let vol = Arc::new(Restored::default());
     assert!(srv.layouts.scsi.install(vol.clone()));
-    crate::nfs4::scsi_restart::begin(&srv);
+    crate::nfs4::layouts::scsi_restart::begin(&srv);
     let mut y = ctx(&srv, &c);
     mount(&mut y, b"a");
     assert!(!srv.state.in_grace(), "the only previous client is back");

@@ -35,7 +35,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::nfs4::layouts::add;
-use crate::nfs4::scsi::{PrFencer, PreemptError};
+use crate::nfs4::layouts::scsi::{PrFencer, PreemptError};
 use crate::nfs4::status::NfsStat;
 use crate::server::Server;
 

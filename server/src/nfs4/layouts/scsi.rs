@@ -32,11 +32,11 @@ pub trait PrFencer: Send + Sync {
     fn preempt_and_abort(&self, key: u64) -> Result<(), PreemptError>;
 
     /// The keys registered on the volume now, the MDS's included (for the sweep after a
-    /// restart, `nfs4::scsi_restart`).
+    /// restart, `nfs4::layouts::scsi_restart`).
     fn registered_keys(&self) -> Result<Vec<u64>, PreemptError>;
 
     /// Of the hosts whose registrations the volume kept through our restart, how many have
-    /// reconnected and how many are still awaited (`nfs4::scsi_restart::check_layoutget`).
+    /// reconnected and how many are still awaited (`nfs4::layouts::scsi_restart::check_layoutget`).
     /// A target that did not restart with us kept its connections: nothing to wait for.
     fn restored_hosts(&self) -> nvme_tcp::RestoredHosts {
         nvme_tcp::RestoredHosts::default()
