@@ -64,8 +64,8 @@ pub struct Server {
     pub layouts: crate::nfs4::layouts::Layouts,
     /// Callbacks waiting for the backchannel (layout recalls; `callback::run_sender`).
     pub callbacks: crate::nfs4::callback::CbQueue,
-    /// The CB_GETATTRs of write delegations under way (nfs4/cb_getattr.rs).
-    pub cb_getattrs: crate::nfs4::cb_getattr::CbGetattrs,
+    /// The CB_GETATTRs of write delegations under way (nfs4/delegs/cb_getattr.rs).
+    pub cb_getattrs: crate::nfs4::delegs::cb_getattr::CbGetattrs,
     /// The async COPYs, by copy stateid (nfs4/copy/offload.rs; `offload::run_workers`).
     pub copies: crate::nfs4::copy::offload::Offloads,
     /// The exports and client rules in force (crate::exports; SIGHUP replaces them).

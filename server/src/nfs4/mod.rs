@@ -1,10 +1,10 @@
 //! NFSv4.1/4.2: COMPOUND dispatch, one file per operation, and the state they share.
 pub mod attr;
 pub mod callback;
-pub mod cb_getattr;
 pub mod compound;
 pub mod copy;
 pub mod ctx;
+pub mod delegs;
 pub mod helpers;
 pub mod layouts;
 pub mod opcode;

@@ -32,8 +32,8 @@
 pub mod offload;
 
 use crate::nfs4::ctx::Ctx;
+use crate::nfs4::delegs::{break_conflicts, Breaker};
 use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, saved_attr, NotRegular};
 use crate::nfs4::helpers::stateid::check_io_stateid;
 use crate::nfs4::layouts::recall::recall_file;

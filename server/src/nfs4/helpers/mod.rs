@@ -5,10 +5,8 @@
 //! - `name`: component names and xattr keys;
 //! - `stateid`: the current stateid, the stateid of an I/O operation;
 //! - `perm`: the ACCESS4 bits of a credential and the permission checks;
-//! - `caller`: the principal, the session's client, owners, the callback credential;
-//! - `deleg`: recalling conflicting delegations, and the delegation part of OPEN.
+//! - `caller`: the principal, the session's client, owners, the callback credential.
 pub mod caller;
-pub mod deleg;
 pub mod fh;
 pub mod name;
 pub mod perm;

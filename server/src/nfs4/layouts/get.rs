@@ -3,7 +3,7 @@
 //! how far the layout reaches, the allocation through the store, the extents, the grant.
 
 use super::{add, check_get_stateid, hosts, recall, Server};
-use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
+use crate::nfs4::delegs::{break_conflicts, Breaker};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};

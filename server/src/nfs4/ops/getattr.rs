@@ -1,10 +1,10 @@
 //! GETATTR (RFC 8881 §18.7): the requested attributes we support, in a `fattr4`. The size
 //! and change of a file another client writes under a delegation come from that client
-//! (CB_GETATTR, nfs4/cb_getattr.rs).
+//! (CB_GETATTR, nfs4/delegs/cb_getattr.rs).
 
 use crate::nfs4::attr::{encode_attrs, is_write_only};
-use crate::nfs4::cb_getattr;
 use crate::nfs4::ctx::Ctx;
+use crate::nfs4::delegs::cb_getattr;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;

@@ -1,4 +1,4 @@
-//! Write delegations and CB_GETATTR (RFC 8881 §10.4.3; nfs4/cb_getattr.rs): another
+//! Write delegations and CB_GETATTR (RFC 8881 §10.4.3; nfs4/delegs/cb_getattr.rs): another
 //! client's GETATTR of size or change asks the holder, never waits on its backchannel past
 //! `CB_GETATTR_WAIT`, and sees the holder's size and a new change attribute.
 

@@ -3,6 +3,12 @@
 //!
 //! A read-only OPEN gets a read delegation unless something is in its way (`offer`); the
 //! WANT_* flags of §18.16.3 ask for more, or for none.
+//!
+//! `cb_getattr`: the CB_GETATTR a GETATTR of another client sends a write delegation's holder
+//! (RFC 8881 §10.4.3). The delegation stateids themselves are in `nfs4::state`
+//! (state/delegs.rs): one stateid space under the state lock.
+
+pub mod cb_getattr;
 
 use std::time::{Duration, Instant};
 
@@ -137,7 +143,7 @@ pub enum Offer {
 /// name or filehandle (`default_ok`: CLAIM_NULL, CLAIM_FH): a read delegation for a
 /// read-only open, a write delegation for an open for write by a client alone on the file
 /// (other clients' GETATTRs of size and change then go to it with CB_GETATTR, §10.4.3:
-/// nfs4/cb_getattr.rs), as knfsd gives. A WANT_* that is not granted says why (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is
+/// nfs4/delegs/cb_getattr.rs), as knfsd gives. A WANT_* that is not granted says why (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is
 /// plain OPEN_DELEGATE_NONE. No delegation without a backchannel that works (the probe,
 /// `StateManager::backchannel_works`): it could not be recalled.
 pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32, default_ok: bool) -> Offer {
