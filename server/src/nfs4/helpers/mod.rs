@@ -5,7 +5,9 @@
 //! - `name`: component names and xattr keys;
 //! - `stateid`: the current stateid, the stateid of an I/O operation;
 //! - `perm`: the ACCESS4 bits of a credential and the permission checks;
-//! - `caller`: the principal, the session's client, owners, the callback credential.
+//! - `caller`: the principal, the session's client, owners, the callback credential;
+//! - `attr`: the attribute codec's environment (`AttrEnv`) of the operation's server.
+pub mod attr;
 pub mod caller;
 pub mod fh;
 pub mod name;

@@ -2,9 +2,10 @@
 //! and change of a file another client writes under a delegation come from that client
 //! (CB_GETATTR, nfs4/delegs/cb_getattr.rs).
 
-use crate::nfs4::attr::{encode_attrs, is_write_only};
+use crate::nfs4::attr::is_write_only;
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::delegs::cb_getattr;
+use crate::nfs4::helpers::attr::encode_attrs;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;

@@ -28,8 +28,8 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let ltype = LayoutType(r.u32()?);
     let maxcount = r.u32()?;
     let notify = Bitmap::decode(r)?;
-    check_type(ctx, ltype)?;
-    if devid != device_id_for(ctx, ltype) {
+    check_type(&ctx.srv.opts.layout_types, ltype)?;
+    if devid != device_id_for(&ctx.srv.store, ctx.srv.boot_verifier, ltype) {
         return Err(NfsStat::NOENT);
     }
     let body = if ltype == LayoutType::SCSI {

@@ -18,12 +18,12 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let maxdevices = r.u32()?;
     let cookie = r.u64()?;
     let _verf: [u8; 8] = r.array()?;
-    check_type(ctx, ltype)?;
+    check_type(&ctx.srv.opts.layout_types, ltype)?;
     if maxdevices == 0 {
         return Err(NfsStat::TOOSMALL);
     }
     let list: &[[u8; 16]] = match cookie {
-        0 => &[device_id_for(ctx, ltype)],
+        0 => &[device_id_for(&ctx.srv.store, ctx.srv.boot_verifier, ltype)],
         1 => &[],
         _ => return Err(NfsStat::BAD_COOKIE),
     };

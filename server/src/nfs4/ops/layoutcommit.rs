@@ -28,7 +28,7 @@ use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::resolve_stateid;
-use crate::nfs4::layouts::check::{check_type, device_id};
+use crate::nfs4::layouts::check::check_type;
 use crate::nfs4::layouts::{self, add, add_elapsed, commit::CommitReq};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -79,7 +79,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
 }
 
 fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
-    check_type(ctx, a.layout_type)?;
+    check_type(&ctx.srv.opts.layout_types, a.layout_type)?;
     let attr = cur_attr(ctx)?;
     require_regular(&attr, NotRegular::LAYOUTCOMMIT)?;
     let q = CommitReq {
@@ -98,7 +98,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         mtime: a.mtime,
         ltype: a.layout_type,
         body: a.body,
-        device: device_id(ctx),
+        device: crate::nfs4::layouts::device_id(&ctx.srv.store),
     };
     match layouts::commit::commit(ctx.srv, &q)? {
         Some(sz) => {

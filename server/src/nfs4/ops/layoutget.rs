@@ -62,7 +62,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
 }
 
 fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
-    check_type(ctx, a.layout_type)?;
+    check_type(&ctx.srv.opts.layout_types, a.layout_type)?;
     let attr = cur_attr(ctx)?;
     require_regular(&attr, NotRegular::LAYOUTGET)?;
     let q = GetReq {
@@ -75,7 +75,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         minlength: a.minlength,
         stateid: resolve_stateid(ctx, a.stateid)?,
         room: (a.maxcount as usize).saturating_sub(FIXED_REPLY),
-        device: device_id_for(ctx, a.layout_type),
+        device: device_id_for(&ctx.srv.store, ctx.srv.boot_verifier, a.layout_type),
         peer: ctx.conn.peer,
     };
     let g = match layouts::get::get(ctx.srv, &q) {

@@ -19,7 +19,11 @@ fn opts() -> NfsOptions {
 
 fn devinfo(x: &mut Ctx<'_>, ty: u32) -> (NfsStat, Vec<u8>) {
     let mut w = XdrWriter::new();
-    w.opaque_fixed(&device_id_for(x, LayoutType(ty)));
+    w.opaque_fixed(&device_id_for(
+        &x.srv.store,
+        x.srv.boot_verifier,
+        LayoutType(ty),
+    ));
     w.u32(ty);
     w.u32(4096);
     Bitmap::default().encode(&mut w);
@@ -81,8 +85,8 @@ fn scsi_device_id_is_new_at_every_start_and_the_block_id_stays() {
     let c = conn(1, None);
     let x = ctx(&fx.srv, &c);
     let (block, old) = (
-        device_id_for(&x, LayoutType::BLOCK_VOLUME),
-        device_id_for(&x, LayoutType::SCSI),
+        device_id_for(&x.srv.store, x.srv.boot_verifier, LayoutType::BLOCK_VOLUME),
+        device_id_for(&x.srv.store, x.srv.boot_verifier, LayoutType::SCSI),
     );
     assert_eq!(block, fx.srv.store.volume_uuid());
     assert_ne!(old, block);
@@ -90,8 +94,14 @@ fn scsi_device_id_is_new_at_every_start_and_the_block_id_stays() {
         crate::nfs4::tests::fixture::server(fx.srv.store.clone(), opts(), fx.srv.boot_verifier ^ 1);
     let mut y = ctx(&srv, &c);
     mount(&mut y, b"a");
-    assert_eq!(device_id_for(&y, LayoutType::BLOCK_VOLUME), block);
-    assert_ne!(device_id_for(&y, LayoutType::SCSI), old);
+    assert_eq!(
+        device_id_for(&y.srv.store, y.srv.boot_verifier, LayoutType::BLOCK_VOLUME),
+        block
+    );
+    assert_ne!(
+        device_id_for(&y.srv.store, y.srv.boot_verifier, LayoutType::SCSI),
+        old
+    );
     assert_eq!(devinfo(&mut y, SCSI).0, NfsStat::OK);
     let mut w = XdrWriter::new();
     w.opaque_fixed(&old);
