@@ -45,7 +45,7 @@ use crate::nfs4::types::{Fh, Stateid};
 use crate::server::Server;
 use crate::store::Ino;
 
-/// Counters of the layout operations (issue 4 item 7), read by metrics and logged at
+/// Counters of the layout operations, read by metrics and logged at
 /// shutdown. Times are nanoseconds spent inside the operation handlers.
 #[derive(Debug, Default)]
 pub struct PnfsMetrics {
@@ -56,11 +56,11 @@ pub struct PnfsMetrics {
     pub layoutcommits: AtomicU64,
     pub layoutcommit_ns: AtomicU64,
     pub layoutcommit_errors: AtomicU64,
-    /// LAYOUTCOMMITs whose log force wrote the log (design.md §4).
+    /// LAYOUTCOMMITs whose log force wrote the log (docs/design.md §4).
     pub commit_log_writes: AtomicU64,
     /// Data-volume flushes LAYOUTCOMMITs issued themselves.
     pub commit_data_flushes: AtomicU64,
-    /// LAYOUTCOMMITs whose data flush was another caller's (flush sharing, design.md §3).
+    /// LAYOUTCOMMITs whose data flush was another caller's (flush sharing, docs/design.md §3).
     pub commit_data_flushes_joined: AtomicU64,
     /// Unwritten blocks LAYOUTCOMMIT converted.
     pub commit_converted_blocks: AtomicU64,

@@ -199,7 +199,7 @@ pub fn expire(srv: &Server, dropped: &[(u64, Ino)], now: Instant) {
 }
 
 /// `Circumstance::Revoke`: a recall of `ino` not answered by its deadline. Fences `client`
-/// from the volume and revokes its layouts of the file (ADMIN_REVOKED; design.md §5).
+/// from the volume and revokes its layouts of the file (ADMIN_REVOKED; docs/design.md §5).
 pub fn revoke(srv: &Server, client: u64, ino: Ino, now: Instant) {
     log_recall(srv, client, ino, "timed out", None);
     let ok = srv.layouts.is_fenced(client)

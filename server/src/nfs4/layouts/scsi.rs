@@ -1,4 +1,4 @@
-//! The server side of the SCSI layout (issue 5 item 3, RFC 8154 over NVMe per RFC 9561):
+//! The server side of the SCSI layout (RFC 8154 over NVMe per RFC 9561):
 //! which volume a client is told to open, the reservation key it is told to register, and
 //! the hook through which fencing preempts a client's registration on the volume.
 //!

@@ -1,4 +1,4 @@
-//! LAYOUTCOMMIT (RFC 8881 §18.42) for the block layout (RFC 5663 §2.3.2, design.md §4–5).
+//! LAYOUTCOMMIT (RFC 8881 §18.42) for the block layout (RFC 5663 §2.3.2, docs/design.md §4–5).
 //!
 //! ```text
 //! args: offset u64 | length u64 | reclaim bool | stateid4
@@ -18,7 +18,7 @@
 //! "After a restart"): a reclaim, or a layout stateid of the previous instance while its
 //! layouts may still commit, converts the file's own unwritten blocks of the range; other
 //! commits wait for the grace period (GRACE); a dead layout is BADLAYOUT.
-//! Durability is the store's `commit_blocks` (design.md §4 contract; `layoutcommit =
+//! Durability is the store's `commit_blocks` (docs/design.md §4 contract; `layoutcommit =
 //! "sync"` forces the log every time). Extents whose storage offset is not where the file
 //! owns the block are not converted (never another file's block).
 

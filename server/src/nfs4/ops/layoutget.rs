@@ -1,4 +1,4 @@
-//! LAYOUTGET (RFC 8881 §18.43) for the block layout (RFC 5663 §2.3, design.md §5).
+//! LAYOUTGET (RFC 8881 §18.43) for the block layout (RFC 5663 §2.3, docs/design.md §5).
 //!
 //! ```text
 //! args: signal_layout_avail bool | layout_type u32 | iomode u32 | offset u64 | length u64
@@ -10,7 +10,7 @@
 //! res LAYOUTTRYLATER: will_signal_layout_avail bool = false (another client's delegation
 //!       is being recalled; we never signal, RFC 8881 §18.43.3)
 //! ```
-//! RW over a hole allocates unwritten blocks, durable before the reply (design.md §4), and
+//! RW over a hole allocates unwritten blocks, durable before the reply (docs/design.md §4), and
 //! answers INVALID_DATA; written blocks are READ_WRITE_DATA. READ answers READ_DATA, or
 //! NONE_DATA (storage offset 0) for holes, unwritten blocks and past EOF. The returned range
 //! is block-aligned, starts at or before `offset`, reaches at least `offset + minlength`,

@@ -80,7 +80,7 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
     }
     if sa.size.is_some_and(|s| s < a.size) {
         // Truncation frees blocks that layouts map: DELAY until they are back or their
-        // holders fenced (issue 4 item 6), so no client writes into blocks another file
+        // holders fenced, so no client writes into blocks another file
         // may get.
         layouts::break_for(ctx.srv, fh_of(&a), Break::Truncate)?;
     }

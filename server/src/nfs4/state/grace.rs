@@ -262,7 +262,7 @@ impl Inner {
     /// - a previous instance's stateid from a client that held state then, in the window of
     ///   `Grace::layouts_reclaimable`: a reclaim too. Outside it: BADLAYOUT — the layout is
     ///   gone; the Linux client ends the call and asks for a new layout (STALE_STATEID made
-    ///   it retry the same LAYOUTCOMMIT forever: issue 18).
+    ///   it retry the same LAYOUTCOMMIT forever).
     /// - otherwise, in grace: GRACE (no layout of this instance exists yet: LAYOUTGET waits).
     pub fn commit_claim(
         &self,

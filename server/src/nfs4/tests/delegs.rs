@@ -1,4 +1,4 @@
-//! Delegations through the handlers (issue 15): recalls go through the callback queue, the
+//! Delegations through the handlers: recalls go through the callback queue, the
 //! conflicting caller gets DELAY at once, and a recall reaches the holder on its new session.
 
 use std::ops::Deref;
