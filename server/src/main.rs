@@ -799,7 +799,7 @@ async fn run(
                             .scsi
                             .install(Arc::new(pnfsd::nvme::TargetFencer(target.clone())));
                         // The name a udev'd Linux client opens (docs/pnfs.md "the designator").
-                        let d = pnfsd::nfs4::layouts::scsi::volume_designator(&srv);
+                        let d = pnfsd::nfs4::layouts::scsi::volume_designator(&srv.store);
                         let hex: String = d.bytes().iter().map(|b| format!("{b:02x}")).collect();
                         tracing::info!(
                             client_device = %format!("/dev/disk/by-id/nvme-eui.{hex}"),
@@ -807,7 +807,7 @@ async fn run(
                         );
                         // Registrations kept from the previous instance (PTPL) are swept
                         // once its layouts expire (docs/pnfs.md "After a restart").
-                        pnfsd::nfs4::layouts::scsi_restart::begin(&srv);
+                        pnfsd::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
                     }
                     Err(s) => tracing::error!(?s, "SCSI layout: reservation not taken"),
                 }

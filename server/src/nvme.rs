@@ -507,7 +507,7 @@ mod tests {
             srv.layouts
                 .scsi
                 .install(Arc::new(TargetFencer(target.clone())));
-            crate::nfs4::layouts::scsi_restart::begin(&srv);
+            crate::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
             drop(target.spawn());
             (srv, target)
         };
@@ -576,7 +576,7 @@ mod tests {
         register(&hc, key(c)).await.unwrap();
         ha.write(NSID, 1, block(), LBA_SIZE, false).await.unwrap();
         // c is fenced (its layouts were dropped without a return).
-        crate::nfs4::layouts::scsi::fence(&srv, c).unwrap();
+        crate::nfs4::layouts::scsi::fence(&srv.layouts.scsi, c).unwrap();
         assert!(conflict(hc.write(NSID, 2, block(), LBA_SIZE, false).await));
         // SIGKILL: everything goes, nothing is unmounted or saved on the way out.
         target.shutdown();

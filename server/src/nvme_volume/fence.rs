@@ -116,7 +116,7 @@ pub fn setup_scsi(scsi_offered: bool, srv: &crate::server::Server, ext: &Arc<Nvm
             );
             // The namespace kept the previous instance's registrations (docs/pnfs.md
             // "After a restart"): swept once their layouts expire.
-            crate::nfs4::layouts::scsi_restart::begin(srv);
+            crate::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
         }
         Err(e) => {
             tracing::error!("SCSI layout: reservation on the external namespace not taken: {e}")

@@ -118,7 +118,7 @@ pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceErr
             Ok(())
         })
         .and_then(|()| {
-            crate::nfs4::layouts::scsi::fence(srv, client)?;
+            crate::nfs4::layouts::scsi::fence(&srv.layouts.scsi, client)?;
             Ok(())
         });
     let hosts_nqn = hosts.host_nqns(client);

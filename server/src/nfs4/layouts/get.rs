@@ -58,7 +58,7 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
     }
     if q.ltype == LayoutType::SCSI {
         // After a restart: until the client's NVMe host is back (docs/pnfs.md).
-        crate::nfs4::layouts::scsi_restart::check_layoutget(srv)?;
+        crate::nfs4::layouts::scsi_restart::check_layoutget(&srv.layouts, &srv.state)?;
     }
     let (cid, ino) = (q.clientid, q.fh.ino);
     if q.stateid.is_anonymous_or_bypass() {

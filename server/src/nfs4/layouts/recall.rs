@@ -178,7 +178,7 @@ pub fn tick(srv: &Server, now: Instant) {
     srv.layouts.hosts.refresh_lookups();
     crate::nfs4::callback::send_due(srv, now);
     // The previous instance's SCSI clients are cut off before anything they held is freed.
-    crate::nfs4::layouts::scsi_restart::run_if_due(srv);
+    crate::nfs4::layouts::scsi_restart::run_if_due(&srv.layouts, &srv.state);
     // Layouts dropped above (expiry, fencing) and the after-grace sweep of a restart.
     super::trim_released(srv);
 }

@@ -71,7 +71,7 @@ fn agreed_notifications(asked: &Bitmap) -> Bitmap {
 /// its first I/O.
 fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
     let key = crate::nfs4::layouts::scsi::client_key(clientid(ctx)?);
-    let d = crate::nfs4::layouts::scsi::volume_designator(ctx.srv);
+    let d = crate::nfs4::layouts::scsi::volume_designator(&ctx.srv.store);
     Ok(layout::scsi::eui64_deviceaddr(d, key))
 }
 

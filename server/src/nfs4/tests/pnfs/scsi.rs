@@ -323,7 +323,7 @@ fn scsi_layoutget_waits_for_the_restored_hosts_after_a_restart() {
         crate::nfs4::tests::fixture::server(fx.srv.store.clone(), opts(), fx.srv.boot_verifier ^ 1);
     let vol = Arc::new(Restored::default());
     assert!(srv.layouts.scsi.install(vol.clone()));
-    crate::nfs4::layouts::scsi_restart::begin(&srv);
+    crate::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
     let mut y = ctx(&srv, &c);
     mount(&mut y, b"a");
     assert!(!srv.state.in_grace(), "the only previous client is back");
