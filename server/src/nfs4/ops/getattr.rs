@@ -6,6 +6,7 @@ use crate::nfs4::attr::is_write_only;
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::delegs::cb_getattr;
 use crate::nfs4::helpers::attr::encode_attrs;
+use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
@@ -23,7 +24,7 @@ pub fn check_readable(req: &Bitmap) -> Result<(), NfsStat> {
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let req = Bitmap::decode(r)?;
     check_readable(&req)?;
-    let a = cb_getattr::attrs_for(ctx, cur_attr(ctx)?, &req)?;
+    let a = cb_getattr::attrs_for(ctx.srv, clientid(ctx).ok(), cur_attr(ctx)?, &req)?;
     encode_attrs(ctx, &a, &req, w);
     Ok(())
 }

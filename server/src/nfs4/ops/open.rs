@@ -171,9 +171,9 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let offer = match args.claim {
         // The reclaim of a delegation held before the restart (§10.2.1).
         Claim::Previous(t) if t != OPEN_DELEGATE_NONE => {
-            delegs::reclaim(ctx, cid, fh, t == OPEN_DELEGATE_WRITE)
+            delegs::reclaim(&ctx.srv.state, cid, fh, t == OPEN_DELEGATE_WRITE)
         }
-        _ => delegs::offer(ctx, cid, fh, args.share_access, by_name_or_fh),
+        _ => delegs::offer(&ctx.srv.state, cid, fh, args.share_access, by_name_or_fh),
     };
     sid.encode(w);
     let c = t.cinfo.unwrap_or(DirChange {

@@ -4,6 +4,7 @@
 use crate::nfs4::attr::decode_fattr_minor;
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::delegs;
+use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, NotRegular};
 use crate::nfs4::helpers::perm::{require, ACCESS4_MODIFY};
 use crate::nfs4::helpers::stateid::check_io_stateid;
@@ -76,7 +77,7 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
     }
     check_perms(&ctx.cred, &a, sa)?;
     if *sa != SetAttrs::default() {
-        delegs::break_for_change(ctx, &a)?;
+        delegs::break_for_change(ctx.srv, clientid(ctx).ok(), &a)?;
     }
     if sa.size.is_some_and(|s| s < a.size) {
         // Truncation frees blocks that layouts map: DELAY until they are back or their
