@@ -21,7 +21,7 @@
 //! Both recalls go through `CbQueue`: the COMPOUND that causes one answers at once (DELAY)
 //! and the sender does the round trip. What a recall means and when it has gone unanswered
 //! too long belongs to its service: delegations in nfs4/state/delegs.rs and
-//! nfs4/helpers/deleg.rs, layouts in nfs4/layouts/recall.rs, async copies in
+//! nfs4/delegs/mod.rs, layouts in nfs4/layouts/recall.rs, async copies in
 //! nfs4/copy/offload.rs.
 
 use std::time::{Duration, Instant};

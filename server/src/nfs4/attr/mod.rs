@@ -1,8 +1,8 @@
 //! `fattr4` (RFC 8881 §3.3.4, §5): which attributes pnfsd offers, how they are encoded for
 //! GETATTR / READDIR / VERIFY, and how SETATTR / CREATE / OPEN values are decoded.
 //!
-//! Split by group (docs/design.md, house rule 7): `file.rs` has per-object attributes (from the inode),
-//! `fs.rs` the file-system-wide ones, `set.rs` the decoding of settable attributes and of
+//! Split by group (docs/design.md, house rule 7): `file.rs` has per-object attributes (from the
+//! inode), `fs.rs` the file-system-wide ones, `set.rs` the decoding of settable attributes and of
 //! owner strings. No store calls here except through `AttrEnv`, so the codec is testable
 //! without a volume.
 

@@ -140,9 +140,10 @@ pub enum Offer {
 /// name or filehandle (`default_ok`: CLAIM_NULL, CLAIM_FH): a read delegation for a
 /// read-only open, a write delegation for an open for write by a client alone on the file
 /// (other clients' GETATTRs of size and change then go to it with CB_GETATTR, §10.4.3:
-/// nfs4/delegs/cb_getattr.rs), as knfsd gives. A WANT_* that is not granted says why (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is
-/// plain OPEN_DELEGATE_NONE. No delegation without a backchannel that works (the probe,
-/// `StateManager::backchannel_works`): it could not be recalled.
+/// nfs4/delegs/cb_getattr.rs), as knfsd gives. A WANT_* that is not granted says why
+/// (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is plain OPEN_DELEGATE_NONE. No
+/// delegation without a backchannel that works (the probe, `StateManager::backchannel_works`): it
+/// could not be recalled.
 pub fn offer(
     state: &StateManager,
     clientid: u64,

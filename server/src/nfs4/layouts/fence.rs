@@ -1,8 +1,8 @@
 //! Fencing (docs/design.md §5; RFC 8881 §12.5.5, RFC 5663 §2.3.6, RFC 8154 §2.4.5): cutting a
 //! client whose layouts go without a return off the volume before the blocks they named
 //! are trimmed, truncated or freed. Mechanisms: `fence_command <client IP> <device id hex>`
-//! (external targets) and PREEMPT AND ABORT of the client's SCSI key (`nfs4::layouts::scsi`). Who was
-//! fenced is remembered until the client's next grant; a failed fence keeps the blocks of the
+//! (external targets) and PREEMPT AND ABORT of the client's SCSI key (`nfs4::layouts::scsi`). Who
+//! was fenced is remembered until the client's next grant; a failed fence keeps the blocks of the
 //! files the client held and is retried once a lease (recall.rs `tick`).
 
 use std::collections::HashSet;

@@ -1,6 +1,6 @@
-//! GETDEVICEINFO (RFC 8881 §18.40) for the SCSI layout (`scsi_body`) and the block layout: one SIMPLE volume (RFC 5663 §2.2)
-//! whose signature is the volume UUID at its fixed superblock offset (32), which Linux's
-//! blkmapd matches against the bytes of each block device.
+//! GETDEVICEINFO (RFC 8881 §18.40) for the SCSI layout (`scsi_body`) and the block layout: one
+//! SIMPLE volume (RFC 5663 §2.2) whose signature is the volume UUID at its fixed superblock offset
+//! (32), which Linux's blkmapd matches against the bytes of each block device.
 //!
 //! ```text
 //! args: deviceid[16] | layout_type u32 | maxcount u32 | notify_types bitmap4

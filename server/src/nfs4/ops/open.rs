@@ -1,7 +1,7 @@
 //! OPEN (RFC 8881 §18.16): CLAIM_NULL (by name, with create), CLAIM_FH and CLAIM_PREVIOUS
-//! (reclaim in grace, of an open and of the delegation the client held); UNCHECKED4, GUARDED4, EXCLUSIVE4 and EXCLUSIVE4_1 creates, the
-//! verifier kept in atime/mtime (§18.16.3). Delegations (recall of conflicting ones, the
-//! offer in the reply) are in helpers/deleg.rs.
+//! (reclaim in grace, of an open and of the delegation the client held); UNCHECKED4, GUARDED4,
+//! EXCLUSIVE4 and EXCLUSIVE4_1 creates, the verifier kept in atime/mtime (§18.16.3). Delegations
+//! (recall of conflicting ones, the offer in the reply) are in nfs4/delegs.
 
 use crate::nfs4::attr::{self, num};
 use crate::nfs4::ctx::Ctx;
