@@ -17,7 +17,8 @@ pub struct NfsOptions {
     pub layout_types: Vec<LayoutType>,
     /// `sync` export (docs/design.md §4).
     pub sync: bool,
-    /// `layoutcommit = "sync"`: every LAYOUTCOMMIT forces the log, as XFS does (docs/design.md §4).
+    /// `layoutcommit = "sync"`: every LAYOUTCOMMIT forces the log, as XFS does
+    /// (docs/design.md §4).
     pub layoutcommit_sync: bool,
     /// Command that fences a block-layout client (docs/design.md §5); `None`: no fencing.
     pub fence_command: Option<String>,
