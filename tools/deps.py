@@ -59,6 +59,7 @@ LAYERS = {
         ("nfs4::status", 2),
         ("nfs4::opcode", 2),
         ("metrics::ops", 2),
+        ("metrics::hist", 2),
         # client state and the export rules
         ("nfs4::state", 3),
         ("exports", 3),

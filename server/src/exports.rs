@@ -1,4 +1,4 @@
-//! Exports and client access rules (issue 12 Deliver 3), the knfsd / NFS-Ganesha way: which
+//! Exports and client access rules, the knfsd / NFS-Ganesha way: which
 //! hosts may use the namespace, read-only or read-write, with which credentials, squashed how,
 //! and whether they get layouts.
 //!

@@ -1,7 +1,7 @@
-//! The operator's metrics endpoint (issues 7, 16): with `metrics_listen` set (off by
+//! The operator's metrics endpoint: with `metrics_listen` set (off by
 //! default), `pnfsd serve` answers `GET /metrics` with a prometheus-client [`Registry`] of
-//! one collector that reads, at each scrape: the services' counters (`counters`, every
-//! name of issue 7 kept), per-operation counts and latencies and the log-force latency
+//! one collector that reads, at each scrape: the services' counters (`counters`, under
+//! the names the benches scrape), per-operation counts and latencies and the log-force latency
 //! (`ops`, recorded lock-free by the COMPOUND dispatcher and metalog's force hook), and
 //! gauges of what clients hold, the log, free space and the grace period (`gauges`).
 //! pnfs-bench reads it before and after each mode; anything that speaks HTTP can too.
@@ -115,7 +115,7 @@ impl Metrics {
 pub struct Endpoint {
     pub srv: Arc<Server>,
     pub metrics: Metrics,
-    /// `admin = true` (issue 16): `/status` and `/clients` answer; 404 otherwise.
+    /// `admin = true`: `/status` and `/clients` answer; 404 otherwise.
     pub admin: Option<crate::admin::AdminInfo>,
 }
 
@@ -227,7 +227,7 @@ async fn one(sock: TcpStream, ep: Arc<Endpoint>) {
         .max_buf_size(MAX_HEAD)
         // One request per connection, as a scraper does: an idle client cannot keep a slot.
         .keep_alive(false)
-        // Header names as the HTTP/1.0 server of issue 7 wrote them (Content-Type, ...).
+        // Header names in title case (Content-Type, ...), as pnfsd has always sent them.
         .title_case_headers(true)
         .serve_connection(TokioIo::new(sock), service);
     if let Err(e) = conn.await {
@@ -368,7 +368,7 @@ mod tests {
     }
 
     /// A failed log flush: the gauge turns 1 and one ERROR line names the device and the
-    /// error (issue 16 Deliver 4, "log shut down").
+    /// error ("log shut down").
     #[test]
     fn a_failed_log_flush_shows_in_the_gauge_and_one_line_naming_the_device() {
         use metalog::{CrashDev, Fault, FaultDev};
@@ -439,7 +439,7 @@ mod tests {
         assert!(head.starts_with("HTTP/1.0 200 OK\r\n"), "{head}");
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         assert_eq!(value(body, "pnfsd_layoutcommits_total"), Some(3.0));
-        // The 0.0.4 text format of issue 7 by default (pnfsd-bench and promtool read it).
+        // The 0.0.4 text format by default (pnfsd-bench and promtool read it).
         assert!(
             head.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8"),
             "{head}"

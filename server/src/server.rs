@@ -15,11 +15,12 @@ pub struct NfsOptions {
     pub grace_seconds: u32,
     /// pNFS layout types offered in `fs_layout_types` (BLOCK_VOLUME, SCSI).
     pub layout_types: Vec<LayoutType>,
-    /// `sync` export (design.md §4).
+    /// `sync` export (docs/design.md §4).
     pub sync: bool,
-    /// `layoutcommit = "sync"`: every LAYOUTCOMMIT forces the log, as XFS does (design.md §4).
+    /// `layoutcommit = "sync"`: every LAYOUTCOMMIT forces the log, as XFS does
+    /// (docs/design.md §4).
     pub layoutcommit_sync: bool,
-    /// Command that fences a block-layout client (design.md §5); `None`: no fencing.
+    /// Command that fences a block-layout client (docs/design.md §5); `None`: no fencing.
     pub fence_command: Option<String>,
     /// Most bytes of speculative preallocation past EOF one RW LAYOUTGET adds (config
     /// `layout_prealloc_max`; 0 turns it off; layout::reach, docs/pnfs.md).
@@ -64,8 +65,8 @@ pub struct Server {
     pub layouts: crate::nfs4::layouts::Layouts,
     /// Callbacks waiting for the backchannel (layout recalls; `callback::run_sender`).
     pub callbacks: crate::nfs4::callback::CbQueue,
-    /// The CB_GETATTRs of write delegations under way (nfs4/cb_getattr.rs).
-    pub cb_getattrs: crate::nfs4::cb_getattr::CbGetattrs,
+    /// The CB_GETATTRs of write delegations under way (nfs4/delegs/cb_getattr.rs).
+    pub cb_getattrs: crate::nfs4::delegs::cb_getattr::CbGetattrs,
     /// The async COPYs, by copy stateid (nfs4/copy/offload.rs; `offload::run_workers`).
     pub copies: crate::nfs4::copy::offload::Offloads,
     /// The exports and client rules in force (crate::exports; SIGHUP replaces them).

@@ -1,4 +1,4 @@
-//! The admin endpoint (issue 16): JSON views of a running pnfsd on the metrics listener
+//! The admin endpoint: JSON views of a running pnfsd on the metrics listener
 //! (`GET /status`, `/clients`, `/clients/ID/states`, `/layouts`) and one action
 //! (`POST /clients/ID/evict`), when the configuration says `admin = true` (off by default).
 //! Unauthenticated, like `/metrics`: the listener belongs on the loopback or a management

@@ -18,13 +18,13 @@ pub struct Status {
     pub log: LogStatus,
     pub metadata_cache: CacheStatus,
     pub clients: usize,
-    /// Sessions, reply-cache bytes and the `max_client_memory` budget (issue 17).
+    /// Sessions, reply-cache bytes and the `max_client_memory` budget.
     pub client_state: ClientStateUsage,
     /// The embedded NVMe/TCP target; null when the daemon runs none (external volume).
     pub nvme: Option<NvmeStatus>,
 }
 
-/// The embedded NVMe/TCP target (issue 16 Deliver 1): where it listens and who is connected.
+/// The embedded NVMe/TCP target: where it listens and who is connected.
 #[derive(Debug, Clone, Serialize)]
 pub struct NvmeStatus {
     pub listen: String,

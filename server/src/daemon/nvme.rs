@@ -13,7 +13,7 @@ use metalog::BlockDev;
 use nvme_tcp::{AcquireAction, NamespaceConfig, RType, Target, TargetConfig};
 
 use crate::config::Config;
-use crate::nfs4::scsi::{PrFencer, PreemptError};
+use crate::nfs4::layouts::scsi::{PrFencer, PreemptError};
 use crate::nvme::volume::NvmeDev;
 use crate::nvme::{VolumeBackend, FENCE_FILE, LBA_SIZE, MDS_HOSTID, NSID};
 use crate::server::Server;
@@ -71,7 +71,7 @@ pub fn install_fencing(srv: &Server, target: &Target, cfg: &Config) {
         .install(target.clone(), cfg.data_dir.join(FENCE_FILE));
 }
 
-/// Fencing through the embedded target's reservations (`nfs4::scsi::PrFencer`).
+/// Fencing through the embedded target's reservations (`nfs4::layouts::scsi::PrFencer`).
 pub struct TargetFencer(pub Target);
 
 impl PrFencer for TargetFencer {
@@ -86,7 +86,7 @@ impl PrFencer for TargetFencer {
                 key,
             )
             .map(|gone| tracing::info!(hosts = gone.len(), key, "preempted"))
-            .map_err(crate::nfs4::scsi::preempt_status)
+            .map_err(crate::nfs4::layouts::scsi::preempt_status)
     }
 
     fn registered_keys(&self) -> Result<Vec<u64>, PreemptError> {
@@ -114,7 +114,7 @@ impl PrFencer for InitiatorFencer {
                 tracing::info!(key, "preempted on the external namespace");
                 Ok(())
             }
-            Some(s) => Err(crate::nfs4::scsi::preempt_status(s)),
+            Some(s) => Err(crate::nfs4::layouts::scsi::preempt_status(s)),
         }
     }
 
@@ -154,7 +154,7 @@ pub fn setup_scsi(scsi_offered: bool, srv: &Server, ext: &Arc<NvmeDev>) {
             );
             // The namespace kept the previous instance's registrations (docs/pnfs.md
             // "After a restart"): swept once their layouts expire.
-            crate::nfs4::scsi_restart::begin(srv);
+            crate::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
         }
         Err(e) => {
             tracing::error!("SCSI layout: reservation on the external namespace not taken: {e}")

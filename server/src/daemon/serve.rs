@@ -222,7 +222,7 @@ pub async fn run(
                             .scsi
                             .install(Arc::new(crate::daemon::nvme::TargetFencer(target.clone())));
                         // The name a udev'd Linux client opens (docs/pnfs.md "the designator").
-                        let d = crate::nfs4::scsi::volume_designator(&srv);
+                        let d = crate::nfs4::layouts::scsi::volume_designator(&srv.store);
                         let hex: String = d.bytes().iter().map(|b| format!("{b:02x}")).collect();
                         tracing::info!(
                             client_device = %format!("/dev/disk/by-id/nvme-eui.{hex}"),
@@ -230,7 +230,7 @@ pub async fn run(
                         );
                         // Registrations kept from the previous instance (PTPL) are swept
                         // once its layouts expire (docs/pnfs.md "After a restart").
-                        crate::nfs4::scsi_restart::begin(&srv);
+                        crate::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
                     }
                     Err(s) => tracing::error!(?s, "SCSI layout: reservation not taken"),
                 }

@@ -21,7 +21,7 @@ pub struct Snapshot {
     pub log: LogCounters,
     /// Data-volume flushes of every store caller: (issued, joined another caller's).
     pub data_flushes: (u64, u64),
-    /// Delegations granted, recalled and revoked (issue 15).
+    /// Delegations granted, recalled and revoked.
     pub delegs: crate::nfs4::state::DelegCounters,
     /// The store's metadata cache: (hits, misses) of tree-node lookups.
     pub metadata_cache: (u64, u64),
@@ -62,7 +62,7 @@ use Value::{Count, Nanos};
 
 macro_rules! counters {
     ($($name:literal, $help:literal, |$s:ident| $v:expr;)*) => {
-        /// Every counter of issue 7 and after, under the names pnfs-bench and the guest
+        /// Every service counter, under the names pnfs-bench and the guest
         /// scenarios scrape (client-tests/src/bench/counters.rs, tests/admin.rs).
         pub const COUNTERS: &[Counter] = &[$(Counter {
             name: $name,

@@ -1,4 +1,4 @@
-//! The embedded NVMe/TCP target's counters on `/metrics` (issue 16 Deliver 3), read at
+//! The embedded NVMe/TCP target's counters on `/metrics`, read at
 //! scrape from `Target::command_stats` (per-queue counters summed; nothing is counted here):
 //! `pnfsd_nvme_commands_total{queue,opcode,status}` and `pnfsd_nvme_bytes_total{dir}`.
 //! Labels come from nvme-tcp's fixed tables and from statuses the target produced, so their

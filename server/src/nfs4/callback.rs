@@ -21,7 +21,7 @@
 //! Both recalls go through `CbQueue`: the COMPOUND that causes one answers at once (DELAY)
 //! and the sender does the round trip. What a recall means and when it has gone unanswered
 //! too long belongs to its service: delegations in nfs4/state/delegs.rs and
-//! nfs4/helpers/deleg.rs, layouts in nfs4/layouts/recall.rs, async copies in
+//! nfs4/delegs/mod.rs, layouts in nfs4/layouts/recall.rs, async copies in
 //! nfs4/copy/offload.rs.
 
 use std::time::{Duration, Instant};
@@ -221,7 +221,7 @@ pub enum CbKind {
     /// CB_RECALL of the client's delegation `stateid` of `fh` (RFC 8881 §20.2).
     Recall { fh: Fh, stateid: Stateid },
     /// CB_GETATTR of the change and size of `fh`, of which the client holds the write
-    /// delegation `stateid` (RFC 8881 §10.4.3, §20.1; nfs4/cb_getattr.rs).
+    /// delegation `stateid` (RFC 8881 §10.4.3, §20.1; nfs4/delegs/cb_getattr.rs).
     Getattr { fh: Fh, stateid: Stateid },
     /// CB_OFFLOAD of the async copy `stateid` to `fh`, which is over (RFC 7862 §16.1;
     /// nfs4/copy/offload.rs).

@@ -1,12 +1,13 @@
 //! COMPOUND processing (RFC 8881 §16.2): the per-request context the operations share, and
 //! the dispatcher that runs operations from the table in `ops/mod.rs`.
 //!
-//! The dispatcher checks everything the table and the session say, once (style.md rule 8):
-//! minor version, ILLEGAL opcodes, the SEQUENCE rules of RFC 8881 §2.10.6 / §18.46.3, the
-//! session's operation and size limits, the current filehandle, and the export's client rule
-//! (crate::exports, decided once per COMPOUND in [`Ctx::new`]). Its core, [`run_compound`],
-//! is generic over [`OpEnv`] so those rules are tested with fake operations; [`process`]
-//! runs it over the real table and hands SEQUENCE'd replies to the reply cache.
+//! The dispatcher checks everything the table and the session say, once (docs/design.md,
+//! house rule 8): minor version, ILLEGAL opcodes, the SEQUENCE rules of RFC 8881 §2.10.6 /
+//! §18.46.3, the session's operation and size limits, the current filehandle, and the
+//! export's client rule (crate::exports, decided once per COMPOUND in [`Ctx::new`]). Its core,
+//! [`run_compound`], is generic over [`OpEnv`] so those rules are tested with fake
+//! operations; [`process`] runs it over the real table and hands SEQUENCE'd replies to the
+//! reply cache.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};

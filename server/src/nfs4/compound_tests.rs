@@ -419,7 +419,7 @@ fn reply_size_limits() {
 
 #[test]
 fn an_undefined_opcode_is_op_illegal_before_the_session_limits() {
-    // Past `max_ops` (issue 17: it was echoed with TOO_MANY_OPS) and past the request size.
+    // Past `max_ops` (not echoed with TOO_MANY_OPS) and past the request size.
     let seq2: &[u32] = &[2, 512, 1 << 20, 1 << 20, 0, 0];
     let big = RpcSizes {
         request_len: 513,
@@ -469,7 +469,7 @@ fn an_undefined_opcode_is_op_illegal_before_the_session_limits() {
 #[test]
 fn setattr_results_always_carry_attrsset() {
     // RFC 8881 §18.30.2: `attrsset` follows the status whatever it is, also when the
-    // dispatcher refuses the operation (issue 17). `parse` reads the 4 bytes of an empty
+    // dispatcher refuses the operation. `parse` reads the 4 bytes of an empty
     // bitmap after every SETATTR status and fails on a reply without them.
     let seq1: &[u32] = &[1, 1 << 20, 1 << 20, 1 << 20, 0, 0];
     // Room for the RPC header, COMPOUND header, SEQUENCE and PUTROOTFH results, not SETATTR's.

@@ -1,6 +1,6 @@
 //! `nfs_opnum4` (RFC 8881 §16.2.1, RFC 7862 §15, RFC 8276 §8.4): a newtype, so that any
 //! number a client sends decodes and the dispatcher answers OP_ILLEGAL for the ones that are
-//! no operation of the COMPOUND's minor version (style.md rule 2).
+//! no operation of the COMPOUND's minor version (docs/design.md, house rule 2).
 
 use std::fmt;
 

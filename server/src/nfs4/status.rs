@@ -1,10 +1,10 @@
 //! `nfsstat4` (RFC 8881 §15.1, RFC 7862 §11) and the one place where lower-layer errors become
-//! NFS statuses (style.md rule 3).
+//! NFS statuses (docs/design.md, house rule 3).
 
 use crate::store::StoreError;
 use crate::xdr::XdrError;
 
-/// An `nfsstat4`. A newtype so that unknown values survive (style.md rule 2).
+/// An `nfsstat4`. A newtype so that unknown values survive (docs/design.md, house rule 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NfsStat(pub u32);
 
@@ -76,7 +76,7 @@ impl From<StoreError> for NfsStat {
     }
 }
 
-/// The block layout's rules (layout::policy, issue 4).
+/// The block layout's rules (layout::policy).
 impl From<layout::policy::PolicyError> for NfsStat {
     fn from(e: layout::policy::PolicyError) -> NfsStat {
         use layout::policy::PolicyError as P;

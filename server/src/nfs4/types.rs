@@ -2,7 +2,7 @@
 //! operation only live in that operation's file.
 
 use crate::nfs4::status::NfsStat;
-use crate::store::{DirChange, Ino, Stable, Timespec};
+use crate::store::{Attr, DirChange, Ino, Stable, Timespec};
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrResult, XdrWriter};
 
 pub const NFS4_FHSIZE: usize = 128;
@@ -124,6 +124,14 @@ pub fn encode_change_info(w: &mut XdrWriter, c: &DirChange) {
     w.bool(true);
     w.u64(c.before);
     w.u64(c.after);
+}
+
+/// The filehandle of an object.
+pub fn fh_of(a: &Attr) -> Fh {
+    Fh {
+        ino: a.ino,
+        generation: a.generation,
+    }
 }
 
 /// Our filehandle (`nfs_fh4` contents): magic, inode number and generation.

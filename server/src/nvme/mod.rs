@@ -174,7 +174,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::daemon::nvme::{target_config, TargetFencer};
-    use crate::nfs4::scsi::{PrFencer, PreemptError};
+    use crate::nfs4::layouts::scsi::{PrFencer, PreemptError};
     use metalog::FileDev;
 
     #[test]
@@ -271,7 +271,7 @@ mod tests {
         .await
         .unwrap();
         // The designator GETDEVICEINFO sends is the NGUID the namespace reports, and no UUID
-        // descriptor makes a Linux host's wwid something else (nfs4::scsi::volume_designator).
+        // descriptor makes a Linux host's wwid something else (nfs4::layouts::scsi::volume_designator).
         let info = ini.identify_namespace(NSID).await.unwrap();
         assert_eq!(
             info.nguid,
@@ -424,7 +424,7 @@ mod tests {
             srv.layouts
                 .scsi
                 .install(Arc::new(TargetFencer(target.clone())));
-            crate::nfs4::scsi_restart::begin(&srv);
+            crate::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
             drop(target.spawn());
             (srv, target)
         };
@@ -479,7 +479,7 @@ mod tests {
             v.sort_unstable();
             v
         };
-        let key = crate::nfs4::scsi::client_key;
+        let key = crate::nfs4::layouts::scsi::client_key;
 
         let (srv, target) = start().await;
         let (a, b, c) = (client(&srv, b"a"), client(&srv, b"b"), client(&srv, b"c"));
@@ -493,7 +493,7 @@ mod tests {
         register(&hc, key(c)).await.unwrap();
         ha.write(NSID, 1, block(), LBA_SIZE, false).await.unwrap();
         // c is fenced (its layouts were dropped without a return).
-        crate::nfs4::scsi::fence(&srv, c).unwrap();
+        crate::nfs4::layouts::scsi::fence(&srv.layouts.scsi, c).unwrap();
         assert!(conflict(hc.write(NSID, 2, block(), LBA_SIZE, false).await));
         // SIGKILL: everything goes, nothing is unmounted or saved on the way out.
         target.shutdown();

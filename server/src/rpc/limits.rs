@@ -1,4 +1,4 @@
-//! What the connections of one listener may use, alone and together (issue 17): the blocking
+//! What the connections of one listener may use, alone and together: the blocking
 //! threads their COMPOUNDs run on, the reply bytes one connection may have queued, how many
 //! connections there are and how long one without a session may sit idle, and log lines
 //! that a peer can cause, rate-limited.

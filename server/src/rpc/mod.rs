@@ -5,10 +5,12 @@
 //!   (one reader task per connection)                   ├─ COMPOUND ─▶ dispatch ─▶ spawn_blocking ─▶ writer task
 //!                                                      └─ REPLY (msg_type 1) ─▶ conn::TcpBackchannel waiter
 //! ```
-//! `record`, `msg`, `auth` and `program` are pure codecs and decisions (style.md rule 1);
-//! `conn` and `tcp` own the sockets; `limits` what connections may use (in-flight requests,
-//! queued reply bytes, blocking threads shared in turns, the connection cap, idle timeout); `trim` gives the allocator's free pages back after a burst. The COMPOUND itself is run by a [`Program`] (the NFS
-//! server in production, fakes in tests), so the transport is testable without a store.
+//! `record`, `msg`, `auth` and `program` are pure codecs and decisions (docs/design.md, house
+//! rule 1); `conn` and `tcp` own the sockets; `limits` what connections may use (in-flight
+//! requests, queued reply bytes, blocking threads shared in turns, the connection cap, idle
+//! timeout); `trim` gives the allocator's free pages back after a burst. The COMPOUND itself
+//! is run by a [`Program`] (the NFS server in production, fakes in tests), so the transport
+//! is testable without a store.
 
 pub mod auth;
 pub mod conn;

@@ -1,5 +1,5 @@
 //! ONC RPC v2 messages (RFC 5531 §9): call and reply headers, decoded from a reassembled
-//! record and encoded into a buffer. No I/O here (style.md rule 1).
+//! record and encoded into a buffer. No I/O here (docs/design.md, house rule 1).
 //!
 //! Why not the `onc-rpc` 0.3 crate for parsing (it is a dev-dependency, used in the tests as
 //! an independent oracle that our bytes interoperate):
@@ -9,7 +9,7 @@
 //! - it rejects fragmented records (`Error::Fragmented`) and wants the record mark in front,
 //!   so every reassembled record would be copied to prepend a header;
 //! - its AUTH_SYS parser refuses a non-UTF-8 machine name, and its serialiser `assert!`s on
-//!   opaque sizes (a panic path that style.md rule 3 forbids on the reply side);
+//!   opaque sizes (a panic path that docs/design.md, house rule 3 forbids on the reply side);
 //! - the COMPOUND body is ours anyway (XDR of RFC 5662), so the header is 60 lines on the same
 //!   `XdrReader` that decodes everything else.
 

@@ -1,6 +1,6 @@
 //! Record marking (RFC 5531 §11): on a byte stream each RPC message is a *record* made of
 //! fragments, each preceded by a 4-byte big-endian header whose top bit says "last fragment"
-//! and whose low 31 bits give the fragment length. No I/O here (style.md rule 1): the
+//! and whose low 31 bits give the fragment length. No I/O here (docs/design.md, house rule 1): the
 //! connection feeds bytes in and takes whole records out.
 //!
 //! Size limit. RFC 5531 defines no error for an oversize record. We do what knfsd does

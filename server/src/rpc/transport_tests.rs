@@ -415,9 +415,9 @@ async fn settled(every: Duration, f: impl Fn() -> usize) -> usize {
 }
 
 /// A peer that sends requests and never reads the replies stops being read once its reply
-/// budget and its in-flight requests are spent, instead of having every reply queued (before
-/// issue 17: 1,024 queued replies + 256 in flight per connection, ~38 MB of 30 KiB replies,
-/// which is what this test measures there). Reading again resumes it.
+/// budget and its in-flight requests are spent, instead of having every reply queued
+/// (unbounded, 1,024 queued replies + 256 in flight per connection would be ~38 MB of 30 KiB
+/// replies). Reading again resumes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_never_reads_stops_being_read() {
     bounded(async {
@@ -474,7 +474,7 @@ async fn a_peer_that_never_reads_stops_being_read() {
 }
 
 /// Eight connections keep 64 slow COMPOUNDs each in flight. The blocking threads they get
-/// together stay within `max_blocking` (before issue 17: tokio's 512), and a ninth
+/// together stay within `max_blocking` (not tokio's default of 512), and a ninth
 /// connection's one request waits for one turn of each, not behind all of their requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocking_threads_are_bounded_and_taken_in_turns() {
@@ -599,7 +599,7 @@ async fn at_the_cap_an_idle_connection_without_a_session_makes_room() {
 }
 
 /// Records that break the transport's size limit close their connection with one WARN line
-/// per 10 s, not one each (before issue 17: one each, 6,750 in one campaign).
+/// per 10 s, not one each (a flood can send thousands).
 #[tokio::test]
 async fn refused_oversize_records_are_logged_once_per_interval() {
     // This runtime has one thread: the connections' tasks log through this subscriber.

@@ -1,5 +1,5 @@
-//! Giving the allocator's free pages back to the kernel (issue 17 Deliver 2: "RSS returns
-//! close to its idle level after the abusers leave").
+//! Giving the allocator's free pages back to the kernel, so that RSS returns
+//! close to its idle level after the abusers leave.
 //!
 //! pnfsd frees what a closed connection or an expired client held, but glibc malloc keeps
 //! freed pages in its arenas for reuse (the 64 COMPOUND threads spread a burst's reply

@@ -16,7 +16,7 @@ const NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR: u32 = 0;
 /// `open_arguments4` (RFC 9754 §6): five bitmaps of what OPEN takes, each bit the value
 /// of its enum. Share access READ, WRITE, BOTH; deny NONE, READ, WRITE, BOTH; of the
 /// wants ANY_DELEG, NO_DELEG and CANCEL (the values RFC 9754 defines for the ones OPEN
-/// honours, nfs4/helpers/deleg.rs: neither SIGNAL nor PUSH, no delegated timestamps, no
+/// honours, nfs4/delegs/mod.rs: neither SIGNAL nor PUSH, no delegated timestamps, no
 /// OPEN_XOR_DELEGATION — OPEN ignores those bits); claims NULL, PREVIOUS and FH (no
 /// DELEGATE_CUR/PREV); every create mode (UNCHECKED4, GUARDED4, EXCLUSIVE4, EXCLUSIVE4_1).
 pub const OPEN_ARGS: [u32; 5] = [

@@ -1,8 +1,8 @@
 //! `fattr4` (RFC 8881 §3.3.4, §5): which attributes pnfsd offers, how they are encoded for
 //! GETATTR / READDIR / VERIFY, and how SETATTR / CREATE / OPEN values are decoded.
 //!
-//! Split by group (style.md rule 7): `file.rs` has per-object attributes (from the inode),
-//! `fs.rs` the file-system-wide ones, `set.rs` the decoding of settable attributes and of
+//! Split by group (docs/design.md, house rule 7): `file.rs` has per-object attributes (from the
+//! inode), `fs.rs` the file-system-wide ones, `set.rs` the decoding of settable attributes and of
 //! owner strings. No store calls here except through `AttrEnv`, so the codec is testable
 //! without a volume.
 
@@ -14,7 +14,6 @@ pub use set::{decode_setattrs, parse_owner};
 
 use layout::block::LayoutType;
 
-use crate::nfs4::ctx::Ctx;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::store::{Attr, FsStat, SetAttrs};
@@ -224,34 +223,10 @@ pub struct AttrEnv<'a> {
     pub fsstat: &'a dyn Fn() -> FsStat,
 }
 
-/// Runs `f` with the environment of the server of `ctx`.
-pub fn with_env<R>(ctx: &Ctx, f: impl FnOnce(&AttrEnv<'_>) -> R) -> R {
-    let store = &ctx.srv.store;
-    let fsstat = || store.fsstat();
-    let env = AttrEnv {
-        minor: ctx.minor,
-        lease_seconds: ctx.srv.opts.lease_seconds,
-        // A client whose export rule says `pnfs = false` sees no layout type (crate::exports).
-        layout_types: if ctx.access.pnfs {
-            &ctx.srv.opts.layout_types
-        } else {
-            &[]
-        },
-        volume_uuid: store.volume_uuid(),
-        block_size: store.block_size(),
-        fsstat: &fsstat,
-    };
-    f(&env)
-}
-
 /// Writes a whole `fattr4` for `attr`: the bitmap of the requested attributes we support,
 /// then their values. Returns that bitmap. Unsupported attributes are left out (RFC 8881
-/// §18.7.3); `rdattr_error`, if asked, is NFS4_OK.
-pub fn encode_attrs(ctx: &Ctx, attr: &Attr, req: &Bitmap, w: &mut XdrWriter) -> Bitmap {
-    with_env(ctx, |env| encode_fattr(env, attr, req, w))
-}
-
-/// `encode_attrs` with an explicit environment.
+/// §18.7.3); `rdattr_error`, if asked, is NFS4_OK. The operations call it through
+/// `helpers::attr::encode_attrs`, which builds `env` from the server.
 pub fn encode_fattr(env: &AttrEnv<'_>, attr: &Attr, req: &Bitmap, w: &mut XdrWriter) -> Bitmap {
     let mut mask = intersect(req, &supported(env.minor));
     for b in WRITE_ONLY {

@@ -2,13 +2,14 @@
 //! asynchronous when the client asks (offload.rs).
 //!
 //! ```text
-//! COPY (ops/copy.rs) ─▶ copy::copy: files, stateids, range ─▶ delegations and layouts of
+//! COPY (ops/copy.rs: files, stateids) ─▶ copy::copy: range ─▶ delegations and layouts of
 //!      the destination recalled (DELAY while out)
 //!   ├ synchronous ─▶ Store::copy (store/copy.rs) ─▶ reply with the count, FILE_SYNC4
 //!   └ asynchronous, room in the caps ─▶ offload::Offloads::start ─▶ reply with the copy
 //!       stateid; the workers copy, then CB_OFFLOAD (offload.rs)
 //! ```
-//! Policy lives here, the op file only decodes and encodes:
+//! Policy lives here; the op file decodes, resolves the two files, checks their stateids
+//! (as READ and WRITE do) and encodes:
 //! - Intra-server only: a COPY naming source servers (`ca_source_server`) is NOTSUPP, and so
 //!   is COPY_NOTIFY (there is no inter-server copy to notify).
 //! - Synchronous unless `ca_synchronous` is false (§15.2.3 lets the server choose). A
@@ -31,17 +32,13 @@
 
 pub mod offload;
 
-use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
-use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, saved_attr, NotRegular};
-use crate::nfs4::helpers::stateid::check_io_stateid;
+use crate::nfs4::delegs::{break_conflicts, Breaker};
 use crate::nfs4::layouts::recall::recall_file;
-use crate::nfs4::state::{IoAccess, ShareAccess};
+use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;
-use crate::nfs4::types::{Fh, Stateid};
+use crate::nfs4::types::{fh_of, Fh, Stateid};
 use crate::server::Server;
-use crate::store::{self, CopyMethod, Stable};
+use crate::store::{self, Attr, CopyMethod, Stable};
 
 /// The most one synchronous COPY moves: 128 MiB, a fraction of a second at the volume's
 /// sequential rate (docs/benchmarks.md), so a COMPOUND never holds a thread of the shared
@@ -76,15 +73,17 @@ pub enum CopyReply {
     Started(Stateid),
 }
 
-/// RFC 7862 §15.2: the saved filehandle is the source, the current one the destination;
-/// `asynchronous`: `ca_synchronous` was false.
-pub fn copy(ctx: &Ctx<'_>, req: &CopyReq, asynchronous: bool) -> Result<CopyReply, NfsStat> {
-    let src = saved_attr(ctx)?;
-    let dst = cur_attr(ctx)?;
-    require_regular(&src, NotRegular::IO)?;
-    require_regular(&dst, NotRegular::IO)?;
-    check_io_stateid(ctx, req.src_stateid, &src, IoAccess::Read)?;
-    check_io_stateid(ctx, req.dst_stateid, &dst, IoAccess::Write)?;
+/// RFC 7862 §15.2: client `cid` copies `src` (the saved filehandle's regular file) to `dst`
+/// (the current one's), both stateids checked by the operation; `asynchronous`:
+/// `ca_synchronous` was false.
+pub fn copy(
+    srv: &Server,
+    cid: u64,
+    src: &Attr,
+    dst: &Attr,
+    req: &CopyReq,
+    asynchronous: bool,
+) -> Result<CopyReply, NfsStat> {
     let count = range(
         src.size,
         req.src_offset,
@@ -98,20 +97,9 @@ pub fn copy(ctx: &Ctx<'_>, req: &CopyReq, asynchronous: bool) -> Result<CopyRepl
         },
     )?;
     // Delegations first: a write delegation of the source may hold bytes we would miss.
-    let cid = clientid(ctx)?;
-    break_conflicts(
-        ctx.srv,
-        cid,
-        fh_of(&src),
-        Breaker::Access(ShareAccess::READ),
-    )?;
-    break_conflicts(
-        ctx.srv,
-        cid,
-        fh_of(&dst),
-        Breaker::Access(ShareAccess::WRITE),
-    )?;
-    break_layouts(ctx.srv, fh_of(&dst))?;
+    break_conflicts(srv, cid, fh_of(src), Breaker::Access(ShareAccess::READ))?;
+    break_conflicts(srv, cid, fh_of(dst), Breaker::Access(ShareAccess::WRITE))?;
+    break_layouts(srv, fh_of(dst))?;
     if count == 0 {
         return Ok(CopyReply::Done(CopyDone {
             count: 0,
@@ -120,18 +108,18 @@ pub fn copy(ctx: &Ctx<'_>, req: &CopyReq, asynchronous: bool) -> Result<CopyRepl
     }
     if asynchronous {
         let job = offload::Job {
-            src: fh_of(&src),
+            src: fh_of(src),
             src_off: req.src_offset,
-            dst: fh_of(&dst),
+            dst: fh_of(dst),
             dst_off: req.dst_offset,
             len: count,
         };
-        if let Some(sid) = ctx.srv.copies.start(ctx.srv.boot_verifier, cid, job) {
+        if let Some(sid) = srv.copies.start(srv.boot_verifier, cid, job) {
             return Ok(CopyReply::Started(sid));
         }
     }
     let count = count.min(MAX_SYNC_COPY);
-    let done = ctx.srv.store.copy(
+    let done = srv.store.copy(
         src.ino,
         req.src_offset,
         dst.ino,

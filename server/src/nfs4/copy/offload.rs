@@ -27,7 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::nfs4::callback::{Callback, CbKind, OffloadOutcome};
-use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
+use crate::nfs4::delegs::{break_conflicts, Breaker};
 use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};

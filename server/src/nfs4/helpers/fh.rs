@@ -33,13 +33,7 @@ pub fn saved_attr(ctx: &Ctx<'_>) -> Result<Attr, NfsStat> {
     fh_attr(ctx, ctx.saved_fh.ok_or(NfsStat::NOFILEHANDLE)?)
 }
 
-/// The filehandle of an object.
-pub fn fh_of(a: &Attr) -> Fh {
-    Fh {
-        ino: a.ino,
-        generation: a.generation,
-    }
-}
+pub use crate::nfs4::types::fh_of;
 
 /// The current filehandle must be a directory (CREATE, REMOVE, RENAME, LINK, READDIR,
 /// SECINFO): NOTDIR otherwise.

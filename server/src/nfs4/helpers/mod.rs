@@ -6,12 +6,10 @@
 //! - `stateid`: the current stateid, the stateid of an I/O operation;
 //! - `perm`: the ACCESS4 bits of a credential and the permission checks;
 //! - `caller`: the principal, the session's client, owners, the callback credential;
-//! - `layout`: the offered layout types, the device id, the layout block size;
-//! - `deleg`: recalling conflicting delegations, and the delegation part of OPEN.
+//! - `attr`: the attribute codec's environment (`AttrEnv`) of the operation's server.
+pub mod attr;
 pub mod caller;
-pub mod deleg;
 pub mod fh;
-pub mod layout;
 pub mod name;
 pub mod perm;
 pub mod stateid;

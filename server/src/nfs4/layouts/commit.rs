@@ -1,7 +1,7 @@
 //! LAYOUTCOMMIT's decisions (RFC 8881 §18.42.3; block RFC 5663 §2.3.2, SCSI RFC 8154 §2.5;
 //! docs/pnfs.md): the stateid and grants (`commit_grants`, a reclaim after a restart), the
 //! type's update body, the blocks the file really has, and the store's `commit_blocks`
-//! (durability: design.md §4).
+//! (durability: docs/design.md §4).
 
 use super::{add, commit_grants, Server};
 use crate::nfs4::status::NfsStat;

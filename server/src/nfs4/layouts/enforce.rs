@@ -1,4 +1,4 @@
-//! The volume blocks each NFS client's layouts name (issue 13 Deliver 3; docs/pnfs.md "The
+//! The volume blocks each NFS client's layouts name (docs/pnfs.md "The
 //! target enforces the layouts"): what its NVMe hosts may write and read at the embedded
 //! target. The ledger (mod.rs `held`) records grants by file range; LAYOUTGET's extents say
 //! which volume blocks stand behind them. Per (client, file) this keeps those extents and

@@ -1,8 +1,8 @@
-//! Fencing (design.md §5; RFC 8881 §12.5.5, RFC 5663 §2.3.6, RFC 8154 §2.4.5): cutting a
+//! Fencing (docs/design.md §5; RFC 8881 §12.5.5, RFC 5663 §2.3.6, RFC 8154 §2.4.5): cutting a
 //! client whose layouts go without a return off the volume before the blocks they named
 //! are trimmed, truncated or freed. Mechanisms: `fence_command <client IP> <device id hex>`
-//! (external targets) and PREEMPT AND ABORT of the client's SCSI key (`nfs4::scsi`). Who was
-//! fenced is remembered until the client's next grant; a failed fence keeps the blocks of the
+//! (external targets) and PREEMPT AND ABORT of the client's SCSI key (`nfs4::layouts::scsi`). Who
+//! was fenced is remembered until the client's next grant; a failed fence keeps the blocks of the
 //! files the client held and is retried once a lease (recall.rs `tick`).
 
 use std::collections::HashSet;
@@ -84,7 +84,7 @@ pub enum FenceError {
     #[error("fence command: {0}")]
     Command(String),
     #[error("SCSI preempt: {0}")]
-    Scsi(#[from] crate::nfs4::scsi::PreemptError),
+    Scsi(#[from] crate::nfs4::layouts::scsi::PreemptError),
     #[error("embedded target: {0}")]
     Target(#[from] super::hosts::HostFenceError),
 }
@@ -118,7 +118,7 @@ pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceErr
             Ok(())
         })
         .and_then(|()| {
-            crate::nfs4::scsi::fence(srv, client)?;
+            crate::nfs4::layouts::scsi::fence(&srv.layouts.scsi, client)?;
             Ok(())
         });
     let hosts_nqn = hosts.host_nqns(client);

@@ -3,7 +3,7 @@
 //! how far the layout reaches, the allocation through the store, the extents, the grant.
 
 use super::{add, check_get_stateid, hosts, recall, Server};
-use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
+use crate::nfs4::delegs::{break_conflicts, Breaker};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
@@ -25,7 +25,7 @@ pub struct GetReq {
     pub stateid: Stateid,
     /// Bytes the extent list may take (`maxcount` less the fixed reply).
     pub room: usize,
-    /// The device id the extents name (per type: helpers::layout::device_id_for).
+    /// The device id the extents name (per type: layouts::check::device_id_for).
     pub device: [u8; 16],
     /// Where the client's COMPOUND came from (what fencing names).
     pub peer: std::net::SocketAddr,
@@ -58,7 +58,7 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
     }
     if q.ltype == LayoutType::SCSI {
         // After a restart: until the client's NVMe host is back (docs/pnfs.md).
-        crate::nfs4::scsi_restart::check_layoutget(srv)?;
+        crate::nfs4::layouts::scsi_restart::check_layoutget(&srv.layouts, &srv.state)?;
     }
     let (cid, ino) = (q.clientid, q.fh.ino);
     if q.stateid.is_anonymous_or_bypass() {

@@ -1,4 +1,4 @@
-//! The NVMe hosts of the NFS clients (issue 13 Deliver 2; docs/pnfs.md "Fencing at the
+//! The NVMe hosts of the NFS clients (docs/pnfs.md "Fencing at the
 //! embedded target"): which target connections belong to which NFS client, and the fences
 //! the embedded target enforces — a fenced client's hosts are disconnected and their
 //! reconnects refused (`nvme_tcp::HostPolicy::admit`) until the fence is lifted.

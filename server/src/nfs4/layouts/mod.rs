@@ -28,12 +28,15 @@ use std::time::Instant;
 use layout::block::{BlockExtent, IoMode, LayoutType};
 use layout::policy::Grants;
 
+pub mod check;
 pub mod commit;
 pub mod enforce;
 pub mod fence;
 pub mod get;
 pub mod hosts;
 pub mod recall;
+pub mod scsi;
+pub mod scsi_restart;
 pub mod snapshot;
 
 use crate::nfs4::state::{CommitClaim, IoAccess};
@@ -42,7 +45,7 @@ use crate::nfs4::types::{Fh, Stateid};
 use crate::server::Server;
 use crate::store::Ino;
 
-/// Counters of the layout operations (issue 4 item 7), read by metrics and logged at
+/// Counters of the layout operations, read by metrics and logged at
 /// shutdown. Times are nanoseconds spent inside the operation handlers.
 #[derive(Debug, Default)]
 pub struct PnfsMetrics {
@@ -53,11 +56,11 @@ pub struct PnfsMetrics {
     pub layoutcommits: AtomicU64,
     pub layoutcommit_ns: AtomicU64,
     pub layoutcommit_errors: AtomicU64,
-    /// LAYOUTCOMMITs whose log force wrote the log (design.md §4).
+    /// LAYOUTCOMMITs whose log force wrote the log (docs/design.md §4).
     pub commit_log_writes: AtomicU64,
     /// Data-volume flushes LAYOUTCOMMITs issued themselves.
     pub commit_data_flushes: AtomicU64,
-    /// LAYOUTCOMMITs whose data flush was another caller's (flush sharing, design.md §3).
+    /// LAYOUTCOMMITs whose data flush was another caller's (flush sharing, docs/design.md §3).
     pub commit_data_flushes_joined: AtomicU64,
     /// Unwritten blocks LAYOUTCOMMIT converted.
     pub commit_converted_blocks: AtomicU64,
@@ -171,10 +174,10 @@ pub struct Layouts {
     /// The NVMe hosts of the clients and the embedded target's fences (hosts.rs); the
     /// target's `HostPolicy`.
     pub hosts: std::sync::Arc<hosts::HostGate>,
-    /// The SCSI layout's fencing through the volume's reservations (nfs4::scsi).
-    pub scsi: crate::nfs4::scsi::ScsiHook,
+    /// The SCSI layout's fencing through the volume's reservations (nfs4::layouts::scsi).
+    pub scsi: crate::nfs4::layouts::scsi::ScsiHook,
     /// The sweep of the previous instance's registrations after a restart.
-    pub scsi_restart: crate::nfs4::scsi_restart::RestartSweep,
+    pub scsi_restart: crate::nfs4::layouts::scsi_restart::RestartSweep,
     /// RW LAYOUTGETs between their allocation and their grant, per file: the trim past EOF
     /// waits for them (`may_trim`).
     getting: Mutex<HashMap<Ino, u32>>,

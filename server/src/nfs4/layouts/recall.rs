@@ -178,7 +178,7 @@ pub fn tick(srv: &Server, now: Instant) {
     srv.layouts.hosts.refresh_lookups();
     crate::nfs4::callback::send_due(srv, now);
     // The previous instance's SCSI clients are cut off before anything they held is freed.
-    crate::nfs4::scsi_restart::run_if_due(srv);
+    crate::nfs4::layouts::scsi_restart::run_if_due(&srv.layouts, &srv.state);
     // Layouts dropped above (expiry, fencing) and the after-grace sweep of a restart.
     super::trim_released(srv);
 }
@@ -199,7 +199,7 @@ pub fn expire(srv: &Server, dropped: &[(u64, Ino)], now: Instant) {
 }
 
 /// `Circumstance::Revoke`: a recall of `ino` not answered by its deadline. Fences `client`
-/// from the volume and revokes its layouts of the file (ADMIN_REVOKED; design.md §5).
+/// from the volume and revokes its layouts of the file (ADMIN_REVOKED; docs/design.md §5).
 pub fn revoke(srv: &Server, client: u64, ino: Ino, now: Instant) {
     log_recall(srv, client, ino, "timed out", None);
     let ok = srv.layouts.is_fenced(client)

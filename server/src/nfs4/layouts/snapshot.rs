@@ -1,4 +1,4 @@
-//! The ledger as the admin endpoint shows it (`GET /layouts`, issue 16): every file with an
+//! The ledger as the admin endpoint shows it (`GET /layouts`): every file with an
 //! outstanding layout, who holds what of it, and the recalls in flight. Copied out under the
 //! ledger's locks one after the other (never two at once, as the service itself takes them),
 //! then sorted: a view never waits on an NFS operation longer than one map copy.

@@ -1,5 +1,5 @@
 //! COMMIT (RFC 8881 §18.3): makes the file's data and metadata durable (a full fsync of the
-//! file, design.md §4) and returns the write verifier.
+//! file, docs/design.md §4) and returns the write verifier.
 
 use super::write::write_verifier;
 use crate::nfs4::ctx::Ctx;

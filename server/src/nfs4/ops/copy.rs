@@ -7,6 +7,10 @@
 use super::write::write_verifier;
 use crate::nfs4::copy::{self, CopyReply, CopyReq};
 use crate::nfs4::ctx::Ctx;
+use crate::nfs4::helpers::caller::clientid;
+use crate::nfs4::helpers::fh::{cur_attr, require_regular, saved_attr, NotRegular};
+use crate::nfs4::helpers::stateid::check_io_stateid;
+use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::stable_to_wire;
 use crate::nfs4::types::Stateid;
@@ -81,7 +85,15 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     }
     // COPY4resok: write_response4 { wr_callback_id<1>, wr_count, wr_committed,
     // wr_writeverf }, copy_requirements4 { cr_consecutive, cr_synchronous }.
-    match copy::copy(ctx, &args.req, !args.synchronous)? {
+    // RFC 7862 §15.2: the saved filehandle is the source, the current one the destination.
+    let src = saved_attr(ctx)?;
+    let dst = cur_attr(ctx)?;
+    require_regular(&src, NotRegular::IO)?;
+    require_regular(&dst, NotRegular::IO)?;
+    check_io_stateid(ctx, args.req.src_stateid, &src, IoAccess::Read)?;
+    check_io_stateid(ctx, args.req.dst_stateid, &dst, IoAccess::Write)?;
+    let cid = clientid(ctx)?;
+    match copy::copy(ctx.srv, cid, &src, &dst, &args.req, !args.synchronous)? {
         CopyReply::Done(done) => {
             w.u32(0);
             w.u64(done.count);

@@ -1,5 +1,5 @@
 //! EXCHANGE_ID (RFC 8881 §18.35): establishes a client record. We answer as a pNFS MDS
-//! (design.md §5) with SP4_NONE; SSV is refused with ENCR_ALG_UNSUPP (knfsd does the same)
+//! (docs/design.md §5) with SP4_NONE; SSV is refused with ENCR_ALG_UNSUPP (knfsd does the same)
 //! and MACH_CRED with INVAL, because we have no integrity-protected (RPCSEC_GSS) transport.
 
 use crate::nfs4::ctx::Ctx;

@@ -1,6 +1,6 @@
-//! GETDEVICEINFO (RFC 8881 §18.40) for the SCSI layout (`scsi_body`) and the block layout: one SIMPLE volume (RFC 5663 §2.2)
-//! whose signature is the volume UUID at its fixed superblock offset (32), which Linux's
-//! blkmapd matches against the bytes of each block device.
+//! GETDEVICEINFO (RFC 8881 §18.40) for the SCSI layout (`scsi_body`) and the block layout: one
+//! SIMPLE volume (RFC 5663 §2.2) whose signature is the volume UUID at its fixed superblock offset
+//! (32), which Linux's blkmapd matches against the bytes of each block device.
 //!
 //! ```text
 //! args: deviceid[16] | layout_type u32 | maxcount u32 | notify_types bitmap4
@@ -17,7 +17,7 @@
 
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::layout::{check_type, device_id_for};
+use crate::nfs4::layouts::check::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Bitmap;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
@@ -28,8 +28,8 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let ltype = LayoutType(r.u32()?);
     let maxcount = r.u32()?;
     let notify = Bitmap::decode(r)?;
-    check_type(ctx, ltype)?;
-    if devid != device_id_for(ctx, ltype) {
+    check_type(&ctx.srv.opts.layout_types, ltype)?;
+    if devid != device_id_for(&ctx.srv.store, ctx.srv.boot_verifier, ltype) {
         return Err(NfsStat::NOENT);
     }
     let body = if ltype == LayoutType::SCSI {
@@ -70,8 +70,8 @@ fn agreed_notifications(asked: &Bitmap) -> Bitmap {
 /// NGUID (EUI-64 designator type, binary), with the key this client is to register before
 /// its first I/O.
 fn scsi_body(ctx: &Ctx<'_>) -> Result<Vec<u8>, NfsStat> {
-    let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
-    let d = crate::nfs4::scsi::volume_designator(ctx.srv);
+    let key = crate::nfs4::layouts::scsi::client_key(clientid(ctx)?);
+    let d = crate::nfs4::layouts::scsi::volume_designator(&ctx.srv.store);
     Ok(layout::scsi::eui64_deviceaddr(d, key))
 }
 
@@ -82,6 +82,6 @@ fn external_scsi_body(ctx: &Ctx<'_>) -> Result<Option<Vec<u8>>, NfsStat> {
     let Some(d) = ctx.srv.layouts.volume_designator.get() else {
         return Ok(None);
     };
-    let key = crate::nfs4::scsi::client_key(clientid(ctx)?);
+    let key = crate::nfs4::layouts::scsi::client_key(clientid(ctx)?);
     Ok(Some(layout::scsi::eui_deviceaddr(d, key)))
 }

@@ -8,7 +8,7 @@
 //! cookie is BAD_COOKIE. The verifier is all zeros (the list never changes).
 
 use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::layout::{check_type, device_id_for};
+use crate::nfs4::layouts::check::{check_type, device_id_for};
 use crate::nfs4::status::NfsStat;
 use crate::xdr::{XdrReader, XdrWriter};
 use layout::block::LayoutType;
@@ -18,12 +18,12 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let maxdevices = r.u32()?;
     let cookie = r.u64()?;
     let _verf: [u8; 8] = r.array()?;
-    check_type(ctx, ltype)?;
+    check_type(&ctx.srv.opts.layout_types, ltype)?;
     if maxdevices == 0 {
         return Err(NfsStat::TOOSMALL);
     }
     let list: &[[u8; 16]] = match cookie {
-        0 => &[device_id_for(ctx, ltype)],
+        0 => &[device_id_for(&ctx.srv.store, ctx.srv.boot_verifier, ltype)],
         1 => &[],
         _ => return Err(NfsStat::BAD_COOKIE),
     };

@@ -1,4 +1,4 @@
-//! LAYOUTCOMMIT (RFC 8881 §18.42) for the block layout (RFC 5663 §2.3.2, design.md §4–5).
+//! LAYOUTCOMMIT (RFC 8881 §18.42) for the block layout (RFC 5663 §2.3.2, docs/design.md §4–5).
 //!
 //! ```text
 //! args: offset u64 | length u64 | reclaim bool | stateid4
@@ -18,7 +18,7 @@
 //! "After a restart"): a reclaim, or a layout stateid of the previous instance while its
 //! layouts may still commit, converts the file's own unwritten blocks of the range; other
 //! commits wait for the grace period (GRACE); a dead layout is BADLAYOUT.
-//! Durability is the store's `commit_blocks` (design.md §4 contract; `layoutcommit =
+//! Durability is the store's `commit_blocks` (docs/design.md §4 contract; `layoutcommit =
 //! "sync"` forces the log every time). Extents whose storage offset is not where the file
 //! owns the block are not converted (never another file's block).
 
@@ -27,8 +27,8 @@ use std::time::Instant;
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
-use crate::nfs4::helpers::layout::{check_type, device_id};
 use crate::nfs4::helpers::stateid::resolve_stateid;
+use crate::nfs4::layouts::check::check_type;
 use crate::nfs4::layouts::{self, add, add_elapsed, commit::CommitReq};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -79,7 +79,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
 }
 
 fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
-    check_type(ctx, a.layout_type)?;
+    check_type(&ctx.srv.opts.layout_types, a.layout_type)?;
     let attr = cur_attr(ctx)?;
     require_regular(&attr, NotRegular::LAYOUTCOMMIT)?;
     let q = CommitReq {
@@ -98,7 +98,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         mtime: a.mtime,
         ltype: a.layout_type,
         body: a.body,
-        device: device_id(ctx),
+        device: crate::nfs4::layouts::device_id(&ctx.srv.store),
     };
     match layouts::commit::commit(ctx.srv, &q)? {
         Some(sz) => {

@@ -1,4 +1,4 @@
-//! LAYOUTGET (RFC 8881 §18.43) for the block layout (RFC 5663 §2.3, design.md §5).
+//! LAYOUTGET (RFC 8881 §18.43) for the block layout (RFC 5663 §2.3, docs/design.md §5).
 //!
 //! ```text
 //! args: signal_layout_avail bool | layout_type u32 | iomode u32 | offset u64 | length u64
@@ -10,7 +10,7 @@
 //! res LAYOUTTRYLATER: will_signal_layout_avail bool = false (another client's delegation
 //!       is being recalled; we never signal, RFC 8881 §18.43.3)
 //! ```
-//! RW over a hole allocates unwritten blocks, durable before the reply (design.md §4), and
+//! RW over a hole allocates unwritten blocks, durable before the reply (docs/design.md §4), and
 //! answers INVALID_DATA; written blocks are READ_WRITE_DATA. READ answers READ_DATA, or
 //! NONE_DATA (storage offset 0) for holes, unwritten blocks and past EOF. The returned range
 //! is block-aligned, starts at or before `offset`, reaches at least `offset + minlength`,
@@ -26,8 +26,8 @@ use std::time::Instant;
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, NotRegular};
-use crate::nfs4::helpers::layout::{check_type, device_id_for};
 use crate::nfs4::helpers::stateid::resolve_stateid;
+use crate::nfs4::layouts::check::{check_type, device_id_for};
 use crate::nfs4::layouts::{self, add, add_elapsed, get::GetReq};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -62,7 +62,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<Args, NfsStat> {
 }
 
 fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
-    check_type(ctx, a.layout_type)?;
+    check_type(&ctx.srv.opts.layout_types, a.layout_type)?;
     let attr = cur_attr(ctx)?;
     require_regular(&attr, NotRegular::LAYOUTGET)?;
     let q = GetReq {
@@ -75,7 +75,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         minlength: a.minlength,
         stateid: resolve_stateid(ctx, a.stateid)?,
         room: (a.maxcount as usize).saturating_sub(FIXED_REPLY),
-        device: device_id_for(ctx, a.layout_type),
+        device: device_id_for(&ctx.srv.store, ctx.srv.boot_verifier, a.layout_type),
         peer: ctx.conn.peer,
     };
     let g = match layouts::get::get(ctx.srv, &q) {

@@ -16,8 +16,8 @@
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::cur_attr;
-use crate::nfs4::helpers::layout::check_type;
 use crate::nfs4::helpers::stateid::resolve_stateid;
+use crate::nfs4::layouts::check::check_type;
 use crate::nfs4::layouts::{self, ReturnWhat};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
@@ -69,7 +69,7 @@ fn decode(r: &mut XdrReader<'_>) -> Result<(LayoutType, IoMode, What), NfsStat> 
 
 fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let (ltype, mode, what) = decode(r)?;
-    check_type(ctx, ltype)?;
+    check_type(&ctx.srv.opts.layout_types, ltype)?;
     if !(IoMode::READ.0..=IoMode::ANY.0).contains(&mode.0) {
         return Err(NfsStat::INVAL);
     }

@@ -2,7 +2,8 @@
 //! the saved filehandle. Directories cannot be linked (ISDIR).
 
 use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::deleg;
+use crate::nfs4::delegs;
+use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, require_dir, saved_attr};
 use crate::nfs4::helpers::name::{check_new_name, decode_component};
 use crate::nfs4::helpers::perm::require_dir_write;
@@ -23,7 +24,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     require_dir_write(&ctx.cred, &dir)?;
     // A new name changes the file's attributes (numlinks, change): delegations of other
     // clients are recalled first (RFC 8881 §10.4.4; Linux's vfs_link breaks them too).
-    deleg::break_for_change(ctx, &file)?;
+    delegs::break_for_change(ctx.srv, clientid(ctx).ok(), &file)?;
     let change = ctx.srv.store.link(file.ino, dir.ino, &name)?;
     encode_change_info(w, &change);
     Ok(())

@@ -1,9 +1,9 @@
-//! One file per NFS operation (style.md rule 7) and the static table the COMPOUND dispatcher
-//! runs from (style.md rule 8). A handler decodes its arguments from the reader, calls the
-//! store / state / layout layers, writes its result *body* (what follows the status; only for
-//! the ops whose failure carries a body, or on OK) into the writer, and returns `Ok(())` or
-//! the error status. The dispatcher writes the opcode and status, turns the `Result` into the
-//! status, and checks, once, everything the table says (minor version, SEQUENCE first or a
+//! One file per NFS operation (docs/design.md, house rule 7) and the static table the COMPOUND
+//! dispatcher runs from (docs/design.md, house rule 8). A handler decodes its arguments from the
+//! reader, calls the store / state / layout layers, writes its result *body* (what follows the
+//! status; only for the ops whose failure carries a body, or on OK) into the writer, and returns
+//! `Ok(())` or the error status. The dispatcher writes the opcode and status, turns the `Result`
+//! into the status, and checks, once, everything the table says (minor version, SEQUENCE first or a
 //! sessionless op alone, NFSv4.0-only ops, current filehandle): handlers never re-check those.
 
 use crate::exports::Need;

@@ -1,15 +1,15 @@
 //! OPEN (RFC 8881 §18.16): CLAIM_NULL (by name, with create), CLAIM_FH and CLAIM_PREVIOUS
-//! (reclaim in grace, of an open and of the delegation the client held); UNCHECKED4, GUARDED4, EXCLUSIVE4 and EXCLUSIVE4_1 creates, the
-//! verifier kept in atime/mtime (§18.16.3). Delegations (recall of conflicting ones, the
-//! offer in the reply) are in helpers/deleg.rs.
+//! (reclaim in grace, of an open and of the delegation the client held); UNCHECKED4, GUARDED4,
+//! EXCLUSIVE4 and EXCLUSIVE4_1 creates, the verifier kept in atime/mtime (§18.16.3). Delegations
+//! (recall of conflicting ones, the offer in the reply) are in nfs4/delegs.
 
 use crate::nfs4::attr::{self, num};
 use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::caller::{clientid, decode_owner};
-use crate::nfs4::helpers::deleg;
-use crate::nfs4::helpers::deleg::{
+use crate::nfs4::delegs;
+use crate::nfs4::delegs::{
     OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE, WANT_CANCEL, WANT_MASK,
 };
+use crate::nfs4::helpers::caller::{clientid, decode_owner};
 use crate::nfs4::helpers::fh::{cur_attr, require_lookup_dir, require_regular, NotRegular};
 use crate::nfs4::helpers::name::{check_name, decode_component};
 use crate::nfs4::helpers::perm::{require, share_access_bits, ACCESS4_MODIFY};
@@ -143,7 +143,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         ino,
         generation: t.attr.generation,
     };
-    deleg::break_conflicts(ctx.srv, cid, fh, deleg::Breaker::Access(share.access))?;
+    delegs::break_conflicts(ctx.srv, cid, fh, delegs::Breaker::Access(share.access))?;
     let sid = ctx.srv.state.open(&OpenReq {
         clientid: cid,
         owner: &args.owner,
@@ -171,9 +171,9 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let offer = match args.claim {
         // The reclaim of a delegation held before the restart (§10.2.1).
         Claim::Previous(t) if t != OPEN_DELEGATE_NONE => {
-            deleg::reclaim(ctx, cid, fh, t == OPEN_DELEGATE_WRITE)
+            delegs::reclaim(&ctx.srv.state, cid, fh, t == OPEN_DELEGATE_WRITE)
         }
-        _ => deleg::offer(ctx, cid, fh, args.share_access, by_name_or_fh),
+        _ => delegs::offer(&ctx.srv.state, cid, fh, args.share_access, by_name_or_fh),
     };
     sid.encode(w);
     let c = t.cinfo.unwrap_or(DirChange {
@@ -185,7 +185,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     w.u64(c.after);
     w.u32(OPEN4_RESULT_LOCKTYPE_POSIX);
     attrset.encode(w);
-    deleg::encode(w, &offer);
+    delegs::encode(w, &offer);
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! READ (RFC 8881 §18.22) through the server: the store reads written extents from the data
-//! volume and gives zeros for holes and unwritten extents (design.md §2).
+//! volume and gives zeros for holes and unwritten extents (docs/design.md §2).
 
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};

@@ -2,8 +2,9 @@
 //! the requested attributes, within the client's `maxcount` (and `dircount`) bytes.
 
 use super::getattr::check_readable;
-use crate::nfs4::attr::{encode_fattr, with_env};
+use crate::nfs4::attr::encode_fattr;
 use crate::nfs4::ctx::Ctx;
+use crate::nfs4::helpers::attr::with_env;
 use crate::nfs4::helpers::fh::{cur_attr, require_dir};
 use crate::nfs4::helpers::name::is_dot;
 use crate::nfs4::helpers::perm::{require, ACCESS4_READ};

@@ -2,7 +2,8 @@
 //! empty directory).
 
 use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::deleg;
+use crate::nfs4::delegs;
+use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir};
 use crate::nfs4::helpers::name::{check_new_name, decode_component};
 use crate::nfs4::helpers::perm::{check_sticky, require_dir_write};
@@ -25,7 +26,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let victim = ctx.srv.store.lookup(dir.ino, &name)?;
     check_sticky(&ctx.cred, &dir, &victim)?;
     // Removing a delegated file's name recalls the delegation first (RFC 8881 §10.4.4).
-    deleg::break_for_change(ctx, &victim)?;
+    delegs::break_for_change(ctx.srv, clientid(ctx).ok(), &victim)?;
     // The store keeps an unlinked file that is still open until its last CLOSE
     // (`Store::release`); dropping its last link recalls its layouts first.
     if victim.nlink <= 1 {

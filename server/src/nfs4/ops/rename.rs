@@ -2,7 +2,8 @@
 //! current directory. pnfsd has one file system, so XDEV never happens.
 
 use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::deleg;
+use crate::nfs4::delegs;
+use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_dir, saved_attr};
 use crate::nfs4::helpers::name::{check_new_name, decode_component};
 use crate::nfs4::helpers::perm::{check_sticky, require_dir_write};
@@ -68,10 +69,10 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     // The renamed file and a file the rename replaces change: delegations of other clients
     // on either are recalled first (RFC 8881 §10.4.4; Linux's vfs_rename breaks both).
     // Both recalls are queued before the DELAY, so that neither waits for the other.
-    let from_held = deleg::break_for_change(ctx, &from);
-    let target_held = target
-        .as_ref()
-        .map_or(Ok(()), |t| deleg::break_for_change(ctx, t));
+    let from_held = delegs::break_for_change(ctx.srv, clientid(ctx).ok(), &from);
+    let target_held = target.as_ref().map_or(Ok(()), |t| {
+        delegs::break_for_change(ctx.srv, clientid(ctx).ok(), t)
+    });
     from_held.and(target_held)?;
     // A rename over a file drops the target's link: recall its layouts if it was the last.
     let victim = target

@@ -3,7 +3,8 @@
 
 use crate::nfs4::attr::decode_fattr_minor;
 use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::deleg;
+use crate::nfs4::delegs;
+use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, NotRegular};
 use crate::nfs4::helpers::perm::{require, ACCESS4_MODIFY};
 use crate::nfs4::helpers::stateid::check_io_stateid;
@@ -76,11 +77,11 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
     }
     check_perms(&ctx.cred, &a, sa)?;
     if *sa != SetAttrs::default() {
-        deleg::break_for_change(ctx, &a)?;
+        delegs::break_for_change(ctx.srv, clientid(ctx).ok(), &a)?;
     }
     if sa.size.is_some_and(|s| s < a.size) {
         // Truncation frees blocks that layouts map: DELAY until they are back or their
-        // holders fenced (issue 4 item 6), so no client writes into blocks another file
+        // holders fenced, so no client writes into blocks another file
         // may get.
         layouts::break_for(ctx.srv, fh_of(&a), Break::Truncate)?;
     }

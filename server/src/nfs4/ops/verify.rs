@@ -1,10 +1,9 @@
 //! VERIFY (RFC 8881 §18.31): OK if the given attribute values are those of the current
 //! object, NOT_SAME otherwise. NVERIFY shares `compare`.
 
-use crate::nfs4::attr::{
-    decode_raw, encode_values, is_supported, is_write_only, num, with_env, AttrEnv,
-};
+use crate::nfs4::attr::{decode_raw, encode_values, is_supported, is_write_only, num, AttrEnv};
 use crate::nfs4::ctx::Ctx;
+use crate::nfs4::helpers::attr::with_env;
 use crate::nfs4::helpers::fh::cur_attr;
 use crate::nfs4::status::NfsStat;
 use crate::store::Attr;

@@ -1,6 +1,6 @@
 //! WRITE (RFC 8881 §18.32) through the server. `committed` says how stable the data is
 //! when we answer; `writeverf` is the boot verifier, so a client that wrote UNSTABLE data
-//! before a restart sees a new verifier at COMMIT and writes again (§18.32.3, design.md §4).
+//! before a restart sees a new verifier at COMMIT and writes again (§18.32.3, docs/design.md §4).
 
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};

@@ -33,7 +33,7 @@ pub mod exchgid {
         | UPD_CONFIRMED_REC_A;
 }
 
-/// What client state may take (issue 17, docs/robustness.md "Client state bounds"). One
+/// What client state may take (docs/robustness.md "Client state bounds"). One
 /// memory budget sizes every session's reply cache at CREATE_SESSION; the counts bound what
 /// the budget does not see (client records, sessions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -556,7 +556,7 @@ impl Inner {
         }
     }
 
-    /// Issue 16: the info line of a client that goes without asking (a confirmed one; an
+    /// The info line of a client that goes without asking (a confirmed one; an
     /// unconfirmed record that lapses is no event).
     pub(super) fn log_client_end(&self, clientid: u64, end: ClientEnd) {
         let Some(c) = self.clients.get(&clientid).filter(|c| c.confirmed) else {

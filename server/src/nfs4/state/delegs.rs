@@ -98,7 +98,7 @@ pub struct Recall {
 }
 
 /// The write delegation of another client that a GETATTR of a file's size or change must
-/// ask CB_GETATTR of (RFC 8881 §10.4.3; nfs4/cb_getattr.rs).
+/// ask CB_GETATTR of (RFC 8881 §10.4.3; nfs4/delegs/cb_getattr.rs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteHolder {
     pub client: u64,

@@ -262,7 +262,7 @@ impl Inner {
     /// - a previous instance's stateid from a client that held state then, in the window of
     ///   `Grace::layouts_reclaimable`: a reclaim too. Outside it: BADLAYOUT — the layout is
     ///   gone; the Linux client ends the call and asks for a new layout (STALE_STATEID made
-    ///   it retry the same LAYOUTCOMMIT forever: issue 18).
+    ///   it retry the same LAYOUTCOMMIT forever).
     /// - otherwise, in grace: GRACE (no layout of this instance exists yet: LAYOUTGET waits).
     pub fn commit_claim(
         &self,
@@ -357,7 +357,7 @@ impl StateManager {
 
     /// Keeps the grace period (while previous clients are missing) and the layout reclaim
     /// window open past their time, until `release_grace`: the SCSI layout must first cut
-    /// the previous instance's clients off the volume (`nfs4::scsi_restart`), or a client
+    /// the previous instance's clients off the volume (`nfs4::layouts::scsi_restart`), or a client
     /// that did not come back could write into blocks freed after grace.
     pub fn hold_grace(&self) {
         self.with(|i, _| i.grace.held = true)

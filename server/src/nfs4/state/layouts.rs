@@ -1,6 +1,6 @@
 //! Layout stateids (RFC 8881 §12.5.2–12.5.3): one per client and file, hanging off both
 //! like opens and locks, so lease expiry and recalls find them from either side. The
-//! layout engine (issue 4) keeps the extents; this keeps who holds what.
+//! layout engine (`nfs4::layouts`) keeps the extents; this keeps who holds what.
 
 use super::files::StateKind;
 use super::stateid::parse_other;

@@ -641,7 +641,7 @@ impl StateManager {
 
     /// Layouts whose client went away since the last call (lease expiry, a courtesy client
     /// in someone's way, a client replaced by its new incarnation): `(clientid, file)`.
-    /// The layout engine drains this from its tick (issue 4: layouts freed at lease expiry).
+    /// The layout engine drains this from its tick (layouts are freed at lease expiry).
     pub fn take_dropped_layouts(&self) -> Vec<(u64, Ino)> {
         std::mem::take(&mut self.lock().dropped_layouts)
     }

@@ -1,6 +1,6 @@
 //! Sessions (RFC 8881 §2.10): channel attributes negotiated by CREATE_SESSION, and the slot
-//! table with its reply cache. The cache keeps *encoded* replies (style.md rule 8) and a hash
-//! of the request, so that a retry is answered byte for byte and a false retry (same slot
+//! table with its reply cache. The cache keeps *encoded* replies (docs/design.md, house rule 8) and
+//! a hash of the request, so that a retry is answered byte for byte and a false retry (same slot
 //! and seqid, different request) is detected (§2.10.6.1.3.1).
 
 use std::collections::HashSet;

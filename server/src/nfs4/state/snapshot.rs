@@ -1,4 +1,4 @@
-//! Read-only views of the state for the admin endpoint (issue 16): what each client holds,
+//! Read-only views of the state for the admin endpoint: what each client holds,
 //! and the grace period, copied out under the state lock in one short pass (no store call,
 //! no record write), so that a `GET /clients` never waits on, or changes, an NFS operation.
 
@@ -106,7 +106,7 @@ pub struct GraceInfo {
     pub reclaimed: usize,
 }
 
-/// What client state holds now, against its bounds (issue 17; `/status` `client_state`):
+/// What client state holds now, against its bounds (`/status` `client_state`):
 /// the bytes pnfsd itself keeps, whatever the allocator does with freed pages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ClientStateUsage {

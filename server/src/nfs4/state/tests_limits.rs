@@ -1,4 +1,4 @@
-//! Client state bounds (issue 17, docs/robustness.md "Client state bounds"): the client and
+//! Client state bounds (docs/robustness.md "Client state bounds"): the client and
 //! session caps, the reply-cache memory budget at CREATE_SESSION, lease expiry of clients
 //! without state, and the bounds on courtesy clients.
 

@@ -1,4 +1,4 @@
-//! Delegations through the handlers (issue 15): recalls go through the callback queue, the
+//! Delegations through the handlers: recalls go through the callback queue, the
 //! conflicting caller gets DELAY at once, and a recall reaches the holder on its new session.
 
 use std::ops::Deref;
@@ -663,7 +663,7 @@ fn a_read_delegation_is_reclaimed_after_a_crash() {
 /// and an OPEN for write meanwhile gets DELAY. After DELEGRETURN the RW layout may go on.
 #[test]
 fn a_layout_breaks_a_delegation_with_layouttrylater_an_open_with_delay() {
-    use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
+    use crate::nfs4::delegs::{break_conflicts, Breaker};
     let fx = Two::new(read_delegations());
     let (mut a, _, _) = fx.mount_a();
     let (_, fh, d) = open_deleg(&mut a, b"f", 1, true, OPEN_DELEGATE_READ);

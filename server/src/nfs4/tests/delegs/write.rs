@@ -1,4 +1,4 @@
-//! Write delegations and CB_GETATTR (RFC 8881 §10.4.3; nfs4/cb_getattr.rs): another
+//! Write delegations and CB_GETATTR (RFC 8881 §10.4.3; nfs4/delegs/cb_getattr.rs): another
 //! client's GETATTR of size or change asks the holder, never waits on its backchannel past
 //! `CB_GETATTR_WAIT`, and sees the holder's size and a new change attribute.
 
@@ -35,7 +35,7 @@ fn writer_and_reader(fx: &Two) -> (Ctx<'_>, Ctx<'_>, Fh, Stateid) {
     (a, b, fh, d)
 }
 
-/// Issue 15's must-show: a second client's GETATTR during a write delegation triggers
+/// A second client's GETATTR during a write delegation triggers
 /// CB_GETATTR and sees the writer's size. The GETATTR only queues the CB_GETATTR (no
 /// sender runs here, so the wait runs out) and answers DELAY; once the holder answered,
 /// the retry gets the holder's size and a change attribute past the server's, and the

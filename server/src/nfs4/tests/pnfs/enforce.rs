@@ -1,8 +1,7 @@
-//! The embedded target enforces the layouts (issue 13 Deliver 3, issue 12 item 4;
-//! docs/pnfs.md "The target enforces the layouts"), over real NVMe/TCP with our initiator:
-//! the NFS clients come from 127.0.0.`conn id`, their NVMe hosts bind the same source
-//! address, and the namespace is the fixture's own volume (nvme.rs `target_config`), so the
-//! LBAs LAYOUTGET's extents name are the ones the hosts write.
+//! The embedded target enforces the layouts (docs/pnfs.md "The target enforces the layouts"), over
+//! real NVMe/TCP with our initiator: the NFS clients come from 127.0.0.`conn id`, their NVMe hosts
+//! bind the same source address, and the namespace is the fixture's own volume (nvme.rs
+//! `target_config`), so the LBAs LAYOUTGET's extents name are the ones the hosts write.
 
 use super::*;
 use crate::config::Config;

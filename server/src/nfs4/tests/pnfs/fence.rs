@@ -4,7 +4,7 @@
 //! the blocks past EOF its RW layout held are trimmed; when the fence fails they are kept.
 
 use super::*;
-use crate::nfs4::scsi::{PrFencer, PreemptError};
+use crate::nfs4::layouts::scsi::{PrFencer, PreemptError};
 use crate::nfs4::state::{Clock, StateManager, COURTESY_SECONDS};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

@@ -1,6 +1,6 @@
 //! The pNFS operations over a real store on a simulated volume, called through their handlers
 //! in a real session: layout bodies and rules, the LAYOUTCOMMIT durability counters of
-//! design.md §4 (issue 4 "Must show"), returns, recalls and fencing.
+//! docs/design.md §4, returns, recalls and fencing.
 
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -1091,7 +1091,7 @@ fn a_recall_answered_delay_is_sent_again() {
 }
 
 /// Not a test: prints the cost ratio of overwrite LAYOUTCOMMITs with `layoutcommit = "sync"`
-/// against the default (design.md §7, seed 002) on a volume file under `PNFS_BENCH_DIR` (or
+/// against the default (docs/design.md §7, seed 002) on a volume file under `PNFS_BENCH_DIR` (or
 /// the target directory). Run with `cargo test -p pnfsd --lib overwrite_commit_ratio --
 /// --ignored --nocapture`.
 #[test]

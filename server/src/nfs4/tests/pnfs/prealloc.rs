@@ -169,7 +169,7 @@ fn a_layoutget_inside_allocated_blocks_returns_the_whole_run() {
     assert!(r.extents.iter().all(|e| e.state == ExtentState::NONE_DATA));
 }
 
-/// The guest suite's crash-scsi-4.2 failure (session 12): a file written in 64 KiB steps,
+/// The case of the guest suite's crash-scsi-4.2 scenario: a file written in 64 KiB steps,
 /// each committed but the last, and a READ layout asked over the whole file (Linux reads it
 /// back through READ layouts from offset 0). The READ layout must end where the written
 /// blocks end: described as NONE_DATA, the last, uncommitted write hid the client's own RW

@@ -3,8 +3,8 @@
 //! LAYOUTCOMMIT takes byte ranges, and fencing preempts the client's key.
 
 use super::*;
-use crate::nfs4::helpers::layout::device_id_for;
-use crate::nfs4::scsi::PrFencer;
+use crate::nfs4::layouts::check::device_id_for;
+use crate::nfs4::layouts::scsi::PrFencer;
 use layout::extent_map::{ExtState, Segment};
 use layout::scsi::{self, ScsiRange};
 
@@ -19,7 +19,11 @@ fn opts() -> NfsOptions {
 
 fn devinfo(x: &mut Ctx<'_>, ty: u32) -> (NfsStat, Vec<u8>) {
     let mut w = XdrWriter::new();
-    w.opaque_fixed(&device_id_for(x, LayoutType(ty)));
+    w.opaque_fixed(&device_id_for(
+        &x.srv.store,
+        x.srv.boot_verifier,
+        LayoutType(ty),
+    ));
     w.u32(ty);
     w.u32(4096);
     Bitmap::default().encode(&mut w);
@@ -81,8 +85,8 @@ fn scsi_device_id_is_new_at_every_start_and_the_block_id_stays() {
     let c = conn(1, None);
     let x = ctx(&fx.srv, &c);
     let (block, old) = (
-        device_id_for(&x, LayoutType::BLOCK_VOLUME),
-        device_id_for(&x, LayoutType::SCSI),
+        device_id_for(&x.srv.store, x.srv.boot_verifier, LayoutType::BLOCK_VOLUME),
+        device_id_for(&x.srv.store, x.srv.boot_verifier, LayoutType::SCSI),
     );
     assert_eq!(block, fx.srv.store.volume_uuid());
     assert_ne!(old, block);
@@ -90,8 +94,14 @@ fn scsi_device_id_is_new_at_every_start_and_the_block_id_stays() {
         crate::nfs4::tests::fixture::server(fx.srv.store.clone(), opts(), fx.srv.boot_verifier ^ 1);
     let mut y = ctx(&srv, &c);
     mount(&mut y, b"a");
-    assert_eq!(device_id_for(&y, LayoutType::BLOCK_VOLUME), block);
-    assert_ne!(device_id_for(&y, LayoutType::SCSI), old);
+    assert_eq!(
+        device_id_for(&y.srv.store, y.srv.boot_verifier, LayoutType::BLOCK_VOLUME),
+        block
+    );
+    assert_ne!(
+        device_id_for(&y.srv.store, y.srv.boot_verifier, LayoutType::SCSI),
+        old
+    );
     assert_eq!(devinfo(&mut y, SCSI).0, NfsStat::OK);
     let mut w = XdrWriter::new();
     w.opaque_fixed(&old);
@@ -199,11 +209,11 @@ fn layoutcommit_scsi_ranges_convert_the_files_blocks() {
 struct Keys(Mutex<Vec<u64>>);
 
 impl PrFencer for Keys {
-    fn preempt_and_abort(&self, key: u64) -> Result<(), crate::nfs4::scsi::PreemptError> {
+    fn preempt_and_abort(&self, key: u64) -> Result<(), crate::nfs4::layouts::scsi::PreemptError> {
         self.0.lock().unwrap().push(key);
         Ok(())
     }
-    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::scsi::PreemptError> {
+    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::layouts::scsi::PreemptError> {
         Ok(Vec::new())
     }
 }
@@ -284,10 +294,10 @@ struct Restored {
 }
 
 impl PrFencer for Restored {
-    fn preempt_and_abort(&self, _key: u64) -> Result<(), crate::nfs4::scsi::PreemptError> {
+    fn preempt_and_abort(&self, _key: u64) -> Result<(), crate::nfs4::layouts::scsi::PreemptError> {
         Ok(())
     }
-    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::scsi::PreemptError> {
+    fn registered_keys(&self) -> Result<Vec<u64>, crate::nfs4::layouts::scsi::PreemptError> {
         Ok(Vec::new())
     }
     fn restored_hosts(&self) -> nvme_tcp::RestoredHosts {
@@ -313,7 +323,7 @@ fn scsi_layoutget_waits_for_the_restored_hosts_after_a_restart() {
         crate::nfs4::tests::fixture::server(fx.srv.store.clone(), opts(), fx.srv.boot_verifier ^ 1);
     let vol = Arc::new(Restored::default());
     assert!(srv.layouts.scsi.install(vol.clone()));
-    crate::nfs4::scsi_restart::begin(&srv);
+    crate::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
     let mut y = ctx(&srv, &c);
     mount(&mut y, b"a");
     assert!(!srv.state.in_grace(), "the only previous client is back");

@@ -1,4 +1,4 @@
-//! Fencing at the embedded target without a fence command (issue 13 Deliver 2; docs/pnfs.md
+//! Fencing at the embedded target without a fence command (docs/pnfs.md
 //! "Fencing at the embedded target"): a block-layout client that ignores a recall, or whose
 //! lease runs out, has its NVMe hosts disconnected and refused; a new instance of it, or the
 //! same client once its state is gone, is served again; the fences survive a restart.

@@ -3,16 +3,19 @@
 //!
 //! A read-only OPEN gets a read delegation unless something is in its way (`offer`); the
 //! WANT_* flags of §18.16.3 ask for more, or for none.
+//!
+//! `cb_getattr`: the CB_GETATTR a GETATTR of another client sends a write delegation's holder
+//! (RFC 8881 §10.4.3). The delegation stateids themselves are in `nfs4::state`
+//! (state/delegs.rs): one stateid space under the state lock.
+
+pub mod cb_getattr;
 
 use std::time::{Duration, Instant};
 
 use crate::nfs4::callback::{Callback, CbKind};
-use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::fh::fh_of;
-use crate::nfs4::state::{NoDeleg, Recall, ShareAccess};
+use crate::nfs4::state::{NoDeleg, Recall, ShareAccess, StateManager};
 use crate::nfs4::status::NfsStat;
-use crate::nfs4::types::{Fh, Stateid};
+use crate::nfs4::types::{fh_of, Fh, Stateid};
 use crate::server::Server;
 use crate::store::{Attr, FileType};
 use crate::xdr::{Xdr, XdrWriter};
@@ -114,13 +117,13 @@ fn recall_answered(_srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
 /// Before REMOVE or SETATTR changes a regular file: DELAY while a delegation of another
 /// client is being recalled (RFC 8881 §10.4.4: namespace and attribute changes conflict with
 /// delegations like a write open does).
-pub fn break_for_change(ctx: &Ctx<'_>, a: &Attr) -> Result<(), NfsStat> {
+pub fn break_for_change(srv: &Server, caller: Option<u64>, a: &Attr) -> Result<(), NfsStat> {
     if a.ftype != FileType::Regular {
         return Ok(());
     }
     // No session (not possible past SEQUENCE): no client of ours is excluded.
-    let cid = clientid(ctx).unwrap_or(u64::MAX);
-    break_conflicts(ctx.srv, cid, fh_of(a), Breaker::Access(ShareAccess::WRITE))
+    let cid = caller.unwrap_or(u64::MAX);
+    break_conflicts(srv, cid, fh_of(a), Breaker::Access(ShareAccess::WRITE))
 }
 
 /// What the reply offers: a delegation if asked for and possible. The flag of `Read` and
@@ -137,14 +140,20 @@ pub enum Offer {
 /// name or filehandle (`default_ok`: CLAIM_NULL, CLAIM_FH): a read delegation for a
 /// read-only open, a write delegation for an open for write by a client alone on the file
 /// (other clients' GETATTRs of size and change then go to it with CB_GETATTR, §10.4.3:
-/// nfs4/cb_getattr.rs), as knfsd gives. A WANT_* that is not granted says why (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is
-/// plain OPEN_DELEGATE_NONE. No delegation without a backchannel that works (the probe,
-/// `StateManager::backchannel_works`): it could not be recalled.
-pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32, default_ok: bool) -> Offer {
+/// nfs4/delegs/cb_getattr.rs), as knfsd gives. A WANT_* that is not granted says why
+/// (OPEN_DELEGATE_NONE_EXT); a server choice that is not granted is plain OPEN_DELEGATE_NONE. No
+/// delegation without a backchannel that works (the probe, `StateManager::backchannel_works`): it
+/// could not be recalled.
+pub fn offer(
+    state: &StateManager,
+    clientid: u64,
+    fh: Fh,
+    share_access: u32,
+    default_ok: bool,
+) -> Offer {
     let access = share_access & 0xff;
     let writes = access & ShareAccess::WRITE != 0;
     let want = share_access & WANT_MASK;
-    let state = &ctx.srv.state;
     let by_default = default_ok
         && if writes {
             state.write_delegations_by_default()
@@ -184,8 +193,7 @@ pub fn offer(ctx: &Ctx<'_>, clientid: u64, fh: Fh, share_access: u32, default_ok
 /// the one the client held, of the type it names, given back (`Inner::reclaim_deleg`). One
 /// that cannot stay — a conflicting reclaim, the cap, delegations off, a backchannel that
 /// does not work (it could not be recalled later) — comes with `recall` set.
-pub fn reclaim(ctx: &Ctx<'_>, clientid: u64, fh: Fh, write: bool) -> Offer {
-    let state = &ctx.srv.state;
+pub fn reclaim(state: &StateManager, clientid: u64, fh: Fh, write: bool) -> Offer {
     let give_back = !state.delegations_enabled() || !state.backchannel_works(clientid);
     let (sid, recall) = state.reclaim_deleg(clientid, fh.ino, write, give_back);
     if write {

@@ -36,13 +36,10 @@ use std::time::{Duration, Instant};
 
 use crate::nfs4::attr::num;
 use crate::nfs4::callback::{decode_getattr, Callback, CbAttrs, CbKind};
-use crate::nfs4::ctx::Ctx;
-use crate::nfs4::helpers::caller::clientid;
-use crate::nfs4::helpers::deleg::{break_conflicts, Breaker};
-use crate::nfs4::helpers::fh::fh_of;
+use crate::nfs4::delegs::{break_conflicts, Breaker};
 use crate::nfs4::state::{ShareAccess, WriteHolder};
 use crate::nfs4::status::NfsStat;
-use crate::nfs4::types::Bitmap;
+use crate::nfs4::types::{fh_of, Bitmap};
 use crate::server::Server;
 use crate::store::{Attr, FileType, SetAttrs, SetTime};
 
@@ -189,13 +186,17 @@ impl CbGetattrs {
 /// `a` itself unless another client holds a write delegation of the file and the request
 /// names the size or the change attribute; then those come from the holder (see the
 /// module's text), or DELAY while its answer is awaited or the delegation is recalled.
-pub fn attrs_for(ctx: &Ctx<'_>, a: Attr, req: &Bitmap) -> Result<Attr, NfsStat> {
+pub fn attrs_for(
+    srv: &Server,
+    caller: Option<u64>,
+    a: Attr,
+    req: &Bitmap,
+) -> Result<Attr, NfsStat> {
     if a.ftype != FileType::Regular || !(req.is_set(num::SIZE) || req.is_set(num::CHANGE)) {
         return Ok(a);
     }
     // No session (not possible past SEQUENCE): no client of ours is excluded.
-    let cid = clientid(ctx).unwrap_or(u64::MAX);
-    let srv = ctx.srv;
+    let cid = caller.unwrap_or(u64::MAX);
     let Some(h) = srv.state.write_deleg_holder(cid, a.ino) else {
         return Ok(a);
     };

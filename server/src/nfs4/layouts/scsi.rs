@@ -1,4 +1,4 @@
-//! The server side of the SCSI layout (issue 5 item 3, RFC 8154 over NVMe per RFC 9561):
+//! The server side of the SCSI layout (RFC 8154 over NVMe per RFC 9561):
 //! which volume a client is told to open, the reservation key it is told to register, and
 //! the hook through which fencing preempts a client's registration on the volume.
 //!
@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::server::Server;
+use crate::store::Store;
 
 /// Why a preempt did not remove a registration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,11 +32,11 @@ pub trait PrFencer: Send + Sync {
     fn preempt_and_abort(&self, key: u64) -> Result<(), PreemptError>;
 
     /// The keys registered on the volume now, the MDS's included (for the sweep after a
-    /// restart, `nfs4::scsi_restart`).
+    /// restart, `nfs4::layouts::scsi_restart`).
     fn registered_keys(&self) -> Result<Vec<u64>, PreemptError>;
 
     /// Of the hosts whose registrations the volume kept through our restart, how many have
-    /// reconnected and how many are still awaited (`nfs4::scsi_restart::check_layoutget`).
+    /// reconnected and how many are still awaited (`nfs4::layouts::scsi_restart::check_layoutget`).
     /// A target that did not restart with us kept its connections: nothing to wait for.
     fn restored_hosts(&self) -> nvme_tcp::RestoredHosts {
         nvme_tcp::RestoredHosts::default()
@@ -83,8 +83,8 @@ impl ScsiHook {
 /// (the target reports no UUID), udev links `/dev/disk/by-id/nvme-eui.<NGUID hex>`, and the
 /// SCSI-layout client opens `nvme-eui.<designator hex>`: the same name. Linux knfsd makes
 /// the same choice (NGUID when nonzero, else the EUI-64). docs/pnfs.md "the designator".
-pub fn volume_designator(srv: &Server) -> layout::scsi::Eui64Designator {
-    let ids = nvme_tcp::NamespaceIds::from_volume_uuid(srv.store.volume_uuid());
+pub fn volume_designator(store: &Store) -> layout::scsi::Eui64Designator {
+    let ids = nvme_tcp::NamespaceIds::from_volume_uuid(store.volume_uuid());
     layout::scsi::Eui64Designator::Nguid(ids.nguid)
 }
 
@@ -95,9 +95,9 @@ pub fn client_key(clientid: u64) -> u64 {
 
 /// Fencing of a SCSI-layout client: preempt-and-abort its key, when a fencer is installed.
 /// Ok when the client has no access to the volume afterwards (preempted, never registered,
-/// or no fencer installed); Err when the preempt failed and it may still write.
-pub fn fence(srv: &Server, clientid: u64) -> Result<(), PreemptError> {
-    let Some(f) = srv.layouts.scsi.get() else {
+/// or no fencer installed in `hook`); Err when the preempt failed and it may still write.
+pub fn fence(hook: &ScsiHook, clientid: u64) -> Result<(), PreemptError> {
+    let Some(f) = hook.get() else {
         return Ok(());
     };
     match f.preempt_and_abort(client_key(clientid)) {

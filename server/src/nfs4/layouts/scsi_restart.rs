@@ -35,9 +35,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::nfs4::layouts::add;
-use crate::nfs4::scsi::{PrFencer, PreemptError};
+use crate::nfs4::layouts::scsi::{PrFencer, PreemptError};
+use crate::nfs4::layouts::Layouts;
+use crate::nfs4::state::StateManager;
 use crate::nfs4::status::NfsStat;
-use crate::server::Server;
 
 /// Whether the sweep is still to be done (`Pnfs::scsi_restart`).
 #[derive(Debug, Default)]
@@ -54,29 +55,26 @@ impl RestartSweep {
 
 /// At start, once the SCSI fencer is installed: the sweep is due when the previous
 /// instance's layouts expire, and grace waits for it. With no previous clients it runs now.
-pub fn begin(srv: &Server) {
-    srv.state.hold_grace();
-    srv.layouts
-        .scsi_restart
-        .pending
-        .store(true, Ordering::Release);
-    run_if_due(srv);
+pub fn begin(layouts: &Layouts, state: &StateManager) {
+    state.hold_grace();
+    layouts.scsi_restart.pending.store(true, Ordering::Release);
+    run_if_due(layouts, state);
 }
 
 /// From the tick: the sweep, once due; grace is released when it succeeded.
-pub fn run_if_due(srv: &Server) {
-    let r = &srv.layouts.scsi_restart;
-    if !r.pending() || !srv.state.previous_layouts_expired() {
+pub fn run_if_due(layouts: &Layouts, state: &StateManager) {
+    let r = &layouts.scsi_restart;
+    if !r.pending() || !state.previous_layouts_expired() {
         return;
     }
-    let Some(fencer) = srv.layouts.scsi.get() else {
+    let Some(fencer) = layouts.scsi.get() else {
         return;
     };
-    match sweep(srv, fencer.as_ref()) {
+    match sweep(state, fencer.as_ref()) {
         Ok(n) => {
             r.pending.store(false, Ordering::Release);
-            srv.state.release_grace();
-            add(&srv.layouts.metrics.fences, n as u64);
+            state.release_grace();
+            add(&layouts.metrics.fences, n as u64);
             tracing::info!(
                 preempted = n,
                 "SCSI layout: registrations of the previous instance's clients swept"
@@ -99,15 +97,15 @@ pub fn run_if_due(srv: &Server) {
 /// Whether a SCSI LAYOUTGET may be answered now (module comment): NFS4ERR_DELAY while the
 /// previous instance's layouts are in their window and fewer of its registered hosts have
 /// reconnected than of its clients have come back.
-pub fn check_layoutget(srv: &Server) -> Result<(), NfsStat> {
-    if !srv.layouts.scsi_restart.pending() || srv.state.previous_layouts_expired() {
+pub fn check_layoutget(layouts: &Layouts, state: &StateManager) -> Result<(), NfsStat> {
+    if !layouts.scsi_restart.pending() || state.previous_layouts_expired() {
         return Ok(());
     }
-    let Some(fencer) = srv.layouts.scsi.get() else {
+    let Some(fencer) = layouts.scsi.get() else {
         return Ok(());
     };
     let h = fencer.restored_hosts();
-    if h.awaited == 0 || h.reconnected >= srv.state.previous_clients_back() {
+    if h.awaited == 0 || h.reconnected >= state.previous_clients_back() {
         return Ok(());
     }
     Err(NfsStat::DELAY)
@@ -115,7 +113,7 @@ pub fn check_layoutget(srv: &Server) -> Result<(), NfsStat> {
 
 /// Preempts and aborts every registered key this instance did not issue (not the MDS's,
 /// nor key 0, which no preempt can name); the number preempted.
-pub fn sweep(srv: &Server, f: &dyn PrFencer) -> Result<usize, PreemptError> {
+pub fn sweep(state: &StateManager, f: &dyn PrFencer) -> Result<usize, PreemptError> {
     let mut keys = f.registered_keys()?;
     keys.sort_unstable();
     keys.dedup();
@@ -124,7 +122,7 @@ pub fn sweep(srv: &Server, f: &dyn PrFencer) -> Result<usize, PreemptError> {
         let Some(clientid) = layout::scsi::clientid_of_key(key) else {
             continue;
         };
-        if srv.state.is_current_clientid(clientid) {
+        if state.is_current_clientid(clientid) {
             continue;
         }
         match f.preempt_and_abort(key) {
@@ -151,7 +149,7 @@ mod tests {
 
     use super::*;
     use crate::nfs4::state::{Clock, ExchangeIdReq, Principal, StateConfig, StateManager};
-    use crate::server::NfsOptions;
+    use crate::server::{NfsOptions, Server};
     use crate::store::{Store, StoreOptions};
     use layout::scsi::{client_pr_key, MDS_PR_KEY};
 
@@ -240,22 +238,22 @@ mod tests {
         let vol = Arc::new(Volume::default());
         *vol.keys.lock().unwrap() = vec![MDS_PR_KEY, client_pr_key(old), client_pr_key(now), 0];
         assert!(srv.layouts.scsi.install(vol.clone()));
-        begin(&srv);
+        begin(&srv.layouts, &srv.state);
         assert!(srv.layouts.scsi_restart.pending());
         clock.0.store(9, Ordering::SeqCst);
-        run_if_due(&srv);
+        run_if_due(&srv.layouts, &srv.state);
         assert_eq!(vol.keys.lock().unwrap().len(), 4, "swept inside the window");
         // The window closes; the report fails: grace stays, nothing is taken as gone.
         clock.0.store(11, Ordering::SeqCst);
         srv.state.tick();
         vol.fail.store(true, Ordering::SeqCst);
-        run_if_due(&srv);
+        run_if_due(&srv.layouts, &srv.state);
         assert!(srv.layouts.scsi_restart.pending());
         assert!(srv.state.in_grace() && srv.state.layouts_reclaimable());
         assert_eq!(vol.keys.lock().unwrap().len(), 4);
         // It works again: the previous instance's key goes, and grace with it.
         vol.fail.store(false, Ordering::SeqCst);
-        run_if_due(&srv);
+        run_if_due(&srv.layouts, &srv.state);
         assert!(!srv.layouts.scsi_restart.pending());
         let mut left = vol.keys.lock().unwrap().clone();
         left.sort_unstable();
@@ -287,7 +285,7 @@ mod tests {
         let vol = Arc::new(Volume::default());
         *vol.keys.lock().unwrap() = vec![MDS_PR_KEY, client_pr_key(5 << 32 | 1)];
         srv.layouts.scsi.install(vol.clone());
-        begin(&srv);
+        begin(&srv.layouts, &srv.state);
         assert_eq!(*vol.keys.lock().unwrap(), vec![MDS_PR_KEY]);
         assert!(!srv.layouts.scsi_restart.pending() && !srv.state.layouts_reclaimable());
     }
