@@ -3,6 +3,7 @@
 //! `nvme discover` followed by `nvme connect-all` works.
 
 use super::Controller;
+use bytecodec::{put_u16_le, put_u64_le};
 use std::net::SocketAddr;
 
 const HEADER: usize = 1024;
@@ -19,15 +20,15 @@ fn put_str(b: &mut [u8], s: &str) {
 pub(crate) fn log_page(c: &Controller, local: SocketAddr) -> Vec<u8> {
     let local = c.subsys.advertise.unwrap_or(local);
     let mut b = vec![0u8; HEADER + ENTRY];
-    b[0..8].copy_from_slice(&1u64.to_le_bytes()); // GENCTR: the list never changes
-    b[8..16].copy_from_slice(&1u64.to_le_bytes()); // NUMREC
+    put_u64_le(&mut b, 0, 1); // GENCTR: the list never changes
+    put_u64_le(&mut b, 8, 1); // NUMREC
     let e = &mut b[HEADER..];
     e[0] = 3; // TRTYPE: TCP
     e[1] = if local.is_ipv4() { 1 } else { 2 }; // ADRFAM
     e[2] = 2; // SUBTYPE: NVM subsystem
     e[3] = 0x02; // TREQ: secure channel not required
-    e[4..6].copy_from_slice(&1u16.to_le_bytes()); // PORTID
-    e[6..8].copy_from_slice(&0xFFFFu16.to_le_bytes()); // CNTLID: dynamic model
+    put_u16_le(e, 4, 1); // PORTID
+    put_u16_le(e, 6, 0xFFFF); // CNTLID: dynamic model
     e[8..10].copy_from_slice(&32u16.to_le_bytes()); // ASQSZ
                                                     // Entry layout (NVMe-oF 1.1 Figure 38): TRSVCID 32..64, SUBNQN 256..512,
                                                     // TRADDR 512..768, TSAS 768..1024 (TCP: SECTYPE byte 0 = 0, no security).

@@ -4,16 +4,13 @@
 
 use super::{Controller, CtrlKind, DISCOVERY_NQN, IN_CAPSULE_DATA, MDTS, MQES, VERSION};
 use crate::namespace::Namespace;
+use bytecodec::{put_bytes as put, put_u16_le, put_u32_le, put_u64_le};
 
 /// Identify Controller CTRATT (bytes 99:96) bits we set (NVMe Base 2.0 §5.17.2).
 pub(crate) const CTRATT_HID_128: u32 = 1 << 0;
 pub(crate) const CTRATT_TBKAS: u32 = 1 << 6;
 
 pub(crate) const LEN: usize = 4096;
-
-fn put(b: &mut [u8], off: usize, v: &[u8]) {
-    b[off..off + v.len()].copy_from_slice(v);
-}
 
 /// ASCII, space padded (SN, MN, FR).
 fn put_ascii(b: &mut [u8], off: usize, len: usize, s: &str) {
@@ -37,26 +34,26 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
     // without it Linux refuses a second controller of the same subsystem.
     b[76] = if io { 0x02 } else { 0 };
     b[77] = MDTS;
-    put(&mut b, 78, &c.cntlid.to_le_bytes()); // CNTLID: the one Connect returned
-    put(&mut b, 80, &VERSION.to_le_bytes()); // VER
+    put_u16_le(&mut b, 78, c.cntlid); // CNTLID: the one Connect returned
+    put_u32_le(&mut b, 80, VERSION); // VER
 
     // CTRATT bit 0: 128-bit Host Identifiers (fabrics hosts send one in Connect), which also
     // makes Reservation Report use the extended data structure; bit 6: Traffic Based Keep
     // Alive (any command restarts the timer, `Controller::io_traffic`), as nvmet.
-    put(&mut b, 96, &(CTRATT_HID_128 | CTRATT_TBKAS).to_le_bytes());
+    put_u32_le(&mut b, 96, CTRATT_HID_128 | CTRATT_TBKAS);
     b[111] = if io { 1 } else { 2 }; // CNTRLTYPE: I/O or discovery
     b[258] = 3; // ACL: 4 concurrent Aborts
     b[259] = 3; // AERL: 4 outstanding AERs
     b[261] = 0x04; // LPA bit 2: extended Get Log Page (NUMDU, offsets) — nvme discover pages
-    put(&mut b, 320, &1u16.to_le_bytes()); // KAS = 100 ms granularity (≠ 0: Linux requires it)
+    put_u16_le(&mut b, 320, 1); // KAS = 100 ms granularity (≠ 0: Linux requires it)
     b[512] = 0x66; // SQES: 64 bytes
     b[513] = 0x44; // CQES: 16 bytes
-    put(&mut b, 514, &(MQES + 1).to_le_bytes()); // MAXCMD
+    put_u16_le(&mut b, 514, MQES + 1); // MAXCMD
     if io {
-        put(&mut b, 516, &s.max_nsid().to_le_bytes()); // NN
+        put_u32_le(&mut b, 516, s.max_nsid()); // NN
 
         // ONCS: Dataset Management (2), Write Zeroes (3), Reservations (5).
-        put(&mut b, 520, &0x002Cu16.to_le_bytes());
+        put_u16_le(&mut b, 520, 0x002C);
         // VWC: present (bit 0), Flush with NSID FFFFFFFFh supported (bits 2:1 = 11b).
         b[525] = 0x07;
     }
@@ -64,7 +61,7 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
 
     // SGLS: SGLs supported (bits 1:0 = 01b, no alignment) and the Data Block address is an
     // offset (bit 20) — how in-capsule data is described.
-    put(&mut b, 536, &((1u32 << 0) | (1 << 20)).to_le_bytes());
+    put_u32_le(&mut b, 536, (1u32 << 0) | (1 << 20));
     let nqn = if io { s.nqn.as_str() } else { DISCOVERY_NQN };
     let n = nqn.len().min(255);
     put(&mut b, 768, &nqn.as_bytes()[..n]); // SUBNQN
@@ -72,8 +69,8 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
     // NVMe over Fabrics attributes: IOCCSZ/IORCSZ in 16-byte units, ICDOFF = 0 (Linux TCP
     // rejects anything else), FCATT = 0 (dynamic controller model), MSDBD = 1.
     let ioccsz = (64 + IN_CAPSULE_DATA) / 16;
-    put(&mut b, 1792, &ioccsz.to_le_bytes());
-    put(&mut b, 1796, &1u32.to_le_bytes());
+    put_u32_le(&mut b, 1792, ioccsz);
+    put_u32_le(&mut b, 1796, 1);
     b[1803] = 1;
     b
 }
@@ -82,9 +79,9 @@ pub(crate) fn controller(c: &Controller) -> Vec<u8> {
 pub(crate) fn namespace(ns: &Namespace) -> Vec<u8> {
     let mut b = vec![0u8; LEN];
     let blocks = ns.backend.num_blocks();
-    put(&mut b, 0, &blocks.to_le_bytes()); // NSZE
-    put(&mut b, 8, &blocks.to_le_bytes()); // NCAP
-    put(&mut b, 16, &blocks.to_le_bytes()); // NUSE
+    put_u64_le(&mut b, 0, blocks); // NSZE
+    put_u64_le(&mut b, 8, blocks); // NCAP
+    put_u64_le(&mut b, 16, blocks); // NUSE
     b[25] = 0; // NLBAF: one format
     b[26] = 0; // FLBAS: format 0
     b[30] = 1; // NMIC: may be shared by several controllers (hosts)
@@ -92,7 +89,7 @@ pub(crate) fn namespace(ns: &Namespace) -> Vec<u8> {
     put(&mut b, 104, &ns.ids.nguid); // NGUID
     put(&mut b, 120, &ns.ids.eui64); // EUI64
     let lbads = ns.backend.block_size().trailing_zeros();
-    put(&mut b, 128, &(lbads << 16).to_le_bytes()); // LBAF0: MS = 0, LBADS, RP = 0
+    put_u32_le(&mut b, 128, lbads << 16); // LBAF0: MS = 0, LBADS, RP = 0
     b
 }
 
@@ -122,7 +119,7 @@ pub(crate) fn active_list(c: &Controller, after: u32) -> Vec<u8> {
         .take(1024)
         .enumerate()
     {
-        put(&mut b, i * 4, &nsid.to_le_bytes());
+        put_u32_le(&mut b, i * 4, *nsid);
     }
     b
 }

@@ -2,6 +2,7 @@
 //! opcodes and the Fabrics Connect data (NVMe Base 2.0 §4.2, §4.6; NVMe-oF 1.1 §3.3, §4.x).
 
 use crate::status::Status;
+use bytecodec::{get_array, get_u16_le, put_bytes, put_u16_le};
 
 /// Data direction encoded in bits 1:0 of every opcode (and of the Fabrics command type).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -238,8 +239,8 @@ impl ConnectData {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; Self::LEN];
-        b[0..16].copy_from_slice(&self.hostid);
-        b[16..18].copy_from_slice(&self.cntlid.to_le_bytes());
+        put_bytes(&mut b, 0, &self.hostid);
+        put_u16_le(&mut b, 16, self.cntlid);
         put_nqn(&mut b[256..512], &self.subnqn);
         put_nqn(&mut b[512..768], &self.hostnqn);
         b
@@ -251,9 +252,8 @@ impl ConnectData {
         if b.len() < Self::LEN {
             return Err(0);
         }
-        let mut hostid = [0u8; 16];
-        hostid.copy_from_slice(&b[0..16]);
-        let cntlid = u16::from_le_bytes([b[16], b[17]]);
+        let hostid = get_array(b, 0).map_err(|_| 0u16)?;
+        let cntlid = get_u16_le(b, 16).map_err(|_| 0u16)?;
         let subnqn = get_nqn(&b[256..512]).ok_or(Self::OFF_SUBNQN)?;
         let hostnqn = get_nqn(&b[512..768]).ok_or(Self::OFF_HOSTNQN)?;
         Ok(ConnectData {

@@ -117,10 +117,8 @@ pub(crate) fn ptpl_supported(ns: &Namespace) -> bool {
     ns.ptpl.is_some()
 }
 
-fn le64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
+fn le64(b: &[u8], o: usize) -> Result<u64, Status> {
+    bytecodec::get_u64_le(b, o).map_err(|_| Status::SGL_DATA_LEN_INVALID)
 }
 
 fn data_of(data: &[u8], n: usize) -> Result<&[u8], Status> {
@@ -153,7 +151,7 @@ pub(crate) fn execute(
                 _ => return Err(Status::INVALID_FIELD),
             };
             let cptpl = Cptpl::from_bits(cdw10 >> 30)?;
-            register(ns, who, action, iekey, cptpl, le64(d, 0), le64(d, 8))?;
+            register(ns, who, action, iekey, cptpl, le64(d, 0)?, le64(d, 8)?)?;
             Ok(None)
         }
         IoOpc::RESV_ACQUIRE => {
@@ -164,7 +162,7 @@ pub(crate) fn execute(
                 2 => AcquireAction::PreemptAndAbort,
                 _ => return Err(Status::INVALID_FIELD),
             };
-            let gone = acquire(ns, who, action, iekey, rtype, le64(d, 0), le64(d, 8))?;
+            let gone = acquire(ns, who, action, iekey, rtype, le64(d, 0)?, le64(d, 8)?)?;
             if !gone.is_empty() {
                 tracing::info!(preempted = gone.len(), "reservation preempted registrants");
             }
@@ -180,7 +178,7 @@ pub(crate) fn execute(
                 1 => ReleaseAction::Clear,
                 _ => return Err(Status::INVALID_FIELD),
             };
-            release(ns, who, action, iekey, rtype, le64(d, 0))?;
+            release(ns, who, action, iekey, rtype, le64(d, 0)?)?;
             Ok(None)
         }
         IoOpc::RESV_REPORT => {

@@ -5,6 +5,7 @@
 //! Through Power Loss state is set (§8.19.x "Persist Through Power Loss", docs/nvme-tcp.md).
 
 use crate::status::Status;
+use bytecodec::{put_u16_le, put_u32_le, put_u64_le};
 
 pub(crate) mod command;
 pub(crate) mod persist;
@@ -391,21 +392,21 @@ impl Reservations {
     pub fn report(&self, extended: bool) -> Vec<u8> {
         let (hdr, ent) = if extended { (64, 64) } else { (24, 24) };
         let mut v = vec![0u8; hdr + ent * self.registrants.len()];
-        v[0..4].copy_from_slice(&self.generation.to_le_bytes());
+        put_u32_le(&mut v, 0, self.generation);
         v[4] = self.holder.map(|h| h.rtype.0).unwrap_or(0);
-        v[5..7].copy_from_slice(&(self.registrants.len() as u16).to_le_bytes());
+        put_u16_le(&mut v, 5, self.registrants.len() as u16);
         v[9] = self.ptpl as u8; // PTPLS
         for (i, r) in self.registrants.iter().enumerate() {
             let e = &mut v[hdr + i * ent..hdr + (i + 1) * ent];
             // CNTLID: FFFFh, the dynamic controller model (a host may hold several).
-            e[0..2].copy_from_slice(&0xFFFFu16.to_le_bytes());
+            put_u16_le(e, 0, 0xFFFF);
             e[2] = self.is_holder(&r.hostid) as u8;
             if extended {
-                e[8..16].copy_from_slice(&r.key.to_le_bytes());
+                put_u64_le(e, 8, r.key);
                 e[16..32].copy_from_slice(&r.hostid);
             } else {
                 e[8..16].copy_from_slice(&r.hostid[..8]);
-                e[16..24].copy_from_slice(&r.key.to_le_bytes());
+                put_u64_le(e, 16, r.key);
             }
         }
         v

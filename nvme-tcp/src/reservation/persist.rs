@@ -34,6 +34,7 @@
 
 use super::{Holder, RType, Registrant, Reservations};
 use crate::namespace::lock;
+use bytecodec::Writer;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -70,42 +71,38 @@ pub enum FormatError {
     Inconsistent(&'static str),
 }
 
-fn le32(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+fn le32(b: &[u8], o: usize) -> Result<u32, FormatError> {
+    bytecodec::get_u32_le(b, o).map_err(|_| FormatError::Short(b.len()))
 }
 
-fn le64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
+fn le64(b: &[u8], o: usize) -> Result<u64, FormatError> {
+    bytecodec::get_u64_le(b, o).map_err(|_| FormatError::Short(b.len()))
 }
 
-fn id16(b: &[u8], o: usize) -> [u8; 16] {
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&b[o..o + 16]);
-    a
+fn id16(b: &[u8], o: usize) -> Result<[u8; 16], FormatError> {
+    bytecodec::get_array(b, o).map_err(|_| FormatError::Short(b.len()))
 }
 
 /// The file image of `r` for namespace `nsid` of the volume `uuid`.
 pub fn encode(r: &Reservations, nsid: u32, uuid: [u8; 16]) -> Vec<u8> {
     let mut v = Vec::with_capacity(HEADER_LEN + ENTRY_LEN * r.registrants.len() + CRC_LEN);
-    v.extend_from_slice(&MAGIC);
-    v.extend_from_slice(&VERSION.to_le_bytes());
-    v.extend_from_slice(&nsid.to_le_bytes());
-    v.extend_from_slice(&uuid);
-    v.extend_from_slice(&r.generation.to_le_bytes());
-    v.push(r.ptpl as u8);
-    v.push(r.holder.map_or(0, |h| h.rtype.0));
-    v.extend_from_slice(&[0, 0]);
-    v.extend_from_slice(&r.holder.map_or([0; 16], |h| h.hostid));
-    v.extend_from_slice(&(r.registrants.len() as u32).to_le_bytes());
+    Writer::new(&mut v)
+        .bytes(&MAGIC)
+        .u32_le(VERSION)
+        .u32_le(nsid)
+        .bytes(&uuid)
+        .u32_le(r.generation)
+        .u8(r.ptpl as u8)
+        .u8(r.holder.map_or(0, |h| h.rtype.0))
+        .zeros(2)
+        .bytes(&r.holder.map_or([0; 16], |h| h.hostid))
+        .u32_le(r.registrants.len() as u32);
     debug_assert_eq!(v.len(), HEADER_LEN);
     for reg in &r.registrants {
-        v.extend_from_slice(&reg.hostid);
-        v.extend_from_slice(&reg.key.to_le_bytes());
+        Writer::new(&mut v).bytes(&reg.hostid).u64_le(reg.key);
     }
     let crc = crc32c::crc32c(&v);
-    v.extend_from_slice(&crc.to_le_bytes());
+    Writer::new(&mut v).u32_le(crc);
     v
 }
 
@@ -117,11 +114,11 @@ pub fn decode(b: &[u8], nsid: u32, uuid: [u8; 16]) -> Result<Reservations, Forma
     if b[0..8] != MAGIC {
         return Err(FormatError::Magic);
     }
-    let version = le32(b, 8);
+    let version = le32(b, 8)?;
     if version != VERSION {
         return Err(FormatError::Version(version));
     }
-    let count = le32(b, 56);
+    let count = le32(b, 56)?;
     // The count is checked against the bytes before anything is read by it.
     let want = (count as usize)
         .checked_mul(ENTRY_LEN)
@@ -133,13 +130,14 @@ pub fn decode(b: &[u8], nsid: u32, uuid: [u8; 16]) -> Result<Reservations, Forma
         });
     }
     let body = b.len() - CRC_LEN;
-    if crc32c::crc32c(&b[..body]) != le32(b, body) {
+    if crc32c::crc32c(&b[..body]) != le32(b, body)? {
         return Err(FormatError::Checksum);
     }
-    if le32(b, 12) != nsid {
-        return Err(FormatError::OtherNamespace(le32(b, 12)));
+    let ns = le32(b, 12)?;
+    if ns != nsid {
+        return Err(FormatError::OtherNamespace(ns));
     }
-    if id16(b, 16) != uuid {
+    if id16(b, 16)? != uuid {
         return Err(FormatError::OtherVolume);
     }
     let ptpl = match b[36] {
@@ -150,13 +148,13 @@ pub fn decode(b: &[u8], nsid: u32, uuid: [u8; 16]) -> Result<Reservations, Forma
     let mut registrants: Vec<Registrant> = Vec::with_capacity(count as usize);
     for i in 0..count as usize {
         let o = HEADER_LEN + i * ENTRY_LEN;
-        let hostid = id16(b, o);
+        let hostid = id16(b, o)?;
         if registrants.iter().any(|r| r.hostid == hostid) {
             return Err(FormatError::Inconsistent("a host registered twice"));
         }
         registrants.push(Registrant {
             hostid,
-            key: le64(b, o + 16),
+            key: le64(b, o + 16)?,
             // The controller is gone with the restart (reports say FFFFh anyway).
             cntlid: 0xFFFF,
         });
@@ -164,7 +162,7 @@ pub fn decode(b: &[u8], nsid: u32, uuid: [u8; 16]) -> Result<Reservations, Forma
     let holder = match RType(b[37]) {
         RType(0) => None,
         t if t.valid() => {
-            let hostid = id16(b, 40);
+            let hostid = id16(b, 40)?;
             if !registrants.iter().any(|r| r.hostid == hostid) {
                 return Err(FormatError::Inconsistent("the holder is not a registrant"));
             }
@@ -173,7 +171,7 @@ pub fn decode(b: &[u8], nsid: u32, uuid: [u8; 16]) -> Result<Reservations, Forma
         _ => return Err(FormatError::Inconsistent("unknown reservation type")),
     };
     Ok(Reservations {
-        generation: le32(b, 32),
+        generation: le32(b, 32)?,
         registrants,
         holder,
         ptpl,
@@ -436,7 +434,7 @@ mod tests {
         // A count that lies, even a huge one, is caught before anything is read by it.
         for n in [3u32, 1, u32::MAX] {
             let mut bad = b.clone();
-            bad[56..60].copy_from_slice(&n.to_le_bytes());
+            bytecodec::put_u32_le(&mut bad, 56, n);
             assert!(matches!(
                 decode(&bad, 1, UUID),
                 Err(FormatError::Length { .. })
@@ -465,7 +463,7 @@ mod tests {
         b[40..56].copy_from_slice(&[9; 16]);
         let body = b.len() - CRC_LEN;
         let crc = crc32c::crc32c(&b[..body]);
-        b[body..].copy_from_slice(&crc.to_le_bytes());
+        bytecodec::put_u32_le(&mut b, body, crc);
         assert!(matches!(
             decode(&b, 1, UUID),
             Err(FormatError::Inconsistent(_))
