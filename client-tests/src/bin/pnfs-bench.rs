@@ -15,7 +15,7 @@ const USAGE: &str = "usage: pnfs-bench [OPTIONS] [WORKLOAD...]
                        [--baseline-rounds R] [--compare-only]
   workloads: overwrite-1 overwrite-4 small newfiles meta-1 meta-8 (default: all)
   scale: N empty files in D directories by C sessions plus one directory of M entries
-         (issue 11; docs/benchmarks.md \"Scale\"), on a pnfsd it starts
+         (docs/benchmarks.md \"Scale\"), on a pnfsd it starts
   --rounds N            interleaved rounds per workload, figures are medians (default 3)
   --quick               one round, sizes divided by 4
   --scale DIV           divide every file size by DIV (the smoke test uses a tiny run)

@@ -283,7 +283,7 @@ impl Queue {
     }
 
     /// One parsed PDU (or the receive error in its place).
-    fn on_received(&mut self, r: Result<Pdu, RecvError>) -> Flow {
+    pub(super) fn on_received(&mut self, r: Result<Pdu, RecvError>) -> Flow {
         match r {
             Ok(pdu) => self.on_pdu(pdu),
             Err(RecvError::Fatal { fatal, header }) => {

@@ -2,7 +2,7 @@
 //! ring (if any) waited for in the same `select!`.
 
 use super::{connect_timed_out, Flow, Queue};
-use crate::transport::{terminate, PduReader, RecvError};
+use crate::transport::PduReader;
 use std::sync::atomic::Ordering;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::watch;
@@ -67,21 +67,7 @@ impl Queue {
                 None => Flow::Close,
                 // Completions are waiting: reaped (and answered) below.
                 Some(None) => Flow::Continue,
-                Some(Some(r)) => match r {
-                    Ok(pdu) => self.on_pdu(pdu),
-                    Err(RecvError::Fatal { fatal, header }) => {
-                        tracing::debug!(?fatal, "bad PDU from host: terminating connection");
-                        terminate(&self.tx, true, fatal, header);
-                        Flow::Close
-                    }
-                    Err(RecvError::DataDigest {
-                        pdu_type,
-                        cccid,
-                        ttag,
-                        datal,
-                    }) => self.on_data_digest(pdu_type, cccid, ttag, datal),
-                    Err(_) => Flow::Close,
-                },
+                Some(Some(r)) => self.on_received(r),
             };
             if let Flow::Close = flow {
                 let _ = self.tx.flush();
