@@ -66,6 +66,8 @@ LAYERS = {
         # services: each takes narrow handles to what it needs, never the whole server
         ("nfs4::layouts", 4),
         ("nfs4::delegs", 4),
+        # what state::Inner holds for the delegations (a field), below the state it is in
+        ("nfs4::delegs::book", 2.9),
         ("nfs4::copy", 4),
         ("nfs4::attr", 4),
         ("nfs4::callback", 4),

@@ -5,10 +5,13 @@
 //! WANT_* flags of §18.16.3 ask for more, or for none.
 //!
 //! `cb_getattr`: the CB_GETATTR a GETATTR of another client sends a write delegation's holder
-//! (RFC 8881 §10.4.3). The delegation stateids themselves are in `nfs4::state`
-//! (state/delegs.rs): one stateid space under the state lock.
+//! (RFC 8881 §10.4.3). `state`: the delegation stateids, their grant, recall, return and
+//! revocation, as `impl` blocks on the state's one stateid table (`nfs4::state::Inner`, one
+//! stateid space under the state lock); `book`: the bookkeeping the table holds for them.
 
+pub(crate) mod book;
 pub mod cb_getattr;
+mod state;
 
 use std::time::{Duration, Instant};
 

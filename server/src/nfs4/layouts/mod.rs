@@ -8,9 +8,9 @@
 //!         ├ fenced / unfenced                                           fence.rs
 //!         └ getting / trim_queue                                        the trim past EOF
 //! ```
-//! The layout stateids are allocated by `nfs4::state` (one stateid space for opens, locks,
-//! delegations and layouts: TEST_STATEID, FREE_STATEID and lease expiry see them all), but
-//! only this module creates, bumps, returns or revokes them, in the same call that changes
+//! The layout stateids sit in `nfs4::state`'s one stateid space (opens, locks, delegations,
+//! layouts: TEST_STATEID, FREE_STATEID and lease expiry see them all; rules in stateids.rs),
+//! but only this module creates, bumps, returns or revokes them, in the same call that changes
 //! the grants: `get` (get.rs), `commit` (commit.rs), `return_layouts` with a
 //! [`Circumstance`], `on_close` (CLOSE and DELEGRETURN), `recall::expire` (lease expiry,
 //! client gone, a revoked delegation that kept layouts past CLOSE) and
@@ -38,6 +38,7 @@ pub mod recall;
 pub mod scsi;
 pub mod scsi_restart;
 pub mod snapshot;
+mod stateids;
 
 use crate::nfs4::state::{CommitClaim, IoAccess};
 use crate::nfs4::status::NfsStat;

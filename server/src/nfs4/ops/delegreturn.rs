@@ -1,5 +1,5 @@
 //! DELEGRETURN (RFC 8881 §18.6): gives back the delegation of the current file that the
-//! stateid names (delegations: state/delegs.rs), and the layouts it kept past the last CLOSE
+//! stateid names (delegations: delegs/state.rs), and the layouts it kept past the last CLOSE
 //! (layouts `on_close`).
 
 use crate::nfs4::ctx::Ctx;

@@ -54,7 +54,7 @@ pub enum StateKind {
     Open(OpenState),
     Lock(LockState),
     Layout,
-    Deleg(super::delegs::DelegState),
+    Deleg(crate::nfs4::delegs::book::DelegState),
 }
 
 pub struct State {
@@ -84,7 +84,7 @@ pub struct OpenReq<'a> {
 }
 
 impl Inner {
-    pub(super) fn stateid_of(&self, id: u64) -> Stateid {
+    pub(crate) fn stateid_of(&self, id: u64) -> Stateid {
         let seqid = self.states.get(&id).map_or(0, |s| s.seqid);
         Stateid {
             seqid,
@@ -92,7 +92,7 @@ impl Inner {
         }
     }
 
-    pub(super) fn new_state(&mut self, client: u64, ino: Ino, kind: StateKind) -> u64 {
+    pub(crate) fn new_state(&mut self, client: u64, ino: Ino, kind: StateKind) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         if let StateKind::Deleg(d) = &kind {
@@ -122,7 +122,7 @@ impl Inner {
         id
     }
 
-    pub(super) fn bump(&mut self, id: u64) -> Stateid {
+    pub(crate) fn bump(&mut self, id: u64) -> Stateid {
         if let Some(s) = self.states.get_mut(&id) {
             s.seqid = next_seqid(s.seqid);
         }
@@ -131,7 +131,7 @@ impl Inner {
 
     /// Finds the state a client names: BAD_STATEID for special, unknown or another client's
     /// stateids, STALE_STATEID for an earlier boot's, OLD_STATEID / BAD_STATEID by seqid.
-    pub(super) fn find(&self, clientid: u64, sid: &Stateid) -> Result<u64, NfsStat> {
+    pub(crate) fn find(&self, clientid: u64, sid: &Stateid) -> Result<u64, NfsStat> {
         if is_special(sid) {
             return Err(NfsStat::BAD_STATEID);
         }
@@ -148,7 +148,7 @@ impl Inner {
     }
 
     /// Removes a state and what hangs off it (an open's lock states, a lock state's ranges).
-    pub(super) fn drop_state(&mut self, id: u64) {
+    pub(crate) fn drop_state(&mut self, id: u64) {
         let Some(st) = self.states.remove(&id) else {
             return;
         };
@@ -189,7 +189,7 @@ impl Inner {
 
     /// Takes a state away (and the lock states under an open): it no longer reserves
     /// anything on its file, but stays until the client frees it.
-    pub(super) fn revoke_id(&mut self, id: u64, why: NfsStat) {
+    pub(crate) fn revoke_id(&mut self, id: u64, why: NfsStat) {
         let Some(st) = self.states.get_mut(&id) else {
             return;
         };
@@ -225,7 +225,7 @@ impl Inner {
 
     /// A courtesy client is in someone's way (RFC 8881 §8.3, courteous server): all its
     /// state is revoked as EXPIRED; the client keeps its sessions and is told by SEQUENCE.
-    pub(super) fn expire_state(&mut self, client: u64) {
+    pub(crate) fn expire_state(&mut self, client: u64) {
         self.log_client_end(
             client,
             super::client::ClientEnd::Evicted("courtesy client in another's way: state revoked"),
@@ -240,7 +240,7 @@ impl Inner {
         }
     }
 
-    pub(super) fn is_courtesy(&self, client: u64) -> bool {
+    pub(crate) fn is_courtesy(&self, client: u64) -> bool {
         self.clients
             .get(&client)
             .is_some_and(|c: &Client| c.courtesy)

@@ -12,6 +12,16 @@
 //! Layout state hangs off both a client and a file, like opens and locks, so that lease
 //! expiry, CLOSE/return-on-close and recalls find it from either side.
 //!
+//! Files: client.rs (client records, EXCHANGE_ID, CREATE_SESSION), session.rs and
+//! sessions.rs (slot tables, SEQUENCE, the backchannel), files.rs (opens and the stateid
+//! checks every operation shares), lock.rs and locks.rs (byte-range locks), grace.rs (the
+//! grace period and the lease clock), snapshot.rs (the admin views), stateid.rs (stateid
+//! layout and seqids). Two kinds of the one stateid table have their rules in their
+//! services' rooms, as `impl Inner` and `impl StateManager` blocks on this lock: layout
+//! stateids in nfs4/layouts/stateids.rs, delegations in nfs4/delegs/state.rs. What `Inner`
+//! keeps for the delegations (`DelegBook`) is in nfs4/delegs/book.rs, which imports nothing
+//! of this module (tools/deps.py ranks it below).
+//!
 //! Wiring outside this module: the transport calls `conn_closed` when a connection goes
 //! (backchannel loss → CB_PATH_DOWN_SESSION); the store gets `open_probe()` through
 //! `Store::set_open_probe` so that REMOVE keeps open files; the server calls `tick` once a
@@ -20,38 +30,34 @@
 //! out after it is released), so the store may call the probe under its own lock.
 
 mod client;
-mod delegs;
-mod files;
+pub(crate) mod files;
 mod grace;
-mod layouts;
 mod lock;
 mod locks;
 mod session;
 mod sessions;
 mod snapshot;
-mod stateid;
+pub(crate) mod stateid;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
-mod tests_delegs;
-#[cfg(test)]
-mod tests_files;
+pub(crate) mod tests_files;
 #[cfg(test)]
 mod tests_limits;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::store::Ino;
 
+pub use crate::nfs4::delegs::book::{DelegCounters, NoDeleg, Recall, WriteHolder};
 pub use client::{
     exchgid, seq4, BindDir, ClientLimits, CreateSessionReq, CreateSessionRes, ExchangeIdReq,
     ExchangeIdRes, Principal, SequenceOutcome, SequenceReq, CS_FLAG_CONN_BACK_CHAN,
 };
-pub use delegs::{DelegCounters, NoDeleg, Recall, WriteHolder};
 pub use files::{OpenReq, ShareAccess};
 pub use grace::CommitClaim;
 pub use lock::{range_of, LockRange};
@@ -136,7 +142,7 @@ pub struct StateManager {
     clock: Arc<dyn Clock>,
     /// Write delegations held now (`DelegBook::write_held`, the same atomic): while it is
     /// zero, `write_deleg_holder` answers without the lock. See there for why that is safe.
-    write_delegs: Arc<AtomicUsize>,
+    pub(crate) write_delegs: Arc<AtomicUsize>,
     /// Benchmarks only: `write_deleg_holder` takes the lock whatever the count says (the
     /// check as it was before the count), for `getattr_rate_threads` to compare against.
     #[cfg(test)]
@@ -147,25 +153,28 @@ pub struct StateManager {
 /// store forces its log; no state lock is held across that).
 type RecordOp = (Vec<u8>, Option<Vec<u8>>);
 
+/// The state under the lock. The layout and delegation rooms add `impl Inner` blocks
+/// (nfs4/layouts/stateids.rs, nfs4/delegs/state.rs), so what they use is `pub(crate)`: not
+/// `pub(in crate::nfs4)`, which tools/deps.py would read as an import of nfs4/mod.rs.
 pub(crate) struct Inner {
-    cfg: StateConfig,
+    pub(crate) cfg: StateConfig,
     /// Bounds on clients, sessions and reply-cache memory (client.rs).
-    limits: client::ClientLimits,
-    epoch: u32,
+    pub(crate) limits: client::ClientLimits,
+    pub(crate) epoch: u32,
     next_id: u64,
     clients: HashMap<u64, client::Client>,
     /// `co_ownerid` → its confirmed and unconfirmed client records.
     owners: HashMap<Vec<u8>, client::OwnerRecs>,
     sessions: HashMap<[u8; 16], session::Session>,
-    states: HashMap<u64, files::State>,
-    files: HashMap<Ino, files::FileState>,
+    pub(crate) states: HashMap<u64, files::State>,
+    pub(crate) files: HashMap<Ino, files::FileState>,
     grace: grace::Grace,
     /// Record changes to persist once the lock is released.
     pending: Vec<RecordOp>,
     /// Layouts of clients that went away or expired, for the layout engine.
-    dropped_layouts: Vec<(u64, Ino)>,
-    /// Recalls pending and counters of delegations (delegs.rs).
-    delegs: delegs::DelegBook,
+    pub(crate) dropped_layouts: Vec<(u64, Ino)>,
+    /// Recalls pending and counters of delegations (nfs4/delegs/book.rs).
+    pub(crate) delegs: crate::nfs4::delegs::book::DelegBook,
 }
 
 impl StateManager {
@@ -226,7 +235,7 @@ impl StateManager {
     }
 
     /// Runs `f` on the state at the current time, then persists the record changes it made.
-    fn with<T>(&self, f: impl FnOnce(&mut Inner, u64) -> T) -> T {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Inner, u64) -> T) -> T {
         let now = self.clock.now();
         let (out, pending) = {
             let mut g = self.lock();
@@ -245,7 +254,7 @@ impl StateManager {
         out
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves state that is still consistent enough to
         // serve (each change is small); keep serving rather than failing every request.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -466,121 +475,6 @@ impl StateManager {
         self.with(|i, _| i.free_stateid(clientid, stateid))
     }
 
-    // ---- delegations (delegs.rs) ----
-
-    /// DELEGRETURN of the delegation of `ino` the stateid names.
-    pub fn delegreturn(&self, clientid: u64, stateid: &Stateid, ino: Ino) -> Result<(), NfsStat> {
-        self.with(|i, _| i.delegreturn(clientid, stateid, ino))
-    }
-
-    /// A read (`write == false`) or write delegation of `ino` if none conflicts.
-    pub fn grant_deleg(&self, clientid: u64, ino: Ino, write: bool) -> Result<Stateid, NoDeleg> {
-        self.with(|i, _| i.grant_deleg(clientid, ino, write))
-    }
-
-    /// See `Inner::reclaim_deleg` (delegs.rs): the stateid and whether it is recalled.
-    pub fn reclaim_deleg(
-        &self,
-        clientid: u64,
-        ino: Ino,
-        write: bool,
-        give_back: bool,
-    ) -> (Stateid, bool) {
-        self.with(|i, now| i.reclaim_deleg(clientid, ino, write, give_back, now))
-    }
-
-    /// Delegations of other clients in the way of an access to `ino` (see delegs.rs); the
-    /// caller sends CB_RECALL for those with `send` and answers DELAY while any is left.
-    pub fn deleg_conflicts(&self, clientid: u64, ino: Ino, write: bool) -> Vec<Recall> {
-        self.with(|i, now| i.deleg_conflicts(clientid, ino, write, now))
-    }
-
-    /// See `Inner::write_deleg_holder` (delegs.rs): the write delegation of another client
-    /// that a GETATTR of size or change by `clientid` must ask CB_GETATTR of.
-    ///
-    /// Every GETATTR of size or change asks this, so while no write delegation is held
-    /// anywhere it answers `None` from the count `write_delegs` without taking the lock.
-    /// Why a GETATTR that reads 0 may answer from the server's attributes:
-    /// - The count changes only under the lock, in the same critical section that creates,
-    ///   revokes or drops the delegation state (`DelegBook::held_in`/`held_out`, called
-    ///   from `new_state`, `revoke_id`, `drop_state`), so at every release of the lock it
-    ///   equals the write delegations held (`check_deleg_counts` checks this after every
-    ///   state change of every debug test).
-    /// - The increment comes before the state is inserted, inside the OPEN's critical
-    ///   section (`grant_deleg`, `reclaim_deleg`); the OPEN's reply, the only way the
-    ///   holder learns of the delegation, is encoded and sent after the lock is released.
-    ///   The holder can write nothing under the delegation before it has the reply.
-    /// - A GETATTR whose load reads 0 therefore did not happen after the grant: anything
-    ///   that orders it after the reply (the holder's reply sent, then something the
-    ///   GETATTR's client learnt from the holder, through sockets or threads that
-    ///   synchronize) orders it after the increment, and the load would see it (SeqCst
-    ///   coherence). Such a GETATTR is concurrent with the OPEN or before it, and answers
-    ///   what the locked walk would have answered just before the OPEN took the lock: no
-    ///   delegation, the server's size. Nothing can have been written under the delegation
-    ///   yet, so that size is not stale because of it (writes of the holder's open before
-    ///   the delegation are ordinary open-for-write writes, seen after its LAYOUTCOMMIT or
-    ///   WRITE, with or without this check). In time, the increment is a locked
-    ///   read-modify-write followed by the unlock and a socket write: it is visible to
-    ///   every core before the first byte of the reply leaves.
-    /// - A decrement happens when the delegation is gone (returned after the holder
-    ///   flushed, revoked, or its client gone): a GETATTR that reads the lower count then
-    ///   answers as the walk would. A count that is too high costs only the walk.
-    ///
-    /// The count is of the whole server, not per file: with any write delegation held,
-    /// every such GETATTR takes the lock as before.
-    pub fn write_deleg_holder(&self, clientid: u64, ino: Ino) -> Option<WriteHolder> {
-        #[cfg(test)]
-        let lock_always = self.lock_every_getattr.load(Ordering::Relaxed);
-        #[cfg(not(test))]
-        let lock_always = false;
-        if !lock_always && self.write_delegs.load(Ordering::SeqCst) == 0 {
-            return None;
-        }
-        self.with(|i, now| i.write_deleg_holder(clientid, ino, now))
-    }
-
-    /// Write delegations held now (not revoked), read without the lock.
-    pub fn write_delegations_held(&self) -> usize {
-        self.write_delegs.load(Ordering::SeqCst)
-    }
-
-    /// Whether `client` still holds the delegation `sid` (not returned, not revoked).
-    pub fn deleg_held(&self, client: u64, sid: &Stateid) -> bool {
-        self.with(|i, _| i.deleg_held(client, sid))
-    }
-
-    /// Whether a recall of the delegation `stateid` of `client` is still to be answered.
-    pub fn deleg_recall_pending(&self, client: u64, stateid: &Stateid) -> bool {
-        self.with(|i, _| i.deleg_recall_pending(client, stateid))
-    }
-
-    /// Delegations granted, recalled and revoked since the start.
-    pub fn deleg_counters(&self) -> DelegCounters {
-        self.lock().delegs.counters
-    }
-
-    /// Delegations held now (not revoked).
-    pub fn delegations_held(&self) -> usize {
-        self.lock().delegs.held
-    }
-
-    /// Whether an OPEN with no WANT_* preference may get a read delegation the server chose
-    /// (config `read_delegations`).
-    pub fn read_delegations_by_default(&self) -> bool {
-        self.lock().limits.read_delegations
-    }
-
-    /// Whether an OPEN for write with no WANT_* preference may get a write delegation the
-    /// server chose (config `write_delegations`).
-    pub fn write_delegations_by_default(&self) -> bool {
-        self.lock().limits.write_delegations
-    }
-
-    /// Whether OPEN may offer delegations at all (config `delegations`).
-    pub fn delegations_enabled(&self) -> bool {
-        self.lock().limits.delegations
-    }
-
     /// Whether any client has the file open (REMOVE keeps an open file's inode).
     pub fn file_is_open(&self, ino: Ino) -> bool {
         file_is_open(&self.inner, ino)
@@ -594,63 +488,8 @@ impl StateManager {
         move |ino| file_is_open(&inner, ino)
     }
 
-    // ---- layouts (for the layout operations) ----
-
-    /// LAYOUTGET's stateid rules (RFC 8881 §12.5.2–3): the first LAYOUTGET presents an open,
-    /// lock or delegation stateid and gets a new layout stateid with seqid 1; later ones
-    /// present the layout stateid. Every call bumps the seqid.
-    pub fn layout_stateid(
-        &self,
-        clientid: u64,
-        ino: Ino,
-        given: &Stateid,
-    ) -> Result<Stateid, NfsStat> {
-        self.with(|i, _| i.layout_stateid(clientid, ino, given))
-    }
-
-    /// LAYOUTRETURN(FILE): bumps the layout stateid; `all_returned` drops it.
-    pub fn layout_return(
-        &self,
-        clientid: u64,
-        ino: Ino,
-        given: &Stateid,
-        all_returned: bool,
-    ) -> Result<Stateid, NfsStat> {
-        self.with(|i, _| i.layout_return(clientid, ino, given, all_returned))
-    }
-
-    /// Checks a layout stateid (LAYOUTCOMMIT answers BADLAYOUT for the error).
-    pub fn check_layout(&self, clientid: u64, ino: Ino, given: &Stateid) -> Result<(), NfsStat> {
-        self.with(|i, _| i.check_layout(clientid, ino, given))
-    }
-
-    /// LAYOUTRETURN(FSID/ALL): drops every layout stateid of the client.
-    pub fn layout_return_all(&self, clientid: u64) -> Vec<Ino> {
-        self.with(|i, _| i.layout_return_all(clientid))
-    }
-
-    /// Whether the client still has an open of the file (return-on-close).
-    pub fn client_has_open(&self, clientid: u64, ino: Ino) -> bool {
-        self.with(|i, _| i.client_has_open(clientid, ino))
-    }
-
-    /// Clients holding layouts of a file (for CB_LAYOUTRECALL), with their layout stateids.
-    pub fn layouts_of_file(&self, ino: Ino) -> Vec<(u64, Stateid)> {
-        self.with(|i, _| i.layouts_of_file(ino))
-    }
-
-    /// Layouts whose client went away since the last call (lease expiry, a courtesy client
-    /// in someone's way, a client replaced by its new incarnation): `(clientid, file)`.
-    /// The layout engine drains this from its tick (layouts are freed at lease expiry).
-    pub fn take_dropped_layouts(&self) -> Vec<(u64, Ino)> {
-        std::mem::take(&mut self.lock().dropped_layouts)
-    }
-
-    /// Revokes a stateid (a fenced client's layout): reported by SEQUENCE status flags and
-    /// TEST_STATEID until the client frees it.
-    pub fn revoke(&self, stateid: &Stateid) {
-        self.with(|i, _| i.revoke(stateid))
-    }
+    // ---- the clients' identities (for the layouts service) ----
+    // (The layout and delegation calls: nfs4/layouts/stateids.rs, nfs4/delegs/state.rs.)
 
     /// The owner and verifier of a client this instance knows (courtesy clients included):
     /// what the target's host map and fences name (nfs4/layouts/hosts.rs).

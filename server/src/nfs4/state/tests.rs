@@ -9,7 +9,7 @@ use super::tests_files::open;
 use super::*;
 
 #[derive(Default)]
-pub(super) struct MemRecords(Mutex<BTreeMap<Vec<u8>, Vec<u8>>>);
+pub(crate) struct MemRecords(Mutex<BTreeMap<Vec<u8>, Vec<u8>>>);
 
 impl ClientRecords for MemRecords {
     fn put(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), NfsStat> {
@@ -31,7 +31,7 @@ impl ClientRecords for MemRecords {
 }
 
 #[derive(Default)]
-pub(super) struct TestClock(pub AtomicU64);
+pub(crate) struct TestClock(pub AtomicU64);
 
 impl Clock for TestClock {
     fn now(&self) -> u64 {
@@ -39,13 +39,13 @@ impl Clock for TestClock {
     }
 }
 
-pub(super) struct Env {
+pub(crate) struct Env {
     pub sm: StateManager,
     pub clock: Arc<TestClock>,
     pub records: Arc<MemRecords>,
 }
 
-pub(super) fn env_with(records: Arc<MemRecords>, boot: u64) -> Env {
+pub(crate) fn env_with(records: Arc<MemRecords>, boot: u64) -> Env {
     let clock = Arc::new(TestClock::default());
     let cfg = StateConfig {
         lease_seconds: 90,
@@ -59,15 +59,15 @@ pub(super) fn env_with(records: Arc<MemRecords>, boot: u64) -> Env {
     }
 }
 
-pub(super) fn env() -> Env {
+pub(crate) fn env() -> Env {
     env_with(Arc::new(MemRecords::default()), 0x1111_2222_3333_4444)
 }
 
-pub(super) fn princ(uid: u32) -> Principal {
+pub(crate) fn princ(uid: u32) -> Principal {
     Principal { flavor: 1, uid }
 }
 
-pub(super) fn exid(owner: &[u8], verf: u8, uid: u32, flags: u32) -> ExchangeIdReq {
+pub(crate) fn exid(owner: &[u8], verf: u8, uid: u32, flags: u32) -> ExchangeIdReq {
     ExchangeIdReq {
         owner: owner.to_vec(),
         verifier: [verf; 8],
@@ -76,7 +76,7 @@ pub(super) fn exid(owner: &[u8], verf: u8, uid: u32, flags: u32) -> ExchangeIdRe
     }
 }
 
-pub(super) fn attrs() -> ChannelAttrs {
+pub(crate) fn attrs() -> ChannelAttrs {
     ChannelAttrs {
         headerpadsize: 0,
         maxrequestsize: 1 << 20,
@@ -88,7 +88,7 @@ pub(super) fn attrs() -> ChannelAttrs {
     }
 }
 
-pub(super) fn cs_req(clientid: u64, sequence: u32, uid: u32) -> CreateSessionReq {
+pub(crate) fn cs_req(clientid: u64, sequence: u32, uid: u32) -> CreateSessionReq {
     CreateSessionReq {
         clientid,
         sequence,
@@ -104,7 +104,7 @@ pub(super) fn cs_req(clientid: u64, sequence: u32, uid: u32) -> CreateSessionReq
 }
 
 /// EXCHANGE_ID + CREATE_SESSION: a confirmed client and its session.
-pub(super) fn mount(e: &Env, owner: &[u8]) -> (u64, [u8; 16]) {
+pub(crate) fn mount(e: &Env, owner: &[u8]) -> (u64, [u8; 16]) {
     let r = e.sm.exchange_id(&exid(owner, 1, 0, 0)).unwrap();
     let s =
         e.sm.create_session(cs_req(r.clientid, r.sequenceid, 0))
@@ -112,7 +112,7 @@ pub(super) fn mount(e: &Env, owner: &[u8]) -> (u64, [u8; 16]) {
     (r.clientid, s.sessionid)
 }
 
-pub(super) fn seq(sessionid: [u8; 16], slot: u32, seqid: u32, hash: u64) -> SequenceReq {
+pub(crate) fn seq(sessionid: [u8; 16], slot: u32, seqid: u32, hash: u64) -> SequenceReq {
     SequenceReq {
         sessionid,
         sequenceid: seqid,

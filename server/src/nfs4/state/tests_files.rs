@@ -1,11 +1,11 @@
-//! Opens, locks, stateids and layout stateids through `StateManager` (harness in tests.rs).
+//! Opens, locks and stateids through `StateManager` (harness in tests.rs).
 
 use std::sync::Arc;
 
 use super::tests::*;
 use super::*;
 
-pub(super) fn open(
+pub(crate) fn open(
     e: &Env,
     cid: u64,
     owner: &[u8],
@@ -186,44 +186,6 @@ fn locks_conflict_split_and_hold_the_open() {
     let la3 = e.sm.locku(a, &la2, Ino(7), 0, u64::MAX).unwrap();
     assert_eq!(e.sm.close(a, &oa, Ino(7)), Ok(true));
     assert_eq!(e.sm.test_stateid(a, &la3), NfsStat::BAD_STATEID);
-}
-
-#[test]
-fn layout_stateids_start_at_one_and_follow_the_open() {
-    let e = env();
-    let (a, _) = mount(&e, b"a");
-    let o = open(&e, a, b"o", 5, 3, 0).unwrap();
-    let l1 = e.sm.layout_stateid(a, Ino(5), &o).unwrap();
-    assert_eq!(l1.seqid, 1);
-    assert_ne!(l1.other, o.other);
-    let l2 = e.sm.layout_stateid(a, Ino(5), &l1).unwrap();
-    assert_eq!(l2.seqid, 2);
-    assert_eq!(e.sm.layouts_of_file(Ino(5)), vec![(a, l2)]);
-    assert_eq!(
-        e.sm.layout_stateid(a, Ino(5), &Stateid { seqid: 7, ..l2 }),
-        Err(NfsStat::BAD_STATEID)
-    );
-    assert_eq!(e.sm.check_layout(a, Ino(5), &o), Err(NfsStat::BAD_STATEID));
-    let l3 = e.sm.layout_return(a, Ino(5), &l2, true).unwrap();
-    assert_eq!(l3.seqid, 3);
-    assert!(e.sm.layouts_of_file(Ino(5)).is_empty());
-    // Revoked state shows in SEQUENCE's flags until freed.
-    let l = e.sm.layout_stateid(a, Ino(5), &o).unwrap();
-    e.sm.revoke(&l);
-    assert_eq!(e.sm.test_stateid(a, &l), NfsStat::ADMIN_REVOKED);
-    e.sm.free_stateid(a, &l).unwrap();
-    assert_eq!(e.sm.test_stateid(a, &l), NfsStat::BAD_STATEID);
-    // A client that goes away leaves its layouts for the layout engine to free.
-    let (b, _) = mount(&e, b"b");
-    let ob = open(&e, b, b"o", 6, 3, 0).unwrap();
-    e.sm.layout_stateid(b, Ino(6), &ob).unwrap();
-    assert!(e.sm.take_dropped_layouts().is_empty());
-    e.clock
-        .0
-        .store(100 + COURTESY_SECONDS, std::sync::atomic::Ordering::SeqCst);
-    e.sm.tick();
-    assert_eq!(e.sm.take_dropped_layouts(), vec![(b, Ino(6))]);
-    assert!(e.sm.take_dropped_layouts().is_empty());
 }
 
 #[test]

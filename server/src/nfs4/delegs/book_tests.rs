@@ -1,6 +1,6 @@
 //! The count of write delegations held, which lets GETATTR skip the state lock while it is
 //! zero (`StateManager::write_deleg_holder`): after every path that creates, revokes or
-//! drops a delegation it equals a walk of every state (harness in tests.rs).
+//! drops a delegation it equals a walk of every state (harness in state/tests.rs).
 //!
 //! Each step below checks the kept counts against the walk (`held`), so a path that forgets
 //! to count a delegation in or out fails here by name; debug test builds also check after
@@ -10,19 +10,21 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use super::tests::{env, env_with, mount, seq, MemRecords};
-use super::tests_files::open;
-use super::*;
+use crate::nfs4::state::tests::{cs_req, env, env_with, exid, mount, seq, Env, MemRecords};
+use crate::nfs4::state::tests_files::open;
+use crate::nfs4::state::*;
+use crate::nfs4::status::NfsStat;
+use crate::store::Ino;
 
 /// (delegations held, write delegations held), once checked against the walk.
-fn held(e: &super::tests::Env) -> (usize, usize) {
+fn held(e: &Env) -> (usize, usize) {
     let walk = e.sm.lock().deleg_counts_by_walk();
     e.sm.check_deleg_counts();
     assert_eq!(e.sm.write_delegations_held(), walk.1);
     walk
 }
 
-fn at(e: &super::tests::Env, t: u64) {
+fn at(e: &Env, t: u64) {
     e.clock.0.store(t, Ordering::SeqCst);
 }
 
@@ -157,10 +159,8 @@ fn a_new_incarnation_counts_out_the_old_ones() {
     open(&e, a, b"oa", 10, 3, 0).unwrap();
     e.sm.grant_deleg(a, Ino(10), true).unwrap();
     assert_eq!(held(&e), (1, 1));
-    let r =
-        e.sm.exchange_id(&super::tests::exid(b"a", 2, 0, 0))
-            .unwrap();
-    e.sm.create_session(super::tests::cs_req(r.clientid, r.sequenceid, 0))
+    let r = e.sm.exchange_id(&exid(b"a", 2, 0, 0)).unwrap();
+    e.sm.create_session(cs_req(r.clientid, r.sequenceid, 0))
         .unwrap();
     assert_eq!(e.sm.deleg_of(a, Ino(10)), None);
     assert_eq!(held(&e), (0, 0));

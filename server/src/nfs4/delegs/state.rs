@@ -13,99 +13,15 @@
 //! The queue re-sends an unanswered CB_RECALL on whichever session of the holder has a
 //! backchannel then, so a recall survives the holder replacing its session (DSESS9003).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use super::files::{ShareAccess, StateKind};
-use super::stateid::parse_other;
-use super::Inner;
+use super::book::{DelegState, NoDeleg, Recall, WriteHolder};
+use crate::nfs4::state::files::{ShareAccess, StateKind};
+use crate::nfs4::state::stateid::parse_other;
+use crate::nfs4::state::{DelegCounters, Inner, StateManager};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::store::Ino;
-
-/// A delegation's state.
-pub struct DelegState {
-    pub write: bool,
-    /// When the recall was decided (`None` while not recalled).
-    pub recalled_at: Option<u64>,
-}
-
-/// Delegation bookkeeping beside the states: the recalls not yet answered by a DELEGRETURN
-/// (so the tick finds them without a scan of every state), the counts of delegations held,
-/// and the counters.
-#[derive(Debug, Default)]
-pub(crate) struct DelegBook {
-    /// State ids of delegations being recalled.
-    recalled: std::collections::HashSet<u64>,
-    /// Delegations held now, revoked ones not counted (the `max_delegations` cap).
-    pub held: usize,
-    /// Write delegations held now, revoked ones not counted: shared with `StateManager`
-    /// (`write_delegs`), whose GETATTR check reads it without the state lock (see the
-    /// ordering argument there). Changed only under the lock, by `held_in` and `held_out`.
-    pub write_held: Arc<AtomicUsize>,
-    pub counters: DelegCounters,
-}
-
-impl DelegBook {
-    /// A delegation became held: `new_state`, before the state is inserted (and so before
-    /// the OPEN that granted it can answer).
-    pub(super) fn held_in(&mut self, write: bool) {
-        self.held += 1;
-        if write {
-            self.write_held.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    /// A held delegation went: revoked (`revoke_id`) or dropped while not revoked
-    /// (`drop_state`: DELEGRETURN, the client's end). A decrement below zero (a path that
-    /// counted out what it never counted in) wraps the shared count to a huge value rather
-    /// than saturating: that only sends every GETATTR to the locked walk, the safe side.
-    pub(super) fn held_out(&mut self, write: bool) {
-        debug_assert!(self.held > 0, "a delegation counted out twice");
-        self.held = self.held.saturating_sub(1);
-        if write {
-            let was = self.write_held.fetch_sub(1, Ordering::SeqCst);
-            debug_assert!(was > 0, "a write delegation counted out twice");
-        }
-    }
-}
-
-/// Why no delegation was granted (OPEN's `why_no_delegation4` when one was asked for).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoDeleg {
-    /// Another client's open or delegation is in the way, or a recall of the file is
-    /// under way (WND4_CONTENTION).
-    Contention,
-    /// `max_delegations` are held (WND4_RESOURCE).
-    Resource,
-}
-
-/// Delegation counters since the start (metrics.rs shows them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DelegCounters {
-    pub granted: u64,
-    pub recalled: u64,
-    pub revoked: u64,
-}
-
-/// A delegation another client must give back before an operation may go on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recall {
-    pub client: u64,
-    pub stateid: Stateid,
-    /// The recall was decided just now: the caller sends CB_RECALL.
-    pub send: bool,
-}
-
-/// The write delegation of another client that a GETATTR of a file's size or change must
-/// ask CB_GETATTR of (RFC 8881 §10.4.3; nfs4/delegs/cb_getattr.rs).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteHolder {
-    pub client: u64,
-    pub stateid: Stateid,
-    /// Being recalled: the holder is flushing and returning it.
-    pub recalled: bool,
-}
 
 impl Inner {
     fn delegs_of(&self, ino: Ino) -> Vec<u64> {
@@ -360,7 +276,7 @@ impl Inner {
     /// From the tick: revokes the delegations recalled a lease ago or more and still held
     /// (a holder whose backchannel never delivered the recall included: the recall is
     /// what started the clock, §10.2.1).
-    pub(super) fn revoke_unreturned_delegs(&mut self, now: u64) {
+    pub(crate) fn revoke_unreturned_delegs(&mut self, now: u64) {
         let lease = u64::from(self.cfg.lease_seconds);
         let late: Vec<u64> = self
             .delegs
@@ -420,12 +336,134 @@ impl Inner {
     }
 }
 
+/// The delegation calls of the state manager, for the operations and the delegations service.
+impl StateManager {
+    /// DELEGRETURN of the delegation of `ino` the stateid names.
+    pub fn delegreturn(&self, clientid: u64, stateid: &Stateid, ino: Ino) -> Result<(), NfsStat> {
+        self.with(|i, _| i.delegreturn(clientid, stateid, ino))
+    }
+
+    /// A read (`write == false`) or write delegation of `ino` if none conflicts.
+    pub fn grant_deleg(&self, clientid: u64, ino: Ino, write: bool) -> Result<Stateid, NoDeleg> {
+        self.with(|i, _| i.grant_deleg(clientid, ino, write))
+    }
+
+    /// See `Inner::reclaim_deleg`: the stateid and whether it is recalled.
+    pub fn reclaim_deleg(
+        &self,
+        clientid: u64,
+        ino: Ino,
+        write: bool,
+        give_back: bool,
+    ) -> (Stateid, bool) {
+        self.with(|i, now| i.reclaim_deleg(clientid, ino, write, give_back, now))
+    }
+
+    /// Delegations of other clients in the way of an access to `ino` (see `Inner`'s); the
+    /// caller sends CB_RECALL for those with `send` and answers DELAY while any is left.
+    pub fn deleg_conflicts(&self, clientid: u64, ino: Ino, write: bool) -> Vec<Recall> {
+        self.with(|i, now| i.deleg_conflicts(clientid, ino, write, now))
+    }
+
+    /// See `Inner::write_deleg_holder`: the write delegation of another client that a
+    /// GETATTR of size or change by `clientid` must ask CB_GETATTR of.
+    ///
+    /// Every GETATTR of size or change asks this, so while no write delegation is held
+    /// anywhere it answers `None` from the count `write_delegs` without taking the lock.
+    /// Why a GETATTR that reads 0 may answer from the server's attributes:
+    /// - The count changes only under the lock, in the same critical section that creates,
+    ///   revokes or drops the delegation state (`DelegBook::held_in`/`held_out`, called
+    ///   from `new_state`, `revoke_id`, `drop_state`), so at every release of the lock it
+    ///   equals the write delegations held (`check_deleg_counts` checks this after every
+    ///   state change of every debug test).
+    /// - The increment comes before the state is inserted, inside the OPEN's critical
+    ///   section (`grant_deleg`, `reclaim_deleg`); the OPEN's reply, the only way the
+    ///   holder learns of the delegation, is encoded and sent after the lock is released.
+    ///   The holder can write nothing under the delegation before it has the reply.
+    /// - A GETATTR whose load reads 0 therefore did not happen after the grant: anything
+    ///   that orders it after the reply (the holder's reply sent, then something the
+    ///   GETATTR's client learnt from the holder, through sockets or threads that
+    ///   synchronize) orders it after the increment, and the load would see it (SeqCst
+    ///   coherence). Such a GETATTR is concurrent with the OPEN or before it, and answers
+    ///   what the locked walk would have answered just before the OPEN took the lock: no
+    ///   delegation, the server's size. Nothing can have been written under the delegation
+    ///   yet, so that size is not stale because of it (writes of the holder's open before
+    ///   the delegation are ordinary open-for-write writes, seen after its LAYOUTCOMMIT or
+    ///   WRITE, with or without this check). In time, the increment is a locked
+    ///   read-modify-write followed by the unlock and a socket write: it is visible to
+    ///   every core before the first byte of the reply leaves.
+    /// - A decrement happens when the delegation is gone (returned after the holder
+    ///   flushed, revoked, or its client gone): a GETATTR that reads the lower count then
+    ///   answers as the walk would. A count that is too high costs only the walk.
+    ///
+    /// The count is of the whole server, not per file: with any write delegation held,
+    /// every such GETATTR takes the lock as before.
+    pub fn write_deleg_holder(&self, clientid: u64, ino: Ino) -> Option<WriteHolder> {
+        #[cfg(test)]
+        let lock_always = self.lock_every_getattr.load(Ordering::Relaxed);
+        #[cfg(not(test))]
+        let lock_always = false;
+        if !lock_always && self.write_delegs.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        self.with(|i, now| i.write_deleg_holder(clientid, ino, now))
+    }
+
+    /// Write delegations held now (not revoked), read without the lock.
+    pub fn write_delegations_held(&self) -> usize {
+        self.write_delegs.load(Ordering::SeqCst)
+    }
+
+    /// Whether `client` still holds the delegation `sid` (not returned, not revoked).
+    pub fn deleg_held(&self, client: u64, sid: &Stateid) -> bool {
+        self.with(|i, _| i.deleg_held(client, sid))
+    }
+
+    /// Whether a recall of the delegation `stateid` of `client` is still to be answered.
+    pub fn deleg_recall_pending(&self, client: u64, stateid: &Stateid) -> bool {
+        self.with(|i, _| i.deleg_recall_pending(client, stateid))
+    }
+
+    /// Delegations granted, recalled and revoked since the start.
+    pub fn deleg_counters(&self) -> DelegCounters {
+        self.lock().delegs.counters
+    }
+
+    /// Delegations held now (not revoked).
+    pub fn delegations_held(&self) -> usize {
+        self.lock().delegs.held
+    }
+
+    /// Whether an OPEN with no WANT_* preference may get a read delegation the server chose
+    /// (config `read_delegations`).
+    pub fn read_delegations_by_default(&self) -> bool {
+        self.lock().limits.read_delegations
+    }
+
+    /// Whether an OPEN for write with no WANT_* preference may get a write delegation the
+    /// server chose (config `write_delegations`).
+    pub fn write_delegations_by_default(&self) -> bool {
+        self.lock().limits.write_delegations
+    }
+
+    /// Whether OPEN may offer delegations at all (config `delegations`).
+    pub fn delegations_enabled(&self) -> bool {
+        self.lock().limits.delegations
+    }
+
+    /// The delegation `clientid` holds of `ino`, if any: whether it is a write one (the
+    /// layouts service's `on_close` asks what a delegation keeps past the last CLOSE).
+    pub fn deleg_of(&self, clientid: u64, ino: Ino) -> Option<bool> {
+        self.with(|i, _| i.deleg_of(clientid, ino))
+    }
+}
+
 /// The counts of delegations held against a walk of every state (tests; `StateManager::with`
 /// runs it after every state change of a debug test build).
 #[cfg(test)]
 impl Inner {
     /// The delegations held, found by a walk of every state: (all, write ones).
-    pub(super) fn deleg_counts_by_walk(&self) -> (usize, usize) {
+    pub(crate) fn deleg_counts_by_walk(&self) -> (usize, usize) {
         let live = self.states.values().filter_map(|st| match &st.kind {
             StateKind::Deleg(d) if st.revoked.is_none() => Some(d.write),
             _ => None,
@@ -434,7 +472,7 @@ impl Inner {
     }
 
     /// Panics unless the counts kept (`DelegBook::held`, `write_held`) equal the walk.
-    pub(super) fn check_deleg_counts(&self) {
+    pub(crate) fn check_deleg_counts(&self) {
         let kept = (
             self.delegs.held,
             self.delegs.write_held.load(Ordering::SeqCst),
@@ -448,233 +486,13 @@ impl Inner {
 }
 
 #[cfg(test)]
-impl super::StateManager {
+impl StateManager {
     /// See `Inner::check_deleg_counts`, for the handler tests.
     pub(crate) fn check_deleg_counts(&self) {
         self.lock().check_deleg_counts();
     }
 }
 
-/// The delegation queries of the layouts service (state/mod.rs has the rest).
-impl super::StateManager {
-    /// The delegation `clientid` holds of `ino`, if any: whether it is a write one.
-    pub fn deleg_of(&self, clientid: u64, ino: Ino) -> Option<bool> {
-        self.with(|i, _| i.deleg_of(clientid, ino))
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::Ordering;
-
-    use super::super::tests::{env, mount, seq};
-    use super::super::tests_files::open;
-    use super::super::{seq4, IoAccess, SequenceOutcome};
-    use super::*;
-
-    fn flags(e: &super::super::tests::Env, sid: [u8; 16], seqid: u32) -> u32 {
-        match e.sm.sequence(&seq(sid, 0, seqid, seqid as u64)).unwrap() {
-            SequenceOutcome::New { status_flags, .. } => status_flags,
-            SequenceOutcome::Replay(_) => panic!("replay"),
-        }
-    }
-
-    #[test]
-    fn grant_rules() {
-        let e = env();
-        let (a, _) = mount(&e, b"a");
-        let (b, _) = mount(&e, b"b");
-        // A write open of another client forbids a read delegation.
-        open(&e, b, b"ob", 10, 2, 0).unwrap();
-        open(&e, a, b"oa", 10, 1, 0).unwrap();
-        assert_eq!(
-            e.sm.grant_deleg(a, Ino(10), false),
-            Err(NoDeleg::Contention)
-        );
-        // Readers share read delegations, but one each, and no write delegation then.
-        open(&e, a, b"oa", 11, 1, 0).unwrap();
-        open(&e, b, b"ob", 11, 1, 0).unwrap();
-        assert!(e.sm.grant_deleg(a, Ino(11), false).is_ok());
-        assert_eq!(
-            e.sm.grant_deleg(a, Ino(11), false),
-            Err(NoDeleg::Contention)
-        );
-        assert!(e.sm.grant_deleg(b, Ino(11), false).is_ok());
-        assert_eq!(e.sm.grant_deleg(b, Ino(11), true), Err(NoDeleg::Contention));
-        // A write delegation needs the file to itself.
-        open(&e, a, b"oa", 12, 3, 0).unwrap();
-        let w = e.sm.grant_deleg(a, Ino(12), true).unwrap();
-        assert_eq!(e.sm.check_io(Some(a), &w, Ino(12), IoAccess::Write), Ok(()));
-        // A reader of another client conflicts with it; the holder's own opens do not.
-        assert!(e.sm.deleg_conflicts(a, Ino(12), true).is_empty());
-        let r = e.sm.deleg_conflicts(b, Ino(12), false);
-        assert_eq!(r.len(), 1);
-        assert!(r[0].send && r[0].client == a && r[0].stateid == w);
-    }
-
-    /// A reclaimed delegation (OPEN CLAIM_PREVIOUS) is given back even when it cannot
-    /// stay: with another client's reclaimed write open in the way, or `give_back`, it comes
-    /// recalled, and the tick revokes it a lease later unless returned. Without a conflict
-    /// it is a plain delegation; the same reclaim again finds it.
-    #[test]
-    fn a_reclaimed_delegation_in_the_way_comes_recalled() {
-        let e = env();
-        let (a, _) = mount(&e, b"a");
-        let (b, _) = mount(&e, b"b");
-        let (d, recall) = e.sm.reclaim_deleg(a, Ino(10), false, false);
-        assert!(!recall);
-        assert_eq!(e.sm.reclaim_deleg(a, Ino(10), false, false), (d, false));
-        open(&e, b, b"ob", 11, 3, 0).unwrap();
-        let (w, recall) = e.sm.reclaim_deleg(a, Ino(11), false, false);
-        assert!(recall, "b writes the file");
-        let (g, recall) = e.sm.reclaim_deleg(a, Ino(12), false, true);
-        assert!(recall, "give_back");
-        assert_eq!(e.sm.deleg_counters().granted, 3);
-        assert_eq!(e.sm.delegreturn(a, &g, Ino(12)), Ok(()));
-        e.clock.0.store(90, Ordering::SeqCst);
-        e.sm.tick();
-        assert_eq!(e.sm.test_stateid(a, &w), NfsStat::DELEG_REVOKED);
-        assert_eq!(e.sm.test_stateid(a, &d), NfsStat::OK);
-    }
-
-    #[test]
-    fn recall_then_return_or_revoke() {
-        let e = env();
-        let (a, sa) = mount(&e, b"a");
-        let (b, _) = mount(&e, b"b");
-        open(&e, a, b"oa", 10, 1, 0).unwrap();
-        let d = e.sm.grant_deleg(a, Ino(10), false).unwrap();
-        // Another reader does not conflict with a read delegation; a writer does, once
-        // sent, then only waited for.
-        assert!(e.sm.deleg_conflicts(b, Ino(10), false).is_empty());
-        assert!(e.sm.deleg_conflicts(b, Ino(10), true)[0].send);
-        assert!(!e.sm.deleg_conflicts(b, Ino(10), true)[0].send);
-        // DELEGRETURN ends it (not of another file, not another kind of stateid).
-        assert_eq!(e.sm.delegreturn(a, &d, Ino(11)), Err(NfsStat::BAD_STATEID));
-        assert_eq!(e.sm.delegreturn(a, &d, Ino(10)), Ok(()));
-        assert!(e.sm.deleg_conflicts(b, Ino(10), true).is_empty());
-        assert_eq!(e.sm.delegreturn(a, &d, Ino(10)), Err(NfsStat::BAD_STATEID));
-
-        // Not returned within a lease of the recall: revoked.
-        let d = e.sm.grant_deleg(a, Ino(10), false).unwrap();
-        assert_eq!(flags(&e, sa, 1) & seq4::RECALLABLE_STATE_REVOKED, 0);
-        e.clock.0.store(10, Ordering::SeqCst);
-        assert_eq!(e.sm.deleg_conflicts(b, Ino(10), true).len(), 1);
-        e.clock.0.store(60, Ordering::SeqCst);
-        assert_eq!(e.sm.deleg_conflicts(b, Ino(10), true).len(), 1);
-        e.sm.sequence(&seq(sa, 0, 2, 2)).unwrap();
-        e.clock.0.store(100, Ordering::SeqCst);
-        assert!(e.sm.deleg_conflicts(b, Ino(10), true).is_empty());
-        assert_eq!(e.sm.test_stateid(a, &d), NfsStat::DELEG_REVOKED);
-        assert_eq!(
-            e.sm.check_io(Some(a), &d, Ino(10), IoAccess::Read),
-            Err(NfsStat::DELEG_REVOKED)
-        );
-        assert_ne!(flags(&e, sa, 3) & seq4::RECALLABLE_STATE_REVOKED, 0);
-        e.sm.free_stateid(a, &d).unwrap();
-        assert_eq!(flags(&e, sa, 4) & seq4::RECALLABLE_STATE_REVOKED, 0);
-    }
-
-    /// The tick revokes a recalled delegation a lease after its recall even when nobody
-    /// asks again (the conflicting client may have given up), and counts it; a returned one
-    /// is only forgotten.
-    #[test]
-    fn the_tick_revokes_an_unreturned_recall_after_a_lease() {
-        let e = env();
-        let (a, sa) = mount(&e, b"a");
-        let (b, _) = mount(&e, b"b");
-        open(&e, a, b"oa", 10, 1, 0).unwrap();
-        open(&e, a, b"oa", 11, 1, 0).unwrap();
-        let d = e.sm.grant_deleg(a, Ino(10), false).unwrap();
-        let kept = e.sm.grant_deleg(a, Ino(11), false).unwrap();
-        e.clock.0.store(5, Ordering::SeqCst);
-        assert!(e.sm.deleg_conflicts(b, Ino(10), true)[0].send);
-        assert!(e.sm.deleg_conflicts(b, Ino(11), true)[0].send);
-        assert!(e.sm.deleg_recall_pending(a, &d));
-        assert!(!e.sm.deleg_recall_pending(b, &d));
-        e.sm.delegreturn(a, &kept, Ino(11)).unwrap();
-        assert!(!e.sm.deleg_recall_pending(a, &kept));
-        e.sm.sequence(&seq(sa, 0, 1, 1)).unwrap();
-        e.clock.0.store(94, Ordering::SeqCst);
-        e.sm.tick();
-        assert_eq!(e.sm.test_stateid(a, &d), NfsStat::OK);
-        e.clock.0.store(95, Ordering::SeqCst);
-        e.sm.tick();
-        assert_eq!(e.sm.test_stateid(a, &d), NfsStat::DELEG_REVOKED);
-        assert!(!e.sm.deleg_recall_pending(a, &d));
-        assert_ne!(flags(&e, sa, 2) & seq4::RECALLABLE_STATE_REVOKED, 0);
-        let c = e.sm.deleg_counters();
-        assert_eq!((c.granted, c.recalled, c.revoked), (2, 2, 1));
-        assert_eq!(e.sm.delegations_held(), 0, "one returned, one revoked");
-        // The conflict is gone: the other client's access goes on.
-        assert!(e.sm.deleg_conflicts(b, Ino(10), true).is_empty());
-    }
-
-    /// A revoked delegation takes with it the layouts it kept past the holder's last CLOSE
-    /// (the layout stateid goes; the layouts service fences and forgets the grants), but not
-    /// those of a file the holder still has open.
-    #[test]
-    fn a_revoked_delegation_drops_the_layouts_it_kept_past_close() {
-        let e = env();
-        let (a, sa) = mount(&e, b"a");
-        let (b, _) = mount(&e, b"b");
-        let mut opens = Vec::new();
-        for ino in [10, 11] {
-            let s = open(&e, a, b"oa", ino, 1, 0).unwrap();
-            e.sm.grant_deleg(a, Ino(ino), false).unwrap();
-            e.sm.layout_stateid(a, Ino(ino), &s).unwrap();
-            assert_eq!(e.sm.deleg_of(a, Ino(ino)), Some(false));
-            opens.push(s);
-        }
-        e.sm.close(a, &opens[0], Ino(10)).unwrap();
-        assert_eq!(e.sm.layouts_of_file(Ino(10)).len(), 1, "kept past CLOSE");
-        e.clock.0.store(5, Ordering::SeqCst);
-        for ino in [10, 11] {
-            assert!(e.sm.deleg_conflicts(b, Ino(ino), true)[0].send);
-        }
-        e.sm.sequence(&seq(sa, 0, 1, 1)).unwrap();
-        e.clock.0.store(95, Ordering::SeqCst);
-        e.sm.tick();
-        assert_eq!(e.sm.deleg_of(a, Ino(10)), None);
-        assert_eq!(e.sm.take_dropped_layouts(), vec![(a, Ino(10))]);
-        assert!(e.sm.layouts_of_file(Ino(10)).is_empty());
-        // Still open: the layout stays for the last CLOSE (layouts `on_close`).
-        assert_eq!(e.sm.layouts_of_file(Ino(11)).len(), 1);
-        assert_eq!(e.sm.deleg_counters().revoked, 2);
-    }
-
-    /// `max_delegations` caps the delegations held server-wide (WND4_RESOURCE); a returned
-    /// or revoked one makes room. A file whose delegation is being recalled gets no new one.
-    #[test]
-    fn the_cap_and_a_pending_recall_refuse_new_delegations() {
-        let e = env();
-        e.sm.set_limits(super::super::ClientLimits {
-            max_delegations: 2,
-            ..Default::default()
-        });
-        let (a, _) = mount(&e, b"a");
-        let (b, _) = mount(&e, b"b");
-        for ino in 10..13 {
-            open(&e, a, b"oa", ino, 1, 0).unwrap();
-        }
-        let d10 = e.sm.grant_deleg(a, Ino(10), false).unwrap();
-        e.sm.grant_deleg(a, Ino(11), false).unwrap();
-        assert_eq!(e.sm.grant_deleg(a, Ino(12), false), Err(NoDeleg::Resource));
-        assert_eq!(e.sm.delegations_held(), 2);
-        e.sm.delegreturn(a, &d10, Ino(10)).unwrap();
-        let d12 = e.sm.grant_deleg(a, Ino(12), false).unwrap();
-        // Recalled for b's write: no other client gets one of that file meanwhile.
-        assert!(e.sm.deleg_conflicts(b, Ino(12), true)[0].send);
-        open(&e, b, b"ob", 12, 1, 0).unwrap();
-        e.sm.delegreturn(a, &d12, Ino(12)).unwrap();
-        assert!(e.sm.grant_deleg(b, Ino(12), false).is_ok());
-        // Revoked, it no longer counts.
-        let (c, _) = mount(&e, b"c");
-        open(&e, c, b"oc", 13, 1, 0).unwrap();
-        assert_eq!(e.sm.grant_deleg(c, Ino(13), false), Err(NoDeleg::Resource));
-        assert!(e.sm.deleg_conflicts(b, Ino(11), true)[0].send);
-        e.clock.0.store(100, Ordering::SeqCst);
-        e.sm.tick();
-        assert!(e.sm.grant_deleg(c, Ino(13), false).is_ok());
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;
