@@ -2,8 +2,9 @@
 //! default), `pnfsd serve` answers `GET /metrics` with a prometheus-client [`Registry`] of
 //! one collector that reads, at each scrape: the services' counters (`counters`, under
 //! the names the benches scrape), per-operation counts and latencies and the log-force latency
-//! (`ops`, recorded lock-free by the COMPOUND dispatcher and metalog's force hook), and
-//! gauges of what clients hold, the log, free space and the grace period (`gauges`).
+//! (`ops`: the server's operation ledger, recorded lock-free by the COMPOUND dispatcher, and
+//! metalog's force hook), and gauges of what clients hold, the log, free space and the grace
+//! period (`gauges`).
 //! pnfs-bench reads it before and after each mode; anything that speaks HTTP can too.
 //! docs/operations.md lists every metric.
 //!
@@ -66,7 +67,7 @@ impl std::fmt::Debug for ServerCollector {
 impl Collector for ServerCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
         counters::encode(&Snapshot::of(&self.srv), &mut e)?;
-        ops::NFS_OPS.encode(&mut e)?;
+        self.srv.ops.encode(&mut e)?;
         let m = e.encode_descriptor(
             "pnfsd_log_force_seconds",
             "Wall time of metadata log forces (group commit: a force that found its checkpoint durable counts near zero).",
@@ -307,7 +308,7 @@ mod tests {
         // A force through the hook Metrics installed: the log-force histogram moves.
         let forces = ops::LOG_FORCE.count();
         store.log().force_all().unwrap();
-        ops::NFS_OPS.record(
+        srv.ops.record(
             crate::nfs4::opcode::NfsOp::LAYOUTGET,
             crate::nfs4::status::NfsStat::LAYOUTTRYLATER,
             Some(Duration::from_micros(70)),
