@@ -296,12 +296,26 @@ mod tests {
 
     #[test]
     fn the_exposition_has_every_counter_gauge_and_histogram_by_the_conventions() {
+        use crate::nfs4::opcode::NfsOp;
+        use crate::nfs4::status::NfsStat;
         use std::sync::atomic::Ordering::Relaxed;
         let dir = tempfile::tempdir().unwrap();
         let (store, srv) = server(dir.path());
         let m = &srv.layouts.metrics;
-        m.layoutcommits.store(40, Relaxed);
-        m.layoutcommit_ns.store(4_000_000_123, Relaxed);
+        // The layout op series come from the ledger: 40 LAYOUTCOMMITs, one an error, that
+        // ran 4.000000123 s in all.
+        for _ in 0..39 {
+            srv.ops.record(
+                NfsOp::LAYOUTCOMMIT,
+                NfsStat::OK,
+                Some(Duration::from_millis(100)),
+            );
+        }
+        srv.ops.record(
+            NfsOp::LAYOUTCOMMIT,
+            NfsStat::BADLAYOUT,
+            Some(Duration::from_nanos(100_000_123)),
+        );
         m.fences.store(5, Relaxed);
         m.fences_without_mechanism.store(2, Relaxed);
         let metrics = Metrics::new(srv.clone(), Some(Arc::new(|| 3)));
@@ -309,10 +323,13 @@ mod tests {
         let forces = ops::LOG_FORCE.count();
         store.log().force_all().unwrap();
         srv.ops.record(
-            crate::nfs4::opcode::NfsOp::LAYOUTGET,
-            crate::nfs4::status::NfsStat::LAYOUTTRYLATER,
+            NfsOp::LAYOUTGET,
+            NfsStat::LAYOUTTRYLATER,
             Some(Duration::from_micros(70)),
         );
+        // Refused by the dispatcher before LAYOUTRETURN ran: counted, not timed.
+        srv.ops
+            .record(NfsOp::LAYOUTRETURN, NfsStat::NOFILEHANDLE, None);
         let t = metrics.render(false);
         assert!(ops::LOG_FORCE.count() > forces);
         assert_eq!(text::problems(&t), Vec::<String>::new(), "{t}");
@@ -334,6 +351,11 @@ mod tests {
             value(&t, "pnfsd_layoutcommit_seconds_total"),
             Some(4.000000123)
         );
+        assert_eq!(value(&t, "pnfsd_layoutcommit_errors_total"), Some(1.0));
+        assert_eq!(value(&t, "pnfsd_layoutgets_total"), Some(1.0));
+        assert_eq!(value(&t, "pnfsd_layoutget_errors_total"), Some(1.0));
+        assert_eq!(value(&t, "pnfsd_layoutget_seconds_total"), Some(0.00007));
+        assert_eq!(value(&t, "pnfsd_layoutreturns_total"), Some(1.0));
         assert_eq!(
             value(&t, "pnfsd_layout_fences_with_mechanism_total"),
             Some(3.0)
@@ -420,10 +442,13 @@ mod tests {
     async fn serves_metrics_over_http_and_refuses_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let (store, srv) = server(dir.path());
-        srv.layouts
-            .metrics
-            .layoutcommits
-            .store(3, std::sync::atomic::Ordering::Relaxed);
+        for _ in 0..3 {
+            srv.ops.record(
+                crate::nfs4::opcode::NfsOp::LAYOUTCOMMIT,
+                crate::nfs4::status::NfsStat::OK,
+                Some(Duration::from_micros(1)),
+            );
+        }
         let before = store.log().counters().commits;
         let set = crate::store::SetAttrs::default();
         let root = crate::store::ROOT_INO;
