@@ -2,8 +2,9 @@
 //! default), `pnfsd serve` answers `GET /metrics` with a prometheus-client [`Registry`] of
 //! one collector that reads, at each scrape: the services' counters (`counters`, under
 //! the names the benches scrape), per-operation counts and latencies and the log-force latency
-//! (`ops`, recorded lock-free by the COMPOUND dispatcher and metalog's force hook), and
-//! gauges of what clients hold, the log, free space and the grace period (`gauges`).
+//! (`ops`: the server's operation ledger, recorded lock-free by the COMPOUND dispatcher, and
+//! metalog's force hook), and gauges of what clients hold, the log, free space and the grace
+//! period (`gauges`).
 //! pnfs-bench reads it before and after each mode; anything that speaks HTTP can too.
 //! docs/operations.md lists every metric.
 //!
@@ -66,7 +67,7 @@ impl std::fmt::Debug for ServerCollector {
 impl Collector for ServerCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
         counters::encode(&Snapshot::of(&self.srv), &mut e)?;
-        ops::NFS_OPS.encode(&mut e)?;
+        self.srv.ops.encode(&mut e)?;
         let m = e.encode_descriptor(
             "pnfsd_log_force_seconds",
             "Wall time of metadata log forces (group commit: a force that found its checkpoint durable counts near zero).",
@@ -295,23 +296,40 @@ mod tests {
 
     #[test]
     fn the_exposition_has_every_counter_gauge_and_histogram_by_the_conventions() {
+        use crate::nfs4::opcode::NfsOp;
+        use crate::nfs4::status::NfsStat;
         use std::sync::atomic::Ordering::Relaxed;
         let dir = tempfile::tempdir().unwrap();
         let (store, srv) = server(dir.path());
         let m = &srv.layouts.metrics;
-        m.layoutcommits.store(40, Relaxed);
-        m.layoutcommit_ns.store(4_000_000_123, Relaxed);
+        // The layout op series come from the ledger: 40 LAYOUTCOMMITs, one an error, that
+        // ran 4.000000123 s in all.
+        for _ in 0..39 {
+            srv.ops.record(
+                NfsOp::LAYOUTCOMMIT,
+                NfsStat::OK,
+                Some(Duration::from_millis(100)),
+            );
+        }
+        srv.ops.record(
+            NfsOp::LAYOUTCOMMIT,
+            NfsStat::BADLAYOUT,
+            Some(Duration::from_nanos(100_000_123)),
+        );
         m.fences.store(5, Relaxed);
         m.fences_without_mechanism.store(2, Relaxed);
         let metrics = Metrics::new(srv.clone(), Some(Arc::new(|| 3)));
         // A force through the hook Metrics installed: the log-force histogram moves.
         let forces = ops::LOG_FORCE.count();
         store.log().force_all().unwrap();
-        ops::NFS_OPS.record(
-            crate::nfs4::opcode::NfsOp::LAYOUTGET,
-            crate::nfs4::status::NfsStat::LAYOUTTRYLATER,
+        srv.ops.record(
+            NfsOp::LAYOUTGET,
+            NfsStat::LAYOUTTRYLATER,
             Some(Duration::from_micros(70)),
         );
+        // Refused by the dispatcher before LAYOUTRETURN ran: counted, not timed.
+        srv.ops
+            .record(NfsOp::LAYOUTRETURN, NfsStat::NOFILEHANDLE, None);
         let t = metrics.render(false);
         assert!(ops::LOG_FORCE.count() > forces);
         assert_eq!(text::problems(&t), Vec::<String>::new(), "{t}");
@@ -333,6 +351,11 @@ mod tests {
             value(&t, "pnfsd_layoutcommit_seconds_total"),
             Some(4.000000123)
         );
+        assert_eq!(value(&t, "pnfsd_layoutcommit_errors_total"), Some(1.0));
+        assert_eq!(value(&t, "pnfsd_layoutgets_total"), Some(1.0));
+        assert_eq!(value(&t, "pnfsd_layoutget_errors_total"), Some(1.0));
+        assert_eq!(value(&t, "pnfsd_layoutget_seconds_total"), Some(0.00007));
+        assert_eq!(value(&t, "pnfsd_layoutreturns_total"), Some(1.0));
         assert_eq!(
             value(&t, "pnfsd_layout_fences_with_mechanism_total"),
             Some(3.0)
@@ -419,10 +442,13 @@ mod tests {
     async fn serves_metrics_over_http_and_refuses_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let (store, srv) = server(dir.path());
-        srv.layouts
-            .metrics
-            .layoutcommits
-            .store(3, std::sync::atomic::Ordering::Relaxed);
+        for _ in 0..3 {
+            srv.ops.record(
+                crate::nfs4::opcode::NfsOp::LAYOUTCOMMIT,
+                crate::nfs4::status::NfsStat::OK,
+                Some(Duration::from_micros(1)),
+            );
+        }
         let before = store.log().counters().commits;
         let set = crate::store::SetAttrs::default();
         let root = crate::store::ROOT_INO;

@@ -71,6 +71,9 @@ pub struct Server {
     pub copies: crate::nfs4::copy::offload::Offloads,
     /// The exports and client rules in force (crate::exports; SIGHUP replaces them).
     pub exports: crate::exports::Exports,
+    /// The operation ledger: the dispatcher counts and times every result here, once
+    /// (metrics::ops).
+    pub ops: crate::metrics::ops::OpMetrics,
 }
 
 impl Server {
@@ -91,6 +94,7 @@ impl Server {
             cb_getattrs: Default::default(),
             copies: Default::default(),
             exports: Default::default(),
+            ops: Default::default(),
         }
     }
 }

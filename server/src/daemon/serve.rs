@@ -142,7 +142,11 @@ pub fn serve_volume(
     srv.callbacks.stop();
     // Async copies stop after their step; a restart forgets them (docs/copy.md).
     srv.copies.stop();
-    tracing::info!(counters = ?srv.layouts.metrics.snapshot(), "pNFS layout counters");
+    tracing::info!(
+        counters = ?srv.layouts.metrics.snapshot(),
+        ops = ?srv.ops.layout_ops(),
+        "pNFS layout counters"
+    );
     // COMPOUNDs still running on blocking threads get a moment to finish before the unmount.
     rt.shutdown_timeout(Duration::from_secs(5));
     // Whatever stopped the server, leave a clean log behind (docs/design.md §3: next mount O(1)).

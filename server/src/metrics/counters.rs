@@ -1,6 +1,9 @@
 //! The counters other modules keep (layouts, the target's host gate, the log, the store's
 //! data flushes, delegations), read once per scrape into a [`Snapshot`] and written through
-//! one table, [`COUNTERS`]. Wiring a new snapshot field is one line there: name, help, how
+//! one table, [`COUNTERS`]. The layout operation series (`pnfsd_layoutgets_total`,
+//! `…_seconds_total`, `…_errors_total`, LAYOUTCOMMIT's, `pnfsd_layoutreturns_total`) keep
+//! their names but are read from the operation ledger (metrics::ops), which counts each
+//! result once. Wiring a new snapshot field is one line there: name, help, how
 //! to read it.
 
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -9,12 +12,16 @@ use prometheus_client::metrics::MetricType;
 
 use metalog::LogCounters;
 
+use super::ops::LayoutOps;
 use crate::nfs4::layouts::PnfsCounters;
 use crate::server::Server;
 
 /// Every counter the endpoint shows, read at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Snapshot {
+    /// LAYOUTGET, LAYOUTCOMMIT and LAYOUTRETURN as the operation ledger has them
+    /// (`Server::ops`: every result the dispatcher wrote, refused ones included).
+    pub layout_ops: LayoutOps,
     pub pnfs: PnfsCounters,
     /// The embedded target's fences and host admission (nfs4/layouts/hosts.rs).
     pub hosts: crate::nfs4::layouts::hosts::HostCounters,
@@ -33,6 +40,7 @@ pub struct Snapshot {
 impl Snapshot {
     pub fn of(srv: &Server) -> Snapshot {
         Snapshot {
+            layout_ops: srv.ops.layout_ops(),
             pnfs: srv.layouts.metrics.snapshot(),
             hosts: srv.layouts.hosts.metrics.snapshot(),
             log: srv.store.log().counters(),
@@ -90,17 +98,22 @@ counters! {
     "pnfsd_dir_filter_evictions_total",
         "Negative-name filters dropped to stay within their share of metadata_cache.",
         |s| Count(s.dir_filter.3);
-    "pnfsd_layoutgets_total", "LAYOUTGET operations.", |s| Count(s.pnfs.layoutgets);
-    "pnfsd_layoutget_seconds_total", "Time spent in LAYOUTGET handlers.",
-        |s| Nanos(s.pnfs.layoutget_ns);
-    "pnfsd_layoutget_errors_total", "LAYOUTGETs answered with an error.",
-        |s| Count(s.pnfs.layoutget_errors);
-    "pnfsd_layoutcommits_total", "LAYOUTCOMMIT operations.", |s| Count(s.pnfs.layoutcommits);
+    "pnfsd_layoutgets_total",
+        "LAYOUTGET operations (the operation ledger's LAYOUTGET results, as pnfsd_nfs_ops_total).",
+        |s| Count(s.layout_ops.get.results);
+    "pnfsd_layoutget_seconds_total",
+        "Time spent in LAYOUTGET handlers (pnfsd_nfs_op_seconds_sum of LAYOUTGET).",
+        |s| Nanos(s.layout_ops.get.ns);
+    "pnfsd_layoutget_errors_total", "LAYOUTGETs answered with an error (results other than OK).",
+        |s| Count(s.layout_ops.get.errors);
+    "pnfsd_layoutcommits_total", "LAYOUTCOMMIT operations (the operation ledger's results).",
+        |s| Count(s.layout_ops.commit.results);
     "pnfsd_layoutcommit_seconds_total",
         "Time spent in LAYOUTCOMMIT handlers (server time per commit = this / layoutcommits).",
-        |s| Nanos(s.pnfs.layoutcommit_ns);
-    "pnfsd_layoutcommit_errors_total", "LAYOUTCOMMITs answered with an error.",
-        |s| Count(s.pnfs.layoutcommit_errors);
+        |s| Nanos(s.layout_ops.commit.ns);
+    "pnfsd_layoutcommit_errors_total",
+        "LAYOUTCOMMITs answered with an error (results other than OK).",
+        |s| Count(s.layout_ops.commit.errors);
     "pnfsd_layoutcommit_log_forces_wrote_total",
         "LAYOUTCOMMITs whose log force waited for a log write (several can share one write).",
         |s| Count(s.pnfs.commit_log_writes);
@@ -113,7 +126,8 @@ counters! {
     "pnfsd_layoutcommit_converted_blocks_total",
         "Unwritten blocks LAYOUTCOMMIT converted to written.",
         |s| Count(s.pnfs.commit_converted_blocks);
-    "pnfsd_layoutreturns_total", "LAYOUTRETURN operations.", |s| Count(s.pnfs.layoutreturns);
+    "pnfsd_layoutreturns_total", "LAYOUTRETURN operations (the operation ledger's results).",
+        |s| Count(s.layout_ops.ret.results);
     "pnfsd_layout_recalls_sent_total", "CB_LAYOUTRECALLs sent.", |s| Count(s.pnfs.recalls_sent);
     "pnfsd_layout_fences_total",
         "Clients fenced (with a mechanism or without one: see the two counters below).",

@@ -68,6 +68,11 @@ impl Histogram {
         self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
+    /// The observations' sum in nanoseconds (the `_sum` sample, before it is shown in seconds).
+    pub fn sum_ns(&self) -> u64 {
+        self.sum_ns.load(Ordering::Relaxed)
+    }
+
     /// Writes the `_sum`, `_count` and `_bucket` samples (seconds).
     pub fn encode(&self, mut e: MetricEncoder<'_>) -> std::fmt::Result {
         let mut buckets = [(0f64, 0u64); BOUNDS_NS.len() + 1];
@@ -77,7 +82,7 @@ impl Histogram {
             *slot = (bound, self.buckets[i].load(Ordering::Relaxed));
         }
         let count = buckets.iter().map(|b| b.1).sum();
-        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let sum = self.sum_ns() as f64 / 1e9;
         e.encode_histogram::<prometheus_client::encoding::NoLabelSet>(sum, count, &buckets, None)
     }
 }
@@ -96,9 +101,6 @@ mod tests {
         let at = |i: usize| h.buckets[i].load(Ordering::Relaxed);
         assert_eq!((at(0), at(1), at(BOUNDS_NS.len())), (2, 1, 1));
         assert_eq!(h.count(), 4);
-        assert_eq!(
-            h.sum_ns.load(Ordering::Relaxed),
-            10_000 + 10_001 + 11_000_000_000
-        );
+        assert_eq!(h.sum_ns(), 10_000 + 10_001 + 11_000_000_000);
     }
 }

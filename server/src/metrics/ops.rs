@@ -2,12 +2,17 @@
 //! `pnfsd_nfs_op_seconds{op}`), and the log-force latency histogram.
 //!
 //! The COMPOUND dispatcher records every operation result it writes, once
-//! (`nfs4::compound::run_compound`), into [`NFS_OPS`]: a table of atomics indexed by
-//! opcode and a dense status index, so recording is two `fetch_add`s and a histogram
-//! observation, with no lock and no allocation (prometheus-client's `Family` takes a read
-//! lock per lookup). The table is process-wide, like client_golang's default registry: one
-//! pnfsd serves one volume, and the `Server` needs no field for it. A scrape walks it and
+//! (`nfs4::compound::run_compound`), into its server's [`OpMetrics`] (`Server::ops`): a
+//! table of atomics indexed by opcode and a dense status index, so recording is two
+//! `fetch_add`s and a histogram observation, with no lock and no allocation
+//! (prometheus-client's `Family` takes a read lock per lookup). A scrape walks it and
 //! writes only the cells that were hit.
+//!
+//! The table is the one ledger of operations: nothing else counts or times an operation.
+//! The layout operation counters (`pnfsd_layoutgets_total`, `…_errors_total`,
+//! `…_seconds_total`, and LAYOUTCOMMIT's and LAYOUTRETURN's) are read from it through
+//! [`OpMetrics::totals`]. It is per server, not process-wide, so that servers sharing a
+//! process (the unit tests) each count their own.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -56,10 +61,31 @@ fn status_name(col: usize) -> &'static str {
     }
 }
 
-/// The dispatcher's per-operation table.
+/// What the ledger holds of one operation, read in one pass over its row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpTotals {
+    /// Results of every status, those the dispatcher refused before the handler ran included.
+    pub results: u64,
+    /// Results other than NFS4_OK (all results minus OK).
+    pub errors: u64,
+    /// Nanoseconds the handler ran, summed (the histogram's `_sum`).
+    pub ns: u64,
+}
+
+/// The layout operations' totals: the `pnfsd_layout*_total` operation counters and the
+/// daemon's exit log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayoutOps {
+    pub get: OpTotals,
+    pub commit: OpTotals,
+    pub ret: OpTotals,
+}
+
+/// The dispatcher's per-operation table: `OP_ROWS` rows of `STATUS_COLS` counters, on the
+/// heap (about 120 KiB: a `Server` stays small to move).
 pub struct OpMetrics {
-    results: [[AtomicU64; STATUS_COLS]; OP_ROWS],
-    seconds: [Histogram; OP_ROWS],
+    results: Box<[AtomicU64]>,
+    seconds: Box<[Histogram]>,
 }
 
 impl std::fmt::Debug for OpMetrics {
@@ -75,18 +101,24 @@ impl Default for OpMetrics {
 }
 
 impl OpMetrics {
-    pub const fn new() -> OpMetrics {
+    pub fn new() -> OpMetrics {
         OpMetrics {
-            results: [const { [const { AtomicU64::new(0) }; STATUS_COLS] }; OP_ROWS],
-            seconds: [const { Histogram::new() }; OP_ROWS],
+            results: (0..OP_ROWS * STATUS_COLS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            seconds: (0..OP_ROWS).map(|_| Histogram::new()).collect(),
         }
+    }
+
+    fn row(&self, row: usize) -> &[AtomicU64] {
+        &self.results[row * STATUS_COLS..(row + 1) * STATUS_COLS]
     }
 
     /// One operation result; `ran` is the handler's time (`None`: the dispatcher refused
     /// it before it ran, and only the count moves).
     pub fn record(&self, op: NfsOp, st: NfsStat, ran: Option<Duration>) {
         let row = op_row(op);
-        self.results[row][status_col(st)].fetch_add(1, Ordering::Relaxed);
+        self.results[row * STATUS_COLS + status_col(st)].fetch_add(1, Ordering::Relaxed);
         if let Some(d) = ran {
             self.seconds[row].observe(d);
         }
@@ -94,7 +126,36 @@ impl OpMetrics {
 
     /// How many results `op` answered with `st` (tests, and the docs' examples).
     pub fn count(&self, op: NfsOp, st: NfsStat) -> u64 {
-        self.results[op_row(op)][status_col(st)].load(Ordering::Relaxed)
+        self.results[op_row(op) * STATUS_COLS + status_col(st)].load(Ordering::Relaxed)
+    }
+
+    /// `op`'s results, errors and handler time. Each cell is read once, so `errors` never
+    /// exceeds `results` however the dispatcher races the read.
+    pub fn totals(&self, op: NfsOp) -> OpTotals {
+        let row = op_row(op);
+        let mut results = 0u64;
+        let mut ok = 0;
+        for (col, c) in self.row(row).iter().enumerate() {
+            let n = c.load(Ordering::Relaxed);
+            results = results.saturating_add(n);
+            if col == status_col(NfsStat::OK) {
+                ok = n;
+            }
+        }
+        OpTotals {
+            results,
+            errors: results.saturating_sub(ok),
+            ns: self.seconds[row].sum_ns(),
+        }
+    }
+
+    /// LAYOUTGET's, LAYOUTCOMMIT's and LAYOUTRETURN's totals.
+    pub fn layout_ops(&self) -> LayoutOps {
+        LayoutOps {
+            get: self.totals(NfsOp::LAYOUTGET),
+            commit: self.totals(NfsOp::LAYOUTCOMMIT),
+            ret: self.totals(NfsOp::LAYOUTRETURN),
+        }
     }
 
     /// How many `op`s ran (the histogram's count).
@@ -109,7 +170,7 @@ impl OpMetrics {
             None,
             MetricType::Counter,
         )?;
-        for (row, cols) in self.results.iter().enumerate() {
+        for (row, cols) in self.results.chunks(STATUS_COLS).enumerate() {
             let op = op_of_row(row).name();
             for (col, c) in cols.iter().enumerate() {
                 let n = c.load(Ordering::Relaxed);
@@ -135,9 +196,6 @@ impl OpMetrics {
         Ok(())
     }
 }
-
-/// The process's operation table (module comment).
-pub static NFS_OPS: OpMetrics = OpMetrics::new();
 
 /// Every metadata-log force's wall time (`pnfsd_log_force_seconds`): metalog calls
 /// [`observe_log_force`] through the hook the endpoint installs (`Log::set_force_observer`);
@@ -184,6 +242,15 @@ mod tests {
         assert_eq!(m.count(NfsOp::LOOKUP, NfsStat::NOENT), 1);
         assert_eq!(m.count(NfsOp::GETATTR, NfsStat::OK), 0);
         assert_eq!(m.timed(NfsOp::LOOKUP), 2);
+        assert_eq!(
+            m.totals(NfsOp::LOOKUP),
+            OpTotals {
+                results: 3,
+                errors: 1,
+                ns: 50_000
+            }
+        );
+        assert_eq!(m.totals(NfsOp::GETATTR), OpTotals::default());
         let mut reg = prometheus_client::registry::Registry::default();
         reg.register_collector(Box::new(Table(m)));
         let mut t = String::new();

@@ -53,7 +53,7 @@ pub trait OpEnv {
     fn take_cached_reply(&mut self) -> Option<Vec<u8>>;
     /// Called once for every result the reply carries, with the status the client sees and
     /// the handler's time (`None`: refused before it ran). The default records nothing (fake
-    /// environments); [`Ctx`] counts into `metrics::ops::NFS_OPS`.
+    /// environments); [`Ctx`] counts into its server's ledger, `Server::ops`.
     fn record(&self, op: NfsOp, st: NfsStat, ran: Option<Duration>) {
         let _ = (op, st, ran);
     }
@@ -315,7 +315,7 @@ impl OpEnv for Ctx<'_> {
     }
 
     fn record(&self, op: NfsOp, st: NfsStat, ran: Option<Duration>) {
-        crate::metrics::ops::NFS_OPS.record(op, st, ran);
+        self.srv.ops.record(op, st, ran);
     }
 }
 

@@ -46,17 +46,11 @@ use crate::nfs4::types::{Fh, Stateid};
 use crate::server::Server;
 use crate::store::Ino;
 
-/// Counters of the layout operations, read by metrics and logged at
-/// shutdown. Times are nanoseconds spent inside the operation handlers.
+/// Counters of what the layouts service did, read by metrics and logged at shutdown. The
+/// layout operations themselves (how many, how long, how many failed) are counted only by
+/// the dispatcher's ledger, `Server::ops` (metrics::ops).
 #[derive(Debug, Default)]
 pub struct PnfsMetrics {
-    pub layoutgets: AtomicU64,
-    pub layoutget_ns: AtomicU64,
-    /// LAYOUTGETs answered with an error.
-    pub layoutget_errors: AtomicU64,
-    pub layoutcommits: AtomicU64,
-    pub layoutcommit_ns: AtomicU64,
-    pub layoutcommit_errors: AtomicU64,
     /// LAYOUTCOMMITs whose log force wrote the log (docs/design.md §4).
     pub commit_log_writes: AtomicU64,
     /// Data-volume flushes LAYOUTCOMMITs issued themselves.
@@ -65,7 +59,6 @@ pub struct PnfsMetrics {
     pub commit_data_flushes_joined: AtomicU64,
     /// Unwritten blocks LAYOUTCOMMIT converted.
     pub commit_converted_blocks: AtomicU64,
-    pub layoutreturns: AtomicU64,
     pub recalls_sent: AtomicU64,
     pub fences: AtomicU64,
     /// Of `fences`, those that had no mechanism (no fence command, no embedded target, no
@@ -87,17 +80,10 @@ pub struct PnfsMetrics {
 /// A copy of [`PnfsMetrics`] at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PnfsCounters {
-    pub layoutgets: u64,
-    pub layoutget_ns: u64,
-    pub layoutget_errors: u64,
-    pub layoutcommits: u64,
-    pub layoutcommit_ns: u64,
-    pub layoutcommit_errors: u64,
     pub commit_log_writes: u64,
     pub commit_data_flushes: u64,
     pub commit_data_flushes_joined: u64,
     pub commit_converted_blocks: u64,
-    pub layoutreturns: u64,
     pub recalls_sent: u64,
     pub fences: u64,
     pub fences_without_mechanism: u64,
@@ -122,25 +108,13 @@ pub fn add(a: &AtomicU64, n: u64) {
     a.fetch_add(n, Ordering::Relaxed);
 }
 
-/// Adds the time since `t0` to `ns`.
-pub fn add_elapsed(ns: &AtomicU64, t0: Instant) {
-    add(ns, t0.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
-}
-
 impl PnfsMetrics {
     pub fn snapshot(&self) -> PnfsCounters {
         PnfsCounters {
-            layoutgets: get(&self.layoutgets),
-            layoutget_ns: get(&self.layoutget_ns),
-            layoutget_errors: get(&self.layoutget_errors),
-            layoutcommits: get(&self.layoutcommits),
-            layoutcommit_ns: get(&self.layoutcommit_ns),
-            layoutcommit_errors: get(&self.layoutcommit_errors),
             commit_log_writes: get(&self.commit_log_writes),
             commit_data_flushes: get(&self.commit_data_flushes),
             commit_data_flushes_joined: get(&self.commit_data_flushes_joined),
             commit_converted_blocks: get(&self.commit_converted_blocks),
-            layoutreturns: get(&self.layoutreturns),
             recalls_sent: get(&self.recalls_sent),
             fences: get(&self.fences),
             fences_without_mechanism: get(&self.fences_without_mechanism),
@@ -443,7 +417,6 @@ pub fn return_layouts(
     what: ReturnWhat,
 ) -> Result<Option<Stateid>, NfsStat> {
     let l = &srv.layouts;
-    add(&l.metrics.layoutreturns, 1);
     let out = match what {
         ReturnWhat::File {
             ino,

@@ -211,6 +211,7 @@ mod tests {
             cb_getattrs: Default::default(),
             copies: Default::default(),
             exports: Default::default(),
+            ops: Default::default(),
         };
         (srv, clock)
     }

@@ -22,14 +22,12 @@
 //! "sync"` forces the log every time). Extents whose storage offset is not where the file
 //! owns the block are not converted (never another file's block).
 
-use std::time::Instant;
-
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::layouts::check::check_type;
-use crate::nfs4::layouts::{self, add, add_elapsed, commit::CommitReq};
+use crate::nfs4::layouts::{self, commit::CommitReq};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::store::Timespec;
@@ -110,16 +108,8 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     Ok(())
 }
 
+/// The dispatcher counts, times and logs the result (`Server::ops`, metrics::ops).
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let a = decode(r)?;
-    let t0 = Instant::now();
-    let res = go(ctx, a, w);
-    let m = &ctx.srv.layouts.metrics;
-    add(&m.layoutcommits, 1);
-    if let Err(st) = res {
-        add(&m.layoutcommit_errors, 1);
-        tracing::debug!(status = st.name(), "LAYOUTCOMMIT refused");
-    }
-    add_elapsed(&m.layoutcommit_ns, t0);
-    res
+    go(ctx, a, w)
 }

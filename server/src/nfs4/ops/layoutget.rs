@@ -21,14 +21,12 @@
 //! Stateid: the first LAYOUTGET presents an open/lock stateid and gets seqid 1; each one
 //! after presents the layout stateid and gets it bumped.
 
-use std::time::Instant;
-
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::helpers::caller::clientid;
 use crate::nfs4::helpers::fh::{cur_attr, fh_of, require_regular, NotRegular};
 use crate::nfs4::helpers::stateid::resolve_stateid;
 use crate::nfs4::layouts::check::{check_type, device_id_for};
-use crate::nfs4::layouts::{self, add, add_elapsed, get::GetReq};
+use crate::nfs4::layouts::{self, get::GetReq};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
@@ -102,16 +100,8 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
     Ok(())
 }
 
+/// The dispatcher counts, times and logs the result (`Server::ops`, metrics::ops).
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let a = decode(r)?;
-    let t0 = Instant::now();
-    let res = go(ctx, a, w);
-    let m = &ctx.srv.layouts.metrics;
-    add(&m.layoutgets, 1);
-    if let Err(st) = res {
-        add(&m.layoutget_errors, 1);
-        tracing::debug!(status = st.name(), "LAYOUTGET refused");
-    }
-    add_elapsed(&m.layoutget_ns, t0);
-    res
+    go(ctx, a, w)
 }

@@ -73,6 +73,7 @@ pub(crate) fn server(store: Arc<Store>, opts: NfsOptions, boot_verifier: u64) ->
         cb_getattrs: Default::default(),
         copies: Default::default(),
         exports: Default::default(),
+        ops: Default::default(),
     }
 }
 

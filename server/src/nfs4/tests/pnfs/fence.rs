@@ -40,6 +40,7 @@ pub(super) fn fixture_clocked(opts: NfsOptions) -> (Fx, Arc<FakeClock>) {
             cb_getattrs: Default::default(),
             copies: Default::default(),
             exports: Default::default(),
+            ops: Default::default(),
         },
         conn: conn(1, None),
     };

@@ -5,17 +5,19 @@
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use super::fixture::{call, seq_args, session_args, Fx, VOL};
+use super::fixture::{call, cred, seq_args, session_args, Fx, VOL};
 use crate::nfs4::callback;
+use crate::nfs4::compound::OpEnv;
 use crate::nfs4::ctx::Ctx;
 use crate::nfs4::layouts::{self, recall};
+use crate::nfs4::opcode::NfsOp;
 use crate::nfs4::ops::{
     create_session, exchange_id, getdeviceinfo, getdevicelist, layoutcommit, layoutget,
     layoutreturn, open, reclaim_complete, sequence,
 };
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
-use crate::rpc::ConnInfo;
+use crate::rpc::{ConnInfo, RpcSizes};
 use crate::server::{NfsOptions, Server};
 use crate::store::{Ino, SetAttrs, Store, StoreOptions, ROOT_INO};
 use crate::xdr::{Xdr, XdrReader, XdrWriter};
@@ -220,10 +222,23 @@ fn layoutget_args(
     w.buf
 }
 
+/// Runs `op`'s handler as `call` does, then records its result in the server's operation
+/// ledger as the dispatcher records each one (`OpEnv::record`): the layout op counters are
+/// read from there.
+fn dispatched(ctx: &mut Ctx<'_>, op: NfsOp, args: &[u8]) -> (NfsStat, Vec<u8>) {
+    let Some(d) = crate::nfs4::ops::lookup(op) else {
+        panic!("{} is no operation", op.name());
+    };
+    let t0 = Instant::now();
+    let (s, body) = call(ctx, d.handler, args);
+    OpEnv::record(ctx, op, s, Some(t0.elapsed()));
+    (s, body)
+}
+
 fn get(ctx: &mut Ctx<'_>, mode: u32, off: u64, len: u64, sid: Stateid) -> Result<Got, NfsStat> {
-    let (s, body) = call(
+    let (s, body) = dispatched(
         ctx,
-        layoutget::run,
+        NfsOp::LAYOUTGET,
         &layoutget_args(BLOCK, mode, off, len, len, sid, 0xffff),
     );
     if s != NfsStat::OK {
@@ -291,9 +306,9 @@ fn commit(ctx: &mut Ctx<'_>, g: &Got, last: Option<u64>) -> Result<Option<u64>, 
             ..*e
         })
         .collect();
-    let (s, body) = call(
+    let (s, body) = dispatched(
         ctx,
-        layoutcommit::run,
+        NfsOp::LAYOUTCOMMIT,
         &commit_args(g.offset, g.length, g.stateid, last, &ext),
     );
     if s != NfsStat::OK {
@@ -395,7 +410,64 @@ fn layoutget_rw_allocates_durably_and_read_sees_none_data() {
     assert_eq!(g3.extents[0].storage_offset, g.extents[0].storage_offset);
     let r2 = get(&mut x, IoMode::READ.0, 0, 8192, g3.stateid).unwrap();
     assert_eq!(r2.extents[0].state, ExtentState::READ_DATA);
-    assert_eq!(fx.srv.layouts.metrics.snapshot().layoutgets, 5);
+    assert_eq!(fx.srv.ops.totals(NfsOp::LAYOUTGET).results, 5);
+    assert_eq!(
+        crate::metrics::Snapshot::of(&fx.srv).layout_ops.get.results,
+        5
+    );
+}
+
+/// The layout op counters are this server's operation ledger, filled by the dispatcher: a
+/// LAYOUTGET that ran and one refused before its handler (no current filehandle, RFC 8881
+/// §15.2) both count, the refused one as an error and not timed; another server in the same
+/// process counts none of them.
+#[test]
+fn layout_op_counters_are_the_servers_ledger_refused_ones_included() {
+    let fx = fixture(NfsOptions::default());
+    let other = fixture(NfsOptions::default());
+    let mut x = fx.client();
+    let (fh, sid) = open_f(&mut x);
+    let session = x.session.clone().unwrap();
+    fx.srv.state.slot_done(&session, &[]);
+    let compound = |seqid: u32, putfh: bool| {
+        let mut w = XdrWriter::new();
+        w.opaque(b"");
+        w.u32(1);
+        w.u32(if putfh { 3 } else { 2 });
+        w.u32(NfsOp::SEQUENCE.0);
+        w.opaque_fixed(&seq_args(session.sessionid, seqid, 0, false));
+        if putfh {
+            w.u32(NfsOp::PUTFH.0);
+            w.opaque(&fh.to_bytes());
+        }
+        w.u32(NfsOp::LAYOUTGET.0);
+        w.opaque_fixed(&layoutget_args(
+            BLOCK,
+            IoMode::RW.0,
+            0,
+            8192,
+            8192,
+            sid,
+            0xffff,
+        ));
+        w.into_inner()
+    };
+    let run = |args: Vec<u8>| {
+        let sizes = RpcSizes {
+            request_len: args.len() + 40,
+            reply_header_len: 24,
+        };
+        crate::nfs4::compound::process(&fx.srv, &fx.conn, cred(0, 0), &args, sizes).unwrap()
+    };
+    let status = |reply: &[u8]| NfsStat(XdrReader::new(reply).u32().unwrap());
+    assert_eq!(status(&run(compound(2, true))), NfsStat::OK);
+    assert_eq!(status(&run(compound(3, false))), NfsStat::NOFILEHANDLE);
+    let t = fx.srv.ops.totals(NfsOp::LAYOUTGET);
+    assert_eq!((t.results, t.errors), (2, 1));
+    assert_eq!(fx.srv.ops.timed(NfsOp::LAYOUTGET), 1);
+    assert!(t.ns > 0);
+    assert_eq!(crate::metrics::Snapshot::of(&fx.srv).layout_ops.get, t);
+    assert_eq!(other.srv.ops.totals(NfsOp::LAYOUTGET), Default::default());
 }
 
 #[test]
@@ -487,8 +559,9 @@ fn layoutcommit_durability_counters() {
     let m2 = fx.srv.layouts.metrics.snapshot();
     assert_eq!(m2.commit_log_writes, m1.commit_log_writes);
     assert_eq!(m2.commit_data_flushes - m1.commit_data_flushes, 1);
-    assert_eq!(m2.layoutcommits, 2);
-    assert!(m2.layoutcommit_ns > 0);
+    let commits = fx.srv.ops.totals(NfsOp::LAYOUTCOMMIT);
+    assert_eq!((commits.results, commits.errors), (2, 0));
+    assert!(commits.ns > 0);
 }
 
 #[test]
