@@ -63,6 +63,8 @@ LAYERS = {
         # client state and the export rules
         ("nfs4::state", 3),
         ("exports", 3),
+        # the NFS part of the configuration, which the services read
+        ("nfs4::options", 3),
         # services: each takes narrow handles to what it needs, never the whole server
         ("nfs4::layouts", 4),
         ("nfs4::delegs", 4),
