@@ -1,9 +1,19 @@
 //! The server object every operation reaches through `Ctx::srv`: the store, the NFSv4 state
 //! and the configuration the operations read.
+//!
+//! The answers to queued callbacks come back through `impl CbHooks for Server`, which
+//! hands each `CbKind` to the service that queues it: the backchannel (nfs4/callback.rs)
+//! knows no service.
 
 use std::sync::Arc;
 
+use crate::nfs4::callback::{Backchannel, Callback, CbHooks, CbKind};
+use crate::nfs4::copy::offload;
+use crate::nfs4::delegs;
+use crate::nfs4::delegs::cb_getattr;
+use crate::nfs4::layouts;
 use crate::nfs4::state::StateManager;
+use crate::nfs4::status::NfsStat;
 use crate::store::Store;
 
 pub use crate::nfs4::options::NfsOptions;
@@ -44,6 +54,36 @@ impl Server {
             cb_getattrs: Default::default(),
             copies: Default::default(),
             exports: Default::default(),
+        }
+    }
+
+    /// What the callback sender uses.
+    pub fn backchannel(&self) -> Backchannel<'_> {
+        Backchannel {
+            callbacks: &self.callbacks,
+            state: &self.state,
+            hooks: self,
+        }
+    }
+}
+
+/// Each kind of callback is queued by one service, which decides about it.
+impl CbHooks for Server {
+    fn wanted(&self, cb: &Callback) -> bool {
+        match cb.kind {
+            CbKind::LayoutRecall { .. } => layouts::recall::wanted(self, cb),
+            CbKind::Recall { .. } => delegs::recall_wanted(self, cb),
+            CbKind::Getattr { .. } => cb_getattr::wanted(self, cb),
+            CbKind::Offload { .. } => offload::offload_wanted(self, cb),
+        }
+    }
+
+    fn answered(&self, cb: &Callback, st: NfsStat, reply: &[u8]) {
+        match cb.kind {
+            CbKind::LayoutRecall { .. } => layouts::recall::answered(self, cb, st, reply),
+            CbKind::Recall { .. } => delegs::recall_answered(self, cb, st, reply),
+            CbKind::Getattr { .. } => cb_getattr::answered(self, cb, st, reply),
+            CbKind::Offload { .. } => offload::offload_answered(self, cb, st, reply),
         }
     }
 }

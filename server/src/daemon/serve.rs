@@ -269,7 +269,7 @@ pub async fn run(
         let srv = srv.clone();
         let spawned = std::thread::Builder::new()
             .name("pnfsd-cb-sender".into())
-            .spawn(move || crate::nfs4::callback::run_sender(srv));
+            .spawn(move || crate::nfs4::callback::run_sender(srv, Server::backchannel));
         if let Err(e) = spawned {
             return Err(io_err("callback sender thread")(e));
         }

@@ -439,13 +439,11 @@ fn offload_callback(srv: &Server, e: &Entry) -> Callback {
             outcome,
         },
         deadline: Instant::now() + lease,
-        answered: offload_answered,
-        wanted: offload_wanted,
     }
 }
 
 /// A CB_OFFLOAD is sent only while its copy is still kept (not cancelled, not freed).
-fn offload_wanted(srv: &Server, cb: &Callback) -> bool {
+pub fn offload_wanted(srv: &Server, cb: &Callback) -> bool {
     let CbKind::Offload { stateid, .. } = &cb.kind else {
         return false;
     };
@@ -457,7 +455,7 @@ fn offload_wanted(srv: &Server, cb: &Callback) -> bool {
 
 /// The client has the result: the copy is freed, whatever the client answered (an error
 /// answer means it did not want it; it cannot be told again better).
-fn offload_answered(srv: &Server, cb: &Callback, st: NfsStat, _: &[u8]) {
+pub fn offload_answered(srv: &Server, cb: &Callback, st: NfsStat, _: &[u8]) {
     let CbKind::Offload { stateid, .. } = &cb.kind else {
         return;
     };

@@ -243,13 +243,11 @@ fn queue(srv: &Server, a: &Attr, h: &WriteHolder, now: Instant) {
             stateid: h.stateid,
         },
         deadline: now + CB_GETATTR_LIMIT,
-        answered,
-        wanted,
     });
 }
 
 /// A CB_GETATTR goes only while the delegation is held.
-fn wanted(srv: &Server, cb: &Callback) -> bool {
+pub fn wanted(srv: &Server, cb: &Callback) -> bool {
     match &cb.kind {
         CbKind::Getattr { stateid, .. } => srv.state.deleg_held(cb.client, stateid),
         _ => false,
@@ -258,7 +256,7 @@ fn wanted(srv: &Server, cb: &Callback) -> bool {
 
 /// The holder answered: its change and size, or a failure (an error status, a reply
 /// without both values).
-fn answered(srv: &Server, cb: &Callback, st: NfsStat, reply: &[u8]) {
+pub fn answered(srv: &Server, cb: &Callback, st: NfsStat, reply: &[u8]) {
     let CbKind::Getattr { stateid, .. } = &cb.kind else {
         return;
     };

@@ -97,14 +97,12 @@ pub fn queue_recalls(srv: &Server, fh: Fh, recalls: &[Recall]) {
                 stateid: r.stateid,
             },
             deadline,
-            answered: recall_answered,
-            wanted: recall_wanted,
         });
     }
 }
 
 /// A CB_RECALL goes (again) only while the delegation is held and still recalled.
-fn recall_wanted(srv: &Server, cb: &Callback) -> bool {
+pub fn recall_wanted(srv: &Server, cb: &Callback) -> bool {
     match &cb.kind {
         CbKind::Recall { stateid, .. } => srv.state.deleg_recall_pending(cb.client, stateid),
         _ => false,
@@ -113,7 +111,7 @@ fn recall_wanted(srv: &Server, cb: &Callback) -> bool {
 
 /// The holder answered its CB_RECALL; the delegation stays until it DELEGRETURNs or the
 /// lease runs out (an error answer changes nothing: §10.2.1 still gives it the lease).
-fn recall_answered(_srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
+pub fn recall_answered(_srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
     tracing::debug!(client = cb.client, status = st.name(), "CB_RECALL answered");
 }
 

@@ -103,15 +103,13 @@ pub fn recall_file(srv: &Server, fh: Fh, clients: &[u64]) {
             client: c,
             kind: CbKind::LayoutRecall { fh, ltype, stateid },
             deadline,
-            answered,
-            wanted,
         });
     }
 }
 
 /// A CB_LAYOUTRECALL goes only while its recall is pending: a layout returned before the
 /// send needs none, and a NOMATCHING_LAYOUT answer must not drop a layout granted after.
-fn wanted(srv: &Server, cb: &Callback) -> bool {
+pub fn wanted(srv: &Server, cb: &Callback) -> bool {
     let CbKind::LayoutRecall { fh, .. } = &cb.kind else {
         return false;
     };
@@ -145,7 +143,7 @@ fn log_recall(srv: &Server, client: u64, ino: Ino, step: &str, status: Option<Nf
 }
 
 /// The holder answered a CB_LAYOUTRECALL.
-fn answered(srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
+pub fn answered(srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
     add(&srv.layouts.metrics.recalls_sent, 1);
     let CbKind::LayoutRecall { fh, stateid, .. } = &cb.kind else {
         return;
@@ -176,7 +174,7 @@ pub fn tick(srv: &Server, now: Instant) {
     super::fence::lift_fences(srv, now);
     // The target's per-command check: flat copies of the runs that changed (hosts.rs).
     srv.layouts.hosts.refresh_lookups();
-    crate::nfs4::callback::send_due(srv, now);
+    crate::nfs4::callback::send_due(&srv.backchannel(), now);
     // The previous instance's SCSI clients are cut off before anything they held is freed.
     crate::nfs4::layouts::scsi_restart::run_if_due(&srv.layouts, &srv.state);
     // Layouts dropped above (expiry, fencing) and the after-grace sweep of a restart.

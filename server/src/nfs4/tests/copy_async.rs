@@ -99,7 +99,7 @@ fn started(
 
 /// After a cancel: nothing goes out on the backchannel and the copy is freed.
 fn assert_cancelled_quietly(fx: &Fx, s: &Setup) {
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert!(
         s.bc.0.lock().unwrap().is_empty(),
         "CB_OFFLOAD after a cancel"
@@ -207,7 +207,7 @@ fn an_async_copy_answers_at_once_and_cb_offload_reports_it() {
     let (back, _) = fx.srv.store.read(s.dst.0.ino, 0, 80_000).unwrap();
     assert_eq!(back.len(), 70_005);
     assert!(back[5..] == s.data[..], "copied bytes differ");
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     let sent = s.bc.0.lock().unwrap().clone();
     assert_eq!(sent.len(), 1, "one CB_OFFLOAD");
     let (fh, cb_sid, st, count, committed) = decode_cb_offload(&sent[0]);
@@ -290,7 +290,7 @@ fn without_a_backchannel_the_result_waits_for_offload_status() {
     let sid = started(&mut x, s.src, s.dst, 0, 0);
     while offload::step(&fx.srv) {}
     let now = Instant::now();
-    callback::send_due(&fx.srv, now);
+    callback::send_due(&fx.srv.backchannel(), now);
     offload::tick(&fx.srv, now);
     assert_eq!(status(&mut x, sid), Ok((20_000, Some(NfsStat::OK))));
     let lease = Duration::from_secs(u64::from(fx.srv.state.lease_seconds()));
@@ -356,7 +356,7 @@ fn an_async_copy_reported_stable_survives_a_crash() {
             .unwrap();
         started(&mut x, src, dst, 4096, 0);
         while offload::step(&fx.srv) {}
-        callback::send_due(&fx.srv, Instant::now());
+        callback::send_due(&fx.srv.backchannel(), Instant::now());
         let sent = bc.0.lock().unwrap().clone();
         let (.., count, committed) = decode_cb_offload(&sent[0]);
         assert_eq!(

@@ -272,7 +272,7 @@ fn a_recall_names_the_holders_layout_type() {
             &layoutget_args(ty, IoMode::READ.0, 0, B, B, sb, 0xffff),
         );
         assert_eq!(s, NfsStat::RECALLCONFLICT);
-        callback::send_due(&fx.srv, Instant::now());
+        callback::send_due(&fx.srv.backchannel(), Instant::now());
         let calls = bc_a.0.lock().unwrap();
         assert_eq!(calls.len(), 1);
         // CB_COMPOUND head (16 bytes), CB_SEQUENCE (40), then CB_LAYOUTRECALL and its type.
