@@ -1,13 +1,16 @@
 //! The server object every operation reaches through `Ctx::srv`: the store, the NFSv4 state
 //! and the configuration the operations read.
 //!
-//! The answers to queued callbacks come back through `impl CbHooks for Server`, which
-//! hands each `CbKind` to the service that queues it: the backchannel (nfs4/callback.rs)
-//! knows no service.
+//! This is the composition root: the services (nfs4/layouts, nfs4/delegs, nfs4/copy, the
+//! backchannel in nfs4/callback.rs) never see `Server`. Each takes a small handle of the
+//! references it uses, built here (`layouts_env`, `delegs_env`, `cb_getattr_env`,
+//! `copy_env`, `backchannel`), and the answers to queued callbacks come back through
+//! `impl CbHooks for Server`, which hands each `CbKind` to the service that queues it.
 
 use std::sync::Arc;
 
 use crate::nfs4::callback::{Backchannel, Callback, CbHooks, CbKind};
+use crate::nfs4::copy;
 use crate::nfs4::copy::offload;
 use crate::nfs4::delegs;
 use crate::nfs4::delegs::cb_getattr;
@@ -57,6 +60,45 @@ impl Server {
         }
     }
 
+    /// The layouts service's handle.
+    pub fn layouts_env(&self) -> layouts::Env<'_> {
+        layouts::Env {
+            store: &self.store,
+            state: &self.state,
+            opts: &self.opts,
+            layouts: &self.layouts,
+            callbacks: &self.callbacks,
+            hooks: self,
+        }
+    }
+
+    /// The delegation recalls' handle.
+    pub fn delegs_env(&self) -> delegs::Env<'_> {
+        delegs::Env {
+            state: &self.state,
+            callbacks: &self.callbacks,
+        }
+    }
+
+    /// CB_GETATTR's handle.
+    pub fn cb_getattr_env(&self) -> cb_getattr::Env<'_> {
+        cb_getattr::Env {
+            store: &self.store,
+            state: &self.state,
+            callbacks: &self.callbacks,
+            cb_getattrs: &self.cb_getattrs,
+        }
+    }
+
+    /// The copy service's handle.
+    pub fn copy_env(&self) -> copy::Env<'_> {
+        copy::Env {
+            pnfs: self.layouts_env(),
+            copies: &self.copies,
+            boot_verifier: self.boot_verifier,
+        }
+    }
+
     /// What the callback sender uses.
     pub fn backchannel(&self) -> Backchannel<'_> {
         Backchannel {
@@ -71,19 +113,21 @@ impl Server {
 impl CbHooks for Server {
     fn wanted(&self, cb: &Callback) -> bool {
         match cb.kind {
-            CbKind::LayoutRecall { .. } => layouts::recall::wanted(self, cb),
-            CbKind::Recall { .. } => delegs::recall_wanted(self, cb),
-            CbKind::Getattr { .. } => cb_getattr::wanted(self, cb),
-            CbKind::Offload { .. } => offload::offload_wanted(self, cb),
+            CbKind::LayoutRecall { .. } => layouts::recall::wanted(&self.layouts_env(), cb),
+            CbKind::Recall { .. } => delegs::recall_wanted(&self.delegs_env(), cb),
+            CbKind::Getattr { .. } => cb_getattr::wanted(&self.cb_getattr_env(), cb),
+            CbKind::Offload { .. } => offload::offload_wanted(&self.copy_env(), cb),
         }
     }
 
     fn answered(&self, cb: &Callback, st: NfsStat, reply: &[u8]) {
         match cb.kind {
-            CbKind::LayoutRecall { .. } => layouts::recall::answered(self, cb, st, reply),
-            CbKind::Recall { .. } => delegs::recall_answered(self, cb, st, reply),
-            CbKind::Getattr { .. } => cb_getattr::answered(self, cb, st, reply),
-            CbKind::Offload { .. } => offload::offload_answered(self, cb, st, reply),
+            CbKind::LayoutRecall { .. } => {
+                layouts::recall::answered(&self.layouts_env(), cb, st, reply)
+            }
+            CbKind::Recall { .. } => delegs::recall_answered(&self.delegs_env(), cb, st, reply),
+            CbKind::Getattr { .. } => cb_getattr::answered(&self.cb_getattr_env(), cb, st, reply),
+            CbKind::Offload { .. } => offload::offload_answered(&self.copy_env(), cb, st, reply),
         }
     }
 }

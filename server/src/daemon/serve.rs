@@ -275,7 +275,7 @@ pub async fn run(
         }
     }
     // The async COPYs' workers (nfs4/copy/offload.rs).
-    if let Err(e) = crate::nfs4::copy::offload::run_workers(&srv) {
+    if let Err(e) = crate::nfs4::copy::offload::run_workers(&srv, Server::copy_env) {
         return Err(io_err("copy worker thread")(e));
     }
     // Leases, grace period and recall timeouts advance once a second (RFC 8881 §8.3).
@@ -289,8 +289,11 @@ pub async fn run(
                 let srv = srv.clone();
                 let tick = move || {
                     srv.state.tick();
-                    crate::nfs4::layouts::recall::tick(&srv, std::time::Instant::now());
-                    crate::nfs4::copy::offload::tick(&srv, std::time::Instant::now());
+                    crate::nfs4::layouts::recall::tick(
+                        &srv.layouts_env(),
+                        std::time::Instant::now(),
+                    );
+                    crate::nfs4::copy::offload::tick(&srv.copy_env(), std::time::Instant::now());
                 };
                 if tokio::task::spawn_blocking(tick).await.is_err() {
                     tracing::error!("state tick panicked");

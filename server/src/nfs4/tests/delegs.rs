@@ -668,14 +668,14 @@ fn a_layout_breaks_a_delegation_with_layouttrylater_an_open_with_delay() {
     let (mut a, _, _) = fx.mount_a();
     let (_, fh, d) = open_deleg(&mut a, b"f", 1, true, OPEN_DELEGATE_READ);
     let (_, bcid, _) = fx.mount_b();
-    let layout = |rw| break_conflicts(&fx.srv, bcid, fh, Breaker::Layout { rw });
+    let layout = |rw| break_conflicts(&fx.srv.delegs_env(), bcid, fh, Breaker::Layout { rw });
     assert_eq!(layout(false), Ok(()));
     assert!(fx.srv.callbacks.is_empty());
     for _ in 0..2 {
         assert_eq!(layout(true), Err(NfsStat::LAYOUTTRYLATER));
     }
     assert_eq!(
-        break_conflicts(&fx.srv, bcid, fh, Breaker::Access(2)),
+        break_conflicts(&fx.srv.delegs_env(), bcid, fh, Breaker::Access(2)),
         Err(NfsStat::DELAY)
     );
     assert_eq!(fx.srv.callbacks.len(), 1);

@@ -738,10 +738,10 @@ fn conflicting_layoutget_recalls_then_fences() {
     callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(bc_a.0.lock().unwrap().len(), 1);
     // Before two leases nothing happens; after, A is fenced and its layout revoked.
-    recall::tick(&fx.srv, Instant::now());
+    recall::tick(&fx.srv.layouts_env(), Instant::now());
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 0);
     let late = Instant::now() + Duration::from_secs(2 * u64::from(fx.srv.opts.lease_seconds) + 1);
-    recall::tick(&fx.srv, late);
+    recall::tick(&fx.srv.layouts_env(), late);
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
     let dev_hex: String = fx
         .srv
@@ -978,7 +978,7 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     // No backchannel: nothing sent, the recall stays pending and queued for a retry.
     assert_eq!(
-        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        layouts::break_for(&fx.srv.layouts_env(), fh, layouts::Break::Truncate),
         Err(NfsStat::DELAY)
     );
     assert!(fx.srv.layouts.recall_pending(cid, fh.ino));
@@ -992,11 +992,15 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     );
     // Not due before RETRY_EVERY; the tick tries again after (and queues it again while
     // the backchannel stays down).
-    recall::tick(&fx.srv, Instant::now() + callback::RETRY_EVERY);
+    recall::tick(
+        &fx.srv.layouts_env(),
+        Instant::now() + callback::RETRY_EVERY,
+    );
     assert_eq!(fx.srv.callbacks.len(), 1);
     // Past the deadline the queue gives up; the tick fences and revokes instead.
-    let late = recall::recall_deadline(&fx.srv, Instant::now()) + callback::RETRY_EVERY;
-    recall::tick(&fx.srv, late);
+    let late =
+        recall::recall_deadline(&fx.srv.layouts_env(), Instant::now()) + callback::RETRY_EVERY;
+    recall::tick(&fx.srv.layouts_env(), late);
     assert!(fx.srv.callbacks.is_empty());
     assert!(!fx.srv.layouts.recall_pending(cid, fh.ino));
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
@@ -1038,7 +1042,7 @@ fn a_recall_whose_layout_came_back_before_it_went_is_not_sent() {
     let (fh, _sid, g) = open_f_rw(&mut x, 2 * B);
     let cid = fx.srv.layouts.holders(fh.ino)[0];
     assert_eq!(
-        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        layouts::break_for(&fx.srv.layouts_env(), fh, layouts::Break::Truncate),
         Err(NfsStat::DELAY)
     );
     assert_eq!(fx.srv.callbacks.len(), 1);
@@ -1066,7 +1070,7 @@ fn a_recall_answered_delay_is_sent_again() {
     let (fh, _sid, _g) = open_f_rw(&mut x, 2 * B);
     let cid = fx.srv.layouts.holders(fh.ino)[0];
     assert_eq!(
-        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        layouts::break_for(&fx.srv.layouts_env(), fh, layouts::Break::Truncate),
         Err(NfsStat::DELAY)
     );
     let t0 = Instant::now();
