@@ -1,59 +1,25 @@
 //! The server object every operation reaches through `Ctx::srv`: the store, the NFSv4 state
 //! and the configuration the operations read.
+//!
+//! This is the composition root: the services (nfs4/layouts, nfs4/delegs, nfs4/copy, the
+//! backchannel in nfs4/callback.rs) never see `Server`. Each takes a small handle of the
+//! references it uses, built here (`layouts_env`, `delegs_env`, `cb_getattr_env`,
+//! `copy_env`, `backchannel`), and the answers to queued callbacks come back through
+//! `impl CbHooks for Server`, which hands each `CbKind` to the service that queues it.
 
 use std::sync::Arc;
 
-use layout::block::LayoutType;
-
-use crate::nfs4::state::{StateConfig, StateManager};
+use crate::nfs4::callback::{Backchannel, Callback, CbHooks, CbKind};
+use crate::nfs4::copy;
+use crate::nfs4::copy::offload;
+use crate::nfs4::delegs;
+use crate::nfs4::delegs::cb_getattr;
+use crate::nfs4::layouts;
+use crate::nfs4::state::StateManager;
+use crate::nfs4::status::NfsStat;
 use crate::store::Store;
 
-/// The part of the configuration the NFS layer uses (the rest is in `config.rs`).
-#[derive(Debug, Clone)]
-pub struct NfsOptions {
-    pub lease_seconds: u32,
-    pub grace_seconds: u32,
-    /// pNFS layout types offered in `fs_layout_types` (BLOCK_VOLUME, SCSI).
-    pub layout_types: Vec<LayoutType>,
-    /// `sync` export (docs/design.md §4).
-    pub sync: bool,
-    /// `layoutcommit = "sync"`: every LAYOUTCOMMIT forces the log, as XFS does
-    /// (docs/design.md §4).
-    pub layoutcommit_sync: bool,
-    /// Command that fences a block-layout client (docs/design.md §5); `None`: no fencing.
-    pub fence_command: Option<String>,
-    /// Most bytes of speculative preallocation past EOF one RW LAYOUTGET adds (config
-    /// `layout_prealloc_max`; 0 turns it off; layout::reach, docs/pnfs.md).
-    pub layout_prealloc_max: u64,
-    /// Bounds on client state (config `max_clients`, `max_client_memory`, …).
-    pub client_limits: crate::nfs4::state::ClientLimits,
-}
-
-impl NfsOptions {
-    /// What the state layer needs of the options (it knows nothing of the rest).
-    pub fn state_config(&self, boot_verifier: u64) -> StateConfig {
-        StateConfig {
-            lease_seconds: self.lease_seconds,
-            grace_seconds: self.grace_seconds,
-            boot_verifier,
-        }
-    }
-}
-
-impl Default for NfsOptions {
-    fn default() -> Self {
-        NfsOptions {
-            lease_seconds: 90,
-            grace_seconds: 90,
-            layout_types: vec![LayoutType::BLOCK_VOLUME],
-            sync: true,
-            layoutcommit_sync: false,
-            fence_command: None,
-            layout_prealloc_max: layout::reach::DEFAULT_PREALLOC_MAX_BYTES,
-            client_limits: Default::default(),
-        }
-    }
-}
+pub use crate::nfs4::options::NfsOptions;
 
 pub struct Server {
     pub store: Arc<Store>,
@@ -95,6 +61,77 @@ impl Server {
             copies: Default::default(),
             exports: Default::default(),
             ops: Default::default(),
+        }
+    }
+
+    /// The layouts service's handle.
+    pub fn layouts_env(&self) -> layouts::Env<'_> {
+        layouts::Env {
+            store: &self.store,
+            state: &self.state,
+            opts: &self.opts,
+            layouts: &self.layouts,
+            callbacks: &self.callbacks,
+            hooks: self,
+        }
+    }
+
+    /// The delegation recalls' handle.
+    pub fn delegs_env(&self) -> delegs::Env<'_> {
+        delegs::Env {
+            state: &self.state,
+            callbacks: &self.callbacks,
+        }
+    }
+
+    /// CB_GETATTR's handle.
+    pub fn cb_getattr_env(&self) -> cb_getattr::Env<'_> {
+        cb_getattr::Env {
+            store: &self.store,
+            state: &self.state,
+            callbacks: &self.callbacks,
+            cb_getattrs: &self.cb_getattrs,
+        }
+    }
+
+    /// The copy service's handle.
+    pub fn copy_env(&self) -> copy::Env<'_> {
+        copy::Env {
+            pnfs: self.layouts_env(),
+            copies: &self.copies,
+            boot_verifier: self.boot_verifier,
+        }
+    }
+
+    /// What the callback sender uses.
+    pub fn backchannel(&self) -> Backchannel<'_> {
+        Backchannel {
+            callbacks: &self.callbacks,
+            state: &self.state,
+            hooks: self,
+        }
+    }
+}
+
+/// Each kind of callback is queued by one service, which decides about it.
+impl CbHooks for Server {
+    fn wanted(&self, cb: &Callback) -> bool {
+        match cb.kind {
+            CbKind::LayoutRecall { .. } => layouts::recall::wanted(&self.layouts_env(), cb),
+            CbKind::Recall { .. } => delegs::recall_wanted(&self.delegs_env(), cb),
+            CbKind::Getattr { .. } => cb_getattr::wanted(&self.cb_getattr_env(), cb),
+            CbKind::Offload { .. } => offload::offload_wanted(&self.copy_env(), cb),
+        }
+    }
+
+    fn answered(&self, cb: &Callback, st: NfsStat, reply: &[u8]) {
+        match cb.kind {
+            CbKind::LayoutRecall { .. } => {
+                layouts::recall::answered(&self.layouts_env(), cb, st, reply)
+            }
+            CbKind::Recall { .. } => delegs::recall_answered(&self.delegs_env(), cb, st, reply),
+            CbKind::Getattr { .. } => cb_getattr::answered(&self.cb_getattr_env(), cb, st, reply),
+            CbKind::Offload { .. } => offload::offload_answered(&self.copy_env(), cb, st, reply),
         }
     }
 }

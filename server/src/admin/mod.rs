@@ -89,7 +89,7 @@ pub fn view(path: &str, srv: &Server, info: &AdminInfo) -> Option<Answer> {
 /// deadline. The ledger keeps only the deadline, which is the send time plus the recall
 /// window (`recall_deadline`, two leases), so the age is that window less the time left.
 fn layouts(srv: &Server, now: Instant) -> serde_json::Value {
-    let window = crate::nfs4::layouts::recall::recall_deadline(srv, now)
+    let window = crate::nfs4::layouts::recall::recall_deadline(&srv.layouts_env(), now)
         .saturating_duration_since(now)
         .as_secs();
     let mut v = serde_json::to_value(srv.layouts.snapshot(now)).unwrap_or_default();
@@ -118,7 +118,11 @@ pub fn action(path: &str, srv: &Server) -> Option<Answer> {
     if !srv.state.evict_client(client) {
         return Some(no_client(id));
     }
-    crate::nfs4::layouts::recall::expire(srv, &srv.state.take_dropped_layouts(), Instant::now());
+    crate::nfs4::layouts::recall::expire(
+        &srv.layouts_env(),
+        &srv.state.take_dropped_layouts(),
+        Instant::now(),
+    );
     tracing::info!(
         client = format!("{client:016x}"),
         "client evicted by the administrator"

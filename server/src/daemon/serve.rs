@@ -273,13 +273,13 @@ pub async fn run(
         let srv = srv.clone();
         let spawned = std::thread::Builder::new()
             .name("pnfsd-cb-sender".into())
-            .spawn(move || crate::nfs4::callback::run_sender(srv));
+            .spawn(move || crate::nfs4::callback::run_sender(srv, Server::backchannel));
         if let Err(e) = spawned {
             return Err(io_err("callback sender thread")(e));
         }
     }
     // The async COPYs' workers (nfs4/copy/offload.rs).
-    if let Err(e) = crate::nfs4::copy::offload::run_workers(&srv) {
+    if let Err(e) = crate::nfs4::copy::offload::run_workers(&srv, Server::copy_env) {
         return Err(io_err("copy worker thread")(e));
     }
     // Leases, grace period and recall timeouts advance once a second (RFC 8881 §8.3).
@@ -293,8 +293,11 @@ pub async fn run(
                 let srv = srv.clone();
                 let tick = move || {
                     srv.state.tick();
-                    crate::nfs4::layouts::recall::tick(&srv, std::time::Instant::now());
-                    crate::nfs4::copy::offload::tick(&srv, std::time::Instant::now());
+                    crate::nfs4::layouts::recall::tick(
+                        &srv.layouts_env(),
+                        std::time::Instant::now(),
+                    );
+                    crate::nfs4::copy::offload::tick(&srv.copy_env(), std::time::Instant::now());
                 };
                 if tokio::task::spawn_blocking(tick).await.is_err() {
                     tracing::error!("state tick panicked");

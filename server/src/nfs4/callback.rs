@@ -23,17 +23,21 @@
 //! too long belongs to its service: delegations in nfs4/state/delegs.rs and
 //! nfs4/delegs/mod.rs, layouts in nfs4/layouts/recall.rs, async copies in
 //! nfs4/copy/offload.rs.
+//!
+//! This module knows no service: a queued [`Callback`] carries only its `CbKind`, and the
+//! owner of the queue (server.rs, the composition root) implements [`CbHooks`] by handing
+//! each kind to the service that queued it. The senders take a [`Backchannel`]: the queue,
+//! the state (the sessions' callback slots) and those hooks.
 
 use std::time::{Duration, Instant};
 
 use layout::block::{IoMode, LayoutType};
 
 use crate::nfs4::attr;
-use crate::nfs4::state::CbSlot;
+use crate::nfs4::state::{CbSlot, StateManager};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::stable_to_wire;
 use crate::nfs4::types::{Bitmap, Fh, Stateid};
-use crate::server::Server;
 use crate::store::Stable;
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
 
@@ -208,7 +212,7 @@ pub fn decode_status(reply: &[u8]) -> Result<NfsStat, XdrError> {
 }
 
 /// What a queued callback asks of its client. Each kind is encoded here; what its answer
-/// means belongs to the service that queued it (`Callback::answered`).
+/// means belongs to the service that queued it (`CbHooks`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CbKind {
     /// CB_LAYOUTRECALL(FILE, whole file, iomode ANY) of the client's layouts of `fh`, of the
@@ -257,12 +261,26 @@ pub struct Callback {
     /// When the client must have done what it is asked. The queue gives up sending after it;
     /// acting on it (fencing, revoking) is the queuing service's, from its own tick.
     pub deadline: Instant,
-    /// Called with the CB_COMPOUND status and the whole CB_COMPOUND4res once the client
-    /// answered.
-    pub answered: fn(&Server, &Callback, NfsStat, &[u8]),
+}
+
+/// What the services decide about their callbacks, by `CbKind` (server.rs dispatches each
+/// kind to the service that queues it).
+pub trait CbHooks: Sync {
     /// Asked before each send: false drops the callback unsent (what it asks was done
     /// meanwhile, e.g. the layout came back before its recall went out).
-    pub wanted: fn(&Server, &Callback) -> bool,
+    fn wanted(&self, cb: &Callback) -> bool;
+    /// Called with the CB_COMPOUND status and the whole CB_COMPOUND4res once the client
+    /// answered.
+    fn answered(&self, cb: &Callback, st: NfsStat, reply: &[u8]);
+}
+
+/// What the senders use: the queue, the state that holds each session's callback slots and
+/// backchannel, and the services' hooks.
+#[derive(Clone, Copy)]
+pub struct Backchannel<'a> {
+    pub callbacks: &'a CbQueue,
+    pub state: &'a StateManager,
+    pub hooks: &'a dyn CbHooks,
 }
 
 /// Most callbacks in flight at once: each holds a thread for up to `callback_timeout`.
@@ -279,8 +297,9 @@ pub const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// client's COMPOUND.
 ///
 /// Reuse: a service adds a `CbKind` variant with its encoding and queues a [`Callback`]
-/// with its deadline and an `answered` function; it keeps its own "recall pending" record
-/// and acts on the deadline itself (layouts: `layouts::recall`).
+/// with its deadline; server.rs hands that kind to the service's `wanted` and `answered`.
+/// The service keeps its own "recall pending" record and acts on the deadline itself
+/// (layouts: `layouts::recall`).
 #[derive(Debug, Default)]
 pub struct CbQueue {
     /// (not before, callback), in no particular order (a handful at a time).
@@ -349,18 +368,22 @@ impl CbQueue {
 
 /// Sends every callback due at `now`, one after the other, on the calling thread (the
 /// periodic tick calls it; tests drive it directly).
-pub fn send_due(srv: &Server, now: Instant) {
-    for cb in srv.callbacks.take_due(now, usize::MAX) {
-        send(srv, cb, now);
+pub fn send_due(bc: &Backchannel, now: Instant) {
+    for cb in bc.callbacks.take_due(now, usize::MAX) {
+        send(bc, cb, now);
     }
 }
 
 /// The sender: waits for queued callbacks and sends each on a thread of its own (at most
 /// `MAX_IN_FLIGHT` at once), so that one client's dead backchannel (a round trip may take
-/// `callback_timeout`) delays no other client's recall. Runs until `CbQueue::stop`.
-pub fn run_sender(srv: std::sync::Arc<Server>) {
+/// `callback_timeout`) delays no other client's recall. Runs until `CbQueue::stop`. The
+/// threads share `owner`, from which `bc` takes the backchannel.
+pub fn run_sender<H: Send + Sync + 'static>(
+    owner: std::sync::Arc<H>,
+    bc: fn(&H) -> Backchannel<'_>,
+) {
     use std::sync::atomic::Ordering;
-    let q = &srv.callbacks;
+    let q = bc(&owner).callbacks;
     while !q.stop.load(Ordering::Relaxed) {
         let room = MAX_IN_FLIGHT.saturating_sub(q.in_flight.load(Ordering::Relaxed));
         let now = Instant::now();
@@ -372,25 +395,30 @@ pub fn run_sender(srv: std::sync::Arc<Server>) {
             continue;
         }
         for cb in due {
-            spawn_send(&srv, move |s| send(s, cb, Instant::now()));
+            spawn_send(&owner, bc, move |b| send(b, cb, Instant::now()));
         }
         for p in probes {
-            spawn_send(&srv, move |s| probe(s, p, Instant::now()));
+            spawn_send(&owner, bc, move |b| probe(b, p, Instant::now()));
         }
     }
 }
 
 /// Runs one backchannel round trip on a thread of its own, counted in `in_flight`.
-fn spawn_send(srv: &std::sync::Arc<Server>, f: impl FnOnce(&Server) + Send + 'static) {
+fn spawn_send<H: Send + Sync + 'static>(
+    owner: &std::sync::Arc<H>,
+    bc: fn(&H) -> Backchannel<'_>,
+    f: impl FnOnce(&Backchannel) + Send + 'static,
+) {
     use std::sync::atomic::Ordering;
-    let q = &srv.callbacks;
+    let q = bc(owner).callbacks;
     q.in_flight.fetch_add(1, Ordering::Relaxed);
-    let s = srv.clone();
+    let s = owner.clone();
     let spawned = std::thread::Builder::new()
         .name("pnfsd-callback".into())
         .spawn(move || {
-            f(&s);
-            s.callbacks.in_flight.fetch_sub(1, Ordering::Relaxed);
+            let b = bc(&s);
+            f(&b);
+            b.callbacks.in_flight.fetch_sub(1, Ordering::Relaxed);
         });
     if let Err(e) = spawned {
         q.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -414,13 +442,13 @@ pub struct Probe {
 /// backchannel, BACKCHANNEL_CTL and BIND_CONN_TO_SESSION (RFC 8881 §18.36.3, §18.33.3;
 /// pynfs CSESS20/21). Never sent from the COMPOUND: the client may only answer once our
 /// reply reached it, and a dead backchannel must hold no server thread of a COMPOUND.
-pub fn queue_probe(srv: &Server, sessionid: &[u8; 16]) {
-    let Some((client, generation)) = srv.state.probe_start(sessionid) else {
+pub fn queue_probe(bc: &Backchannel, sessionid: &[u8; 16]) {
+    let Some((client, generation)) = bc.state.probe_start(sessionid) else {
         return;
     };
-    let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
+    let lease = Duration::from_secs(u64::from(bc.state.lease_seconds()));
     let now = Instant::now();
-    srv.callbacks.probes().push((
+    bc.callbacks.probes().push((
         now,
         Probe {
             client,
@@ -429,29 +457,29 @@ pub fn queue_probe(srv: &Server, sessionid: &[u8; 16]) {
             deadline: now + lease,
         },
     ));
-    srv.callbacks.wake.notify_one();
+    bc.callbacks.wake.notify_one();
 }
 
 /// Sends every probe due at `now` on the calling thread (tests; the sender does it in
 /// the server).
-pub fn send_due_probes(srv: &Server, now: Instant) {
-    for p in srv.callbacks.take_due_probes(now, usize::MAX) {
-        probe(srv, p, now);
+pub fn send_due_probes(bc: &Backchannel, now: Instant) {
+    for p in bc.callbacks.take_due_probes(now, usize::MAX) {
+        probe(bc, p, now);
     }
 }
 
 /// One CB_NULL round trip, unless a newer probe or the loss of the backchannel made it
 /// moot. The result decides the session's `CbPath` (SEQUENCE's CB_PATH_DOWN flags, and
 /// whether the client gets delegations).
-pub fn probe(srv: &Server, p: Probe, now: Instant) {
-    let Some(t) = srv.state.probe_target(&p.sessionid, p.generation) else {
+pub fn probe(bc: &Backchannel, p: Probe, now: Instant) {
+    let Some(t) = bc.state.probe_target(&p.sessionid, p.generation) else {
         return;
     };
     let ok = t
         .channel
         .call_as(t.program, CB_NULL, &t.cred, XdrWriter::new())
         .is_ok();
-    srv.state.probe_done(&p.sessionid, p.generation, ok);
+    bc.state.probe_done(&p.sessionid, p.generation, ok);
     if ok {
         tracing::info!(client = p.client, "backchannel up (CB_NULL answered)");
     } else if now + RETRY_EVERY < p.deadline {
@@ -459,7 +487,7 @@ pub fn probe(srv: &Server, p: Probe, now: Instant) {
             client = p.client,
             "backchannel down (CB_NULL failed), probing again"
         );
-        srv.callbacks.probes().push((now + RETRY_EVERY, p));
+        bc.callbacks.probes().push((now + RETRY_EVERY, p));
     } else {
         tracing::info!(client = p.client, "backchannel down (CB_NULL failed)");
     }
@@ -469,11 +497,11 @@ pub fn probe(srv: &Server, p: Probe, now: Instant) {
 /// is down or busy (CB_PATH_DOWN, DELAY from `cb_begin`), a call without an answer or a
 /// client answering DELAY puts it back for `RETRY_EVERY` later, until its deadline (`now`
 /// is the time the send was due at).
-pub fn send(srv: &Server, cb: Callback, now: Instant) {
-    if !(cb.wanted)(srv, &cb) {
+pub fn send(bc: &Backchannel, cb: Callback, now: Instant) {
+    if !bc.hooks.wanted(&cb) {
         return;
     }
-    let slot = match srv.state.cb_begin(cb.client) {
+    let slot = match bc.state.cb_begin(cb.client) {
         Ok(s) => s,
         Err(e) => {
             tracing::info!(
@@ -481,7 +509,7 @@ pub fn send(srv: &Server, cb: Callback, now: Instant) {
                 status = e.name(),
                 "callback not sent yet"
             );
-            srv.callbacks.retry(cb, now + RETRY_EVERY);
+            bc.callbacks.retry(cb, now + RETRY_EVERY);
             return;
         }
     };
@@ -490,15 +518,15 @@ pub fn send(srv: &Server, cb: Callback, now: Instant) {
     let res = slot
         .channel
         .call_as(slot.program, CB_COMPOUND, &slot.cred, args);
-    srv.state.cb_done(&slot, res.is_ok());
+    bc.state.cb_done(&slot, res.is_ok());
     let reply = res.as_deref().unwrap_or_default();
     match res.as_deref().map(decode_status) {
         // The client is busy (RFC 8881 §15.1.1.3): ask again.
-        Ok(Ok(NfsStat::DELAY)) => srv.callbacks.retry(cb, now + RETRY_EVERY),
-        Ok(Ok(st)) => (cb.answered)(srv, &cb, st, reply),
+        Ok(Ok(NfsStat::DELAY)) => bc.callbacks.retry(cb, now + RETRY_EVERY),
+        Ok(Ok(st)) => bc.hooks.answered(&cb, st, reply),
         Ok(Err(_)) | Err(_) => {
             tracing::info!(client = cb.client, "callback failed");
-            srv.callbacks.retry(cb, now + RETRY_EVERY);
+            bc.callbacks.retry(cb, now + RETRY_EVERY);
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod helpers;
 pub mod layouts;
 pub mod opcode;
 pub mod ops;
+pub mod options;
 pub mod state;
 pub mod status;
 pub mod types;

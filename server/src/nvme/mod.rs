@@ -521,7 +521,7 @@ mod tests {
         let a2 = client(&srv, b"a");
         register(&ha, key(a2)).await.unwrap();
         // Nothing is swept while the previous instance's layouts may still commit.
-        crate::nfs4::layouts::recall::tick(&srv, Instant::now());
+        crate::nfs4::layouts::recall::tick(&srv.layouts_env(), Instant::now());
         hb.write(NSID, 6, block(), LBA_SIZE, false).await.unwrap();
         // Then b, which did not come back, is cut off; a keeps writing; grace may end.
         let t0 = Instant::now();
@@ -534,7 +534,7 @@ mod tests {
             "the reclaim window closed before the sweep"
         );
         srv.state.tick();
-        crate::nfs4::layouts::recall::tick(&srv, Instant::now());
+        crate::nfs4::layouts::recall::tick(&srv.layouts_env(), Instant::now());
         assert!(!srv.layouts.scsi_restart.pending());
         assert!(conflict(hb.write(NSID, 7, block(), LBA_SIZE, false).await));
         ha.write(NSID, 8, block(), LBA_SIZE, false).await.unwrap();

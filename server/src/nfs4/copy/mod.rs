@@ -29,6 +29,10 @@
 //!   other clients that conflict — any of the destination, a write delegation of the source —
 //!   are recalled the same way (RFC 8881 §10.4.4). Nothing waits: the recalls are queued. An
 //!   async copy checks again before each step and ends short if one appeared.
+//!
+//! The functions take an [`Env`]: the layouts service's handle (the store, the state, the
+//! recalls), the async copies and the write verifier; server.rs builds it
+//! (`Server::copy_env`).
 
 pub mod offload;
 
@@ -37,8 +41,18 @@ use crate::nfs4::layouts::recall::recall_file;
 use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{fh_of, Fh, Stateid};
-use crate::server::Server;
 use crate::store::{self, Attr, CopyMethod, Stable};
+
+/// What the copy service works with (`Server::copy_env` builds it).
+#[derive(Clone, Copy)]
+pub struct Env<'a> {
+    /// The layouts service's handle: the store, the state and the callback queue are its.
+    pub pnfs: crate::nfs4::layouts::Env<'a>,
+    /// The async copies (offload.rs).
+    pub copies: &'a offload::Offloads,
+    /// The write verifier of this instance (CB_OFFLOAD's `wr_writeverf`).
+    pub boot_verifier: u64,
+}
 
 /// The most one synchronous COPY moves: 128 MiB, a fraction of a second at the volume's
 /// sequential rate (docs/benchmarks.md), so a COMPOUND never holds a thread of the shared
@@ -77,7 +91,7 @@ pub enum CopyReply {
 /// (the current one's), both stateids checked by the operation; `asynchronous`:
 /// `ca_synchronous` was false.
 pub fn copy(
-    srv: &Server,
+    srv: &Env,
     cid: u64,
     src: &Attr,
     dst: &Attr,
@@ -97,8 +111,18 @@ pub fn copy(
         },
     )?;
     // Delegations first: a write delegation of the source may hold bytes we would miss.
-    break_conflicts(srv, cid, fh_of(src), Breaker::Access(ShareAccess::READ))?;
-    break_conflicts(srv, cid, fh_of(dst), Breaker::Access(ShareAccess::WRITE))?;
+    break_conflicts(
+        &srv.pnfs.delegs(),
+        cid,
+        fh_of(src),
+        Breaker::Access(ShareAccess::READ),
+    )?;
+    break_conflicts(
+        &srv.pnfs.delegs(),
+        cid,
+        fh_of(dst),
+        Breaker::Access(ShareAccess::WRITE),
+    )?;
     break_layouts(srv, fh_of(dst))?;
     if count == 0 {
         return Ok(CopyReply::Done(CopyDone {
@@ -119,7 +143,7 @@ pub fn copy(
         }
     }
     let count = count.min(MAX_SYNC_COPY);
-    let done = srv.store.copy(
+    let done = srv.pnfs.store.copy(
         src.ino,
         req.src_offset,
         dst.ino,
@@ -170,15 +194,15 @@ pub fn range(
 
 /// DELAY while any client holds a layout of the destination (recalled here, once), or one
 /// that could not be fenced held one (its blocks are kept, its writes may still land).
-fn break_layouts(srv: &Server, dst: Fh) -> Result<(), NfsStat> {
-    if srv.layouts.kept(dst.ino) {
+fn break_layouts(srv: &Env, dst: Fh) -> Result<(), NfsStat> {
+    if srv.pnfs.layouts.kept(dst.ino) {
         return Err(NfsStat::DELAY);
     }
-    let holders = srv.layouts.holders(dst.ino);
+    let holders = srv.pnfs.layouts.holders(dst.ino);
     if holders.is_empty() {
         return Ok(());
     }
-    recall_file(srv, dst, &holders);
+    recall_file(&srv.pnfs, dst, &holders);
     Err(NfsStat::DELAY)
 }
 

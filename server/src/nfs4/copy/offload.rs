@@ -31,10 +31,9 @@ use crate::nfs4::delegs::{break_conflicts, Breaker};
 use crate::nfs4::state::ShareAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
-use crate::server::Server;
 use crate::store::{CopyMethod, Stable};
 
-use super::CopyDone;
+use super::{CopyDone, Env};
 
 /// Async copies of one client not yet freed (running, waiting, or done and not yet
 /// reported). The Linux client sends one COPY per copy_file_range(2) and waits for it, so
@@ -290,7 +289,7 @@ impl Offloads {
 }
 
 /// Takes the next copy due a step and marks it busy.
-fn take_next(srv: &Server) -> Option<([u8; 12], u64, Job, u64)> {
+fn take_next(srv: &Env) -> Option<([u8; 12], u64, Job, u64)> {
     let mut b = srv.copies.lock();
     while let Some(key) = b.run.pop_front() {
         if let Some(e) = b.copies.get_mut(&key) {
@@ -313,7 +312,7 @@ enum Stepped {
 
 /// One step of the next copy in turn, on the calling thread: false if no copy was due.
 /// The workers loop on it; tests call it to move a copy along.
-pub fn step(srv: &Server) -> bool {
+pub fn step(srv: &Env) -> bool {
     let Some((key, client, job, copied)) = take_next(srv) else {
         return false;
     };
@@ -337,7 +336,7 @@ pub fn step(srv: &Server) -> bool {
                 e.done = Some((res, Instant::now()));
                 let cb = offload_callback(srv, e);
                 drop(b);
-                srv.callbacks.push(cb);
+                srv.pnfs.callbacks.push(cb);
                 srv.copies.idle.notify_all();
                 return true;
             }
@@ -349,12 +348,12 @@ pub fn step(srv: &Server) -> bool {
 }
 
 /// Copies the next at most `step` bytes of `job`, of which `copied` are done.
-fn copy_step(srv: &Server, client: u64, job: &Job, copied: u64, step: u64) -> Stepped {
+fn copy_step(srv: &Env, client: u64, job: &Job, copied: u64, step: u64) -> Stepped {
     if let Err(short) = still_clear(srv, client, job) {
         return finish(srv, job, copied, short);
     }
     let n = step.min(job.len - copied);
-    let got = srv.store.copy(
+    let got = srv.pnfs.store.copy(
         job.src.ino,
         job.src_off + copied,
         job.dst.ino,
@@ -379,14 +378,14 @@ fn copy_step(srv: &Server, client: u64, job: &Job, copied: u64, step: u64) -> St
 /// Whether the copy may go on: `Err(None)` ends it short, successfully, when a layout or a
 /// delegation that conflicts with it appeared since the COPY (they are recalled: the copy
 /// would write under them); `Err(Some(status))` when its destination is gone.
-fn still_clear(srv: &Server, client: u64, job: &Job) -> Result<(), Option<NfsStat>> {
+fn still_clear(srv: &Env, client: u64, job: &Job) -> Result<(), Option<NfsStat>> {
     if super::break_layouts(srv, job.dst).is_err() {
         return Err(None);
     }
     let read = Breaker::Access(ShareAccess::READ);
     let write = Breaker::Access(ShareAccess::WRITE);
-    if break_conflicts(srv, client, job.src, read).is_err()
-        || break_conflicts(srv, client, job.dst, write).is_err()
+    if break_conflicts(&srv.pnfs.delegs(), client, job.src, read).is_err()
+        || break_conflicts(&srv.pnfs.delegs(), client, job.dst, write).is_err()
     {
         return Err(None);
     }
@@ -397,12 +396,12 @@ fn still_clear(srv: &Server, client: u64, job: &Job) -> Result<(), Option<NfsSta
 /// COPY does (the store's COMMIT: the log forced to the file, the data device flushed if
 /// that wrote no log), so that FILE_SYNC4 in CB_OFFLOAD is true; `failed` is the error that
 /// stopped it (the bytes before it are reported, not committed).
-fn finish(srv: &Server, job: &Job, copied: u64, failed: Option<NfsStat>) -> Stepped {
+fn finish(srv: &Env, job: &Job, copied: u64, failed: Option<NfsStat>) -> Stepped {
     if let Some(st) = failed {
         return Stepped::Over(Err(st), copied);
     }
     if copied > 0 {
-        if let Err(e) = srv.store.commit(job.dst.ino) {
+        if let Err(e) = srv.pnfs.store.commit(job.dst.ino) {
             return Stepped::Over(Err(NfsStat::from(e)), copied);
         }
     }
@@ -414,7 +413,7 @@ fn finish(srv: &Server, job: &Job, copied: u64, failed: Option<NfsStat>) -> Step
 }
 
 /// The CB_OFFLOAD of a copy that is over, retried until one lease has passed.
-fn offload_callback(srv: &Server, e: &Entry) -> Callback {
+fn offload_callback(srv: &Env, e: &Entry) -> Callback {
     let outcome = match e.done.as_ref().map(|(r, _)| *r) {
         Some(Ok(d)) => OffloadOutcome::Done {
             count: d.count,
@@ -430,7 +429,7 @@ fn offload_callback(srv: &Server, e: &Entry) -> Callback {
             copied: e.copied,
         },
     };
-    let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
+    let lease = Duration::from_secs(u64::from(srv.pnfs.state.lease_seconds()));
     Callback {
         client: e.client,
         kind: CbKind::Offload {
@@ -439,13 +438,11 @@ fn offload_callback(srv: &Server, e: &Entry) -> Callback {
             outcome,
         },
         deadline: Instant::now() + lease,
-        answered: offload_answered,
-        wanted: offload_wanted,
     }
 }
 
 /// A CB_OFFLOAD is sent only while its copy is still kept (not cancelled, not freed).
-fn offload_wanted(srv: &Server, cb: &Callback) -> bool {
+pub fn offload_wanted(srv: &Env, cb: &Callback) -> bool {
     let CbKind::Offload { stateid, .. } = &cb.kind else {
         return false;
     };
@@ -457,7 +454,7 @@ fn offload_wanted(srv: &Server, cb: &Callback) -> bool {
 
 /// The client has the result: the copy is freed, whatever the client answered (an error
 /// answer means it did not want it; it cannot be told again better).
-fn offload_answered(srv: &Server, cb: &Callback, st: NfsStat, _: &[u8]) {
+pub fn offload_answered(srv: &Env, cb: &Callback, st: NfsStat, _: &[u8]) {
     let CbKind::Offload { stateid, .. } = &cb.kind else {
         return;
     };
@@ -473,8 +470,9 @@ fn offload_answered(srv: &Server, cb: &Callback, st: NfsStat, _: &[u8]) {
 /// The periodic part (once a second): the copies of clients the state no longer knows
 /// (expired, destroyed) are cancelled and freed, and results nobody collected within
 /// `KEEP_LEASES` leases are dropped.
-pub fn tick(srv: &Server, now: Instant) {
-    let keep = Duration::from_secs(u64::from(srv.state.lease_seconds()) * u64::from(KEEP_LEASES));
+pub fn tick(srv: &Env, now: Instant) {
+    let keep =
+        Duration::from_secs(u64::from(srv.pnfs.state.lease_seconds()) * u64::from(KEEP_LEASES));
     let clients: Vec<u64> = {
         let b = srv.copies.lock();
         let mut c: Vec<u64> = b.copies.values().map(|e| e.client).collect();
@@ -483,7 +481,7 @@ pub fn tick(srv: &Server, now: Instant) {
         c
     };
     for c in clients {
-        if srv.state.client_identity(c).is_none() {
+        if srv.pnfs.state.client_identity(c).is_none() {
             srv.copies.forget_client(c);
         }
     }
@@ -503,19 +501,23 @@ pub fn tick(srv: &Server, now: Instant) {
     }
 }
 
-/// Starts the `COPY_WORKERS` threads that run the async copies until `Offloads::stop`.
-pub fn run_workers(srv: &Arc<Server>) -> std::io::Result<()> {
+/// Starts the `COPY_WORKERS` threads that run the async copies until `Offloads::stop`. The
+/// threads share `owner`, from which `env` takes the copy service's handle.
+pub fn run_workers<H: Send + Sync + 'static>(
+    owner: &Arc<H>,
+    env: fn(&H) -> Env<'_>,
+) -> std::io::Result<()> {
     for i in 0..COPY_WORKERS {
-        let s = srv.clone();
+        let s = owner.clone();
         std::thread::Builder::new()
             .name(format!("pnfsd-copy{i}"))
-            .spawn(move || work(&s))?;
+            .spawn(move || work(&env(&s)))?;
     }
     Ok(())
 }
 
 /// One worker: steps copies while there are any, else waits to be woken.
-fn work(srv: &Server) {
+fn work(srv: &Env) {
     let o = &srv.copies;
     while !o.stop.load(Ordering::Relaxed) {
         if step(srv) {

@@ -29,19 +29,42 @@
 //! backchannel costs the GETATTR at most the wait, then DELAY (never a blocked COMPOUND,
 //! §10.4.1). Unlike knfsd, a holder that is merely slow is not recalled: its late answer
 //! serves the retry; only one that fails, or stays silent for `CB_GETATTR_LIMIT`, is.
+//!
+//! The functions take an [`Env`]: the store, the state, the callback queue and the
+//! answers (`CbGetattrs`); server.rs builds it (`Server::cb_getattr_env`) and hands it the
+//! CB_GETATTRs' answers (`wanted`, `answered`).
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::nfs4::attr::num;
-use crate::nfs4::callback::{decode_getattr, Callback, CbAttrs, CbKind};
+use crate::nfs4::callback::{decode_getattr, Callback, CbAttrs, CbKind, CbQueue};
 use crate::nfs4::delegs::{break_conflicts, Breaker};
-use crate::nfs4::state::{ShareAccess, WriteHolder};
+use crate::nfs4::state::{ShareAccess, StateManager, WriteHolder};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{fh_of, Bitmap};
-use crate::server::Server;
-use crate::store::{Attr, FileType, SetAttrs, SetTime};
+use crate::store::{Attr, FileType, SetAttrs, SetTime, Store};
+
+/// What CB_GETATTR uses: the store (the times an answer moves), the state (who holds the
+/// write delegation), the callback queue and the answers so far.
+#[derive(Clone, Copy)]
+pub struct Env<'a> {
+    pub store: &'a Store,
+    pub state: &'a StateManager,
+    pub callbacks: &'a CbQueue,
+    pub cb_getattrs: &'a CbGetattrs,
+}
+
+impl<'a> Env<'a> {
+    /// What the recall of a delegation that failed to answer uses.
+    pub fn delegs(&self) -> super::Env<'a> {
+        super::Env {
+            state: self.state,
+            callbacks: self.callbacks,
+        }
+    }
+}
 
 /// How long a GETATTR waits for the holder's answer before it answers DELAY: 100 ms. A
 /// client answers CB_GETATTR from its cache (the Linux client without I/O; pynfs from its
@@ -186,12 +209,7 @@ impl CbGetattrs {
 /// `a` itself unless another client holds a write delegation of the file and the request
 /// names the size or the change attribute; then those come from the holder (see the
 /// module's text), or DELAY while its answer is awaited or the delegation is recalled.
-pub fn attrs_for(
-    srv: &Server,
-    caller: Option<u64>,
-    a: Attr,
-    req: &Bitmap,
-) -> Result<Attr, NfsStat> {
+pub fn attrs_for(srv: &Env, caller: Option<u64>, a: Attr, req: &Bitmap) -> Result<Attr, NfsStat> {
     if a.ftype != FileType::Regular || !(req.is_set(num::SIZE) || req.is_set(num::CHANGE)) {
         return Ok(a);
     }
@@ -227,7 +245,12 @@ pub fn attrs_for(
                 ino = a.ino.0,
                 "CB_GETATTR not answered: recalling the write delegation"
             );
-            break_conflicts(srv, cid, fh_of(&a), Breaker::Access(ShareAccess::WRITE))?;
+            break_conflicts(
+                &srv.delegs(),
+                cid,
+                fh_of(&a),
+                Breaker::Access(ShareAccess::WRITE),
+            )?;
             Err(NfsStat::DELAY)
         }
         Next::Ask | Next::Wait => Err(NfsStat::DELAY),
@@ -235,7 +258,7 @@ pub fn attrs_for(
 }
 
 /// Queues the CB_GETATTR of `h`'s delegation of `a`.
-fn queue(srv: &Server, a: &Attr, h: &WriteHolder, now: Instant) {
+fn queue(srv: &Env, a: &Attr, h: &WriteHolder, now: Instant) {
     srv.callbacks.push(Callback {
         client: h.client,
         kind: CbKind::Getattr {
@@ -243,13 +266,11 @@ fn queue(srv: &Server, a: &Attr, h: &WriteHolder, now: Instant) {
             stateid: h.stateid,
         },
         deadline: now + CB_GETATTR_LIMIT,
-        answered,
-        wanted,
     });
 }
 
 /// A CB_GETATTR goes only while the delegation is held.
-fn wanted(srv: &Server, cb: &Callback) -> bool {
+pub fn wanted(srv: &Env, cb: &Callback) -> bool {
     match &cb.kind {
         CbKind::Getattr { stateid, .. } => srv.state.deleg_held(cb.client, stateid),
         _ => false,
@@ -258,7 +279,7 @@ fn wanted(srv: &Server, cb: &Callback) -> bool {
 
 /// The holder answered: its change and size, or a failure (an error status, a reply
 /// without both values).
-fn answered(srv: &Server, cb: &Callback, st: NfsStat, reply: &[u8]) {
+pub fn answered(srv: &Env, cb: &Callback, st: NfsStat, reply: &[u8]) {
     let CbKind::Getattr { stateid, .. } = &cb.kind else {
         return;
     };
@@ -281,7 +302,7 @@ fn answered(srv: &Server, cb: &Callback, st: NfsStat, reply: &[u8]) {
 /// the times move to now once per answer (the change attribute with them), and the size is
 /// the holder's.
 fn apply(
-    srv: &Server,
+    srv: &Env,
     mut a: Attr,
     key: [u8; 12],
     ans: CbAttrs,

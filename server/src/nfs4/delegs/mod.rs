@@ -8,6 +8,10 @@
 //! (RFC 8881 §10.4.3). `state`: the delegation stateids, their grant, recall, return and
 //! revocation, as `impl` blocks on the state's one stateid table (`nfs4::state::Inner`, one
 //! stateid space under the state lock); `book`: the bookkeeping the table holds for them.
+//!
+//! The functions take an [`Env`]: the state and the callback queue, all a recall needs
+//! (server.rs builds it, `Server::delegs_env`; the layouts and copy services build theirs
+//! from their own handles).
 
 pub(crate) mod book;
 pub mod cb_getattr;
@@ -15,11 +19,10 @@ mod state;
 
 use std::time::{Duration, Instant};
 
-use crate::nfs4::callback::{Callback, CbKind};
+use crate::nfs4::callback::{Callback, CbKind, CbQueue};
 use crate::nfs4::state::{NoDeleg, Recall, ShareAccess, StateManager};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{fh_of, Fh, Stateid};
-use crate::server::Server;
 use crate::store::{Attr, FileType};
 use crate::xdr::{Xdr, XdrWriter};
 
@@ -49,6 +52,14 @@ const NFS_LIMIT_SIZE: u32 = 1;
 /// and umount, and umount can drop it (docs/delegations.md "Space limit").
 const WRITE_DELEG_SPACE_LIMIT: u64 = 0;
 
+/// What recalling delegations uses: the delegation stateids and the queue the CB_RECALLs go
+/// out through.
+#[derive(Clone, Copy)]
+pub struct Env<'a> {
+    pub state: &'a StateManager,
+    pub callbacks: &'a CbQueue,
+}
+
 /// What asks for the delegations of other clients to be recalled. It decides what
 /// conflicts and what the asker answers while a recall is under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +82,7 @@ pub enum Breaker {
 /// recalled, and the asker answers `by`'s status while one is in the way (recalled now or
 /// before). The first time, the CB_RECALL is queued, never sent from here: the asker's
 /// COMPOUND must not wait on another client's backchannel (§10.4.1).
-pub fn break_conflicts(srv: &Server, clientid: u64, fh: Fh, by: Breaker) -> Result<(), NfsStat> {
+pub fn break_conflicts(srv: &Env, clientid: u64, fh: Fh, by: Breaker) -> Result<(), NfsStat> {
     let (write, busy) = match by {
         Breaker::Access(access) => (access & ShareAccess::WRITE != 0, NfsStat::DELAY),
         Breaker::Layout { rw } => (rw, NfsStat::LAYOUTTRYLATER),
@@ -86,7 +97,7 @@ pub fn break_conflicts(srv: &Server, clientid: u64, fh: Fh, by: Breaker) -> Resu
 
 /// Queues a CB_RECALL for each recall just decided. The queue gives up after a lease: by
 /// then the state tick revokes the delegation (state/delegs.rs).
-pub fn queue_recalls(srv: &Server, fh: Fh, recalls: &[Recall]) {
+pub fn queue_recalls(srv: &Env, fh: Fh, recalls: &[Recall]) {
     let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
     let deadline = Instant::now() + lease;
     for r in recalls.iter().filter(|r| r.send) {
@@ -97,14 +108,12 @@ pub fn queue_recalls(srv: &Server, fh: Fh, recalls: &[Recall]) {
                 stateid: r.stateid,
             },
             deadline,
-            answered: recall_answered,
-            wanted: recall_wanted,
         });
     }
 }
 
 /// A CB_RECALL goes (again) only while the delegation is held and still recalled.
-fn recall_wanted(srv: &Server, cb: &Callback) -> bool {
+pub fn recall_wanted(srv: &Env, cb: &Callback) -> bool {
     match &cb.kind {
         CbKind::Recall { stateid, .. } => srv.state.deleg_recall_pending(cb.client, stateid),
         _ => false,
@@ -113,14 +122,14 @@ fn recall_wanted(srv: &Server, cb: &Callback) -> bool {
 
 /// The holder answered its CB_RECALL; the delegation stays until it DELEGRETURNs or the
 /// lease runs out (an error answer changes nothing: §10.2.1 still gives it the lease).
-fn recall_answered(_srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
+pub fn recall_answered(_srv: &Env, cb: &Callback, st: NfsStat, _reply: &[u8]) {
     tracing::debug!(client = cb.client, status = st.name(), "CB_RECALL answered");
 }
 
 /// Before REMOVE or SETATTR changes a regular file: DELAY while a delegation of another
 /// client is being recalled (RFC 8881 §10.4.4: namespace and attribute changes conflict with
 /// delegations like a write open does).
-pub fn break_for_change(srv: &Server, caller: Option<u64>, a: &Attr) -> Result<(), NfsStat> {
+pub fn break_for_change(srv: &Env, caller: Option<u64>, a: &Attr) -> Result<(), NfsStat> {
     if a.ftype != FileType::Regular {
         return Ok(());
     }

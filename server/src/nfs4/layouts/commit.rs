@@ -3,7 +3,7 @@
 //! type's update body, the blocks the file really has, and the store's `commit_blocks`
 //! (durability: docs/design.md §4).
 
-use super::{add, commit_grants, Server};
+use super::{add, commit_grants, Env};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
 use crate::store::{Ino, Timespec, WrittenExtent, MAX_FILE_SIZE};
@@ -32,7 +32,7 @@ pub struct CommitReq {
 }
 
 /// LAYOUTCOMMIT: the file's new size when it grew.
-pub fn commit(srv: &Server, q: &CommitReq) -> Result<Option<u64>, NfsStat> {
+pub fn commit(srv: &Env, q: &CommitReq) -> Result<Option<u64>, NfsStat> {
     let (cid, ino) = (q.clientid, q.ino);
     if !q.reclaim && q.stateid.is_anonymous_or_bypass() {
         return Err(NfsStat::BADLAYOUT);

@@ -8,8 +8,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use super::{add, Layouts};
-use crate::server::Server;
+use super::{add, Env, Layouts};
 use crate::store::Ino;
 
 /// Who was fenced, and the files a failed fence keeps (callback.rs `fence_client`).
@@ -99,7 +98,7 @@ pub enum FenceError {
 /// Counted in `fences` and remembered (`Layouts::is_fenced`) when it succeeded; a fence
 /// for which none of these exists is counted in `fences_without_mechanism` too: the server
 /// then trusts its clients. One whose mechanism failed is counted in `fences_failed`.
-pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceError> {
+pub fn fence_client(srv: &Env, client: u64, why: &str) -> Result<(), FenceError> {
     let addr = srv.layouts.peer_of(client);
     tracing::warn!(client, ?addr, why, "fencing");
     let hosts = &srv.layouts.hosts;
@@ -146,7 +145,7 @@ pub fn fence_client(srv: &Server, client: u64, why: &str) -> Result<(), FenceErr
 }
 
 /// Lifts the target's fences whose client is gone (recall.rs `tick`; hosts.rs `lift`).
-pub fn lift_fences(srv: &Server, now: Instant) {
+pub fn lift_fences(srv: &Env, now: Instant) {
     let live = |id| srv.state.client_identity(id).is_some();
     let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
     let instances = srv.state.client_identities();
@@ -206,7 +205,7 @@ impl Layouts {
     }
 }
 
-fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {
+fn run_fence_command(srv: &Env, client: u64) -> Result<(), FenceError> {
     let Some(cmd) = &srv.opts.fence_command else {
         return Ok(());
     };
@@ -217,7 +216,7 @@ fn run_fence_command(srv: &Server, client: u64) -> Result<(), FenceError> {
         .layouts
         .peer_of(client)
         .ok_or_else(|| FenceError::Command("the client's address is unknown".into()))?;
-    let dev: String = super::device_id(&srv.store)
+    let dev: String = super::device_id(srv.store)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();

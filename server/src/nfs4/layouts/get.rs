@@ -2,7 +2,7 @@
 //! docs/pnfs.md): the stateid, conflicts (recalled asynchronously: RECALLCONFLICT at once),
 //! how far the layout reaches, the allocation through the store, the extents, the grant.
 
-use super::{add, check_get_stateid, hosts, recall, Server};
+use super::{add, check_get_stateid, hosts, recall, Env};
 use crate::nfs4::delegs::{break_conflicts, Breaker};
 use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
@@ -42,7 +42,7 @@ pub struct Granted {
 
 /// LAYOUTGET. A refusal after an RW allocation (TOOSMALL, a stateid race) left blocks past
 /// EOF that no grant names: they are trimmed unless a layout holds them.
-pub fn get(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
+pub fn get(srv: &Env, q: &GetReq) -> Result<Granted, NfsStat> {
     let res = get_inner(srv, q);
     if res.is_err() && q.mode == IoMode::RW {
         srv.layouts.queue_trim([q.fh.ino]);
@@ -51,14 +51,14 @@ pub fn get(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
     res
 }
 
-fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
+fn get_inner(srv: &Env, q: &GetReq) -> Result<Granted, NfsStat> {
     policy::check_get(q.mode, q.offset, q.length, q.minlength)?;
     if srv.state.in_grace() {
         return Err(NfsStat::GRACE);
     }
     if q.ltype == LayoutType::SCSI {
         // After a restart: until the client's NVMe host is back (docs/pnfs.md).
-        crate::nfs4::layouts::scsi_restart::check_layoutget(&srv.layouts, &srv.state)?;
+        crate::nfs4::layouts::scsi_restart::check_layoutget(srv.layouts, srv.state)?;
     }
     let (cid, ino) = (q.clientid, q.fh.ino);
     if q.stateid.is_anonymous_or_bypass() {
@@ -75,7 +75,7 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
     let by = Breaker::Layout {
         rw: q.mode == IoMode::RW,
     };
-    break_conflicts(srv, cid, q.fh, by)?;
+    break_conflicts(&srv.delegs(), cid, q.fh, by)?;
     let b = u64::from(srv.store.block_size());
     let (first, n) = policy::get_range(q.offset, q.length, q.minlength, b);
     if q.room < BlockExtent::list_size(1) {
@@ -155,7 +155,7 @@ fn get_inner(srv: &Server, q: &GetReq) -> Result<Granted, NfsStat> {
 /// §18.43.3 allows a larger layout; knfsd returns whole XFS extents): up to
 /// `MAX_SPAN_BYTES` either way, but only where no other client holds a conflicting grant —
 /// widening must never cause a recall — and `layout_prealloc_max` of speculation past EOF.
-fn reach(srv: &Server, cid: u64, ino: Ino, mode: IoMode, first: u64, n: u64) -> Reach {
+fn reach(srv: &Env, cid: u64, ino: Ino, mode: IoMode, first: u64, n: u64) -> Reach {
     let b = u64::from(srv.store.block_size());
     let span = policy::MAX_SPAN_BYTES / b;
     let (lo, hi) = (

@@ -17,7 +17,8 @@
 //! `recall::revoke` (a recall not answered by its deadline). `break_for` is what a change
 //! to a file (truncate, last unlink) asks first. Recalls are asynchronous (recall.rs): the
 //! caller gets DELAY or RECALLCONFLICT at once. The pure rules are `layout::policy`; the
-//! op files in `nfs4/ops/` decode, call one function here and encode.
+//! op files in `nfs4/ops/` decode, call one function here and encode. Each function takes
+//! an [`Env`] (env.rs, built by `Server::layouts_env`), never the whole server.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -31,6 +32,7 @@ use layout::policy::Grants;
 pub mod check;
 pub mod commit;
 pub mod enforce;
+mod env;
 pub mod fence;
 pub mod get;
 pub mod hosts;
@@ -39,11 +41,11 @@ pub mod scsi;
 pub mod scsi_restart;
 pub mod snapshot;
 mod stateids;
+pub use env::Env;
 
 use crate::nfs4::state::{CommitClaim, IoAccess};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
-use crate::server::Server;
 use crate::store::Ino;
 
 /// Counters of what the layouts service did, read by metrics and logged at shutdown. The
@@ -412,7 +414,7 @@ pub enum ReturnWhat {
 /// (`None` once nothing is). `Forgotten` and `Revoke` do not come here (recall.rs:
 /// `expire`, `revoke`: they fence first).
 pub fn return_layouts(
-    srv: &Server,
+    srv: &Env,
     clientid: u64,
     what: ReturnWhat,
 ) -> Result<Option<Stateid>, NfsStat> {
@@ -457,7 +459,7 @@ pub fn return_layouts(
 /// What a delegation kept goes at DELEGRETURN (here again), at its revocation (state/delegs.rs
 /// `drop_kept_layouts`, after a fence), at lease expiry and with the client
 /// (`take_dropped_layouts`).
-pub fn on_close(srv: &Server, clientid: u64, ino: Ino) {
+pub fn on_close(srv: &Env, clientid: u64, ino: Ino) {
     let st = &srv.state;
     if st.client_has_open(clientid, ino) {
         return;
@@ -500,7 +502,7 @@ pub enum Break {
 /// - `Unlink` answers DELAY only while an unfenced client held a layout; otherwise it
 ///   recalls and lets the unlink go on: the blocks of an unlinked file stay until its last
 ///   CLOSE, which returns the layouts (docs/pnfs.md "Not done").
-pub fn break_for(srv: &Server, fh: Fh, why: Break) -> Result<(), NfsStat> {
+pub fn break_for(srv: &Env, fh: Fh, why: Break) -> Result<(), NfsStat> {
     if srv.layouts.kept(fh.ino) {
         // Its blocks stay while a client that could not be fenced may write them.
         return Err(NfsStat::DELAY);
@@ -580,7 +582,7 @@ impl Layouts {
 /// (a crash lost their trim; until then a reclaiming LAYOUTCOMMIT may still need them, RFC
 /// 8881 §12.7.4). Errors are logged: a trim that fails is retried by the next return or
 /// restart, and nothing depends on it but free space.
-pub fn trim_released(srv: &crate::server::Server) {
+pub fn trim_released(srv: &Env) {
     // While a previous instance's layout may still commit (`layouts_reclaimable`, which
     // covers grace), nothing past EOF is trimmed: the queue waits for the next call after it.
     if srv.state.layouts_reclaimable() {
@@ -603,7 +605,7 @@ pub fn trim_released(srv: &crate::server::Server) {
 /// blocks of `[start, end)`; else the client's RW grants of this instance to check the
 /// extents against. A bad layout stateid of this instance is BADLAYOUT (§18.42.4, as knfsd).
 pub fn commit_grants(
-    srv: &crate::server::Server,
+    srv: &Env,
     clientid: u64,
     ino: Ino,
     reclaim: bool,
@@ -652,7 +654,7 @@ pub fn commit_grants(
 /// (or recovering its open) and asking again, but STALE_STATEID by a lease check and the
 /// same LAYOUTGET again (fs/nfs/nfs4proc.c `nfs4_layoutget_handle_exception`).
 pub fn check_get_stateid(
-    srv: &crate::server::Server,
+    srv: &Env,
     clientid: u64,
     ino: Ino,
     given: &Stateid,

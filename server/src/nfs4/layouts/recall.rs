@@ -16,15 +16,14 @@ use std::time::{Duration, Instant};
 use layout::block::LayoutType;
 
 use super::fence::fence_client;
-use super::{add, Layouts};
+use super::{add, Env, Layouts};
 use crate::nfs4::callback::{Callback, CbKind};
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Fh;
-use crate::server::Server;
 use crate::store::Ino;
 
 /// How long a recalled client has to return its layout before it is fenced: two leases.
-pub fn recall_deadline(srv: &Server, now: Instant) -> Instant {
+pub fn recall_deadline(srv: &Env, now: Instant) -> Instant {
     now + 2 * Duration::from_secs(u64::from(srv.state.lease_seconds()))
 }
 
@@ -76,7 +75,7 @@ impl Layouts {
 /// Recalls the layouts `clients` hold of `fh` (those not already being recalled): records
 /// each recall with its deadline and queues its CB_LAYOUTRECALL, with the type the client
 /// holds. Never waits for the backchannel.
-pub fn recall_file(srv: &Server, fh: Fh, clients: &[u64]) {
+pub fn recall_file(srv: &Env, fh: Fh, clients: &[u64]) {
     let now = Instant::now();
     let deadline = recall_deadline(srv, now);
     for &c in clients {
@@ -103,15 +102,13 @@ pub fn recall_file(srv: &Server, fh: Fh, clients: &[u64]) {
             client: c,
             kind: CbKind::LayoutRecall { fh, ltype, stateid },
             deadline,
-            answered,
-            wanted,
         });
     }
 }
 
 /// A CB_LAYOUTRECALL goes only while its recall is pending: a layout returned before the
 /// send needs none, and a NOMATCHING_LAYOUT answer must not drop a layout granted after.
-fn wanted(srv: &Server, cb: &Callback) -> bool {
+pub fn wanted(srv: &Env, cb: &Callback) -> bool {
     let CbKind::LayoutRecall { fh, .. } = &cb.kind else {
         return false;
     };
@@ -123,7 +120,7 @@ fn wanted(srv: &Server, cb: &Callback) -> bool {
 }
 
 /// Where a client comes from and its NVMe hosts, for the log lines.
-pub(super) fn who(srv: &Server, client: u64) -> (Option<std::net::SocketAddr>, Vec<String>) {
+pub(super) fn who(srv: &Env, client: u64) -> (Option<std::net::SocketAddr>, Vec<String>) {
     (
         srv.layouts.peer_of(client),
         srv.layouts.hosts.host_nqns(client),
@@ -132,7 +129,7 @@ pub(super) fn who(srv: &Server, client: u64) -> (Option<std::net::SocketAddr>, V
 
 /// The log line of a recall's step (`sent`, `answered` with the holder's status, `timed
 /// out`): one field set, so that the lines of one recall can be followed by client and file.
-fn log_recall(srv: &Server, client: u64, ino: Ino, step: &str, status: Option<NfsStat>) {
+fn log_recall(srv: &Env, client: u64, ino: Ino, step: &str, status: Option<NfsStat>) {
     let (addr, hosts) = who(srv, client);
     tracing::info!(
         client,
@@ -145,7 +142,7 @@ fn log_recall(srv: &Server, client: u64, ino: Ino, step: &str, status: Option<Nf
 }
 
 /// The holder answered a CB_LAYOUTRECALL.
-fn answered(srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
+pub fn answered(srv: &Env, cb: &Callback, st: NfsStat, _reply: &[u8]) {
     add(&srv.layouts.metrics.recalls_sent, 1);
     let CbKind::LayoutRecall { fh, stateid, .. } = &cb.kind else {
         return;
@@ -162,7 +159,7 @@ fn answered(srv: &Server, cb: &Callback, st: NfsStat, _reply: &[u8]) {
 /// and forgets those layouts, fences and revokes recalled layouts past their deadline,
 /// retries failed fences, sends the callbacks due, and trims what no layout holds past EOF
 /// any more.
-pub fn tick(srv: &Server, now: Instant) {
+pub fn tick(srv: &Env, now: Instant) {
     let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
     expire(srv, &srv.state.take_dropped_layouts(), now);
     for (client, ino) in srv.layouts.overdue_recalls(now) {
@@ -176,9 +173,9 @@ pub fn tick(srv: &Server, now: Instant) {
     super::fence::lift_fences(srv, now);
     // The target's per-command check: flat copies of the runs that changed (hosts.rs).
     srv.layouts.hosts.refresh_lookups();
-    crate::nfs4::callback::send_due(srv, now);
+    crate::nfs4::callback::send_due(&srv.backchannel(), now);
     // The previous instance's SCSI clients are cut off before anything they held is freed.
-    crate::nfs4::layouts::scsi_restart::run_if_due(&srv.layouts, &srv.state);
+    crate::nfs4::layouts::scsi_restart::run_if_due(srv.layouts, srv.state);
     // Layouts dropped above (expiry, fencing) and the after-grace sweep of a restart.
     super::trim_released(srv);
 }
@@ -189,7 +186,7 @@ pub fn tick(srv: &Server, now: Instant) {
 /// so it is fenced — once — before its grants go and the blocks they named can be trimmed
 /// or truncated away (RFC 8881 §12.5.5, §12.7.3; RFC 5663 §2.3.6; RFC 8154 §2.4.5). If the
 /// fence fails, those files keep their blocks (`Layouts::kept`) until a retry succeeds.
-pub fn expire(srv: &Server, dropped: &[(u64, Ino)], now: Instant) {
+pub fn expire(srv: &Env, dropped: &[(u64, Ino)], now: Instant) {
     for (client, inos) in srv.layouts.to_fence(dropped) {
         if fence_client(srv, client, "layouts dropped without a return").is_err() {
             srv.layouts.keep_unfenced(client, inos, now);
@@ -200,7 +197,7 @@ pub fn expire(srv: &Server, dropped: &[(u64, Ino)], now: Instant) {
 
 /// `Circumstance::Revoke`: a recall of `ino` not answered by its deadline. Fences `client`
 /// from the volume and revokes its layouts of the file (ADMIN_REVOKED; docs/design.md §5).
-pub fn revoke(srv: &Server, client: u64, ino: Ino, now: Instant) {
+pub fn revoke(srv: &Env, client: u64, ino: Ino, now: Instant) {
     log_recall(srv, client, ino, "timed out", None);
     let ok = srv.layouts.is_fenced(client)
         || fence_client(srv, client, "layout not returned after two leases").is_ok();

@@ -18,6 +18,6 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Resu
         .state
         .set_cb_cred(&sessionid, cred.unwrap_or_default(), ctx.minor);
     // The new program and credentials are probed with CB_NULL, asynchronously (§18.33.3).
-    callback::queue_probe(ctx.srv, &sessionid);
+    callback::queue_probe(&ctx.srv.backchannel(), &sessionid);
     Ok(())
 }

@@ -43,7 +43,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     if got != BindDir::Fore {
         // A connection bound for the backchannel is probed afresh: the answer to a
         // CB_PATH_DOWN_SESSION (RFC 8881 §18.34.3).
-        callback::queue_probe(ctx.srv, &sessionid);
+        callback::queue_probe(&ctx.srv.backchannel(), &sessionid);
     }
     w.opaque_fixed(&sessionid);
     w.u32(dir_to_server(got));

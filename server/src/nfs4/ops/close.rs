@@ -18,7 +18,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let last = ctx.srv.state.close(cid, &sid, fh.ino)?;
     // Return-on-close: the client's layouts of the file go with its last CLOSE of it, unless
     // its delegation of the file keeps them.
-    crate::nfs4::layouts::on_close(ctx.srv, cid, fh.ino);
+    crate::nfs4::layouts::on_close(&ctx.srv.layouts_env(), cid, fh.ino);
     if last {
         // An unlinked file stays while open (REMOVE asked `file_is_open`); free it now.
         if let Ok(a) = ctx.srv.store.getattr(fh.ino) {

@@ -93,7 +93,14 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     check_io_stateid(ctx, args.req.src_stateid, &src, IoAccess::Read)?;
     check_io_stateid(ctx, args.req.dst_stateid, &dst, IoAccess::Write)?;
     let cid = clientid(ctx)?;
-    match copy::copy(ctx.srv, cid, &src, &dst, &args.req, !args.synchronous)? {
+    match copy::copy(
+        &ctx.srv.copy_env(),
+        cid,
+        &src,
+        &dst,
+        &args.req,
+        !args.synchronous,
+    )? {
         CopyReply::Done(done) => {
             w.u32(0);
             w.u64(done.count);

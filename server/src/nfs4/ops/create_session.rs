@@ -94,7 +94,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         .state
         .set_cb_cred(&res.sessionid, a.cb_cred.unwrap_or_default(), ctx.minor);
     // A backchannel is probed with CB_NULL, asynchronously (§18.36.3).
-    callback::queue_probe(ctx.srv, &res.sessionid);
+    callback::queue_probe(&ctx.srv.backchannel(), &res.sessionid);
     w.opaque_fixed(&res.sessionid);
     w.u32(res.sequence);
     w.u32(res.flags);

@@ -18,6 +18,6 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, _w: &mut XdrWriter) -> Resu
     ctx.srv.state.delegreturn(cid, &sid, fh.ino)?;
     // The return-on-close layouts the delegation kept past the client's last CLOSE go with
     // it (what the client's COMPOUND did not return already).
-    crate::nfs4::layouts::on_close(ctx.srv, cid, fh.ino);
+    crate::nfs4::layouts::on_close(&ctx.srv.layouts_env(), cid, fh.ino);
     Ok(())
 }

@@ -24,7 +24,12 @@ pub fn check_readable(req: &Bitmap) -> Result<(), NfsStat> {
 pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(), NfsStat> {
     let req = Bitmap::decode(r)?;
     check_readable(&req)?;
-    let a = cb_getattr::attrs_for(ctx.srv, clientid(ctx).ok(), cur_attr(ctx)?, &req)?;
+    let a = cb_getattr::attrs_for(
+        &ctx.srv.cb_getattr_env(),
+        clientid(ctx).ok(),
+        cur_attr(ctx)?,
+        &req,
+    )?;
     encode_attrs(ctx, &a, &req, w);
     Ok(())
 }

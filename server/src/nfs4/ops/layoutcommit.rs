@@ -98,7 +98,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         body: a.body,
         device: crate::nfs4::layouts::device_id(&ctx.srv.store),
     };
-    match layouts::commit::commit(ctx.srv, &q)? {
+    match layouts::commit::commit(&ctx.srv.layouts_env(), &q)? {
         Some(sz) => {
             w.bool(true);
             w.u64(sz);

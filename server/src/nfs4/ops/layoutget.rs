@@ -76,7 +76,7 @@ fn go(ctx: &mut Ctx<'_>, a: Args, w: &mut XdrWriter) -> Result<(), NfsStat> {
         device: device_id_for(&ctx.srv.store, ctx.srv.boot_verifier, a.layout_type),
         peer: ctx.conn.peer,
     };
-    let g = match layouts::get::get(ctx.srv, &q) {
+    let g = match layouts::get::get(&ctx.srv.layouts_env(), &q) {
         Err(NfsStat::LAYOUTTRYLATER) => {
             w.bool(false);
             return Err(NfsStat::LAYOUTTRYLATER);

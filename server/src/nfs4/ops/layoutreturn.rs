@@ -101,7 +101,7 @@ fn go(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Result<(),
         }
         What::All => ReturnWhat::All,
     };
-    match layouts::return_layouts(ctx.srv, cid, what)? {
+    match layouts::return_layouts(&ctx.srv.layouts_env(), cid, what)? {
         Some(new) => {
             ctx.current_stateid = Some(new);
             w.bool(true);

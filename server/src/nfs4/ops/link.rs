@@ -24,7 +24,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     require_dir_write(&ctx.cred, &dir)?;
     // A new name changes the file's attributes (numlinks, change): delegations of other
     // clients are recalled first (RFC 8881 §10.4.4; Linux's vfs_link breaks them too).
-    delegs::break_for_change(ctx.srv, clientid(ctx).ok(), &file)?;
+    delegs::break_for_change(&ctx.srv.delegs_env(), clientid(ctx).ok(), &file)?;
     let change = ctx.srv.store.link(file.ino, dir.ino, &name)?;
     encode_change_info(w, &change);
     Ok(())

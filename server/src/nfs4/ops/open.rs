@@ -143,7 +143,12 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         ino,
         generation: t.attr.generation,
     };
-    delegs::break_conflicts(ctx.srv, cid, fh, delegs::Breaker::Access(share.access))?;
+    delegs::break_conflicts(
+        &ctx.srv.delegs_env(),
+        cid,
+        fh,
+        delegs::Breaker::Access(share.access),
+    )?;
     let sid = ctx.srv.state.open(&OpenReq {
         clientid: cid,
         owner: &args.owner,

@@ -26,11 +26,11 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     let victim = ctx.srv.store.lookup(dir.ino, &name)?;
     check_sticky(&ctx.cred, &dir, &victim)?;
     // Removing a delegated file's name recalls the delegation first (RFC 8881 §10.4.4).
-    delegs::break_for_change(ctx.srv, clientid(ctx).ok(), &victim)?;
+    delegs::break_for_change(&ctx.srv.delegs_env(), clientid(ctx).ok(), &victim)?;
     // The store keeps an unlinked file that is still open until its last CLOSE
     // (`Store::release`); dropping its last link recalls its layouts first.
     if victim.nlink <= 1 {
-        layouts::break_for(ctx.srv, fh_of(&victim), Break::Unlink)?;
+        layouts::break_for(&ctx.srv.layouts_env(), fh_of(&victim), Break::Unlink)?;
     }
     let (change, _unlinked) = ctx.srv.store.remove(dir.ino, &name)?;
     encode_change_info(w, &change);

@@ -69,9 +69,9 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
     // The renamed file and a file the rename replaces change: delegations of other clients
     // on either are recalled first (RFC 8881 §10.4.4; Linux's vfs_rename breaks both).
     // Both recalls are queued before the DELAY, so that neither waits for the other.
-    let from_held = delegs::break_for_change(ctx.srv, clientid(ctx).ok(), &from);
+    let from_held = delegs::break_for_change(&ctx.srv.delegs_env(), clientid(ctx).ok(), &from);
     let target_held = target.as_ref().map_or(Ok(()), |t| {
-        delegs::break_for_change(ctx.srv, clientid(ctx).ok(), t)
+        delegs::break_for_change(&ctx.srv.delegs_env(), clientid(ctx).ok(), t)
     });
     from_held.and(target_held)?;
     // A rename over a file drops the target's link: recall its layouts if it was the last.
@@ -80,7 +80,7 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
         .filter(|t| t.nlink <= 1 && t.ftype == FileType::Regular)
         .map(fh_of);
     if let Some(v) = victim {
-        layouts::break_for(ctx.srv, v, Break::Unlink)?;
+        layouts::break_for(&ctx.srv.layouts_env(), v, Break::Unlink)?;
     }
     let (s, d, _unlinked) = store
         .rename(src.ino, &old, dst.ino, &new)

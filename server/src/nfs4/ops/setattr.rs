@@ -77,13 +77,13 @@ fn go(ctx: &mut Ctx<'_>, args: &SetattrArgs) -> Result<(), NfsStat> {
     }
     check_perms(&ctx.cred, &a, sa)?;
     if *sa != SetAttrs::default() {
-        delegs::break_for_change(ctx.srv, clientid(ctx).ok(), &a)?;
+        delegs::break_for_change(&ctx.srv.delegs_env(), clientid(ctx).ok(), &a)?;
     }
     if sa.size.is_some_and(|s| s < a.size) {
         // Truncation frees blocks that layouts map: DELAY until they are back or their
         // holders fenced, so no client writes into blocks another file
         // may get.
-        layouts::break_for(ctx.srv, fh_of(&a), Break::Truncate)?;
+        layouts::break_for(&ctx.srv.layouts_env(), fh_of(&a), Break::Truncate)?;
     }
     if *sa != SetAttrs::default() {
         ctx.srv.store.setattr(a.ino, sa)?;

@@ -248,7 +248,7 @@ fn the_destinations_layouts_are_recalled_first() {
     let lsid = layout_stateid(&body);
     for _ in 0..2 {
         assert_eq!(do_copy(&mut a, src, dst, 0, 0, 0), Err(NfsStat::DELAY));
-        callback::send_due(&fx.srv, Instant::now());
+        callback::send_due(&fx.srv.backchannel(), Instant::now());
     }
     assert_eq!(
         bc_b.0.lock().unwrap().len(),

@@ -99,7 +99,7 @@ fn started(
 
 /// After a cancel: nothing goes out on the backchannel and the copy is freed.
 fn assert_cancelled_quietly(fx: &Fx, s: &Setup) {
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert!(
         s.bc.0.lock().unwrap().is_empty(),
         "CB_OFFLOAD after a cancel"
@@ -200,14 +200,14 @@ fn an_async_copy_answers_at_once_and_cb_offload_reports_it() {
         "not at once"
     );
     assert_eq!(status(&mut x, sid), Ok((0, None)));
-    assert!(offload::step(&fx.srv));
+    assert!(offload::step(&fx.srv.copy_env()));
     assert_eq!(status(&mut x, sid), Ok((STEP, None)));
-    while offload::step(&fx.srv) {}
+    while offload::step(&fx.srv.copy_env()) {}
     assert_eq!(status(&mut x, sid), Ok((70_000, Some(NfsStat::OK))));
     let (back, _) = fx.srv.store.read(s.dst.0.ino, 0, 80_000).unwrap();
     assert_eq!(back.len(), 70_005);
     assert!(back[5..] == s.data[..], "copied bytes differ");
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     let sent = s.bc.0.lock().unwrap().clone();
     assert_eq!(sent.len(), 1, "one CB_OFFLOAD");
     let (fh, cb_sid, st, count, committed) = decode_cb_offload(&sent[0]);
@@ -231,9 +231,12 @@ fn offload_cancel_stops_the_copy_without_cb_offload() {
     let mut x = ctx(&fx.srv, &c);
     let s = setup(&fx, &mut x, bc, 70_000);
     let sid = started(&mut x, s.src, s.dst, 0, 0);
-    assert!(offload::step(&fx.srv));
+    assert!(offload::step(&fx.srv.copy_env()));
     assert_eq!(cancel(&mut x, sid), NfsStat::OK);
-    assert!(!offload::step(&fx.srv), "still copying after the cancel");
+    assert!(
+        !offload::step(&fx.srv.copy_env()),
+        "still copying after the cancel"
+    );
     assert_eq!(fx.srv.store.getattr(s.dst.0.ino).unwrap().size, STEP);
     assert_cancelled_quietly(&fx, &s);
     assert_eq!(status(&mut x, sid), Err(NfsStat::BAD_STATEID));
@@ -250,7 +253,7 @@ fn a_cancel_after_the_end_drops_the_queued_cb_offload() {
     let mut x = ctx(&fx.srv, &c);
     let s = setup(&fx, &mut x, bc, 20_000);
     let sid = started(&mut x, s.src, s.dst, 0, 0);
-    while offload::step(&fx.srv) {}
+    while offload::step(&fx.srv.copy_env()) {}
     assert_eq!(fx.srv.callbacks.len(), 1, "CB_OFFLOAD queued");
     assert_eq!(cancel(&mut x, sid), NfsStat::OK);
     assert_cancelled_quietly(&fx, &s);
@@ -275,7 +278,7 @@ fn another_clients_offload_ops_get_bad_stateid() {
     bogus.other[11] ^= 1;
     assert_eq!(status(&mut a, bogus), Err(NfsStat::BAD_STATEID));
     assert_eq!(status(&mut a, s.src.1), Err(NfsStat::BAD_STATEID));
-    while offload::step(&fx.srv) {}
+    while offload::step(&fx.srv.copy_env()) {}
     assert_eq!(status(&mut a, sid), Ok((40_000, Some(NfsStat::OK))));
 }
 
@@ -288,15 +291,15 @@ fn without_a_backchannel_the_result_waits_for_offload_status() {
     let mut x = ctx(&fx.srv, &c);
     let s = setup(&fx, &mut x, Arc::default(), 20_000);
     let sid = started(&mut x, s.src, s.dst, 0, 0);
-    while offload::step(&fx.srv) {}
+    while offload::step(&fx.srv.copy_env()) {}
     let now = Instant::now();
-    callback::send_due(&fx.srv, now);
-    offload::tick(&fx.srv, now);
+    callback::send_due(&fx.srv.backchannel(), now);
+    offload::tick(&fx.srv.copy_env(), now);
     assert_eq!(status(&mut x, sid), Ok((20_000, Some(NfsStat::OK))));
     let lease = Duration::from_secs(u64::from(fx.srv.state.lease_seconds()));
-    offload::tick(&fx.srv, now + lease);
+    offload::tick(&fx.srv.copy_env(), now + lease);
     assert_eq!(fx.srv.copies.len(), 1, "dropped before two leases");
-    offload::tick(&fx.srv, now + 2 * lease + Duration::from_secs(1));
+    offload::tick(&fx.srv.copy_env(), now + 2 * lease + Duration::from_secs(1));
     assert!(fx.srv.copies.is_empty(), "kept forever");
 }
 
@@ -317,7 +320,7 @@ fn over_the_cap_copies_synchronously_and_destroy_clientid_frees() {
     assert_eq!(r, Reply::Sync(40_000, crate::nfs4::types::FILE_SYNC4));
     let (back, _) = fx.srv.store.read(s.dst.0.ino, 200_000, 40_000).unwrap();
     assert!(back == s.data);
-    assert!(offload::step(&fx.srv));
+    assert!(offload::step(&fx.srv.copy_env()));
     let slot = x.session.clone().unwrap();
     let (cid, sessionid) = (slot.clientid, slot.sessionid);
     // The COMPOUND of the copies is over: its slot is free.
@@ -333,7 +336,7 @@ fn over_the_cap_copies_synchronously_and_destroy_clientid_frees() {
         NfsStat::OK
     );
     assert!(fx.srv.copies.is_empty(), "copies outlive their client");
-    assert!(!offload::step(&fx.srv));
+    assert!(!offload::step(&fx.srv.copy_env()));
 }
 
 /// What CB_OFFLOAD reported FILE_SYNC4 is on the volume after a crash right after it was
@@ -355,8 +358,8 @@ fn an_async_copy_reported_stable_survives_a_crash() {
             .write(src.0.ino, 0, &data, Stable::FileSync)
             .unwrap();
         started(&mut x, src, dst, 4096, 0);
-        while offload::step(&fx.srv) {}
-        callback::send_due(&fx.srv, Instant::now());
+        while offload::step(&fx.srv.copy_env()) {}
+        callback::send_due(&fx.srv.backchannel(), Instant::now());
         let sent = bc.0.lock().unwrap().clone();
         let (.., count, committed) = decode_cb_offload(&sent[0]);
         assert_eq!(
@@ -393,7 +396,7 @@ fn a_cancel_waits_out_the_step_in_progress() {
         let stop = &stop;
         sc.spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                if !offload::step(srv) {
+                if !offload::step(&srv.copy_env()) {
                     std::thread::yield_now();
                 }
             }
@@ -457,7 +460,7 @@ fn the_tick_frees_the_copies_of_clients_gone() {
     };
     let gone = fx.srv.copies.start(fx.srv.boot_verifier, 0xdead, job);
     assert!(gone.is_some());
-    offload::tick(&fx.srv, Instant::now());
+    offload::tick(&fx.srv.copy_env(), Instant::now());
     assert_eq!(fx.srv.copies.len(), 1, "the unknown client's copy kept");
     assert_eq!(status(&mut x, sid), Ok((0, None)));
 }

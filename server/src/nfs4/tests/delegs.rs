@@ -328,7 +328,7 @@ fn a_conflicting_open_gets_delay_and_the_recall_is_queued() {
     }
     assert!(bc.seen().is_empty(), "the OPEN sent the recall itself");
     assert_eq!(fx.srv.callbacks.len(), 1);
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(bc.seen().len(), 1);
     assert_eq!(bc.seen()[0].1, OP_CB_RECALL);
     assert!(fx.srv.callbacks.is_empty());
@@ -353,7 +353,7 @@ fn an_unanswered_recall_is_sent_again_on_the_new_session() {
         Some(NfsStat::DELAY)
     );
     let t0 = Instant::now();
-    callback::send_due(&fx.srv, t0);
+    callback::send_due(&fx.srv.backchannel(), t0);
     assert!(old_bc.seen().is_empty());
     assert_eq!(
         fx.srv.callbacks.len(),
@@ -372,7 +372,7 @@ fn an_unanswered_recall_is_sent_again_on_the_new_session() {
     let mut a2 = cx(&fx.srv, &cn);
     let (_, seq) = exid(&mut a2, b"a");
     let s2 = session(&mut a2, cid, seq);
-    callback::send_due(&fx.srv, t0 + RETRY_EVERY);
+    callback::send_due(&fx.srv.backchannel(), t0 + RETRY_EVERY);
     assert_eq!(new_bc.seen(), vec![(s2, OP_CB_RECALL)]);
     assert!(fx.srv.callbacks.is_empty());
 }
@@ -400,7 +400,7 @@ fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
     );
     assert_eq!(fx.srv.callbacks.probes_queued(), 1);
     bc.down.store(true, Ordering::SeqCst);
-    callback::send_due_probes(&fx.srv, Instant::now());
+    callback::send_due_probes(&fx.srv.backchannel(), Instant::now());
     let (_, dtype, _) = open_name(&mut a, b"f", 1, true).unwrap();
     assert_eq!(dtype, 0, "a delegation over a dead backchannel");
     let (_, dtype, _, why) = open_why(&mut a, b"f", 1 | WANT_READ_DELEG, false).unwrap();
@@ -415,7 +415,7 @@ fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
         call(&mut a, bind_conn_to_session::run, &w.buf).0,
         NfsStat::OK
     );
-    callback::send_due_probes(&fx.srv, Instant::now());
+    callback::send_due_probes(&fx.srv.backchannel(), Instant::now());
     assert_eq!(
         *bc.procs.lock().unwrap(),
         vec![(0x4000_0000, callback::CB_NULL)]
@@ -428,7 +428,7 @@ fn a_failed_probe_stops_delegations_until_a_bound_connection_answers() {
     w.u32(1);
     w.u32(0);
     assert_eq!(call(&mut a, backchannel_ctl::run, &w.buf).0, NfsStat::OK);
-    callback::send_due_probes(&fx.srv, Instant::now());
+    callback::send_due_probes(&fx.srv.backchannel(), Instant::now());
     assert_eq!(
         bc.procs.lock().unwrap().last(),
         Some(&(0x4000_0007, callback::CB_NULL))
@@ -502,7 +502,7 @@ fn recall_trigger(op: fn(&mut Ctx<'_>, Fh, Fh) -> NfsStat) {
         assert_eq!(op(&mut b, fh, root), NfsStat::DELAY);
     }
     assert_eq!(fx.srv.callbacks.len(), 1);
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(
         fx.bc.seen().iter().filter(|s| s.1 == OP_CB_RECALL).count(),
         1
@@ -668,18 +668,18 @@ fn a_layout_breaks_a_delegation_with_layouttrylater_an_open_with_delay() {
     let (mut a, _, _) = fx.mount_a();
     let (_, fh, d) = open_deleg(&mut a, b"f", 1, true, OPEN_DELEGATE_READ);
     let (_, bcid, _) = fx.mount_b();
-    let layout = |rw| break_conflicts(&fx.srv, bcid, fh, Breaker::Layout { rw });
+    let layout = |rw| break_conflicts(&fx.srv.delegs_env(), bcid, fh, Breaker::Layout { rw });
     assert_eq!(layout(false), Ok(()));
     assert!(fx.srv.callbacks.is_empty());
     for _ in 0..2 {
         assert_eq!(layout(true), Err(NfsStat::LAYOUTTRYLATER));
     }
     assert_eq!(
-        break_conflicts(&fx.srv, bcid, fh, Breaker::Access(2)),
+        break_conflicts(&fx.srv.delegs_env(), bcid, fh, Breaker::Access(2)),
         Err(NfsStat::DELAY)
     );
     assert_eq!(fx.srv.callbacks.len(), 1);
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(
         fx.bc.seen().iter().filter(|s| s.1 == OP_CB_RECALL).count(),
         1

@@ -362,7 +362,7 @@ fn remove_of_a_delegated_file_waits_for_its_return() {
     }
     // The holder's own changes do not.
     assert!(crate::nfs4::delegs::break_for_change(
-        a.srv,
+        &a.srv.delegs_env(),
         crate::nfs4::helpers::caller::clientid(&a).ok(),
         &f
     )

@@ -64,7 +64,7 @@ fn a_second_clients_getattr_during_a_write_delegation_sees_the_writers_size() {
         1,
         "one CB_GETATTR however often b asks"
     );
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(bc.seen().len(), 1);
     assert_eq!(bc.seen()[0].1, OP_CB_GETATTR);
     let (change1, size1) = getattr_cs(&mut b, fh).unwrap();
@@ -92,7 +92,7 @@ fn an_unchanged_holder_leaves_size_and_change_alone() {
     let before = getattr_cs(&mut a, fh).unwrap();
     *bc.getattr.lock().unwrap() = Some(before);
     assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(getattr_cs(&mut b, fh).unwrap(), before);
     assert_eq!(fx.srv.store.getattr(fh.ino).unwrap().change, before.0);
 }
@@ -106,10 +106,10 @@ fn a_holder_that_fails_cb_getattr_is_recalled() {
     let bc = &fx.bc;
     let (mut a, mut b, fh, d) = writer_and_reader(&fx);
     assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(getattr_cs(&mut b, fh), Err(NfsStat::DELAY));
     assert_eq!(fx.srv.state.deleg_counters().recalled, 1);
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(
         bc.seen().iter().map(|s| s.1).collect::<Vec<_>>(),
         vec![OP_CB_GETATTR, OP_CB_RECALL]

@@ -794,7 +794,7 @@ fn conflicting_layoutget_recalls_then_fences() {
     );
     // The COMPOUND only queued the recall; the sender delivers it.
     assert_eq!(bc_a.0.lock().unwrap().len(), 0);
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     {
         let calls = bc_a.0.lock().unwrap();
         assert_eq!(calls.len(), 1);
@@ -808,13 +808,13 @@ fn conflicting_layoutget_recalls_then_fences() {
         get(&mut b, IoMode::READ.0, 0, B, sb).err(),
         Some(NfsStat::RECALLCONFLICT)
     );
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(bc_a.0.lock().unwrap().len(), 1);
     // Before two leases nothing happens; after, A is fenced and its layout revoked.
-    recall::tick(&fx.srv, Instant::now());
+    recall::tick(&fx.srv.layouts_env(), Instant::now());
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 0);
     let late = Instant::now() + Duration::from_secs(2 * u64::from(fx.srv.opts.lease_seconds) + 1);
-    recall::tick(&fx.srv, late);
+    recall::tick(&fx.srv.layouts_env(), late);
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
     let dev_hex: String = fx
         .srv
@@ -844,10 +844,10 @@ fn truncate_and_last_unlink_recall() {
     commit_size(&fx.srv, fh.ino);
     // The truncate waits (DELAY) until the layouts mapping the blocks it frees are back.
     assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(bc.0.lock().unwrap().len(), 1);
     assert_eq!(truncate(&mut x, fh, sid, 0), NfsStat::DELAY);
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(
         bc.0.lock().unwrap().len(),
         1,
@@ -869,7 +869,7 @@ fn truncate_and_last_unlink_recall() {
     assert_eq!(g.extents.len(), 1);
     assert_eq!(g.stateid.seqid, 1);
     assert_eq!(remove(&mut x, b"f"), NfsStat::OK);
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(bc.0.lock().unwrap().len(), 2);
 }
 
@@ -940,7 +940,7 @@ fn a_truncate_while_the_holder_ignores_its_recall_is_delay_at_once() {
     assert!(srv.layouts.recall_pending(cid_a, fh.ino));
     std::thread::scope(|s| {
         // The sender delivers the recall and is stuck in A's backchannel meanwhile.
-        s.spawn(|| callback::send_due(srv, Instant::now()));
+        s.spawn(|| callback::send_due(&srv.backchannel(), Instant::now()));
         erx.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(truncate_b(), Ok(NfsStat::DELAY));
         rtx.send(()).unwrap();
@@ -1051,12 +1051,12 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     get(&mut x, IoMode::RW.0, 0, B, sid).unwrap();
     // No backchannel: nothing sent, the recall stays pending and queued for a retry.
     assert_eq!(
-        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        layouts::break_for(&fx.srv.layouts_env(), fh, layouts::Break::Truncate),
         Err(NfsStat::DELAY)
     );
     assert!(fx.srv.layouts.recall_pending(cid, fh.ino));
     assert_eq!(fx.srv.callbacks.len(), 1);
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
     assert_eq!(
         fx.srv.callbacks.len(),
@@ -1065,11 +1065,15 @@ fn a_recall_that_could_not_be_sent_is_retried_by_the_tick() {
     );
     // Not due before RETRY_EVERY; the tick tries again after (and queues it again while
     // the backchannel stays down).
-    recall::tick(&fx.srv, Instant::now() + callback::RETRY_EVERY);
+    recall::tick(
+        &fx.srv.layouts_env(),
+        Instant::now() + callback::RETRY_EVERY,
+    );
     assert_eq!(fx.srv.callbacks.len(), 1);
     // Past the deadline the queue gives up; the tick fences and revokes instead.
-    let late = recall::recall_deadline(&fx.srv, Instant::now()) + callback::RETRY_EVERY;
-    recall::tick(&fx.srv, late);
+    let late =
+        recall::recall_deadline(&fx.srv.layouts_env(), Instant::now()) + callback::RETRY_EVERY;
+    recall::tick(&fx.srv.layouts_env(), late);
     assert!(fx.srv.callbacks.is_empty());
     assert!(!fx.srv.layouts.recall_pending(cid, fh.ino));
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
@@ -1111,14 +1115,14 @@ fn a_recall_whose_layout_came_back_before_it_went_is_not_sent() {
     let (fh, _sid, g) = open_f_rw(&mut x, 2 * B);
     let cid = fx.srv.layouts.holders(fh.ino)[0];
     assert_eq!(
-        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        layouts::break_for(&fx.srv.layouts_env(), fh, layouts::Break::Truncate),
         Err(NfsStat::DELAY)
     );
     assert_eq!(fx.srv.callbacks.len(), 1);
     let ret = return_args(IoMode::ANY.0, 1, Some((0, u64::MAX, g.stateid)));
     assert_eq!(call(&mut x, layoutreturn::run, &ret).0, NfsStat::OK);
     assert!(!fx.srv.layouts.recall_pending(cid, fh.ino));
-    callback::send_due(&fx.srv, Instant::now());
+    callback::send_due(&fx.srv.backchannel(), Instant::now());
     assert!(
         bc.calls.lock().unwrap().is_empty(),
         "recall sent after the return"
@@ -1139,18 +1143,18 @@ fn a_recall_answered_delay_is_sent_again() {
     let (fh, _sid, _g) = open_f_rw(&mut x, 2 * B);
     let cid = fx.srv.layouts.holders(fh.ino)[0];
     assert_eq!(
-        layouts::break_for(&fx.srv, fh, layouts::Break::Truncate),
+        layouts::break_for(&fx.srv.layouts_env(), fh, layouts::Break::Truncate),
         Err(NfsStat::DELAY)
     );
     let t0 = Instant::now();
-    callback::send_due(&fx.srv, t0);
+    callback::send_due(&fx.srv.backchannel(), t0);
     assert_eq!(bc.calls.lock().unwrap().len(), 1);
     assert_eq!(fx.srv.callbacks.len(), 1, "queued again after DELAY");
     assert_eq!(fx.srv.layouts.metrics.snapshot().recalls_sent, 0);
     // Not before RETRY_EVERY.
-    callback::send_due(&fx.srv, t0);
+    callback::send_due(&fx.srv.backchannel(), t0);
     assert_eq!(bc.calls.lock().unwrap().len(), 1);
-    callback::send_due(&fx.srv, t0 + callback::RETRY_EVERY);
+    callback::send_due(&fx.srv.backchannel(), t0 + callback::RETRY_EVERY);
     {
         let calls = bc.calls.lock().unwrap();
         assert_eq!(calls.len(), 2);

@@ -330,7 +330,7 @@ fn close_trims_and_a_layoutget_in_progress_is_never_trimmed() {
     {
         let _getting = fx.srv.layouts.begin_get(fh.ino);
         fx.srv.layouts.release_file(cid, fh.ino);
-        crate::nfs4::layouts::trim_released(&fx.srv);
+        crate::nfs4::layouts::trim_released(&fx.srv.layouts_env());
         assert!(fx.srv.store.fsstat().free_bytes <= free0 - g.length);
     }
     // (The LAYOUTGET in progress ends with its grant.)
@@ -386,7 +386,7 @@ fn after_a_crash_uncommitted_preallocation_reads_zeros_and_is_trimmed_after_grac
             };
             let srv = crate::nfs4::tests::fixture::server(store.clone(), opts, 2);
             assert_eq!(srv.state.in_grace(), grace, "seed {seed}");
-            recall::tick(&srv, Instant::now());
+            recall::tick(&srv.layouts_env(), Instant::now());
             let free = store.fsstat().free_bytes;
             if grace {
                 assert!(free <= free0 - g.length, "seed {seed}");

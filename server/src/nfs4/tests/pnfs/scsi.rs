@@ -238,10 +238,10 @@ fn overdue_recall_preempts_the_scsi_clients_key() {
         &layoutget_args(SCSI, IoMode::READ.0, 0, B, B, sb, 0xffff),
     );
     assert_eq!(s, NfsStat::RECALLCONFLICT);
-    recall::tick(&fx.srv, Instant::now());
+    recall::tick(&fx.srv.layouts_env(), Instant::now());
     assert!(keys.0.lock().unwrap().is_empty());
     let late = Instant::now() + Duration::from_secs(2 * u64::from(fx.srv.opts.lease_seconds) + 1);
-    recall::tick(&fx.srv, late);
+    recall::tick(&fx.srv.layouts_env(), late);
     assert_eq!(*keys.0.lock().unwrap(), vec![scsi::client_pr_key(ida)]);
     assert_eq!(fx.srv.layouts.metrics.snapshot().fences, 1);
 }
@@ -272,7 +272,7 @@ fn a_recall_names_the_holders_layout_type() {
             &layoutget_args(ty, IoMode::READ.0, 0, B, B, sb, 0xffff),
         );
         assert_eq!(s, NfsStat::RECALLCONFLICT);
-        callback::send_due(&fx.srv, Instant::now());
+        callback::send_due(&fx.srv.backchannel(), Instant::now());
         let calls = bc_a.0.lock().unwrap();
         assert_eq!(calls.len(), 1);
         // CB_COMPOUND head (16 bytes), CB_SEQUENCE (40), then CB_LAYOUTRECALL and its type.

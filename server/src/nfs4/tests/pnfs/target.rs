@@ -99,7 +99,7 @@ async fn a_client_ignoring_a_recall_is_cut_off_at_the_target_and_its_new_instanc
     );
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
     let late = Instant::now() + 2 * lease + Duration::from_secs(1);
-    recall::tick(&fx.srv, late);
+    recall::tick(&fx.srv.layouts_env(), late);
     let m = fx.srv.layouts.metrics.snapshot();
     assert_eq!(
         (m.fences, m.fences_without_mechanism, m.fences_failed),
@@ -119,13 +119,13 @@ async fn a_client_ignoring_a_recall_is_cut_off_at_the_target_and_its_new_instanc
             .starts_with("127.0.0.2 ")
     );
     // Ticks while A's state stands keep the fence.
-    recall::tick(&fx.srv, late + 2 * lease);
+    recall::tick(&fx.srv.layouts_env(), late + 2 * lease);
     assert!(refused(host(&t, "a", "127.0.0.2").await));
     // A reboots: a new verifier, a new instance, not fenced for its predecessor.
     let id_a2 = mount_v(&mut a, b"a", [2; 8]);
     assert_ne!(id_a, id_a2);
     assert!(fx.srv.state.client_identity(id_a).is_none());
-    recall::tick(&fx.srv, late + 2 * lease);
+    recall::tick(&fx.srv.layouts_env(), late + 2 * lease);
     let ha2 = host(&t, "a", "127.0.0.2").await.unwrap();
     write(&ha2, 104).await.unwrap();
     assert_eq!(fx.srv.layouts.hosts.fence_count(), 0);
@@ -156,10 +156,10 @@ async fn an_expired_client_is_fenced_at_the_target_then_readmitted_once_cleaned_
     // Its state is gone (purged with its layouts): a lease later it is still refused (what it
     // queued may not have failed yet); past READMIT_AFTER it is admitted.
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
-    recall::tick(&fx.srv, now + lease + Duration::from_secs(1));
+    recall::tick(&fx.srv.layouts_env(), now + lease + Duration::from_secs(1));
     assert!(refused(host(&t, "c", "127.0.0.4").await));
     let hold = lease.max(crate::nfs4::layouts::hosts::READMIT_AFTER);
-    recall::tick(&fx.srv, now + hold + Duration::from_secs(1));
+    recall::tick(&fx.srv.layouts_env(), now + hold + Duration::from_secs(1));
     let h = host(&t, "c", "127.0.0.4").await.unwrap();
     write(&h, 8).await.unwrap();
     t.shutdown();
@@ -183,9 +183,16 @@ async fn the_fence_state_survives_a_restart() {
     let h = host(&t, "a", "127.0.0.5").await.unwrap();
     write(&h, 1).await.unwrap();
     // Truncate by another client: A is recalled, ignores it, is fenced.
-    recall::recall_file(&fx.srv, fh, &[fx.srv.layouts.holders(fh.ino)[0]]);
+    recall::recall_file(
+        &fx.srv.layouts_env(),
+        fh,
+        &[fx.srv.layouts.holders(fh.ino)[0]],
+    );
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
-    recall::tick(&fx.srv, Instant::now() + 2 * lease + Duration::from_secs(1));
+    recall::tick(
+        &fx.srv.layouts_env(),
+        Instant::now() + 2 * lease + Duration::from_secs(1),
+    );
     assert!(closed(&h).await);
     t.shutdown();
     drop((a, h, t));
@@ -201,11 +208,11 @@ async fn the_fence_state_survives_a_restart() {
     // The same instance back (same verifier): still fenced while grace lasts.
     let mut a = ctx(&srv, &ca);
     mount_v(&mut a, b"a", [1; 8]);
-    recall::tick(&srv, Instant::now());
+    recall::tick(&srv.layouts_env(), Instant::now());
     assert!(refused(host(&t, "a", "127.0.0.5").await));
     // A new instance: admitted.
     mount_v(&mut a, b"a", [2; 8]);
-    recall::tick(&srv, Instant::now());
+    recall::tick(&srv.layouts_env(), Instant::now());
     let h = host(&t, "a", "127.0.0.5").await.unwrap();
     write(&h, 2).await.unwrap();
     t.shutdown();
@@ -256,7 +263,7 @@ async fn a_fence_with_a_write_stuck_at_the_media_fails_until_the_write_is_done()
     held.hold(false);
     let _ = w.await.unwrap();
     let lease = Duration::from_secs(u64::from(fx.srv.opts.lease_seconds));
-    recall::tick(&fx.srv, now + lease);
+    recall::tick(&fx.srv.layouts_env(), now + lease);
     let m = fx.srv.layouts.metrics.snapshot();
     assert_eq!((m.fences, m.fences_failed), (1, 1));
     assert!(!fx.srv.layouts.kept(fh.ino));
