@@ -56,17 +56,73 @@ pub fn check_get(
     Ok(())
 }
 
-/// The block range `(first_block, n_blocks)` a LAYOUTGET maps: from `offset` rounded down to
-/// the end rounded up, clipped to [`MAX_SPAN_BYTES`] but never below `offset + minlength`.
-pub fn get_range(offset: u64, length: u64, minlength: u64, block: u64) -> (u64, u64) {
+/// A LAYOUTGET's range, converted from the client's bytes once, at the layout engine's door
+/// ([`get_range`]): the store maps blocks, the grants ledger and the recalls compare
+/// block-aligned bytes, and the reply must reach `need_end`. Every view the LAYOUTGET walk
+/// uses comes from here, so no step converts back and forth on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GetRange {
+    /// The block size the range was converted with.
+    pub block: u64,
+    /// Blocks `[first, first + n)`: from `offset` rounded down to the end rounded up.
+    pub first: u64,
+    pub n: u64,
+    /// The same range in bytes, block-aligned.
+    pub start: u64,
+    pub end: u64,
+    /// The byte the layout must reach (`offset + minlength`, at least one byte) and the
+    /// block it ends in, rounded up.
+    pub need_end: u64,
+    pub need_end_block: u64,
+}
+
+/// How far a layout may be widened around the asked range (RFC 8881 §18.43.3 lets the server
+/// return more): [`MAX_SPAN_BYTES`] either side, in blocks for the store and in bytes for
+/// the grants it must not collide with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub lo: u64,
+    pub hi: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl GetRange {
+    pub fn window(&self) -> Window {
+        let span = MAX_SPAN_BYTES / self.block;
+        let lo = self.first.saturating_sub(span);
+        let hi = self
+            .first
+            .saturating_add(span)
+            .max(self.first.saturating_add(self.n));
+        Window {
+            lo,
+            hi,
+            start: lo * self.block,
+            end: hi.saturating_mul(self.block),
+        }
+    }
+}
+
+/// The range a LAYOUTGET maps: from `offset` rounded down to the end rounded up, clipped to
+/// [`MAX_SPAN_BYTES`] but never below `offset + minlength`.
+pub fn get_range(offset: u64, length: u64, minlength: u64, block: u64) -> GetRange {
     let first = offset / block;
     let want_end = offset.saturating_add(length);
-    let min_end = offset.saturating_add(minlength.max(1));
+    let need_end = offset.saturating_add(minlength.max(1));
     let end = want_end
         .min(offset.saturating_add(MAX_SPAN_BYTES))
-        .max(min_end);
-    let last = end.div_ceil(block);
-    (first, last.saturating_sub(first).max(1))
+        .max(need_end);
+    let n = end.div_ceil(block).saturating_sub(first).max(1);
+    GetRange {
+        block,
+        first,
+        n,
+        start: first * block,
+        end: (first + n).saturating_mul(block),
+        need_end,
+        need_end_block: need_end.div_ceil(block),
+    }
 }
 
 /// The wire extents for the segments of a looked-up range (docs/design.md §5): RW gives
@@ -414,15 +470,38 @@ mod tests {
 
     #[test]
     fn get_range_is_block_aligned_and_bounded() {
-        assert_eq!(get_range(100, 10, 10, B), (0, 1));
-        assert_eq!(get_range(8192, 8192, 8192, B), (2, 2));
-        assert_eq!(get_range(4095, 2, 0, B), (0, 2));
+        let blocks = |o, l, m| {
+            let r = get_range(o, l, m, B);
+            (r.first, r.n)
+        };
+        assert_eq!(blocks(100, 10, 10), (0, 1));
+        assert_eq!(blocks(8192, 8192, 8192), (2, 2));
+        assert_eq!(blocks(4095, 2, 0), (0, 2));
         // "The whole file" is clipped to the span, but never below minlength.
-        assert_eq!(get_range(0, u64::MAX, 0, B), (0, MAX_SPAN_BYTES / B));
+        assert_eq!(blocks(0, u64::MAX, 0), (0, MAX_SPAN_BYTES / B));
         assert_eq!(
-            get_range(0, u64::MAX, 2 * MAX_SPAN_BYTES, B).1,
+            blocks(0, u64::MAX, 2 * MAX_SPAN_BYTES).1,
             2 * MAX_SPAN_BYTES / B
         );
+    }
+
+    #[test]
+    fn get_range_bytes_and_need_end_agree_with_its_blocks() {
+        let r = get_range(4095, 2, 0, B);
+        assert_eq!((r.start, r.end), (0, 2 * B));
+        // minlength 0 still needs the first byte.
+        assert_eq!((r.need_end, r.need_end_block), (4096, 1));
+        let r = get_range(3 * B + 1, 10, 10, B);
+        assert_eq!((r.first, r.n, r.start, r.end), (3, 1, 3 * B, 4 * B));
+        assert_eq!((r.need_end, r.need_end_block), (3 * B + 11, 4));
+        // The window: the span either side, never below block 0, never short of the range.
+        let w = r.window();
+        let span = MAX_SPAN_BYTES / B;
+        assert_eq!((w.lo, w.hi), (0, 3 + span));
+        assert_eq!((w.start, w.end), (0, (3 + span) * B));
+        let far = get_range(10 * MAX_SPAN_BYTES, B, B, B).window();
+        assert_eq!(far.lo, 10 * span - span);
+        assert_eq!(far.end, far.hi * B);
     }
 
     #[test]

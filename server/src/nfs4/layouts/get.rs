@@ -77,43 +77,43 @@ fn get_inner(srv: &Env, q: &GetReq) -> Result<Granted, NfsStat> {
     };
     break_conflicts(&srv.delegs(), cid, q.fh, by)?;
     let b = u64::from(srv.store.block_size());
-    let (first, n) = policy::get_range(q.offset, q.length, q.minlength, b);
+    // The one conversion of the asked bytes (policy::GetRange): blocks for the store,
+    // block-aligned bytes for the grants.
+    let r = policy::get_range(q.offset, q.length, q.minlength, b);
     if q.room < BlockExtent::list_size(1) {
         return Err(NfsStat::TOOSMALL);
     }
-    let (start, end) = (first * b, (first + n).saturating_mul(b));
     // RFC 8881 §12.5.5.2: while its own layout of the file is being recalled, the client
     // gets no new one until it has returned the recalled one.
     if srv.layouts.recall_pending(cid, ino) {
         return Err(NfsStat::RECALLCONFLICT);
     }
-    let others = srv.layouts.conflicting(cid, ino, start, end, q.mode);
+    let others = srv.layouts.conflicting(cid, ino, r.start, r.end, q.mode);
     if !others.is_empty() {
         recall::recall_file(srv, q.fh, &others);
         return Err(NfsStat::RECALLCONFLICT);
     }
-    let reach = reach(srv, cid, ino, q.mode, first, n);
+    let reach = reach(srv, cid, ino, q.mode, &r);
     // An RW LAYOUTGET is in progress from before its allocation until after its grant: the
     // trim past EOF (`trim_released`) never frees what it is about to hand out.
     let getting = (q.mode == IoMode::RW).then(|| srv.layouts.begin_get(ino));
     let mut map = srv
         .store
-        .map_for_layout(ino, first, n, q.mode == IoMode::RW, reach)?;
+        .map_for_layout(ino, r.first, r.n, q.mode == IoMode::RW, reach)?;
     if map.allocated > 0 {
         let m = &srv.layouts.metrics;
         add(&m.layoutget_allocations, 1);
         add(&m.layoutget_allocated_blocks, map.allocated);
     }
     let size = srv.store.getattr(ino)?.size;
-    let need_end = q.offset.saturating_add(q.minlength.max(1));
     if q.mode == IoMode::READ {
         // Unwritten blocks may hold a client's uncommitted writes: not described as NONE_DATA
         // past what the client must be given (policy::cut_read_at_unwritten).
-        policy::cut_read_at_unwritten(&mut map.segs, q.offset / b, need_end.div_ceil(b));
+        policy::cut_read_at_unwritten(&mut map.segs, r.first, r.need_end_block);
     }
     let ext =
         policy::extents_for(&map.segs, q.mode, q.device, b, size).ok_or(NfsStat::SERVERFAULT)?;
-    let ext = policy::fit(ext, q.room, need_end)?;
+    let ext = policy::fit(ext, q.room, r.need_end)?;
     let (lo, hi) = match (ext.first(), ext.last()) {
         (Some(f), Some(l)) => (f.file_offset, l.file_offset + l.length),
         _ => return Err(NfsStat::SERVERFAULT),
@@ -151,29 +151,24 @@ fn get_inner(srv: &Env, q: &GetReq) -> Result<Granted, NfsStat> {
     })
 }
 
-/// How far past the asked blocks `[first, first + n)` this LAYOUTGET may reach (RFC 8881
-/// §18.43.3 allows a larger layout; knfsd returns whole XFS extents): up to
-/// `MAX_SPAN_BYTES` either way, but only where no other client holds a conflicting grant —
-/// widening must never cause a recall — and `layout_prealloc_max` of speculation past EOF.
-fn reach(srv: &Env, cid: u64, ino: Ino, mode: IoMode, first: u64, n: u64) -> Reach {
-    let b = u64::from(srv.store.block_size());
-    let span = policy::MAX_SPAN_BYTES / b;
-    let (lo, hi) = (
-        first.saturating_sub(span),
-        first.saturating_add(span).max(first.saturating_add(n)),
-    );
+/// How far past the asked range this LAYOUTGET may reach (RFC 8881 §18.43.3 allows a larger
+/// layout; knfsd returns whole XFS extents): the window of `MAX_SPAN_BYTES` either way, but
+/// only where no other client holds a conflicting grant — widening must never cause a
+/// recall — and `layout_prealloc_max` of speculation past EOF.
+fn reach(srv: &Env, cid: u64, ino: Ino, mode: IoMode, r: &policy::GetRange) -> Reach {
+    let w = r.window();
     let free = srv
         .layouts
-        .conflicting(cid, ino, lo * b, hi.saturating_mul(b), mode)
+        .conflicting(cid, ino, w.start, w.end, mode)
         .is_empty();
     let (lo, hi) = if free {
-        (lo, hi)
+        (w.lo, w.hi)
     } else {
-        (first, first.saturating_add(n))
+        (r.first, r.first.saturating_add(r.n))
     };
     Reach {
         lo,
         hi,
-        prealloc_max: srv.opts.layout_prealloc_max / b,
+        prealloc_max: srv.opts.layout_prealloc_max / r.block,
     }
 }
