@@ -245,6 +245,7 @@ macro_rules! offset_ints {
 }
 
 offset_ints! {
+    get_u8 put_u8 u8, from_le_bytes to_le_bytes;
     get_u16_le put_u16_le u16, from_le_bytes to_le_bytes;
     get_u16_be put_u16_be u16, from_be_bytes to_be_bytes;
     get_u32_le put_u32_le u32, from_le_bytes to_le_bytes;
@@ -342,6 +343,9 @@ mod tests {
         assert_eq!(get_u64_le(&b, 8), Ok(0x1112_1314_1516_1718));
         put_i64_le(&mut b, 8, -2);
         assert_eq!(get_i64_le(&b, 8), Ok(-2));
+        put_u8(&mut b, 6, 0xa5);
+        assert_eq!(get_u8(&b, 6), Ok(0xa5));
+        assert_eq!(get_u8(&b, 16), Err(Error::Short { need: 1, have: 0 }));
     }
 
     #[test]
