@@ -9,8 +9,8 @@ mod sys;
 
 use crate::namespace::lock;
 use crate::pdu::{
-    validate_common, DecodeError, Digests, Fatal, Pdu, PduType, Rules, TermReq, COMMON_LEN,
-    TERM_MAX_DATA,
+    validate_common, CommonHeader, DecodeError, Digests, Fatal, Pdu, PduType, Rules, TermReq,
+    COMMON_LEN, TERM_MAX_DATA,
 };
 use bytes::{Bytes, BytesMut};
 use std::io::{self, IoSlice, Write};
@@ -82,7 +82,7 @@ impl PduBuf {
     /// Whether the next PDU is already buffered whole (reading it will not wait on the peer).
     pub fn has_buffered_pdu(&self) -> bool {
         let b = &self.buf[..];
-        b.len() >= COMMON_LEN && u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize <= b.len()
+        CommonHeader::parse(b).is_ok_and(|h| h.plen as usize <= b.len())
     }
 
     /// The next PDU if the buffer holds it whole (`None`: receive more).

@@ -2,7 +2,9 @@
 //! opcodes and the Fabrics Connect data (NVMe Base 2.0 §4.2, §4.6; NVMe-oF 1.1 §3.3, §4.x).
 
 use crate::status::Status;
-use bytecodec::{get_array, get_u16_le, put_bytes, put_u16_le};
+use bytecodec::{
+    get_array, get_u16_le, get_u32_le, get_u64_le, put_bytes, put_u16_le, put_u32_le, put_u64_le,
+};
 
 /// Data direction encoded in bits 1:0 of every opcode (and of the Fabrics command type).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -75,9 +77,12 @@ pub struct Sgl {
     pub id: u8,
 }
 
-/// A submission queue entry, kept as its 64 wire bytes with typed accessors.
+/// A submission queue entry, kept as its 64 wire bytes with typed accessors. Every offset
+/// an accessor is given is a constant of the format (a dword index below 16, the SGL at 24),
+/// so the reads cannot miss; one that did would read 0 and a write would panic, both bugs
+/// in this crate rather than anything a peer sends.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Sqe(pub [u8; 64]);
+pub struct Sqe(pub [u8; Sqe::LEN]);
 
 impl std::fmt::Debug for Sqe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,8 +98,10 @@ impl std::fmt::Debug for Sqe {
 }
 
 impl Sqe {
+    pub const LEN: usize = 64;
+
     pub fn new(opcode: u8) -> Self {
-        let mut b = [0u8; 64];
+        let mut b = [0u8; Self::LEN];
         b[0] = opcode;
         Sqe(b)
     }
@@ -113,11 +120,13 @@ impl Sqe {
     pub fn set_flags(&mut self, f: u8) {
         self.0[1] = f;
     }
+    #[inline]
     pub fn cid(&self) -> u16 {
-        u16::from_le_bytes([self.0[2], self.0[3]])
+        get_u16_le(&self.0, 2).unwrap_or(0)
     }
+    #[inline]
     pub fn set_cid(&mut self, cid: u16) {
-        self.0[2..4].copy_from_slice(&cid.to_le_bytes());
+        put_u16_le(&mut self.0, 2, cid);
     }
     pub fn nsid(&self) -> u32 {
         self.cdw(1)
@@ -132,20 +141,21 @@ impl Sqe {
         self.opcode() == AdminOpc::FABRICS.0
     }
     /// Command dword `i` (0..16) at byte offset 4*i.
+    #[inline]
     pub fn cdw(&self, i: usize) -> u32 {
-        let o = i * 4;
-        u32::from_le_bytes([self.0[o], self.0[o + 1], self.0[o + 2], self.0[o + 3]])
+        get_u32_le(&self.0, i * 4).unwrap_or(0)
     }
+    #[inline]
     pub fn set_cdw(&mut self, i: usize, v: u32) {
-        self.0[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+        put_u32_le(&mut self.0, i * 4, v);
     }
+    #[inline]
     pub fn u64_at(&self, off: usize) -> u64 {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&self.0[off..off + 8]);
-        u64::from_le_bytes(b)
+        get_u64_le(&self.0, off).unwrap_or(0)
     }
+    #[inline]
     pub fn set_u64_at(&mut self, off: usize, v: u64) {
-        self.0[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        put_u64_le(&mut self.0, off, v);
     }
     pub fn sgl(&self) -> Sgl {
         Sgl {
@@ -191,16 +201,27 @@ pub struct Cqe {
 impl Cqe {
     pub const LEN: usize = 16;
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.dw0.to_le_bytes());
-        out.extend_from_slice(&self.dw1.to_le_bytes());
-        out.extend_from_slice(&self.sqhd.to_le_bytes());
-        out.extend_from_slice(&self.sqid.to_le_bytes());
-        out.extend_from_slice(&self.cid.to_le_bytes());
-        out.extend_from_slice(&self.status.to_wire().to_le_bytes());
+        out.extend_from_slice(&self.to_bytes());
     }
-    pub fn decode(b: &[u8; 16]) -> Self {
-        let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
-        let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    /// The wire form: DW0, DW1, SQHD, SQID, CID, then the status with the phase tag (bit 0,
+    /// 0 on fabrics) at 14.
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        put_u32_le(&mut b, 0, self.dw0);
+        put_u32_le(&mut b, 4, self.dw1);
+        put_u16_le(&mut b, 8, self.sqhd);
+        put_u16_le(&mut b, 10, self.sqid);
+        put_u16_le(&mut b, 12, self.cid);
+        put_u16_le(&mut b, 14, self.status.to_wire());
+        b
+    }
+    /// Every offset is inside the 16-byte array, so no read misses (the `unwrap_or`s never
+    /// apply).
+    #[inline]
+    pub fn decode(b: &[u8; Self::LEN]) -> Self {
+        let u16_at = |o: usize| get_u16_le(b, o).unwrap_or(0);
+        let u32_at = |o: usize| get_u32_le(b, o).unwrap_or(0);
         Cqe {
             dw0: u32_at(0),
             dw1: u32_at(4),

@@ -2,21 +2,33 @@
 //! `validate_header()`, shared by target and initiator. No sockets, no tokio
 //! (docs/design.md, house rule 1).
 //!
-//! Every PDU starts with the 8-byte common header: PDU-Type, FLAGS, HLEN, PDO, PLEN (LE u32).
-//! Header digest (CRC32C over the HLEN header bytes) follows the header when negotiated; data
-//! starts at PDO and is followed by a data digest (CRC32C over the data) when negotiated.
+//! Every PDU starts with the 8-byte common header (header.rs): PDU-Type, FLAGS, HLEN, PDO,
+//! PLEN (LE u32). Header digest (CRC32C over the HLEN header bytes) follows the header when
+//! negotiated; data starts at PDO and is followed by a data digest (CRC32C over the data)
+//! when negotiated. Each PDU format is in its own file (ic, term, capsule, data, r2t), its
+//! fields written and read through bytecodec at offsets its const asserts hold to its HLEN;
+//! this file frames them.
 
+mod capsule;
 mod command;
+mod data;
+mod header;
+mod ic;
+mod r2t;
+mod term;
 mod validate;
 
 pub use command::*;
-pub use validate::{
-    validate_common, validate_header, CommonHeader, Fatal, Fes, Rules, Side, Stage,
-};
+pub use data::DataPdu;
+pub use header::{CommonHeader, COMMON_LEN};
+pub use ic::{IcReq, IcResp};
+pub use r2t::R2t;
+pub use term::TermReq;
+pub use validate::{validate_common, validate_header, Fatal, Fes, Rules, Side, Stage};
 
+use bytecodec::{get_u32_le, Writer};
 use bytes::Bytes;
 
-pub const COMMON_LEN: usize = 8;
 pub const DIGEST_LEN: usize = 4;
 /// ICReq/ICResp are 128 bytes, header only.
 pub const IC_LEN: usize = 128;
@@ -70,64 +82,6 @@ impl Digests {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct IcReq {
-    pub pfv: u16,
-    pub hpda: u8,
-    pub digests: Digests,
-    pub maxr2t: u32,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct IcResp {
-    pub pfv: u16,
-    pub cpda: u8,
-    pub digests: Digests,
-    pub maxh2cdata: u32,
-}
-
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct TermReq {
-    pub fes: Fes,
-    pub fei: u32,
-    /// The header of the PDU in error (at most 128 bytes).
-    pub data: Vec<u8>,
-}
-
-/// H2CData or C2HData (`ttag` is reserved, 0, in C2HData).
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct DataPdu {
-    pub cccid: u16,
-    pub ttag: u16,
-    pub datao: u32,
-    pub last: bool,
-    pub success: bool,
-    pub data: Bytes,
-}
-
-impl DataPdu {
-    /// A C2HData with all of a command's data: offset 0, LAST, and no SUCCESS flag, so a
-    /// CapsuleResp follows (the only kind the target sends).
-    pub fn c2h_whole(cccid: u16, data: Bytes) -> DataPdu {
-        DataPdu {
-            cccid,
-            ttag: 0,
-            datao: 0,
-            last: true,
-            success: false,
-            data,
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct R2t {
-    pub cccid: u16,
-    pub ttag: u16,
-    pub r2to: u32,
-    pub r2tl: u32,
-}
-
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Pdu {
     IcReq(IcReq),
@@ -162,13 +116,6 @@ impl From<Fatal> for DecodeError {
     }
 }
 
-fn le16(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
-fn le32(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
 impl Pdu {
     pub fn pdu_type(&self) -> PduType {
         match self {
@@ -189,7 +136,7 @@ impl Pdu {
         let (data, dd) = self.encode_head(dg, out);
         out.extend_from_slice(data);
         if dd {
-            out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+            Writer::new(out).u32_le(crc32c::crc32c(data));
         }
     }
 
@@ -203,7 +150,7 @@ impl Pdu {
                 let (data, dd) = self.encode_head(dg, out);
                 let at = out.len();
                 if dd {
-                    out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+                    Writer::new(out).u32_le(crc32c::crc32c(data));
                 }
                 Some((at, d.data.clone()))
             }
@@ -217,52 +164,36 @@ impl Pdu {
     /// Appends the header (and its digest) and gives back the data that follows it, and
     /// whether a data digest follows the data.
     fn encode_head(&self, dg: Digests, out: &mut Vec<u8>) -> (&[u8], bool) {
-        let mut spec = [0u8; 128];
+        // The type-specific part of the header, the largest (ICReq/ICResp) fitting.
+        let mut spec = [0u8; IC_LEN - COMMON_LEN];
         let (ty, hlen, mut fl, data): (PduType, usize, u8, &[u8]) = match self {
             Pdu::IcReq(r) => {
-                spec[0..2].copy_from_slice(&r.pfv.to_le_bytes());
-                spec[2] = r.hpda;
-                spec[3] = r.digests.bits();
-                spec[4..8].copy_from_slice(&r.maxr2t.to_le_bytes());
+                r.put(&mut spec);
                 (PduType::IC_REQ, IC_LEN, 0, &[])
             }
             Pdu::IcResp(r) => {
-                spec[0..2].copy_from_slice(&r.pfv.to_le_bytes());
-                spec[2] = r.cpda;
-                spec[3] = r.digests.bits();
-                spec[4..8].copy_from_slice(&r.maxh2cdata.to_le_bytes());
+                r.put(&mut spec);
                 (PduType::IC_RESP, IC_LEN, 0, &[])
             }
             Pdu::H2cTermReq(t) | Pdu::C2hTermReq(t) => {
-                spec[0..2].copy_from_slice(&t.fes.0.to_le_bytes());
-                spec[2..6].copy_from_slice(&t.fei.to_le_bytes());
+                t.put(&mut spec);
                 let n = t.data.len().min(TERM_MAX_DATA);
                 (self.pdu_type(), TERM_HLEN, 0, &t.data[..n])
             }
             Pdu::CapsuleCmd(sqe, d) => {
-                spec[..64].copy_from_slice(&sqe.0);
+                capsule::put_cmd(sqe, &mut spec);
                 (PduType::CAPSULE_CMD, CAPSULE_CMD_HLEN, 0, &d[..])
             }
             Pdu::CapsuleResp(cqe) => {
-                let mut v = Vec::with_capacity(16);
-                cqe.encode(&mut v);
-                spec[..16].copy_from_slice(&v);
+                capsule::put_resp(cqe, &mut spec);
                 (PduType::CAPSULE_RESP, CAPSULE_RESP_HLEN, 0, &[])
             }
             Pdu::H2cData(d) | Pdu::C2hData(d) => {
-                spec[0..2].copy_from_slice(&d.cccid.to_le_bytes());
-                spec[2..4].copy_from_slice(&d.ttag.to_le_bytes());
-                spec[4..8].copy_from_slice(&d.datao.to_le_bytes());
-                spec[8..12].copy_from_slice(&(d.data.len() as u32).to_le_bytes());
-                let f = (if d.last { flags::LAST_PDU } else { 0 })
-                    | (if d.success { flags::SUCCESS } else { 0 });
+                let f = d.put(&mut spec);
                 (self.pdu_type(), DATA_HLEN, f, &d.data[..])
             }
             Pdu::R2t(r) => {
-                spec[0..2].copy_from_slice(&r.cccid.to_le_bytes());
-                spec[2..4].copy_from_slice(&r.ttag.to_le_bytes());
-                spec[4..8].copy_from_slice(&r.r2to.to_le_bytes());
-                spec[8..12].copy_from_slice(&r.r2tl.to_le_bytes());
+                r.put(&mut spec);
                 (PduType::R2T, R2T_HLEN, 0, &[])
             }
         };
@@ -287,12 +218,20 @@ impl Pdu {
         };
         let plen = hlen + hdl + data.len() + if dd { DIGEST_LEN } else { 0 };
         let start = out.len();
-        out.extend_from_slice(&[ty.0, fl, hlen as u8, pdo as u8]);
-        out.extend_from_slice(&(plen as u32).to_le_bytes());
+        // HLEN and PDO are at most 128 + 4 and PLEN at most 152 + a u32 DATAL: the casts
+        // are exact (validate_common holds a receiver to the same bounds).
+        let ch = CommonHeader {
+            pdu_type: ty,
+            flags: fl,
+            hlen: hlen as u8,
+            pdo: pdo as u8,
+            plen: plen as u32,
+        };
+        out.extend_from_slice(&ch.to_bytes());
         out.extend_from_slice(&spec[..hlen - COMMON_LEN]);
         if hd {
             let c = crc32c::crc32c(&out[start..start + hlen]);
-            out.extend_from_slice(&c.to_le_bytes());
+            Writer::new(out).u32_le(c);
         }
         (data, dd)
     }
@@ -320,9 +259,12 @@ impl Pdu {
         let hlen = ch.hlen as usize;
         let hd = ch.flags & flags::HDGSTF != 0;
         let hdl = if hd { DIGEST_LEN } else { 0 };
+        // validate_header held the buffer to PLEN ≥ HLEN (+ the digests the flags announce),
+        // so a short read below means a PLEN that lied, its field.
+        let short = |_| DecodeError::Fatal(Fatal::field(4));
         if hd {
             let want = crc32c::crc32c(&buf[..hlen]);
-            if le32(buf, hlen) != want {
+            if get_u32_le(buf, hlen).map_err(short)? != want {
                 return Err(Fatal {
                     fes: Fes::HEADER_DIGEST,
                     fei: 0,
@@ -345,24 +287,10 @@ impl Pdu {
         let data = &buf[range.clone()];
         let s = &buf[COMMON_LEN..];
         let pdu = match ch.pdu_type {
-            PduType::IC_REQ => Pdu::IcReq(IcReq {
-                pfv: le16(s, 0),
-                hpda: s[2],
-                digests: Digests::from_bits(s[3]),
-                maxr2t: le32(s, 4),
-            }),
-            PduType::IC_RESP => Pdu::IcResp(IcResp {
-                pfv: le16(s, 0),
-                cpda: s[2],
-                digests: Digests::from_bits(s[3]),
-                maxh2cdata: le32(s, 4),
-            }),
+            PduType::IC_REQ => Pdu::IcReq(IcReq::get(s).map_err(short)?),
+            PduType::IC_RESP => Pdu::IcResp(IcResp::get(s).map_err(short)?),
             PduType::H2C_TERM_REQ | PduType::C2H_TERM_REQ => {
-                let t = TermReq {
-                    fes: Fes(le16(s, 0)),
-                    fei: le32(s, 2),
-                    data: buf[TERM_HLEN..].to_vec(),
-                };
+                let t = TermReq::get(s, &buf[TERM_HLEN..]).map_err(short)?;
                 if ch.pdu_type == PduType::H2C_TERM_REQ {
                     Pdu::H2cTermReq(t)
                 } else {
@@ -370,38 +298,20 @@ impl Pdu {
                 }
             }
             PduType::CAPSULE_CMD => {
-                let mut sqe = [0u8; 64];
-                sqe.copy_from_slice(&s[..64]);
-                Pdu::CapsuleCmd(Sqe(sqe), data_of(range.clone()))
+                Pdu::CapsuleCmd(capsule::get_cmd(s).map_err(short)?, data_of(range.clone()))
             }
-            PduType::CAPSULE_RESP => {
-                let mut c = [0u8; 16];
-                c.copy_from_slice(&s[..16]);
-                Pdu::CapsuleResp(Cqe::decode(&c))
-            }
+            PduType::CAPSULE_RESP => Pdu::CapsuleResp(capsule::get_resp(s).map_err(short)?),
             PduType::H2C_DATA | PduType::C2H_DATA => {
-                let d = DataPdu {
-                    cccid: le16(s, 0),
-                    ttag: le16(s, 2),
-                    datao: le32(s, 4),
-                    last: ch.flags & flags::LAST_PDU != 0,
-                    success: ch.flags & flags::SUCCESS != 0,
-                    data: data_of(range.clone()),
-                };
+                let d = DataPdu::get(s, ch.flags, data_of(range.clone())).map_err(short)?;
                 if ch.pdu_type == PduType::H2C_DATA {
                     Pdu::H2cData(d)
                 } else {
                     Pdu::C2hData(d)
                 }
             }
-            _ => Pdu::R2t(R2t {
-                cccid: le16(s, 0),
-                ttag: le16(s, 2),
-                r2to: le32(s, 4),
-                r2tl: le32(s, 8),
-            }),
+            _ => Pdu::R2t(R2t::get(s).map_err(short)?),
         };
-        if dd && crc32c::crc32c(data) != le32(buf, body_end) {
+        if dd && crc32c::crc32c(data) != get_u32_le(buf, body_end).map_err(short)? {
             let (cccid, ttag) = match &pdu {
                 Pdu::CapsuleCmd(sqe, _) => (sqe.cid(), 0),
                 Pdu::H2cData(d) | Pdu::C2hData(d) => (d.cccid, d.ttag),

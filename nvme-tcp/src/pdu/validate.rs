@@ -4,10 +4,10 @@
 //! house rule 9). The result is the FES/FEI of the TermReq to send.
 
 use super::{
-    flags, PduType, CAPSULE_CMD_HLEN, CAPSULE_RESP_HLEN, COMMON_LEN, DATA_HLEN, DIGEST_LEN, IC_LEN,
-    R2T_HLEN, TERM_HLEN, TERM_MAX_DATA,
+    data, flags, r2t, CommonHeader, PduType, CAPSULE_CMD_HLEN, CAPSULE_RESP_HLEN, COMMON_LEN,
+    DATA_HLEN, DIGEST_LEN, IC_LEN, R2T_HLEN, TERM_HLEN, TERM_MAX_DATA,
 };
-use super::{le16, le32};
+use bytecodec::{get_u16_le, get_u32_le, get_u8};
 
 /// Fatal Error Status of a termination request.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -64,16 +64,6 @@ pub struct Rules {
     pub max_data_pdu: u32,
 }
 
-/// The 8-byte common header, decoded.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct CommonHeader {
-    pub pdu_type: PduType,
-    pub flags: u8,
-    pub hlen: u8,
-    pub pdo: u8,
-    pub plen: u32,
-}
-
 fn is_digestible(t: PduType) -> bool {
     matches!(
         t,
@@ -95,16 +85,7 @@ fn carries_data(t: PduType) -> bool {
 /// Checks the common header (`ch` holds at least its 8 bytes): enough to know how many bytes
 /// to read next without trusting an absurd PLEN.
 pub fn validate_common(ch: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
-    if ch.len() < COMMON_LEN {
-        return Err(Fatal::field(4));
-    }
-    let h = CommonHeader {
-        pdu_type: PduType(ch[0]),
-        flags: ch[1],
-        hlen: ch[2],
-        pdo: ch[3],
-        plen: le32(ch, 4),
-    };
+    let h = CommonHeader::parse(ch).map_err(|_| Fatal::field(4))?;
     let t = h.pdu_type;
     // PDU-Type (offset 0): only the types that travel towards this receiver.
     let (ic, term) = match r.receiver {
@@ -235,22 +216,25 @@ pub fn validate_header(hdr: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
         // The caller hands us the whole PDU; a short buffer means PLEN lied.
         return Err(Fatal::field(4));
     }
+    // Reads below HLEN: the length was checked just above, so a miss cannot happen, and
+    // would be the same lying PLEN.
+    let short = |_| Fatal::field(4);
     match h.pdu_type {
         PduType::IC_REQ | PduType::IC_RESP => {
-            if le16(hdr, 8) != 0 {
+            if get_u16_le(hdr, 8).map_err(short)? != 0 {
                 return Err(Fatal {
                     fes: Fes::UNSUPPORTED_PARAMETER,
                     fei: 8,
                 });
             }
-            if hdr[10] > 31 {
+            if get_u8(hdr, 10).map_err(short)? > 31 {
                 return Err(Fatal::field(10));
             }
-            if hdr[11] & !3 != 0 {
+            if get_u8(hdr, 11).map_err(short)? & !3 != 0 {
                 return Err(Fatal::field(11));
             }
             if h.pdu_type == PduType::IC_RESP {
-                let m = le32(hdr, 12);
+                let m = get_u32_le(hdr, 12).map_err(short)?;
                 if m < 4096 || !m.is_multiple_of(4) {
                     return Err(Fatal::field(12));
                 }
@@ -262,15 +246,18 @@ pub fn validate_header(hdr: &[u8], r: &Rules) -> Result<CommonHeader, Fatal> {
             } else {
                 0
             };
-            let datal = le32(hdr, 16) as usize;
+            const DATAL: usize = COMMON_LEN + data::DATAL;
+            let datal = get_u32_le(hdr, DATAL).map_err(short)? as usize;
             if datal == 0 || h.pdo as usize + datal + ddl != h.plen as usize {
-                return Err(Fatal::field(16));
+                return Err(Fatal::field(DATAL as u32));
             }
             if h.flags & flags::SUCCESS != 0 && h.flags & flags::LAST_PDU == 0 {
                 return Err(Fatal::field(1));
             }
         }
-        PduType::R2T if le32(hdr, 16) == 0 => return Err(Fatal::field(16)),
+        PduType::R2T if get_u32_le(hdr, COMMON_LEN + r2t::R2TL).map_err(short)? == 0 => {
+            return Err(Fatal::field((COMMON_LEN + r2t::R2TL) as u32))
+        }
         _ => {}
     }
     Ok(h)

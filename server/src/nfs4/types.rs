@@ -4,6 +4,7 @@
 use crate::nfs4::status::NfsStat;
 use crate::store::{Attr, DirChange, Ino, Stable, Timespec};
 use crate::xdr::{Xdr, XdrError, XdrReader, XdrResult, XdrWriter};
+use bytecodec::{get_u32_be, get_u64_be, put_u32_be, put_u64_be};
 
 pub const NFS4_FHSIZE: usize = 128;
 pub const NFS4_VERIFIER_SIZE: usize = 8;
@@ -148,19 +149,19 @@ impl Fh {
 
     pub fn to_bytes(&self) -> [u8; Fh::LEN] {
         let mut b = [0u8; Fh::LEN];
-        b[0..4].copy_from_slice(&Fh::MAGIC.to_be_bytes());
-        b[4..12].copy_from_slice(&self.ino.0.to_be_bytes());
-        b[12..16].copy_from_slice(&self.generation.to_be_bytes());
+        put_u32_be(&mut b, 0, Fh::MAGIC);
+        put_u64_be(&mut b, 4, self.ino.0);
+        put_u32_be(&mut b, 12, self.generation);
         b
     }
 
     /// `None` for anything that is not one of ours (the caller answers BADHANDLE).
     pub fn from_bytes(b: &[u8]) -> Option<Fh> {
-        if b.len() != Fh::LEN || b[0..4] != Fh::MAGIC.to_be_bytes() {
+        if b.len() != Fh::LEN || get_u32_be(b, 0).ok()? != Fh::MAGIC {
             return None;
         }
-        let ino = u64::from_be_bytes(b[4..12].try_into().ok()?);
-        let generation = u32::from_be_bytes(b[12..16].try_into().ok()?);
+        let ino = get_u64_be(b, 4).ok()?;
+        let generation = get_u32_be(b, 12).ok()?;
         Some(Fh {
             ino: Ino(ino),
             generation,

@@ -12,6 +12,7 @@
 //! that fits this transport limit but not the session's `ca_maxrequestsize`. CREATE_SESSION
 //! must therefore never grant a `ca_maxrequestsize` above `max_record`.
 
+use bytecodec::{get_u32_be, put_u32_be, Writer};
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
 
@@ -63,10 +64,11 @@ impl RecordReader {
             let (len, last) = match self.pending {
                 Some(p) => p,
                 None => {
-                    if src.len() < 4 {
+                    // Fewer than 4 bytes: the header is not all in yet.
+                    let Ok(h) = get_u32_be(src, 0) else {
                         return Ok(None);
-                    }
-                    let h = src.get_u32();
+                    };
+                    src.advance(4);
                     let len = (h & !LAST_FRAGMENT) as usize;
                     let total = self.partial.len().saturating_add(len);
                     if total > self.max_record {
@@ -108,7 +110,7 @@ pub fn finish_record(out: &mut Vec<u8>, at: usize) {
     const MAX_FRAG: usize = (LAST_FRAGMENT - 1) as usize;
     let len = out.len() - at - 4;
     if len <= MAX_FRAG {
-        out[at..at + 4].copy_from_slice(&(len as u32 | LAST_FRAGMENT).to_be_bytes());
+        put_u32_be(out, at, len as u32 | LAST_FRAGMENT);
         return;
     }
     let body = out.split_off(at + 4);
@@ -120,8 +122,7 @@ pub fn finish_record(out: &mut Vec<u8>, at: usize) {
         } else {
             0
         };
-        out.extend_from_slice(&(c.len() as u32 | last).to_be_bytes());
-        out.extend_from_slice(c);
+        Writer::new(out).u32_be(c.len() as u32 | last).bytes(c);
     }
 }
 

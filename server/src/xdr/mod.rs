@@ -1,7 +1,12 @@
 //! XDR (RFC 4506) codec: a bounded reader over a borrowed slice and a writer appending to a
 //! `Vec<u8>`. No I/O here (style.md rule 1). Decoding never trusts a length: every
 //! variable-length item is checked against the bytes that remain and against a caller's bound.
+//!
+//! XDR is big-endian 4-byte units (RFC 4506 §3); the units themselves go through bytecodec's
+//! `Reader` (which bounds every read) and `Writer`, and this file adds what is XDR's own:
+//! padding to 4 bytes, lengths checked against a bound, booleans, optional data.
 
+use bytecodec::{put_u32_be, Reader, Writer};
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -27,26 +32,30 @@ pub trait Xdr: Sized {
 /// A cursor over XDR bytes.
 #[derive(Debug, Clone)]
 pub struct XdrReader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    r: Reader<'a>,
+    /// The length of the whole input, for `position`.
+    len: usize,
 }
 
 impl<'a> XdrReader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
-        XdrReader { buf, pos: 0 }
+        XdrReader {
+            r: Reader::new(buf),
+            len: buf.len(),
+        }
     }
 
     pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.r.remaining()
     }
 
     pub fn position(&self) -> usize {
-        self.pos
+        self.len - self.r.remaining()
     }
 
     /// The bytes not read yet.
     pub fn rest(&self) -> &'a [u8] {
-        &self.buf[self.pos..]
+        self.r.rest()
     }
 
     /// Fails unless every byte was consumed.
@@ -58,28 +67,25 @@ impl<'a> XdrReader<'a> {
         }
     }
 
+    /// A short read consumes nothing (bytecodec's `Reader` promises it).
+    #[inline]
     fn take(&mut self, n: usize) -> XdrResult<&'a [u8]> {
-        if n > self.remaining() {
-            return Err(XdrError::Short);
-        }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
+        self.r.bytes(n).map_err(|_| XdrError::Short)
     }
 
+    #[inline]
     pub fn u32(&mut self) -> XdrResult<u32> {
-        let b = self.take(4)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        self.r.u32_be().map_err(|_| XdrError::Short)
     }
 
     pub fn i32(&mut self) -> XdrResult<i32> {
         Ok(self.u32()? as i32)
     }
 
+    /// An XDR hyper: two units, the high one first, which is the big-endian u64.
+    #[inline]
     pub fn u64(&mut self) -> XdrResult<u64> {
-        let hi = self.u32()? as u64;
-        let lo = self.u32()? as u64;
-        Ok(hi << 32 | lo)
+        self.r.u64_be().map_err(|_| XdrError::Short)
     }
 
     pub fn i64(&mut self) -> XdrResult<i64> {
@@ -200,16 +206,18 @@ impl XdrWriter {
         self.buf
     }
 
+    #[inline]
     pub fn u32(&mut self, v: u32) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
+        Writer::new(&mut self.buf).u32_be(v);
     }
 
     pub fn i32(&mut self, v: i32) {
         self.u32(v as u32)
     }
 
+    #[inline]
     pub fn u64(&mut self, v: u64) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
+        Writer::new(&mut self.buf).u64_be(v);
     }
 
     pub fn i64(&mut self, v: i64) {
@@ -221,8 +229,7 @@ impl XdrWriter {
     }
 
     pub fn opaque_fixed(&mut self, b: &[u8]) {
-        self.buf.extend_from_slice(b);
-        self.buf.extend_from_slice(&[0u8; 3][..pad(b.len())]);
+        Writer::new(&mut self.buf).bytes(b).zeros(pad(b.len()));
     }
 
     pub fn opaque(&mut self, b: &[u8]) {
@@ -262,8 +269,9 @@ impl XdrWriter {
         at
     }
 
+    /// Panics if `at` is not a position `reserve_u32` gave back (a bug in the encoder).
     pub fn patch_u32(&mut self, at: usize, v: u32) {
-        self.buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
+        put_u32_be(&mut self.buf, at, v);
     }
 }
 

@@ -4,21 +4,23 @@
 
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::Stateid;
+use bytecodec::{get_u32_be, get_u64_be, put_u32_be, put_u64_be};
 
 /// Builds the `other` field of a stateid.
 pub fn make_other(epoch: u32, id: u64) -> [u8; 12] {
     let mut o = [0u8; 12];
-    o[0..4].copy_from_slice(&epoch.to_be_bytes());
-    o[4..12].copy_from_slice(&id.to_be_bytes());
+    put_u32_be(&mut o, 0, epoch);
+    put_u64_be(&mut o, 4, id);
     o
 }
 
 /// Splits `other`: `Err(STALE_STATEID)` for another boot's stateid.
 pub fn parse_other(epoch: u32, other: &[u8; 12]) -> Result<u64, NfsStat> {
-    let e = u32::from_be_bytes([other[0], other[1], other[2], other[3]]);
-    let mut id = [0u8; 8];
-    id.copy_from_slice(&other[4..12]);
-    let id = u64::from_be_bytes(id);
+    // Both reads are inside the 12-byte array: the errors cannot happen, and would read as
+    // another boot's stateid.
+    let stale = |_| NfsStat::STALE_STATEID;
+    let e = get_u32_be(other, 0).map_err(stale)?;
+    let id = get_u64_be(other, 4).map_err(stale)?;
     if e != epoch {
         return Err(NfsStat::STALE_STATEID);
     }
