@@ -138,12 +138,6 @@ pub(crate) fn batchable(c: &Controller, cmd: &Cmd) -> bool {
             .is_some_and(|ns| ns.backend.fast_writes())
 }
 
-fn le64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
-}
-
 /// Marks the blocking backend call of each arm (the caller already runs us where blocking is
 /// allowed).
 fn blocking<T>(f: impl FnOnce() -> T) -> Result<T, Status> {
@@ -245,9 +239,13 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             }
             let mut ranges = Vec::with_capacity(nr);
             for i in 0..nr {
-                let r = &cmd.data[i * 16..i * 16 + 16];
-                let nlb = u32::from_le_bytes([r[4], r[5], r[6], r[7]]) as u64;
-                let slba = le64(r, 8);
+                // A DSM range (NVMe Base 2.0 §5.27.1.5): attributes 4 bytes, NLB 4, SLBA 8;
+                // the length check above covers all `nr` of them.
+                let at = i * 16;
+                let field =
+                    |r: Result<u64, bytecodec::Error>| r.map_err(|_| Status::SGL_DATA_LEN_INVALID);
+                let nlb = field(bytecodec::get_u32_le(&cmd.data, at + 4).map(u64::from))?;
+                let slba = field(bytecodec::get_u64_le(&cmd.data, at + 8))?;
                 match slba.checked_add(nlb) {
                     Some(end) if end <= ns.backend.num_blocks() => {
                         if deallocate {

@@ -128,16 +128,19 @@ pub struct Initiator {
     identify: Vec<u8>,
 }
 
-fn le16(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
+/// A field of the data a target returned (Identify, a log page, a Reservation Report): a short
+/// buffer is the target's protocol error, never a panic of ours.
+fn identified<T>(r: Result<T, bytecodec::Error>) -> Result<T, Error> {
+    r.map_err(|e| Error::Protocol(format!("data from the target: {e:?}")))
 }
-fn le32(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+fn le16(b: &[u8], o: usize) -> Result<u16, Error> {
+    identified(bytecodec::get_u16_le(b, o))
 }
-fn le64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
+fn le32(b: &[u8], o: usize) -> Result<u32, Error> {
+    identified(bytecodec::get_u32_le(b, o))
+}
+fn le64(b: &[u8], o: usize) -> Result<u64, Error> {
+    identified(bytecodec::get_u64_le(b, o))
 }
 fn text(b: &[u8]) -> String {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
@@ -208,7 +211,7 @@ impl Initiator {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         ini.identify = ini.identify_raw(1, 0).await?;
-        if le16(&ini.identify, 78) != cntlid {
+        if le16(&ini.identify, 78)? != cntlid {
             return Err(Error::Protocol(
                 "Identify CNTLID differs from Connect's".into(),
             ));
@@ -222,7 +225,7 @@ impl Initiator {
             let granted = (c.cqe.dw0 & 0xFFFF).min(c.cqe.dw0 >> 16) as u16 + 1;
             let mqes = (cap & 0xFFFF) as u16;
             let depth = cfg.queue_depth.clamp(2, mqes.saturating_add(1));
-            let ioccsz = le32(&ini.identify, 1792) as usize;
+            let ioccsz = le32(&ini.identify, 1792)? as usize;
             let inline_max = (ioccsz * 16).saturating_sub(64);
             for qid in 1..=cfg.io_queues.min(granted) {
                 let q = HostQueue::open(
@@ -241,7 +244,7 @@ impl Initiator {
         if cfg.send_keep_alive && cfg.kato_ms > 0 {
             let admin = ini.admin.clone();
             // CTRATT is bytes 99:96 of Identify Controller.
-            let tbkas = le32(&ini.identify, 96) & CTRATT_TBKAS != 0;
+            let tbkas = le32(&ini.identify, 96)? & CTRATT_TBKAS != 0;
             // Every KATO/2, and every KATO/4 with TBKAS, as Linux
             // (`nvme_keep_alive_work_period`): a skipped check postpones the next Keep Alive
             // by a whole period, so the checks run twice as often to keep the longest gap
@@ -345,21 +348,20 @@ impl Initiator {
 
     pub async fn identify_namespace(&self, nsid: u32) -> Result<NamespaceInfo, Error> {
         let b = self.identify_raw(0, nsid).await?;
-        let lbaf = le32(&b, 128 + 4 * (b[26] & 0xF) as usize);
-        let mut nguid = [0u8; 16];
-        nguid.copy_from_slice(&b[104..120]);
-        let mut eui64 = [0u8; 8];
-        eui64.copy_from_slice(&b[120..128]);
+        let flbas = identified(bytecodec::get_u8(&b, 26))?;
+        let lbaf = le32(&b, 128 + 4 * (flbas & 0xF) as usize)?;
+        let nguid: [u8; 16] = identified(bytecodec::get_array(&b, 104))?;
+        let eui64: [u8; 8] = identified(bytecodec::get_array(&b, 120))?;
         let lbads = (lbaf >> 16) & 0xFF;
         if !(9..=16).contains(&lbads) {
             return Err(Error::Protocol(format!("namespace {nsid}: LBADS {lbads}")));
         }
         Ok(NamespaceInfo {
             nsid,
-            blocks: le64(&b, 0),
+            blocks: le64(&b, 0)?,
             block_size: 1 << lbads,
-            nmic: b[30],
-            rescap: b[31],
+            nmic: identified(bytecodec::get_u8(&b, 30))?,
+            rescap: identified(bytecodec::get_u8(&b, 31))?,
             nguid,
             eui64,
         })
@@ -367,8 +369,9 @@ impl Initiator {
 
     pub async fn active_namespaces(&self) -> Result<Vec<u32>, Error> {
         let b = self.identify_raw(2, 0).await?;
-        Ok(b.chunks(4)
-            .map(|c| le32(c, 0))
+        // Whole entries only: a trailing partial one is not a namespace id.
+        Ok(b.chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .take_while(|&n| n != 0)
             .collect())
     }

@@ -143,27 +143,27 @@ impl Initiator {
                 )));
             }
             // REGCTL is 16 bits: at most 64 + 64 × 65535 bytes.
-            let need = 64 + 64 * le16(&b, 5) as u32;
+            let need = 64 + 64 * le16(&b, 5)? as u32;
             if need <= len || len > 4096 {
                 break b;
             }
             len = need;
         };
-        let n = le16(&b, 5) as usize;
+        let n = le16(&b, 5)? as usize;
         let mut registrants = Vec::new();
         for i in 0..n.min((b.len() - 64) / 64) {
             let e = &b[64 + i * 64..128 + i * 64];
             let mut hostid = [0u8; 16];
             hostid.copy_from_slice(&e[16..32]);
             registrants.push(Registrant {
-                cntlid: le16(e, 0),
+                cntlid: le16(e, 0)?,
                 holds: e[2] & 1 != 0,
-                key: le64(e, 8),
+                key: le64(e, 8)?,
                 hostid,
             });
         }
         Ok(ReservationReport {
-            generation: le32(&b, 0),
+            generation: le32(&b, 0)?,
             rtype: b[4],
             ptpl: b[9] & 1 != 0,
             registrants,
