@@ -17,13 +17,38 @@
 //! its own blobs and nodes as used. Mount reads one checkpoint, its two blobs and nothing else
 //!; the tree is read through the cache as it is used.
 
+use bytecodec::{get_u32_le, get_u64_le, put_u32_le, put_u64_le, Reader, Writer};
+
 use super::btree::Root;
 use super::types::BLOCK;
 
 const MAGIC: u32 = 0x4b43_4e50; // "PNCK"
 const VERSION: u32 = 1;
-const OFF_CRC: usize = 508;
 pub const CHECKPOINT_BYTES: usize = 512;
+
+// The checkpoint's fields, at the offsets the module comment gives.
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION: usize = 4;
+const OFF_SEQ: usize = 8;
+const OFF_CSN: usize = 16;
+const OFF_ROOT_BLOCK: usize = 24;
+const OFF_ROOT_LEVEL: usize = 32;
+const OFF_HAS_ROOT: usize = 33;
+const OFF_NEXT_INO: usize = 40;
+const OFF_FILES: usize = 48;
+const OFF_NODES: usize = 56;
+const OFF_FREE: usize = 64;
+const OFF_CLIENTS: usize = 88;
+const OFF_CRC: usize = 508;
+
+/// A `BlobRef` on disk: start u64, blocks u32, bytes u32, CRC32C u32, pad u32.
+const BLOB_REF_BYTES: usize = 24;
+
+const _: () = assert!(OFF_FREE + BLOB_REF_BYTES == OFF_CLIENTS);
+const _: () = assert!(OFF_CLIENTS + BLOB_REF_BYTES <= OFF_CRC);
+// The CRC is the sector's last word, and the sector fits in the slot's block.
+const _: () = assert!(OFF_CRC + 4 == CHECKPOINT_BYTES);
+const _: () = assert!(CHECKPOINT_BYTES <= BLOCK as usize);
 
 /// Where a blob lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,24 +60,28 @@ pub struct BlobRef {
 }
 
 impl BlobRef {
-    fn put(&self, b: &mut [u8]) {
-        b[0..8].copy_from_slice(&self.start.to_le_bytes());
-        b[8..12].copy_from_slice(&self.blocks.to_le_bytes());
-        b[12..16].copy_from_slice(&self.bytes.to_le_bytes());
-        b[16..20].copy_from_slice(&self.crc.to_le_bytes());
+    /// Writes the reference at byte `off` of `b` (a checkpoint block; its pad stays zero).
+    fn put(&self, b: &mut [u8], off: usize) {
+        put_u64_le(b, off, self.start);
+        put_u32_le(b, off + 8, self.blocks);
+        put_u32_le(b, off + 12, self.bytes);
+        put_u32_le(b, off + 16, self.crc);
     }
-    fn get(b: &[u8]) -> BlobRef {
-        BlobRef {
-            start: u64le(b, 0),
-            blocks: u32le(b, 8),
-            bytes: u32le(b, 12),
-            crc: u32le(b, 16),
-        }
+
+    fn get(b: &[u8], off: usize) -> Result<BlobRef, bytecodec::Error> {
+        Ok(BlobRef {
+            start: get_u64_le(b, off)?,
+            blocks: get_u32_le(b, off + 8)?,
+            bytes: get_u32_le(b, off + 12)?,
+            crc: get_u32_le(b, off + 16)?,
+        })
     }
 }
 
+/// A blob block's next-block pointer, then its payload.
+const BLOB_NEXT_BYTES: usize = 8;
 /// Bytes of a blob per block (after the next-block pointer).
-pub const BLOB_PAYLOAD: usize = BLOCK as usize - 8;
+pub const BLOB_PAYLOAD: usize = BLOCK as usize - BLOB_NEXT_BYTES;
 
 /// The blocks of a blob chain over `blocks`, holding `bytes`.
 pub fn encode_blob(bytes: &[u8], blocks: &[u64]) -> Vec<Vec<u8>> {
@@ -61,9 +90,9 @@ pub fn encode_blob(bytes: &[u8], blocks: &[u64]) -> Vec<Vec<u8>> {
     for (i, _) in blocks.iter().enumerate() {
         let mut b = vec![0u8; BLOCK as usize];
         let next = blocks.get(i + 1).copied().unwrap_or(0);
-        b[0..8].copy_from_slice(&next.to_le_bytes());
+        put_u64_le(&mut b, 0, next);
         if let Some(c) = chunks.next() {
-            b[8..8 + c.len()].copy_from_slice(c);
+            bytecodec::put_bytes(&mut b, BLOB_NEXT_BYTES, c);
         }
         out.push(b);
     }
@@ -88,71 +117,65 @@ impl Checkpoint {
     /// One full block for slot `slot`.
     pub fn encode(&self, slot: u64) -> Vec<u8> {
         let mut b = vec![0u8; BLOCK as usize];
-        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        b[4..8].copy_from_slice(&VERSION.to_le_bytes());
-        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
-        b[16..24].copy_from_slice(&self.csn.to_le_bytes());
+        put_u32_le(&mut b, OFF_MAGIC, MAGIC);
+        put_u32_le(&mut b, OFF_VERSION, VERSION);
+        put_u64_le(&mut b, OFF_SEQ, self.seq);
+        put_u64_le(&mut b, OFF_CSN, self.csn);
         if let Some(r) = self.root {
-            b[24..32].copy_from_slice(&r.block.to_le_bytes());
-            b[32] = r.level;
-            b[33] = 1;
+            put_u64_le(&mut b, OFF_ROOT_BLOCK, r.block);
+            b[OFF_ROOT_LEVEL] = r.level;
+            b[OFF_HAS_ROOT] = 1;
         }
-        b[40..48].copy_from_slice(&self.next_ino.to_le_bytes());
-        b[48..56].copy_from_slice(&self.files.to_le_bytes());
-        b[56..64].copy_from_slice(&self.nodes.to_le_bytes());
-        self.free.put(&mut b[64..88]);
-        self.clients.put(&mut b[88..112]);
+        put_u64_le(&mut b, OFF_NEXT_INO, self.next_ino);
+        put_u64_le(&mut b, OFF_FILES, self.files);
+        put_u64_le(&mut b, OFF_NODES, self.nodes);
+        self.free.put(&mut b, OFF_FREE);
+        self.clients.put(&mut b, OFF_CLIENTS);
         let crc = slot_crc(slot, &b[..OFF_CRC]);
-        b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        put_u32_le(&mut b, OFF_CRC, crc);
         b
     }
 
     /// `None` for a slot that was never written, is torn, or belongs to another slot.
     pub fn decode(slot: u64, b: &[u8]) -> Option<Checkpoint> {
-        if b.len() < CHECKPOINT_BYTES || u32le(b, 0) != MAGIC || u32le(b, 4) != VERSION {
+        let b = b.get(..CHECKPOINT_BYTES)?;
+        if get_u32_le(b, OFF_MAGIC).ok()? != MAGIC || get_u32_le(b, OFF_VERSION).ok()? != VERSION {
             return None;
         }
-        if slot_crc(slot, &b[..OFF_CRC]) != u32le(b, OFF_CRC) {
+        if slot_crc(slot, &b[..OFF_CRC]) != get_u32_le(b, OFF_CRC).ok()? {
             return None;
         }
-        Some(Checkpoint {
-            seq: u64le(b, 8),
-            csn: u64le(b, 16),
-            root: (b[33] == 1).then(|| Root {
-                block: u64le(b, 24),
-                level: b[32],
+        let root = match b[OFF_HAS_ROOT] {
+            1 => Some(Root {
+                block: get_u64_le(b, OFF_ROOT_BLOCK).ok()?,
+                level: b[OFF_ROOT_LEVEL],
             }),
-            next_ino: u64le(b, 40),
-            files: u64le(b, 48),
-            nodes: u64le(b, 56),
-            free: BlobRef::get(&b[64..88]),
-            clients: BlobRef::get(&b[88..112]),
+            _ => None,
+        };
+        Some(Checkpoint {
+            seq: get_u64_le(b, OFF_SEQ).ok()?,
+            csn: get_u64_le(b, OFF_CSN).ok()?,
+            root,
+            next_ino: get_u64_le(b, OFF_NEXT_INO).ok()?,
+            files: get_u64_le(b, OFF_FILES).ok()?,
+            nodes: get_u64_le(b, OFF_NODES).ok()?,
+            free: BlobRef::get(b, OFF_FREE).ok()?,
+            clients: BlobRef::get(b, OFF_CLIENTS).ok()?,
         })
     }
 }
 
 #[cfg(feature = "fuzzing")]
-/// Give an edited checkpoint block the CRC of `slot` (the fuzz harness: store/fuzzing.rs).
+/// Give an edited checkpoint block the CRC of `slot` (the fuzz harness: fuzzing.rs).
 pub fn seal_checkpoint(slot: u64, b: &mut [u8]) {
     if b.len() >= CHECKPOINT_BYTES {
         let crc = slot_crc(slot, &b[..OFF_CRC]);
-        b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        put_u32_le(b, OFF_CRC, crc);
     }
 }
 
 fn slot_crc(slot: u64, b: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&slot.to_le_bytes()), b)
-}
-
-fn u32le(b: &[u8], o: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[o..o + 4]);
-    u32::from_le_bytes(a)
-}
-fn u64le(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
 }
 
 /// An extent whose numbers cannot overflow block arithmetic (a disk may say anything).
@@ -161,25 +184,36 @@ pub fn extent_ok(file_block: u64, phys_block: u64, len: u64) -> bool {
     len > 0 && file_block < LIMIT && phys_block < LIMIT && len < LIMIT
 }
 
-/// The next-block pointer of a blob block.
+/// The next-block pointer of a blob block; 0 (the last) for one too short to hold it, which
+/// ends the chain where its readers check the length they were promised.
 pub fn blob_next(b: &[u8]) -> u64 {
-    u64le(b, 0)
+    get_u64_le(b, 0).unwrap_or(0)
 }
 
+/// A free extent in the free-space list: start u64, len u64.
+const FREE_EXTENT_BYTES: usize = 16;
+
 pub fn encode_free_list(ext: impl Iterator<Item = (u64, u64)>) -> Vec<u8> {
-    let mut w = Vec::new();
+    let mut out = Vec::new();
+    let mut w = Writer::new(&mut out);
     for (s, l) in ext {
-        w.extend_from_slice(&s.to_le_bytes());
-        w.extend_from_slice(&l.to_le_bytes());
+        w.u64_le(s).u64_le(l);
     }
-    w
+    out
 }
 
 pub fn decode_free_list(b: &[u8]) -> Result<Vec<(u64, u64)>, String> {
-    if !b.len().is_multiple_of(16) {
+    if !b.len().is_multiple_of(FREE_EXTENT_BYTES) {
         return Err("free-space list: bad length".into());
     }
-    Ok(b.chunks(16).map(|c| (u64le(c, 0), u64le(c, 8))).collect())
+    let bad = |e: bytecodec::Error| format!("free-space list: {e}");
+    let mut r = Reader::new(b);
+    let mut out = Vec::with_capacity(b.len() / FREE_EXTENT_BYTES);
+    for _ in 0..b.len() / FREE_EXTENT_BYTES {
+        let start = r.u64_le().map_err(bad)?;
+        out.push((start, r.u64_le().map_err(bad)?));
+    }
+    Ok(out)
 }
 
 /// (key, value) pairs of the client records.
@@ -187,37 +221,30 @@ pub type ClientRecords = Vec<(Vec<u8>, Vec<u8>)>;
 
 pub fn encode_clients<'a>(recs: impl Iterator<Item = (&'a Vec<u8>, &'a Vec<u8>)>) -> Vec<u8> {
     let recs: Vec<_> = recs.collect();
-    let mut w = Vec::new();
-    w.extend_from_slice(&(recs.len() as u32).to_le_bytes());
+    let mut out = Vec::new();
+    let mut w = Writer::new(&mut out);
+    w.u32_le(recs.len() as u32);
     for (k, v) in recs {
-        w.extend_from_slice(&(k.len() as u32).to_le_bytes());
-        w.extend_from_slice(k);
-        w.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        w.extend_from_slice(v);
+        w.u32_le(k.len() as u32).bytes(k);
+        w.u32_le(v.len() as u32).bytes(v);
     }
-    w
+    out
 }
 
+/// Bytes after the last of the `count` records are ignored.
 pub fn decode_clients(b: &[u8]) -> Result<ClientRecords, String> {
     if b.is_empty() {
         return Ok(Vec::new());
     }
-    let mut r = b;
-    let mut take = |n: usize| -> Result<&[u8], String> {
-        if r.len() < n {
-            return Err("client records truncated".into());
-        }
-        let (a, rest) = r.split_at(n);
-        r = rest;
-        Ok(a)
-    };
-    let n = u32le(take(4)?, 0);
+    let truncated = |_: bytecodec::Error| String::from("client records truncated");
+    let mut r = Reader::new(b);
+    let n = r.u32_le().map_err(truncated)?;
     let mut out = Vec::new();
     for _ in 0..n {
-        let kl = u32le(take(4)?, 0) as usize;
-        let k = take(kl)?.to_vec();
-        let vl = u32le(take(4)?, 0) as usize;
-        let v = take(vl)?.to_vec();
+        let kl = r.u32_le().map_err(truncated)? as usize;
+        let k = r.bytes(kl).map_err(truncated)?.to_vec();
+        let vl = r.u32_le().map_err(truncated)? as usize;
+        let v = r.bytes(vl).map_err(truncated)?.to_vec();
         out.push((k, v));
     }
     Ok(out)
@@ -266,6 +293,75 @@ mod tests {
         torn[20] ^= 1;
         assert_eq!(Checkpoint::decode(1, &torn), None);
         assert_eq!(Checkpoint::decode(0, &vec![0u8; 4096]), None);
+    }
+
+    /// The bytes of a checkpoint on disk, pinned: a change of encoding fails here before it
+    /// fails to mount an existing volume.
+    #[test]
+    fn checkpoint_bytes_are_pinned() {
+        let c = Checkpoint {
+            seq: 0x0102_0304_0506_0708,
+            csn: 0x11,
+            root: Some(Root {
+                block: 0x2233,
+                level: 3,
+            }),
+            next_ino: 0x44,
+            files: 0x55,
+            nodes: 0x66,
+            free: BlobRef {
+                start: 0x77,
+                blocks: 0x88,
+                bytes: 0x99,
+                crc: 0xaabb_ccdd,
+            },
+            clients: BlobRef {
+                start: 0xee,
+                blocks: 1,
+                bytes: 2,
+                crc: 3,
+            },
+        };
+        let b = c.encode(1);
+        assert_eq!(b.len(), BLOCK as usize);
+        let mut want = [0u8; 112];
+        want[..8].copy_from_slice(b"PNCK\x01\0\0\0");
+        want[8..16].copy_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1]);
+        want[16] = 0x11;
+        want[24..26].copy_from_slice(&[0x33, 0x22]);
+        want[32..34].copy_from_slice(&[3, 1]);
+        want[40] = 0x44;
+        want[48] = 0x55;
+        want[56] = 0x66;
+        want[64] = 0x77;
+        want[72] = 0x88;
+        want[76] = 0x99;
+        want[80..84].copy_from_slice(&[0xdd, 0xcc, 0xbb, 0xaa]);
+        want[88] = 0xee;
+        want[96] = 1;
+        want[100] = 2;
+        want[104] = 3;
+        assert_eq!(&b[..112], &want[..]);
+        assert!(b[112..OFF_CRC].iter().all(|&x| x == 0));
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&1u64.to_le_bytes()), &b[..OFF_CRC]);
+        assert_eq!(&b[OFF_CRC..CHECKPOINT_BYTES], &crc.to_le_bytes());
+        assert!(b[CHECKPOINT_BYTES..].iter().all(|&x| x == 0));
+        assert_eq!(Checkpoint::decode(1, &b), Some(c));
+        assert_eq!(Checkpoint::decode(1, &b[..CHECKPOINT_BYTES - 1]), None);
+        // The blobs: a blob block, the free-space list and the client records.
+        let blob = encode_blob(b"ab", &[9, 12]);
+        assert_eq!(&blob[0][..10], &[12, 0, 0, 0, 0, 0, 0, 0, b'a', b'b']);
+        assert_eq!(&blob[1][..8], &[0u8; 8]);
+        assert_eq!((blob_next(&blob[0]), blob_next(&blob[1])), (12, 0));
+        assert_eq!(
+            encode_free_list([(1u64, 0x0203u64)].into_iter()),
+            [1, 0, 0, 0, 0, 0, 0, 0, 3, 2, 0, 0, 0, 0, 0, 0]
+        );
+        let (k, v) = (b"k".to_vec(), b"vw".to_vec());
+        assert_eq!(
+            encode_clients([(&k, &v)].into_iter()),
+            [1, 0, 0, 0, 1, 0, 0, 0, b'k', 2, 0, 0, 0, b'v', b'w']
+        );
     }
 
     #[test]
