@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bytecodec::{get_u16_le, get_u32_le, get_u64_le, put_bytes, put_u16_le, put_u32_le, Writer};
+use bytecodec::{get_array, get_u32_le, get_u64_le, put_bytes, put_u16_le, put_u32_le, Writer};
 
 use super::types::{StoreError, BLOCK};
 
@@ -67,9 +67,12 @@ pub struct Page {
 
 /// The u16 at `o` of a node. `parse` checks every offset and length before it is used, so on
 /// a parsed page this never falls back; past the end of a buffer it reads 0, which `parse`
-/// refuses as an offset and bounds as a length.
+/// refuses as an offset and bounds as a length. Through `get_array` (generic, so compiled into
+/// this crate and inlined): this is the inner loop of every key search, and a call per read
+/// doubled a lookup's time.
+#[inline]
 fn u16at(b: &[u8], o: usize) -> usize {
-    get_u16_le(b, o).map_or(0, usize::from)
+    get_array::<2>(b, o).map_or(0, |a| usize::from(u16::from_le_bytes(a)))
 }
 
 /// The block number an internal node's value names; 0 (the superblock, never a node, so the
