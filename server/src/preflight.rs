@@ -303,4 +303,30 @@ mod tests {
         let e = check_unused_path(&p).unwrap_err().to_string();
         assert!(e.contains("a pnfsd volume (uuid"), "{e}");
     }
+
+    /// A volume whose server lost power keeps its mount mark (written with FUA); mkfs
+    /// without --force names who marked it.
+    #[test]
+    fn a_mark_left_by_a_crash_is_named_by_mkfs() {
+        use std::sync::Arc;
+
+        use crate::store::{describe_mark, Store, StoreOptions};
+        let dev = Arc::new(metalog::CrashDev::new(16 << 20, 8));
+        Store::mkfs_dev(dev.clone(), false).unwrap();
+        let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+        let survivor = Arc::new(dev.crash());
+        dev.freeze();
+        drop(s);
+        let mut b0 = vec![0u8; layout::BLOCK_SIZE as usize];
+        survivor.read_at(&mut b0, 0).unwrap();
+        let m = layout::Superblock::decode(&b0).unwrap().mounted.unwrap();
+        let e = check_unused_dev(&*survivor, "nvme-tcp://h/nqn.x")
+            .unwrap_err()
+            .to_string();
+        let since = describe_mark(&m);
+        assert!(
+            e.contains(&format!("marked mounted by {since}")) && e.contains("--force"),
+            "{e}"
+        );
+    }
 }

@@ -20,16 +20,32 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bytecodec::{get_array, get_u32_le, get_u64_le, put_bytes, put_u16_le, put_u32_le, Writer};
+
 use super::types::{StoreError, BLOCK};
 
 pub const PAGE: usize = BLOCK as usize;
 const MAGIC: u32 = 0x5442_4e50; // "PNBT"
+                                // The header's fields, at the offsets the module comment gives.
+const OFF_MAGIC: usize = 0;
+const OFF_LEVEL: usize = 4;
+const OFF_COUNT: usize = 6;
+const OFF_CRC: usize = 8;
 const HEADER: usize = 16;
+/// A slot: the u16 offset of one entry.
+const SLOT: usize = 2;
+/// An entry's head: key_len u16, val_len u16.
+const ENTRY_HEAD: usize = 4;
+/// An internal node's value: the child's block number, u64.
+const CHILD: usize = 8;
+const _: () = assert!(OFF_CRC + 4 <= HEADER);
+// Every offset in a node fits its u16 slot.
+const _: () = assert!(PAGE - 1 <= u16::MAX as usize);
 /// Largest key and value (keys.rs stays below both; xattr values are chunked to fit): three
 /// maximal entries fit a node, so a split always leaves every node with at least one entry.
 pub const MAX_KEY: usize = 300;
 pub const MAX_VAL: usize = 1024;
-const _: () = assert!(3 * (MAX_KEY + MAX_VAL + 6) <= PAGE - HEADER);
+const _: () = assert!(3 * (MAX_KEY + MAX_VAL + SLOT + ENTRY_HEAD) <= PAGE - HEADER);
 
 /// A sorted batch of changes: `Some` puts, `None` deletes.
 pub type Changes = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
@@ -49,8 +65,30 @@ pub struct Page {
     buf: Box<[u8]>,
 }
 
+/// The u16 at `o` of a node. `parse` checks every offset and length before it is used, so on
+/// a parsed page this never falls back; past the end of a buffer it reads 0, which `parse`
+/// refuses as an offset and bounds as a length. Through `get_array` (generic, so compiled into
+/// this crate and inlined): this is the inner loop of every key search, and a call per read
+/// doubled a lookup's time.
+#[inline]
 fn u16at(b: &[u8], o: usize) -> usize {
-    u16::from_le_bytes([b[o], b[o + 1]]) as usize
+    get_array::<2>(b, o).map_or(0, |a| usize::from(u16::from_le_bytes(a)))
+}
+
+/// The block number an internal node's value names; 0 (the superblock, never a node, so the
+/// read fails as "not a B+tree node") for a value of the wrong size, which `parse` refuses.
+fn child_of(v: &[u8]) -> u64 {
+    match v.len() {
+        CHILD => get_u64_le(v, 0).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The value of an internal node's entry for child `blk`.
+fn child_val(blk: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(CHILD);
+    Writer::new(&mut v).u64_le(blk);
+    v
 }
 
 fn corrupt(block: u64, what: &str) -> StoreError {
@@ -71,33 +109,32 @@ impl Page {
 
     /// Validate a block read from the device (decoding never trusts a length).
     pub fn parse(buf: Vec<u8>, block: u64, level: Option<u8>) -> Result<Page, StoreError> {
-        if buf.len() != PAGE || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != MAGIC {
+        if buf.len() != PAGE || get_u32_le(&buf, OFF_MAGIC) != Ok(MAGIC) {
             return Err(corrupt(block, "not a B+tree node"));
         }
-        let want = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
-        if crc(&buf, block) != want {
+        if get_u32_le(&buf, OFF_CRC) != Ok(crc(&buf, block)) {
             return Err(corrupt(block, "bad checksum"));
         }
-        if level.is_some_and(|l| l != buf[4]) {
+        if level.is_some_and(|l| l != buf[OFF_LEVEL]) {
             return Err(corrupt(block, "node at the wrong level"));
         }
-        let count = u16at(&buf, 6);
-        if HEADER + 2 * count > PAGE {
+        let count = u16at(&buf, OFF_COUNT);
+        if HEADER + SLOT * count > PAGE {
             return Err(corrupt(block, "bad entry count"));
         }
         let p = Page {
             buf: buf.into_boxed_slice(),
         };
         for i in 0..count {
-            let o = u16at(&p.buf, HEADER + 2 * i);
-            if o < HEADER + 2 * count || o + 4 > PAGE {
+            let o = u16at(&p.buf, HEADER + SLOT * i);
+            if o < HEADER + SLOT * count || o + ENTRY_HEAD > PAGE {
                 return Err(corrupt(block, "bad entry offset"));
             }
             let (kl, vl) = (u16at(&p.buf, o), u16at(&p.buf, o + 2));
-            if kl > MAX_KEY || vl > MAX_VAL || o + 4 + kl + vl > PAGE {
+            if kl > MAX_KEY || vl > MAX_VAL || o + ENTRY_HEAD + kl + vl > PAGE {
                 return Err(corrupt(block, "bad entry length"));
             }
-            if p.level() > 0 && vl != 8 {
+            if p.level() > 0 && vl != CHILD {
                 return Err(corrupt(block, "bad child pointer"));
             }
             if i > 0 && p.key(i - 1) >= p.key(i) {
@@ -110,22 +147,20 @@ impl Page {
     /// Encode `entries` (sorted, fitting: see `fits`) as a node for `block`.
     fn build(level: u8, entries: &[(Vec<u8>, Vec<u8>)], block: u64) -> Page {
         let mut b = vec![0u8; PAGE];
-        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        b[4] = level;
-        b[6..8].copy_from_slice(&(entries.len() as u16).to_le_bytes());
+        put_u32_le(&mut b, OFF_MAGIC, MAGIC);
+        b[OFF_LEVEL] = level;
+        put_u16_le(&mut b, OFF_COUNT, entries.len() as u16);
         let mut end = PAGE;
         for (i, (k, v)) in entries.iter().enumerate() {
-            let n = 4 + k.len() + v.len();
-            end -= n;
-            b[end..end + 2].copy_from_slice(&(k.len() as u16).to_le_bytes());
-            b[end + 2..end + 4].copy_from_slice(&(v.len() as u16).to_le_bytes());
-            b[end + 4..end + 4 + k.len()].copy_from_slice(k);
-            b[end + 4 + k.len()..end + n].copy_from_slice(v);
-            let s = HEADER + 2 * i;
-            b[s..s + 2].copy_from_slice(&(end as u16).to_le_bytes());
+            end -= ENTRY_HEAD + k.len() + v.len();
+            put_u16_le(&mut b, end, k.len() as u16);
+            put_u16_le(&mut b, end + 2, v.len() as u16);
+            put_bytes(&mut b, end + ENTRY_HEAD, k);
+            put_bytes(&mut b, end + ENTRY_HEAD + k.len(), v);
+            put_u16_le(&mut b, HEADER + SLOT * i, end as u16);
         }
         let c = crc(&b, block);
-        b[8..12].copy_from_slice(&c.to_le_bytes());
+        put_u32_le(&mut b, OFF_CRC, c);
         Page {
             buf: b.into_boxed_slice(),
         }
@@ -135,29 +170,26 @@ impl Page {
         &self.buf
     }
     pub fn level(&self) -> u8 {
-        self.buf[4]
+        self.buf[OFF_LEVEL]
     }
     pub fn count(&self) -> usize {
-        u16at(&self.buf, 6)
+        u16at(&self.buf, OFF_COUNT)
     }
     fn off(&self, i: usize) -> usize {
-        u16at(&self.buf, HEADER + 2 * i)
+        u16at(&self.buf, HEADER + SLOT * i)
     }
     pub fn key(&self, i: usize) -> &[u8] {
         let o = self.off(i);
         let kl = u16at(&self.buf, o);
-        &self.buf[o + 4..o + 4 + kl]
+        &self.buf[o + ENTRY_HEAD..o + ENTRY_HEAD + kl]
     }
     pub fn val(&self, i: usize) -> &[u8] {
         let o = self.off(i);
         let (kl, vl) = (u16at(&self.buf, o), u16at(&self.buf, o + 2));
-        &self.buf[o + 4 + kl..o + 4 + kl + vl]
+        &self.buf[o + ENTRY_HEAD + kl..o + ENTRY_HEAD + kl + vl]
     }
     fn child(&self, i: usize) -> u64 {
-        let v = self.val(i);
-        let mut a = [0u8; 8];
-        a.copy_from_slice(v);
-        u64::from_le_bytes(a)
+        child_of(self.val(i))
     }
     /// First entry with key ≥ `k`.
     fn lower_bound(&self, k: &[u8]) -> usize {
@@ -189,22 +221,23 @@ impl Page {
 }
 
 #[cfg(feature = "fuzzing")]
-/// Give an edited node the CRC of `block` (the fuzz harness: store/fuzzing.rs).
+/// Give an edited node the CRC of `block` (the fuzz harness: fuzzing.rs).
 pub fn seal(b: &mut [u8], block: u64) {
     if b.len() == PAGE {
         let c = crc(b, block);
-        b[8..12].copy_from_slice(&c.to_le_bytes());
+        put_u32_le(b, OFF_CRC, c);
     }
 }
 
 fn crc(b: &[u8], block: u64) -> u32 {
-    let c = crc32c::crc32c_append(crc32c::crc32c(&block.to_le_bytes()), &b[..8]);
+    let c = crc32c::crc32c_append(crc32c::crc32c(&block.to_le_bytes()), &b[..OFF_CRC]);
     let c = crc32c::crc32c_append(c, &[0u8; 4]);
-    crc32c::crc32c_append(c, &b[12..])
+    crc32c::crc32c_append(c, &b[OFF_CRC + 4..])
 }
 
+/// What an entry takes of a node: its slot, its head, its key and value.
 fn entry_cost(k: &[u8], v: &[u8]) -> usize {
-    6 + k.len() + v.len()
+    SLOT + ENTRY_HEAD + k.len() + v.len()
 }
 
 /// How the tree reads nodes (through the page cache).
@@ -478,12 +511,6 @@ fn finish_root(
     }
 }
 
-fn child_of(v: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&v[..8]);
-    u64::from_le_bytes(a)
-}
-
 fn apply_leaf(
     old: Vec<(Vec<u8>, Vec<u8>)>,
     ch: &[(&Vec<u8>, &Option<Vec<u8>>)],
@@ -649,7 +676,7 @@ fn pack(
         let blk = w.alloc()?;
         let first = g[0].0.clone();
         w.write(blk, Page::build(level, &g, blk))?;
-        out.push((first, blk.to_le_bytes().to_vec()));
+        out.push((first, child_val(blk)));
     }
     Ok(out)
 }

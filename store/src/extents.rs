@@ -241,8 +241,8 @@ pub fn next_mapped(kv: &Kv, ino: u64, from: u64) -> R<Option<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::cache::PageCache;
-    use crate::store::kv::Reader;
+    use crate::cache::PageCache;
+    use crate::kv::Reader;
     use layout::ExtentMap;
     use proptest::prelude::*;
     use std::sync::atomic::AtomicU64;

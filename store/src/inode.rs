@@ -3,6 +3,7 @@
 //! `encode_inode` / `decode_inode` are its B+tree record (the inode kind of keys.rs).
 //! A new core field is added here, in those four places, and nowhere else.
 
+use bytecodec::{Reader, Writer};
 use metalog::Item;
 
 use super::types::{Attr, FileType, Ino, Timespec, BLOCK};
@@ -218,96 +219,111 @@ impl Meta {
     }
 }
 
+/// An inode record: version u8 (1), gen u32, type u8, mode, uid, gid, nlink, rdev major and
+/// minor (u32 each), size u64, atime, mtime, ctime, crtime (sec i64, nsec u32 each), change
+/// u64, parent u64, nblocks u64.
 pub const INODE_REC: usize = 110;
+const _: () = assert!(INODE_REC == 1 + 4 + 1 + 6 * 4 + 8 + 4 * (8 + 4) + 3 * 8);
+const _: () = assert!(INODE_REC <= super::btree::MAX_VAL);
+const INODE_REC_VERSION: u8 = 1;
 
 /// Encode an inode record (its core fields and its block count, XFS `di_nblocks`).
 pub fn encode_inode(m: &Meta) -> Vec<u8> {
-    let mut w = Vec::with_capacity(INODE_REC);
-    w.push(1u8); // record version
-    w.extend_from_slice(&m.gen.to_le_bytes());
-    w.push(ftype_to_u8(m.ftype));
+    let mut out = Vec::with_capacity(INODE_REC);
+    let mut w = Writer::new(&mut out);
+    w.u8(INODE_REC_VERSION)
+        .u32_le(m.gen)
+        .u8(ftype_to_u8(m.ftype));
     for v in [m.mode, m.uid, m.gid, m.nlink, m.rdev.0, m.rdev.1] {
-        w.extend_from_slice(&v.to_le_bytes());
+        w.u32_le(v);
     }
-    w.extend_from_slice(&m.size.to_le_bytes());
+    w.u64_le(m.size);
     for t in [m.atime, m.mtime, m.ctime, m.crtime] {
-        w.extend_from_slice(&(t.sec as u64).to_le_bytes());
-        w.extend_from_slice(&t.nsec.to_le_bytes());
+        w.i64_le(t.sec).u32_le(t.nsec);
     }
-    w.extend_from_slice(&m.change.to_le_bytes());
-    w.extend_from_slice(&m.parent.to_le_bytes());
-    w.extend_from_slice(&m.nblocks.to_le_bytes());
-    debug_assert_eq!(w.len(), INODE_REC);
-    w
+    w.u64_le(m.change).u64_le(m.parent).u64_le(m.nblocks);
+    debug_assert_eq!(out.len(), INODE_REC);
+    out
 }
 
 pub fn decode_inode(b: &[u8]) -> Result<Meta, String> {
-    if b.len() != INODE_REC || b[0] != 1 {
-        return Err("bad inode record".into());
+    const BAD: &str = "bad inode record";
+    if b.len() != INODE_REC {
+        return Err(BAD.into());
     }
-    let ftype = ftype_from_u8(b[5]).ok_or("bad inode type")?;
-    let ts = |o: usize| Timespec {
-        sec: le64(b, o) as i64,
-        nsec: le32(b, o + 8),
-    };
+    let bad = |_: bytecodec::Error| String::from(BAD);
+    let mut r = Reader::new(b);
+    if r.u8().map_err(bad)? != INODE_REC_VERSION {
+        return Err(BAD.into());
+    }
+    let gen = r.u32_le().map_err(bad)?;
+    let ftype = ftype_from_u8(r.u8().map_err(bad)?).ok_or("bad inode type")?;
+    let mut u32s = [0u32; 6];
+    for v in &mut u32s {
+        *v = r.u32_le().map_err(bad)?;
+    }
+    let [mode, uid, gid, nlink, major, minor] = u32s;
+    let size = r.u64_le().map_err(bad)?;
+    let mut times = [Timespec::default(); 4];
+    for t in &mut times {
+        t.sec = r.i64_le().map_err(bad)?;
+        t.nsec = r.u32_le().map_err(bad)?;
+    }
+    let [atime, mtime, ctime, crtime] = times;
+    let (change, parent, nblocks) = (
+        r.u64_le().map_err(bad)?,
+        r.u64_le().map_err(bad)?,
+        r.u64_le().map_err(bad)?,
+    );
+    r.finish().map_err(bad)?;
     Ok(Meta {
-        gen: le32(b, 1),
+        gen,
         ftype,
-        mode: le32(b, 6),
-        uid: le32(b, 10),
-        gid: le32(b, 14),
-        nlink: le32(b, 18),
-        rdev: (le32(b, 22), le32(b, 26)),
-        size: le64(b, 30),
-        atime: ts(38),
-        mtime: ts(50),
-        ctime: ts(62),
-        crtime: ts(74),
-        change: le64(b, 86),
-        parent: le64(b, 94),
-        nblocks: le64(b, 102),
+        mode,
+        uid,
+        gid,
+        nlink,
+        rdev: (major, minor),
+        size,
+        atime,
+        mtime,
+        ctime,
+        crtime,
+        change,
+        parent,
+        nblocks,
     })
 }
 
-fn le32(b: &[u8], o: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[o..o + 4]);
-    u32::from_le_bytes(a)
-}
-
-fn le64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
-}
-
+/// The `Opaque` key of a symlink target: ino (u64 LE).
 pub fn ino_key(ino: u64) -> Vec<u8> {
-    ino.to_le_bytes().to_vec()
+    let mut k = Vec::with_capacity(8);
+    Writer::new(&mut k).u64_le(ino);
+    k
 }
 
 pub fn key_ino(key: &[u8]) -> Result<u64, String> {
-    let a: [u8; 8] = key.try_into().map_err(|_| "bad symlink key".to_string())?;
-    Ok(u64::from_le_bytes(a))
+    let mut r = Reader::new(key);
+    let ino = r.u64_le();
+    match (ino, r.finish()) {
+        (Ok(ino), Ok(())) => Ok(ino),
+        _ => Err("bad symlink key".into()),
+    }
 }
 
 /// The `Opaque` key of an extended attribute.
 pub fn xattr_key(ino: u64, gen: u32, name: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(12 + name.len());
-    k.extend_from_slice(&ino.to_le_bytes());
-    k.extend_from_slice(&gen.to_le_bytes());
-    k.extend_from_slice(name);
+    Writer::new(&mut k).u64_le(ino).u32_le(gen).bytes(name);
     k
 }
 
 pub fn xattr_key_split(key: &[u8]) -> Result<(u64, u32, &[u8]), String> {
-    if key.len() < 12 {
-        return Err("bad xattr key".to_string());
+    let mut r = Reader::new(key);
+    match (r.u64_le(), r.u32_le()) {
+        (Ok(ino), Ok(gen)) => Ok((ino, gen, r.rest())),
+        _ => Err("bad xattr key".to_string()),
     }
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&key[..8]);
-    let mut b = [0u8; 4];
-    b.copy_from_slice(&key[8..12]);
-    Ok((u64::from_le_bytes(a), u32::from_le_bytes(b), &key[12..]))
 }
 
 #[cfg(test)]
@@ -340,5 +356,36 @@ mod tests {
             Meta::from_core_item(&m.core_item(7)).unwrap().unwrap(),
             (7, Meta { nblocks: 0, ..m })
         );
+        // The record's bytes, pinned (the field order of `INODE_REC`'s comment).
+        let mut want = Vec::new();
+        want.extend_from_slice(&[1, 2, 0, 0, 0, 2]);
+        for v in [0o755u32, 1, 2, 3, 4, 5] {
+            want.extend_from_slice(&v.to_le_bytes());
+        }
+        want.extend_from_slice(&[0, 0x10, 0, 0, 0, 0, 0, 0]);
+        for (sec, nsec) in [(1i64, 2u32), (-3, 4), (5, 6), (7, 8)] {
+            want.extend_from_slice(&sec.to_le_bytes());
+            want.extend_from_slice(&nsec.to_le_bytes());
+        }
+        for v in [99u64, 1, 12] {
+            want.extend_from_slice(&v.to_le_bytes());
+        }
+        assert_eq!(b, want);
+        assert_eq!(
+            &b[50..58],
+            &[0xfd, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]
+        );
+        let mut bad = b.clone();
+        bad[0] = 2;
+        assert_eq!(decode_inode(&bad), Err("bad inode record".into()));
+        bad[0] = 1;
+        bad[5] = 8;
+        assert_eq!(decode_inode(&bad), Err("bad inode type".into()));
+        assert_eq!(key_ino(&ino_key(0x0102)), Ok(0x0102));
+        assert!(key_ino(&[0; 9]).is_err());
+        let k = xattr_key(1, 2, b"n");
+        assert_eq!(k, [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, b'n']);
+        assert_eq!(xattr_key_split(&k), Ok((1, 2, &b"n"[..])));
+        assert!(xattr_key_split(&k[..11]).is_err());
     }
 }

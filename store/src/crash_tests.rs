@@ -466,7 +466,7 @@ fn layout_blocks_allocate_durably_and_commit_only_owned_blocks() {
     s.unmount().unwrap();
 }
 
-/// Figures, not a pass/fail timing test: `cargo test -p pnfsd --lib store_scale -- --ignored
+/// Figures, not a pass/fail timing test: `cargo test -p store --lib store_scale -- --ignored
 /// --nocapture`. Shows that write-back cost follows the dirty objects and that a clean mount
 /// replays nothing.
 #[test]

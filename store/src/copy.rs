@@ -314,7 +314,7 @@ fn copy_file_range(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{NewNode, SetAttrs, StoreOptions, ROOT_INO};
+    use crate::{NewNode, SetAttrs, StoreOptions, ROOT_INO};
     use metalog::CrashDev;
     use std::sync::Arc;
 

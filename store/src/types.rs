@@ -1,4 +1,4 @@
-//! The types of the store's API (re-exported by mod.rs as `crate::store::…`): inode numbers,
+//! The types of the store's API (re-exported at the crate root by lib.rs): inode numbers,
 //! attributes, what the operations take and return, the errors. They sit below both layers of
 //! the store so that the tree layer can name them without importing the file layer.
 
@@ -154,7 +154,7 @@ pub struct FsStat {
     pub free_files: u64,
 }
 
-/// Errors of the store. Each maps to one `nfsstat4` in `nfs4/status.rs`.
+/// Errors of the store. Each maps to one `nfsstat4` in the server's `nfs4/status.rs`.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum StoreError {
     #[error("no such file or directory")]

@@ -3,7 +3,7 @@
 //! `metalog` transactions (docs/design.md §2–4; docs/store.md).
 //!
 //! This is the API the NFS operations call. It knows nothing of NFS: no stateids, no XDR, no
-//! `nfsstat4` (the mapping `StoreError -> NfsStat` lives in `nfs4/status.rs`). Every method is
+//! `nfsstat4` (the mapping `StoreError -> NfsStat` lives in the server's `nfs4/status.rs`). Every method is
 //! synchronous and thread-safe; COMPOUNDs run on blocking threads. Locks are held only while the
 //! in-memory state changes, never across a log force or device I/O of the log.
 //!
@@ -31,7 +31,7 @@
 //! in `mount.rs`) and the volume-wide counters. The file layer reaches what
 //! lies under it through `Store: Deref<Target = Inner>` (`inner.rs`: the log, the locked
 //! `Core` of `state.rs`, `commit_locked`, busy extents), whose items are `pub(super)`: the
-//! one interface between the layers, invisible outside `store`.
+//! one interface between the layers, invisible outside this crate.
 //!
 //! Under it, from the bottom (tools/deps.py checks the order, no file imports a higher one):
 //! `types.rs` (the API types, re-exported here); the tree layer: `btree.rs` (the on-disk
@@ -42,6 +42,10 @@
 //! `state.rs` (the locked `Core`, `apply` of log items, keyed lookups); the shared core:
 //! `inner.rs` (`Inner`, the apply-then-commit helper, busy extents, the threads it starts),
 //! `writeback.rs` (the write-back pass over `Inner`), `mount.rs` (mkfs, mount, unmount).
+
+// Unsafe code only where an item allows it, with a `// SAFETY:` comment: copy.rs
+// (copy_file_range).
+#![deny(unsafe_code)]
 
 mod blocks;
 mod btree;
@@ -100,7 +104,7 @@ pub struct Store {
 
 /// The file layer's methods (`impl Store` in ns.rs, data.rs, …) reach the tree layer and the
 /// shared core through this: the log, the state lock, `commit_locked` (inner.rs). What `Inner`
-/// offers is `pub(super)`, so nothing outside `store` sees it through a `Store`.
+/// offers is `pub(super)`, so nothing outside this crate sees it through a `Store`.
 impl std::ops::Deref for Store {
     type Target = inner::Inner;
 

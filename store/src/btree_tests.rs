@@ -98,6 +98,35 @@ fn get_and_seek_between_keys() {
     assert_eq!(c.next(&m).unwrap(), None);
 }
 
+/// A node's bytes, pinned: header, slots, entries packed from the end, the CRC32C seeded with
+/// the block number over the block with its crc field zero.
+#[test]
+fn node_bytes_are_pinned() {
+    let entries = [(b"a".to_vec(), b"xy".to_vec()), (b"b".to_vec(), Vec::new())];
+    let p = Page::build(0, &entries, 7);
+    let b = p.bytes();
+    assert_eq!(&b[..8], b"PNBT\0\0\x02\0");
+    assert_eq!(&b[12..20], &[0, 0, 0, 0, 0xf9, 0x0f, 0xf4, 0x0f]);
+    assert!(b[20..PAGE - 12].iter().all(|&x| x == 0));
+    assert_eq!(
+        &b[PAGE - 12..],
+        &[1, 0, 0, 0, b'b', 1, 0, 2, 0, b'a', b'x', b'y']
+    );
+    let mut zeroed = b.to_vec();
+    zeroed[8..12].fill(0);
+    let c = crc32c::crc32c_append(crc32c::crc32c(&7u64.to_le_bytes()), &zeroed);
+    assert_eq!(&b[8..12], &c.to_le_bytes());
+    let q = Page::parse(b.to_vec(), 7, Some(0)).unwrap();
+    assert_eq!((q.count(), q.key(1), q.val(0)), (2, &b"b"[..], &b"xy"[..]));
+    // An internal node's values are child block numbers, u64.
+    let inner = Page::build(1, &[(b"k".to_vec(), child_val(0x0102))], 9);
+    assert_eq!(
+        &inner.bytes()[PAGE - 13..],
+        &[1, 0, 8, 0, b'k', 2, 1, 0, 0, 0, 0, 0, 0]
+    );
+    assert_eq!(inner.child(0), 0x0102);
+}
+
 #[test]
 fn corrupt_nodes_are_refused() {
     let mut m = Mem::default();

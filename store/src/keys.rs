@@ -18,6 +18,7 @@
 //! the name (`cookie_base`) with a collision index in the low 8 bits, so they stay valid
 //! across restarts and concurrent changes, and lookup by name is a seek to one small range.
 
+use bytecodec::{get_u64_be, get_u64_le, Reader, Writer};
 use layout::ExtState;
 
 pub use super::inode::{decode_inode, encode_inode};
@@ -33,10 +34,14 @@ pub const K_EOFB: u8 = 6;
 pub const XATTR_CHUNK: usize = 1024;
 const _: () = assert!(XATTR_CHUNK <= super::btree::MAX_VAL);
 
+/// A key of one inode: kind, ino.
+pub const INO_KEY_BYTES: usize = 9;
+/// A key of two numbers: kind, then (dir, cookie) or (ino, end block).
+pub const PAIR_KEY_BYTES: usize = 17;
+
 pub fn ino_key(kind: u8, ino: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(9);
-    k.push(kind);
-    k.extend_from_slice(&ino.to_be_bytes());
+    let mut k = Vec::with_capacity(INO_KEY_BYTES);
+    Writer::new(&mut k).u8(kind).u64_be(ino);
     k
 }
 
@@ -49,46 +54,39 @@ pub fn ino_end(kind: u8, ino: u64) -> Vec<u8> {
 }
 
 pub fn pair_key(kind: u8, a: u64, b: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(17);
-    k.push(kind);
-    k.extend_from_slice(&a.to_be_bytes());
-    k.extend_from_slice(&b.to_be_bytes());
+    let mut k = Vec::with_capacity(PAIR_KEY_BYTES);
+    Writer::new(&mut k).u8(kind).u64_be(a).u64_be(b);
     k
 }
 
 /// The big-endian number that ends a key read from the tree, at `o`: a corrupt node may hold
 /// a key of any length in a range, so the length is checked, never trusted.
 pub fn key_u64(k: &[u8], o: usize) -> Result<u64, String> {
-    match k.get(o..) {
-        Some(t) if t.len() == 8 => Ok(be64(k, o)),
-        _ => Err(format!("bad key of {} bytes", k.len())),
-    }
+    k.get(o..)
+        .filter(|t| t.len() == 8)
+        .and_then(|t| get_u64_be(t, 0).ok())
+        .ok_or_else(|| format!("bad key of {} bytes", k.len()))
 }
 
+/// The big-endian number at `o` of a key a test wrote.
+#[cfg(test)]
 pub fn be64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_be_bytes(a)
-}
-
-fn le64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
+    get_u64_be(b, o).expect("a key of the test's own")
 }
 
 pub fn encode_dirent(ino: u64, name: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(8 + name.len());
-    v.extend_from_slice(&ino.to_le_bytes());
-    v.extend_from_slice(name);
+    Writer::new(&mut v).u64_le(ino).bytes(name);
     v
 }
 
+/// A directory entry's value: child ino (u64), then a name of at least one byte.
 pub fn decode_dirent(v: &[u8]) -> Result<(u64, &[u8]), String> {
-    if v.len() < 9 {
-        return Err("bad directory entry".into());
+    let mut r = Reader::new(v);
+    match (r.u64_le(), r.rest()) {
+        (Ok(ino), name) if !name.is_empty() => Ok((ino, name)),
+        _ => Err("bad directory entry".into()),
     }
-    Ok((le64(v, 0), &v[8..]))
 }
 
 /// One extent as stored: `[start, end)` of the file mapped at `phys`.
@@ -100,27 +98,39 @@ pub struct Ext {
     pub state: ExtState,
 }
 
+/// An extent's value: start block u64, phys block u64, state u8 (1: unwritten).
+pub const EXTENT_VAL_BYTES: usize = 17;
+const _: () = assert!(EXTENT_VAL_BYTES <= super::btree::MAX_VAL);
+
 pub fn encode_extent(e: &Ext) -> Vec<u8> {
-    let mut v = Vec::with_capacity(17);
-    v.extend_from_slice(&e.start.to_le_bytes());
-    v.extend_from_slice(&e.phys.to_le_bytes());
-    v.push(matches!(e.state, ExtState::Unwritten) as u8);
+    let mut v = Vec::with_capacity(EXTENT_VAL_BYTES);
+    Writer::new(&mut v)
+        .u64_le(e.start)
+        .u64_le(e.phys)
+        .u8(matches!(e.state, ExtState::Unwritten) as u8);
     v
 }
 
 pub fn decode_extent(key: &[u8], v: &[u8]) -> Result<Ext, String> {
-    if key.len() != 17 || v.len() != 17 || v[16] > 1 {
-        return Err("bad extent record".into());
+    const BAD: &str = "bad extent record";
+    let bad = |_: bytecodec::Error| String::from(BAD);
+    if key.len() != PAIR_KEY_BYTES {
+        return Err(BAD.into());
     }
+    let mut r = Reader::new(v);
+    let start = r.u64_le().map_err(bad)?;
+    let phys = r.u64_le().map_err(bad)?;
+    let state = match r.u8().map_err(bad)? {
+        0 => ExtState::Written,
+        1 => ExtState::Unwritten,
+        _ => return Err(BAD.into()),
+    };
+    r.finish().map_err(bad)?;
     let e = Ext {
-        start: le64(v, 0),
-        end: be64(key, 9),
-        phys: le64(v, 8),
-        state: if v[16] == 1 {
-            ExtState::Unwritten
-        } else {
-            ExtState::Written
-        },
+        start,
+        end: get_u64_be(key, 9).map_err(bad)?,
+        phys,
+        state,
     };
     if e.start >= e.end || !super::format::extent_ok(e.start, e.phys, e.end - e.start) {
         return Err(format!("bad extent {}..{} at {}", e.start, e.end, e.phys));
@@ -138,7 +148,7 @@ pub fn xattr_prefix(ino: u64, name: &[u8]) -> Vec<u8> {
 
 pub fn xattr_chunk_key(prefix: &[u8], chunk: u16) -> Vec<u8> {
     let mut k = prefix.to_vec();
-    k.extend_from_slice(&chunk.to_be_bytes());
+    Writer::new(&mut k).u16_be(chunk);
     k
 }
 
@@ -163,7 +173,9 @@ pub const COOKIE_SLOTS: u64 = 256;
 
 /// The hash key of a volume (from its UUID: stable for the volume's life).
 pub fn hash_key(uuid: &[u8; 16]) -> (u64, u64) {
-    (le64(uuid, 0), le64(uuid, 8))
+    // Both reads are inside the 16 bytes: the default is never taken.
+    let half = |o| get_u64_le(uuid, o).unwrap_or_default();
+    (half(0), half(8))
 }
 
 #[cfg(test)]
@@ -186,6 +198,49 @@ mod tests {
         let p = xattr_prefix(7, b"user.x");
         assert_eq!(xattr_name(&xattr_chunk_key(&p, 3)), Some(&b"user.x"[..]));
         assert_eq!(xattr_name(&xattr_chunk_key(&xattr_prefix(7, b""), 0)), None);
+    }
+
+    /// Keys and values as bytes, pinned: keys big-endian (they sort as byte strings), values
+    /// little-endian.
+    #[test]
+    fn record_bytes_are_pinned() {
+        assert_eq!(ino_key(K_INODE, 0x0102), [1, 0, 0, 0, 0, 0, 0, 1, 2]);
+        let k = pair_key(K_EXTENT, 1, 0x0203);
+        assert_eq!(k, [3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 2, 3]);
+        assert_eq!(key_u64(&k, 9), Ok(0x0203));
+        assert!(key_u64(&k, 1).is_err() && key_u64(&k, 18).is_err());
+        assert_eq!(
+            xattr_chunk_key(&xattr_prefix(1, b"n"), 0x0102),
+            [4, 0, 0, 0, 0, 0, 0, 0, 1, b'n', 0, 1, 2]
+        );
+        assert_eq!(encode_dirent(0x0102, b"a"), [2, 1, 0, 0, 0, 0, 0, 0, b'a']);
+        assert!(decode_dirent(&[0; 8]).is_err());
+        let e = Ext {
+            start: 1,
+            end: 0x0203,
+            phys: 0x0405,
+            state: ExtState::Unwritten,
+        };
+        let v = encode_extent(&e);
+        assert_eq!(v, [1, 0, 0, 0, 0, 0, 0, 0, 5, 4, 0, 0, 0, 0, 0, 0, 1]);
+        assert!(decode_extent(&k, &v[..16]).is_err());
+        assert!(decode_extent(&k[..16], &v).is_err());
+        let mut v2 = v.clone();
+        v2[16] = 2;
+        assert!(decode_extent(&k, &v2).is_err());
+        v2.push(0);
+        assert!(decode_extent(&k, &v2).is_err());
+        v2[16] = 0;
+        v2.pop();
+        assert_eq!(
+            decode_extent(&k, &v2),
+            Ok(Ext {
+                state: ExtState::Written,
+                ..e
+            })
+        );
+        let uuid = [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(hash_key(&uuid), (1, 2));
     }
 
     #[test]

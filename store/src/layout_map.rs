@@ -426,7 +426,7 @@ mod scale_tests {
         v[v.len() / 2]
     }
 
-    /// Figures, not a timing test: `cargo test --release -p pnfsd --lib extent_scale_figures
+    /// Figures, not a timing test: `cargo test --release -p store --lib extent_scale_figures
     /// -- --ignored --nocapture`. LAYOUTGET (READ, RW over mapped blocks, RW over a hole) and
     /// LAYOUTCOMMIT (one unwritten block converted) in a 1,000,000-extent file against a
     /// 100-extent one: medians of interleaved rounds, µs per call, on tmpfs when there is one.

@@ -121,8 +121,8 @@ impl Store {
 mod tests {
     use super::XattrSet::*;
     use super::*;
-    use crate::store::crash_tests::{crash_vol, kill};
-    use crate::store::{NewNode, SetAttrs, Store, StoreOptions, ROOT_INO};
+    use crate::crash_tests::{crash_vol, kill};
+    use crate::{NewNode, SetAttrs, Store, StoreOptions, ROOT_INO};
 
     fn file(s: &Store, name: &[u8]) -> Ino {
         let (a, _) = s
@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn set_get_list_remove_semantics() {
-        let (_d, _p, s) = crate::store::tests::fresh();
+        let (_d, _p, s) = crate::tests::fresh();
         let f = file(&s, b"f");
         assert_eq!(s.getxattr(f, b"user.a"), Err(StoreError::NoXattr));
         assert_eq!(

@@ -420,7 +420,7 @@ fn clean_unmount_and_reopen_keeps_everything() {
     s.unmount().unwrap();
 }
 
-/// Figures (not a timing test): `cargo test --release -p pnfsd --lib
+/// Figures (not a timing test): `cargo test --release -p store --lib
 /// capacity_figures -- --ignored --nocapture`. The default 8 GiB volume takes 2,000,000 empty
 /// files and a 1 GiB one 200,000 (in 1,000-entry directories), with room to spare; prints
 /// the on-disk metadata per file and what `fsstat` says is left.
@@ -583,7 +583,7 @@ fn rss_mib() -> f64 {
     kib("VmRSS:") / 1024.0
 }
 
-/// Figures, not a test: `cargo test --release -p pnfsd --lib memory_figures -- --ignored
+/// Figures, not a test: `cargo test --release -p store --lib memory_figures -- --ignored
 /// --nocapture` (FILES, CACHE_MIB). The process's RSS against `metadata_cache` while one
 /// directory fills, then while it is read whole, page by page as READDIR does.
 #[test]
@@ -653,7 +653,7 @@ fn memory_figures() {
     s.unmount().unwrap();
 }
 
-/// Figures, not a test: `cargo test --release -p pnfsd --lib dir_scale_figures -- --ignored
+/// Figures, not a test: `cargo test --release -p store --lib dir_scale_figures -- --ignored
 /// --nocapture` (ENTRIES, default 1,000,000; CACHE_MIB, default 256). The store's work per
 /// lookup, create and remove in an ENTRIES-entry directory against a 100-entry one (the
 /// bound: ≤ 1.5×), on tmpfs when there is one, async (no log force in the figure): medians of
