@@ -20,7 +20,7 @@
 //! ```
 //! Both recalls go through `CbQueue`: the COMPOUND that causes one answers at once (DELAY)
 //! and the sender does the round trip. What a recall means and when it has gone unanswered
-//! too long belongs to its service: delegations in nfs4/state/delegs.rs and
+//! too long belongs to its service: delegations in nfs4/delegs/state.rs and
 //! nfs4/delegs/mod.rs, layouts in nfs4/layouts/recall.rs, async copies in
 //! nfs4/copy/offload.rs.
 //!

@@ -96,7 +96,7 @@ pub fn break_conflicts(srv: &Env, clientid: u64, fh: Fh, by: Breaker) -> Result<
 }
 
 /// Queues a CB_RECALL for each recall just decided. The queue gives up after a lease: by
-/// then the state tick revokes the delegation (state/delegs.rs).
+/// then the state tick revokes the delegation (delegs/state.rs).
 pub fn queue_recalls(srv: &Env, fh: Fh, recalls: &[Recall]) {
     let lease = Duration::from_secs(u64::from(srv.state.lease_seconds()));
     let deadline = Instant::now() + lease;

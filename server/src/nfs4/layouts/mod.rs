@@ -456,7 +456,7 @@ pub fn return_layouts(
 /// - a read delegation: the RW layouts go (no write without an open), the READ ones stay;
 /// - no delegation: everything goes.
 ///
-/// What a delegation kept goes at DELEGRETURN (here again), at its revocation (state/delegs.rs
+/// What a delegation kept goes at DELEGRETURN (here again), at its revocation (delegs/state.rs
 /// `drop_kept_layouts`, after a fence), at lease expiry and with the client
 /// (`take_dropped_layouts`).
 pub fn on_close(srv: &Env, clientid: u64, ino: Ino) {
