@@ -1,5 +1,5 @@
 //! XDR (RFC 4506) codec: a bounded reader over a borrowed slice and a writer appending to a
-//! `Vec<u8>`. No I/O here (style.md rule 1). Decoding never trusts a length: every
+//! `Vec<u8>`. No I/O here (docs/design.md, house rule 1). Decoding never trusts a length: every
 //! variable-length item is checked against the bytes that remain and against a caller's bound.
 //!
 //! XDR is big-endian 4-byte units (RFC 4506 §3); the units themselves go through bytecodec's
