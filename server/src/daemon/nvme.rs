@@ -149,7 +149,8 @@ pub fn claim_type(cfg: &Config) -> Option<nvme_tcp::RType> {
 /// one namespace), a namespace another host holds is refused all the same, and a takeover is
 /// refused: it could not keep the old MDS from writing.
 /// Blocking (commands on the namespace): call it from a blocking thread.
-pub fn claim_volume(cfg: &Config, takeover: bool, ext: &NvmeDev) -> Result<(), DaemonError> {
+/// True when it took the volume over from another MDS.
+pub fn claim_volume(cfg: &Config, takeover: bool, ext: &NvmeDev) -> Result<bool, DaemonError> {
     use crate::nvme::volume::{claim_metadata, Claimed};
     let key = cfg.reservation_key.0;
     let Some(rtype) = claim_type(cfg) else {
@@ -159,9 +160,11 @@ pub fn claim_volume(cfg: &Config, takeover: bool, ext: &NvmeDev) -> Result<(), D
                 ext.spec()
             )));
         }
-        return crate::nvme::volume::refuse_held(ext).map_err(DaemonError::Claim);
+        crate::nvme::volume::refuse_held(ext).map_err(DaemonError::Claim)?;
+        return Ok(false);
     };
-    match claim_metadata(ext, key, rtype, takeover).map_err(DaemonError::Claim)? {
+    let claimed = claim_metadata(ext, key, rtype, takeover).map_err(DaemonError::Claim)?;
+    match &claimed {
         Claimed::Fresh => tracing::info!(
             key = %cfg.reservation_key,
             "the MDS holds the reservation of {} (it was free)",
@@ -175,13 +178,13 @@ pub fn claim_volume(cfg: &Config, takeover: bool, ext: &NvmeDev) -> Result<(), D
         Claimed::TookOver { hostid, key: old } => tracing::warn!(
             key = %cfg.reservation_key,
             old_host = %hostid.iter().map(|b| format!("{b:02x}")).collect::<String>(),
-            old_key = %crate::config::ReservationKey(old),
+            old_key = %crate::config::ReservationKey(*old),
             "takeover: the previous MDS was preempted on {}; the target refuses its commands \
              from now on",
             ext.spec()
         ),
     }
-    Ok(())
+    Ok(matches!(claimed, Claimed::TookOver { .. }))
 }
 
 /// At start, with an external volume served directly (no re-export), after

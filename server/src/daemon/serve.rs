@@ -116,20 +116,21 @@ pub fn serve_volume(
     ))]);
     // Locked against a second daemon, or connected to the external namespace (volume.rs).
     let vol = Volume::open(volume)?;
+    let mut store_options = cfg.store_options();
     if let Some(ext) = &vol.nvme {
-        crate::daemon::nvme::claim_volume(cfg, takeover, ext)?;
+        store_options.taken_over = crate::daemon::nvme::claim_volume(cfg, takeover, ext)?;
     } else if takeover {
         tracing::warn!("--takeover ignored: {volume} is not an external NVMe/TCP namespace");
     }
     vol.check_formatted(volume)?;
     // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme/mod.rs).
     let dev = vol.dev.clone();
-    let store = Arc::new(
-        Store::open_dev(dev.clone(), cfg.store_options()).map_err(|err| DaemonError::Mount {
+    let store = Arc::new(Store::open_dev(dev.clone(), store_options).map_err(|err| {
+        DaemonError::Mount {
             volume: volume.to_string(),
             err,
-        })?,
-    );
+        }
+    })?);
     // The shutdown line names the volume as the operator does (metalog knows no names).
     store.log().set_device_name(volume.to_string());
     start_event(volume, &store.mount_stats());
