@@ -412,6 +412,35 @@ impl PnfsdProcess {
         crate::Session::connect_with(self.addr, opts.clone()).await
     }
 
+    /// Sends `sig` (`sys::SIGSTOP`, `sys::SIGCONT`, ...) to the running process.
+    pub fn signal(&self, sig: i32) -> Result<()> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| harness_err("signal: not running"))?;
+        Ok(sys::signal(pid, sig)?)
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself: its status, or `None` if it
+    /// is still running then.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let c = self
+                .child
+                .as_mut()
+                .ok_or_else(|| harness_err("wait_exit: not running"))?;
+            if let Some(st) = c.try_wait()? {
+                self.child = None;
+                self.drain_log();
+                return Ok(Some(st));
+            }
+            if Instant::now() > deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Whether the process is still alive.
     pub fn is_running(&mut self) -> bool {
         self.child

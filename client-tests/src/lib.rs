@@ -32,6 +32,7 @@ pub mod compound;
 pub mod conn;
 pub mod crash;
 pub mod error;
+pub mod external;
 pub mod fs;
 pub mod harness;
 pub mod layout_io;

@@ -1,10 +1,10 @@
 //! The one module with `unsafe`: sending a signal to the server process (std has only
-//! SIGKILL through `Child::kill`, and the tests also need SIGTERM).
+//! SIGKILL through `Child::kill`, and the tests also need SIGTERM, SIGSTOP and SIGCONT).
 #![allow(unsafe_code)]
 
 use std::io;
 
-pub use libc::{SIGHUP, SIGKILL, SIGTERM};
+pub use libc::{SIGCONT, SIGHUP, SIGKILL, SIGSTOP, SIGTERM};
 
 /// Sends `sig` to process `pid`.
 pub fn signal(pid: u32, sig: i32) -> io::Result<()> {

@@ -4,117 +4,20 @@
 //! The client writes its blocks through its own NVMe/TCP initiator, as a pNFS client does;
 //! the MDS reads and writes the volume only through pnfsd's initiator.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use client_tests::harness::{pattern, pnfsd_bin};
+use client_tests::harness::pattern;
 use client_tests::layout_io::{reread_after_restart, BlockLayout};
 use client_tests::ops::Op;
 use client_tests::pnfs::{extent_state, iomode, layout_type, BlockVolume, GetDeviceInfoArgs};
 use client_tests::{Bitmap, ClientError, Compound, NfsStat, PnfsdProcess, ServerOptions, Session};
-use nvme_tcp::{
-    FileBackend, Initiator, InitiatorConfig, NamespaceConfig, NamespaceIds, RType, Target,
-    TargetConfig,
-};
+use nvme_tcp::{Initiator, InitiatorConfig, NamespaceIds, RType};
 
-const NQN: &str = "nqn.2026-11.org.example:external";
-/// The external namespace's identity: unrelated to the volume UUID mkfs writes.
-const TARGET_UUID: [u8; 16] = *b"external-target!";
+use client_tests::external::{ExternalTarget as External, NQN, TARGET_UUID};
+
 const BLOCK: u64 = 4096;
 const LEN: u64 = 1 << 20;
-
-/// The "external" NVMe/TCP target: the crate's target over a temp file, on its own runtime
-/// (the test's runtime blocks while the harness waits for pnfsd).
-struct External {
-    rt: Option<tokio::runtime::Runtime>,
-    target: Target,
-    path: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl External {
-    fn start() -> External {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("external.img");
-        std::fs::File::create(&path)
-            .unwrap()
-            .set_len(256 << 20)
-            .unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let ns = NamespaceConfig {
-            nsid: 1,
-            backend: Arc::new(FileBackend::open(&path, 4096).unwrap()),
-            volume_uuid: TARGET_UUID,
-        };
-        let target = std::thread::scope(|s| {
-            s.spawn(|| {
-                Target::start_on(&rt, "127.0.0.1:0", TargetConfig::new(NQN, vec![ns])).unwrap()
-            })
-            .join()
-            .unwrap()
-        });
-        External {
-            rt: Some(rt),
-            target,
-            path,
-            _dir: dir,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!(
-            "nvme-tcp://{}/{NQN}?nsid=1&timeout=5",
-            self.target.local_addr()
-        )
-    }
-
-    /// A pNFS client's own connection to the namespace.
-    async fn client(&self) -> Initiator {
-        Initiator::connect(
-            self.target.local_addr(),
-            InitiatorConfig::new(NQN, "nqn.2014-08.org.example:client"),
-        )
-        .await
-        .unwrap()
-    }
-
-    fn mkfs(&self) {
-        let out = std::process::Command::new(pnfsd_bin().unwrap())
-            .args(["mkfs", &self.url()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "pnfsd mkfs: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn serve(&self, extra: &str) -> PnfsdProcess {
-        PnfsdProcess::start_with(ServerOptions {
-            config_toml: Some(format!(
-                "volume = \"{}\"\ngrace_seconds = 2\nlease_seconds = 10\n{extra}",
-                self.url()
-            )),
-            ..Default::default()
-        })
-        .unwrap()
-    }
-}
-
-impl Drop for External {
-    fn drop(&mut self) {
-        self.target.shutdown();
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
-    }
-}
 
 /// The volume UUID `pnfsd mkfs` wrote on the namespace (superblock bytes 32..48, the block
 /// layout's signature).

@@ -39,9 +39,21 @@ pub mod designator_type {
 pub const RANGE_WIRE_SIZE: usize = 16;
 const _: () = assert!(RANGE_WIRE_SIZE == 8 + 8);
 
-/// The reservation key the MDS registers on the volume (never a client's, see
-/// [`client_pr_key`]); ASCII "pnfsdMDS".
+/// The reservation key a single MDS registers on the volume (never a client's, see
+/// [`client_pr_key`]); ASCII "pnfsdMDS". With MDS failover each MDS node has a key of its
+/// own from the same family (`reservation_key`, ASCII "pnfsdMD" and one more byte), so that
+/// a standby can preempt exactly the old holder's key.
 pub const MDS_PR_KEY: u64 = u64::from_be_bytes(*b"pnfsdMDS");
+
+/// Whether `key` is an MDS's: "pnfsdMD" followed by any byte ([`MDS_PR_KEY`]'s family).
+pub fn is_mds_key(key: u64) -> bool {
+    key >> 8 == MDS_PR_KEY >> 8
+}
+
+/// Never a client's key: 0 ("no key" to Register) and the MDS family.
+fn excluded(key: u64) -> bool {
+    key == 0 || is_mds_key(key)
+}
 
 /// `pnfs_scsi_layout4`: the extents are `pnfs_block_extent4`s byte for byte.
 pub fn encode_layout(list: &[BlockExtent]) -> Vec<u8> {
@@ -166,14 +178,14 @@ pub fn decode_deviceaddr(b: &[u8]) -> Result<Vec<BaseVolume>, BodyError> {
 }
 
 /// The reservation key of a client: a bijection of its clientid (so unique among the
-/// server's clients, RFC 8154 §2.3.2), never 0 (0 means "no key" to Register) nor the MDS's.
+/// server's clients, RFC 8154 §2.3.2), never 0 (0 means "no key" to Register) nor an MDS's.
 /// Clientids carry the server instance (`nfs4::state`: epoch << 32 | counter), and so do
 /// the keys: [`clientid_of_key`] tells which instance issued a registered key.
 pub fn client_pr_key(clientid: u64) -> u64 {
     let mut k = mix(clientid);
     // Cycle-walking: an excluded value moves on along `mix`'s own cycle, which keeps the
     // map one-to-one (on clientids other than the two excluded values themselves).
-    while k == 0 || k == MDS_PR_KEY {
+    while excluded(k) {
         k = mix(k);
     }
     k
@@ -182,11 +194,11 @@ pub fn client_pr_key(clientid: u64) -> u64 {
 /// The clientid `key` is the key of ([`client_pr_key`] run backwards); `None` for 0 and the
 /// MDS key, which are nobody's.
 pub fn clientid_of_key(key: u64) -> Option<u64> {
-    if key == 0 || key == MDS_PR_KEY {
+    if excluded(key) {
         return None;
     }
     let mut c = unmix(key);
-    while c == 0 || c == MDS_PR_KEY {
+    while excluded(c) {
         c = unmix(c);
     }
     Some(c)
@@ -365,6 +377,16 @@ mod tests {
         }
         assert_eq!(clientid_of_key(0), None);
         assert_eq!(clientid_of_key(MDS_PR_KEY), None);
+        // Every key of the MDS family is nobody's, and no clientid maps into it.
+        let node_b = u64::from_be_bytes(*b"pnfsdMDB");
+        assert!(is_mds_key(node_b) && is_mds_key(MDS_PR_KEY) && !is_mds_key(node_b ^ 1 << 8));
+        assert_eq!(clientid_of_key(node_b), None);
+        for last in 0..=255u64 {
+            let c = unmix(MDS_PR_KEY & !0xff | last);
+            let k = client_pr_key(c);
+            assert!(!excluded(k));
+            assert_eq!(clientid_of_key(k), Some(c));
+        }
     }
 
     #[test]

@@ -152,7 +152,13 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
     // Before anything is replayed or written: a volume file is locked (volume.rs), an
     // external namespace has only its mark.
     if let Some(m) = sb.mounted.filter(mark_is_live) {
-        return Err(StoreError::Served(describe_mark(&m)));
+        if !opts.taken_over {
+            return Err(StoreError::Served(describe_mark(&m)));
+        }
+        tracing::info!(
+            "the volume was taken over from {} (fenced by reservation)",
+            describe_mark(&m)
+        );
     }
     let g = sb.geometry;
     if g.total_blocks * BLOCK > dev.size() {

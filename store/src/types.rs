@@ -229,6 +229,10 @@ pub struct StoreOptions {
     /// not yet written back start a write-back at an eighth and make committers wait at a
     /// quarter; the page cache of tree nodes gets half (mount.rs `budget`).
     pub metadata_cache: u64,
+    /// The volume was just taken over from another MDS by NVMe reservation (the daemon's
+    /// `--takeover`, docs/ha.md): a live pnfsd's mount mark is the fenced MDS's, which can
+    /// write nothing more, so it does not refuse the mount.
+    pub taken_over: bool,
 }
 
 /// `metadata_cache` by default: 256 MiB.
@@ -240,6 +244,7 @@ impl Default for StoreOptions {
             sync: true,
             log_force_interval: std::time::Duration::from_secs(30),
             metadata_cache: DEFAULT_METADATA_CACHE,
+            taken_over: false,
         }
     }
 }

@@ -111,6 +111,9 @@ pub struct Config {
     /// From accept to a successful Connect; a connection slower than this is closed
     /// (`Limits::connect_timeout_ms`).
     pub nvme_connect_timeout_ms: u32,
+    /// This MDS node's reservation key on an external namespace (docs/ha.md): "pnfsdMD" and
+    /// one more character, different on each MDS node of a failover pair.
+    pub reservation_key: super::ReservationKey,
     pub lease_seconds: u32,
     /// Default: one lease, as knfsd does (a client reclaims within its first renewal).
     pub grace_seconds: Option<u32>,
@@ -194,6 +197,7 @@ impl Default for Config {
                 nvme_tcp::Limits::default().max_send_queued_per_connection as u64,
             ),
             nvme_connect_timeout_ms: nvme_tcp::Limits::default().connect_timeout_ms,
+            reservation_key: Default::default(),
             lease_seconds: 90,
             grace_seconds: None,
             export_sync: ExportSync::Sync,

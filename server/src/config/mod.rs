@@ -9,6 +9,7 @@
 //! ([`RELOADABLE`]) and which need a restart.
 
 mod file;
+mod ha;
 mod load;
 mod options;
 mod reload;
@@ -20,6 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use file::{Config, ExportSync, LayoutCommitMode, LayoutTypeName, LogFormat};
+pub use ha::ReservationKey;
 pub use reload::{reload_plan, ReloadPlan, RELOADABLE};
 pub use size::{parse_size, Size};
 

@@ -82,6 +82,7 @@ impl Config {
             sync: self.export_sync == ExportSync::Sync,
             log_force_interval: Duration::from_secs(self.log_force_interval_seconds.max(1)),
             metadata_cache: self.metadata_cache.0,
+            taken_over: false,
         }
     }
 

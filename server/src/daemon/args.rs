@@ -48,6 +48,11 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics (`GET /metrics`) on this address; off by default.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Take an external volume over from the MDS that holds its reservation, fencing it
+    /// (NVMe Preempt and Abort) before the log is read; without it such a volume is refused.
+    /// For a standby MDS, as the Pacemaker agent starts it (docs/ha.md).
+    #[arg(long)]
+    pub takeover: bool,
 }
 
 impl ServeArgs {

@@ -50,6 +50,18 @@ pub enum DaemonError {
     Admin(#[from] crate::admin::cli::CommandError),
     #[error("{what}: {err}")]
     Io { what: String, err: std::io::Error },
+    /// The volume's reservation is another MDS's (docs/ha.md "Takeover").
+    #[error(transparent)]
+    Claim(#[from] crate::nvme::volume::ClaimError),
+    #[error("{0}")]
+    Takeover(String),
+    /// Another MDS took the volume over while this one served it: it stopped at once and
+    /// wrote nothing more (docs/ha.md "A fenced MDS").
+    #[error(
+        "fenced: another MDS took {volume} over (its NVMe reservation refused this MDS); \
+         this MDS stopped serving without writing the volume again"
+    )]
+    Fenced { volume: String },
 }
 
 /// A configuration error, naming the file when the message does not already.

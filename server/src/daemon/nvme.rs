@@ -18,6 +18,8 @@ use crate::nvme::volume::NvmeDev;
 use crate::nvme::{VolumeBackend, FENCE_FILE, LBA_SIZE, MDS_HOSTID, NSID};
 use crate::server::Server;
 
+use super::DaemonError;
+
 /// The target configuration for `cfg`: the volume as namespace 1, identifiers from its UUID.
 pub fn target_config(cfg: &Config, dev: Arc<dyn BlockDev>, volume_uuid: [u8; 16]) -> TargetConfig {
     let ns = NamespaceConfig {
@@ -102,12 +104,16 @@ impl PrFencer for TargetFencer {
     }
 }
 
-/// `PrFencer` over the external namespace (the commands: nvme/volume/fence.rs).
-pub struct InitiatorFencer(pub Arc<NvmeDev>);
+/// `PrFencer` over the external namespace (the commands: nvme/volume/fence.rs), preempting
+/// under this MDS node's key (`reservation_key`).
+pub struct InitiatorFencer {
+    pub dev: Arc<NvmeDev>,
+    pub mds_key: u64,
+}
 
 impl PrFencer for InitiatorFencer {
     fn preempt_and_abort(&self, key: u64) -> Result<(), PreemptError> {
-        match crate::nvme::volume::preempt_and_abort(&self.0, key)
+        match crate::nvme::volume::preempt_and_abort(&self.dev, self.mds_key, key)
             .map_err(|e| PreemptError::Failed(e.to_string()))?
         {
             None => {
@@ -121,17 +127,72 @@ impl PrFencer for InitiatorFencer {
     /// Reservation Report of the external namespace (which kept every registration across
     /// our restart whatever its PTPL state: it did not restart).
     fn registered_keys(&self) -> Result<Vec<u64>, PreemptError> {
-        crate::nvme::volume::registered_keys(&self.0)
+        crate::nvme::volume::registered_keys(&self.dev)
             .map_err(|e| PreemptError::Failed(e.to_string()))
     }
 }
 
-/// At start, with an external volume served directly (no re-export): GETDEVICEINFO's SCSI
-/// designator becomes the namespace's own (its Identify, not the volume UUID the embedded
-/// target derives identifiers from), and when "scsi" is offered the MDS claims the
-/// namespace's reservation and fences through it.
+/// The reservation this MDS takes on an external volume before the store reads it
+/// (docs/ha.md "Which reservation"): with the SCSI layout offered, EXCLUSIVE_ACCESS_REG_ONLY
+/// (RFC 8154 §2.4.2: only hosts that registered the keys GETDEVICEINFO gave them do I/O,
+/// which also shuts out a preempted MDS); with the block layout alone none can be taken on
+/// the namespace the clients write, since they register no key.
+pub fn claim_type(cfg: &Config) -> Option<nvme_tcp::RType> {
+    let scsi = cfg
+        .layout_types
+        .contains(&crate::config::LayoutTypeName::Scsi);
+    scsi.then_some(nvme_tcp::RType::EXCLUSIVE_ACCESS_REG_ONLY)
+}
+
+/// The MDS's claim on the external volume, before the store reads anything of it
+/// (docs/ha.md "Takeover"). Without a reservation type that can fence (the block layout on
+/// one namespace), a namespace another host holds is refused all the same, and a takeover is
+/// refused: it could not keep the old MDS from writing.
 /// Blocking (commands on the namespace): call it from a blocking thread.
-pub fn setup_scsi(scsi_offered: bool, srv: &Server, ext: &Arc<NvmeDev>) {
+/// True when it took the volume over from another MDS.
+pub fn claim_volume(cfg: &Config, takeover: bool, ext: &NvmeDev) -> Result<bool, DaemonError> {
+    use crate::nvme::volume::{claim_metadata, Claimed};
+    let key = cfg.reservation_key.0;
+    let Some(rtype) = claim_type(cfg) else {
+        if takeover {
+            return Err(DaemonError::Takeover(format!(
+                "--takeover on {}: with the block layout alone no reservation on the volume                  can fence the old MDS without shutting out the clients (they register no                  key); offer the SCSI layout (layout_types) to fail over on one namespace",
+                ext.spec()
+            )));
+        }
+        crate::nvme::volume::refuse_held(ext).map_err(DaemonError::Claim)?;
+        return Ok(false);
+    };
+    let claimed = claim_metadata(ext, key, rtype, takeover).map_err(DaemonError::Claim)?;
+    match &claimed {
+        Claimed::Fresh => tracing::info!(
+            key = %cfg.reservation_key,
+            "the MDS holds the reservation of {} (it was free)",
+            ext.spec()
+        ),
+        Claimed::Again => tracing::info!(
+            key = %cfg.reservation_key,
+            "the MDS holds the reservation of {} (held since an earlier start)",
+            ext.spec()
+        ),
+        Claimed::TookOver { hostid, key: old } => tracing::warn!(
+            key = %cfg.reservation_key,
+            old_host = %hostid.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+            old_key = %crate::config::ReservationKey(*old),
+            "takeover: the previous MDS was preempted on {}; the target refuses its commands \
+             from now on",
+            ext.spec()
+        ),
+    }
+    Ok(matches!(claimed, Claimed::TookOver { .. }))
+}
+
+/// At start, with an external volume served directly (no re-export), after
+/// [`claim_volume`]: GETDEVICEINFO's SCSI designator becomes the namespace's own (its
+/// Identify, not the volume UUID the embedded target derives identifiers from), and when
+/// "scsi" is offered the MDS fences through the reservation it holds.
+/// Blocking (commands on the namespace): call it from a blocking thread.
+pub fn setup_scsi(scsi_offered: bool, mds_key: u64, srv: &Server, ext: &Arc<NvmeDev>) {
     match ext.designator() {
         Some(d) => {
             let _ = srv.layouts.volume_designator.set(d);
@@ -144,20 +205,12 @@ pub fn setup_scsi(scsi_offered: bool, srv: &Server, ext: &Arc<NvmeDev>) {
     if !scsi_offered {
         return;
     }
-    match crate::nvme::volume::claim_for_scsi(ext) {
-        Ok(()) => {
-            srv.layouts
-                .scsi
-                .install(Arc::new(InitiatorFencer(ext.clone())));
-            tracing::info!(
-                "SCSI layout: MDS holds EXCLUSIVE_ACCESS_REG_ONLY on the external namespace"
-            );
-            // The namespace kept the previous instance's registrations (docs/pnfs.md
-            // "After a restart"): swept once their layouts expire.
-            crate::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
-        }
-        Err(e) => {
-            tracing::error!("SCSI layout: reservation on the external namespace not taken: {e}")
-        }
-    }
+    srv.layouts.scsi.install(Arc::new(InitiatorFencer {
+        dev: ext.clone(),
+        mds_key,
+    }));
+    tracing::info!("SCSI layout: MDS holds EXCLUSIVE_ACCESS_REG_ONLY on the external namespace");
+    // The namespace kept the previous instance's registrations (docs/pnfs.md "After a
+    // restart"): swept once their layouts expire.
+    crate::nfs4::layouts::scsi_restart::begin(&srv.layouts, &srv.state);
 }

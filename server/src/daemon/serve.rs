@@ -85,7 +85,9 @@ pub fn serve(a: &ServeArgs, log: &Logging) -> Result<(), DaemonError> {
         running: cfg.clone(),
         srv: None,
     };
-    let res = serve_volume(&cfg, &volume, rt, listeners, signals, reloader, &mut fresh);
+    let res = serve_volume(
+        &cfg, &volume, a.takeover, rt, listeners, signals, reloader, &mut fresh,
+    );
     // Failed before it served: what this start created goes.
     if let (Err(_), Some(f)) = (&res, fresh.take()) {
         f.remove();
@@ -94,10 +96,15 @@ pub fn serve(a: &ServeArgs, log: &Logging) -> Result<(), DaemonError> {
 }
 
 /// Opens and mounts the volume, serves until a stop signal, unmounts. `fresh` is taken (the
-/// volume is kept) once the daemon is ready.
+/// volume is kept) once the daemon is ready. An external volume is claimed (its NVMe
+/// reservation, taken over from another MDS with `takeover`) before anything of it is read;
+/// if that reservation is lost while serving, the daemon stops without writing the volume
+/// again (docs/ha.md).
+#[allow(clippy::too_many_arguments)]
 pub fn serve_volume(
     cfg: &Config,
     volume: &VolumeSource,
+    takeover: bool,
     rt: tokio::runtime::Runtime,
     listeners: Listeners,
     signals: Signals,
@@ -109,15 +116,21 @@ pub fn serve_volume(
     ))]);
     // Locked against a second daemon, or connected to the external namespace (volume.rs).
     let vol = Volume::open(volume)?;
+    let mut store_options = cfg.store_options();
+    if let Some(ext) = &vol.nvme {
+        store_options.taken_over = crate::daemon::nvme::claim_volume(cfg, takeover, ext)?;
+    } else if takeover {
+        tracing::warn!("--takeover ignored: {volume} is not an external NVMe/TCP namespace");
+    }
     vol.check_formatted(volume)?;
     // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme/mod.rs).
     let dev = vol.dev.clone();
-    let store = Arc::new(
-        Store::open_dev(dev.clone(), cfg.store_options()).map_err(|err| DaemonError::Mount {
+    let store = Arc::new(Store::open_dev(dev.clone(), store_options).map_err(|err| {
+        DaemonError::Mount {
             volume: volume.to_string(),
             err,
-        })?,
-    );
+        }
+    })?);
     // The shutdown line names the volume as the operator does (metalog knows no names).
     store.log().set_device_name(volume.to_string());
     start_event(volume, &store.mount_stats());
@@ -149,6 +162,10 @@ pub fn serve_volume(
     );
     // COMPOUNDs still running on blocking threads get a moment to finish before the unmount.
     rt.shutdown_timeout(Duration::from_secs(5));
+    if let Err(e @ DaemonError::Fenced { .. }) = served {
+        // Another MDS owns the volume now: no unmount, no clean mark, nothing written.
+        return Err(e);
+    }
     // Whatever stopped the server, leave a clean log behind (docs/design.md §3: next mount O(1)).
     let unmounted = store.unmount();
     vol.close();
@@ -255,8 +272,9 @@ pub async fn run(
                         .layout_types
                         .contains(&crate::config::LayoutTypeName::Scsi);
                     let (srv, ext) = (srv.clone(), ext.clone());
+                    let key = cfg.reservation_key.0;
                     // Reservation commands block: not on a runtime worker.
-                    let setup = move || crate::daemon::nvme::setup_scsi(scsi, &srv, &ext);
+                    let setup = move || crate::daemon::nvme::setup_scsi(scsi, key, &srv, &ext);
                     if tokio::task::spawn_blocking(setup).await.is_err() {
                         tracing::error!("SCSI layout setup on the external namespace failed");
                     }
@@ -306,6 +324,14 @@ pub async fn run(
         })
     };
 
+    // Fencing (docs/ha.md "A fenced MDS"): a command the target refused by reservation, or a
+    // report that another host holds the volume now, stops the daemon.
+    let (fenced_tx, mut fenced_rx) = tokio::sync::oneshot::channel::<()>();
+    let fence_watch = external.clone().map(|ext| {
+        let probe = crate::daemon::nvme::claim_type(cfg).is_some();
+        tokio::spawn(watch_fencing(ext, probe, fenced_tx))
+    });
+
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // The operator's counters, bound before "ready" so a bad address fails the start.
     let metrics = match metrics_listener {
@@ -354,8 +380,16 @@ pub async fn run(
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status(&ready),
     ]);
+    let mut fenced = false;
     loop {
         tokio::select! {
+            Ok(()) = &mut fenced_rx => {
+                tracing::error!(
+                    "fenced: another MDS took {volume} over; stopping now, writing nothing more"
+                );
+                fenced = true;
+                break;
+            }
             _ = signals.term.recv() => {
                 tracing::info!("SIGTERM: stopping");
                 break;
@@ -390,6 +424,9 @@ pub async fn run(
     // Before the store unmounts (serve): no NVMe I/O may reach the volume after that, so
     // wait for every connection and every backend call in flight (bounded: a backend call
     // stuck in the kernel must not keep the daemon from stopping; logged if so).
+    if let Some(w) = fence_watch {
+        w.abort();
+    }
     if let Some((target, task)) = nvme {
         if target.shutdown_and_wait(Duration::from_secs(10)).await {
             tracing::info!("nvme-tcp target quiet: no connection or I/O left");
@@ -400,5 +437,44 @@ pub async fn run(
             Err(_) => tracing::error!("nvme-tcp target task failed"),
         }
     }
+    if fenced {
+        return Err(DaemonError::Fenced {
+            volume: volume.to_string(),
+        });
+    }
     Ok(())
+}
+
+/// How often a serving MDS asks the external namespace whether it still holds the
+/// reservation: a paused MDS that resumes learns within this that it was fenced, even if it
+/// has nothing to write.
+const FENCE_PROBE_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Sends on `fenced` once the device is fenced: a refused command marks it at once (checked
+/// every 200 ms), and with `probe` a Reservation Report every [`FENCE_PROBE_INTERVAL`].
+async fn watch_fencing(
+    ext: Arc<crate::nvme::volume::NvmeDev>,
+    probe: bool,
+    fenced: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut every = tokio::time::interval(Duration::from_millis(200));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_probe = std::time::Instant::now();
+    loop {
+        every.tick().await;
+        if probe && last_probe.elapsed() >= FENCE_PROBE_INTERVAL && !ext.is_fenced() {
+            last_probe = std::time::Instant::now();
+            let e = ext.clone();
+            match tokio::task::spawn_blocking(move || crate::nvme::volume::still_holder(&e)).await {
+                Ok(Ok(_)) => {}
+                // A lost connection is the device watch's to report; the probe stays quiet.
+                Ok(Err(e)) => tracing::debug!("reservation probe: {e}"),
+                Err(_) => tracing::error!("reservation probe panicked"),
+            }
+        }
+        if ext.is_fenced() {
+            let _ = fenced.send(());
+            return;
+        }
+    }
 }

@@ -22,11 +22,18 @@
 //! (the initiator fails its queues when the socket closes); a target that stops answering
 //! fails each command after `timeout`. There is no reconnect: the daemon must be restarted
 //! once the volume's connection is lost (recovery then runs over the new connection).
+//!
+//! Fencing (docs/ha.md): a command the target refuses with Reservation Conflict means another
+//! MDS took the volume over. The device is then fenced (`is_fenced`): it sends nothing more,
+//! and the daemon stops serving and exits without writing the volume again.
 
 mod fence;
 mod spec;
 
-pub use fence::{claim_for_scsi, preempt_and_abort, registered_keys};
+pub use fence::{
+    claim_metadata, preempt_and_abort, refuse_held, registered_keys, still_holder, ClaimError,
+    Claimed,
+};
 pub use spec::{is_nvme_url, NvmeVolumeSpec, DEFAULT_HOSTNQN, DEFAULT_PORT, SCHEME};
 
 use std::future::Future;
@@ -65,6 +72,10 @@ pub struct NvmeDev {
     /// Set by the first connection-level failure (`is_lost`): the device then fails every
     /// call, whichever queue it would have used (no reconnect, module comment).
     lost: AtomicBool,
+    /// Set by the first Reservation Conflict (`is_fenced`); implies `lost`.
+    fenced: AtomicBool,
+    /// The Host Identifier the reservations know this MDS by (from the host NQN).
+    hostid: [u8; 16],
     info: NamespaceInfo,
     lba: u64,
     size: u64,
@@ -97,10 +108,38 @@ pub fn to_io(e: nvme_tcp::Error) -> io::Error {
             io::Error::new(io::ErrorKind::ConnectionRefused, format!("NVMe/TCP: {e}"))
         }
         e @ E::Config(_) => io::Error::new(io::ErrorKind::InvalidInput, format!("NVMe/TCP: {e}")),
+        E::Status(s) if is_conflict(s) => io::Error::new(io::ErrorKind::PermissionDenied, Fenced),
         E::Status(s) => io::Error::other(format!("NVMe/TCP command failed: {s}")),
         // The target's, never the initiator's.
         e @ E::StillInFlight { .. } => io::Error::other(format!("NVMe/TCP: {e}")),
     }
+}
+
+/// Reservation Conflict (NVMe Base 2.0 §8.19: the namespace is reserved by another host),
+/// whatever the Do Not Retry bit says.
+fn is_conflict(s: nvme_tcp::Status) -> bool {
+    let c = nvme_tcp::Status::RESERVATION_CONFLICT;
+    (s.sct(), s.sc()) == (c.sct(), c.sc())
+}
+
+/// The error of a command refused by reservation: this MDS is fenced.
+#[derive(Debug)]
+struct Fenced;
+
+impl std::fmt::Display for Fenced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "NVMe/TCP: reservation conflict: another MDS holds the volume's reservation \
+             (this MDS was fenced by a takeover)",
+        )
+    }
+}
+
+impl std::error::Error for Fenced {}
+
+/// Whether `e` is a command refused by reservation (`to_io`).
+pub fn is_fenced_error(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|x| x.is::<Fenced>())
 }
 
 impl NvmeDev {
@@ -127,16 +166,17 @@ impl NvmeDev {
             err,
         };
         let s = spec.clone();
-        let (ini, info) = run_on(&handle, spec.timeout, async move {
+        let (ini, info, hostid) = run_on(&handle, spec.timeout, async move {
             let addr = tokio::net::lookup_host(s.authority())
                 .await?
                 .next()
                 .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
             let mut cfg = InitiatorConfig::new(s.subnqn.clone(), s.hostnqn.clone());
             cfg.io_queues = s.io_queues;
+            let hostid = cfg.hostid;
             let ini = Initiator::connect(addr, cfg).await.map_err(to_io)?;
             let info = ini.identify_namespace(s.nsid).await.map_err(to_io)?;
-            Ok((ini, info))
+            Ok((ini, info, hostid))
         })
         .map_err(cerr)?;
         let ns_err = |why: String| NvmeVolumeError::Namespace {
@@ -167,6 +207,8 @@ impl NvmeDev {
             handle,
             ini: RwLock::new(Some(Arc::new(ini))),
             lost: AtomicBool::new(false),
+            fenced: AtomicBool::new(false),
+            hostid,
             size: info.blocks.saturating_mul(lba),
             info,
             lba,
@@ -239,12 +281,39 @@ impl NvmeDev {
         self.lost.load(Ordering::Acquire)
     }
 
+    /// True once the target refused a command by reservation: another MDS took over.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
+
+    /// Marks the device fenced (a command refused by reservation, or the reservation found
+    /// gone, `fence::still_holder`): nothing more is sent.
+    pub fn set_fenced(&self) {
+        self.lost.store(true, Ordering::Release);
+        if !self.fenced.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                "NVMe/TCP volume {}: fenced: another MDS holds the reservation now; nothing \
+                 more is sent to the volume",
+                self.spec
+            );
+        }
+    }
+
+    /// This host's Host Identifier, as the reservations know it.
+    pub fn hostid(&self) -> [u8; 16] {
+        self.hostid
+    }
+
     fn call<T: Send + 'static>(
         &self,
         f: impl Future<Output = io::Result<T>> + Send + 'static,
     ) -> io::Result<T> {
         let r = run_on(&self.handle, self.spec.timeout, f);
         if let Err(e) = &r {
+            if is_fenced_error(e) {
+                self.set_fenced();
+                return r;
+            }
             // A lost queue or a command that never answered (it may still land later):
             // the device is no longer trustworthy, so every later call fails too. A command
             // status (e.g. LBA out of range) leaves the connection usable.

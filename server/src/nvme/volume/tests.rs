@@ -211,8 +211,17 @@ fn errors_map_to_kinds_that_say_whether_the_connection_is_gone() {
     // A command status leaves the connection usable: not one of the "lost" kinds.
     assert_eq!(k(E::Status(Status::LBA_OUT_OF_RANGE)), io::ErrorKind::Other);
     assert_eq!(k(E::Config("x".into())), io::ErrorKind::InvalidInput);
-    let e = to_io(E::Status(Status::RESERVATION_CONFLICT)).to_string();
+    let e = to_io(E::Status(Status::INVALID_FIELD)).to_string();
     assert!(e.contains("NVMe/TCP command failed"), "{e}");
+    // Refused by reservation: this MDS was fenced, whether or not Do Not Retry is set.
+    for s in [Status::RESERVATION_CONFLICT, Status(0x0083)] {
+        let e = to_io(E::Status(s));
+        assert!(
+            is_fenced_error(&e) && e.to_string().contains("fenced"),
+            "{e}"
+        );
+    }
+    assert!(!is_fenced_error(&to_io(E::Status(Status::ACCESS_DENIED))));
 }
 
 /// A regular file `name` in the root, owned by root.
@@ -224,4 +233,178 @@ fn create_file(s: &Store, name: &[u8]) -> Result<(Attr, DirChange), StoreError> 
         &SetAttrs::default(),
         (0, 0),
     )
+}
+
+// ---- the MDS's claim and fencing (fence.rs, docs/ha.md) ----------------------------------
+
+const KEY_A: u64 = u64::from_be_bytes(*b"pnfsdMDA");
+const KEY_B: u64 = u64::from_be_bytes(*b"pnfsdMDB");
+const EA_RO: nvme_tcp::RType = nvme_tcp::RType::EXCLUSIVE_ACCESS_REG_ONLY;
+
+impl TestTarget {
+    /// The namespace as MDS node `node` reaches it (its own host NQN, hence Host ID).
+    fn node(&self, node: &str) -> NvmeDev {
+        let mut s = self.spec();
+        s.hostnqn = format!("nqn.2026-11.org.pnfsd:mds-{node}");
+        NvmeDev::connect(&s).unwrap()
+    }
+
+    fn bytes_at(&self, off: u64, len: usize) -> Vec<u8> {
+        let f = std::fs::read(&self.path).unwrap();
+        f[off as usize..off as usize + len].to_vec()
+    }
+}
+
+#[test]
+fn a_held_volume_is_refused_and_taken_over_only_when_told() {
+    let t = TestTarget::start(8 << 20);
+    let a = t.node("a");
+    assert_eq!(
+        claim_metadata(&a, KEY_A, EA_RO, false).unwrap(),
+        Claimed::Fresh
+    );
+    a.write_at(&[1; 4096], 4096).unwrap();
+
+    let b = t.node("b");
+    let e = claim_metadata(&b, KEY_B, EA_RO, false).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, ClaimError::HeldByOther { .. }), "{msg}");
+    assert!(
+        msg.contains("--takeover") && msg.contains("pnfsdMDA"),
+        "{msg}"
+    );
+    // Refused: B changed nothing, A still writes.
+    a.write_at(&[2; 4096], 4096).unwrap();
+    assert!(!a.is_fenced());
+
+    let took = claim_metadata(&b, KEY_B, EA_RO, true).unwrap();
+    assert_eq!(
+        took,
+        Claimed::TookOver {
+            hostid: a.hostid(),
+            key: KEY_A
+        }
+    );
+    // The old holder's next command is refused by reservation: fenced, and it lands nowhere.
+    let e = a.write_at(&[3; 4096], 8192).unwrap_err();
+    assert!(is_fenced_error(&e), "{e}");
+    assert!(a.is_fenced() && a.is_lost());
+    assert_eq!(t.bytes_at(8192, 4096), vec![0; 4096]);
+    // Nothing more is even sent.
+    let e = a.flush().unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::NotConnected, "{e}");
+    b.write_at(&[4; 4096], 8192).unwrap();
+    assert!(still_holder(&b).unwrap());
+    assert_eq!(t.bytes_at(4096, 1), [2]);
+}
+
+#[test]
+fn a_paused_holder_learns_from_the_probe_that_it_was_fenced() {
+    let t = TestTarget::start(8 << 20);
+    let a = t.node("a");
+    claim_metadata(&a, KEY_A, EA_RO, false).unwrap();
+    assert!(still_holder(&a).unwrap() && !a.is_fenced());
+    let b = t.node("b");
+    claim_metadata(&b, KEY_B, EA_RO, true).unwrap();
+    assert!(!still_holder(&a).unwrap());
+    assert!(a.is_fenced());
+    // A restarted A finds B holding the volume, and is refused without --takeover.
+    drop(a);
+    let a = t.node("a");
+    let msg = claim_metadata(&a, KEY_A, EA_RO, false)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("pnfsdMDB"), "{msg}");
+}
+
+#[test]
+fn a_restart_of_the_holder_claims_again_and_the_same_key_elsewhere_is_refused() {
+    let t = TestTarget::start(8 << 20);
+    let a = t.node("a");
+    claim_metadata(&a, KEY_A, EA_RO, false).unwrap();
+    drop(a);
+    let a = t.node("a");
+    assert_eq!(
+        claim_metadata(&a, KEY_A, EA_RO, false).unwrap(),
+        Claimed::Again
+    );
+    // Another node configured with A's key: refused even with --takeover.
+    let c = t.node("c");
+    let e = claim_metadata(&c, KEY_A, EA_RO, true).unwrap_err();
+    assert!(matches!(e, ClaimError::SameKey { .. }), "{e}");
+    assert!(still_holder(&a).unwrap());
+    // The holder changing type (the layout types changed) keeps the claim.
+    let we = nvme_tcp::RType::WRITE_EXCLUSIVE;
+    assert_eq!(
+        claim_metadata(&a, KEY_A, we, false).unwrap(),
+        Claimed::Again
+    );
+    let b = t.node("b");
+    b.read_at(&mut [0; 4096], 0).unwrap();
+    let e = b.write_at(&[1; 4096], 0).unwrap_err();
+    assert!(is_fenced_error(&e), "{e}");
+}
+
+#[test]
+fn two_nodes_claiming_at_once_one_wins() {
+    let t = TestTarget::start(8 << 20);
+    for round in 0..5 {
+        let (a, b) = (t.node(&format!("a{round}")), t.node(&format!("b{round}")));
+        let (ra, rb) = std::thread::scope(|s| {
+            let ja = s.spawn(|| claim_metadata(&a, KEY_A, EA_RO, false));
+            let jb = s.spawn(|| claim_metadata(&b, KEY_B, EA_RO, false));
+            (ja.join().unwrap(), jb.join().unwrap())
+        });
+        assert!(ra.is_ok() != rb.is_ok(), "round {round}: {ra:?} {rb:?}");
+        let loser = if ra.is_ok() { rb } else { ra };
+        assert!(
+            matches!(loser, Err(ClaimError::HeldByOther { .. })),
+            "{loser:?}"
+        );
+        // Released for the next round: the winner clears the reservation.
+        let (w, k) = if still_holder(&a).unwrap_or(false) {
+            (&a, KEY_A)
+        } else {
+            (&b, KEY_B)
+        };
+        let ini = w.initiator().unwrap();
+        w.call(async move {
+            ini.reservation_release(1, nvme_tcp::ReleaseAction::Clear, nvme_tcp::RType(0), k)
+                .await
+                .map_err(to_io)
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_store_whose_mds_was_fenced_acknowledges_nothing_more() {
+    let t = TestTarget::start(64 << 20);
+    let a = Arc::new(t.node("a"));
+    claim_metadata(&a, KEY_A, EA_RO, false).unwrap();
+    let dev: Arc<dyn BlockDev> = a.clone();
+    Store::mkfs_dev(dev.clone(), false).unwrap();
+    let s = Store::open_dev(dev, StoreOptions::default()).unwrap();
+    let (f, _) = create_file(&s, b"before").unwrap();
+    s.write(f.ino, 0, b"acknowledged", Stable::FileSync)
+        .unwrap();
+
+    let b = Arc::new(t.node("b"));
+    claim_metadata(&b, KEY_B, EA_RO, true).unwrap();
+    let image = std::fs::read(&t.path).unwrap();
+    // A keeps going as if nothing happened: every commit fails, none is acknowledged.
+    assert!(create_file(&s, b"after").is_err());
+    assert!(s.write(f.ino, 0, b"late", Stable::FileSync).is_err());
+    assert!(a.is_fenced());
+    drop(s);
+    assert!(
+        std::fs::read(&t.path).unwrap() == image,
+        "the fenced MDS wrote the volume"
+    );
+    // B recovers A's log and finds every acknowledged change, and nothing else.
+    let s = Store::open_dev(b, StoreOptions::default()).unwrap();
+    let f = s.lookup(ROOT_INO, b"before").unwrap();
+    assert_eq!(s.read(f.ino, 0, 12).unwrap().0, b"acknowledged");
+    assert!(s.lookup(ROOT_INO, b"after").is_err());
+    s.unmount().unwrap();
 }
