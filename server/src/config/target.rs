@@ -313,6 +313,40 @@ mod tests {
         }
     }
 
+    /// deploy/pnfsd-target.toml: the defaults but for its two namespaces, and its
+    /// commented defaults are the built-in ones (uncommented, they change nothing).
+    #[test]
+    fn the_example_file_is_the_defaults_with_two_namespaces() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/pnfsd-target.toml");
+        let text = std::fs::read_to_string(&p).unwrap();
+        let t = Config::parse(&text, &p).unwrap().target;
+        assert_eq!(t.check().unwrap().len(), 2);
+        let d = TargetSection {
+            namespaces: t.namespaces.clone(),
+            ..TargetSection::default()
+        };
+        assert_eq!(t, d);
+        // The commented keys of [target] with a default, uncommented.
+        let defaults: String = text
+            .lines()
+            .skip_while(|l| *l != "[target]")
+            .take_while(|l| !l.starts_with("[[target.namespaces]]"))
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| l.split_once(" = ").is_some_and(|(k, _)| !k.contains(' ')))
+            .filter(|l| {
+                !["allowed_hosts", "advertise", "metrics_listen"]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(defaults.contains("nvme_max_connections"), "{defaults}");
+        let u = Config::parse(&format!("[target]\n{defaults}"), &p)
+            .unwrap()
+            .target;
+        assert_eq!(u, TargetSection::default());
+    }
+
     /// `pnfsd serve` reads a file with a `[target]` table as before, and its SIGHUP
     /// comparison does not see the table (`serve` does not use it).
     #[test]
