@@ -347,6 +347,21 @@ mod tests {
         assert_eq!(u, TargetSection::default());
     }
 
+    /// The failover example of docs/admin-guide.md "pnfsd target" is accepted as it stands.
+    #[test]
+    fn the_admin_guide_example_is_accepted() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/admin-guide.md");
+        let guide = std::fs::read_to_string(&p).unwrap();
+        let at = guide.find("\n## pnfsd target\n").unwrap();
+        let block = guide[at..].split("```toml\n").nth(1).unwrap();
+        let block = &block[..block.find("```").unwrap()];
+        let t = Config::parse(block, &p).unwrap().target;
+        let s = t.check().unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].hosts.as_ref().map(Vec::len), Some(2));
+        assert_eq!(t.mds_hosts.len(), 2);
+    }
+
     /// `pnfsd serve` reads a file with a `[target]` table as before, and its SIGHUP
     /// comparison does not see the table (`serve` does not use it).
     #[test]
