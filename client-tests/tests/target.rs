@@ -268,6 +268,13 @@ async fn two_namespaces_with_host_rules_and_the_metadata_guard() {
         client.read(1, end1, 1, BS).await.map(|_| ()),
         Status::ACCESS_DENIED
     ));
+    // Nor may the client touch the MDSes' reservations there.
+    assert!(is(
+        client
+            .reservation_register(1, RegisterAction::Register, false, 0, 0xc)
+            .await,
+        Status::ACCESS_DENIED
+    ));
     // A host not allowed is refused at Connect.
     match host(t.addr, "nqn.2014-08.org.example:stranger").await {
         Err(nvme_tcp::Error::ConnectRefused { .. }) => {}

@@ -265,6 +265,11 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             Ok(Reply::ok())
         }
         IoOpc::RESV_REGISTER | IoOpc::RESV_ACQUIRE | IoOpc::RESV_RELEASE | IoOpc::RESV_REPORT => {
+            if let Some(p) = &c.subsys.policy {
+                if !p.reservations(&c.host(), ns.nsid) {
+                    return Err(Status::ACCESS_DENIED);
+                }
+            }
             let cdws = (s.cdw(10), s.cdw(11));
             let (who, max) = (requester(c), MAX_TRANSFER as u64);
             // Preempt and Abort completes once the preempted hosts' I/O is off the media.

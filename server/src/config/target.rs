@@ -58,7 +58,8 @@ pub struct TargetNamespace {
     /// Default: its place in the list, from 1.
     #[serde(default)]
     pub nsid: Option<u32>,
-    /// Host NQNs allowed to read and write it; unset: every host admitted to the target.
+    /// Host NQNs allowed to read and write it and issue its reservation commands; unset:
+    /// every host admitted to the target.
     #[serde(default)]
     pub hosts: Option<Vec<String>>,
 }

@@ -189,6 +189,14 @@ struct NsRule {
     refused_metadata: AtomicU64,
 }
 
+impl NsRule {
+    fn admits(&self, host: &HostRef<'_>) -> bool {
+        self.hosts
+            .as_ref()
+            .is_none_or(|h| h.iter().any(|h| h == host.nqn))
+    }
+}
+
 /// Why `TargetPolicy` refuses a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Refusal {
@@ -235,10 +243,8 @@ impl TargetPolicy {
         nlb: u64,
     ) -> Option<Refusal> {
         let r = self.rule(nsid)?;
-        if let Some(h) = &r.hosts {
-            if !h.iter().any(|h| h == host.nqn) {
-                return Some(Refusal::NotHost);
-            }
+        if !r.admits(host) {
+            return Some(Refusal::NotHost);
         }
         // The region starts at LBA 0: a write that starts in it touches it.
         let into_meta = a == Access::Write && nlb > 0 && slba < r.mds_lbas;
@@ -273,6 +279,16 @@ impl HostPolicy for TargetPolicy {
 
     fn access(&self, host: &HostRef<'_>, nsid: u32, a: Access, slba: u64, nlb: u64) -> bool {
         self.why(host, nsid, a, slba, nlb).is_none()
+    }
+
+    /// A namespace's `hosts` hold its reservations alone: a client kept off the metadata
+    /// member cannot preempt the MDS's reservation there.
+    fn reservations(&self, host: &HostRef<'_>, nsid: u32) -> bool {
+        let ok = self.rule(nsid).is_none_or(|r| r.admits(host));
+        if !ok {
+            tracing::warn!(host = %host.nqn, nsid, "reservation command refused (access denied): the namespace's hosts do not name it");
+        }
+        ok
     }
 
     fn refused(&self, host: &HostRef<'_>, nsid: u32, a: Access, slba: u64, nlb: u64) {
@@ -512,5 +528,71 @@ async fn serve_metrics(
                 return;
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(hosts: Option<Vec<&str>>, mds_lbas: u64) -> TargetPolicy {
+        TargetPolicy {
+            rules: vec![NsRule {
+                nsid: 1,
+                hosts: hosts.map(|v| v.into_iter().map(String::from).collect()),
+                mds_lbas,
+                refused_host: AtomicU64::new(0),
+                refused_metadata: AtomicU64::new(0),
+            }],
+            mds_hosts: vec!["nqn.mds".into()],
+        }
+    }
+
+    fn h(nqn: &str) -> HostRef<'_> {
+        HostRef {
+            nqn,
+            hostid: &[0; 16],
+            ip: std::net::IpAddr::from([127, 0, 0, 1]),
+        }
+    }
+
+    #[test]
+    fn the_metadata_region_is_written_by_mds_hosts_alone() {
+        let p = policy(None, 8);
+        let (mds, client) = (h("nqn.mds"), h("nqn.client"));
+        assert!(p.access(&mds, 1, Access::Write, 0, 1));
+        assert!(!p.access(&client, 1, Access::Write, 0, 1));
+        assert!(!p.access(&client, 1, Access::Write, 7, 4));
+        assert!(p.access(&client, 1, Access::Write, 8, 4));
+        assert!(p.access(&client, 1, Access::Read, 0, 1));
+        // Another namespace, or none guarded: no rule of ours.
+        assert!(p.access(&client, 2, Access::Write, 0, 1));
+        assert!(policy(None, 0).access(&client, 1, Access::Write, 0, 1));
+        p.refused(&client, 1, Access::Write, 0, 1);
+        assert_eq!(p.refusals(), vec![(1, "host", 0), (1, "metadata", 1)]);
+    }
+
+    #[test]
+    fn a_namespace_with_hosts_refuses_the_others_everything() {
+        let p = policy(Some(vec!["nqn.mds"]), 0);
+        let (mds, client) = (h("nqn.mds"), h("nqn.client"));
+        assert!(p.access(&mds, 1, Access::Read, 5, 1) && p.reservations(&mds, 1));
+        assert!(!p.access(&client, 1, Access::Read, 5, 1));
+        assert!(!p.access(&client, 1, Access::Write, 5, 1));
+        assert!(!p.reservations(&client, 1));
+        assert!(p.reservations(&client, 2));
+        p.refused(&client, 1, Access::Read, 5, 1);
+        assert_eq!(p.refusals(), vec![(1, "host", 1), (1, "metadata", 0)]);
+    }
+
+    #[test]
+    fn a_kept_uuid_stays_for_its_path_and_changes_with_it() {
+        let d = tempfile::tempdir().unwrap();
+        let a = kept_uuid(d.path(), 1, Path::new("/srv/a")).unwrap();
+        assert_ne!(a, [0; 16]);
+        assert_eq!(kept_uuid(d.path(), 1, Path::new("/srv/a")).unwrap(), a);
+        let b = kept_uuid(d.path(), 1, Path::new("/srv/b")).unwrap();
+        assert_ne!(a, b);
+        assert_ne!(kept_uuid(d.path(), 2, Path::new("/srv/b")).unwrap(), b);
     }
 }
