@@ -45,6 +45,6 @@ pub use namespace::{NamespaceConfig, NamespaceIds};
 pub use policy::{HostPolicy, HostRef};
 pub use reservation::persist::RestoredHosts;
 pub use reservation::{AcquireAction, Cptpl, RType, RegisterAction, ReleaseAction};
-pub use stats::{CommandCount, CommandStats, ControllerInfo};
+pub use stats::{CommandCount, CommandStats, ControllerInfo, NamespaceStats};
 pub use status::Status;
 pub use tgt::{Target, TargetConfig};

@@ -59,6 +59,8 @@ pub(crate) struct Namespace {
     /// LBAs `[0, mds_blocks)` are the MDS's own: never written by a host
     /// (`TargetConfig::mds_blocks`).
     pub mds_blocks: u64,
+    /// Commands refused with Reservation Conflict (`Target::namespace_stats`).
+    pub conflicts: crate::stats::Conflicts,
 }
 
 impl Namespace {
@@ -80,6 +82,7 @@ impl Namespace {
             resv: Mutex::new(resv),
             ptpl,
             mds_blocks: 0,
+            conflicts: Default::default(),
         })
     }
 }

@@ -35,4 +35,11 @@ pub trait HostPolicy: Send + Sync {
     /// Media and Data Integrity Errors, SC 86h: `Status::ACCESS_DENIED`): told once per refused
     /// command, for the embedder's counters and log. The fast paths' pre-check does not tell.
     fn refused(&self, _host: &HostRef<'_>, _nsid: u32, _a: Access, _slba: u64, _nlb: u64) {}
+
+    /// Whether the host may issue reservation commands (Register, Acquire, Release, Report)
+    /// on `nsid` (refused: Access Denied): a host kept off a namespace must not preempt its
+    /// users' reservations either. Default: every admitted host may.
+    fn reservations(&self, _host: &HostRef<'_>, _nsid: u32) -> bool {
+        true
+    }
 }

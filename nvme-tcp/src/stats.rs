@@ -219,6 +219,70 @@ impl Registry {
     }
 }
 
+/// Hosts whose Reservation Conflicts one namespace logs by name; past it a new host's are
+/// counted and logged without a line of their own (the map stays bounded whatever NQNs
+/// hosts send).
+const CONFLICT_HOSTS: usize = 256;
+
+/// One namespace's commands refused with Reservation Conflict (NVMe Base 2.0 §8.19.5): how
+/// many, and the host NQNs that drew them, so that the log names a host the first time it
+/// is refused (then at its 2nd, 4th, 8th, … refusal), and a fenced host is seen to have
+/// written nothing.
+#[derive(Default)]
+pub(crate) struct Conflicts {
+    count: AtomicU64,
+    hosts: Mutex<HashMap<String, u64>>,
+}
+
+impl Conflicts {
+    /// A command of `host` on `nsid` was refused with Reservation Conflict.
+    pub fn note(&self, nsid: u32, host: &crate::policy::HostRef<'_>) {
+        let total = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        let mine = {
+            let mut h = lock(&self.hosts);
+            let full = h.len() >= CONFLICT_HOSTS;
+            match h.get_mut(host.nqn) {
+                Some(n) => {
+                    *n += 1;
+                    Some(*n)
+                }
+                None if !full => {
+                    h.insert(host.nqn.to_string(), 1);
+                    Some(1)
+                }
+                None => None,
+            }
+        };
+        let say = match mine {
+            Some(n) => n.is_power_of_two(),
+            None => total.is_power_of_two(),
+        };
+        if say {
+            tracing::warn!(
+                host = %host.nqn,
+                ip = %host.ip,
+                nsid,
+                host_refusals = mine,
+                namespace_refusals = total,
+                "command refused: reservation conflict"
+            );
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// One namespace's counters (`Target::namespace_stats`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceStats {
+    pub nsid: u32,
+    /// Commands refused with Reservation Conflict since the target started: I/O of a host
+    /// the reservation shuts out (a preempted one), and reservation commands refused.
+    pub reservation_conflicts: u64,
+}
+
 /// `success`, else the status code type and code: `sct1_sc81` (Connect Controller Busy).
 pub fn status_label(s: Status) -> String {
     if s.is_success() {
@@ -313,6 +377,37 @@ mod tests {
         let ns = t0.elapsed().as_nanos() as f64 / N as f64;
         println!("QueueStats::answered: {ns:.1} ns per successful Read");
         assert_eq!(r.snapshot().read_bytes, N * 4096);
+    }
+
+    #[test]
+    fn conflicts_count_every_refusal_and_keep_the_host_map_bounded() {
+        let c = Conflicts::default();
+        let ip = std::net::IpAddr::from([127, 0, 0, 1]);
+        let h = |nqn: &'static str| crate::policy::HostRef {
+            nqn,
+            hostid: &[0; 16],
+            ip,
+        };
+        c.note(1, &h("nqn.a"));
+        c.note(1, &h("nqn.a"));
+        c.note(1, &h("nqn.b"));
+        assert_eq!(c.count(), 3);
+        assert_eq!(lock(&c.hosts).get("nqn.a"), Some(&2));
+        let names: Vec<String> = (0..2 * CONFLICT_HOSTS)
+            .map(|i| format!("nqn.h{i}"))
+            .collect();
+        for n in &names {
+            c.note(
+                1,
+                &crate::policy::HostRef {
+                    nqn: n,
+                    hostid: &[0; 16],
+                    ip,
+                },
+            );
+        }
+        assert_eq!(c.count(), 3 + 2 * CONFLICT_HOSTS as u64);
+        assert_eq!(lock(&c.hosts).len(), CONFLICT_HOSTS);
     }
 
     #[test]

@@ -70,3 +70,47 @@ async fn command_stats_and_controllers_match_what_the_host_did() {
         count(&s, "io", "write", "success")
     );
 }
+
+/// Reservation Conflicts are counted per namespace (`Target::namespace_stats`): the
+/// writes and the Flush of a host that WRITE EXCLUSIVE shuts out, and its refused Acquire;
+/// its reads pass and are not counted, nor are the holder's commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reservation_conflicts_are_counted_per_namespace() {
+    use nvme_tcp::{AcquireAction, RType, RegisterAction};
+    let r = rig(64, None).await;
+    let t = &r.target;
+    let holder = Initiator::connect(t.local_addr(), host("holder", 1))
+        .await
+        .unwrap();
+    let other = Initiator::connect(t.local_addr(), host("other", 1))
+        .await
+        .unwrap();
+    holder
+        .reservation_register(1, RegisterAction::Register, false, 0, 7)
+        .await
+        .unwrap();
+    holder
+        .reservation_acquire(1, AcquireAction::Acquire, RType::WRITE_EXCLUSIVE, 7, 0)
+        .await
+        .unwrap();
+    let block = || Bytes::from(vec![3u8; BS as usize]);
+    holder.write(1, 0, block(), BS, false).await.unwrap();
+    assert_eq!(t.namespace_stats()[0].reservation_conflicts, 0);
+    for lba in [1, 2] {
+        assert!(other.write(1, lba, block(), BS, false).await.is_err());
+    }
+    assert!(other.flush(1).await.is_err());
+    other.read(1, 0, 1, BS).await.unwrap();
+    assert!(other
+        .reservation_acquire(1, AcquireAction::Acquire, RType::WRITE_EXCLUSIVE, 9, 0)
+        .await
+        .is_err());
+    let s = t.namespace_stats();
+    assert_eq!(
+        s,
+        vec![nvme_tcp::NamespaceStats {
+            nsid: 1,
+            reservation_conflicts: 4
+        }]
+    );
+}

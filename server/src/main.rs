@@ -1,6 +1,6 @@
 //! The `pnfsd` binary: `mkfs` formats a volume, `serve` (the default) runs the metadata
 //! server until SIGTERM/SIGINT, then unmounts the store cleanly; SIGHUP reloads what can
-//! change without a restart. `man` and `completions` print what clap generates from the
+//! change without a restart. `target` serves volumes over NVMe/TCP as a storage node. `man` and `completions` print what clap generates from the
 //! definitions below (one source for `--help`, the man pages and completions). The commands
 //! themselves are the library's `daemon` module.
 //!
@@ -64,6 +64,20 @@ enum Cmd {
         reports READY=1 once it serves, with the ready line as STATUS, and STOPPING=1."
     )]
     Serve(ServeArgs),
+    /// Serve volume files or block devices over NVMe/TCP as a storage node (the [target]
+    /// section), without mounting them.
+    #[command(
+        long_about = "Serve the volume files or block devices of the configuration's \
+        [target] section as namespaces of one NVMe/TCP subsystem, with the embedded target's \
+        host rules, limits and reservations (Persist Through Power Loss, kept in state_dir), \
+        until SIGTERM or SIGINT. A storage node runs it so that the volume outlives either \
+        MDS; pnfsd serve reaches it with volume = \"nvme-tcp://HOST:PORT/NQN?nsid=N\".\n\n\
+        It never creates, formats or mounts a volume; it locks each one as pnfsd serve does. \
+        On a namespace that holds a pnfsd superblock only mds_hosts may write the region \
+        before the data area. SIGHUP reloads nothing. Under systemd (Type=notify) it reports \
+        READY=1 once it serves, with the ready line as STATUS."
+    )]
+    Target(pnfsd::daemon::target::TargetArgs),
     /// Show a running pnfsd: version, uptime, volume, free space, grace, log, metadata cache
     /// (GET /status on its admin endpoint; `admin = true` in its configuration).
     Status(pnfsd::admin::cli::AdminArgs),
@@ -119,6 +133,9 @@ fn main() -> ExitCode {
         Some(Cmd::Serve(a)) => Config::load(a.config.as_deref(), &a.overrides())
             .map(|c| c.log_format)
             .unwrap_or_default(),
+        Some(Cmd::Target(a)) => Config::load(a.config.as_deref(), &Default::default())
+            .map(|c| c.log_format)
+            .unwrap_or_default(),
         None => Config::load(None, &Default::default())
             .map(|c| c.log_format)
             .unwrap_or_default(),
@@ -128,6 +145,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Some(Cmd::Mkfs(a)) => mkfs(&a),
         Some(Cmd::Serve(a)) => serve(&a, &log),
+        Some(Cmd::Target(a)) => pnfsd::daemon::target::run(&a, &log),
         Some(Cmd::Status(a)) => admin(pnfsd::admin::cli::View::Status, &a),
         Some(Cmd::Clients(a)) => {
             use pnfsd::admin::cli::View;
@@ -200,6 +218,24 @@ mod tests {
         assert_eq!((m.size, m.force), (8 << 30, false));
         assert!(parse(&["mkfs", "v", "--size", "lots"]).is_err());
         assert!(parse(&["mkfs"]).is_err());
+    }
+
+    #[test]
+    fn target_flags() {
+        let Some(Cmd::Target(t)) =
+            parse(&["target", "--config", "t.toml", "--listen", "10.0.0.1:4421"])
+                .unwrap()
+                .cmd
+        else {
+            panic!()
+        };
+        assert_eq!(t.config, Some(PathBuf::from("t.toml")));
+        assert_eq!(
+            t.listen.map(|a| a.to_string()),
+            Some("10.0.0.1:4421".into())
+        );
+        assert!(parse(&["target", "--listen", "nowhere"]).is_err());
+        assert!(parse(&["target", "--data-dir", "/d"]).is_err());
     }
 
     #[test]

@@ -265,12 +265,19 @@ fn run(c: &Arc<Controller>, cmd: Cmd) -> Result<Reply, Status> {
             Ok(Reply::ok())
         }
         IoOpc::RESV_REGISTER | IoOpc::RESV_ACQUIRE | IoOpc::RESV_RELEASE | IoOpc::RESV_REPORT => {
+            if let Some(p) = &c.subsys.policy {
+                if !p.reservations(&c.host(), ns.nsid) {
+                    return Err(Status::ACCESS_DENIED);
+                }
+            }
             let cdws = (s.cdw(10), s.cdw(11));
             let (who, max) = (requester(c), MAX_TRANSFER as u64);
             // Preempt and Abort completes once the preempted hosts' I/O is off the media.
             let aborted = |gone: &[[u8; 16]]| c.subsys.drain_hosts_io(gone);
-            crate::reservation::command::execute(&ns, &who, opc, cdws, &cmd.data, max, &aborted)
-                .map(|d| d.map_or_else(Reply::ok, Reply::data))
+            let r = crate::reservation::command::execute(
+                &ns, &who, opc, cdws, &cmd.data, max, &aborted,
+            );
+            conflicted(c, &ns, r).map(|d| d.map_or_else(Reply::ok, Reply::data))
         }
         _ => Err(Status::INVALID_OPCODE),
     }
@@ -303,7 +310,12 @@ fn checked(
     nlb: u64,
     report: bool,
 ) -> Result<(), Status> {
-    lock(&ns.resv).check(&c.hostid, a)?;
+    let r = lock(&ns.resv).check(&c.hostid, a);
+    if report {
+        conflicted(c, ns, r)?;
+    } else {
+        r?;
+    }
     if a == Access::Write {
         mds_blocks_untouched(ns, slba, nlb)?;
     }
@@ -322,7 +334,19 @@ fn checked(
 /// The reservation check for a command that names no blocks (Flush) or checks its ranges
 /// itself (DSM).
 fn check(c: &Controller, ns: &Namespace, a: Access) -> Result<(), Status> {
-    lock(&ns.resv).check(&c.hostid, a)
+    let r = lock(&ns.resv).check(&c.hostid, a);
+    conflicted(c, ns, r)
+}
+
+/// `r`, after counting it (and logging its host, `stats::Conflicts`) if it is a
+/// Reservation Conflict: the one place every refused I/O and reservation command passes.
+fn conflicted<T>(c: &Controller, ns: &Namespace, r: Result<T, Status>) -> Result<T, Status> {
+    if r.as_ref()
+        .is_err_and(|s| s.same_code(Status::RESERVATION_CONFLICT))
+    {
+        ns.conflicts.note(ns.nsid, &c.host());
+    }
+    r
 }
 
 /// No host writes (or deallocates) the MDS's own blocks: the superblock, the log and the

@@ -203,6 +203,19 @@ impl Target {
         self.inner.subsys.stats.snapshot()
     }
 
+    /// Each namespace's counters, by NSID.
+    pub fn namespace_stats(&self) -> Vec<crate::stats::NamespaceStats> {
+        self.inner
+            .subsys
+            .namespaces
+            .values()
+            .map(|ns| crate::stats::NamespaceStats {
+                nsid: ns.nsid,
+                reservation_conflicts: ns.conflicts.count(),
+            })
+            .collect()
+    }
+
     /// The controllers connected now, by CNTLID.
     pub fn controllers(&self) -> Vec<crate::stats::ControllerInfo> {
         let all: Vec<_> = lock(&self.inner.subsys.controllers)

@@ -171,6 +171,9 @@ pub struct Config {
     /// `[[exports]]` with their `[[exports.clients]]` rules (crate::exports); without any,
     /// the namespace is exported to this machine only. SIGHUP reloads them.
     pub exports: Vec<ExportConfig>,
+    /// `[target]`: `pnfsd target`'s, not serve's (config/target.rs), hence not compared on SIGHUP.
+    #[serde(skip_serializing)]
+    pub target: super::target::TargetSection,
 }
 
 impl Default for Config {
@@ -224,6 +227,7 @@ impl Default for Config {
             log_level: "info".to_string(),
             log_format: LogFormat::Text,
             exports: crate::exports::default_exports(),
+            target: Default::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ mod load;
 mod options;
 mod reload;
 mod size;
+pub mod target;
 #[cfg(test)]
 mod tests;
 

@@ -6,7 +6,8 @@
 //! - `serve`: listeners, mount, the services until a signal, unmount;
 //! - `signals`: systemd notifications, the signals handled, a SIGHUP's reload;
 //! - `logging`: the log lines and their reloadable filter;
-//! - `nvme`: the embedded NVMe/TCP target (or an external namespace) wired to the server.
+//! - `nvme`: the embedded NVMe/TCP target (or an external namespace) wired to the server;
+//! - `target`: `pnfsd target`, the standalone NVMe/TCP target of a storage node.
 //!
 //! A module of the library rather than of the binary: the library's own tests use the NVMe
 //! wiring (nfs4/tests/pnfs/, nvme/ tests), and tools/deps.py sees the daemon's imports
@@ -18,6 +19,7 @@ pub mod mkfs;
 pub mod nvme;
 pub mod serve;
 pub mod signals;
+pub mod target;
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +46,8 @@ pub enum DaemonError {
     Nvme(#[from] crate::nvme::NvmeError),
     #[error(transparent)]
     Volume(#[from] crate::volume::VolumeError),
+    #[error(transparent)]
+    Target(#[from] target::TargetError),
     #[error(transparent)]
     Preflight(#[from] PreflightError),
     #[error(transparent)]

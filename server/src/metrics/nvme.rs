@@ -1,8 +1,10 @@
 //! The embedded NVMe/TCP target's counters on `/metrics`, read at
 //! scrape from `Target::command_stats` (per-queue counters summed; nothing is counted here):
-//! `pnfsd_nvme_commands_total{queue,opcode,status}` and `pnfsd_nvme_bytes_total{dir}`.
-//! Labels come from nvme-tcp's fixed tables and from statuses the target produced, so their
-//! number is bounded. Nothing is written without a target.
+//! `pnfsd_nvme_commands_total{queue,opcode,status}`, `pnfsd_nvme_bytes_total{dir}` and
+//! `pnfsd_nvme_reservation_conflicts_total{nsid}` (`Target::namespace_stats`).
+//! Labels come from nvme-tcp's fixed tables, from statuses the target produced and from the
+//! namespaces it was bound with, so their number is bounded. Nothing is written without a
+//! target. `pnfsd target` serves the same series for its own target (`target_exposition`).
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -21,7 +23,10 @@ struct NvmeCollector;
 impl Collector for NvmeCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
         match crate::nvme::embedded() {
-            Some(t) => encode(&t.command_stats(), &mut e),
+            Some(t) => {
+                encode(&t.command_stats(), &mut e)?;
+                encode_namespaces(&t.namespace_stats(), &mut e)
+            }
             None => Ok(()),
         }
     }
@@ -52,6 +57,71 @@ pub fn encode(s: &nvme_tcp::CommandStats, e: &mut DescriptorEncoder<'_>) -> std:
         ConstCounter::new(n).encode(m.encode_family(&[("dir", dir)])?)?;
     }
     Ok(())
+}
+
+pub fn encode_namespaces(
+    s: &[nvme_tcp::NamespaceStats],
+    e: &mut DescriptorEncoder<'_>,
+) -> std::fmt::Result {
+    let mut m = e.encode_descriptor(
+        "pnfsd_nvme_reservation_conflicts",
+        "Commands the NVMe/TCP target refused with Reservation Conflict, by namespace: I/O of a host the reservation shuts out (a fenced one) and reservation commands refused.",
+        None,
+        MetricType::Counter,
+    )?;
+    for n in s {
+        let nsid = n.nsid.to_string();
+        ConstCounter::new(n.reservation_conflicts)
+            .encode(m.encode_family(&[("nsid", nsid.as_str())])?)?;
+    }
+    Ok(())
+}
+
+/// A standalone target's exposition (`pnfsd target`'s `metrics_listen`): the series above,
+/// `pnfsd_nvme_controllers` as the MDS's gauges name it, and
+/// `pnfsd_target_access_denied_total{nsid,reason}` from `refused` (`(nsid, reason, count)`,
+/// `daemon::target::TargetPolicy::refusals`).
+pub fn target_exposition(t: &nvme_tcp::Target, refused: &[(u32, &'static str, u64)]) -> String {
+    struct One(nvme_tcp::Target, Vec<(u32, &'static str, u64)>);
+    impl std::fmt::Debug for One {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("TargetCollector")
+        }
+    }
+    impl Collector for One {
+        fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+            encode(&self.0.command_stats(), &mut e)?;
+            encode_namespaces(&self.0.namespace_stats(), &mut e)?;
+            let m = e.encode_descriptor(
+                "pnfsd_nvme_controllers",
+                "Live controllers of the NVMe/TCP target (discovery and I/O).",
+                None,
+                MetricType::Gauge,
+            )?;
+            prometheus_client::metrics::gauge::ConstGauge::new(self.0.controller_count() as i64)
+                .encode(m)?;
+            let mut m = e.encode_descriptor(
+                "pnfsd_target_access_denied",
+                "Commands pnfsd target refused with Access Denied, by namespace and reason: host (the namespace's hosts do not name it) or metadata (a write into a pnfsd volume's metadata region by a host not in mds_hosts).",
+                None,
+                MetricType::Counter,
+            )?;
+            for &(nsid, reason, n) in &self.1 {
+                let nsid = nsid.to_string();
+                ConstCounter::new(n)
+                    .encode(m.encode_family(&[("nsid", nsid.as_str()), ("reason", reason)])?)?;
+            }
+            Ok(())
+        }
+    }
+    let mut reg = Registry::default();
+    reg.register_collector(Box::new(One(t.clone(), refused.to_vec())));
+    let mut out = String::new();
+    // Writing to a String fails only if a collector does, and this one does not.
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &reg) {
+        tracing::warn!("metrics encoding: {e}");
+    }
+    out
 }
 
 #[cfg(test)]
@@ -95,6 +165,43 @@ mod tests {
         );
         assert!(
             t.contains("pnfsd_nvme_bytes_total{dir=\"write\"} 0\n"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn reservation_conflicts_encode_by_namespace() {
+        #[derive(Debug)]
+        struct Ns(Vec<nvme_tcp::NamespaceStats>);
+        impl Collector for Ns {
+            fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+                encode_namespaces(&self.0, &mut e)
+            }
+        }
+        let s = vec![
+            nvme_tcp::NamespaceStats {
+                nsid: 1,
+                reservation_conflicts: 0,
+            },
+            nvme_tcp::NamespaceStats {
+                nsid: 2,
+                reservation_conflicts: 5,
+            },
+        ];
+        let mut reg = Registry::default();
+        reg.register_collector(Box::new(Ns(s)));
+        let mut t = String::new();
+        prometheus_client::encoding::text::encode(&mut t, &reg).unwrap();
+        assert!(
+            t.contains("# TYPE pnfsd_nvme_reservation_conflicts counter\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("pnfsd_nvme_reservation_conflicts_total{nsid=\"1\"} 0\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("pnfsd_nvme_reservation_conflicts_total{nsid=\"2\"} 5\n"),
             "{t}"
         );
     }
