@@ -60,6 +60,10 @@ impl Allocator {
         self.split = Some(at.clamp(self.start, self.start + self.len));
     }
 
+    pub fn is_split(&self) -> bool {
+        self.split.is_some()
+    }
+
     /// Free blocks where tree nodes and blobs are allocated (all of them, unsplit).
     pub fn free_node_blocks(&self) -> u64 {
         match self.split {
