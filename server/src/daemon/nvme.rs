@@ -49,8 +49,9 @@ pub fn gate_hosts(tc: &mut TargetConfig, srv: &Server, cfg: &Config) {
         .collect();
     srv.layouts.hosts.set_overrides(m);
     let sb = srv.store.superblock();
-    let (off, sig) = sb.signature();
-    let lbas = sb.geometry.total_blocks * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
+    // Namespace 1 is the device clients write: a split volume's data member.
+    let (off, sig) = sb.data_signature();
+    let lbas = sb.geometry.data_member_len() * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
     srv.layouts
         .hosts
         .enforce(crate::nfs4::layouts::hosts::Enforce {

@@ -108,7 +108,7 @@ pub fn serve_volume(
         "mounting {volume}"
     ))]);
     // Locked against a second daemon, or connected to the external namespace (volume.rs).
-    let vol = Volume::open(volume)?;
+    let vol = Volume::open_with(volume, cfg.metadata_volume_source()?.as_ref())?;
     vol.check_formatted(volume)?;
     // One device for the store and the NVMe namespace: one descriptor, one fdatasync (nvme/mod.rs).
     let dev = vol.dev.clone();
@@ -132,7 +132,7 @@ pub fn serve_volume(
         cfg,
         volume,
         srv.clone(),
-        dev,
+        vol.data_dev.clone(),
         vol.nvme.clone(),
         listeners,
         signals,
@@ -205,7 +205,10 @@ pub async fn run(
             let mut tc = crate::daemon::nvme::target_config(cfg, dev, uuid_bytes);
             crate::nvme::guard_mds_blocks(&mut tc, &srv.store.superblock().geometry);
             crate::daemon::nvme::gate_hosts(&mut tc, &srv, cfg);
-            crate::nvme::meta_guard::guard_metadata(&mut tc, srv.store.meta_blocks());
+            // A split volume's metadata is on a member the target does not export.
+            if !srv.store.superblock().geometry.is_split() {
+                crate::nvme::meta_guard::guard_metadata(&mut tc, srv.store.meta_blocks());
+            }
             let target = crate::nvme::bind(addr, tc).await?;
             crate::daemon::nvme::install_fencing(&srv, &target, cfg);
             tracing::info!(
