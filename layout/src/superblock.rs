@@ -213,6 +213,15 @@ impl Geometry {
         self.data_split()
     }
 
+    /// Blocks of the device clients write (LBAs of the embedded target's namespace 1): the
+    /// whole of a single volume, the data member of a split one.
+    pub fn data_member_len(&self) -> u64 {
+        match self.is_split() {
+            true => self.data_member_blocks,
+            false => self.total_blocks,
+        }
+    }
+
     /// Where tree nodes and blobs are allocated: `[start, end)`.
     pub fn node_area(&self) -> (u64, u64) {
         match self.is_split() {
@@ -384,6 +393,18 @@ impl Superblock {
     /// GETDEVICEINFO puts in its SIMPLE volume (RFC 5663 §2.2.1) and blkmapd compares.
     pub fn signature(&self) -> (u64, [u8; 16]) {
         (UUID_OFFSET as u64, self.uuid)
+    }
+
+    /// The block-layout signature of the device clients write, the one GETDEVICEINFO names:
+    /// this superblock's on a single volume, the data member's label on a split one
+    /// (`member`), so that blkmapd never takes the metadata member for it.
+    pub fn data_signature(&self) -> (u64, Vec<u8>) {
+        let g = &self.geometry;
+        match g.is_split() {
+            false => (UUID_OFFSET as u64, self.uuid.to_vec()),
+            true => crate::member::MemberLabel::data(self.uuid, g.data_member_blocks, g.data_base)
+                .signature(),
+        }
     }
 
     /// Whether `buf` starts with our magic (mkfs refuses such a volume without `--force`).
