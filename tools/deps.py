@@ -77,8 +77,9 @@ LAYERS = {
     ],
     # The store (store/src): the file layer over the tree layer, joined by `Inner`.
     "store": [
-        # the API types, which both layers name
+        # the API types, which both layers name, and a split volume's device
         ("types", 0),
+        ("split", 0),
         # the tree layer: the on-disk B+tree, its cache, changes over it, records and formats
         ("btree", 1),
         ("cache", 1),

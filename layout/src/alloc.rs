@@ -23,6 +23,11 @@ pub struct Allocator {
     by_off: BTreeMap<u64, u64>,
     by_size: BTreeSet<(u64, u64)>,
     free: u64,
+    /// A split region (`set_split`): blocks below this are the node area, the rest the file
+    /// area; `free_low` counts the free blocks below it. One free list for both, so the
+    /// free-space list on disk is the same for a split volume.
+    split: Option<u64>,
+    free_low: u64,
 }
 
 impl Allocator {
@@ -43,6 +48,106 @@ impl Allocator {
             by_off: BTreeMap::new(),
             by_size: BTreeSet::new(),
             free: 0,
+            split: None,
+            free_low: 0,
+        }
+    }
+
+    /// Splits the region at `at` (before any block is freed): `alloc_nodes` then hands out
+    /// blocks below it only, `alloc_data` blocks from it on.
+    pub fn set_split(&mut self, at: u64) {
+        debug_assert!(self.free == 0);
+        self.split = Some(at.clamp(self.start, self.start + self.len));
+    }
+
+    pub fn is_split(&self) -> bool {
+        self.split.is_some()
+    }
+
+    /// Free blocks where tree nodes and blobs are allocated (all of them, unsplit).
+    pub fn free_node_blocks(&self) -> u64 {
+        match self.split {
+            Some(_) => self.free_low,
+            None => self.free,
+        }
+    }
+
+    /// Free blocks where file data is allocated (all of them, unsplit).
+    pub fn free_data_blocks(&self) -> u64 {
+        match self.split {
+            Some(_) => self.free - self.free_low,
+            None => self.free,
+        }
+    }
+
+    /// Blocks where file data is allocated (all of them, unsplit).
+    pub fn data_region_blocks(&self) -> u64 {
+        match self.split {
+            Some(at) => self.start + self.len - at,
+            None => self.len,
+        }
+    }
+
+    /// `alloc` for tree nodes and blobs: below the split.
+    pub fn alloc_nodes(&mut self, goal: u64, want: u64) -> Option<(u64, u64)> {
+        match self.split {
+            Some(at) => self.alloc_within(self.start, at, goal, want),
+            None => self.alloc(goal, want),
+        }
+    }
+
+    /// `alloc` for file data: from the split on.
+    pub fn alloc_data(&mut self, goal: u64, want: u64) -> Option<(u64, u64)> {
+        match self.split {
+            Some(at) => self.alloc_within(at, self.start + self.len, goal, want),
+            None => self.alloc(goal, want),
+        }
+    }
+
+    /// `alloc` inside `[lo, hi)`, by the same preferences (the goal, the first fit after
+    /// it, a first fit before it, the largest piece), over the free extents clipped to the
+    /// range. The fits are found by walking the range's extents: the size index spans both
+    /// areas.
+    fn alloc_within(&mut self, lo: u64, hi: u64, goal: u64, want: u64) -> Option<(u64, u64)> {
+        if want == 0 || lo >= hi {
+            return None;
+        }
+        // A goal outside the range (a file's previous extent elsewhere, or 0) starts at `lo`.
+        let goal = if (lo..hi).contains(&goal) { goal } else { lo };
+        let clip = |(s, l): (u64, u64)| {
+            let (a, b) = (s.max(lo), (s + l).min(hi));
+            (a < b).then_some((a, b - a))
+        };
+        let pick = if let Some(x) = self.free_containing(goal).and_then(clip) {
+            let (fs, fl) = x;
+            Some((goal, fs + fl - goal))
+        } else {
+            let from = |a: u64, b: u64| {
+                let head = self.free_containing(a).filter(|&(s, _)| s < a);
+                head.into_iter()
+                    .chain(self.by_off.range(a..b).map(|(&s, &l)| (s, l)))
+                    .filter_map(clip)
+                    .collect::<Vec<_>>()
+            };
+            let after = from(goal, hi);
+            let fit = |v: &[(u64, u64)]| v.iter().copied().find(|&(_, l)| l >= want);
+            fit(&after).or_else(|| {
+                let all = from(lo, hi);
+                fit(&all).or_else(|| all.iter().copied().max_by_key(|&(_, l)| l))
+            })
+        };
+        let (a, n) = pick?;
+        let n = n.min(want);
+        let (fs, fl) = self.free_containing(a)?;
+        self.carve(fs, fl, a, n);
+        Some((a, n))
+    }
+
+    /// How many blocks of `[start, start + len)` lie below the split.
+    fn low_part(&self, start: u64, len: u64) -> u64 {
+        match self.split {
+            Some(at) if start < at => (start + len).min(at) - start,
+            _ => 0,
         }
     }
 
@@ -79,12 +184,14 @@ impl Allocator {
         self.by_off.insert(start, len);
         self.by_size.insert((len, start));
         self.free += len;
+        self.free_low += self.low_part(start, len);
     }
 
     fn remove_free(&mut self, start: u64) -> u64 {
         let len = self.by_off.remove(&start).unwrap_or(0);
         self.by_size.remove(&(len, start));
         self.free -= len;
+        self.free_low -= self.low_part(start, len);
         len
     }
 
@@ -273,6 +380,35 @@ mod tests {
         assert!(a.set_used(99, 5).is_err());
     }
 
+    /// A split region: nodes only below the split, data only from it on, each counted.
+    #[test]
+    fn split_areas_never_mix() {
+        let mut a = Allocator::new_full(10, 100);
+        a.set_split(40);
+        a.free(10, 100).unwrap();
+        assert_eq!((a.free_node_blocks(), a.free_data_blocks()), (30, 70));
+        assert_eq!(a.data_region_blocks(), 70);
+        assert_eq!(a.alloc_nodes(0, 20), Some((10, 20)));
+        // Across the split the free extent is one, but a node run stops at it.
+        assert_eq!(a.alloc_nodes(30, 50), Some((30, 10)));
+        assert_eq!(a.alloc_nodes(0, 1), None);
+        assert_eq!(a.alloc_data(0, 5), Some((40, 5)));
+        assert_eq!(a.alloc_data(100, 50), Some((100, 10)));
+        assert_eq!(a.alloc_data(100, 50), Some((45, 50)));
+        assert_eq!(a.alloc_data(0, 50), Some((95, 5)));
+        assert_eq!(a.alloc_data(0, 1), None);
+        assert_eq!((a.free_node_blocks(), a.free_data_blocks()), (0, 0));
+        a.free(35, 10).unwrap();
+        assert_eq!((a.free_node_blocks(), a.free_data_blocks()), (5, 5));
+        assert_eq!(a.alloc_data(0, 100), Some((40, 5)));
+        assert_eq!(a.alloc_nodes(90, 100), Some((35, 5)));
+        // Unsplit, both are the plain allocator.
+        let mut u = Allocator::new_free(0, 10);
+        assert_eq!(u.alloc_nodes(0, 4), Some((0, 4)));
+        assert_eq!(u.alloc_data(0, 4), Some((4, 4)));
+        assert_eq!((u.free_node_blocks(), u.free_data_blocks()), (2, 2));
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         Alloc(u64, u64),
@@ -292,15 +428,30 @@ mod tests {
         /// No block is owned twice, free + used = total, and the allocator agrees with a
         /// per-block model after any sequence of operations.
         #[test]
-        fn never_owned_twice(ops in proptest::collection::vec(op(), 1..200)) {
+        fn never_owned_twice(
+            ops in proptest::collection::vec(op(), 1..200),
+            split in proptest::option::of(20u64..276),
+        ) {
             let (start, len) = (20u64, 256u64);
-            let mut a = Allocator::new_free(start, len);
+            let mut a = Allocator::new_full(start, len);
+            if let Some(at) = split {
+                a.set_split(at);
+            }
+            a.free(start, len).unwrap();
             let mut owner = vec![false; 400];
             let mut owned: Vec<(u64, u64)> = Vec::new();
             for o in ops {
                 match o {
                     Op::Alloc(g, w) => {
-                        if let Some((s, l)) = a.alloc(g, w) {
+                        // Split: odd goals ask for nodes, even ones for data.
+                        let (got, (lo, hi)) = match split {
+                            None => (a.alloc(g, w), (start, start + len)),
+                            Some(at) if g % 2 == 1 => (a.alloc_nodes(g, w), (start, at)),
+                            Some(at) => (a.alloc_data(g, w), (at, start + len)),
+                        };
+                        let area_free = (lo..hi).filter(|&b| !owner[b as usize]).count() as u64;
+                        if let Some((s, l)) = got {
+                            prop_assert!(s >= lo && s + l <= hi, "{}+{} outside {}..{}", s, l, lo, hi);
                             prop_assert!(l >= 1 && l <= w);
                             prop_assert!(s >= start && s + l <= start + len);
                             for b in s..s + l {
@@ -309,7 +460,7 @@ mod tests {
                             }
                             owned.push((s, l));
                         } else {
-                            prop_assert_eq!(a.free_blocks(), 0);
+                            prop_assert_eq!(area_free, 0);
                         }
                     }
                     Op::Free(i, off, l) => {
@@ -340,6 +491,11 @@ mod tests {
                 }
                 let used = owner.iter().filter(|&&x| x).count() as u64;
                 prop_assert_eq!(a.used_blocks(), used);
+                if let Some(at) = split {
+                    let low = (start..at).filter(|&b| !owner[b as usize]).count() as u64;
+                    prop_assert_eq!(a.free_node_blocks(), low);
+                    prop_assert_eq!(a.free_data_blocks(), a.free_blocks() - low);
+                }
                 prop_assert_eq!(a.free_blocks() + a.used_blocks(), a.total_blocks());
                 // Free extents are disjoint, merged, inside the region, and match the model.
                 let mut prev_end = None;

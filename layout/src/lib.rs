@@ -5,9 +5,12 @@
 //! [superblock][ internal log ][ checkpoints ][ file blocks and B+tree nodes, mixed ......... ]
 //!              (metalog owns)  (server::store)  alloc::Allocator hands out both
 //!                                               extent_map::ExtentMap maps (in memory)
+//! split volume (`metadata_volume`): one block space over two members
+//! metadata member: [superblock][ log ][ checkpoints ][ node area: tree nodes, blobs ]
+//! data member:     [ member label, to 1 MiB ][ file blocks ....................... ]
 //! ```
 //!
-//! Owns: the on-disk superblock (`superblock`), the free-space allocator of the data area
+//! Owns: the on-disk superblock (`superblock`), the data member's label (`member`), the free-space allocator of the data area
 //! (`alloc`), per-file extent maps with written / unwritten / hole (`extent_map`), the pNFS block
 //! layout bodies and device address (`block`, RFC 5663 §2) and the LAYOUTGET / LAYOUTCOMMIT /
 //! LAYOUTRETURN rules (`policy`: ranges, extent states, maxcount, grants, commit checks; `reach`:
@@ -21,6 +24,7 @@
 pub mod alloc;
 pub mod block;
 pub mod extent_map;
+pub mod member;
 pub mod policy;
 pub mod reach;
 pub mod scsi;
@@ -29,4 +33,5 @@ pub mod superblock;
 
 pub use alloc::{AllocError, Allocator};
 pub use extent_map::{ExtState, ExtentMap, Segment};
+pub use member::{LabelError, MemberLabel};
 pub use superblock::{Geometry, MountMark, Superblock, SuperblockError, BLOCK_SIZE, LBA_SIZE};

@@ -41,11 +41,23 @@ const OFF_MOUNT_PID: usize = 112;
 const OFF_MOUNT_HOST: usize = 116;
 /// The host name is kept to this many bytes, NUL-padded (Linux allows 64: HOST_NAME_MAX).
 pub const MOUNT_HOST_BYTES: usize = 64;
-const OFF_END_OF_FIELDS: usize = OFF_MOUNT_HOST + MOUNT_HOST_BYTES;
+const OFF_MOUNT_END: usize = OFF_MOUNT_HOST + MOUNT_HOST_BYTES;
+// A split volume's fields ([`FEATURE_SPLIT`]; zero on a single volume).
+const OFF_NODE_BLOCKS: usize = OFF_MOUNT_END;
+const OFF_DATA_BASE: usize = OFF_NODE_BLOCKS + 8;
+const OFF_DATA_MEMBER_BLOCKS: usize = OFF_DATA_BASE + 8;
+const OFF_END_OF_FIELDS: usize = OFF_DATA_MEMBER_BLOCKS + 8;
 /// The CRC32C covers bytes `0..OFF_CRC`.
 const OFF_CRC: usize = 508;
 /// Encoded size: one 512-byte sector, so a superblock write is never torn.
 pub const SUPERBLOCK_BYTES: usize = 512;
+
+/// Incompatible feature: the volume is split over a metadata member (this superblock, the
+/// log, the checkpoint slots and a node area for the B+tree and blobs) and a data member
+/// (the blocks of layouts, behind a member label: `member`). A pnfsd that does not know a
+/// bit of `features` refuses the volume.
+pub const FEATURE_SPLIT: u64 = 1 << 0;
+const FEATURES_KNOWN: u64 = FEATURE_SPLIT;
 
 const _: () = assert!(UUID_OFFSET == 32);
 const _: () = assert!(OFF_FEATURES + 8 == UUID_OFFSET);
@@ -73,6 +85,8 @@ pub enum SuperblockError {
     Short,
     #[error("volume of {0} bytes is too small (minimum {1})")]
     TooSmall(u64, u64),
+    #[error("the volume uses features {0:#x} this pnfsd does not know")]
+    UnknownFeatures(u64),
 }
 
 impl From<bytecodec::Error> for SuperblockError {
@@ -89,8 +103,16 @@ pub struct Geometry {
     pub log_blocks: u64,
     pub meta_start: u64,
     pub meta_blocks: u64,
+    /// The allocator's region `[data_start, data_start + data_blocks)`, to the volume's end.
     pub data_start: u64,
     pub data_blocks: u64,
+    /// Split volume ([`FEATURE_SPLIT`]): the first `node_blocks` of the allocator's region
+    /// are the node area (tree nodes and blobs) on the metadata member; the rest lives on the
+    /// data member from its block `data_base` on. 0: a single volume.
+    pub node_blocks: u64,
+    pub data_base: u64,
+    /// The data member's size in blocks (its label's and the first `data_base` included).
+    pub data_member_blocks: u64,
 }
 
 /// Log size: 1/64 of the volume, between 4 MiB and 256 MiB. The minimum holds thousands of
@@ -104,6 +126,11 @@ const LOG_MAX_BLOCKS: u64 = (256 << 20) / BLOCK_SIZE as u64;
 pub const META_SLOT_BLOCKS: u64 = 2;
 /// At least 1 MiB of data blocks, so that a test volume can hold files.
 const DATA_MIN_BLOCKS: u64 = (1 << 20) / BLOCK_SIZE as u64;
+/// A split volume's data start on its data member, past the member label: 1 MiB, so data
+/// extents are 1 MiB aligned on the device.
+pub const DATA_BASE_BLOCKS: u64 = (1 << 20) / BLOCK_SIZE as u64;
+/// The smallest node area: 1 MiB of tree nodes and blobs.
+const NODE_MIN_BLOCKS: u64 = (1 << 20) / BLOCK_SIZE as u64;
 
 impl Geometry {
     /// The layout `mkfs` gives a volume of `size_bytes`.
@@ -125,7 +152,116 @@ impl Geometry {
             meta_blocks,
             data_start,
             data_blocks: total_blocks - data_start,
+            node_blocks: 0,
+            data_base: 0,
+            data_member_blocks: 0,
         })
+    }
+
+    /// The layout `mkfs` gives a split volume: all of the metadata member past the log and
+    /// the checkpoint slots is the node area (the member holds metadata only), the data
+    /// member's blocks from [`DATA_BASE_BLOCKS`] on are the data area. The log is sized from
+    /// both members together, as for a single volume of that size.
+    pub fn for_split(meta_bytes: u64, data_bytes: u64) -> Result<Geometry, SuperblockError> {
+        let bs = BLOCK_SIZE as u64;
+        let (meta, member) = (meta_bytes / bs, data_bytes / bs);
+        let log_blocks = ((meta + member) / 64).clamp(LOG_MIN_BLOCKS, LOG_MAX_BLOCKS);
+        let data_start = 1 + log_blocks + META_SLOT_BLOCKS;
+        if meta < data_start + NODE_MIN_BLOCKS {
+            return Err(SuperblockError::TooSmall(
+                meta_bytes,
+                (data_start + NODE_MIN_BLOCKS) * bs,
+            ));
+        }
+        if member < DATA_BASE_BLOCKS + DATA_MIN_BLOCKS {
+            return Err(SuperblockError::TooSmall(
+                data_bytes,
+                (DATA_BASE_BLOCKS + DATA_MIN_BLOCKS) * bs,
+            ));
+        }
+        let node_blocks = meta - data_start;
+        let total_blocks = meta + member - DATA_BASE_BLOCKS;
+        Ok(Geometry {
+            total_blocks,
+            log_start: 1,
+            log_blocks,
+            meta_start: 1 + log_blocks,
+            meta_blocks: META_SLOT_BLOCKS,
+            data_start,
+            data_blocks: total_blocks - data_start,
+            node_blocks,
+            data_base: DATA_BASE_BLOCKS,
+            data_member_blocks: member,
+        })
+    }
+
+    pub fn is_split(&self) -> bool {
+        self.node_blocks > 0
+    }
+
+    /// The first block of the data member's part of the block space (the volume's end for a
+    /// single volume, whose blocks are all on one member).
+    pub fn data_split(&self) -> u64 {
+        match self.is_split() {
+            true => self.data_start + self.node_blocks,
+            false => self.total_blocks,
+        }
+    }
+
+    /// Blocks of the metadata member (all of a single volume).
+    pub fn meta_member_blocks(&self) -> u64 {
+        self.data_split()
+    }
+
+    /// Blocks of the device clients write (LBAs of the embedded target's namespace 1): the
+    /// whole of a single volume, the data member of a split one.
+    pub fn data_member_len(&self) -> u64 {
+        match self.is_split() {
+            true => self.data_member_blocks,
+            false => self.total_blocks,
+        }
+    }
+
+    /// Where tree nodes and blobs are allocated: `[start, end)`.
+    pub fn node_area(&self) -> (u64, u64) {
+        match self.is_split() {
+            true => (self.data_start, self.data_split()),
+            false => (self.data_start, self.total_blocks),
+        }
+    }
+
+    /// Where file data is allocated: `[start, end)`.
+    pub fn file_area(&self) -> (u64, u64) {
+        match self.is_split() {
+            true => (self.data_split(), self.total_blocks),
+            false => (self.data_start, self.total_blocks),
+        }
+    }
+
+    /// The byte offset on the data member (a layout's `storage_offset`, an LBA of the data
+    /// namespace times its size) of block `block` of the data area. The identity times the
+    /// block size on a single volume; `None` for a block not on the data member.
+    pub fn storage_offset(&self, block: u64) -> Option<u64> {
+        let bs = BLOCK_SIZE as u64;
+        if !self.is_split() {
+            return block.checked_mul(bs);
+        }
+        let b = block.checked_sub(self.data_split())?;
+        (block < self.total_blocks).then_some((b + self.data_base) * bs)
+    }
+
+    /// The inverse of [`Geometry::storage_offset`]: the block at byte `offset` of the data
+    /// member (rounded down to its block). `None` for a split volume's label blocks or
+    /// past its end.
+    pub fn block_at_storage(&self, offset: u64) -> Option<u64> {
+        let b = offset / BLOCK_SIZE as u64;
+        if !self.is_split() {
+            return Some(b);
+        }
+        let logical = b
+            .checked_sub(self.data_base)?
+            .checked_add(self.data_split())?;
+        (logical < self.total_blocks).then_some(logical)
     }
 
     fn check(&self) -> Result<(), SuperblockError> {
@@ -149,6 +285,15 @@ impl Geometry {
             return Err(SuperblockError::BadGeometry(
                 "data area past the volume end",
             ));
+        }
+        if g.is_split() {
+            let split = end(g.data_start, g.node_blocks)?;
+            if split >= g.total_blocks || g.data_base == 0 {
+                return Err(SuperblockError::BadGeometry("node area"));
+            }
+            if end(g.total_blocks - split, g.data_base)? != g.data_member_blocks {
+                return Err(SuperblockError::BadGeometry("data member size"));
+            }
         }
         Ok(())
     }
@@ -234,6 +379,11 @@ impl Superblock {
             put_u32_le(&mut b, OFF_MOUNT_PID, m.pid);
             put_bytes(&mut b, OFF_MOUNT_HOST, &m.host);
         }
+        if g.is_split() {
+            put_u64_le(&mut b, OFF_NODE_BLOCKS, g.node_blocks);
+            put_u64_le(&mut b, OFF_DATA_BASE, g.data_base);
+            put_u64_le(&mut b, OFF_DATA_MEMBER_BLOCKS, g.data_member_blocks);
+        }
         let crc = crc32c::crc32c(&b[..OFF_CRC]);
         put_u32_le(&mut b, OFF_CRC, crc);
         b
@@ -243,6 +393,18 @@ impl Superblock {
     /// GETDEVICEINFO puts in its SIMPLE volume (RFC 5663 §2.2.1) and blkmapd compares.
     pub fn signature(&self) -> (u64, [u8; 16]) {
         (UUID_OFFSET as u64, self.uuid)
+    }
+
+    /// The block-layout signature of the device clients write, the one GETDEVICEINFO names:
+    /// this superblock's on a single volume, the data member's label on a split one
+    /// (`member`), so that blkmapd never takes the metadata member for it.
+    pub fn data_signature(&self) -> (u64, Vec<u8>) {
+        let g = &self.geometry;
+        match g.is_split() {
+            false => (UUID_OFFSET as u64, self.uuid.to_vec()),
+            true => crate::member::MemberLabel::data(self.uuid, g.data_member_blocks, g.data_base)
+                .signature(),
+        }
     }
 
     /// Whether `buf` starts with our magic (mkfs refuses such a volume without `--force`).
@@ -272,6 +434,15 @@ impl Superblock {
             return Err(SuperblockError::BadBlockSize(bs));
         }
         let uuid = get_array::<16>(b, UUID_OFFSET)?;
+        let features = get_u64_le(b, OFF_FEATURES)?;
+        if features & !FEATURES_KNOWN != 0 {
+            return Err(SuperblockError::UnknownFeatures(features & !FEATURES_KNOWN));
+        }
+        let split = features & FEATURE_SPLIT != 0;
+        let split_field = |off| match split {
+            true => get_u64_le(b, off),
+            false => Ok(0),
+        };
         let geometry = Geometry {
             total_blocks: get_u64_le(b, OFF_TOTAL_BLOCKS)?,
             log_start: get_u64_le(b, OFF_LOG_START)?,
@@ -280,7 +451,15 @@ impl Superblock {
             meta_blocks: get_u64_le(b, OFF_META_BLOCKS)?,
             data_start: get_u64_le(b, OFF_DATA_START)?,
             data_blocks: get_u64_le(b, OFF_DATA_BLOCKS)?,
+            node_blocks: split_field(OFF_NODE_BLOCKS)?,
+            data_base: split_field(OFF_DATA_BASE)?,
+            data_member_blocks: split_field(OFF_DATA_MEMBER_BLOCKS)?,
         };
+        if split != geometry.is_split() {
+            return Err(SuperblockError::BadGeometry(
+                "split feature without a node area",
+            ));
+        }
         geometry.check()?;
         let since = get_u64_le(b, OFF_MOUNT_SINCE)? as i64;
         let mounted = if since == 0 {
@@ -294,7 +473,7 @@ impl Superblock {
         };
         Ok(Superblock {
             uuid,
-            features: get_u64_le(b, OFF_FEATURES)?,
+            features,
             geometry,
             created: get_u64_le(b, OFF_CREATED)? as i64,
             mounted,
@@ -398,6 +577,128 @@ mod tests {
         assert!(matches!(
             Superblock::decode(&s.encode()),
             Err(SuperblockError::BadGeometry(_))
+        ));
+    }
+
+    /// The bytes of a single volume's superblock, pinned: the split fields stay zero, so a
+    /// single volume is byte for byte what it was before they existed.
+    #[test]
+    fn single_volume_bytes_are_pinned() {
+        let s = sb();
+        let b = s.encode();
+        let g = s.geometry;
+        assert_eq!(&b[0..8], b"PNFSDSB\x01");
+        assert_eq!(&b[8..12], &2u32.to_le_bytes());
+        assert_eq!(&b[12..16], &4096u32.to_le_bytes());
+        assert_eq!(&b[16..24], &(262_144u64).to_le_bytes());
+        assert_eq!(&b[24..32], &[0u8; 8]);
+        assert_eq!(&b[48..56], &1u64.to_le_bytes());
+        assert_eq!(&b[56..64], &4096u64.to_le_bytes());
+        assert_eq!(&b[64..72], &4097u64.to_le_bytes());
+        assert_eq!(&b[72..80], &2u64.to_le_bytes());
+        assert_eq!(&b[80..88], &4099u64.to_le_bytes());
+        assert_eq!(&b[88..96], &(262_144u64 - 4099).to_le_bytes());
+        assert_eq!(&b[96..104], &1_700_000_000u64.to_le_bytes());
+        assert!(b[104..OFF_CRC].iter().all(|&x| x == 0));
+        assert_eq!(
+            &b[OFF_CRC..512],
+            &crc32c::crc32c(&b[..OFF_CRC]).to_le_bytes()
+        );
+        assert!(!g.is_split());
+        assert_eq!(g.data_split(), g.total_blocks);
+        assert_eq!(g.node_area(), g.file_area());
+    }
+
+    fn split_sb() -> Superblock {
+        Superblock {
+            features: FEATURE_SPLIT,
+            geometry: Geometry::for_split(64 << 20, 1 << 30).unwrap(),
+            ..sb()
+        }
+    }
+
+    /// A split volume's superblock: its feature bit and its three fields after the mount
+    /// mark, pinned; a superblock that has one without the other is refused.
+    #[test]
+    fn split_volume_bytes_are_pinned() {
+        let s = split_sb();
+        let g = s.geometry;
+        // 64 MiB + 1 GiB: the log is 1/64 of both, (16384 + 262144) / 64 = 4352 blocks.
+        assert_eq!((g.log_blocks, g.data_start), (4352, 4355));
+        assert_eq!((g.node_blocks, g.data_base), (16384 - 4355, 256));
+        assert_eq!(g.data_member_blocks, 262_144);
+        assert_eq!(g.total_blocks, 16384 + 262_144 - 256);
+        let b = s.encode();
+        assert_eq!(&b[24..32], &1u64.to_le_bytes());
+        assert_eq!(&b[180..188], &(16384u64 - 4355).to_le_bytes());
+        assert_eq!(&b[188..196], &256u64.to_le_bytes());
+        assert_eq!(&b[196..204], &262_144u64.to_le_bytes());
+        assert!(b[204..OFF_CRC].iter().all(|&x| x == 0));
+        assert_eq!(Superblock::decode(&b).unwrap(), s);
+        let reseal = |b: &mut Vec<u8>| {
+            let crc = crc32c::crc32c(&b[..OFF_CRC]);
+            put_u32_le(b, OFF_CRC, crc);
+        };
+        let mut no_bit = b.clone();
+        put_u64_le(&mut no_bit, OFF_FEATURES, 0);
+        reseal(&mut no_bit);
+        // Without the bit the fields are not read: a single volume whose regions are fine.
+        assert!(!Superblock::decode(&no_bit).unwrap().geometry.is_split());
+        let mut no_nodes = b.clone();
+        put_u64_le(&mut no_nodes, OFF_NODE_BLOCKS, 0);
+        reseal(&mut no_nodes);
+        assert!(matches!(
+            Superblock::decode(&no_nodes),
+            Err(SuperblockError::BadGeometry(_))
+        ));
+        let mut bad_size = b.clone();
+        put_u64_le(&mut bad_size, OFF_DATA_MEMBER_BLOCKS, 262_143);
+        reseal(&mut bad_size);
+        assert!(Superblock::decode(&bad_size).is_err());
+        let mut unknown = b;
+        put_u64_le(&mut unknown, OFF_FEATURES, FEATURE_SPLIT | 1 << 7);
+        reseal(&mut unknown);
+        assert_eq!(
+            Superblock::decode(&unknown),
+            Err(SuperblockError::UnknownFeatures(1 << 7))
+        );
+    }
+
+    /// Data-member offsets at the boundary between the members, both ways; a single volume
+    /// maps by the identity.
+    #[test]
+    fn storage_offsets_at_the_member_boundary() {
+        let g = split_sb().geometry;
+        let bs = BLOCK_SIZE as u64;
+        let split = g.data_split();
+        assert_eq!(split, g.data_start + g.node_blocks);
+        assert_eq!(g.node_area(), (g.data_start, split));
+        assert_eq!(g.file_area(), (split, g.total_blocks));
+        assert_eq!(g.storage_offset(split), Some(256 * bs));
+        assert_eq!(g.storage_offset(split + 1), Some(257 * bs));
+        assert_eq!(g.storage_offset(split - 1), None, "a node-area block");
+        assert_eq!(g.storage_offset(g.total_blocks), None);
+        assert_eq!(
+            g.storage_offset(g.total_blocks - 1),
+            Some((g.data_member_blocks - 1) * bs)
+        );
+        assert_eq!(g.block_at_storage(256 * bs), Some(split));
+        assert_eq!(g.block_at_storage(257 * bs + 5), Some(split + 1));
+        assert_eq!(g.block_at_storage(255 * bs), None, "the label blocks");
+        assert_eq!(g.block_at_storage(g.data_member_blocks * bs), None);
+        for b in [split, split + 7, g.total_blocks - 1] {
+            assert_eq!(g.block_at_storage(g.storage_offset(b).unwrap()), Some(b));
+        }
+        let one = sb().geometry;
+        assert_eq!(one.storage_offset(12_345), Some(12_345 * bs));
+        assert_eq!(one.block_at_storage(12_345 * bs), Some(12_345));
+        assert!(matches!(
+            Geometry::for_split(8 << 20, 1 << 30),
+            Err(SuperblockError::TooSmall(..))
+        ));
+        assert!(matches!(
+            Geometry::for_split(64 << 20, 1 << 20),
+            Err(SuperblockError::TooSmall(..))
         ));
     }
 }

@@ -132,8 +132,15 @@ pub fn check_unused_dev(dev: &dyn BlockDev, target: &str) -> Result<(), Prefligh
     }
 }
 
-/// `Some(description)` if `b0` starts with a pnfsd superblock.
+/// `Some(description)` if `b0` starts with a pnfsd superblock or a split volume's member
+/// label.
 fn own_superblock(b0: &[u8]) -> Option<String> {
+    if let Ok(l) = layout::MemberLabel::decode(b0) {
+        return Some(format!(
+            "the data member of a split pnfsd volume (uuid {})",
+            uuid::Uuid::from_bytes(l.uuid)
+        ));
+    }
     if !layout::Superblock::looks_formatted(b0) {
         return None;
     }

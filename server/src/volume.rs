@@ -58,6 +58,18 @@ pub enum VolumeError {
     Nvme(#[from] NvmeVolumeError),
     #[error("volume {0} is not formatted: run `pnfsd mkfs {0}` first")]
     Unformatted(String),
+    #[error(
+        "split volume {data} (metadata on {meta}) is not formatted: run \
+         `pnfsd mkfs --metadata-volume {meta} {data}` first"
+    )]
+    SplitUnformatted { meta: String, data: String },
+    /// A split volume's member that is not what its superblock or label says: named by the
+    /// member it is about.
+    #[error("volume member {member}: {err}")]
+    Member {
+        member: String,
+        err: crate::store::SplitError,
+    },
     #[error("volume {0}: the superblock cannot be read: {1}")]
     BadSuperblock(String, layout::SuperblockError),
     /// A volume file that was truncated, or grown by hand, is not mounted: a
@@ -111,18 +123,34 @@ impl VolumeLock {
     }
 }
 
-/// An open data volume: the device the store mounts, and what must live as long as it.
+/// An open volume: the device the store mounts, and what must live as long as it.
 pub struct Volume {
+    /// What the store mounts: the volume, or a split volume's two members as one device
+    /// (`store::SplitDev`).
     pub dev: Arc<dyn BlockDev>,
-    /// Set for an external namespace: its identity and reservations (nvme::volume).
+    /// Where the blocks of layouts are (the embedded target's namespace 1, whose LBAs are
+    /// layouts' storage offsets): `dev` itself, or a split volume's data member.
+    pub data_dev: Arc<dyn BlockDev>,
+    /// Set for an external namespace holding the data blocks: its identity and the SCSI
+    /// layout's reservations (nvme::volume).
     pub nvme: Option<Arc<NvmeDev>>,
-    _lock: Option<VolumeLock>,
+    /// Set for a split volume whose metadata member is an external namespace: the one only
+    /// MDS hosts use, where a WRITE EXCLUSIVE reservation fences an MDS without shutting
+    /// out block-layout clients (they never register keys).
+    pub meta_nvme: Option<Arc<NvmeDev>>,
+    split: bool,
+    _locks: Vec<VolumeLock>,
 }
 
-impl Volume {
-    /// Locks and opens a file or block device (`FileDev`, O_DIRECT where possible), or
-    /// connects to an external namespace.
-    pub fn open(src: &VolumeSource) -> Result<Volume, VolumeError> {
+/// One member opened: its device, its namespace if external, its lock if a file.
+struct Member {
+    dev: Arc<dyn BlockDev>,
+    nvme: Option<Arc<NvmeDev>>,
+    lock: Option<VolumeLock>,
+}
+
+impl Member {
+    fn open(src: &VolumeSource) -> Result<Member, VolumeError> {
         match src {
             VolumeSource::File(path) => {
                 let lock = VolumeLock::acquire(path)?;
@@ -133,27 +161,118 @@ impl Volume {
                 // Says once, when it happens, that the volume failed (device_watch.rs).
                 let name = path.display().to_string();
                 let dev = crate::device_watch::WatchedDev::new(Arc::new(dev), name);
-                Ok(Volume {
+                Ok(Member {
                     dev: Arc::new(dev),
                     nvme: None,
-                    _lock: Some(lock),
+                    lock: Some(lock),
                 })
             }
             VolumeSource::Nvme(spec) => {
                 let d = Arc::new(NvmeDev::connect(spec)?);
-                Ok(Volume {
+                Ok(Member {
                     dev: d.clone(),
                     nvme: Some(d),
-                    _lock: None,
+                    lock: None,
                 })
             }
         }
     }
 
+    fn close(&self) {
+        if let Some(d) = &self.nvme {
+            if let Err(e) = d.disconnect() {
+                tracing::warn!("NVMe/TCP volume disconnect: {e}");
+            }
+        }
+    }
+}
+
+impl Volume {
+    /// `open`, or `open_split` when `meta` (the `metadata_volume`) is given.
+    pub fn open_with(
+        src: &VolumeSource,
+        meta: Option<&VolumeSource>,
+    ) -> Result<Volume, VolumeError> {
+        match meta {
+            None => Volume::open(src),
+            Some(m) => Volume::open_split(m, src),
+        }
+    }
+
+    /// Opens a split volume's two members (each locked or connected as `open` does) and
+    /// checks that they are one volume: the metadata member's superblock says split, the
+    /// data member's label names it (store::SplitDev::open). A refusal names the member.
+    pub fn open_split(meta: &VolumeSource, data: &VolumeSource) -> Result<Volume, VolumeError> {
+        use crate::store::SplitError;
+        let m = Member::open(meta)?;
+        let d = match Member::open(data) {
+            Ok(d) => d,
+            Err(e) => {
+                m.close();
+                return Err(e);
+            }
+        };
+        match crate::store::SplitDev::open(m.dev.clone(), d.dev.clone()) {
+            Ok(split) => Ok(Volume {
+                dev: Arc::new(split),
+                data_dev: d.dev,
+                nvme: d.nvme,
+                meta_nvme: m.nvme,
+                split: true,
+                _locks: [m.lock, d.lock].into_iter().flatten().collect(),
+            }),
+            Err(err) => {
+                m.close();
+                d.close();
+                Err(match err {
+                    SplitError::Superblock(layout::SuperblockError::BadMagic) => {
+                        VolumeError::SplitUnformatted {
+                            meta: meta.to_string(),
+                            data: data.to_string(),
+                        }
+                    }
+                    SplitError::Label(_)
+                    | SplitError::Mismatch(_)
+                    | SplitError::TooSmall("data", ..) => VolumeError::Member {
+                        member: data.to_string(),
+                        err,
+                    },
+                    err => VolumeError::Member {
+                        member: meta.to_string(),
+                        err,
+                    },
+                })
+            }
+        }
+    }
+
+    /// Locks and opens a file or block device (`FileDev`, O_DIRECT where possible), or
+    /// connects to an external namespace.
+    pub fn open(src: &VolumeSource) -> Result<Volume, VolumeError> {
+        let m = Member::open(src)?;
+        Ok(Volume {
+            dev: m.dev.clone(),
+            data_dev: m.dev,
+            nvme: m.nvme,
+            meta_nvme: None,
+            split: false,
+            _locks: m.lock.into_iter().collect(),
+        })
+    }
+
+    /// Whether this is a split volume (`open_split`).
+    pub fn is_split(&self) -> bool {
+        self.split
+    }
+
     /// Refuses a volume without our superblock magic with a hint, before the store tries to
     /// mount it (`serve` formats only a missing volume file, never an existing device or an
     /// external namespace).
+    /// A split volume was checked when opened (`open_split`).
     pub fn check_formatted(&self, src: &VolumeSource) -> Result<(), VolumeError> {
+        if self.split {
+            return Ok(());
+        }
         let mut b0 = vec![0u8; 4096];
         if self.dev.size() < b0.len() as u64 {
             return Err(VolumeError::Unformatted(src.to_string()));
@@ -196,7 +315,7 @@ impl Volume {
 
     /// After the store unmounted: an orderly NVMe disconnect (nothing to do for a file).
     pub fn close(&self) {
-        if let Some(d) = &self.nvme {
+        for d in self.nvme.iter().chain(&self.meta_nvme) {
             if let Err(e) = d.disconnect() {
                 tracing::warn!("NVMe/TCP volume disconnect: {e}");
             }
@@ -282,5 +401,47 @@ mod tests {
         Volume::open(&src).unwrap().check_formatted(&src).unwrap();
         resize(size);
         Volume::open(&src).unwrap().check_formatted(&src).unwrap();
+    }
+
+    /// A split volume opens only as the pair mkfs made: a missing, foreign or swapped member
+    /// is refused with a message naming it.
+    #[test]
+    fn a_split_volume_refuses_a_wrong_member() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = |n: &str| VolumeSource::File(dir.path().join(n));
+        let mkfs = |m: &str, d: &str| {
+            let meta = Arc::new(metalog::FileDev::create(&dir.path().join(m), 16 << 20).unwrap());
+            let data = Arc::new(metalog::FileDev::create(&dir.path().join(d), 32 << 20).unwrap());
+            crate::store::Store::mkfs_split(meta, data, false).unwrap();
+        };
+        mkfs("m1", "d1");
+        mkfs("m2", "d2");
+        let v = Volume::open_split(&f("m1"), &f("d1")).unwrap();
+        assert!(v.is_split() && v.meta_nvme.is_none());
+        assert_eq!(v.data_dev.size(), 32 << 20);
+        v.check_formatted(&f("d1")).unwrap();
+        // Both members are locked while open.
+        assert!(matches!(
+            VolumeLock::acquire(&dir.path().join("m1")),
+            Err(VolumeError::Busy(_))
+        ));
+        drop(v);
+        let refused = |m: &str, d: &str, names: &str, says: &str| {
+            let e = Volume::open_split(&f(m), &f(d)).err().expect("refused");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&f(names).to_string()) && msg.contains(says),
+                "{msg}"
+            );
+        };
+        refused("m1", "d2", "d2", "another volume");
+        // The data member as the metadata member: no superblock there.
+        refused("d1", "m1", "d1", "pnfsd mkfs --metadata-volume");
+        // A single volume's superblock is not a split volume's metadata member.
+        crate::store::Store::mkfs(&dir.path().join("one"), 64 << 20, false).unwrap();
+        refused("one", "d1", "one", "single volume");
+        // A data member without a label (a blank device).
+        metalog::FileDev::create(&dir.path().join("blank"), 32 << 20).unwrap();
+        refused("m1", "blank", "blank", "no pnfsd member label");
     }
 }

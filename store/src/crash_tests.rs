@@ -21,6 +21,56 @@ pub(super) fn kill(dev: &Arc<CrashDev>) -> Arc<CrashDev> {
     survivor
 }
 
+/// The metadata member and the data member of a split test volume.
+const SPLIT_META: u64 = 8 << 20;
+const SPLIT_DATA: u64 = 16 << 20;
+
+/// A test volume on crash devices: one, or a split volume's two members (split.rs), which
+/// lose power together.
+#[derive(Clone)]
+enum CrashVol {
+    One(Arc<CrashDev>),
+    Split(Arc<CrashDev>, Arc<CrashDev>),
+}
+
+impl CrashVol {
+    fn new(seed: u64, split: bool) -> CrashVol {
+        if !split {
+            return CrashVol::One(crash_vol(seed));
+        }
+        let m = Arc::new(CrashDev::new(SPLIT_META, seed));
+        let d = Arc::new(CrashDev::new(SPLIT_DATA, seed + 1000));
+        Store::mkfs_split(m.clone(), d.clone(), false).unwrap();
+        CrashVol::Split(m, d)
+    }
+
+    fn open(&self) -> Store {
+        let dev: Arc<dyn BlockDev> = match self {
+            CrashVol::One(d) => d.clone(),
+            CrashVol::Split(m, d) => Arc::new(SplitDev::open(m.clone(), d.clone()).unwrap()),
+        };
+        Store::open_dev(dev, StoreOptions::default()).unwrap()
+    }
+
+    fn kill(&self) -> CrashVol {
+        match self {
+            CrashVol::One(d) => CrashVol::One(kill(d)),
+            CrashVol::Split(m, d) => CrashVol::Split(kill(m), kill(d)),
+        }
+    }
+
+    /// A client's write of data-area block `phys` onwards, on the device its layout names.
+    fn client_write(&self, s: &Store, buf: &[u8], phys: u64) {
+        match self {
+            CrashVol::One(d) => d.write_at(buf, phys * BLOCK).unwrap(),
+            CrashVol::Split(_, d) => {
+                let off = s.superblock().geometry.storage_offset(phys).unwrap();
+                d.write_at(buf, off).unwrap()
+            }
+        }
+    }
+}
+
 /// Structural invariants of a mounted store: entries name live inodes under their hashed
 /// cookies, link counts match the entries, parents are right, block counts match the extent
 /// maps, no block is owned twice (files, tree nodes, checkpoint blobs), and the allocator's
@@ -118,6 +168,17 @@ pub(super) fn fsck(s: &Store) {
         .collect();
     assert!(s.inner.meta_blocks.is_ready(), "metadata blocks not walked");
     assert_eq!(guarded, meta, "the guarded metadata blocks");
+    // A split volume: file blocks only in the data area, nodes and blobs only in the node area.
+    let geo = s.inner.sb.geometry;
+    if geo.is_split() {
+        for (p, l, who) in &owned {
+            let (lo, hi) = match who.starts_with("inode") {
+                true => geo.file_area(),
+                false => geo.node_area(),
+            };
+            assert!(*p >= lo && p + l <= hi, "{who} {p}+{l} outside {lo}..{hi}");
+        }
+    }
     owned.extend(g.busy.iter().map(|b| (b.phys, b.len, "busy".into())));
     owned.extend(g.reserved.iter().map(|(&p, &l)| (p, l, "reserved".into())));
     owned.sort();
@@ -145,8 +206,17 @@ pub(super) fn fsck(s: &Store) {
 
 #[test]
 fn acknowledged_sync_operations_survive_a_kill() {
-    let dev = crash_vol(1);
-    let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+    acknowledged_sync_operations_survive_a_kill_on(false);
+}
+
+#[test]
+fn split_acknowledged_sync_operations_survive_a_kill() {
+    acknowledged_sync_operations_survive_a_kill_on(true);
+}
+
+fn acknowledged_sync_operations_survive_a_kill_on(split: bool) {
+    let dev = CrashVol::new(1, split);
+    let s = dev.open();
     let d = mk(&s, ROOT_INO, "d", NewNode::Directory);
     let f = mk(&s, d.ino, "f", NewNode::Regular);
     s.write(f.ino, 0, &[0xabu8; 10000], Stable::FileSync)
@@ -168,9 +238,9 @@ fn acknowledged_sync_operations_survive_a_kill() {
         .unwrap();
     s.commit(f.ino).unwrap();
     let want = s.getattr(f.ino).unwrap();
-    let dev2 = kill(&dev);
+    let dev2 = dev.kill();
     drop(s);
-    let s = Store::open_dev(dev2.clone(), StoreOptions::default()).unwrap();
+    let s = dev2.open();
     assert!(
         s.mount_stats().items_replayed > 0,
         "a kill leaves work for recovery"
@@ -191,8 +261,17 @@ fn acknowledged_sync_operations_survive_a_kill() {
 
 #[test]
 fn write_back_then_kill_replays_over_the_metadata_area() {
-    let dev = crash_vol(2);
-    let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+    write_back_then_kill_replays_on(false);
+}
+
+#[test]
+fn split_write_back_then_kill_replays_over_the_node_area() {
+    write_back_then_kill_replays_on(true);
+}
+
+fn write_back_then_kill_replays_on(split: bool) {
+    let dev = CrashVol::new(2, split);
+    let s = dev.open();
     for i in 0..50 {
         let a = mk(&s, ROOT_INO, &format!("f{i}"), NewNode::Regular);
         s.write(a.ino, 0, format!("data {i}").as_bytes(), Stable::FileSync)
@@ -216,9 +295,9 @@ fn write_back_then_kill_replays_over_the_metadata_area() {
         objs2 - objs
     );
     s.rename(ROOT_INO, b"f1", ROOT_INO, b"late2").unwrap();
-    let dev2 = kill(&dev);
+    let dev2 = dev.kill();
     drop(s);
-    let s = Store::open_dev(dev2, StoreOptions::default()).unwrap();
+    let s = dev2.open();
     fsck(&s);
     let n = names(&s, ROOT_INO);
     assert_eq!(n.len(), 25 + 1); // 25 odd files (f1 renamed to late2) + late
@@ -371,8 +450,18 @@ fn freed_blocks_wait_for_durability_and_for_io_in_flight() {
 
 #[test]
 fn layout_blocks_allocate_durably_and_commit_only_owned_blocks() {
-    let dev = crash_vol(6);
-    let s = Store::open_dev(dev.clone(), StoreOptions::default()).unwrap();
+    layout_blocks_allocate_durably_on(false);
+}
+
+/// The client writes the data member at the layout's storage offset.
+#[test]
+fn split_layout_blocks_allocate_durably_and_commit_only_owned_blocks() {
+    layout_blocks_allocate_durably_on(true);
+}
+
+fn layout_blocks_allocate_durably_on(split: bool) {
+    let dev = CrashVol::new(6, split);
+    let s = dev.open();
     let f = mk(&s, ROOT_INO, "f", NewNode::Regular);
     let g = mk(&s, ROOT_INO, "g", NewNode::Regular);
     let segs = s.alloc_unwritten(f.ino, 0, 4).unwrap();
@@ -398,7 +487,7 @@ fn layout_blocks_allocate_durably_and_commit_only_owned_blocks() {
         panic!()
     };
     // The client writes straight to the volume, then commits; a claim on g's block is ignored.
-    dev.write_at(&[0x5au8; 8192], phys_block * BLOCK).unwrap();
+    dev.client_write(&s, &[0x5au8; 8192], phys_block);
     let bad = WrittenExtent {
         file_block: 2,
         len_blocks: 1,
@@ -432,9 +521,9 @@ fn layout_blocks_allocate_durably_and_commit_only_owned_blocks() {
     assert_eq!(out.data_flushes_issued + out.data_flushes_joined, 1);
     assert_eq!(s.log().counters().log_writes, before.log_writes);
     // Survives a kill right after the reply.
-    let dev2 = kill(&dev);
+    let dev2 = dev.kill();
     drop(s);
-    let s = Store::open_dev(dev2, StoreOptions::default()).unwrap();
+    let s = dev2.open();
     fsck(&s);
     let (data, eof) = s.read(f.ino, 0, 10000).unwrap();
     assert!(eof);

@@ -100,11 +100,11 @@ impl Store {
                 Segment::Hole { file_block, len } if alloc_holes => {
                     let mut done = 0;
                     while done < len {
-                        let room = g.alloc.free_blocks().saturating_sub(reserve);
+                        let room = g.data_room(reserve);
                         let got = if room == 0 {
                             None
                         } else {
-                            g.alloc.alloc(goal, (len - done).min(room))
+                            g.alloc.alloc_data(goal, (len - done).min(room))
                         };
                         let Some((p, l)) = got else {
                             for pc in out.iter().filter(|p: &&Piece| p.kind == Kind::New) {

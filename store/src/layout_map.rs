@@ -89,7 +89,7 @@ impl Store {
                     i.size.div_ceil(BLOCK),
                     prev,
                     r.prealloc_max,
-                    g.alloc.free_blocks().saturating_sub(self.meta_reserve(&g)),
+                    g.data_room(self.meta_reserve(&g)),
                 );
                 (hole, end.min(r.hi.max(req_end)).min(max_block))
             };

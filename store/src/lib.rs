@@ -76,6 +76,8 @@ pub use mount::{describe_mark, mark_is_live};
 mod ns;
 mod rename;
 mod setattr;
+mod split;
+pub use split::{SplitDev, SplitError};
 mod state;
 #[cfg(test)]
 mod tests;
@@ -153,6 +155,16 @@ impl Store {
     /// Format a device (tests use metalog's `CrashDev`).
     pub fn mkfs_dev(dev: Arc<dyn metalog::BlockDev>, force: bool) -> Result<()> {
         mount::mkfs_dev(dev, force)
+    }
+
+    /// Format a split volume: the metadata member `meta` and the data member `data`
+    /// (split.rs; docs/store.md "Split volume"). Refuses formatted members unless `force`.
+    pub fn mkfs_split(
+        meta: Arc<dyn metalog::BlockDev>,
+        data: Arc<dyn metalog::BlockDev>,
+        force: bool,
+    ) -> Result<()> {
+        mount::mkfs_split(meta, data, force)
     }
 
     /// Mount a formatted device.

@@ -26,13 +26,32 @@ impl Store {
 
     pub fn fsstat(&self) -> FsStat {
         let g = self.rd();
-        let busy: u64 = g.busy.iter().map(|b| b.len).sum();
+        let (nodes_from, data_from) = (
+            self.sb.geometry.node_area().0,
+            self.sb.geometry.file_area().0,
+        );
+        let busy_in =
+            |lo: u64| -> u64 { g.busy.iter().filter(|b| b.phys >= lo).map(|b| b.len).sum() };
         // What data and new inodes may still take: the write-back's reserve is not theirs.
-        let free = (g.alloc.free_blocks() + busy).saturating_sub(self.base_reserve(&g)) * BLOCK;
+        // A split volume's data has its own area, and its inodes the node area.
+        let (free, free_meta) = match g.alloc.is_split() {
+            false => {
+                let f = (g.alloc.free_blocks() + busy_in(nodes_from))
+                    .saturating_sub(self.base_reserve(&g));
+                (f, f)
+            }
+            true => (
+                g.alloc.free_data_blocks() + busy_in(data_from),
+                g.alloc
+                    .free_node_blocks()
+                    .saturating_sub(self.base_reserve(&g)),
+            ),
+        };
+        let free = free * BLOCK;
         // Files are limited by free space only: as many more as fit.
-        let free_files = free / INODE_BYTES;
+        let free_files = free_meta * BLOCK / INODE_BYTES;
         FsStat {
-            total_bytes: g.alloc.total_blocks() * BLOCK,
+            total_bytes: g.alloc.data_region_blocks() * BLOCK,
             free_bytes: free,
             total_files: g.files + free_files,
             free_files,

@@ -23,6 +23,7 @@ use super::inode::Meta;
 use super::keys::{hash_key, K_ORPHAN};
 use super::kv::{Kv, Reader};
 use super::meta_blocks::MetaBlocks;
+use super::split::SplitDev;
 use super::state::Core;
 use super::types::{FileType, Result, StoreError, StoreOptions, Timespec, BLOCK, ROOT_INO};
 use super::writeback::read_blob;
@@ -70,6 +71,41 @@ fn sb_err(e: layout::SuperblockError) -> StoreError {
 /// Lay out a volume: superblock, internal log, two checkpoint slots, and the rest free for
 /// data and tree nodes alike (docs/design.md §2; nothing is sized by the file count).
 pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
+    may_format(&*dev, force)?;
+    let g = Geometry::for_volume(dev.size()).map_err(sb_err)?;
+    format_dev(dev, g, 0)
+}
+
+/// Lay out a split volume over a metadata member and a data member (split.rs): the data
+/// member's label first, then the metadata member as `mkfs_dev` does a volume, through the
+/// device over both. A crash before the superblock leaves an unformatted volume.
+pub fn mkfs_split(meta: Arc<dyn BlockDev>, data: Arc<dyn BlockDev>, force: bool) -> Result<()> {
+    may_format(&*meta, force)?;
+    let mut b0 = vec![0u8; BLOCK as usize];
+    if data.size() >= BLOCK {
+        data.read_at(&mut b0, 0)?;
+        let labelled = layout::MemberLabel::decode(&b0).is_ok();
+        if (labelled || Superblock::looks_formatted(&b0)) && !force {
+            return Err(StoreError::Exist);
+        }
+    }
+    let g = Geometry::for_split(meta.size(), data.size()).map_err(sb_err)?;
+    let dev = Arc::new(SplitDev::new(meta, data.clone(), &g));
+    format_split(dev, data, g)
+}
+
+fn format_split(dev: Arc<SplitDev>, data: Arc<dyn BlockDev>, g: Geometry) -> Result<()> {
+    let uuid = *uuid::Uuid::new_v4().as_bytes();
+    let mut label = vec![0u8; BLOCK as usize];
+    let l = layout::MemberLabel::data(uuid, g.data_member_blocks, g.data_base);
+    label[..layout::member::LABEL_BYTES].copy_from_slice(&l.encode());
+    data.write_at(&label, 0)?;
+    format_with(dev, g, layout::superblock::FEATURE_SPLIT, uuid)
+}
+
+/// Refuses to format a device that holds a volume (unless `force`) or one that a live
+/// pnfsd has mounted (even with `force`).
+fn may_format(dev: &dyn BlockDev, force: bool) -> Result<()> {
     let mut b0 = vec![0u8; BLOCK as usize];
     if dev.size() >= BLOCK {
         dev.read_at(&mut b0, 0)?;
@@ -86,8 +122,14 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
             describe_mark(&m)
         );
     }
-    let g = Geometry::for_volume(dev.size()).map_err(sb_err)?;
-    let uuid = *uuid::Uuid::new_v4().as_bytes();
+    Ok(())
+}
+
+fn format_dev(dev: Arc<dyn BlockDev>, g: Geometry, features: u64) -> Result<()> {
+    format_with(dev, g, features, *uuid::Uuid::new_v4().as_bytes())
+}
+
+fn format_with(dev: Arc<dyn BlockDev>, g: Geometry, features: u64, uuid: [u8; 16]) -> Result<()> {
     // The log region is zero-written, not left sparse, by `Log::format` below: a later log
     // write then never allocates file blocks, so its `fdatasync` never has to commit
     // filesystem metadata (docs/design.md §3). Data blocks stay sparse.
@@ -118,7 +160,7 @@ pub fn mkfs_dev(dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
     let created = Timespec::now().sec;
     let sb = Superblock {
         uuid,
-        features: 0,
+        features,
         geometry: g,
         created,
         mounted: None,
@@ -170,6 +212,9 @@ pub fn open_dev(dev: Arc<dyn BlockDev>, opts: StoreOptions) -> Result<Arc<Inner>
     let reads = Arc::new(AtomicU64::new(0));
     let ck = read_checkpoint(&*dev, &g)?;
     let mut alloc = Allocator::new_full(g.data_start, g.data_blocks);
+    if g.is_split() {
+        alloc.set_split(g.data_split());
+    }
     let (list, free_blocks) = read_blob(&*dev, &ck.free)?;
     let list = format::decode_free_list(&list).map_err(StoreError::Io)?;
     for (s, l) in list {

@@ -391,7 +391,7 @@ impl Store {
     /// Whether a new inode fits: its records, and the metadata reserve a write-back needs.
     pub(super) fn room_for_inode(&self) -> bool {
         let g = self.rd();
-        g.alloc.free_blocks() > self.meta_reserve(&g)
+        g.alloc.free_node_blocks() > self.meta_reserve(&g)
     }
 
     /// Blocks always kept back for write-back (`fsstat` leaves them out): slack for the

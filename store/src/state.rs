@@ -87,6 +87,16 @@ fn bad(e: String) -> StoreError {
 }
 
 impl Core {
+    /// Blocks file data may still take, `reserve` being the metadata reserve (ns.rs
+    /// `meta_reserve`): on a split volume the reserve is the node area's and data has all
+    /// of its own area.
+    pub fn data_room(&self, reserve: u64) -> u64 {
+        match self.alloc.is_split() {
+            true => self.alloc.free_data_blocks(),
+            false => self.alloc.free_blocks().saturating_sub(reserve),
+        }
+    }
+
     pub fn meta_opt(&self, ino: u64) -> R<Option<Meta>> {
         match self.kv.get(&ino_key(K_INODE, ino))? {
             Some(v) => Ok(Some(decode_inode(&v).map_err(bad)?)),

@@ -67,7 +67,7 @@ impl NodeWrite for Sink<'_> {
     fn alloc(&mut self) -> Result<u64, StoreError> {
         if self.run.1 == 0 {
             let goal = self.taken.last().map_or(0, |&(s, l)| s + l);
-            let got = self.inner.wr().alloc.alloc(goal, NODE_RUN);
+            let got = self.inner.wr().alloc.alloc_nodes(goal, NODE_RUN);
             let Some((s, l)) = got else {
                 return Err(StoreError::NoSpace);
             };
@@ -249,7 +249,7 @@ impl Inner {
         let mut from: Option<Vec<u8>> = None;
         loop {
             // A part: as many changes as half the free space can take new nodes for.
-            let room = self.rd().alloc.free_blocks().saturating_sub(32) / 2;
+            let room = self.rd().alloc.free_node_blocks().saturating_sub(32) / 2;
             let per = (room as usize).max(16);
             // Usually one part: the frozen set itself, not a copy of it.
             let mut part = Changes::new();
@@ -422,7 +422,7 @@ impl Inner {
         let mut g = self.wr();
         while (out.len() as u64) < n {
             let goal = out.last().map_or(0, |&b| b + 1);
-            let Some((s, l)) = g.alloc.alloc(goal, n - out.len() as u64) else {
+            let Some((s, l)) = g.alloc.alloc_nodes(goal, n - out.len() as u64) else {
                 return Err(StoreError::NoSpace);
             };
             sink.taken.push((s, l));

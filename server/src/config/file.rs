@@ -68,6 +68,11 @@ pub struct Config {
     pub volume: Option<PathBuf>,
     /// Size of a volume file created on first start.
     pub volume_size: Size,
+    /// The metadata member of a split volume (same forms as `volume`; docs/store.md "Split
+    /// volume"): the superblock, the log and the B+tree live here, `volume` holds only the
+    /// blocks of layouts. Formatted with `pnfsd mkfs --metadata-volume`; `serve` never
+    /// formats a split volume itself.
+    pub metadata_volume: Option<PathBuf>,
     pub listen: SocketAddr,
     /// The embedded NVMe/TCP target (server/src/nvme/mod.rs); `"off"` disables it.
     #[serde(deserialize_with = "listen_or_off")]
@@ -182,6 +187,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./pnfsd-data"),
             volume: None,
             volume_size: Size(8 << 30),
+            metadata_volume: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 2049)),
             nvme_listen: Some(SocketAddr::from(([127, 0, 0, 1], 4420))),
             nvme_nqn: "nqn.2026-11.org.pnfsd:volume".to_string(),

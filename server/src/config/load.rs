@@ -67,6 +67,11 @@ impl Config {
                 self.volume = Some(under(v));
             }
         }
+        if let Some(v) = &self.metadata_volume {
+            if v.is_relative() && !v.to_str().is_some_and(crate::nvme::volume::is_nvme_url) {
+                self.metadata_volume = Some(under(v));
+            }
+        }
     }
 
     /// Takes the [`RELOADABLE`](super::RELOADABLE) keys of `new` (a SIGHUP); everything else stays as started.
@@ -100,6 +105,9 @@ impl Config {
         if let Some(m) = o.metrics_listen {
             self.metrics_listen = Some(m);
         }
+        if let Some(m) = &o.metadata_volume {
+            self.metadata_volume = Some(m.clone());
+        }
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -119,6 +127,18 @@ impl Config {
             )));
         }
         self.volume_source()?;
+        if let Some(m) = self.metadata_volume_source()? {
+            if self.volume.is_none() {
+                return Err(ConfigError::Invalid(
+                    "metadata_volume needs volume (the data member) set too".into(),
+                ));
+            }
+            if m == self.volume_source()? {
+                return Err(ConfigError::Invalid(
+                    "metadata_volume and volume must be different devices".into(),
+                ));
+            }
+        }
         // Below this not even a CREATE_SESSION with its channel attributes fits.
         if self.max_record_size.0 < 4096 || self.max_record_size.0 > (1 << 30) {
             return Err(ConfigError::Invalid(

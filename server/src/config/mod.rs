@@ -52,4 +52,6 @@ pub struct Overrides {
     pub lease_seconds: Option<u32>,
     /// `--metrics-listen`: turns the metrics endpoint on (or moves it).
     pub metrics_listen: Option<SocketAddr>,
+    /// `--metadata-volume`: the metadata member of a split volume.
+    pub metadata_volume: Option<PathBuf>,
 }

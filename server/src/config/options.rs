@@ -43,6 +43,14 @@ impl Config {
         VolumeSource::parse(&self.volume_path()).map_err(ConfigError::Invalid)
     }
 
+    /// What `metadata_volume` names, if set (a split volume).
+    pub fn metadata_volume_source(&self) -> Result<Option<VolumeSource>, ConfigError> {
+        self.metadata_volume
+            .as_deref()
+            .map(|p| VolumeSource::parse(p).map_err(ConfigError::Invalid))
+            .transpose()
+    }
+
     /// Where the embedded NVMe/TCP target listens, if it runs: `nvme_listen`, except that an
     /// external volume is only re-exported when `nvme_reexport` asks for it.
     pub fn embedded_target(&self) -> Option<SocketAddr> {

@@ -436,6 +436,7 @@ fn a_reload_applies_log_level_and_names_the_rest() {
     // Every key of the file takes part (a new key cannot be silently ignored).
     let keys = match toml::Value::try_from(Config {
         volume: Some("/v".into()),
+        metadata_volume: Some("/m".into()),
         grace_seconds: Some(1),
         nvme_allowed_hosts: Some(vec![]),
         nvme_advertise: Some("127.0.0.1:1".parse().unwrap()),
@@ -487,6 +488,7 @@ fn flags_override_the_file() {
         no_nvme: false,
         lease_seconds: Some(60),
         metrics_listen: None,
+        ..Overrides::default()
     };
     let c = Config::load(Some(&p), &o).unwrap();
     assert_eq!((c.listen.port(), c.lease_seconds), (4049, 60));
@@ -528,6 +530,41 @@ fn an_external_volume_turns_the_embedded_target_off() {
     for bad in [
         "volume = \"nvme-tcp://10.1.2.3/vol\"",
         "volume = \"nvme-tcp://10.1.2.3/nqn.a?nsid=0\"",
+    ] {
+        assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
+    }
+}
+
+/// `metadata_volume`: unset by default; a relative path is the config file's; it needs
+/// `volume` and another device; `--metadata-volume` overrides it.
+#[test]
+fn metadata_volume_key_and_flag() {
+    assert_eq!(Config::default().metadata_volume_source().unwrap(), None);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(
+        &p,
+        "volume = \"/srv/data.img\"\nmetadata_volume = \"meta.img\"\n",
+    )
+    .unwrap();
+    let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+    assert_eq!(
+        c.metadata_volume_source().unwrap(),
+        Some(VolumeSource::File(dir.path().join("meta.img")))
+    );
+    let url = "nvme-tcp://10.0.0.5/nqn.2014-08.org.example:meta";
+    let o = Overrides {
+        metadata_volume: Some(url.into()),
+        ..Overrides::default()
+    };
+    let c = Config::load(Some(&p), &o).unwrap();
+    assert!(matches!(
+        c.metadata_volume_source().unwrap(),
+        Some(VolumeSource::Nvme(_))
+    ));
+    for bad in [
+        "metadata_volume = \"/m.img\"",
+        "volume = \"/v.img\"\nmetadata_volume = \"/v.img\"",
     ] {
         assert!(Config::parse(bad, Path::new("x")).is_err(), "{bad}");
     }

@@ -20,6 +20,10 @@ pub struct MkfsArgs {
     /// (destroys it). A volume that a running pnfsd holds is refused all the same.
     #[arg(long)]
     pub force: bool,
+    /// Format a split volume: the superblock, the log and the metadata on this member (a
+    /// file, block device or nvme-tcp:// URL), VOLUME its data member.
+    #[arg(long, value_name = "VOLUME")]
+    pub metadata_volume: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Default)]
@@ -53,6 +57,9 @@ pub struct ServeArgs {
     /// For a standby MDS, as the Pacemaker agent starts it (docs/ha.md).
     #[arg(long)]
     pub takeover: bool,
+    /// The metadata member of a split volume (the `metadata_volume` key).
+    #[arg(long, value_name = "VOLUME")]
+    pub metadata_volume: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -64,6 +71,7 @@ impl ServeArgs {
             no_nvme: self.no_nvme,
             lease_seconds: self.lease_seconds,
             metrics_listen: self.metrics_listen,
+            metadata_volume: self.metadata_volume.clone(),
         }
     }
 }

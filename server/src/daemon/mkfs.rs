@@ -13,6 +13,9 @@ use super::{io_err, DaemonError};
 use crate::progress;
 
 pub fn mkfs(a: &MkfsArgs) -> Result<(), DaemonError> {
+    if let Some(meta) = &a.metadata_volume {
+        return mkfs_split(a, meta);
+    }
     let src = VolumeSource::parse(&a.path).map_err(crate::config::ConfigError::Invalid)?;
     let mkfs_err = |err| DaemonError::Mkfs {
         target: src.to_string(),
@@ -66,6 +69,94 @@ pub fn mkfs(a: &MkfsArgs) -> Result<(), DaemonError> {
     }
     tracing::info!("formatted {src}");
     Ok(())
+}
+
+/// A new metadata member file is this share of `--size` (the data member's), and at least
+/// [`META_FILE_MIN`]: all of it past the log is the node area (docs/store.md "Split volume").
+const META_FILE_SHARE: u64 = 16;
+const META_FILE_MIN: u64 = 64 << 20;
+
+/// `pnfsd mkfs --metadata-volume META DATA`: both members checked and opened as `mkfs` does
+/// a volume (files made sparse if missing, removed again if the format fails), then the
+/// data member's label and the metadata member's superblock, log and checkpoint.
+fn mkfs_split(a: &MkfsArgs, meta_path: &Path) -> Result<(), DaemonError> {
+    let parse = |p: &Path| VolumeSource::parse(p).map_err(crate::config::ConfigError::Invalid);
+    let (meta, data) = (parse(meta_path)?, parse(&a.path)?);
+    if meta == data {
+        return Err(crate::config::ConfigError::Invalid(
+            "--metadata-volume and the volume must be different devices".into(),
+        )
+        .into());
+    }
+    let meta_size = (a.size / META_FILE_SHARE).max(META_FILE_MIN);
+    let mut made = Vec::new();
+    let r = open_member(&meta, meta_size, a.force, &mut made).and_then(|m| {
+        let r = open_member(&data, a.size, a.force, &mut made).and_then(|d| {
+            let shown = progress::ProgressDev::new(m.dev.clone(), &meta.to_string());
+            let r = Store::mkfs_split(shown.clone(), d.dev.clone(), a.force);
+            shown.finish();
+            d.close();
+            r.map_err(|err| DaemonError::Mkfs {
+                target: format!("{data} (metadata on {meta})"),
+                err,
+            })
+        });
+        m.close();
+        r
+    });
+    if r.is_err() {
+        for f in made {
+            f.remove();
+        }
+    }
+    r?;
+    tracing::info!("formatted {data} with its metadata on {meta}");
+    Ok(())
+}
+
+/// A member for `mkfs_split`: a file made (sparse, `size`) or grown to `size` if it is
+/// smaller, or a device or namespace as it is; refused if it holds something, unless `force`.
+fn open_member(
+    src: &VolumeSource,
+    size: u64,
+    force: bool,
+    made: &mut Vec<FreshVolume>,
+) -> Result<Volume, DaemonError> {
+    if let VolumeSource::File(path) = src {
+        preflight::check_volume_path(path)?;
+        if path.exists() {
+            {
+                // Never under a running daemon (volume.rs), --force or not.
+                let _lock = VolumeLock::acquire(path)?;
+                if !force {
+                    preflight::check_unused_path(path)?;
+                }
+            }
+            let md = std::fs::metadata(path).map_err(io_err(format!("stat {}", path.display())))?;
+            if md.is_file() && md.len() < size {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .and_then(|f| f.set_len(size))
+                    .map_err(io_err(format!("grow {}", path.display())))?;
+            }
+        } else {
+            metalog::FileDev::create(path, size)
+                .map_err(io_err(format!("create {}", path.display())))?;
+            made.push(FreshVolume {
+                file: path.clone(),
+                dirs: Vec::new(),
+            });
+        }
+    }
+    let vol = Volume::open(src)?;
+    if let (VolumeSource::Nvme(_), false) = (src, force) {
+        if let Err(e) = preflight::check_unused_dev(&*vol.dev, &src.to_string()) {
+            vol.close();
+            return Err(e.into());
+        }
+    }
+    Ok(vol)
 }
 
 /// `Store::mkfs` of a file with progress (progress.rs): the file made or grown (sparse) as
@@ -124,8 +215,13 @@ impl FreshVolume {
 
 /// Formats the volume file on first start (the embedded default); `Some` if it
 /// was made now.
+/// A split volume (`metadata_volume`) is never formatted here: `pnfsd mkfs
+/// --metadata-volume` formats its two members.
 pub fn ensure_volume(cfg: &Config, volume: &Path) -> Result<Option<FreshVolume>, DaemonError> {
     preflight::check_volume_path(volume)?;
+    if cfg.metadata_volume.is_some() {
+        return Ok(None);
+    }
     if volume.exists() {
         return Ok(None);
     }

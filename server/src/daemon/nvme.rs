@@ -51,8 +51,9 @@ pub fn gate_hosts(tc: &mut TargetConfig, srv: &Server, cfg: &Config) {
         .collect();
     srv.layouts.hosts.set_overrides(m);
     let sb = srv.store.superblock();
-    let (off, sig) = sb.signature();
-    let lbas = sb.geometry.total_blocks * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
+    // Namespace 1 is the device clients write: a split volume's data member.
+    let (off, sig) = sb.data_signature();
+    let lbas = sb.geometry.data_member_len() * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
     srv.layouts
         .hosts
         .enforce(crate::nfs4::layouts::hosts::Enforce {
@@ -137,7 +138,12 @@ impl PrFencer for InitiatorFencer {
 /// (RFC 8154 §2.4.2: only hosts that registered the keys GETDEVICEINFO gave them do I/O,
 /// which also shuts out a preempted MDS); with the block layout alone none can be taken on
 /// the namespace the clients write, since they register no key.
-pub fn claim_type(cfg: &Config) -> Option<nvme_tcp::RType> {
+/// On the metadata member of a split volume (`metadata_volume`), which no client writes:
+/// WRITE_EXCLUSIVE, whatever the layout types.
+pub fn claim_type(cfg: &Config, split: bool) -> Option<nvme_tcp::RType> {
+    if split {
+        return Some(nvme_tcp::RType::WRITE_EXCLUSIVE);
+    }
     let scsi = cfg
         .layout_types
         .contains(&crate::config::LayoutTypeName::Scsi);
@@ -150,13 +156,21 @@ pub fn claim_type(cfg: &Config) -> Option<nvme_tcp::RType> {
 /// refused: it could not keep the old MDS from writing.
 /// Blocking (commands on the namespace): call it from a blocking thread.
 /// True when it took the volume over from another MDS.
-pub fn claim_volume(cfg: &Config, takeover: bool, ext: &NvmeDev) -> Result<bool, DaemonError> {
+pub fn claim_volume(
+    cfg: &Config,
+    takeover: bool,
+    split: bool,
+    ext: &NvmeDev,
+) -> Result<bool, DaemonError> {
     use crate::nvme::volume::{claim_metadata, Claimed};
     let key = cfg.reservation_key.0;
-    let Some(rtype) = claim_type(cfg) else {
+    let Some(rtype) = claim_type(cfg, split) else {
         if takeover {
             return Err(DaemonError::Takeover(format!(
-                "--takeover on {}: with the block layout alone no reservation on the volume                  can fence the old MDS without shutting out the clients (they register no                  key); offer the SCSI layout (layout_types) to fail over on one namespace",
+                "--takeover on {}: with the block layout alone no reservation on the volume can \
+                 fence the old MDS without shutting out the clients (they register no key); \
+                 offer the SCSI layout (layout_types), or put the metadata on a namespace of \
+                 its own (metadata_volume)",
                 ext.spec()
             )));
         }

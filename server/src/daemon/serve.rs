@@ -115,10 +115,13 @@ pub fn serve_volume(
         "mounting {volume}"
     ))]);
     // Locked against a second daemon, or connected to the external namespace (volume.rs).
-    let vol = Volume::open(volume)?;
+    let vol = Volume::open_with(volume, cfg.metadata_volume_source()?.as_ref())?;
     let mut store_options = cfg.store_options();
-    if let Some(ext) = &vol.nvme {
-        store_options.taken_over = crate::daemon::nvme::claim_volume(cfg, takeover, ext)?;
+    // The namespace that holds the log: the metadata member of a split volume.
+    let split = vol.meta_nvme.is_some();
+    let claimed = vol.meta_nvme.clone().or(vol.nvme.clone());
+    if let Some(ext) = &claimed {
+        store_options.taken_over = crate::daemon::nvme::claim_volume(cfg, takeover, split, ext)?;
     } else if takeover {
         tracing::warn!("--takeover ignored: {volume} is not an external NVMe/TCP namespace");
     }
@@ -145,8 +148,9 @@ pub fn serve_volume(
         cfg,
         volume,
         srv.clone(),
-        dev,
+        vol.data_dev.clone(),
         vol.nvme.clone(),
+        claimed.map(|d| (d, split)),
         listeners,
         signals,
         reloader,
@@ -205,6 +209,7 @@ pub async fn run(
     srv: Arc<Server>,
     dev: Arc<dyn metalog::BlockDev>,
     external: Option<Arc<crate::nvme::volume::NvmeDev>>,
+    claimed: Option<(Arc<crate::nvme::volume::NvmeDev>, bool)>,
     listeners: Listeners,
     mut signals: Signals,
     mut reloader: Reloader<'_>,
@@ -222,7 +227,10 @@ pub async fn run(
             let mut tc = crate::daemon::nvme::target_config(cfg, dev, uuid_bytes);
             crate::nvme::guard_mds_blocks(&mut tc, &srv.store.superblock().geometry);
             crate::daemon::nvme::gate_hosts(&mut tc, &srv, cfg);
-            crate::nvme::meta_guard::guard_metadata(&mut tc, srv.store.meta_blocks());
+            // A split volume's metadata is on a member the target does not export.
+            if !srv.store.superblock().geometry.is_split() {
+                crate::nvme::meta_guard::guard_metadata(&mut tc, srv.store.meta_blocks());
+            }
             let target = crate::nvme::bind(addr, tc).await?;
             crate::daemon::nvme::install_fencing(&srv, &target, cfg);
             tracing::info!(
@@ -327,8 +335,8 @@ pub async fn run(
     // Fencing (docs/ha.md "A fenced MDS"): a command the target refused by reservation, or a
     // report that another host holds the volume now, stops the daemon.
     let (fenced_tx, mut fenced_rx) = tokio::sync::oneshot::channel::<()>();
-    let fence_watch = external.clone().map(|ext| {
-        let probe = crate::daemon::nvme::claim_type(cfg).is_some();
+    let fence_watch = claimed.map(|(ext, split)| {
+        let probe = crate::daemon::nvme::claim_type(cfg, split).is_some();
         tokio::spawn(watch_fencing(ext, probe, fenced_tx))
     });
 

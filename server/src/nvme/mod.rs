@@ -91,7 +91,12 @@ impl Backend for VolumeBackend {
 /// blocks (docs/store.md): keeping hosts off those is the layouts' enforcement
 /// (`gate_hosts`), not this.
 pub fn guard_mds_blocks(tc: &mut TargetConfig, g: &layout::Geometry) {
-    let lbas = g.data_start * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
+    // A split volume's namespace 1 is its data member: only its label is the MDS's.
+    let blocks = match g.is_split() {
+        true => g.data_base,
+        false => g.data_start,
+    };
+    let lbas = blocks * u64::from(layout::BLOCK_SIZE) / u64::from(LBA_SIZE);
     tc.mds_blocks = vec![(NSID, lbas)];
 }
 

@@ -65,7 +65,11 @@ pub fn commit(srv: &Env, q: &CommitReq) -> Result<Option<u64>, NfsStat> {
     if !segs.iter().any(|s| matches!(s, Segment::Mapped { .. })) {
         return Err(NfsStat::BADLAYOUT);
     }
-    let written: Vec<WrittenExtent> = checked.iter().map(written).collect();
+    let geo = srv.store.superblock().geometry;
+    let written = checked
+        .iter()
+        .map(|c| written(&geo, b, c))
+        .collect::<Result<Vec<WrittenExtent>, NfsStat>>()?;
     let done = srv.store.commit_blocks(
         ino,
         &written,
@@ -99,13 +103,19 @@ pub fn commit(srv: &Env, q: &CommitReq) -> Result<Option<u64>, NfsStat> {
 /// the volume is the superblock, never a file's block: offset 0 therefore means "the file's own
 /// unwritten blocks of this range" (`None`), which the grants check already limited to what
 /// LAYOUTGET gave this client RW. Any other offset must match where the file owns the block
-/// (the store checks it under its lock).
-fn written(c: &CommitExtent) -> WrittenExtent {
-    WrittenExtent {
+/// (the store checks it under its lock). The offset is on the data member: back to the
+/// volume's block by `Geometry::block_at_storage` (a split volume's label blocks are no
+/// file's: BADLAYOUT).
+fn written(geo: &layout::Geometry, b: u64, c: &CommitExtent) -> Result<WrittenExtent, NfsStat> {
+    let phys_block = match c.phys_block {
+        0 => None,
+        p => Some(geo.block_at_storage(p * b).ok_or(NfsStat::BADLAYOUT)?),
+    };
+    Ok(WrittenExtent {
         file_block: c.file_block,
         len_blocks: c.len_blocks,
-        phys_block: (c.phys_block != 0).then_some(c.phys_block),
-    }
+        phys_block,
+    })
 }
 
 /// The SCSI body (RFC 8154 §2.5): byte ranges only; the volume blocks are the file's own.

@@ -8,7 +8,7 @@ use crate::nfs4::state::IoAccess;
 use crate::nfs4::status::NfsStat;
 use crate::nfs4::types::{Fh, Stateid};
 use crate::store::{Ino, Reach};
-use layout::block::{BlockExtent, IoMode, LayoutType};
+use layout::block::{BlockExtent, ExtentState, IoMode, LayoutType};
 use layout::policy;
 
 /// A LAYOUTGET as the op file decoded it, for the current file `fh`.
@@ -111,8 +111,9 @@ fn get_inner(srv: &Env, q: &GetReq) -> Result<Granted, NfsStat> {
         // past what the client must be given (policy::cut_read_at_unwritten).
         policy::cut_read_at_unwritten(&mut map.segs, r.first, r.need_end_block);
     }
-    let ext =
+    let mut ext =
         policy::extents_for(&map.segs, q.mode, q.device, b, size).ok_or(NfsStat::SERVERFAULT)?;
+    to_storage_offsets(srv, &mut ext)?;
     let ext = policy::fit(ext, q.room, r.need_end)?;
     let (lo, hi) = match (ext.first(), ext.last()) {
         (Some(f), Some(l)) => (f.file_offset, l.file_offset + l.length),
@@ -171,4 +172,18 @@ fn reach(srv: &Env, cid: u64, ino: Ino, mode: IoMode, r: &policy::GetRange) -> R
         hi,
         prealloc_max: srv.opts.layout_prealloc_max / r.block,
     }
+}
+
+/// The extents' storage offsets are on the data member (`Geometry::storage_offset`): a split
+/// volume's data member starts behind its label, a single volume's offsets stay the block
+/// numbers. NONE_DATA has no storage (offset 0).
+fn to_storage_offsets(srv: &Env, ext: &mut [BlockExtent]) -> Result<(), NfsStat> {
+    let geo = srv.store.superblock().geometry;
+    let b = u64::from(srv.store.block_size());
+    for e in ext.iter_mut().filter(|e| e.state != ExtentState::NONE_DATA) {
+        e.storage_offset = geo
+            .storage_offset(e.storage_offset / b)
+            .ok_or(NfsStat::SERVERFAULT)?;
+    }
+    Ok(())
 }

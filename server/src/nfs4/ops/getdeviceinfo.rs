@@ -38,8 +38,8 @@ pub fn run(ctx: &mut Ctx<'_>, r: &mut XdrReader<'_>, w: &mut XdrWriter) -> Resul
             None => scsi_body(ctx)?,
         }
     } else {
-        let (off, uuid) = ctx.srv.store.superblock().signature();
-        layout::block::simple_deviceaddr(off, &uuid)
+        let (off, sig) = ctx.srv.store.superblock().data_signature();
+        layout::block::simple_deviceaddr(off, &sig)
     };
     let needed = 4 + 4 + body.len().next_multiple_of(4);
     if maxcount != 0 && (maxcount as usize) < needed {

@@ -1222,3 +1222,6 @@ mod target;
 
 /// The target's enforcement of the layouts shares it too.
 mod enforce;
+
+/// A split volume's layouts share it too.
+mod split;
