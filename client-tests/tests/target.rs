@@ -487,3 +487,80 @@ async fn serve_mounts_a_volume_pnfsd_target_exports() {
     // Nothing of the MDS's was refused by the metadata guard.
     assert!(!t.log_text().contains("access denied"), "{}", t.log_text());
 }
+
+/// MDS failover on the block layout (docs/ha.md): the metadata member is a namespace of its
+/// own, which the active MDS holds WRITE EXCLUSIVE; a standby started with `--takeover`
+/// preempts it, the paused old MDS exits fenced when it resumes, and the standby serves what
+/// the old one acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_volume_fails_over_on_the_block_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (meta, data) = (dir.path().join("meta.img"), dir.path().join("data.img"));
+    let out = Command::new(pnfsd_bin().unwrap())
+        .arg("mkfs")
+        .arg("--metadata-volume")
+        .arg(&meta)
+        .arg(&data)
+        .args(["--size", "128M"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let toml = format!(
+        "[target]\nnqn = \"{NQN}\"\nmds_hosts = [\"{MDS}\", \"{MDS_B}\"]\nstate_dir = \"state\"\n\
+         [[target.namespaces]]\npath = \"meta.img\"\nhosts = [\"{MDS}\", \"{MDS_B}\"]\n\
+         [[target.namespaces]]\npath = \"data.img\"\n"
+    );
+    let t = TargetProc::start(dir.path(), &toml).unwrap();
+    let node = |host: &str, key: &str, args: &[&str]| {
+        let url = |nsid| {
+            format!(
+                "nvme-tcp://{}/{NQN}?nsid={nsid}&timeout=5&hostnqn={host}",
+                t.addr
+            )
+        };
+        PnfsdProcess::start_with(ServerOptions {
+            config_toml: Some(format!(
+                "volume = \"{}\"\nmetadata_volume = \"{}\"\nreservation_key = \"{key}\"\n\
+                 grace_seconds = 2\nlease_seconds = 10\n",
+                url(2),
+                url(1)
+            )),
+            extra_args: args.iter().map(|a| a.to_string()).collect(),
+        })
+    };
+    let mut a = node(MDS, "pnfsdMDA", &[]).unwrap();
+    let bytes = client_tests::harness::pattern(9, 128 << 10);
+    {
+        let s = Session::connect(a.addr()).await.unwrap();
+        let root = s.lookup_path("").await.unwrap();
+        let f = s.create_file(&root, "f", 0o644).await.unwrap();
+        s.write_all(&f, 0, &bytes, Stable::FileSync).await.unwrap();
+        s.close_file(&f).await.unwrap();
+    }
+    let e = node(MDS_B, "pnfsdMDB", &[])
+        .err()
+        .expect("B started on A's volume");
+    assert!(e.to_string().contains("held by another MDS"), "{e}");
+
+    a.signal(client_tests::sys::SIGSTOP).unwrap();
+    let b = node(MDS_B, "pnfsdMDB", &["--takeover"]).unwrap();
+    a.signal(client_tests::sys::SIGCONT).unwrap();
+    let st = a
+        .wait_exit(Duration::from_secs(20))
+        .unwrap()
+        .expect("the fenced MDS kept running");
+    assert!(
+        !st.success() && a.log_text().contains("fenced"),
+        "{}",
+        a.log_text()
+    );
+
+    let s = Session::connect(b.addr()).await.unwrap();
+    let fh = s.lookup_path("f").await.unwrap();
+    let f = client_tests::harness::after_grace(|| s.open_fh(&fh)).await;
+    assert!(s.read_all(&f, 0, bytes.len()).await.unwrap() == bytes);
+}
