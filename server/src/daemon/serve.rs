@@ -334,7 +334,9 @@ pub async fn run(
 
     // Fencing (docs/ha.md "A fenced MDS"): a command the target refused by reservation, or a
     // report that another host holds the volume now, stops the daemon.
-    let (fenced_tx, mut fenced_rx) = tokio::sync::oneshot::channel::<()>();
+    // A watch, not a oneshot: with no external volume the sender is gone at once, and a
+    // watch may be polled again after that (each later select finds it closed).
+    let (fenced_tx, mut fenced_rx) = tokio::sync::watch::channel(false);
     let fence_watch = claimed.map(|(ext, split)| {
         let probe = crate::daemon::nvme::claim_type(cfg, split).is_some();
         tokio::spawn(watch_fencing(ext, probe, fenced_tx))
@@ -391,7 +393,7 @@ pub async fn run(
     let mut fenced = false;
     loop {
         tokio::select! {
-            Ok(()) = &mut fenced_rx => {
+            Ok(()) = fenced_rx.changed() => {
                 tracing::error!(
                     "fenced: another MDS took {volume} over; stopping now, writing nothing more"
                 );
@@ -463,7 +465,7 @@ const FENCE_PROBE_INTERVAL: Duration = Duration::from_secs(2);
 async fn watch_fencing(
     ext: Arc<crate::nvme::volume::NvmeDev>,
     probe: bool,
-    fenced: tokio::sync::oneshot::Sender<()>,
+    fenced: tokio::sync::watch::Sender<bool>,
 ) {
     let mut every = tokio::time::interval(Duration::from_millis(200));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -481,7 +483,7 @@ async fn watch_fencing(
             }
         }
         if ext.is_fenced() {
-            let _ = fenced.send(());
+            let _ = fenced.send(true);
             return;
         }
     }
