@@ -349,6 +349,14 @@ async fn a_persistent_reservation_survives_a_restart_and_fences_the_other_mds() 
         Some(0),
         "{m}"
     );
+    // Which MDS wrote: the holder's write, none of the refused ones.
+    let writes = |h: &str| {
+        value(
+            &m,
+            &format!("pnfsd_target_mds_writes_total{{host=\"{h}\"}}"),
+        )
+    };
+    assert_eq!((writes(MDS), writes(MDS_B)), (Some(1), Some(0)), "{m}");
     let log = t.log_text();
     let lines: Vec<_> = log
         .lines()

@@ -15,6 +15,8 @@
 #        [CRASH_SIGNALS="KILL KILL+KILL TERM"]  (crash-write.sh: one run per
 #          layout and version, one restart per word, KILL+KILL = two in a row)
 #        [SCSI_EXPECT_LAYOUT_AFTER_CRASH=1|0]  (0: the SCSI crash runs may fall back to the MDS)
+#        [CRASH_NAME=crash]  (the crash runs' name: <CRASH_NAME>-<layout>-<version>)
+#        [CRASH_EXTRA_ENV='NAME=VALUE ...']  (more env for crash-write.sh, e.g. MDS_WRITE_LIMIT)
 #        [METRICS_PORT=<the server's metrics port>]  (crash-write.sh reads its counters)
 #        [GUIDE=1]  (admin-guide.sh: docs/admin-guide.md's client commands)
 #        [META_CMD='<command; gets i: restarts the server with delegations off for odd
@@ -122,10 +124,10 @@ if [[ -n ${CRASH_CMD:-} ]]; then
             # restart"); SCSI_EXPECT_LAYOUT_AFTER_CRASH=0 lets its runs fall back to the MDS.
             CRASH_COMMIT_WAIT=120 \
             VM_HOST_HOOK="$HERE/restart-hook.sh $(printf '%q' "$CRASH_CMD $(printf '%q' "$sigs")")" \
-                run "crash-$cl-$v" "$HERE/scenarios/crash-write.sh" "$v" LAYOUT="$cl" \
-                RESTARTS="$n" CRASH_SIGNALS="${sigs// //}" \
+                run "${CRASH_NAME:-crash}-$cl-$v" "$HERE/scenarios/crash-write.sh" "$v" LAYOUT="$cl" \
+                SCENARIO="${CRASH_NAME:-crash}-$cl-v$v" RESTARTS="$n" CRASH_SIGNALS="${sigs// //}" \
                 SCSI_EXPECT_LAYOUT_AFTER_CRASH="${SCSI_EXPECT_LAYOUT_AFTER_CRASH:-1}" \
-                FIO_SIZE="${CRASH_FIO_SIZE:-$((32 + 32 * n))m}"
+                FIO_SIZE="${CRASH_FIO_SIZE:-$((32 + 32 * n))m}" ${CRASH_EXTRA_ENV:-}
         done
     done
 fi

@@ -5,6 +5,8 @@
 //! the embedder's business.
 
 use std::net::IpAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 pub use crate::reservation::Access;
 
@@ -41,5 +43,12 @@ pub trait HostPolicy: Send + Sync {
     /// users' reservations either. Default: every admitted host may.
     fn reservations(&self, _host: &HostRef<'_>, _nsid: u32) -> bool {
         true
+    }
+
+    /// A counter the target adds each of the host's Write commands answered with success to
+    /// (asked once per I/O queue, at its Connect): the embedder's per-host write count, exact
+    /// whichever path ran the command. Default: none.
+    fn write_counter(&self, _host: &HostRef<'_>) -> Option<Arc<AtomicU64>> {
+        None
     }
 }

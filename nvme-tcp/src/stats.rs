@@ -113,6 +113,9 @@ pub(crate) struct QueueStats {
     ok: [AtomicU64; N_OPS],
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
+    /// The embedder's count of this queue's host's successful Writes
+    /// (`HostPolicy::write_counter`), set at the queue's Connect.
+    host_writes: std::sync::OnceLock<std::sync::Arc<AtomicU64>>,
 }
 
 impl QueueStats {
@@ -131,7 +134,15 @@ impl QueueStats {
         if op == Op::WRITE {
             self.write_bytes
                 .fetch_add(data_in as u64, Ordering::Relaxed);
+            if let Some(c) = self.host_writes.get() {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
         }
+    }
+
+    /// Counts this queue's successful Writes in `c` too (once; a later call is ignored).
+    pub fn count_host_writes(&self, c: std::sync::Arc<AtomicU64>) {
+        let _ = self.host_writes.set(c);
     }
 
     fn add_to(&self, ok: &mut [u64; N_OPS], bytes: &mut (u64, u64)) {

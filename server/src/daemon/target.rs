@@ -211,6 +211,9 @@ enum Refusal {
 pub struct TargetPolicy {
     rules: Vec<NsRule>,
     mds_hosts: Vec<String>,
+    /// Write-class commands of each `mds_hosts` host let through to the media, in its order:
+    /// which MDS writes the volume, and proof that a fenced one no longer does.
+    mds_writes: Vec<Arc<AtomicU64>>,
 }
 
 impl TargetPolicy {
@@ -227,6 +230,7 @@ impl TargetPolicy {
                 })
                 .collect(),
             mds_hosts: t.mds_hosts.clone(),
+            mds_writes: t.mds_hosts.iter().map(|_| Arc::default()).collect(),
         }
     }
 
@@ -254,6 +258,15 @@ impl TargetPolicy {
         None
     }
 
+    /// `(host, write commands)` of each `mds_hosts` host for `/metrics`.
+    pub fn mds_writes(&self) -> Vec<(String, u64)> {
+        self.mds_hosts
+            .iter()
+            .zip(&self.mds_writes)
+            .map(|(h, n)| (h.clone(), n.load(Ordering::Relaxed)))
+            .collect()
+    }
+
     /// `(nsid, reason, refusals)` for `/metrics`: reason `host` or `metadata`.
     pub fn refusals(&self) -> Vec<(u32, &'static str, u64)> {
         self.rules
@@ -279,6 +292,12 @@ impl HostPolicy for TargetPolicy {
 
     fn access(&self, host: &HostRef<'_>, nsid: u32, a: Access, slba: u64, nlb: u64) -> bool {
         self.why(host, nsid, a, slba, nlb).is_none()
+    }
+
+    /// The MDS hosts' writes are counted (`mds_writes`), the clients' are not.
+    fn write_counter(&self, host: &HostRef<'_>) -> Option<Arc<AtomicU64>> {
+        let i = self.mds_hosts.iter().position(|h| h == host.nqn)?;
+        Some(self.mds_writes[i].clone())
     }
 
     /// A namespace's `hosts` hold its reservations alone: a client kept off the metadata
@@ -492,7 +511,7 @@ async fn serve_metrics(
                                         .get(hyper::header::ACCEPT)
                                         .and_then(|v| v.to_str().ok())
                                         .is_some_and(|a| crate::metrics::text::wants_openmetrics(Some(a)));
-                                    let text = crate::metrics::nvme::target_exposition(&target, &policy.refusals());
+                                    let text = crate::metrics::nvme::target_exposition(&target, &policy.refusals(), &policy.mds_writes());
                                     if om {
                                         (StatusCode::OK, crate::metrics::text::OPENMETRICS, text)
                                     } else {
@@ -545,6 +564,7 @@ mod tests {
                 refused_metadata: AtomicU64::new(0),
             }],
             mds_hosts: vec!["nqn.mds".into()],
+            mds_writes: vec![Arc::default()],
         }
     }
 
@@ -570,6 +590,7 @@ mod tests {
         assert!(policy(None, 0).access(&client, 1, Access::Write, 0, 1));
         p.refused(&client, 1, Access::Write, 0, 1);
         assert_eq!(p.refusals(), vec![(1, "host", 0), (1, "metadata", 1)]);
+        assert!(p.write_counter(&mds).is_some() && p.write_counter(&client).is_none());
     }
 
     #[test]

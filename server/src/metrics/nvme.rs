@@ -80,9 +80,18 @@ pub fn encode_namespaces(
 /// A standalone target's exposition (`pnfsd target`'s `metrics_listen`): the series above,
 /// `pnfsd_nvme_controllers` as the MDS's gauges name it, and
 /// `pnfsd_target_access_denied_total{nsid,reason}` from `refused` (`(nsid, reason, count)`,
-/// `daemon::target::TargetPolicy::refusals`).
-pub fn target_exposition(t: &nvme_tcp::Target, refused: &[(u32, &'static str, u64)]) -> String {
-    struct One(nvme_tcp::Target, Vec<(u32, &'static str, u64)>);
+/// `daemon::target::TargetPolicy::refusals`) and `pnfsd_target_mds_writes_total{host}` from
+/// `mds_writes` (`(host NQN, count)`, `TargetPolicy::mds_writes`).
+pub fn target_exposition(
+    t: &nvme_tcp::Target,
+    refused: &[(u32, &'static str, u64)],
+    mds_writes: &[(String, u64)],
+) -> String {
+    struct One(
+        nvme_tcp::Target,
+        Vec<(u32, &'static str, u64)>,
+        Vec<(String, u64)>,
+    );
     impl std::fmt::Debug for One {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("TargetCollector")
@@ -111,11 +120,24 @@ pub fn target_exposition(t: &nvme_tcp::Target, refused: &[(u32, &'static str, u6
                 ConstCounter::new(n)
                     .encode(m.encode_family(&[("nsid", nsid.as_str()), ("reason", reason)])?)?;
             }
+            let mut m = e.encode_descriptor(
+                "pnfsd_target_mds_writes",
+                "Write-class commands of each mds_hosts host that reached the media: which MDS writes the volumes (a fenced one no longer does).",
+                None,
+                MetricType::Counter,
+            )?;
+            for (host, n) in &self.2 {
+                ConstCounter::new(*n).encode(m.encode_family(&[("host", host.as_str())])?)?;
+            }
             Ok(())
         }
     }
     let mut reg = Registry::default();
-    reg.register_collector(Box::new(One(t.clone(), refused.to_vec())));
+    reg.register_collector(Box::new(One(
+        t.clone(),
+        refused.to_vec(),
+        mds_writes.to_vec(),
+    )));
     let mut out = String::new();
     // Writing to a String fails only if a collector does, and this one does not.
     if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &reg) {

@@ -321,6 +321,12 @@ impl Queue {
                 let cntlid = c.ctrl.cntlid;
                 self.qid = c.qid;
                 self.sqsize = c.sqsize;
+                if c.qid != 0 {
+                    let policy = self.subsys.policy.as_ref();
+                    if let Some(w) = policy.and_then(|p| p.write_counter(&c.ctrl.host())) {
+                        self.stats.count_host_writes(w);
+                    }
+                }
                 self.ctrl = Some(c.ctrl);
                 self.sqhd.store(1 % (self.sqsize + 1), Ordering::Relaxed);
                 if self.qid != 0 && self.ring.is_none() && !self.threaded {
