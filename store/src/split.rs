@@ -76,7 +76,7 @@ impl SplitDev {
         data.read_at(&mut b, 0)?;
         let label = MemberLabel::decode(&b).map_err(SplitError::Label)?;
         label
-            .check_data(&sb.uuid, g.data_member_blocks, g.data_base)
+            .check(&sb.member_label(0))
             .map_err(SplitError::Mismatch)?;
         let need = g.data_member_blocks * bs;
         if data.size() < need {
