@@ -8,9 +8,11 @@
 //! split volume (`metadata_volume`): one block space over two members
 //! metadata member: [superblock][ log ][ checkpoints ][ node area: tree nodes, blobs ]
 //! data member:     [ member label, to 1 MiB ][ file blocks ....................... ]
+//! striped set: N data members, each as above, the file area in stripe units round robin
 //! ```
 //!
-//! Owns: the on-disk superblock (`superblock`), the data member's label (`member`), the free-space allocator of the data area
+//! Owns: the on-disk superblock (`superblock`), the data members' label (`member`),
+//! the striping of a data set (`stripe`), the free-space allocator of the data area
 //! (`alloc`), per-file extent maps with written / unwritten / hole (`extent_map`), the pNFS block
 //! layout bodies and device address (`block`, RFC 5663 §2) and the LAYOUTGET / LAYOUTCOMMIT /
 //! LAYOUTRETURN rules (`policy`: ranges, extent states, maxcount, grants, commit checks; `reach`:
@@ -29,9 +31,11 @@ pub mod policy;
 pub mod reach;
 pub mod scsi;
 pub mod scsi_policy;
+pub mod stripe;
 pub mod superblock;
 
 pub use alloc::{AllocError, Allocator};
 pub use extent_map::{ExtState, ExtentMap, Segment};
 pub use member::{LabelError, MemberLabel};
+pub use stripe::Stripe;
 pub use superblock::{Geometry, MountMark, Superblock, SuperblockError, BLOCK_SIZE, LBA_SIZE};

@@ -19,6 +19,8 @@ pub const FORMAT_VERSION: u32 = 2;
 
 use bytecodec::{get_array, get_u32_le, get_u64_le, put_bytes, put_u32_le, put_u64_le};
 
+use crate::stripe::Stripe;
+
 // Byte offsets of the fields.
 const OFF_MAGIC: usize = 0;
 const OFF_VERSION: usize = 8;
@@ -46,7 +48,10 @@ const OFF_MOUNT_END: usize = OFF_MOUNT_HOST + MOUNT_HOST_BYTES;
 const OFF_NODE_BLOCKS: usize = OFF_MOUNT_END;
 const OFF_DATA_BASE: usize = OFF_NODE_BLOCKS + 8;
 const OFF_DATA_MEMBER_BLOCKS: usize = OFF_DATA_BASE + 8;
-const OFF_END_OF_FIELDS: usize = OFF_DATA_MEMBER_BLOCKS + 8;
+// A striped data set's fields ([`FEATURE_STRIPE`]; zero otherwise).
+const OFF_DATA_MEMBERS: usize = OFF_DATA_MEMBER_BLOCKS + 8;
+const OFF_STRIPE_UNIT: usize = OFF_DATA_MEMBERS + 8;
+const OFF_END_OF_FIELDS: usize = OFF_STRIPE_UNIT + 8;
 /// The CRC32C covers bytes `0..OFF_CRC`.
 const OFF_CRC: usize = 508;
 /// Encoded size: one 512-byte sector, so a superblock write is never torn.
@@ -57,7 +62,10 @@ pub const SUPERBLOCK_BYTES: usize = 512;
 /// (the blocks of layouts, behind a member label: `member`). A pnfsd that does not know a
 /// bit of `features` refuses the volume.
 pub const FEATURE_SPLIT: u64 = 1 << 0;
-const FEATURES_KNOWN: u64 = FEATURE_SPLIT;
+/// Incompatible feature, only with [`FEATURE_SPLIT`]: the data area is striped over more
+/// than one data member (`stripe`); a set of one data member never sets it.
+pub const FEATURE_STRIPE: u64 = 1 << 1;
+const FEATURES_KNOWN: u64 = FEATURE_SPLIT | FEATURE_STRIPE;
 
 const _: () = assert!(UUID_OFFSET == 32);
 const _: () = assert!(OFF_FEATURES + 8 == UUID_OFFSET);
@@ -111,8 +119,14 @@ pub struct Geometry {
     /// data member from its block `data_base` on. 0: a single volume.
     pub node_blocks: u64,
     pub data_base: u64,
-    /// The data member's size in blocks (its label's and the first `data_base` included).
+    /// The data member's size in blocks (its label's and the first `data_base` included);
+    /// of a striped set, the blocks each member uses (all the same).
     pub data_member_blocks: u64,
+    /// Data members: 0 on a single volume, 1 on a split one, N > 1 on a striped set
+    /// ([`FEATURE_STRIPE`]), whose file area is striped in units of `stripe_unit` blocks
+    /// (0 unless striped).
+    pub data_members: u32,
+    pub stripe_unit: u64,
 }
 
 /// Log size: 1/64 of the volume, between 4 MiB and 256 MiB. The minimum holds thousands of
@@ -155,6 +169,8 @@ impl Geometry {
             node_blocks: 0,
             data_base: 0,
             data_member_blocks: 0,
+            data_members: 0,
+            stripe_unit: 0,
         })
     }
 
@@ -163,9 +179,41 @@ impl Geometry {
     /// member's blocks from [`DATA_BASE_BLOCKS`] on are the data area. The log is sized from
     /// both members together, as for a single volume of that size.
     pub fn for_split(meta_bytes: u64, data_bytes: u64) -> Result<Geometry, SuperblockError> {
+        Geometry::for_stripe(meta_bytes, &[data_bytes], 1)
+    }
+
+    /// The layout `mkfs` gives a split volume over the data members of `data_bytes`, striped
+    /// in units of `stripe_unit` blocks when there is more than one (`stripe`): each member
+    /// uses as many whole stripe units as the smallest holds past its label. One member is
+    /// [`Geometry::for_split`], whatever the unit.
+    pub fn for_stripe(
+        meta_bytes: u64,
+        data_bytes: &[u64],
+        stripe_unit: u64,
+    ) -> Result<Geometry, SuperblockError> {
         let bs = BLOCK_SIZE as u64;
-        let (meta, member) = (meta_bytes / bs, data_bytes / bs);
-        let log_blocks = ((meta + member) / 64).clamp(LOG_MIN_BLOCKS, LOG_MAX_BLOCKS);
+        let n = u32::try_from(data_bytes.len())
+            .map_err(|_| SuperblockError::BadGeometry("too many data members"))?;
+        let smallest = *data_bytes
+            .iter()
+            .min()
+            .ok_or(SuperblockError::BadGeometry("no data member"))?;
+        let meta = meta_bytes / bs;
+        let (member, unit) = match n {
+            1 => (smallest / bs, 0),
+            _ => {
+                if stripe_unit == 0 {
+                    return Err(SuperblockError::BadGeometry("stripe unit of 0 blocks"));
+                }
+                let usable = (smallest / bs).saturating_sub(DATA_BASE_BLOCKS);
+                (
+                    DATA_BASE_BLOCKS + usable / stripe_unit * stripe_unit,
+                    stripe_unit,
+                )
+            }
+        };
+        let all: u64 = data_bytes.iter().map(|b| b / bs).sum();
+        let log_blocks = ((meta + all) / 64).clamp(LOG_MIN_BLOCKS, LOG_MAX_BLOCKS);
         let data_start = 1 + log_blocks + META_SLOT_BLOCKS;
         if meta < data_start + NODE_MIN_BLOCKS {
             return Err(SuperblockError::TooSmall(
@@ -173,14 +221,12 @@ impl Geometry {
                 (data_start + NODE_MIN_BLOCKS) * bs,
             ));
         }
-        if member < DATA_BASE_BLOCKS + DATA_MIN_BLOCKS {
-            return Err(SuperblockError::TooSmall(
-                data_bytes,
-                (DATA_BASE_BLOCKS + DATA_MIN_BLOCKS) * bs,
-            ));
+        let min = DATA_BASE_BLOCKS + DATA_MIN_BLOCKS.max(unit);
+        if member < min {
+            return Err(SuperblockError::TooSmall(smallest, min * bs));
         }
         let node_blocks = meta - data_start;
-        let total_blocks = meta + member - DATA_BASE_BLOCKS;
+        let total_blocks = meta + u64::from(n) * (member - DATA_BASE_BLOCKS);
         Ok(Geometry {
             total_blocks,
             log_start: 1,
@@ -192,11 +238,50 @@ impl Geometry {
             node_blocks,
             data_base: DATA_BASE_BLOCKS,
             data_member_blocks: member,
+            data_members: n,
+            stripe_unit: unit,
         })
     }
 
     pub fn is_split(&self) -> bool {
         self.node_blocks > 0
+    }
+
+    /// Whether the file area is striped over more than one data member.
+    pub fn is_striped(&self) -> bool {
+        self.data_members > 1
+    }
+
+    /// The striping of the file area over the data members (one member: the identity).
+    pub fn stripe(&self) -> Stripe {
+        Stripe {
+            members: self.data_members.max(1),
+            unit: self.stripe_unit.max(1),
+        }
+    }
+
+    /// Where block `block` of the file area lives: (data member index, block on that
+    /// member's device, its label's included). `None` outside a split volume's file area.
+    pub fn member_block(&self, block: u64) -> Option<(u32, u64)> {
+        if !self.is_split() || block >= self.total_blocks {
+            return None;
+        }
+        let (m, b) = self
+            .stripe()
+            .to_member(block.checked_sub(self.data_split())?);
+        Some((m, b + self.data_base))
+    }
+
+    /// The inverse of [`Geometry::member_block`]: `None` for a label block, a block past
+    /// the blocks a member uses, or a member not in the set.
+    pub fn block_of_member(&self, member: u32, b: u64) -> Option<u64> {
+        if !self.is_split() || b >= self.data_member_blocks {
+            return None;
+        }
+        let s = self
+            .stripe()
+            .to_logical(member, b.checked_sub(self.data_base)?)?;
+        Some(self.data_split() + s)
     }
 
     /// The first block of the data member's part of the block space (the volume's end for a
@@ -214,7 +299,8 @@ impl Geometry {
     }
 
     /// Blocks of the device clients write (LBAs of the embedded target's namespace 1): the
-    /// whole of a single volume, the data member of a split one.
+    /// whole of a single volume, the data member of a split one (each member of a striped
+    /// set).
     pub fn data_member_len(&self) -> u64 {
         match self.is_split() {
             true => self.data_member_blocks,
@@ -241,13 +327,22 @@ impl Geometry {
     /// The byte offset on the data member (a layout's `storage_offset`, an LBA of the data
     /// namespace times its size) of block `block` of the data area. The identity times the
     /// block size on a single volume; `None` for a block not on the data member.
+    /// On a striped set the offset is in the STRIPE volume GETDEVICEINFO describes (over
+    /// each member's data past its label): the logical data block times the block size; the
+    /// client maps it to a member itself (RFC 5663 §2.2.4).
     pub fn storage_offset(&self, block: u64) -> Option<u64> {
         let bs = BLOCK_SIZE as u64;
         if !self.is_split() {
             return block.checked_mul(bs);
         }
         let b = block.checked_sub(self.data_split())?;
-        (block < self.total_blocks).then_some((b + self.data_base) * bs)
+        if block >= self.total_blocks {
+            return None;
+        }
+        match self.is_striped() {
+            true => Some(b * bs),
+            false => Some((b + self.data_base) * bs),
+        }
     }
 
     /// The inverse of [`Geometry::storage_offset`]: the block at byte `offset` of the data
@@ -257,6 +352,10 @@ impl Geometry {
         let b = offset / BLOCK_SIZE as u64;
         if !self.is_split() {
             return Some(b);
+        }
+        if self.is_striped() {
+            let logical = b.checked_add(self.data_split())?;
+            return (logical < self.total_blocks).then_some(logical);
         }
         let logical = b
             .checked_sub(self.data_base)?
@@ -291,8 +390,17 @@ impl Geometry {
             if split >= g.total_blocks || g.data_base == 0 {
                 return Err(SuperblockError::BadGeometry("node area"));
             }
-            if end(g.total_blocks - split, g.data_base)? != g.data_member_blocks {
+            let per = g
+                .data_member_blocks
+                .checked_sub(g.data_base)
+                .filter(|&p| p > 0)
+                .ok_or(SuperblockError::BadGeometry("data member size"))?;
+            let n = u64::from(g.data_members.max(1));
+            if per.checked_mul(n) != Some(g.total_blocks - split) {
                 return Err(SuperblockError::BadGeometry("data member size"));
+            }
+            if g.is_striped() && (g.stripe_unit == 0 || per % g.stripe_unit != 0) {
+                return Err(SuperblockError::BadGeometry("stripe unit"));
             }
         }
         Ok(())
@@ -384,6 +492,10 @@ impl Superblock {
             put_u64_le(&mut b, OFF_DATA_BASE, g.data_base);
             put_u64_le(&mut b, OFF_DATA_MEMBER_BLOCKS, g.data_member_blocks);
         }
+        if g.is_striped() {
+            put_u64_le(&mut b, OFF_DATA_MEMBERS, u64::from(g.data_members));
+            put_u64_le(&mut b, OFF_STRIPE_UNIT, g.stripe_unit);
+        }
         let crc = crc32c::crc32c(&b[..OFF_CRC]);
         put_u32_le(&mut b, OFF_CRC, crc);
         b
@@ -402,8 +514,22 @@ impl Superblock {
         let g = &self.geometry;
         match g.is_split() {
             false => (UUID_OFFSET as u64, self.uuid.to_vec()),
-            true => crate::member::MemberLabel::data(self.uuid, g.data_member_blocks, g.data_base)
-                .signature(),
+            true => self.member_label(0).signature(),
+        }
+    }
+
+    /// The label of data member `index` of a split volume, as mkfs writes it in the member's
+    /// block 0 and a mount expects it there (`member`).
+    pub fn member_label(&self, index: u32) -> crate::member::MemberLabel {
+        let g = &self.geometry;
+        crate::member::MemberLabel {
+            uuid: self.uuid,
+            index,
+            count: g.data_members.max(1),
+            role: crate::member::ROLE_DATA,
+            blocks: g.data_member_blocks,
+            data_base: g.data_base,
+            stripe_unit: g.stripe_unit,
         }
     }
 
@@ -439,9 +565,24 @@ impl Superblock {
             return Err(SuperblockError::UnknownFeatures(features & !FEATURES_KNOWN));
         }
         let split = features & FEATURE_SPLIT != 0;
+        let striped = features & FEATURE_STRIPE != 0;
+        if striped && !split {
+            return Err(SuperblockError::BadGeometry("stripe feature without split"));
+        }
         let split_field = |off| match split {
             true => get_u64_le(b, off),
             false => Ok(0),
+        };
+        let (data_members, stripe_unit) = match (split, striped) {
+            (false, _) => (0, 0),
+            (true, false) => (1, 0),
+            (true, true) => {
+                let n = u32::try_from(get_u64_le(b, OFF_DATA_MEMBERS)?)
+                    .ok()
+                    .filter(|&n| n > 1)
+                    .ok_or(SuperblockError::BadGeometry("data member count"))?;
+                (n, get_u64_le(b, OFF_STRIPE_UNIT)?)
+            }
         };
         let geometry = Geometry {
             total_blocks: get_u64_le(b, OFF_TOTAL_BLOCKS)?,
@@ -454,6 +595,8 @@ impl Superblock {
             node_blocks: split_field(OFF_NODE_BLOCKS)?,
             data_base: split_field(OFF_DATA_BASE)?,
             data_member_blocks: split_field(OFF_DATA_MEMBER_BLOCKS)?,
+            data_members,
+            stripe_unit,
         };
         if split != geometry.is_split() {
             return Err(SuperblockError::BadGeometry(
@@ -700,5 +843,121 @@ mod tests {
             Geometry::for_split(64 << 20, 1 << 20),
             Err(SuperblockError::TooSmall(..))
         ));
+    }
+
+    fn striped_sb() -> Superblock {
+        Superblock {
+            features: FEATURE_SPLIT | FEATURE_STRIPE,
+            geometry: Geometry::for_stripe(64 << 20, &[(32 << 20) + 12345, 40 << 20], 64).unwrap(),
+            ..sb()
+        }
+    }
+
+    /// A striped set's superblock: both feature bits, the split fields and the member count
+    /// and stripe unit after them, pinned; each member uses the smallest one's whole units.
+    #[test]
+    fn striped_set_bytes_are_pinned() {
+        let s = striped_sb();
+        let g = s.geometry;
+        // The smallest member: 8195 blocks, 256 of them the label's, 7939 past it: 124 units
+        // of 64 blocks.
+        assert_eq!((g.data_members, g.stripe_unit), (2, 64));
+        assert_eq!(g.data_member_blocks, 256 + 124 * 64);
+        assert_eq!(g.total_blocks, 16384 + 2 * 124 * 64);
+        assert_eq!(
+            g.log_blocks, LOG_MIN_BLOCKS,
+            "(16384 + 8195 + 10240) / 64 is less"
+        );
+        let b = s.encode();
+        assert_eq!(&b[24..32], &3u64.to_le_bytes());
+        assert_eq!(&b[196..204], &(256u64 + 124 * 64).to_le_bytes());
+        assert_eq!(&b[204..212], &2u64.to_le_bytes());
+        assert_eq!(&b[212..220], &64u64.to_le_bytes());
+        assert!(b[220..OFF_CRC].iter().all(|&x| x == 0));
+        assert_eq!(Superblock::decode(&b).unwrap(), s);
+        // One data member is the split volume, byte for byte, whatever the unit.
+        assert_eq!(
+            Geometry::for_stripe(64 << 20, &[1 << 30], 64).unwrap(),
+            Geometry::for_split(64 << 20, 1 << 30).unwrap()
+        );
+        let reseal = |b: &mut Vec<u8>| {
+            let crc = crc32c::crc32c(&b[..OFF_CRC]);
+            put_u32_le(b, OFF_CRC, crc);
+        };
+        for (off, v) in [
+            (OFF_DATA_MEMBERS, 1),
+            (OFF_DATA_MEMBERS, 3),
+            (OFF_STRIPE_UNIT, 0),
+            (OFF_STRIPE_UNIT, 48),
+            (OFF_FEATURES, FEATURE_STRIPE),
+        ] {
+            let mut bad = b.clone();
+            put_u64_le(&mut bad, off, v);
+            reseal(&mut bad);
+            assert!(
+                matches!(
+                    Superblock::decode(&bad),
+                    Err(SuperblockError::BadGeometry(_))
+                ),
+                "{off} = {v}"
+            );
+        }
+        // A member label of the set: index, count and unit; member 0 of a split volume's
+        // is the one data member's.
+        let l = s.member_label(1);
+        assert_eq!((l.index, l.count, l.stripe_unit), (1, 2, 64));
+        assert_eq!(l.blocks, g.data_member_blocks);
+        assert_eq!(
+            split_sb().member_label(0),
+            crate::MemberLabel::data(s.uuid, 262_144, 256)
+        );
+        assert!(matches!(
+            Geometry::for_stripe(64 << 20, &[1 << 30, 1 << 20], 256),
+            Err(SuperblockError::TooSmall(..))
+        ));
+        assert!(Geometry::for_stripe(64 << 20, &[], 256).is_err());
+        assert!(Geometry::for_stripe(64 << 20, &[1 << 30, 1 << 30], 0).is_err());
+    }
+
+    /// Storage offsets of a striped set are logical data offsets; each block lands on the
+    /// member and the member block the stripe says, past the member's label.
+    #[test]
+    fn striped_blocks_map_to_members_both_ways() {
+        let g = striped_sb().geometry;
+        let (bs, split, base) = (BLOCK_SIZE as u64, g.data_split(), g.data_base);
+        assert_eq!(g.file_area(), (split, g.total_blocks));
+        assert_eq!(g.storage_offset(split), Some(0));
+        assert_eq!(g.storage_offset(split + 64), Some(64 * bs));
+        assert_eq!(g.storage_offset(split - 1), None);
+        assert_eq!(g.storage_offset(g.total_blocks), None);
+        assert_eq!(g.block_at_storage(0), Some(split));
+        assert_eq!(g.block_at_storage((g.total_blocks - split) * bs), None);
+        assert_eq!(g.member_block(split), Some((0, base)));
+        assert_eq!(g.member_block(split + 63), Some((0, base + 63)));
+        assert_eq!(g.member_block(split + 64), Some((1, base)), "the next unit");
+        assert_eq!(
+            g.member_block(split + 128),
+            Some((0, base + 64)),
+            "the next row"
+        );
+        let last = g.total_blocks - 1;
+        assert_eq!(g.member_block(last), Some((1, g.data_member_blocks - 1)));
+        assert_eq!(g.member_block(g.total_blocks), None);
+        assert_eq!(g.block_of_member(0, base - 1), None, "a label block");
+        assert_eq!(g.block_of_member(1, g.data_member_blocks), None);
+        assert_eq!(g.block_of_member(2, base), None);
+        for b in [split, split + 63, split + 64, split + 1000, last] {
+            let (m, mb) = g.member_block(b).unwrap();
+            assert_eq!(g.block_of_member(m, mb), Some(b));
+            assert_eq!(g.block_at_storage(g.storage_offset(b).unwrap()), Some(b));
+        }
+        // One data member: member 0, at the storage offset.
+        let one = split_sb().geometry;
+        let b = one.data_split() + 77;
+        assert_eq!(
+            one.member_block(b),
+            Some((0, one.storage_offset(b).unwrap() / bs))
+        );
+        assert_eq!(sb().geometry.member_block(5000), None, "a single volume");
     }
 }

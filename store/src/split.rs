@@ -18,6 +18,11 @@ pub enum SplitError {
     NotSplit,
     #[error("the data member: {0}")]
     Label(LabelError),
+    #[error(
+        "the metadata member's superblock stripes the data over {0} data members: this pnfsd \
+         mounts a split volume of one data member only"
+    )]
+    Striped(u32),
     #[error("the data member: {0}")]
     Mismatch(String),
     #[error("the {0} member is {1} bytes, its volume needs {2}")]
@@ -66,6 +71,10 @@ impl SplitDev {
         if !g.is_split() {
             return Err(SplitError::NotSplit);
         }
+        // The routing below is for one data member (`Geometry::member_block` has the rest).
+        if g.is_striped() {
+            return Err(SplitError::Striped(g.data_members));
+        }
         let need = g.meta_member_blocks() * bs;
         if meta.size() < need {
             return Err(SplitError::TooSmall("metadata", meta.size(), need));
@@ -76,7 +85,7 @@ impl SplitDev {
         data.read_at(&mut b, 0)?;
         let label = MemberLabel::decode(&b).map_err(SplitError::Label)?;
         label
-            .check_data(&sb.uuid, g.data_member_blocks, g.data_base)
+            .check(&sb.member_label(0))
             .map_err(SplitError::Mismatch)?;
         let need = g.data_member_blocks * bs;
         if data.size() < need {
@@ -185,5 +194,28 @@ mod tests {
         assert_eq!(back, buf);
         assert_eq!(dev.size(), g.total_blocks * bs);
         assert!(dev.read_at(&mut back, dev.size() - bs).is_err());
+    }
+
+    /// A striped set's metadata member is refused, not routed as one data member.
+    #[test]
+    fn a_striped_set_is_refused() {
+        let g = Geometry::for_stripe(16 << 20, &[8 << 20, 8 << 20], 256).unwrap();
+        let sb = Superblock {
+            uuid: *b"0123456789abcdef",
+            features: layout::superblock::FEATURE_SPLIT | layout::superblock::FEATURE_STRIPE,
+            geometry: g,
+            created: 1,
+            mounted: None,
+        };
+        let (m, d) = (
+            Arc::new(CrashDev::new(16 << 20, 1)),
+            Arc::new(CrashDev::new(8 << 20, 2)),
+        );
+        m.write_at(&sb.encode(), 0).unwrap();
+        let mut label = vec![0u8; BLOCK_SIZE as usize];
+        label[..512].copy_from_slice(&sb.member_label(0).encode());
+        d.write_at(&label, 0).unwrap();
+        let e = SplitDev::open(m, d).err().expect("refused");
+        assert!(matches!(e, SplitError::Striped(2)), "{e}");
     }
 }
