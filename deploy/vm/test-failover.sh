@@ -218,6 +218,6 @@ EOF
     SUMMARY+=("$(printf '%-12s %-4s %s' "$layout:$sig" "$( ((r == 0)) && echo PASS || echo FAIL)" "$(cut -d' ' -f3- <<< "$line")")")
 done
 echo
-echo "===== MDS failover (kernel $(basename "$("$HERE/build-guest.sh" 2>/dev/null | tail -n1)"), lease $LEASE s ====="
+echo "===== MDS failover (kernel $(basename "$("$HERE/build-guest.sh" 2>/dev/null | tail -n1)"), lease $LEASE s) ====="
 printf '%s\n' "${SUMMARY[@]}"
 exit $rc
