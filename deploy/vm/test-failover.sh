@@ -120,7 +120,7 @@ start() { # start a|b [--takeover]: waits for "pnfsd ready"; a.rc gets the exit 
     local c; c=\$(grep -c "pnfsd ready" "$D/\$n.log")
     ( "$BIN" serve --config "$D/\$n.toml" "\$@" >> "$D/\$n.log" 2>&1; echo \$? > "$D/\$n.rc" ) &
     for ((i = 0; i < 600; i++)); do
-        (( \$(grep -c "pnfsd ready" "$D/\$n.log") > c )) && { pid \$n > "$D/\$n.pid"; return 0; }
+        (( \$(grep -c "pnfsd ready" "$D/\$n.log") > c )) && return 0
         [[ -e "$D/\$n.rc" ]] && { echo "MDS \$n exited with \$(cat "$D/\$n.rc")"; tail -n 5 "$D/\$n.log"; return 1; }
         sleep 0.1
     done

@@ -211,8 +211,9 @@ enum Refusal {
 pub struct TargetPolicy {
     rules: Vec<NsRule>,
     mds_hosts: Vec<String>,
-    /// Write-class commands of each `mds_hosts` host let through to the media, in its order:
-    /// which MDS writes the volume, and proof that a fenced one no longer does.
+    /// Successful Write commands of each `mds_hosts` host, in its order (fed by the target's
+    /// reply path, `write_counter`): which MDS writes the volume, and that a fenced one no
+    /// longer does.
     mds_writes: Vec<Arc<AtomicU64>>,
 }
 

@@ -122,7 +122,7 @@ pub fn target_exposition(
             }
             let mut m = e.encode_descriptor(
                 "pnfsd_target_mds_writes",
-                "Write-class commands of each mds_hosts host that reached the media: which MDS writes the volumes (a fenced one no longer does).",
+                "Write commands of each mds_hosts host answered with success: which MDS writes the volumes (a fenced one no longer does).",
                 None,
                 MetricType::Counter,
             )?;
